@@ -1,0 +1,62 @@
+import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
+import { tempDir } from '../test/support/tmp.js';
+import { percentile, round } from './stats.js';
+
+export interface AppendBenchResult {
+  readonly mode: string;
+  readonly appendsPerSecond: number;
+  readonly eventsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+}
+
+const WRITERS = 50;
+const EVENTS_PER_APPEND = 4;
+
+// Each writer appends new 4-event lead-like streams with expected revision no_stream, back to
+// back, the way POST /functions/leads will: durable appends, only the commit strategy differs.
+async function run(groupCommit: boolean, seconds: number): Promise<AppendBenchResult> {
+  const dir = tempDir('bench-events');
+  const store = await EmbeddedEventStore.open(dir.path, { groupCommit });
+  const latencies: number[] = [];
+  let appends = 0;
+  let measuring = false;
+  let stop = false;
+  const writer = async (w: number) => {
+    for (let i = 0; !stop; i++) {
+      const events = Array.from({ length: EVENTS_PER_APPEND }, (_, e) => ({
+        type: ['LeadReceived', 'LeadEnriched', 'LeadRouted', 'LeadSold'][e]!,
+        data: { lead_id: w * 1e7 + i, first_name: 'Ada', last_name: 'Lovelace', email: 'ada@example.com', mobile: '+12025550143', zip: '90210', state: 'CA', price: 42.5 },
+        metadata: { trace_id: '0af7651916cd43dd8448eb211c80319c', schema: 1 },
+      }));
+      const started = performance.now();
+      await store.append(`lead-${w}-${i}`, events, { expectedRevision: 'no_stream' });
+      if (measuring) {
+        latencies.push(performance.now() - started);
+        appends++;
+      }
+    }
+  };
+  const writers = Array.from({ length: WRITERS }, (_, w) => writer(w));
+  await new Promise((r) => setTimeout(r, 1000)); // warm-up
+  measuring = true;
+  const started = performance.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  measuring = false;
+  const elapsed = (performance.now() - started) / 1000;
+  stop = true;
+  await Promise.all(writers);
+  await store.close();
+  dir.remove();
+  return {
+    mode: groupCommit ? 'group commit' : 'one commit per append',
+    appendsPerSecond: Math.round(appends / elapsed),
+    eventsPerSecond: Math.round((appends * EVENTS_PER_APPEND) / elapsed),
+    p50Ms: round(percentile(latencies, 50), 2),
+    p99Ms: round(percentile(latencies, 99), 2),
+  };
+}
+
+export async function benchEventStore(seconds = 5): Promise<AppendBenchResult[]> {
+  return [await run(true, seconds), await run(false, seconds)];
+}

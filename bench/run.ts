@@ -1,0 +1,19 @@
+import { benchEventStore } from './event-store.js';
+
+// `npm run bench [part…]`: runs the named parts (all by default) and prints one table per part.
+const parts: Record<string, () => Promise<void>> = {
+  'event-store': async () => {
+    console.log('\nEvent store: 4-event appends, 50 concurrent writers, durable (WAL, synchronous=FULL)');
+    console.table(await benchEventStore(Number(process.env.BENCH_SECONDS ?? 5)));
+  },
+};
+
+const wanted = process.argv.slice(2);
+for (const name of wanted.length > 0 ? wanted : Object.keys(parts)) {
+  const part = parts[name];
+  if (!part) {
+    console.error(`unknown bench part '${name}'; parts: ${Object.keys(parts).join(', ')}`);
+    process.exit(1);
+  }
+  await part();
+}

@@ -1,0 +1,41 @@
+import Database from 'better-sqlite3';
+
+// One SQLite file holds every stream. Each append is one row of `commits` holding its events as a
+// JSON array, so an append costs one row and one index entry whatever its size, and its events are
+// atomic by construction. `streams` keeps each stream's last revision so that an expected-revision
+// check is one indexed lookup. `commits.position` (the rowid, never reused: rows are never deleted)
+// is the `$all` order; an event's position is {commit: its row, prepare: its index in the row}.
+const DDL = `
+CREATE TABLE IF NOT EXISTS streams (
+  id       INTEGER PRIMARY KEY,
+  name     TEXT NOT NULL UNIQUE,
+  revision INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS commits (
+  position       INTEGER PRIMARY KEY,
+  stream_id      INTEGER NOT NULL REFERENCES streams(id),
+  first_revision INTEGER NOT NULL,
+  last_revision  INTEGER NOT NULL,
+  events         TEXT NOT NULL,
+  created        INTEGER NOT NULL,
+  UNIQUE (stream_id, first_revision)
+);
+`;
+
+export const EVENTS_FILE = 'events.db';
+
+/**
+ * Opens the events database with the settings every connection needs. WAL lets readers (this
+ * process or the CLI) run beside the writer; synchronous=FULL makes a commit durable before it
+ * returns; busy_timeout makes writers from several processes queue instead of failing.
+ */
+export function openEventsDatabase(file: string, options: { readonly?: boolean } = {}): Database.Database {
+  const db = new Database(file, { fileMustExist: options.readonly === true });
+  db.pragma('busy_timeout = 10000');
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma('cache_size = -65536');
+  db.pragma('temp_store = MEMORY');
+  if (!options.readonly) db.exec(DDL);
+  return db;
+}

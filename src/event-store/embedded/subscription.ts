@@ -1,0 +1,62 @@
+import type { AllSubscription, Position, RecordedEvent } from '../port.js';
+
+const PAGE = 1000;
+
+/**
+ * A catch-up subscription to `$all` on the embedded store: reads pages after its position until
+ * it has caught up, then waits to be woken by an append in this process or by its poll timer,
+ * which is how it sees appends made by other processes sharing the data dir.
+ */
+export class PollingSubscription implements AllSubscription {
+  private stopped = false;
+  private wake: (() => void) | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private position: Position,
+    private readonly readPage: (from: Position, maxCount: number) => RecordedEvent[],
+    private readonly pollIntervalMs: number,
+    private readonly onStop: () => void,
+  ) {}
+
+  /** New events may have been written: stop waiting. */
+  notify(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+
+  async unsubscribe(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.notify();
+    this.onStop();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<RecordedEvent> {
+    try {
+      while (!this.stopped) {
+        const page = this.readPage(this.position, PAGE);
+        for (const event of page) {
+          if (this.stopped) return;
+          this.position = event.position;
+          yield event;
+        }
+        if (page.length < PAGE && !this.stopped) await this.idle();
+      }
+    } finally {
+      if (!this.stopped) await this.unsubscribe();
+    }
+  }
+
+  private idle(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.wake = () => {
+        if (this.timer) clearTimeout(this.timer);
+        this.timer = undefined;
+        resolve();
+      };
+      this.timer = setTimeout(() => this.notify(), this.pollIntervalMs);
+    });
+  }
+}

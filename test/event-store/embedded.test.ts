@@ -1,0 +1,101 @@
+import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
+import { EventStoreUnavailableError } from '../../src/event-store/index.js';
+import { runChild } from '../support/child.js';
+import { tempDir } from '../support/tmp.js';
+import { eventStoreContract } from './contract.js';
+
+describe('embedded event store (SQLite)', function () {
+  const dir = tempDir('events');
+  after(() => dir.remove());
+
+  eventStoreContract('embedded SQLite', () => EmbeddedEventStore.open(dir.path), {
+    childEnv: () => ({ LEADPOST_DATA_DIR: dir.path, EVENTSTORE_URL: '' }),
+  });
+
+  describe('durability', function () {
+    this.timeout(60_000);
+
+    it('kill -9 in the middle of appending: every acknowledged append is readable, no append is partial', async function () {
+      for (let round = 0; round < 3; round++) {
+        const prefix = `crash${round}-`;
+        const child = runChild(['streams', prefix, '1000000', '4'], { LEADPOST_DATA_DIR: dir.path, EVENTSTORE_URL: '' });
+        await child.until('acked ', 300 + round * 200);
+        child.process.kill('SIGKILL');
+        const result = await child;
+        expect(result.signal).to.equal('SIGKILL');
+        const acked = result.lines.filter((l) => l.startsWith('acked ')).map((l) => Number(l.slice(6)));
+
+        const store = await EmbeddedEventStore.open(dir.path);
+        try {
+          for (const index of acked) {
+            const events = await store.readStream(`${prefix}${index}`);
+            expect(events.map((e) => e.revision), `acknowledged stream ${index}`).to.deep.equal([0, 1, 2, 3]);
+          }
+          const perStream = new Map<string, number>();
+          for (const e of await store.readAll()) {
+            if (e.streamId.startsWith(prefix)) perStream.set(e.streamId, (perStream.get(e.streamId) ?? 0) + 1);
+          }
+          // Appends in flight at the kill are either wholly there or wholly absent.
+          for (const [streamId, count] of perStream) expect(count, streamId).to.equal(4);
+          expect(perStream.size).to.be.at.least(acked.length);
+        } finally {
+          await store.close();
+        }
+      }
+    });
+
+    it('an append resolves only after the commit: a new connection reads it at once', async function () {
+      const a = await EmbeddedEventStore.open(dir.path);
+      const b = await EmbeddedEventStore.open(dir.path);
+      try {
+        await a.append('visible-1', [{ type: 'E', data: { n: 1 } }], { expectedRevision: 'no_stream' });
+        expect(await b.readStream('visible-1')).to.have.length(1);
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+  });
+
+  describe('failures', function () {
+    it('a data dir that cannot be created is EventStoreUnavailableError, not a crash', async function () {
+      // A path below a regular file can never be a directory.
+      const file = join(dir.path, 'not-a-dir');
+      writeFileSync(file, '');
+      const error = await EmbeddedEventStore.open(join(file, 'data')).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).to.be.instanceOf(EventStoreUnavailableError);
+    });
+
+    it('an append after close is refused as unavailable', async function () {
+      const store = await EmbeddedEventStore.open(dir.path);
+      await store.close();
+      const error = await store.append('closed-1', [{ type: 'E', data: {} }]).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).to.be.instanceOf(EventStoreUnavailableError);
+    });
+
+    it('data that is not JSON-serialisable is refused before anything is written', async function () {
+      const store = await EmbeddedEventStore.open(dir.path);
+      try {
+        const cyclic: Record<string, unknown> = {};
+        cyclic.self = cyclic;
+        const error = await store.append('cyclic-1', [{ type: 'E', data: cyclic }]).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error).to.be.instanceOf(TypeError);
+        expect(await store.readStream('cyclic-1')).to.deep.equal([]);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+});
