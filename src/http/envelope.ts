@@ -1,0 +1,95 @@
+// The decision envelope (DESIGN.md §4.1): every response of the service carries all of its fields.
+
+export type Acceptance = 'accepted' | 'rejected' | 'error';
+export type LeadStatus = 'sold' | 'unsold' | 'rejected';
+export type ResponseWord = 'Success' | 'Failure' | 'Error';
+
+export interface FieldError {
+  readonly field: string;
+  readonly code: string;
+  readonly message: string;
+}
+
+export interface DecisionEnvelope {
+  ok: boolean;
+  trace_id: string;
+  acceptance: Acceptance;
+  lead_id: number | null;
+  lead_status: LeadStatus | null;
+  sold: boolean;
+  revenue: number;
+  currency: string;
+  code: OutcomeCode;
+  message: string;
+  Response: ResponseWord;
+  errors?: FieldError[];
+  test?: true;
+}
+
+interface Outcome {
+  readonly status: number;
+  readonly acceptance: Acceptance;
+  readonly message: string;
+}
+
+/** Every outcome code with its HTTP status, acceptance and default message. */
+export const OUTCOMES = {
+  SOLD: { status: 201, acceptance: 'accepted', message: 'Lead accepted and sold.' },
+  UNSOLD: { status: 201, acceptance: 'accepted', message: 'Lead accepted; no buyer took it.' },
+  INVALID: { status: 422, acceptance: 'rejected', message: 'Lead rejected: one or more fields are invalid.' },
+  VERIFICATION_FAILED: { status: 422, acceptance: 'rejected', message: 'Lead rejected: phone or e-mail verification failed.' },
+  DUPLICATE: { status: 409, acceptance: 'rejected', message: 'Lead rejected: the same mobile or e-mail was accepted recently.' },
+  MALFORMED_JSON: { status: 400, acceptance: 'rejected', message: 'The body is not a JSON object.' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, acceptance: 'rejected', message: 'Content-Type must be application/json.' },
+  PAYLOAD_TOO_LARGE: { status: 413, acceptance: 'rejected', message: 'The body is larger than the limit.' },
+  UNAUTHORIZED: { status: 401, acceptance: 'rejected', message: 'The API key is missing, unknown, revoked or expired.' },
+  FORBIDDEN: { status: 403, acceptance: 'rejected', message: "The API key's role may not do this." },
+  HTTPS_REQUIRED: { status: 403, acceptance: 'rejected', message: 'Plain HTTP is not accepted; use HTTPS.' },
+  NOT_FOUND: { status: 404, acceptance: 'rejected', message: 'Not found.' },
+  METHOD_NOT_ALLOWED: { status: 405, acceptance: 'rejected', message: 'Method not allowed on this route.' },
+  RATE_LIMITED: { status: 429, acceptance: 'error', message: 'Too many requests for this API key; retry after the delay given.' },
+  IDEMPOTENCY_CONFLICT: { status: 409, acceptance: 'error', message: 'A request with this Idempotency-Key is still in progress.' },
+  UNAVAILABLE: { status: 503, acceptance: 'error', message: 'The service is temporarily unavailable; nothing was recorded. Retry later.' },
+  INTERNAL_ERROR: { status: 500, acceptance: 'error', message: 'Internal error; nothing was recorded. It has been logged with the trace id.' },
+} as const satisfies Record<string, Outcome>;
+
+export type OutcomeCode = keyof typeof OUTCOMES;
+
+const RESPONSE_WORD: Record<Acceptance, ResponseWord> = { accepted: 'Success', rejected: 'Failure', error: 'Error' };
+
+export const CURRENCY = 'USD';
+
+/** Money in the envelope: a number with at most 2 decimals. */
+export const money = (amount: number): number => Math.round(amount * 100) / 100;
+
+/**
+ * The envelope of a response that recorded no lead (auth, body, routing and store failures).
+ * `acceptance` may be overridden for the one code whose acceptance depends on the case
+ * (IDEMPOTENCY_CONFLICT: 409 in flight is `error`, 422 other body is `rejected`).
+ */
+export function noLeadEnvelope(
+  code: OutcomeCode,
+  traceId: string,
+  options: { message?: string; acceptance?: Acceptance; errors?: FieldError[]; currency?: string } = {},
+): DecisionEnvelope {
+  const acceptance = options.acceptance ?? OUTCOMES[code].acceptance;
+  const envelope: DecisionEnvelope = {
+    ok: false,
+    trace_id: traceId,
+    acceptance,
+    lead_id: null,
+    lead_status: null,
+    sold: false,
+    revenue: 0,
+    currency: options.currency ?? CURRENCY,
+    code,
+    message: options.message ?? OUTCOMES[code].message,
+    Response: RESPONSE_WORD[acceptance],
+  };
+  if (options.errors) envelope.errors = options.errors;
+  return envelope;
+}
+
+export function responseWord(acceptance: Acceptance): ResponseWord {
+  return RESPONSE_WORD[acceptance];
+}

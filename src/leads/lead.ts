@@ -1,0 +1,24 @@
+// A consumer's lead as the service keeps it once validated and normalised (DESIGN.md §4.1).
+
+export interface NormalisedLead {
+  readonly first_name: string;
+  readonly last_name: string;
+  /** Trimmed, lower-cased. */
+  readonly email: string;
+  /** E.164, e.g. +12025550143. */
+  readonly mobile: string;
+  /** National significant number, e.g. 2025550143. */
+  readonly mobile_national: string;
+  /** Five digits. */
+  readonly zip: string;
+  /** The four-digit extension, or null. */
+  readonly zip4: string | null;
+  /** USPS two-letter code, upper case. */
+  readonly accident_state: string;
+  readonly certificate_url: string;
+  /** The 40-hex certificate id taken from the URL, lower case. */
+  readonly certificate_id: string;
+  readonly sid: string;
+  readonly s1: string | null;
+  readonly test: boolean;
+}
