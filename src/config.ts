@@ -1,17 +1,113 @@
 import { resolve } from 'node:path';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
-// so a command run beside the service opens the very stores the service uses.
+// so a command run beside the service opens the very stores the service uses. Each variable is
+// checked here, and a bad one stops start-up with a message that names it.
+
 export interface Config {
   readonly dataDir: string;
   readonly eventStoreUrl: string | undefined;
   readonly mongoUrl: string | undefined;
 }
 
+export interface ServiceConfig extends Config {
+  readonly port: number;
+  readonly httpPort: number;
+  readonly host: string | undefined;
+  readonly tlsCertFile: string | undefined;
+  readonly tlsKeyFile: string | undefined;
+  readonly trustProxy: boolean;
+  readonly routingFile: string;
+  readonly bodyLimitBytes: number;
+  /** Per API key; null: no limit. */
+  readonly rateLimit: { ratePerSecond: number; burst: number } | null;
+  readonly leadIdBlockSize: number;
+  readonly certificateHosts: readonly string[];
+  readonly mxLookup: boolean;
+  readonly mxTimeoutMs: number;
+  readonly phoneVerifierUrl: string | undefined;
+  readonly emailVerifierUrl: string | undefined;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     dataDir: resolve(env.LEADPOST_DATA_DIR || './data'),
-    eventStoreUrl: env.EVENTSTORE_URL || undefined,
-    mongoUrl: env.MONGODB_URL || undefined,
+    eventStoreUrl: optionalUrl(env, 'EVENTSTORE_URL', ['esdb:', 'esdb+discover:']),
+    mongoUrl: optionalUrl(env, 'MONGODB_URL', ['mongodb:', 'mongodb+srv:']),
   };
+}
+
+export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
+  const problems: string[] = [];
+  const check = <T>(read: () => T, fallback: T): T => {
+    try {
+      return read();
+    } catch (error) {
+      problems.push((error as Error).message);
+      return fallback;
+    }
+  };
+  const base = check(() => loadConfig(env), { dataDir: '', eventStoreUrl: undefined, mongoUrl: undefined });
+  const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', 50, 0, 1_000_000), 0);
+  const config: ServiceConfig = {
+    ...base,
+    port: check(() => integer(env, 'PORT', 8443, 0, 65535), 0),
+    httpPort: check(() => integer(env, 'HTTP_PORT', 8080, 0, 65535), 0),
+    host: env.HOST || undefined,
+    tlsCertFile: env.TLS_CERT_FILE || undefined,
+    tlsKeyFile: env.TLS_KEY_FILE || undefined,
+    trustProxy: check(() => flag(env, 'TRUST_PROXY', false), false),
+    routingFile: resolve(env.LEADPOST_ROUTING_FILE || 'config/routing.json'),
+    bodyLimitBytes: check(() => integer(env, 'BODY_LIMIT_BYTES', 65536, 1024, 10 * 1024 * 1024), 0),
+    rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
+    leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),
+    certificateHosts: (env.CERTIFICATE_HOSTS || 'cert.trustedform.com,ping.trustedform.com')
+      .split(',')
+      .map((h) => h.trim().toLowerCase())
+      .filter(Boolean),
+    mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),
+    mxTimeoutMs: check(() => integer(env, 'MX_TIMEOUT_MS', 300, 1, 5000), 300),
+    phoneVerifierUrl: check(() => optionalUrl(env, 'PHONE_VERIFIER_URL', ['https:', 'http:']), undefined),
+    emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
+  };
+  if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
+    problems.push('TLS_CERT_FILE and TLS_KEY_FILE must be given together');
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
+  return config;
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw.trim()) || value < min || value > max) {
+    throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, not '${raw}'`);
+  }
+  return value;
+}
+
+function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
+  if (['0', 'false', 'no', 'off'].includes(raw)) return false;
+  throw new ConfigError(`${name} must be 1 or 0 (true/false, yes/no, on/off), not '${env[name]}'`);
+}
+
+function optionalUrl(env: NodeJS.ProcessEnv, name: string, protocols: readonly string[]): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  let protocol: string;
+  try {
+    protocol = new URL(raw).protocol;
+  } catch {
+    throw new ConfigError(`${name} is not a URL`);
+  }
+  if (!protocols.includes(protocol)) throw new ConfigError(`${name} must start with ${protocols.join(' or ')}//`);
+  return raw;
 }

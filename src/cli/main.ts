@@ -1,39 +1,58 @@
-import { loadConfig } from '../config.js';
-import { openEventStore } from '../event-store/index.js';
+import { ConfigError, loadServiceConfig } from '../config.js';
+import { RoutingConfigError } from '../routing/load-config.js';
+import { startService } from '../service.js';
+import { runKeysCommand } from './keys.js';
 
-const USAGE = `usage: leadpost <command>
+const USAGE = `usage: leadpost <command> [options]
 
 commands:
-  serve     run the service (what \`npm start\` runs)
+  serve                                   run the service (what \`npm start\` runs)
+  keys create --role ROLE --name NAME [--json]
+                                          create an API key (roles: supplier, buyer, analyst, admin)
+  keys list [--json]                      list keys (never the key itself)
+  keys revoke ID                          revoke a key (takes effect within a second)
+  keys rotate ID [--grace SECONDS] [--json]
+                                          issue a replacement; the old key works until the grace ends
 
-Every command reads the same environment as the service: LEADPOST_DATA_DIR, EVENTSTORE_URL, MONGODB_URL.`;
+\`leadpost <command> --help\` tells more. Every command reads the same environment as the
+service: LEADPOST_DATA_DIR, EVENTSTORE_URL, MONGODB_URL (see the README for the rest).`;
 
 /** Runs one CLI command; resolves to the process exit code. */
 export async function main(args: string[]): Promise<number> {
   const [command] = args;
   switch (command) {
     case 'serve':
-      return serve();
+      return args.includes('--help') ? (console.log('usage: leadpost serve\n\nRuns the HTTPS service; configured by the environment (see the README).'), 0) : serve();
+    case 'keys':
+      return runKeysCommand(args.slice(1));
     case undefined:
     case '--help':
     case '-h':
     case 'help':
       console.log(USAGE);
-      return command === undefined ? 1 : 0;
+      return command === undefined ? 2 : 0;
     default:
       console.error(`leadpost: unknown command '${command}'\n\n${USAGE}`);
-      return 1;
+      return 2;
   }
 }
 
 async function serve(): Promise<number> {
-  const config = loadConfig();
-  const store = await openEventStore(config);
-  console.log(JSON.stringify({ msg: 'leadpost started', store: config.eventStoreUrl ? 'eventstoredb' : 'embedded', dataDir: config.dataDir }));
+  let service;
+  try {
+    service = await startService(loadServiceConfig());
+  } catch (error) {
+    // A bad setting or routing file is the operator's to fix: say which, without a stack trace.
+    if (error instanceof ConfigError || error instanceof RoutingConfigError) {
+      console.error(`leadpost: ${error.message}`);
+      return 1;
+    }
+    throw error;
+  }
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
-  await store.close();
+  await service.close();
   return 0;
 }

@@ -1,0 +1,211 @@
+// `leadpost keys …`: manage API keys in the event store the service reads. Usage is checked before
+// the store is opened, so a typo never creates a data dir or waits on a server.
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config.js';
+import { type EventStore, openEventStore } from '../event-store/index.js';
+import {
+  formatKey,
+  isKeyId,
+  isKeyName,
+  isRole,
+  issueKey,
+  KeyCommandError,
+  type KeyRecord,
+  keyStatus,
+  MAX_GRACE_SECONDS,
+  newKeyMaterial,
+  revokeKey,
+  ROLES,
+  rotateKey,
+} from '../keys/api-keys.js';
+import { changeKeys, loadKeys } from '../keys/key-stream.js';
+
+export interface KeysIo {
+  readonly out: { write(text: string): unknown };
+  readonly err: { write(text: string): unknown };
+}
+
+const USAGE = `usage: leadpost keys <command>
+
+commands:
+  create --role ROLE --name NAME [--json]  issue a key; ROLE is ${ROLES.join('|')};
+                                           NAME is the principal (supplier id, buyer id):
+                                           1-64 of A-Z a-z 0-9 . _ -
+  list [--json]                            every key: id, role, name, status, issued_at
+  revoke ID                                stop a key at once
+  rotate ID [--grace SECONDS] [--json]     issue a replacement; the old key keeps working for the
+                                           grace period (default KEY_ROTATION_GRACE_SECONDS or 86400)
+
+A new key is printed once and never again: only a hash of it is stored.
+Running services pick up every change within a second.
+`;
+
+const DEFAULT_GRACE_SECONDS = 86_400;
+
+type Command =
+  | { readonly kind: 'help' }
+  | { readonly kind: 'create'; readonly role: string; readonly name: string; readonly json: boolean }
+  | { readonly kind: 'list'; readonly json: boolean }
+  | { readonly kind: 'revoke'; readonly id: string }
+  | { readonly kind: 'rotate'; readonly id: string; readonly grace: number; readonly json: boolean };
+
+class UsageError extends Error {}
+
+const FLAGS = {
+  create: { role: { type: 'string' }, name: { type: 'string' }, json: { type: 'boolean' } },
+  list: { json: { type: 'boolean' } },
+  revoke: {},
+  rotate: { grace: { type: 'string' }, json: { type: 'boolean' } },
+} as const;
+
+/** Runs `keys <args>` (args exclude the word `keys`); resolves to the exit code: 0 ok, 2 usage, 1 failure. */
+export async function runKeysCommand(args: string[], io: KeysIo = { out: process.stdout, err: process.stderr }, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  let command: Command;
+  try {
+    command = parse(args, env);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err.write(`leadpost keys: ${error.message}\nRun 'leadpost keys --help' for usage.\n`);
+    return 2;
+  }
+  if (command.kind === 'help') {
+    io.out.write(USAGE);
+    return 0;
+  }
+  let store: EventStore | undefined;
+  try {
+    store = await openEventStore(loadConfig(env));
+    await execute(command, store, io);
+    return 0;
+  } catch (error) {
+    io.err.write(`leadpost keys: ${error instanceof Error ? error.message : String(error)}\n`);
+    return error instanceof KeyCommandError && error.kind === 'invalid' ? 2 : 1;
+  } finally {
+    await store?.close().catch(() => {});
+  }
+}
+
+function parse(args: string[], env: NodeJS.ProcessEnv): Command {
+  const [sub, ...rest] = args;
+  if (sub === undefined) throw new UsageError('missing command (create, list, revoke or rotate)');
+  if (sub === '--help' || sub === '-h' || sub === 'help') return { kind: 'help' };
+  if (!Object.hasOwn(FLAGS, sub)) throw new UsageError(`unknown command ${JSON.stringify(sub)}`);
+  const kind = sub as keyof typeof FLAGS;
+  let parsed;
+  try {
+    parsed = parseArgs({ args: rest, options: { ...FLAGS[kind], help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const { values, positionals } = parsed as { values: Record<string, string | boolean | undefined>; positionals: string[] };
+  if (values.help) return { kind: 'help' };
+  const json = values.json === true;
+  if (kind === 'create' || kind === 'list') {
+    if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  } else if (positionals.length !== 1) {
+    throw new UsageError(`${kind} takes exactly one key ID`);
+  }
+  switch (kind) {
+    case 'create': {
+      const role = values.role as string | undefined;
+      const name = values.name as string | undefined;
+      if (role === undefined) throw new UsageError('create needs --role');
+      if (!isRole(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
+      if (name === undefined) throw new UsageError('create needs --name');
+      if (!isKeyName(name)) throw new UsageError('--name must be 1-64 characters of A-Z a-z 0-9 . _ -');
+      return { kind, role, name, json };
+    }
+    case 'list':
+      return { kind, json };
+    case 'revoke':
+      return { kind, id: keyId(positionals[0]!) };
+    case 'rotate':
+      return { kind, id: keyId(positionals[0]!), grace: grace(values.grace as string | undefined, env), json };
+  }
+}
+
+function keyId(text: string): string {
+  // Someone will paste the whole key; say so without echoing the secret back to the terminal.
+  if (text.startsWith('lp_')) throw new UsageError("pass the key's ID (the 12 characters after 'lp_'), not the key itself");
+  if (!isKeyId(text)) throw new UsageError(`${JSON.stringify(text)} is not a key ID (12 lower-case letters or digits)`);
+  return text;
+}
+
+function grace(flag: string | undefined, env: NodeJS.ProcessEnv): number {
+  const [source, text] = flag !== undefined ? ['--grace', flag] : ['KEY_ROTATION_GRACE_SECONDS', env.KEY_ROTATION_GRACE_SECONDS || undefined];
+  if (text === undefined) return DEFAULT_GRACE_SECONDS;
+  const seconds = /^\d{1,9}$/.test(text) ? Number(text) : NaN;
+  if (!(seconds <= MAX_GRACE_SECONDS)) throw new UsageError(`${source} must be a whole number of seconds from 0 to ${MAX_GRACE_SECONDS}`);
+  return seconds;
+}
+
+const line = (io: KeysIo, text = ''): unknown => io.out.write(`${text}\n`);
+const WARNING = 'Store this key now: it will not be shown again (only its hash is kept).';
+
+async function execute(command: Exclude<Command, { kind: 'help' }>, store: EventStore, io: KeysIo): Promise<void> {
+  const now = Date.now();
+  switch (command.kind) {
+    case 'create': {
+      const { id, secret } = newKeyMaterial();
+      await changeKeys(store, (state) => issueKey(state, { role: command.role, name: command.name, now, id, secret }));
+      const key = formatKey(id, secret);
+      if (command.json) {
+        line(io, JSON.stringify({ id, key, role: command.role, name: command.name }));
+        io.err.write(`${WARNING}\n`);
+      } else {
+        line(io, `Created ${command.role} key ${id} for ${command.name}:`);
+        line(io, `\n  ${key}\n`);
+        line(io, WARNING);
+      }
+      return;
+    }
+    case 'list':
+      return list((await loadKeys(store)).state.values(), now, command.json, io);
+    case 'revoke': {
+      const { events, state } = await changeKeys(store, (s) => revokeKey(s, { id: command.id, now }));
+      const record = state.get(command.id)!;
+      line(io, events.length > 0 ? `Revoked ${record.role} key ${record.id} for ${record.name}.` : `Key ${record.id} was already revoked.`);
+      return;
+    }
+    case 'rotate': {
+      const { id: newId, secret } = newKeyMaterial();
+      const { state } = await changeKeys(store, (s) => rotateKey(s, { id: command.id, now, graceSeconds: command.grace, newId, newSecret: secret }));
+      const old = state.get(command.id)!;
+      const key = formatKey(newId, secret);
+      if (command.json) {
+        line(io, JSON.stringify({ id: newId, key, role: old.role, name: old.name, replaces: old.id }));
+        io.err.write(`${WARNING}\n`);
+      } else {
+        line(io, `Rotated key ${old.id}: new ${old.role} key ${newId} for ${old.name}:`);
+        line(io, `\n  ${key}\n`);
+        line(io, `Key ${old.id} keeps working until ${old.expires_at}, then stops.`);
+        line(io, WARNING);
+      }
+    }
+  }
+}
+
+function list(records: Iterable<KeyRecord>, now: number, json: boolean, io: KeysIo): void {
+  // Built field by field so the hash can never slip into the output.
+  const rows = [...records].map((r) => ({
+    id: r.id,
+    role: r.role,
+    name: r.name,
+    status: keyStatus(r, now),
+    issued_at: r.issued_at,
+    expires_at: r.expires_at,
+    revoked_at: r.revoked_at,
+    replaced_by: r.replaced_by,
+  }));
+  if (json) {
+    line(io, JSON.stringify(rows));
+    return;
+  }
+  if (rows.length === 0) {
+    line(io, 'No keys.');
+    return;
+  }
+  const table = [['ID', 'ROLE', 'NAME', 'STATUS', 'ISSUED_AT', 'EXPIRES_AT'], ...rows.map((r) => [r.id, r.role, r.name, r.status, r.issued_at, r.expires_at ?? ''])];
+  const widths = table[0]!.map((_, column) => Math.max(...table.map((row) => row[column]!.length)));
+  for (const row of table) line(io, row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd());
+}

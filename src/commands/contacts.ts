@@ -1,0 +1,87 @@
+import { type EventStore, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/index.js';
+import { MAX_RACES, hashedStream } from './streams.js';
+
+// Duplicate detection. Each normalised mobile and e-mail has a stream named by its hash; a lead
+// that is accepted holds a claim on both for the duplicate window. A claim is an append at the
+// revision just read, so of two leads racing for one contact exactly one gets it (also across
+// instances on EventStoreDB); the other re-reads, sees the claim and is a duplicate.
+
+interface ContactClaimed {
+  readonly lead_id: number;
+  readonly claimed_at: string;
+}
+
+export type ContactKind = 'mobile' | 'email';
+
+export const contactStream = (kind: ContactKind, value: string): string => hashedStream('contact', kind, value);
+
+export interface ContactClaim {
+  readonly stream: string;
+  readonly revision: number;
+  readonly leadId: number;
+}
+
+/** The lead holding the contact at `now`, if its claim is inside the window and was not released. */
+function activeClaim(events: RecordedEvent[], now: number, windowMs: number): number | null {
+  let holder: ContactClaimed | null = null;
+  for (const event of events) {
+    if (event.type === 'ContactClaimed') holder = event.data as ContactClaimed;
+    else if (event.type === 'ContactReleased' && holder?.lead_id === (event.data as { lead_id: number }).lead_id) holder = null;
+  }
+  return holder && now - Date.parse(holder.claimed_at) < windowMs ? holder.lead_id : null;
+}
+
+export class ContactRegistry {
+  constructor(private readonly store: EventStore) {}
+
+  /** Is any of the contacts held by an accepted lead inside the window? Reads only. */
+  async isDuplicate(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<boolean> {
+    for (const [kind, value] of contacts) {
+      const events = await this.store.readStream(contactStream(kind, value));
+      if (activeClaim(events, now.getTime(), windowDays * 86_400_000) !== null) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Claims every contact for the lead, or none: on a duplicate the claims already taken are
+   * released and null is returned.
+   */
+  async claim(contacts: ReadonlyArray<[ContactKind, string]>, leadId: number, now: Date, windowDays: number): Promise<ContactClaim[] | null> {
+    const taken: ContactClaim[] = [];
+    for (const [kind, value] of contacts) {
+      const claim = await this.claimOne(contactStream(kind, value), leadId, now, windowDays);
+      if (!claim) {
+        await this.release(taken, now);
+        return null;
+      }
+      taken.push(claim);
+    }
+    return taken;
+  }
+
+  /** Gives the contacts back: the lead that held them was not accepted after all. */
+  async release(claims: readonly ContactClaim[], now: Date): Promise<void> {
+    for (const claim of claims) {
+      await this.store.append(claim.stream, [{ type: 'ContactReleased', data: { lead_id: claim.leadId, released_at: now.toISOString() } }]);
+    }
+  }
+
+  private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | null> {
+    for (let race = 0; race < MAX_RACES; race++) {
+      const events = await this.store.readStream(stream);
+      if (activeClaim(events, now.getTime(), windowDays * 86_400_000) !== null) return null;
+      const last = events.at(-1);
+      try {
+        const data: ContactClaimed = { lead_id: leadId, claimed_at: now.toISOString() };
+        const result = await this.store.append(stream, [{ type: 'ContactClaimed', data }], {
+          expectedRevision: last ? last.revision : 'no_stream',
+        });
+        return { stream, revision: result.nextExpectedRevision, leadId };
+      } catch (error) {
+        if (!(error instanceof WrongExpectedRevisionError)) throw error;
+      }
+    }
+    throw new Error(`could not claim a contact after ${MAX_RACES} races`);
+  }
+}

@@ -1,0 +1,183 @@
+import type { Enrichment } from '../../enrichment/check.js';
+import { verificationFailed } from '../../enrichment/enricher.js';
+import {
+  CURRENCY,
+  type DecisionEnvelope,
+  type FieldError,
+  OUTCOMES,
+  type OutcomeCode,
+  money,
+  responseWord,
+} from '../../http/envelope.js';
+import type { LeadValidation } from '../../leads/validate.js';
+import type { LeadEvent, RoutingCandidate } from '../../events/lead-events.js';
+
+// The post-lead decider: decide(command, state) → events, evolve(state, event) → state. The I/O
+// stages (validation, duplicate claims, enrichment, cap reservations) run before it and hand their
+// results in, so every outcome rule is a pure function of its inputs.
+
+export interface RoutingDecision {
+  readonly target: { readonly kind: 'buyer' | 'bucket'; readonly id: string };
+  readonly price: number;
+  readonly currency: string;
+  readonly strategy: string;
+  readonly version: string;
+  readonly candidates: RoutingCandidate[];
+}
+
+export interface PostLeadCommand {
+  readonly leadId: number;
+  readonly supplier: string;
+  readonly keyId: string;
+  readonly now: Date;
+  readonly validation: LeadValidation;
+  /** The same mobile or e-mail was accepted within the window. Consulted only for a valid lead. */
+  readonly duplicate?: boolean;
+  /** Present once a valid, non-duplicate lead has been checked. */
+  readonly enrichment?: Enrichment;
+  /** Present once an enriched lead that passed verification has been routed. */
+  readonly routing?: RoutingDecision;
+}
+
+export interface LeadState {
+  readonly leadId: number | null;
+  readonly test: boolean;
+  readonly status: 'none' | 'received' | 'routed' | 'rejected' | 'unsold' | 'sold';
+  readonly code: OutcomeCode | null;
+  readonly errors: FieldError[];
+  readonly buyer: string | null;
+  readonly bucket: string | null;
+  readonly revenue: number;
+  readonly currency: string;
+}
+
+export const initialLeadState: LeadState = {
+  leadId: null,
+  test: false,
+  status: 'none',
+  code: null,
+  errors: [],
+  buyer: null,
+  bucket: null,
+  revenue: 0,
+  currency: CURRENCY,
+};
+
+export class LeadAlreadyRecordedError extends Error {
+  constructor(leadId: number) {
+    super(`lead ${leadId} is already recorded`);
+  }
+}
+
+const VERIFICATION_ERRORS: Readonly<Record<'phone' | 'email', FieldError>> = {
+  phone: { field: 'mobile', code: 'verification_failed', message: 'mobile failed phone verification' },
+  email: { field: 'email', code: 'verification_failed', message: 'email failed e-mail verification' },
+};
+
+export function decide(command: PostLeadCommand, state: LeadState): LeadEvent[] {
+  if (state.status !== 'none') throw new LeadAlreadyRecordedError(command.leadId);
+  const at = command.now.toISOString();
+  const lead_id = command.leadId;
+  const { validation } = command;
+
+  if (!validation.ok) {
+    const { partial } = validation;
+    return [
+      {
+        type: 'LeadReceived',
+        data: { lead_id, supplier: command.supplier, key_id: command.keyId, ...partial, lead: null, received_at: at },
+      },
+      { type: 'LeadRejected', data: { lead_id, code: 'INVALID', errors: validation.errors, rejected_at: at } },
+    ];
+  }
+
+  const lead = validation.lead;
+  const received: LeadEvent = {
+    type: 'LeadReceived',
+    data: {
+      lead_id,
+      supplier: command.supplier,
+      key_id: command.keyId,
+      sid: lead.sid,
+      s1: lead.s1,
+      accident_state: lead.accident_state,
+      test: lead.test,
+      lead,
+      received_at: at,
+    },
+  };
+  if (command.duplicate) {
+    const errors: FieldError[] = [{ field: 'mobile,email', code: 'duplicate', message: 'the same mobile or e-mail was accepted recently' }];
+    return [received, { type: 'LeadRejected', data: { lead_id, code: 'DUPLICATE', errors, rejected_at: at } }];
+  }
+  if (!command.enrichment) throw new Error('a valid, non-duplicate lead needs its enrichment');
+  const enriched: LeadEvent = { type: 'LeadEnriched', data: { lead_id, checks: command.enrichment } };
+  if (verificationFailed(command.enrichment)) {
+    const errors = (['phone', 'email'] as const).filter((check) => command.enrichment![check].result === 'fail').map((check) => VERIFICATION_ERRORS[check]);
+    return [received, enriched, { type: 'LeadRejected', data: { lead_id, code: 'VERIFICATION_FAILED', errors, rejected_at: at } }];
+  }
+  const routing = command.routing;
+  if (!routing) throw new Error('a verified lead needs its routing decision');
+  const routed: LeadEvent = {
+    type: 'LeadRouted',
+    data: {
+      lead_id,
+      target: routing.target,
+      price: routing.target.kind === 'buyer' ? money(routing.price) : 0,
+      currency: routing.currency,
+      strategy: routing.strategy,
+      routing_version: routing.version,
+      candidates: routing.candidates,
+    },
+  };
+  if (routing.target.kind === 'bucket') return [received, enriched, routed];
+  const sold: LeadEvent = {
+    type: 'LeadSold',
+    data: { lead_id, buyer: routing.target.id, revenue: money(routing.price), currency: routing.currency, sold_at: at },
+  };
+  return [received, enriched, routed, sold];
+}
+
+export function evolve(state: LeadState, event: LeadEvent): LeadState {
+  switch (event.type) {
+    case 'LeadReceived':
+      return { ...state, leadId: event.data.lead_id, test: event.data.test, status: 'received' };
+    case 'LeadRejected':
+      return { ...state, status: 'rejected', code: event.data.code, errors: event.data.errors };
+    case 'LeadEnriched':
+      return state;
+    case 'LeadRouted':
+      return event.data.target.kind === 'bucket'
+        ? { ...state, status: 'unsold', code: 'UNSOLD', bucket: event.data.target.id, currency: event.data.currency }
+        : { ...state, status: 'routed', buyer: event.data.target.id, currency: event.data.currency };
+    case 'LeadSold':
+      return { ...state, status: 'sold', code: 'SOLD', buyer: event.data.buyer, revenue: event.data.revenue, currency: event.data.currency };
+    default:
+      return state;
+  }
+}
+
+export const foldLead = (events: readonly LeadEvent[]): LeadState => events.reduce(evolve, initialLeadState);
+
+/** The decision envelope of a recorded lead, read off its folded state. */
+export function envelopeOf(state: LeadState, traceId: string): { status: number; envelope: DecisionEnvelope } {
+  if (state.code === null || state.leadId === null) throw new Error('the lead has no outcome yet');
+  const outcome = OUTCOMES[state.code];
+  const accepted = outcome.acceptance === 'accepted';
+  const envelope: DecisionEnvelope = {
+    ok: accepted,
+    trace_id: traceId,
+    acceptance: outcome.acceptance,
+    lead_id: state.leadId,
+    lead_status: state.status === 'sold' ? 'sold' : state.status === 'unsold' ? 'unsold' : 'rejected',
+    sold: state.status === 'sold',
+    revenue: state.status === 'sold' ? money(state.revenue) : 0,
+    currency: state.currency,
+    code: state.code,
+    message: outcome.message,
+    Response: responseWord(outcome.acceptance),
+  };
+  if (state.code === 'INVALID' || state.errors.length > 0) envelope.errors = state.errors;
+  if (state.test) envelope.test = true;
+  return { status: outcome.status, envelope };
+}

@@ -1,0 +1,182 @@
+import type { Enrichment } from '../../enrichment/check.js';
+import { verificationFailed } from '../../enrichment/enricher.js';
+import type { EventStore } from '../../event-store/index.js';
+import { LEAD_EVENT_SCHEMA, type LeadEvent, type RoutingCandidate, leadStream } from '../../events/lead-events.js';
+import { noLeadEnvelope } from '../../http/envelope.js';
+import type { PostLead, PostLeadRequest, PostLeadResponse } from '../../http/post-lead-port.js';
+import type { NormalisedLead } from '../../leads/lead.js';
+import type { LeadValidation } from '../../leads/validate.js';
+import type { LoadedRoutingConfig } from '../../routing/load-config.js';
+import { capPeriods, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
+import type { CapLedger, CapPeriod } from '../caps.js';
+import type { ContactClaim, ContactKind, ContactRegistry } from '../contacts.js';
+import type { IdempotencyKeys } from '../idempotency.js';
+import type { LeadIdAllocator } from '../lead-ids.js';
+import { type PostLeadCommand, type RoutingDecision, decide, envelopeOf, foldLead, initialLeadState } from './decider.js';
+
+export interface PostLeadDeps {
+  readonly store: EventStore;
+  readonly leadIds: LeadIdAllocator;
+  readonly validate: (body: Readonly<Record<string, unknown>>) => LeadValidation;
+  readonly enrich: (lead: NormalisedLead) => Promise<Enrichment>;
+  /** The routing file in force (read per lead, so a reload needs no restart). */
+  readonly routing: () => LoadedRoutingConfig;
+  readonly contacts: ContactRegistry;
+  readonly caps: CapLedger;
+  readonly idempotency: IdempotencyKeys;
+  readonly now: () => Date;
+}
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+interface Reservation {
+  readonly buyer: string;
+  readonly caps: readonly CapPeriod[];
+}
+
+/**
+ * POST /functions/leads behind the HTTP shell: idempotency → validate → dedupe → enrich → route →
+ * one atomic append of the lead's events → the envelope folded from them. Whatever support-stream
+ * claims a lead took (contacts, cap slots) are given back if its events could not be appended.
+ */
+export function createPostLead(deps: PostLeadDeps): PostLead {
+  let roundRobinTurn = 0;
+
+  async function route(lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date) {
+    const config = deps.routing();
+    const decisions = evaluateBuyers(config, lead, enrichment, now);
+    const candidates: RoutingCandidate[] = decisions.map((d) => ({ ...d }));
+    let reservation: Reservation | null = null;
+    for (const buyerId of rankEligible(config, decisions, roundRobinTurn++)) {
+      const buyer = config.buyers.find((b) => b.id === buyerId)!;
+      // A test lead runs the whole pipeline but uses no cap.
+      const caps = lead.test ? [] : capPeriods(buyer, now);
+      if (caps.length === 0 || (await deps.caps.reserve(buyerId, caps, leadId))) {
+        reservation = { buyer: buyerId, caps };
+        break;
+      }
+      const index = candidates.findIndex((c) => c.buyer === buyerId);
+      const full = caps.map((c) => `${c.key} cap ${c.max}`).join(', ');
+      candidates[index] = { ...candidates[index]!, eligible: false, reason: 'cap_reached', detail: full };
+    }
+    const decision: RoutingDecision = {
+      target: reservation ? { kind: 'buyer', id: reservation.buyer } : { kind: 'bucket', id: chooseBucket(config, lead) },
+      price: reservation ? config.buyers.find((b) => b.id === reservation!.buyer)!.price : 0,
+      currency: config.currency,
+      strategy: config.strategy,
+      version: config.version,
+      candidates,
+    };
+    return { decision, reservation };
+  }
+
+  async function record(request: PostLeadRequest, leadId: number, events: LeadEvent[]): Promise<PostLeadResponse> {
+    const occurredAt = new Date().toISOString();
+    await deps.store.append(
+      leadStream(leadId),
+      events.map((event) => ({
+        type: event.type,
+        data: event.data,
+        metadata: {
+          trace_id: request.traceId,
+          schema: LEAD_EVENT_SCHEMA,
+          occurred_at: occurredAt,
+          supplier_id: request.principal.name,
+          correlation_id: request.traceId,
+          causation_id: `request:${request.traceId}`,
+        },
+      })),
+      { expectedRevision: 'no_stream' },
+    );
+    return envelopeOf(foldLead(events), request.traceId);
+  }
+
+  async function processLead(request: PostLeadRequest): Promise<PostLeadResponse> {
+    const leadId = await deps.leadIds.nextId();
+    const now = deps.now();
+    const base = { leadId, supplier: request.principal.name, keyId: request.principal.keyId, now };
+    const validation = deps.validate(request.body);
+    if (!validation.ok) return record(request, leadId, decide({ ...base, validation }, initialLeadState));
+
+    const lead = validation.lead;
+    const windowDays = deps.routing().duplicate_window_days;
+    const contacts: Array<[ContactKind, string]> = [
+      ['mobile', lead.mobile],
+      ['email', lead.email],
+    ];
+    // A test lead is checked against real claims but takes none, so test traffic never blocks a real lead.
+    let claims: ContactClaim[] | null = [];
+    if (lead.test) {
+      if (await deps.contacts.isDuplicate(contacts, now, windowDays)) claims = null;
+    } else {
+      claims = await deps.contacts.claim(contacts, leadId, now, windowDays);
+    }
+    if (claims === null) return record(request, leadId, decide({ ...base, validation, duplicate: true }, initialLeadState));
+
+    let reservation: Reservation | null = null;
+    try {
+      const enrichment = await deps.enrich(lead);
+      let command: PostLeadCommand = { ...base, validation, enrichment };
+      if (!verificationFailed(enrichment)) {
+        const routed = await route(lead, enrichment, leadId, now);
+        reservation = routed.reservation;
+        command = { ...command, routing: routed.decision };
+      }
+      const response = await record(request, leadId, decide(command, initialLeadState));
+      // Only an accepted lead keeps its contacts for the duplicate window.
+      if (!response.envelope.ok) await deps.contacts.release(claims, now);
+      return response;
+    } catch (error) {
+      await giveBack(claims, reservation, leadId, now);
+      throw error;
+    }
+  }
+
+  async function giveBack(claims: ContactClaim[], reservation: Reservation | null, leadId: number, now: Date): Promise<void> {
+    // Best effort: the store that just failed may still be failing; a slot or claim left taken errs
+    // on the safe side (a cap under-used, a contact briefly blocked), never on the unsafe one.
+    await deps.contacts.release(claims, now).catch(() => {});
+    if (reservation) await deps.caps.release(reservation.buyer, reservation.caps, leadId).catch(() => {});
+  }
+
+  return async (request) => {
+    const key = request.idempotencyKey;
+    if (key === undefined) return processLead(request);
+    if (!IDEMPOTENCY_KEY.test(key)) {
+      return {
+        status: 422,
+        envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', request.traceId, {
+          acceptance: 'rejected',
+          message: 'Idempotency-Key must be 1 to 255 visible ASCII characters.',
+        }),
+      };
+    }
+    const claim = await deps.idempotency.claim(request.principal.name, key, request.rawBody);
+    switch (claim.kind) {
+      case 'replay':
+        return { ...claim.response, headers: { 'Idempotency-Replayed': 'true' } };
+      case 'in_flight':
+        return { status: 409, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', request.traceId), headers: { 'Retry-After': '1' } };
+      case 'other_body':
+        return {
+          status: 422,
+          envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', request.traceId, {
+            acceptance: 'rejected',
+            message: 'This Idempotency-Key was used with a different body.',
+          }),
+        };
+      case 'claimed': {
+        let response: PostLeadResponse;
+        try {
+          response = await processLead(request);
+        } catch (error) {
+          await claim.abandon().catch(() => {});
+          throw error;
+        }
+        // The lead is durable whether or not this lands; a replay then re-runs the key after it goes stale.
+        await claim.complete({ status: response.status, envelope: response.envelope }).catch(() => {});
+        return response;
+      }
+    }
+  };
+}

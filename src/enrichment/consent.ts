@@ -1,0 +1,46 @@
+// Built-in consent check: the certificate URL rules of DESIGN.md §4.1, shared with the lead validator.
+import type { CheckResult } from './check.js';
+import type { ConsentVerifier } from './verifier.js';
+
+export const DEFAULT_CERTIFICATE_HOSTS: readonly string[] = Object.freeze([
+  'cert.trustedform.com',
+  'ping.trustedform.com',
+]);
+
+export type CertificateUrlParse =
+  | { readonly ok: true; readonly certificateId: string }
+  | { readonly ok: false; readonly reason: 'invalid_url' | 'not_https' | 'host_not_allowed' | 'no_certificate_id' };
+
+const CERTIFICATE_ID = /^[0-9a-f]{40}$/i;
+
+export function parseCertificateUrl(url: string, allowedHosts: readonly string[] = DEFAULT_CERTIFICATE_HOSTS): CertificateUrlParse {
+  let parsed: URL;
+  try {
+    parsed = new URL(url.trim());
+  } catch {
+    return { ok: false, reason: 'invalid_url' };
+  }
+  if (parsed.protocol !== 'https:') return { ok: false, reason: 'not_https' };
+  // Credentials in the URL are never part of a certificate link and can disguise the real host to a reader.
+  if (parsed.username !== '' || parsed.password !== '') return { ok: false, reason: 'invalid_url' };
+  // `host` keeps a non-default port, so `cert.trustedform.com:8443` is not mistaken for the allowed host.
+  const allowed = allowedHosts.some((h) => h.toLowerCase() === parsed.host);
+  if (!allowed) return { ok: false, reason: 'host_not_allowed' };
+  const segments = parsed.pathname.replace(/\/$/, '').split('/');
+  const last = segments[segments.length - 1] ?? '';
+  if (!CERTIFICATE_ID.test(last)) return { ok: false, reason: 'no_certificate_id' };
+  return { ok: true, certificateId: last.toLowerCase() };
+}
+
+export function createConsentVerifier(options: { allowedHosts?: readonly string[] } = {}): ConsentVerifier {
+  const allowedHosts = options.allowedHosts ?? DEFAULT_CERTIFICATE_HOSTS;
+  return {
+    name: 'certificate-rules',
+    verify: async (url): Promise<CheckResult> => {
+      const parsed = parseCertificateUrl(url, allowedHosts);
+      return parsed.ok
+        ? { result: 'pass', provider: 'certificate-rules', detail: 'certificate_format_ok' }
+        : { result: 'fail', provider: 'certificate-rules', detail: parsed.reason };
+    },
+  };
+}

@@ -1,0 +1,91 @@
+// Runs the three checks of a lead side by side; a slow or broken verifier costs at most `timeoutMs`
+// and yields `unknown`, so enrichment can never fail a post (DESIGN.md §7).
+import type { NormalisedLead } from '../leads/lead.js';
+import type { CheckResult, Enrichment } from './check.js';
+import { createConsentVerifier } from './consent.js';
+import { createEmailVerifier, type MxResolver } from './email.js';
+import { createHttpVerifier } from './http-provider.js';
+import { createPhoneVerifier } from './phone.js';
+import type { ConsentVerifier, EmailVerifier, PhoneVerifier, Verifier } from './verifier.js';
+
+export type Enricher = (lead: NormalisedLead) => Promise<Enrichment>;
+
+export interface EnricherOptions {
+  readonly phone: PhoneVerifier;
+  readonly email: EmailVerifier;
+  readonly consent: ConsentVerifier;
+  readonly timeoutMs?: number;
+}
+
+const OUTCOMES: ReadonlySet<unknown> = new Set(['pass', 'fail', 'unknown']);
+
+function isCheckResult(value: unknown): value is CheckResult {
+  const r = value as Partial<CheckResult> | null;
+  return typeof r === 'object' && r !== null && OUTCOMES.has(r.result)
+    && typeof r.provider === 'string' && typeof r.detail === 'string';
+}
+
+function runCheck(verifier: Verifier<string>, input: string, timeoutMs: number): Promise<CheckResult> {
+  return new Promise((resolve) => {
+    const controller = new AbortController();
+    const timer = setTimeout(() => {
+      // Settle first: the abort may make the verifier reject, and that must not count as a provider error.
+      resolve({ result: 'unknown', provider: verifier.name, detail: 'timeout' });
+      controller.abort(new Error('verification timed out'));
+    }, timeoutMs);
+    Promise.resolve()
+      .then(() => verifier.verify(input, controller.signal))
+      .then(
+        (r) => (isCheckResult(r) ? r : { result: 'unknown', provider: verifier.name, detail: 'provider_error' } as const),
+        () => ({ result: 'unknown', provider: verifier.name, detail: 'provider_error' } as const),
+      )
+      .then((r) => {
+        clearTimeout(timer);
+        resolve(r);
+      });
+  });
+}
+
+export function createEnricher(options: EnricherOptions): Enricher {
+  const timeoutMs = options.timeoutMs ?? 1000;
+  return async (lead) => {
+    const [phone, email, consent] = await Promise.all([
+      runCheck(options.phone, lead.mobile, timeoutMs),
+      runCheck(options.email, lead.email, timeoutMs),
+      runCheck(options.consent, lead.certificate_url, timeoutMs),
+    ]);
+    return { phone, email, consent };
+  };
+}
+
+export interface DefaultEnricherOptions {
+  readonly resolver?: MxResolver;
+  readonly mxTimeoutMs?: number;
+  readonly allowedCertificateHosts?: readonly string[];
+  /** When set, the phone check goes to this HTTP provider instead of libphonenumber. */
+  readonly phoneProviderUrl?: string;
+  /** When set, the e-mail check goes to this HTTP provider instead of the list + MX lookup. */
+  readonly emailProviderUrl?: string;
+  readonly timeoutMs?: number;
+}
+
+function httpVerifier(url: string, timeoutMs: number): Verifier<string> {
+  return createHttpVerifier({ name: `http:${new URL(url).host}`, url, timeoutMs });
+}
+
+export function createDefaultEnricher(options: DefaultEnricherOptions = {}): Enricher {
+  const timeoutMs = options.timeoutMs ?? 1000;
+  return createEnricher({
+    phone: options.phoneProviderUrl ? httpVerifier(options.phoneProviderUrl, timeoutMs) : createPhoneVerifier(),
+    email: options.emailProviderUrl
+      ? httpVerifier(options.emailProviderUrl, timeoutMs)
+      : createEmailVerifier({ resolver: options.resolver, mxTimeoutMs: options.mxTimeoutMs }),
+    consent: createConsentVerifier({ allowedHosts: options.allowedCertificateHosts }),
+    timeoutMs,
+  });
+}
+
+/** Phone or e-mail `fail` rejects the lead; consent `fail` and any `unknown` pass, left to buyer requirements. */
+export function verificationFailed(enrichment: Enrichment): boolean {
+  return enrichment.phone.result === 'fail' || enrichment.email.result === 'fail';
+}

@@ -1,0 +1,49 @@
+// Adapter for an external verification service: whatever goes wrong on its side becomes `unknown`,
+// never an error for the lead (DESIGN.md §7).
+import type { CheckOutcome, CheckResult } from './check.js';
+import type { Verifier } from './verifier.js';
+
+export interface HttpVerifierOptions {
+  readonly name: string;
+  readonly url: string;
+  readonly timeoutMs?: number;
+}
+
+const OUTCOMES: ReadonlySet<unknown> = new Set<CheckOutcome>(['pass', 'fail', 'unknown']);
+// The detail ends up in events and read models, so only short tokens get through; free text could carry PII.
+const SAFE_DETAIL = /^[a-z0-9_.-]{1,64}$/i;
+
+export function createHttpVerifier(options: HttpVerifierOptions): Verifier<string> {
+  const endpoint = new URL(options.url);
+  const provider = `http:${endpoint.host}`;
+  const timeoutMs = options.timeoutMs ?? 1000;
+  const unknown = (detail: string): CheckResult => ({ result: 'unknown', provider, detail });
+
+  return {
+    name: options.name,
+    verify: async (value, signal) => {
+      const ownTimeout = AbortSignal.timeout(timeoutMs);
+      try {
+        const res = await fetch(endpoint, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json' },
+          body: JSON.stringify({ value }),
+          signal: AbortSignal.any([signal, ownTimeout]),
+        });
+        if (!res.ok) {
+          await res.body?.cancel().catch(() => undefined);
+          return unknown('provider_error');
+        }
+        const body: unknown = await res.json();
+        if (typeof body !== 'object' || body === null) return unknown('provider_error');
+        const { result, detail } = body as { result?: unknown; detail?: unknown };
+        if (!OUTCOMES.has(result)) return unknown('provider_error');
+        if (detail !== undefined && typeof detail !== 'string') return unknown('provider_error');
+        const safeDetail = detail !== undefined && SAFE_DETAIL.test(detail) ? detail.toLowerCase() : 'unspecified';
+        return { result: result as CheckOutcome, provider, detail: safeDetail };
+      } catch {
+        return unknown(ownTimeout.aborted ? 'timeout' : 'provider_error');
+      }
+    },
+  };
+}

@@ -1,0 +1,26 @@
+// Built-in phone check from libphonenumber metadata; the `max` build is the one that knows number types.
+import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
+import type { CheckResult } from './check.js';
+import type { PhoneVerifier } from './verifier.js';
+
+const PROVIDER = 'libphonenumber';
+
+// Numbers a consumer doesn't answer or that cost the caller money are not leads.
+const REJECTED_TYPES: Readonly<Record<string, string>> = {
+  TOLL_FREE: 'toll_free',
+  PREMIUM_RATE: 'premium_rate',
+  SHARED_COST: 'shared_cost',
+};
+
+export function checkPhone(e164: string): CheckResult {
+  const parsed = parsePhoneNumberFromString(e164);
+  if (!parsed || !parsed.isValid()) return { result: 'fail', provider: PROVIDER, detail: 'invalid' };
+  const type = parsed.getType();
+  const rejected = type === undefined ? undefined : REJECTED_TYPES[type];
+  if (rejected) return { result: 'fail', provider: PROVIDER, detail: rejected };
+  return { result: 'pass', provider: PROVIDER, detail: type === undefined ? 'unknown_type' : type.toLowerCase() };
+}
+
+export function createPhoneVerifier(): PhoneVerifier {
+  return { name: PROVIDER, verify: async (e164) => checkPhone(e164) };
+}

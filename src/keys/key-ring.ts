@@ -1,0 +1,99 @@
+// The running service's view of the keys: the `api-keys` stream folded in memory and kept fresh
+// by polling, so a key the CLI creates, revokes or rotates in another process — or on another
+// instance, with EventStoreDB — takes effect here within one poll interval.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { EventStore } from '../event-store/index.js';
+import { parseKey, type Role } from './api-keys.js';
+import { loadKeys, type LoadedKeys } from './key-stream.js';
+
+export interface Principal {
+  readonly keyId: string;
+  readonly role: Role;
+  readonly name: string;
+}
+
+export interface KeyRingOptions {
+  readonly pollMs?: number;
+  /** Epoch milliseconds; decides when a rotated key's grace ends. */
+  readonly now?: () => number;
+  /** Told when a poll fails (the ring keeps its last good state). Never given key material. */
+  readonly onPollError?: (error: unknown) => void;
+}
+
+// A real key is 3 + 12 + 1 + 43 characters; anything longer is rejected before any parsing.
+const KEY_LENGTH = 59;
+// Stands in for the secret and the stored hash when the key is malformed or unknown, so every
+// call hashes once and compares once whatever it was given.
+const DUMMY_SECRET = 'x'.repeat(43);
+const DUMMY_HASH = Buffer.alloc(32);
+
+const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
+
+export class KeyRing {
+  private keys: LoadedKeys;
+  private timer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  private constructor(
+    private readonly store: EventStore,
+    initial: LoadedKeys,
+    private readonly pollMs: number,
+    private readonly now: () => number,
+    private readonly onPollError: (error: unknown) => void,
+  ) {
+    this.keys = initial;
+  }
+
+  /** Reads the stream (a failure here rejects: the service should not start blind) and starts polling. */
+  static async open(store: EventStore, options: KeyRingOptions = {}): Promise<KeyRing> {
+    const ring = new KeyRing(store, await loadKeys(store), options.pollMs ?? 250, options.now ?? (() => Date.now()), options.onPollError ?? (() => {}));
+    ring.schedule();
+    return ring;
+  }
+
+  /** The principal a presented `X-API-KEY` value belongs to, or null. Never throws. */
+  authenticate(presented: string | undefined): Principal | null {
+    try {
+      const parsed = typeof presented === 'string' && presented.length === KEY_LENGTH ? parseKey(presented) : null;
+      const record = parsed ? this.keys.state.get(parsed.id) : undefined;
+      const stored = record ? Buffer.from(record.hash, 'hex') : DUMMY_HASH;
+      const expected = stored.length === 32 ? stored : DUMMY_HASH;
+      const matches = timingSafeEqual(sha256(parsed?.secret ?? DUMMY_SECRET), expected);
+      if (!matches || !record || expected === DUMMY_HASH || record.revoked_at !== null) return null;
+      if (record.expires_at !== null && !(this.now() < Date.parse(record.expires_at))) return null;
+      return { keyId: record.id, role: record.role, name: record.name };
+    } catch {
+      return null;
+    }
+  }
+
+  /** Reads what was appended since the last read now, rather than at the next tick. */
+  refresh(): Promise<void> {
+    this.polling = this.polling.then(async () => {
+      try {
+        this.keys = await loadKeys(this.store, this.keys);
+      } catch (error) {
+        try {
+          this.onPollError(error);
+        } catch {
+          // A throwing reporter must not stop the polling.
+        }
+      }
+    });
+    return this.polling;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    await this.polling;
+  }
+
+  // A chain of timeouts, not an interval: a slow read never overlaps the next one.
+  private schedule(): void {
+    if (this.closed) return;
+    this.timer = setTimeout(() => void this.refresh().then(() => this.schedule()), this.pollMs);
+    this.timer.unref();
+  }
+}

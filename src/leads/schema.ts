@@ -1,0 +1,46 @@
+import type { FromSchema } from 'json-schema-to-ts';
+import { US_STATE_CODES } from './us-states.js';
+
+// The lead as posted, after the trimming and case folding of normalise.ts: one schema gives the
+// TypeScript type, the ajv validator and (later) the OpenAPI document, so each field rule is
+// written once. Formats named here are registered in validate.ts.
+const NAME = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 50,
+  // Letters of any script (with their combining marks), apostrophe, dot, hyphen; single spaces between words.
+  pattern: "^[\\p{L}\\p{M}'.\\-]+(?: [\\p{L}\\p{M}'.\\-]+)*$",
+} as const;
+
+export const LEAD_SCHEMA = {
+  $id: 'Lead',
+  type: 'object',
+  additionalProperties: false,
+  required: ['first_name', 'last_name', 'email', 'mobile', 'zip', 'accident_state', 'certificate_url', 'sid'],
+  properties: {
+    first_name: { ...NAME, description: "Trimmed, inner spaces collapsed; letters of any script, space, ' . -" },
+    last_name: { ...NAME, description: "Trimmed, inner spaces collapsed; letters of any script, space, ' . -" },
+    email: { type: 'string', maxLength: 254, format: 'lead-email', description: 'Trimmed and lower-cased.' },
+    mobile: {
+      type: 'string',
+      maxLength: 32,
+      format: 'dialable-phone',
+      description: 'International format (+12025550143); a bare 10-digit number is taken as US (+1). Stored as E.164 and national.',
+    },
+    zip: { type: 'string', pattern: '^[0-9]{5}(?:-[0-9]{4})?$', description: 'US ZIP: 12345 or 12345-6789.' },
+    accident_state: { type: 'string', enum: US_STATE_CODES, description: 'USPS code in any case, or the full state name.' },
+    certificate_url: {
+      type: 'string',
+      maxLength: 2048,
+      format: 'consent-certificate-url',
+      description: 'https URL of a consent certificate on an allowed host, ending in a 40-hex certificate id. Alias: xxTrustedFormCertUrl.',
+    },
+    sid: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', description: 'Supplier source id.' },
+    s1: { type: ['string', 'null'], maxLength: 255, description: 'Supplier sub-id (click id), optional.' },
+    test: { type: ['boolean', 'null'], description: 'A test lead runs the whole pipeline but is never delivered, uses no cap and is reported apart.' },
+  },
+} as const;
+
+export type PostedLead = FromSchema<typeof LEAD_SCHEMA>;
+
+export const CERTIFICATE_URL_ALIAS = 'xxTrustedFormCertUrl';

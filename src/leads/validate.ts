@@ -1,0 +1,183 @@
+import { Ajv, type ErrorObject } from 'ajv';
+import { type PhoneNumber, parsePhoneNumberFromString } from 'libphonenumber-js/max';
+import { DEFAULT_CERTIFICATE_HOSTS, parseCertificateUrl } from '../enrichment/consent.js';
+import type { FieldError } from '../http/envelope.js';
+import type { NormalisedLead } from './lead.js';
+import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, type PostedLead } from './schema.js';
+import { toStateCode } from './us-states.js';
+
+export type LeadValidation =
+  | { readonly ok: true; readonly lead: NormalisedLead }
+  | {
+      readonly ok: false;
+      readonly errors: FieldError[];
+      /** The fields that did pass, so a rejected lead can still be reported by source and state. */
+      readonly partial: { sid: string | null; s1: string | null; accident_state: string | null; test: boolean };
+    };
+
+export interface LeadValidatorOptions {
+  readonly allowedCertificateHosts?: readonly string[];
+}
+
+const MAX_UNKNOWN_FIELDS_NAMED = 20;
+const MAX_FIELD_NAME = 64;
+
+// A syntactically deliverable address: a dot-atom local part and a domain of LDH labels with an
+// alphabetic (or punycode) top-level label. Quoted local parts and IP literals are not leads.
+const EMAIL = /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+(?:[a-z]{2,63}|xn--[a-z0-9-]{1,59})$/;
+
+export function isLeadEmail(value: string): boolean {
+  const at = value.lastIndexOf('@');
+  return value.length <= 254 && at > 0 && at <= 64 && EMAIL.test(value);
+}
+
+/** A dialable number: international, or a bare national number taken as US. */
+export function parseMobile(value: string): PhoneNumber | undefined {
+  if (value.length > 32) return undefined;
+  const parsed = parsePhoneNumberFromString(value, 'US');
+  return parsed?.isValid() ? parsed : undefined;
+}
+
+const collapse = (value: string) => value.trim().replace(/\s+/g, ' ').normalize('NFC');
+
+/** Trimming and case folding that come before the field rules, applied only to strings. */
+const PRE_NORMALISE: Readonly<Record<string, (value: string) => string>> = {
+  first_name: collapse,
+  last_name: collapse,
+  email: (value) => value.trim().toLowerCase(),
+  mobile: (value) => value.trim(),
+  zip: (value) => value.trim(),
+  accident_state: (value) => {
+    const trimmed = value.trim();
+    return toStateCode(trimmed) ?? trimmed;
+  },
+  certificate_url: (value) => value.trim(),
+  sid: (value) => value.trim(),
+};
+
+const MESSAGES: Readonly<Record<string, string>> = {
+  required: 'is required',
+  unknown_field: 'is not a lead field',
+  wrong_type: 'has the wrong type',
+  too_short: 'is too short',
+  too_long: 'is too long',
+  invalid_format: 'is not in the expected format',
+  unknown_state: 'is not a US state code or name',
+  conflicting_alias: 'is given twice, as certificate_url and xxTrustedFormCertUrl, with different values',
+};
+
+function fieldError(field: string, code: string, detail?: string): FieldError {
+  const name = field.length > MAX_FIELD_NAME ? `${field.slice(0, MAX_FIELD_NAME)}…` : field;
+  return { field: name, code, message: `${name} ${detail ?? MESSAGES[code]}` };
+}
+
+const FORMAT_DETAIL: Readonly<Record<string, string>> = {
+  'lead-email': 'is not a valid e-mail address',
+  'dialable-phone': 'is not a valid, dialable phone number',
+  'consent-certificate-url': 'must be an https URL on an allowed certificate host ending in a 40-hex certificate id',
+};
+
+/** One error per failing field, in the words a supplier can act on; never the value itself. */
+function toFieldErrors(errors: ErrorObject[]): FieldError[] {
+  const byField = new Map<string, FieldError>();
+  const unknown: string[] = [];
+  for (const error of errors) {
+    if (error.keyword === 'additionalProperties') {
+      unknown.push(String((error.params as { additionalProperty: string }).additionalProperty));
+      continue;
+    }
+    const field =
+      error.keyword === 'required' ? String((error.params as { missingProperty: string }).missingProperty) : error.instancePath.slice(1);
+    if (byField.has(field)) continue;
+    switch (error.keyword) {
+      case 'required':
+        byField.set(field, fieldError(field, 'required'));
+        break;
+      case 'type':
+        byField.set(field, fieldError(field, 'wrong_type', `must be ${String((error.params as { type: unknown }).type).replace(',', ' or ')}`));
+        break;
+      case 'minLength':
+        byField.set(field, fieldError(field, 'too_short'));
+        break;
+      case 'maxLength':
+        byField.set(field, fieldError(field, 'too_long', `must be at most ${(error.params as { limit: number }).limit} characters`));
+        break;
+      case 'enum':
+        byField.set(field, fieldError(field, 'unknown_state'));
+        break;
+      case 'format':
+        byField.set(field, fieldError(field, 'invalid_format', FORMAT_DETAIL[(error.params as { format: string }).format]));
+        break;
+      default:
+        byField.set(field, fieldError(field, 'invalid_format'));
+    }
+  }
+  const result = [...byField.values()];
+  for (const name of unknown.slice(0, MAX_UNKNOWN_FIELDS_NAMED)) result.push(fieldError(name, 'unknown_field'));
+  if (unknown.length > MAX_UNKNOWN_FIELDS_NAMED) {
+    result.push({ field: '*', code: 'unknown_field', message: `and ${unknown.length - MAX_UNKNOWN_FIELDS_NAMED} more fields that are not lead fields` });
+  }
+  return result;
+}
+
+/**
+ * Builds the lead validator: normalise the strings, check every field rule of the schema at once,
+ * and return either the normalised lead or every failing field.
+ */
+export function createLeadValidator(options: LeadValidatorOptions = {}): (body: Readonly<Record<string, unknown>>) => LeadValidation {
+  const hosts = options.allowedCertificateHosts ?? DEFAULT_CERTIFICATE_HOSTS;
+  const ajv = new Ajv({ allErrors: true, allowUnionTypes: true, strict: true });
+  ajv.addFormat('lead-email', isLeadEmail);
+  ajv.addFormat('dialable-phone', (value: string) => parseMobile(value) !== undefined);
+  ajv.addFormat('consent-certificate-url', (value: string) => parseCertificateUrl(value, hosts).ok);
+  const validate = ajv.compile<PostedLead>(LEAD_SCHEMA);
+
+  return (body) => {
+    const errors: FieldError[] = [];
+    // Object.fromEntries defines own properties, so a `__proto__` key stays a plain (unknown) field.
+    const input: Record<string, unknown> = Object.fromEntries(
+      Object.entries(body).map(([key, value]) => [key, typeof value === 'string' && key in PRE_NORMALISE ? PRE_NORMALISE[key]!(value) : value]),
+    );
+    if (Object.hasOwn(input, CERTIFICATE_URL_ALIAS)) {
+      const alias = input[CERTIFICATE_URL_ALIAS];
+      const aliasValue = typeof alias === 'string' ? alias.trim() : alias;
+      if (Object.hasOwn(input, 'certificate_url') && input.certificate_url !== aliasValue) {
+        errors.push(fieldError(CERTIFICATE_URL_ALIAS, 'conflicting_alias'));
+      }
+      input.certificate_url ??= aliasValue;
+      delete input[CERTIFICATE_URL_ALIAS];
+    }
+    if (validate(input) && errors.length === 0) return { ok: true, lead: normalised(input, hosts) };
+
+    errors.push(...toFieldErrors(validate.errors ?? []));
+    const failed = new Set(errors.map((e) => e.field));
+    const passed = (field: string): string | null =>
+      !failed.has(field) && typeof input[field] === 'string' ? (input[field] as string) : null;
+    return {
+      ok: false,
+      errors,
+      partial: { sid: passed('sid'), s1: passed('s1'), accident_state: passed('accident_state'), test: input.test === true },
+    };
+  };
+}
+
+function normalised(input: PostedLead, hosts: readonly string[]): NormalisedLead {
+  const mobile = parseMobile(input.mobile)!;
+  const certificate = parseCertificateUrl(input.certificate_url, hosts);
+  const [zip, zip4] = input.zip.split('-');
+  return {
+    first_name: input.first_name,
+    last_name: input.last_name,
+    email: input.email,
+    mobile: mobile.number,
+    mobile_national: mobile.nationalNumber,
+    zip: zip!,
+    zip4: zip4 ?? null,
+    accident_state: input.accident_state,
+    certificate_url: input.certificate_url,
+    certificate_id: certificate.ok ? certificate.certificateId : '',
+    sid: input.sid,
+    s1: input.s1 ?? null,
+    test: input.test === true,
+  };
+}

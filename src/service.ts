@@ -1,0 +1,108 @@
+import type { Logger } from 'pino';
+import { CapLedger } from './commands/caps.js';
+import { ContactRegistry } from './commands/contacts.js';
+import { IdempotencyKeys } from './commands/idempotency.js';
+import { LeadIdAllocator } from './commands/lead-ids.js';
+import { createPostLead } from './commands/post-lead/service.js';
+import type { ServiceConfig } from './config.js';
+import type { MxResolver } from './enrichment/email.js';
+import { createDefaultEnricher } from './enrichment/enricher.js';
+import { type EventStore, openEventStore } from './event-store/index.js';
+import { createApp } from './http/app.js';
+import { createLogger } from './http/logger.js';
+import { startServers } from './http/server.js';
+import { loadOrCreateTls } from './http/tls.js';
+import { KeyRing } from './keys/key-ring.js';
+import { createLeadValidator } from './leads/validate.js';
+import { loadRoutingConfig } from './routing/load-config.js';
+
+/** What tests replace: things outside the service (clock, DNS) and where logs go. */
+export interface ServiceOverrides {
+  readonly now?: () => Date;
+  readonly resolver?: MxResolver;
+  readonly logger?: Logger;
+  readonly store?: EventStore;
+}
+
+export interface RunningService {
+  readonly httpsPort: number;
+  readonly httpPort: number;
+  readonly store: EventStore;
+  readonly keys: KeyRing;
+  close(): Promise<void>;
+}
+
+/** A resolver for machines without DNS: every lookup fails at once, so e-mail MX checks say unknown. */
+const NO_DNS: MxResolver = {
+  resolveMx: () => Promise.reject(Object.assign(new Error('MX lookups are disabled'), { code: 'EREFUSED' })),
+};
+
+/**
+ * Starts the whole service: stores, key ring, routing file, post-lead pipeline, HTTPS and plain
+ * HTTP listeners. The routing file and TLS material are checked before anything listens, so a bad
+ * file stops start-up with its message.
+ */
+export async function startService(config: ServiceConfig, overrides: ServiceOverrides = {}): Promise<RunningService> {
+  const logger = overrides.logger ?? createLogger();
+  const routing = loadRoutingConfig(config.routingFile);
+  const tls = await loadOrCreateTls({ dataDir: config.dataDir, certFile: config.tlsCertFile, keyFile: config.tlsKeyFile });
+  const store = overrides.store ?? (await openEventStore(config));
+  const keys = await KeyRing.open(store, { onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
+  const now = overrides.now ?? (() => new Date());
+
+  const postLead = createPostLead({
+    store,
+    leadIds: new LeadIdAllocator(store, config.leadIdBlockSize, `pid-${process.pid}`),
+    validate: createLeadValidator({ allowedCertificateHosts: config.certificateHosts }),
+    enrich: createDefaultEnricher({
+      resolver: overrides.resolver ?? (config.mxLookup ? undefined : NO_DNS),
+      mxTimeoutMs: config.mxTimeoutMs,
+      allowedCertificateHosts: config.certificateHosts,
+      phoneProviderUrl: config.phoneVerifierUrl,
+      emailProviderUrl: config.emailVerifierUrl,
+    }),
+    routing: () => routing,
+    contacts: new ContactRegistry(store),
+    caps: new CapLedger(store),
+    idempotency: new IdempotencyKeys(store, () => now().getTime()),
+    now,
+  });
+  const app = createApp({
+    authenticate: (key) => keys.authenticate(key),
+    postLead,
+    logger,
+    limits: { bodyBytes: config.bodyLimitBytes },
+    rateLimit: config.rateLimit,
+  });
+  const servers = await startServers({
+    app,
+    tls,
+    port: config.port,
+    httpPort: config.httpPort,
+    host: config.host,
+    trustProxy: config.trustProxy,
+    logger,
+  });
+  logger.info(
+    {
+      https_port: servers.httpsPort,
+      http_port: servers.httpPort,
+      store: config.eventStoreUrl ? 'eventstoredb' : 'embedded',
+      data_dir: config.dataDir,
+      routing_version: routing.version,
+      self_signed: tls.selfSigned,
+    },
+    'leadpost listening',
+  );
+  return {
+    httpsPort: servers.httpsPort,
+    httpPort: servers.httpPort,
+    store,
+    keys,
+    close: async () => {
+      await servers.close();
+      await keys.close();
+      if (!overrides.store) await store.close();
+    },
+  };
+}

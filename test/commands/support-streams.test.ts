@@ -1,0 +1,123 @@
+import { expect } from 'chai';
+import { CapLedger } from '../../src/commands/caps.js';
+import { ContactRegistry, contactStream } from '../../src/commands/contacts.js';
+import { IdempotencyKeys } from '../../src/commands/idempotency.js';
+import { LeadIdAllocator } from '../../src/commands/lead-ids.js';
+import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
+import type { EventStore } from '../../src/event-store/index.js';
+import type { DecisionEnvelope } from '../../src/http/envelope.js';
+import { tempDir } from '../support/tmp.js';
+
+describe('support streams (on the embedded store)', function () {
+  const dir = tempDir('support');
+  let store: EventStore;
+  before(async () => (store = await EmbeddedEventStore.open(dir.path)));
+  after(async () => {
+    await store.close();
+    dir.remove();
+  });
+  const now = new Date('2026-11-21T15:00:00Z');
+
+  describe('lead ids (HiLo)', function () {
+    it('hands out small unique ids from blocks; two allocators never share one', async function () {
+      const a = new LeadIdAllocator(store, 10, 'a');
+      const b = new LeadIdAllocator(store, 10, 'b');
+      const ids = await Promise.all(Array.from({ length: 60 }, (_, i) => (i % 2 ? a : b).nextId()));
+      expect(new Set(ids).size).to.equal(60);
+      expect(Math.min(...ids)).to.equal(1);
+      expect(Math.max(...ids)).to.be.at.most(70);
+      const blocks = await store.readStream('lead-id-blocks');
+      expect(blocks.length).to.be.within(6, 7);
+    });
+  });
+
+  describe('contacts (duplicates)', function () {
+    const contacts = new ContactRegistry(null as unknown as EventStore);
+    it('names streams by hash, never by the value', function () {
+      expect(contactStream('mobile', '+12025550143')).to.match(/^contact-[0-9a-f]{64}$/);
+      expect(contactStream('mobile', '+12025550143')).to.not.contain('2025550143');
+      expect(contacts).to.be.instanceOf(ContactRegistry);
+    });
+
+    it('of 20 concurrent claims on one contact exactly one wins', async function () {
+      const registry = new ContactRegistry(store);
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => registry.claim([['mobile', '+13105550100'], ['email', `x${i}@example.com`]], 1000 + i, now, 30)),
+      );
+      expect(results.filter((r) => r !== null)).to.have.length(1);
+      // The losers gave back the e-mail claims they had not taken and hold nothing.
+      for (let i = 0; i < 20; i++) {
+        const held = await registry.isDuplicate([['email', `x${i}@example.com`]], now, 30);
+        expect(held).to.equal(results[i] !== null);
+      }
+    });
+
+    it('a claim outside the window or released is no longer a duplicate', async function () {
+      const registry = new ContactRegistry(store);
+      const claims = await registry.claim([['email', 'old@example.com']], 1, now, 30);
+      expect(claims).to.have.length(1);
+      const later = new Date(now.getTime() + 31 * 86_400_000);
+      expect(await registry.isDuplicate([['email', 'old@example.com']], new Date(now.getTime() + 29 * 86_400_000), 30)).to.equal(true);
+      expect(await registry.isDuplicate([['email', 'old@example.com']], later, 30)).to.equal(false);
+      await registry.release(claims!, now);
+      expect(await registry.isDuplicate([['email', 'old@example.com']], now, 30)).to.equal(false);
+    });
+  });
+
+  describe('caps', function () {
+    it('50 concurrent reservations on a cap of 7 take exactly 7 slots', async function () {
+      const ledgers = [new CapLedger(store), new CapLedger(store)];
+      const cap = { index: 0, max: 7, key: '2026-11-21' };
+      const results = await Promise.all(Array.from({ length: 50 }, (_, i) => ledgers[i % 2]!.reserve('acme', [cap], i)));
+      expect(results.filter(Boolean)).to.have.length(7);
+      expect(await ledgers[0]!.reserve('acme', [cap], 99)).to.equal(false);
+    });
+
+    it('a buyer with two caps takes both or neither', async function () {
+      const ledger = new CapLedger(store);
+      const day = { index: 0, max: 5, key: 'd1' };
+      const hour = { index: 1, max: 1, key: 'h1' };
+      expect(await ledger.reserve('two', [day, hour], 1)).to.equal(true);
+      expect(await ledger.reserve('two', [day, hour], 2)).to.equal(false);
+      // The day slot taken for lead 2 was given back: 4 remain.
+      const results = await Promise.all([3, 4, 5, 6, 7].map((id) => ledger.reserve('two', [day], id)));
+      expect(results.filter(Boolean)).to.have.length(4);
+    });
+  });
+
+  describe('idempotency keys', function () {
+    const envelope = { ok: true, code: 'SOLD' } as unknown as DecisionEnvelope;
+    it('claim, complete, replay; another body conflicts; in flight is seen as such', async function () {
+      const keys = new IdempotencyKeys(store, () => now.getTime());
+      const body = Buffer.from('{"a":1}');
+      const first = await keys.claim('sup', 'k-1', body);
+      expect(first.kind).to.equal('claimed');
+      expect((await keys.claim('sup', 'k-1', body)).kind).to.equal('in_flight');
+      expect((await keys.claim('sup', 'k-1', Buffer.from('{"a":2}'))).kind).to.equal('other_body');
+      if (first.kind === 'claimed') await first.complete({ status: 201, envelope });
+      const replay = await keys.claim('sup', 'k-1', body);
+      expect(replay).to.deep.equal({ kind: 'replay', response: { status: 201, envelope } });
+      // Per supplier: another supplier's same key is its own.
+      expect((await keys.claim('other', 'k-1', body)).kind).to.equal('claimed');
+    });
+
+    it('expires after 72 h, and a stale in-flight claim can be taken over', async function () {
+      let clock = now.getTime();
+      const keys = new IdempotencyKeys(store, () => clock);
+      const body = Buffer.from('{}');
+      const first = await keys.claim('sup', 'k-2', body);
+      if (first.kind === 'claimed') await first.complete({ status: 201, envelope });
+      clock += 72 * 3_600_000 + 1;
+      expect((await keys.claim('sup', 'k-2', body)).kind).to.equal('claimed');
+      clock += 31_000;
+      expect((await keys.claim('sup', 'k-2', body)).kind).to.equal('claimed');
+    });
+
+    it('20 concurrent claims of one key: exactly one is claimed', async function () {
+      const keys = new IdempotencyKeys(store, () => now.getTime());
+      const results = await Promise.all(Array.from({ length: 20 }, () => keys.claim('sup', 'k-3', Buffer.from('x'))));
+      expect(results.filter((r) => r.kind === 'claimed')).to.have.length(1);
+      expect(results.filter((r) => r.kind === 'in_flight')).to.have.length(19);
+    });
+  });
+});
