@@ -1,10 +1,15 @@
 import { benchEventStore } from './event-store.js';
+import { benchPostLead } from './post-lead.js';
 
 // `npm run bench [part…]`: runs the named parts (all by default) and prints one table per part.
 const parts: Record<string, () => Promise<void>> = {
   'event-store': async () => {
     console.log('\nEvent store: 4-event appends, 50 concurrent writers, durable (WAL, synchronous=FULL)');
     console.table(await benchEventStore(Number(process.env.BENCH_SECONDS ?? 5)));
+  },
+  'post-lead': async () => {
+    console.log('\nPOST /functions/leads over HTTPS: 50 keep-alive connections, unique valid sellable leads, all checks on, durable appends');
+    console.table([await benchPostLead(Number(process.env.BENCH_LOAD_SECONDS ?? 15), 3)]);
   },
 };
 

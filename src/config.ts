@@ -25,6 +25,7 @@ export interface ServiceConfig extends Config {
   readonly certificateHosts: readonly string[];
   readonly mxLookup: boolean;
   readonly mxTimeoutMs: number;
+  readonly mxCanaryDomain: string | null;
   readonly phoneVerifierUrl: string | undefined;
   readonly emailVerifierUrl: string | undefined;
 }
@@ -71,6 +72,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
       .filter(Boolean),
     mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),
     mxTimeoutMs: check(() => integer(env, 'MX_TIMEOUT_MS', 300, 1, 5000), 300),
+    mxCanaryDomain: env.MX_CANARY_DOMAIN === undefined ? 'gmail.com' : env.MX_CANARY_DOMAIN.trim().toLowerCase() || null,
     phoneVerifierUrl: check(() => optionalUrl(env, 'PHONE_VERIFIER_URL', ['https:', 'http:']), undefined),
     emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
   };

@@ -57,6 +57,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     enrich: createDefaultEnricher({
       resolver: overrides.resolver ?? (config.mxLookup ? undefined : NO_DNS),
       mxTimeoutMs: config.mxTimeoutMs,
+      mxCanaryDomain: config.mxCanaryDomain,
       allowedCertificateHosts: config.certificateHosts,
       phoneProviderUrl: config.phoneVerifierUrl,
       emailProviderUrl: config.emailVerifierUrl,

@@ -23,10 +23,18 @@ const MAX_CACHED_PERIODS = 10_000;
 
 export const capStream = (buyer: string, cap: CapPeriod): string => `cap-${buyer}-${cap.index}-${cap.key}`;
 
+interface PendingTake {
+  readonly leadId: number;
+  readonly max: number;
+  resolve(taken: boolean): void;
+  reject(error: unknown): void;
+}
+
 export class CapLedger {
   private readonly usage = new Map<string, Usage>();
-  /** One check-and-take at a time per period in this process: the cached count is shared. */
-  private readonly queues = new Map<string, Promise<unknown>>();
+  /** Takes waiting for a period stream; while one append to it is under way the next ones gather. */
+  private readonly waiting = new Map<string, PendingTake[]>();
+  private readonly busy = new Set<string>();
 
   constructor(private readonly store: EventStore) {}
 
@@ -48,31 +56,58 @@ export class CapLedger {
     for (const cap of caps) await this.give(capStream(buyer, cap), leadId);
   }
 
+  /**
+   * A popular buyer's period stream is hot: every sale appends to it. Takes that arrive while an
+   * append is under way are granted together in the next one (one event per lead, one append),
+   * so a hot cap costs one commit per group of sales instead of one per sale.
+   */
   private take(stream: string, max: number, leadId: number): Promise<boolean> {
-    const previous = this.queues.get(stream) ?? Promise.resolve();
-    const next = previous.then(() => this.takeNow(stream, max, leadId));
-    const settled = next.catch(() => {});
-    this.queues.set(stream, settled);
-    void settled.then(() => {
-      if (this.queues.get(stream) === settled) this.queues.delete(stream);
+    return new Promise<boolean>((resolve, reject) => {
+      const queue = this.waiting.get(stream) ?? [];
+      queue.push({ leadId, max, resolve, reject });
+      this.waiting.set(stream, queue);
+      if (!this.busy.has(stream)) void this.drain(stream);
     });
-    return next;
   }
 
-  private async takeNow(stream: string, max: number, leadId: number): Promise<boolean> {
+  private async drain(stream: string): Promise<void> {
+    this.busy.add(stream);
+    try {
+      for (let group = this.waiting.get(stream); group && group.length > 0; group = this.waiting.get(stream)) {
+        this.waiting.delete(stream);
+        try {
+          await this.grant(stream, group);
+        } catch (error) {
+          for (const take of group) take.reject(error);
+        }
+      }
+    } finally {
+      this.busy.delete(stream);
+    }
+  }
+
+  private async grant(stream: string, group: PendingTake[]): Promise<void> {
     for (let race = 0; race < MAX_RACES; race++) {
       const usage = await this.catchUp(stream);
-      if (usage.used >= max) return false;
-      try {
-        const result = await this.store.append(stream, [{ type: 'CapSlotTaken', data: { lead_id: leadId } }], {
-          expectedRevision: usage.revision,
-        });
-        usage.revision = result.nextExpectedRevision;
-        usage.used += 1;
-        return true;
-      } catch (error) {
-        if (!(error instanceof WrongExpectedRevisionError)) throw error;
+      const room = Math.max(0, group[0]!.max - usage.used);
+      const granted = group.slice(0, room);
+      if (granted.length > 0) {
+        try {
+          const result = await this.store.append(
+            stream,
+            granted.map((take) => ({ type: 'CapSlotTaken', data: { lead_id: take.leadId } })),
+            { expectedRevision: usage.revision },
+          );
+          usage.revision = result.nextExpectedRevision;
+          usage.used += granted.length;
+        } catch (error) {
+          // Another instance took slots first: count them and decide again.
+          if (error instanceof WrongExpectedRevisionError) continue;
+          throw error;
+        }
       }
+      group.forEach((take, index) => take.resolve(index < granted.length));
+      return;
     }
     throw new Error(`could not take a cap slot after ${MAX_RACES} races`);
   }

@@ -1,4 +1,5 @@
 import { type EventStore, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/index.js';
+import { leadStream } from '../events/lead-events.js';
 import { MAX_RACES, hashedStream } from './streams.js';
 
 // Duplicate detection. Each normalised mobile and e-mail has a stream named by its hash; a lead
@@ -21,24 +22,34 @@ export interface ContactClaim {
   readonly leadId: number;
 }
 
-/** The lead holding the contact at `now`, if its claim is inside the window and was not released. */
-function activeClaim(events: RecordedEvent[], now: number, windowMs: number): number | null {
+/** A lead whose stream is still missing this long after its claim will never be recorded. */
+export const CLAIM_IN_FLIGHT_MS = 10_000;
+
+/** The latest claim inside the window that was not released. */
+function latestClaim(events: RecordedEvent[], now: number, windowMs: number): ContactClaimed | null {
   let holder: ContactClaimed | null = null;
   for (const event of events) {
     if (event.type === 'ContactClaimed') holder = event.data as ContactClaimed;
     else if (event.type === 'ContactReleased' && holder?.lead_id === (event.data as { lead_id: number }).lead_id) holder = null;
   }
-  return holder && now - Date.parse(holder.claimed_at) < windowMs ? holder.lead_id : null;
+  return holder && now - Date.parse(holder.claimed_at) < windowMs ? holder : null;
 }
 
 export class ContactRegistry {
   constructor(private readonly store: EventStore) {}
 
+  private async held(events: RecordedEvent[], now: number, windowDays: number): Promise<boolean> {
+    const claim = latestClaim(events, now, windowDays * 86_400_000);
+    if (!claim) return false;
+    const lead = await this.store.readStream(leadStream(claim.lead_id));
+    if (lead.length === 0) return now - Date.parse(claim.claimed_at) < CLAIM_IN_FLIGHT_MS;
+    return !lead.some((event) => event.type === 'LeadRejected');
+  }
+
   /** Is any of the contacts held by an accepted lead inside the window? Reads only. */
   async isDuplicate(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<boolean> {
     for (const [kind, value] of contacts) {
-      const events = await this.store.readStream(contactStream(kind, value));
-      if (activeClaim(events, now.getTime(), windowDays * 86_400_000) !== null) return true;
+      if (await this.held(await this.store.readStream(contactStream(kind, value)), now.getTime(), windowDays)) return true;
     }
     return false;
   }
@@ -70,7 +81,7 @@ export class ContactRegistry {
   private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | null> {
     for (let race = 0; race < MAX_RACES; race++) {
       const events = await this.store.readStream(stream);
-      if (activeClaim(events, now.getTime(), windowDays * 86_400_000) !== null) return null;
+      if (await this.held(events, now.getTime(), windowDays)) return null;
       const last = events.at(-1);
       try {
         const data: ContactClaimed = { lead_id: leadId, claimed_at: now.toISOString() };

@@ -23,6 +23,8 @@ export interface EmailVerifierOptions {
   readonly errorTtlMs?: number;
   readonly maxCacheEntries?: number;
   readonly now?: () => number;
+  /** A domain known to have MX records, looked up to tell a real NXDOMAIN from a resolver that denies everything; null: trust every answer. */
+  readonly canaryDomain?: string | null;
 }
 
 const DISPOSABLE: ReadonlySet<string> = disposableEmailBlocklistSet();
@@ -63,6 +65,20 @@ export function createEmailVerifier(options: EmailVerifierOptions = {}): EmailVe
   // A Map iterates in insertion order, so its first key is the oldest entry.
   const cache = new Map<string, Cached>();
   const inFlight = new Map<string, Promise<CheckResult>>();
+  const canary = options.canaryDomain ?? null;
+  let canaryChecked: { ok: boolean; expiresAt: number } | undefined;
+
+  // Some resolvers (sandboxes, captive networks) answer "no such domain" for every name. Before an
+  // NXDOMAIN fails a lead, a domain known to take mail is looked up (once a minute at most): if it
+  // too has "no MX", DNS is what is broken, and the check is unknown rather than a failure.
+  async function dnsTellsTheTruth(): Promise<boolean> {
+    if (canary === null) return true;
+    if (!canaryChecked || canaryChecked.expiresAt <= now()) {
+      const result = await lookup(canary);
+      canaryChecked = { ok: result.result === 'pass', expiresAt: now() + 60_000 };
+    }
+    return canaryChecked.ok;
+  }
 
   function remember(domain: string, result: CheckResult): void {
     const ttl = result.result === 'unknown' ? errorTtlMs : cacheTtlMs;
@@ -103,7 +119,11 @@ export function createEmailVerifier(options: EmailVerifierOptions = {}): EmailVe
     if (cached) cache.delete(domain);
     const pending = inFlight.get(domain);
     if (pending) return pending;
-    const started = lookup(domain).then((result) => {
+    const started = lookup(domain).then(async (result) =>
+      result.result === 'fail' && domain !== canary && !(await dnsTellsTheTruth())
+        ? ({ result: 'unknown', provider: MX, detail: 'dns_unreliable' } as const)
+        : result,
+    ).then((result) => {
       inFlight.delete(domain);
       remember(domain, result);
       return result;

@@ -61,6 +61,8 @@ export function createEnricher(options: EnricherOptions): Enricher {
 export interface DefaultEnricherOptions {
   readonly resolver?: MxResolver;
   readonly mxTimeoutMs?: number;
+  /** See EmailVerifierOptions.canaryDomain. */
+  readonly mxCanaryDomain?: string | null;
   readonly allowedCertificateHosts?: readonly string[];
   /** When set, the phone check goes to this HTTP provider instead of libphonenumber. */
   readonly phoneProviderUrl?: string;
@@ -79,7 +81,7 @@ export function createDefaultEnricher(options: DefaultEnricherOptions = {}): Enr
     phone: options.phoneProviderUrl ? httpVerifier(options.phoneProviderUrl, timeoutMs) : createPhoneVerifier(),
     email: options.emailProviderUrl
       ? httpVerifier(options.emailProviderUrl, timeoutMs)
-      : createEmailVerifier({ resolver: options.resolver, mxTimeoutMs: options.mxTimeoutMs }),
+      : createEmailVerifier({ resolver: options.resolver, mxTimeoutMs: options.mxTimeoutMs, canaryDomain: options.mxCanaryDomain }),
     consent: createConsentVerifier({ allowedHosts: options.allowedCertificateHosts }),
     timeoutMs,
   });

@@ -34,7 +34,8 @@ export function isLeadEmail(value: string): boolean {
 /** A dialable number: international, or a bare national number taken as US. */
 export function parseMobile(value: string): PhoneNumber | undefined {
   if (value.length > 32) return undefined;
-  const parsed = parsePhoneNumberFromString(value, 'US');
+  // extract: false, so that a number inside other text ("call 213-555-0189 now") is not taken for the field.
+  const parsed = parsePhoneNumberFromString(value, { defaultCountry: 'US', extract: false });
   return parsed?.isValid() ? parsed : undefined;
 }
 
@@ -136,7 +137,7 @@ export function createLeadValidator(options: LeadValidatorOptions = {}): (body: 
     const errors: FieldError[] = [];
     // Object.fromEntries defines own properties, so a `__proto__` key stays a plain (unknown) field.
     const input: Record<string, unknown> = Object.fromEntries(
-      Object.entries(body).map(([key, value]) => [key, typeof value === 'string' && key in PRE_NORMALISE ? PRE_NORMALISE[key]!(value) : value]),
+      Object.entries(body).map(([key, value]) => [key, typeof value === 'string' && Object.hasOwn(PRE_NORMALISE, key) ? PRE_NORMALISE[key]!(value) : value]),
     );
     if (Object.hasOwn(input, CERTIFICATE_URL_ALIAS)) {
       const alias = input[CERTIFICATE_URL_ALIAS];

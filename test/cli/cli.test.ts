@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runChild } from '../support/child.js';
 import { tempDir } from '../support/tmp.js';
@@ -6,27 +8,45 @@ import { tempDir } from '../support/tmp.js';
 const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
 
 describe('leadpost CLI', function () {
-  it('--help lists the commands and exits 0', async function () {
+  it('--help lists every command and exits 0', async function () {
     const result = await runChild(['--help'], {}, { script: BIN });
     expect(result.code).to.equal(0);
-    expect(result.lines.join('\n')).to.contain('serve');
+    const help = result.lines.join('\n');
+    for (const command of ['serve', 'keys create', 'keys list', 'keys revoke', 'keys rotate']) expect(help).to.contain(command);
   });
 
-  it('an unknown command says so and exits 1', async function () {
+  it('an unknown command says so and exits 2 (bad usage)', async function () {
     const result = await runChild(['frobnicate'], {}, { script: BIN });
-    expect(result.code).to.equal(1);
+    expect(result.code).to.equal(2);
     expect(result.stderr).to.contain("unknown command 'frobnicate'");
   });
 
-  it('serve opens the embedded store in LEADPOST_DATA_DIR and stops cleanly on SIGTERM', async function () {
+  it('serve listens on HTTPS with the embedded store in LEADPOST_DATA_DIR and stops cleanly on SIGTERM', async function () {
+    const dir = tempDir('cli');
+    const child = runChild(['serve'], { LEADPOST_DATA_DIR: dir.path, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1' }, { script: BIN });
+    try {
+      await child.until('{', 1);
+      expect(JSON.parse(child.lines[0]!)).to.include({ msg: 'leadpost listening', store: 'embedded', data_dir: dir.path, self_signed: true });
+      child.process.kill('SIGTERM');
+      expect((await child).code).to.equal(0);
+    } finally {
+      child.process.kill('SIGKILL');
+      dir.remove();
+    }
+  });
+
+  it('a bad setting or routing file stops start-up with a message naming it', async function () {
     const dir = tempDir('cli');
     try {
-      const child = runChild(['serve'], { LEADPOST_DATA_DIR: dir.path }, { script: BIN });
-      await child.until('{', 1);
-      expect(JSON.parse(child.lines[0]!)).to.include({ store: 'embedded', dataDir: dir.path });
-      child.process.kill('SIGTERM');
-      const result = await child;
-      expect(result.code).to.equal(0);
+      const badPort = await runChild(['serve'], { LEADPOST_DATA_DIR: dir.path, PORT: 'eighty' }, { script: BIN });
+      expect(badPort.code).to.equal(1);
+      expect(badPort.stderr).to.contain("PORT must be a whole number from 0 to 65535, not 'eighty'");
+      const routing = join(dir.path, 'routing.json');
+      writeFileSync(routing, JSON.stringify({ buyers: [{ id: 'a', price: 1, caps: [{ period: 'day', max: 5, tz: 'Mars/Olympus' }] }] }));
+      const badRouting = await runChild(['serve'], { LEADPOST_DATA_DIR: dir.path, LEADPOST_ROUTING_FILE: routing }, { script: BIN });
+      expect(badRouting.code).to.equal(1);
+      expect(badRouting.stderr).to.contain("buyers[0].caps[0].tz: unknown time zone 'Mars/Olympus'");
+      expect(badRouting.stderr).to.not.contain('    at ');
     } finally {
       dir.remove();
     }

@@ -52,15 +52,31 @@ describe('support streams (on the embedded store)', function () {
       }
     });
 
+    const recordLead = (leadId: number, type: string) =>
+      store.append(`lead-${leadId}`, [{ type: 'LeadReceived', data: { lead_id: leadId } }, { type, data: { lead_id: leadId } }]);
+
     it('a claim outside the window or released is no longer a duplicate', async function () {
       const registry = new ContactRegistry(store);
-      const claims = await registry.claim([['email', 'old@example.com']], 1, now, 30);
+      await recordLead(5001, 'LeadSold');
+      const claims = await registry.claim([['email', 'old@example.com']], 5001, now, 30);
       expect(claims).to.have.length(1);
       const later = new Date(now.getTime() + 31 * 86_400_000);
       expect(await registry.isDuplicate([['email', 'old@example.com']], new Date(now.getTime() + 29 * 86_400_000), 30)).to.equal(true);
       expect(await registry.isDuplicate([['email', 'old@example.com']], later, 30)).to.equal(false);
       await registry.release(claims!, now);
       expect(await registry.isDuplicate([['email', 'old@example.com']], now, 30)).to.equal(false);
+    });
+
+    it('a claim counts only while its lead is accepted: rejected or never recorded leads do not block', async function () {
+      const registry = new ContactRegistry(store);
+      await recordLead(5002, 'LeadRejected');
+      expect(await registry.claim([['email', 'rejected@example.com']], 5002, now, 30)).to.have.length(1);
+      expect(await registry.isDuplicate([['email', 'rejected@example.com']], now, 30)).to.equal(false);
+
+      // Lead 5003 claimed and then its append failed: in flight for 10 s, then not a duplicate.
+      expect(await registry.claim([['email', 'lost@example.com']], 5003, now, 30)).to.have.length(1);
+      expect(await registry.isDuplicate([['email', 'lost@example.com']], new Date(now.getTime() + 5_000), 30)).to.equal(true);
+      expect(await registry.isDuplicate([['email', 'lost@example.com']], new Date(now.getTime() + 11_000), 30)).to.equal(false);
     });
   });
 

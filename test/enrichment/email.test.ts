@@ -170,3 +170,25 @@ describe('e-mail verifier', function () {
     });
   });
 });
+
+describe('e-mail MX check with a canary domain', function () {
+  const denyAll = { resolveMx: async () => Promise.reject(Object.assign(new Error('nx'), { code: 'ENOTFOUND' })) };
+  const honest = {
+    resolveMx: async (domain: string) => {
+      if (domain === 'gmail.com') return [{ exchange: 'mx.gmail.com', priority: 5 }];
+      throw Object.assign(new Error('nx'), { code: 'ENOTFOUND' });
+    },
+  };
+
+  it('a resolver that denies every domain gives unknown dns_unreliable, not a failure', async function () {
+    const verifier = createEmailVerifier({ resolver: denyAll, canaryDomain: 'gmail.com' });
+    const result = await verifier.verify('someone@example.com', new AbortController().signal);
+    expect(result).to.deep.equal({ result: 'unknown', provider: 'dns-mx', detail: 'dns_unreliable' });
+  });
+
+  it('an honest resolver that knows the canary still fails a domain with no MX', async function () {
+    const verifier = createEmailVerifier({ resolver: honest, canaryDomain: 'gmail.com' });
+    const result = await verifier.verify('someone@nowhere.example', new AbortController().signal);
+    expect(result).to.deep.equal({ result: 'fail', provider: 'dns-mx', detail: 'no_mx' });
+  });
+});

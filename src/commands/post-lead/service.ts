@@ -27,6 +27,8 @@ export interface PostLeadDeps {
   readonly now: () => Date;
 }
 
+const RELEASE_ATTEMPTS = 20;
+const RELEASE_RETRY_MS = 250;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 interface Reservation {
@@ -122,21 +124,29 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
         reservation = routed.reservation;
         command = { ...command, routing: routed.decision };
       }
-      const response = await record(request, leadId, decide(command, initialLeadState));
-      // Only an accepted lead keeps its contacts for the duplicate window.
-      if (!response.envelope.ok) await deps.contacts.release(claims, now);
-      return response;
+      // A rejected lead's claims need no release: a claim counts only while its lead is accepted.
+      return await record(request, leadId, decide(command, initialLeadState));
     } catch (error) {
-      await giveBack(claims, reservation, leadId, now);
+      giveBack(claims, reservation, leadId, now);
       throw error;
     }
   }
 
-  async function giveBack(claims: ContactClaim[], reservation: Reservation | null, leadId: number, now: Date): Promise<void> {
-    // Best effort: the store that just failed may still be failing; a slot or claim left taken errs
-    // on the safe side (a cap under-used, a contact briefly blocked), never on the unsafe one.
-    await deps.contacts.release(claims, now).catch(() => {});
-    if (reservation) await deps.caps.release(reservation.buyer, reservation.caps, leadId).catch(() => {});
+  function giveBack(claims: ContactClaim[], reservation: Reservation | null, leadId: number, now: Date): void {
+    // The store that just failed may still be failing, so keep trying in the background for a
+    // while: a supplier's retry should not meet its own lead's claim. A release that never lands
+    // errs on the safe side (a cap slot unused; a claim that lapses after CLAIM_IN_FLIGHT_MS).
+    const release = async () => {
+      await deps.contacts.release(claims, now);
+      if (reservation) await deps.caps.release(reservation.buyer, reservation.caps, leadId);
+    };
+    let attempts = 0;
+    const attempt = (): void => {
+      release().catch(() => {
+        if (++attempts < RELEASE_ATTEMPTS) setTimeout(attempt, RELEASE_RETRY_MS).unref();
+      });
+    };
+    attempt();
   }
 
   return async (request) => {

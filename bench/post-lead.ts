@@ -1,0 +1,133 @@
+import autocannon from 'autocannon';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, connect, createServer } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
+import { formatKey, issueKey, newKeyMaterial } from '../src/keys/api-keys.js';
+import { changeKeys } from '../src/keys/key-stream.js';
+import { runChild } from '../test/support/child.js';
+import { tempDir } from '../test/support/tmp.js';
+
+const BIN = fileURLToPath(new URL('../../bin/leadpost.js', import.meta.url));
+const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
+
+export interface LoadResult {
+  readonly case: string;
+  readonly requestsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly non2xx: number;
+  readonly errors: number;
+  readonly serverRssMb: number;
+}
+
+/** A unique, valid, sellable lead: its mobile and e-mail never repeat within a run. */
+export function sellableLead(n: number): string {
+  const line = String(1000 + (n % 9000));
+  const exchange = String(200 + (Math.floor(n / 9000) % 700));
+  const area = ['213', '310', '415', '212', '312', '617', '305', '206'][Math.floor(n / 6_300_000) % 8];
+  return JSON.stringify({
+    first_name: 'Ada',
+    last_name: 'Lovelace',
+    email: `ada.${n}@example.com`,
+    mobile: `+1${area}${exchange}${line}`,
+    zip: '90210',
+    accident_state: 'CA',
+    certificate_url: CERT_URL,
+    sid: 'bench',
+    s1: `click-${n}`,
+  });
+}
+
+/** A port nothing listens on now. The access log stays off (LOG_LEVEL=warn), so the port is chosen here. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+async function listening(port: number): Promise<void> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1', () => (socket.end(), resolve(true)));
+      socket.on('error', () => resolve(false));
+    });
+    if (open) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nothing listens on port ${port}`);
+}
+
+function rssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
+}
+
+/** 50 keep-alive connections over HTTPS against `url` for `seconds`, after a warm-up. */
+export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: { n: number; sample?: string }) {
+  const run = (duration: number) =>
+    autocannon({
+      url,
+      method: 'POST',
+      connections: 50,
+      duration,
+      headers: { 'content-type': 'application/json', ...headers },
+      requests: [
+        {
+          setupRequest: (request) => ({ ...request, body: body(counter.n++) }),
+          onResponse: (status, responseBody) => {
+            if (status >= 300 && counter.sample === undefined) counter.sample = `${status} ${responseBody}`;
+          },
+        },
+      ],
+    });
+  await run(warmup);
+  return run(seconds);
+}
+
+/** The service's POST /functions/leads with every check on and durable appends, in its own process. */
+export async function benchPostLead(seconds: number, warmup: number): Promise<LoadResult> {
+  const dir = tempDir('bench-post');
+  const routing = join(dir.path, 'routing.json');
+  writeFileSync(routing, JSON.stringify({ buyers: [{ id: 'bench-buyer', price: 25, states: ['CA'], caps: [{ period: 'day', max: 100_000_000 }] }] }));
+  const store = await EmbeddedEventStore.open(dir.path);
+  const { id, secret } = newKeyMaterial();
+  await changeKeys(store, (state) => issueKey(state, { role: 'supplier', name: 'bench', now: Date.now(), id, secret }));
+  await store.close();
+
+  const [port, httpPort] = [await freePort(), await freePort()];
+  const server = runChild(['serve'], {
+    LEADPOST_DATA_DIR: dir.path,
+    LEADPOST_ROUTING_FILE: routing,
+    PORT: String(port),
+    HTTP_PORT: String(httpPort),
+    HOST: '127.0.0.1',
+    RATE_LIMIT_PER_SECOND: '0',
+    LOG_LEVEL: 'warn',
+  }, { script: BIN });
+  try {
+    await listening(port);
+    process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
+    const counter: { n: number; sample?: string } = { n: 0 };
+    const result = await load(`https://127.0.0.1:${port}/functions/leads`, { 'x-api-key': formatKey(id, secret) }, sellableLead, seconds, warmup, counter);
+    if (result.non2xx > 0) console.error(`first non-2xx answer: ${counter.sample}`);
+    return {
+      case: 'POST /functions/leads (service)',
+      requestsPerSecond: Math.round(result.requests.average),
+      p50Ms: result.latency.p50,
+      p99Ms: result.latency.p99,
+      non2xx: result.non2xx,
+      errors: result.errors,
+      serverRssMb: rssMb(server.process.pid!),
+    };
+  } finally {
+    server.process.kill('SIGTERM');
+    await server;
+    dir.remove();
+  }
+}

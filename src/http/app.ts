@@ -1,0 +1,58 @@
+// The Koa application: shell first, then the routes. No listener, no globals: everything it talks
+// to comes in through AppDeps, so tests and the CLI build it the same way.
+
+import Router from '@koa/router';
+import Koa from 'koa';
+import type { Logger } from 'pino';
+import { authenticate, requireRole, type Authenticate } from './auth.js';
+import { requireJson } from './body.js';
+import { notFoundOrNotAllowed } from './fallback.js';
+import { postLeadHandler } from './post-lead-route.js';
+import type { PostLead } from './post-lead-port.js';
+import { rateLimit, TokenBuckets, type RateLimitConfig } from './rate-limit.js';
+import { shell } from './shell.js';
+import type { ShellState } from './state.js';
+
+export interface AppDeps {
+  authenticate: Authenticate;
+  postLead: PostLead;
+  logger: Logger;
+  limits?: { bodyBytes?: number };
+  /** Per API key. Omitted: DEFAULT_RATE_LIMIT; null: no limit. */
+  rateLimit?: RateLimitConfig | null;
+  /** Milliseconds on a clock that does not step back; only its differences are used. */
+  now?: () => number;
+}
+
+export const DEFAULT_BODY_BYTES = 64 * 1024;
+export const DEFAULT_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 50, burst: 100 };
+
+export function createApp(deps: AppDeps): Koa<ShellState> {
+  const bodyBytes = deps.limits?.bodyBytes ?? DEFAULT_BODY_BYTES;
+  if (!(Number.isInteger(bodyBytes) && bodyBytes > 0)) throw new RangeError('limits.bodyBytes must be a positive integer');
+  const limitConfig = deps.rateLimit === undefined ? DEFAULT_RATE_LIMIT : deps.rateLimit;
+  const buckets = limitConfig ? new TokenBuckets(limitConfig, deps.now ?? (() => performance.now())) : null;
+
+  const router = new Router<ShellState>();
+  router.get('/healthz', (ctx) => {
+    ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'up' };
+  });
+  // The order is the contract's: who, may they, how often, then what they sent.
+  router.post(
+    '/functions/leads',
+    authenticate(deps.authenticate),
+    requireRole('supplier'),
+    rateLimit(buckets),
+    requireJson(),
+    postLeadHandler(deps.postLead, bodyBytes),
+  );
+
+  const app = new Koa<ShellState>();
+  // Koa's default handler prints to stderr; the shell already answered, so this only records
+  // failures after the response started (a socket torn down mid-write).
+  app.on('error', (error: unknown) => deps.logger.warn({ err: error }, 'response failed after the shell'));
+  app.use(shell(deps.logger));
+  app.use(router.routes());
+  app.use(notFoundOrNotAllowed(router));
+  return app;
+}

@@ -1,0 +1,28 @@
+import type { Middleware } from 'koa';
+import { ShellError } from './errors.js';
+import type { Principal, Role } from './principal.js';
+import type { ShellState } from './state.js';
+
+export type Authenticate = (key: string | undefined) => Principal | null;
+
+/**
+ * A repeated `X-API-KEY` is refused before the key store sees it: Node would join the values with
+ * ', ', and which of two keys the caller meant is not ours to guess.
+ */
+export function authenticate(lookup: Authenticate): Middleware<ShellState> {
+  return async (ctx, next) => {
+    const values = ctx.req.headersDistinct['x-api-key'] ?? [];
+    if (values.length !== 1 || !values[0]) throw new ShellError('UNAUTHORIZED');
+    const principal = lookup(values[0]);
+    if (!principal) throw new ShellError('UNAUTHORIZED');
+    ctx.state.principal = principal;
+    return next();
+  };
+}
+
+export function requireRole(role: Role): Middleware<ShellState> {
+  return async (ctx, next) => {
+    if (ctx.state.principal?.role !== role) throw new ShellError('FORBIDDEN');
+    return next();
+  };
+}

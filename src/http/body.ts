@@ -1,0 +1,88 @@
+// The request body, read by hand rather than with koa-bodyparser: co-body decodes with replacement
+// characters (invalid UTF-8 passes), maps an empty body to {}, accepts arrays in strict mode and
+// answers an unexpected Content-Type by skipping the parse instead of 415. Each of those is a
+// contract row here, so the few lines below are simpler than bending the parser.
+
+import type { IncomingMessage } from 'node:http';
+import type { Middleware } from 'koa';
+import { ShellError } from './errors.js';
+import type { ShellState } from './state.js';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** `application/json`, any case, optionally with a UTF-8 charset (RFC 8259 allows no other). */
+export function isJsonContentType(header: string | undefined): boolean {
+  if (!header) return false;
+  const [type = '', ...parameters] = header.split(';');
+  if (type.trim().toLowerCase() !== 'application/json') return false;
+  return parameters.every((parameter) => {
+    const [name = '', value = ''] = parameter.split('=', 2);
+    if (name.trim().toLowerCase() !== 'charset') return true;
+    const charset = value.trim().replace(/^"(.*)"$/, '$1').toLowerCase();
+    return charset === 'utf-8' || charset === 'utf8';
+  });
+}
+
+export function requireJson(): Middleware<ShellState> {
+  return async (ctx, next) => {
+    if (!isJsonContentType(ctx.get('Content-Type') || undefined)) throw new ShellError('UNSUPPORTED_MEDIA_TYPE');
+    return next();
+  };
+}
+
+// The rest of an oversized body is left unread; closing the connection stops the client from
+// streaming it into a keep-alive socket we would otherwise have to drain.
+const tooLarge = (): ShellError => new ShellError('PAYLOAD_TOO_LARGE', { Connection: 'close' });
+
+/**
+ * Reads at most `limit` bytes. A declared Content-Length over the limit is refused before a byte is
+ * read; a chunked body is refused as soon as it passes the limit, and what follows is discarded.
+ */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const finish = (outcome: () => void): void => {
+      req.off('data', onData).off('end', onEnd).off('error', onAbort).off('close', onAbort);
+      outcome();
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) {
+        finish(() => reject(tooLarge()));
+        req.resume();
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => finish(() => resolve(Buffer.concat(chunks, size)));
+    const onAbort = (): void => finish(() => reject(new ShellError('MALFORMED_JSON', {}, 'the request body ended early')));
+    req.on('data', onData).on('end', onEnd).on('error', onAbort).on('close', onAbort);
+  });
+}
+
+/**
+ * One JSON.parse, then every object in the result gets a null prototype, so keys like `__proto__`
+ * and `constructor` stay inert own data (the lead validator rejects them as unknown fields) and no
+ * inherited member is ever read as if the client had sent it. The walk is iterative: a 64 KiB body
+ * can nest tens of thousands of levels, which would overflow a recursive walk or a reviver.
+ */
+export function parseJsonObject(raw: Buffer): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(utf8.decode(raw));
+  } catch {
+    throw new ShellError('MALFORMED_JSON');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ShellError('MALFORMED_JSON');
+  const pending: object[] = [parsed];
+  for (let value = pending.pop(); value !== undefined; value = pending.pop()) {
+    if (!Array.isArray(value)) Object.setPrototypeOf(value, null);
+    for (const child of Object.values(value)) {
+      if (typeof child === 'object' && child !== null) pending.push(child);
+    }
+  }
+  return parsed as Record<string, unknown>;
+}

@@ -1,0 +1,64 @@
+// The outermost middleware: trace id in, envelope out for every error, security headers and the
+// access log on every response. It is the only place an error becomes a response body.
+
+import type { Context, Middleware } from 'koa';
+import type { Logger } from 'pino';
+import { logAccess } from './access-log.js';
+import { noLeadEnvelope, OUTCOMES, type OutcomeCode } from './envelope.js';
+import { isUnavailable, ShellError } from './errors.js';
+import { JSON_CONTENT_TYPE, SECURITY_HEADERS } from './security-headers.js';
+import type { ShellState } from './state.js';
+import { traceIdFrom } from './trace.js';
+
+export function shell(logger: Logger): Middleware<ShellState> {
+  return async (ctx, next) => {
+    const started = performance.now();
+    const traceId = traceIdFrom(ctx.get('traceparent') || undefined);
+    ctx.state.traceId = traceId;
+    try {
+      await next();
+    } catch (error) {
+      respondWithError(ctx, error, traceId, logger);
+    }
+    // The body of an unread request is still on the wire; closing beats draining it for a stranger.
+    if (!ctx.req.complete) ctx.set('Connection', 'close');
+    ctx.set(SECURITY_HEADERS);
+    ctx.set('X-Trace-Id', traceId);
+    ctx.type = JSON_CONTENT_TYPE;
+    logAccess(logger, {
+      traceId,
+      method: ctx.method,
+      route: routePattern(ctx),
+      status: ctx.status,
+      started,
+      keyId: ctx.state.principal?.keyId ?? null,
+    });
+  };
+}
+
+function respondWithError(ctx: Context, error: unknown, traceId: string, logger: Logger): void {
+  let code: OutcomeCode;
+  let headers: Readonly<Record<string, string>> = {};
+  if (error instanceof ShellError) {
+    code = error.code;
+    headers = error.headers;
+  } else if (isUnavailable(error)) {
+    code = 'UNAVAILABLE';
+    headers = { 'Retry-After': '1' };
+    logger.warn({ trace_id: traceId, err: error }, 'store unavailable');
+  } else {
+    code = 'INTERNAL_ERROR';
+    logger.error({ trace_id: traceId, err: error }, 'unhandled error');
+  }
+  ctx.status = OUTCOMES[code].status;
+  ctx.set(headers);
+  ctx.body = noLeadEnvelope(code, traceId);
+}
+
+// @koa/router leaves the matched pattern on an internal, untyped context field.
+function routePattern(ctx: Context): string | null {
+  const matched: unknown = (ctx as { _matchedRoute?: unknown })._matchedRoute;
+  if (typeof matched === 'string') return matched;
+  const state = ctx.state as Partial<ShellState>;
+  return state.route ?? null;
+}

@@ -1,0 +1,135 @@
+// TLS material: the operator's files when given, else a self-signed certificate for localhost kept
+// in the data dir, so a fresh checkout serves HTTPS with no setup and keeps one identity afterwards.
+
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
+import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { generate } from 'selfsigned';
+
+export interface TlsOptions {
+  readonly dataDir: string;
+  readonly certFile?: string;
+  readonly keyFile?: string;
+}
+
+export interface TlsMaterial {
+  readonly cert: string;
+  readonly key: string;
+  readonly selfSigned: boolean;
+}
+
+const VALID_DAYS = 365;
+// Renew a little before the end so a long-running process started on the last day still serves.
+const RENEW_BEFORE_MS = 7 * 24 * 3600 * 1000;
+
+export async function loadOrCreateTls(options: TlsOptions): Promise<TlsMaterial> {
+  const { certFile, keyFile } = options;
+  if (certFile || keyFile) {
+    if (!certFile || !keyFile) {
+      throw new Error('TLS needs both a certificate and a key file (TLS_CERT_FILE and TLS_KEY_FILE); only one was given');
+    }
+    return { ...(await readPair(certFile, keyFile)), selfSigned: false };
+  }
+  return { ...(await selfSignedPair(join(options.dataDir, 'tls'))), selfSigned: true };
+}
+
+async function readPair(certFile: string, keyFile: string): Promise<{ cert: string; key: string }> {
+  const cert = await readText(certFile, 'certificate');
+  const key = await readText(keyFile, 'private key');
+  checkPair(cert, key, certFile, keyFile);
+  return { cert, key };
+}
+
+function checkPair(cert: string, key: string, certFile: string, keyFile: string): X509Certificate {
+  const x509 = parseCert(cert, certFile);
+  if (!x509.checkPrivateKey(parseKey(key, keyFile))) {
+    throw new Error(`the TLS private key ${keyFile} does not belong to the certificate ${certFile}`);
+  }
+  return x509;
+}
+
+async function selfSignedPair(dir: string): Promise<{ cert: string; key: string }> {
+  const certFile = join(dir, 'cert.pem');
+  const keyFile = join(dir, 'key.pem');
+  const [cert, key] = await Promise.all([readIfExists(certFile), readIfExists(keyFile)]);
+  // Both present: reuse, unless expiring. One missing means a start crashed between the two
+  // writes; the other file is useless alone, so both are made again.
+  if (cert !== undefined && key !== undefined) {
+    const x509 = checkPair(cert, key, certFile, keyFile);
+    if (Date.parse(x509.validTo) - Date.now() > RENEW_BEFORE_MS) return { cert, key };
+  }
+  const created = await createSelfSigned();
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await writeAtomically(keyFile, created.key, 0o600);
+  await writeAtomically(certFile, created.cert, 0o644);
+  return created;
+}
+
+async function createSelfSigned(): Promise<{ cert: string; key: string }> {
+  const notBefore = new Date();
+  const notAfter = new Date(notBefore.getTime() + VALID_DAYS * 24 * 3600 * 1000);
+  const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
+    keyType: 'ec',
+    curve: 'P-256',
+    algorithm: 'sha256',
+    notBeforeDate: notBefore,
+    notAfterDate: notAfter,
+    extensions: [
+      { name: 'basicConstraints', cA: false, critical: true },
+      { name: 'keyUsage', digitalSignature: true, critical: true },
+      { name: 'extKeyUsage', serverAuth: true },
+      {
+        name: 'subjectAltName',
+        altNames: [
+          { type: 2, value: 'localhost' },
+          { type: 7, ip: '127.0.0.1' },
+          { type: 7, ip: '::1' },
+        ],
+      },
+    ],
+  });
+  return { cert: pems.cert, key: pems.private };
+}
+
+// Written aside and renamed so a crash never leaves a half-written PEM behind; the mode is set at
+// creation so the key is never readable by others, not even for a moment.
+async function writeAtomically(file: string, text: string, mode: number): Promise<void> {
+  const temporary = `${file}.${process.pid}.tmp`;
+  await writeFile(temporary, text, { mode, flag: 'w' });
+  await chmod(temporary, mode);
+  await rename(temporary, file);
+}
+
+async function readText(file: string, what: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new Error(`cannot read the TLS ${what} file ${file} (${reason})`, { cause: error });
+  }
+}
+
+async function readIfExists(file: string): Promise<string | undefined> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new Error(`cannot read the TLS file ${file} (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`, { cause: error });
+  }
+}
+
+function parseCert(pem: string, file: string): X509Certificate {
+  try {
+    return new X509Certificate(pem);
+  } catch (error) {
+    throw new Error(`the TLS certificate file ${file} does not hold a PEM certificate`, { cause: error });
+  }
+}
+
+function parseKey(pem: string, file: string): KeyObject {
+  try {
+    return createPrivateKey(pem);
+  } catch (error) {
+    throw new Error(`the TLS private key file ${file} does not hold an unencrypted PEM private key`, { cause: error });
+  }
+}

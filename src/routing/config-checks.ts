@@ -1,0 +1,126 @@
+// Turns a routing file into the list of everything wrong with it, each problem tied to the field an
+// operator has to edit. Everything is reported in one go so a broken deploy takes one fix, not ten.
+import type { ErrorObject } from 'ajv';
+import { validateRoutingFile } from './config-schema.js';
+
+export interface ConfigProblem {
+  /** `buyers[1].caps[0].tz`; empty for a problem with the file as a whole. */
+  readonly path: string;
+  readonly message: string;
+}
+
+type Json = Record<string, unknown>;
+
+export function findProblems(json: unknown): ConfigProblem[] {
+  const problems = validateRoutingFile(json) ? [] : (validateRoutingFile.errors ?? []).map(describe);
+  problems.push(...nullFields(json, ''), ...duplicateIds(json, 'buyers', 'buyer'), ...duplicateIds(json, 'buckets', 'bucket'));
+  problems.push(...bucketDefaults(json), ...emptyWindows(json));
+  return firstPerField(problems);
+}
+
+// One line per field: the first problem is the one to fix; ajv's follow-ups (a missing
+// discriminator after a missing `kind`, a null that also fails its enum) only add noise.
+function firstPerField(problems: ConfigProblem[]): ConfigProblem[] {
+  const seen = new Set<string>();
+  return problems.filter((p) => !seen.has(p.path) && seen.add(p.path));
+}
+
+function fieldPath(pointer: string): string {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((s) => s.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .reduce((path, s) => (/^\d+$/.test(s) ? `${path}[${s}]` : path ? `${path}.${s}` : s), '');
+}
+
+function join(path: string, field: string): string {
+  return path ? `${path}.${field}` : field;
+}
+
+function show(value: unknown): string {
+  return typeof value === 'string' ? `'${value}'` : JSON.stringify(value);
+}
+
+const HINTED = new Set(['pattern', 'format', 'enum', 'multipleOf']);
+
+function describe(error: ErrorObject): ConfigProblem {
+  const path = fieldPath(error.instancePath);
+  const params = error.params as Json;
+  switch (error.keyword) {
+    case 'required':
+      return { path: join(path, String(params.missingProperty)), message: 'is required' };
+    case 'additionalProperties':
+      return { path: join(path, String(params.additionalProperty)), message: 'unknown field' };
+    case 'discriminator': {
+      const tag = (error.data as Json)[String(params.tag)];
+      return { path: join(path, String(params.tag)), message: tag === undefined ? 'is required' : `must be 'pull' or 'webhook', got ${show(tag)}` };
+    }
+    case 'type':
+      return { path, message: `must be ${/^[aeiou]/.test(String(params.type)) ? 'an' : 'a'} ${String(params.type)}, got ${show(error.data)}` };
+  }
+  const hint = (error.parentSchema as Json | undefined)?.hint;
+  if (HINTED.has(error.keyword) && typeof hint === 'string') {
+    return { path, message: hint.replace('{value}', show(error.data)) };
+  }
+  return { path, message: error.message ?? error.keyword };
+}
+
+// The schema has to mark optional fields `nullable` for ajv's typing, but no field means anything
+// by null: `"active": null` silently becoming `true` is exactly the typo this check exists for.
+function nullFields(value: unknown, path: string): ConfigProblem[] {
+  if (value === null) return path ? [{ path, message: 'must not be null (leave the field out instead)' }] : [];
+  if (Array.isArray(value)) return value.flatMap((v, i) => nullFields(v, `${path}[${i}]`));
+  if (typeof value === 'object') return Object.entries(value).flatMap(([k, v]) => nullFields(v, join(path, k)));
+  return [];
+}
+
+/** The entries of `json[list]` that are objects, with their index; tolerant of a broken file. */
+function entries(json: unknown, list: string): Array<[number, Json]> {
+  const items = isObject(json) ? json[list] : undefined;
+  if (!Array.isArray(items)) return [];
+  return items.flatMap((item: unknown, i): Array<[number, Json]> => (isObject(item) ? [[i, item]] : []));
+}
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function duplicateIds(json: unknown, list: string, noun: string): ConfigProblem[] {
+  const first = new Map<unknown, number>();
+  const problems: ConfigProblem[] = [];
+  for (const [i, item] of entries(json, list)) {
+    if (typeof item.id !== 'string') continue;
+    const earlier = first.get(item.id);
+    if (earlier === undefined) first.set(item.id, i);
+    else problems.push({ path: `${list}[${i}].id`, message: `duplicate ${noun} id ${show(item.id)} (also ${list}[${earlier}])` });
+  }
+  return problems;
+}
+
+function bucketDefaults(json: unknown): ConfigProblem[] {
+  const buckets = entries(json, 'buckets');
+  const defaults = buckets.filter(([, b]) => b.default === true);
+  const problems: ConfigProblem[] = [];
+  if (buckets.length > 0 && defaults.length === 0) {
+    problems.push({ path: 'buckets', message: 'no bucket is marked "default": true; exactly one must be' });
+  }
+  const [firstDefault, ...extra] = defaults;
+  for (const [i] of extra) {
+    problems.push({ path: `buckets[${i}].default`, message: `only one bucket may be the default (buckets[${firstDefault![0]}] already is)` });
+  }
+  // The default bucket takes whatever no other bucket matched, so a filter on it would be ignored.
+  for (const [i, b] of defaults) {
+    for (const filter of ['states', 'zip_prefixes'] as const) {
+      if (b[filter] !== undefined) problems.push({ path: `buckets[${i}].${filter}`, message: 'the default bucket takes every lead no other bucket matched; it cannot have filters' });
+    }
+  }
+  return problems;
+}
+
+function emptyWindows(json: unknown): ConfigProblem[] {
+  return entries(json, 'buyers').flatMap(([i, buyer]) => {
+    const hours = buyer.hours;
+    const empty = isObject(hours) && typeof hours.start === 'string' && hours.start === hours.end;
+    return empty ? [{ path: `buyers[${i}].hours.end`, message: `must differ from start ${show(hours.start)} (use 00:00-24:00 for the whole day)` }] : [];
+  });
+}

@@ -1,0 +1,247 @@
+// The routing file as an operator writes it (DESIGN.md §6). The interfaces describe the file
+// before defaults; `satisfies JSONSchemaType<RoutingFile>` makes the compiler prove that the
+// schema and the interfaces agree, so neither can drift from the other.
+import { Ajv, type JSONSchemaType } from 'ajv';
+
+export const STRATEGIES = ['highest_price', 'priority', 'round_robin'] as const;
+export type Strategy = (typeof STRATEGIES)[number];
+
+export const CAP_PERIODS = ['hour', 'day', 'week', 'month'] as const;
+export type CapPeriod = (typeof CAP_PERIODS)[number];
+
+export const WEEKDAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'] as const;
+export type Weekday = (typeof WEEKDAYS)[number];
+
+/** `not_fail` also takes a lead whose check came back `unknown` (provider down, DNS timeout). */
+export const REQUIREMENTS = ['pass', 'not_fail'] as const;
+export type Requirement = (typeof REQUIREMENTS)[number];
+
+/** USPS codes a lead's accident_state can take: the 50 states, DC and Puerto Rico. */
+export const US_STATES = [
+  'AL', 'AK', 'AZ', 'AR', 'CA', 'CO', 'CT', 'DE', 'FL', 'GA', 'HI', 'ID', 'IL', 'IN', 'IA', 'KS', 'KY', 'LA',
+  'ME', 'MD', 'MA', 'MI', 'MN', 'MS', 'MO', 'MT', 'NE', 'NV', 'NH', 'NJ', 'NM', 'NY', 'NC', 'ND', 'OH', 'OK',
+  'OR', 'PA', 'RI', 'SC', 'SD', 'TN', 'TX', 'UT', 'VT', 'VA', 'WA', 'WV', 'WI', 'WY', 'DC', 'PR',
+] as const;
+
+export const DEFAULTS = {
+  currency: 'USD',
+  strategy: 'highest_price',
+  duplicate_window_days: 30,
+  priority: 100,
+  active: true,
+  cap_tz: 'UTC',
+  days: WEEKDAYS,
+  timeout_ms: 5000,
+  max_attempts: 8,
+  return_window_days: 7,
+  return_reasons: ['bad_phone', 'not_interested', 'duplicate', 'fraud'],
+  bucket: { id: 'unsold', default: true },
+} as const;
+
+export interface CapEntry {
+  readonly period: CapPeriod;
+  readonly max: number;
+  readonly tz?: string;
+}
+
+export interface HoursEntry {
+  readonly tz: string;
+  readonly days?: readonly Weekday[];
+  readonly start: string;
+  readonly end: string;
+}
+
+export interface PullDeliveryEntry {
+  readonly kind: 'pull';
+}
+
+export interface WebhookDeliveryEntry {
+  readonly kind: 'webhook';
+  readonly url: string;
+  readonly timeout_ms?: number;
+  readonly max_attempts?: number;
+  readonly secret_env?: string;
+}
+
+export type DeliveryEntry = PullDeliveryEntry | WebhookDeliveryEntry;
+
+export interface RequireEntry {
+  readonly phone?: Requirement;
+  readonly email?: Requirement;
+  readonly consent?: Requirement;
+}
+
+export interface BuyerEntry {
+  readonly id: string;
+  readonly name?: string;
+  readonly price: number;
+  readonly priority?: number;
+  readonly active?: boolean;
+  readonly states?: readonly string[];
+  readonly zip_prefixes?: readonly string[];
+  readonly require?: RequireEntry;
+  readonly caps?: readonly CapEntry[];
+  readonly hours?: HoursEntry;
+  readonly delivery?: DeliveryEntry;
+  readonly return_window_days?: number;
+  readonly return_reasons?: readonly string[];
+}
+
+export interface BucketEntry {
+  readonly id: string;
+  readonly default?: boolean;
+  readonly states?: readonly string[];
+  readonly zip_prefixes?: readonly string[];
+}
+
+export interface RoutingFile {
+  readonly currency?: string;
+  readonly strategy?: Strategy;
+  readonly duplicate_window_days?: number;
+  readonly buyers: readonly BuyerEntry[];
+  readonly buckets?: readonly BucketEntry[];
+}
+
+// `hint` is an annotation read back when reporting: it turns ajv's `must match pattern "^…$"`
+// into something an operator can act on. `{value}` is replaced with the offending value.
+const ID = { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$', hint: 'must be 1-64 of a-z 0-9 . _ - starting with a letter or digit, got {value}' } as const;
+const TIME_ZONE = { type: 'string', format: 'time-zone', hint: 'unknown time zone {value}' } as const;
+const START = { type: 'string', pattern: '^([01][0-9]|2[0-3]):[0-5][0-9]$', hint: 'must be HH:MM (00:00-23:59), got {value}' } as const;
+// 24:00 lets a window run to midnight without wrapping into an overnight window.
+const END = { type: 'string', pattern: '^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$', hint: 'must be HH:MM (00:00-24:00), got {value}' } as const;
+const INTEGER_0 = { type: 'integer', minimum: 0 } as const;
+const INTEGER_1 = { type: 'integer', minimum: 1 } as const;
+
+const STATES = {
+  type: 'array', nullable: true, minItems: 1, uniqueItems: true,
+  items: { type: 'string', enum: US_STATES, hint: 'must be an upper-case USPS state code (incl. DC, PR), got {value}' },
+} as const;
+
+const ZIP_PREFIXES = {
+  type: 'array', nullable: true, minItems: 1, uniqueItems: true,
+  items: { type: 'string', pattern: '^[0-9]{1,5}$', hint: 'must be 1-5 digits, got {value}' },
+} as const;
+
+const REQUIREMENT = {
+  type: 'string', nullable: true, enum: REQUIREMENTS, hint: "must be 'pass' or 'not_fail', got {value}",
+} as const;
+
+const DELIVERY = {
+  type: 'object', nullable: true, discriminator: { propertyName: 'kind' },
+  default: { kind: 'pull' },
+  oneOf: [
+    { type: 'object', properties: { kind: { type: 'string', const: 'pull' } }, required: ['kind'], additionalProperties: false },
+    {
+      type: 'object',
+      properties: {
+        kind: { type: 'string', const: 'webhook' },
+        url: { type: 'string', format: 'https-url', hint: 'must be an absolute https:// URL, got {value}' },
+        timeout_ms: { ...INTEGER_1, nullable: true, default: DEFAULTS.timeout_ms },
+        max_attempts: { ...INTEGER_1, nullable: true, default: DEFAULTS.max_attempts },
+        secret_env: { type: 'string', nullable: true, pattern: '^[A-Z_][A-Z0-9_]*$', hint: 'must name an environment variable (A-Z 0-9 _), got {value}' },
+      },
+      required: ['kind', 'url'],
+      additionalProperties: false,
+    },
+  ],
+} as const;
+
+const BUYER = {
+  type: 'object',
+  properties: {
+    id: ID,
+    name: { type: 'string', nullable: true, minLength: 1, maxLength: 200 },
+    price: { type: 'number', minimum: 0, multipleOf: 0.01, hint: 'must have at most 2 decimal places, got {value}' },
+    priority: { type: 'integer', nullable: true, minimum: 0, default: DEFAULTS.priority },
+    active: { type: 'boolean', nullable: true, default: DEFAULTS.active },
+    states: STATES,
+    zip_prefixes: ZIP_PREFIXES,
+    require: {
+      type: 'object', nullable: true,
+      properties: { phone: REQUIREMENT, email: REQUIREMENT, consent: REQUIREMENT },
+      additionalProperties: false,
+    },
+    caps: {
+      type: 'array', nullable: true,
+      items: {
+        type: 'object',
+        properties: {
+          period: { type: 'string', enum: CAP_PERIODS, hint: 'must be hour, day, week or month, got {value}' },
+          max: INTEGER_0,
+          tz: { ...TIME_ZONE, nullable: true, default: DEFAULTS.cap_tz },
+        },
+        required: ['period', 'max'],
+        additionalProperties: false,
+      },
+    },
+    hours: {
+      type: 'object', nullable: true,
+      properties: {
+        tz: TIME_ZONE,
+        days: {
+          type: 'array', nullable: true, minItems: 1, uniqueItems: true, default: DEFAULTS.days,
+          items: { type: 'string', enum: WEEKDAYS, hint: 'must be one of mon, tue, wed, thu, fri, sat, sun, got {value}' },
+        },
+        start: START,
+        end: END,
+      },
+      required: ['tz', 'start', 'end'],
+      additionalProperties: false,
+    },
+    delivery: DELIVERY,
+    return_window_days: { ...INTEGER_0, nullable: true, default: DEFAULTS.return_window_days },
+    return_reasons: {
+      type: 'array', nullable: true, uniqueItems: true, default: DEFAULTS.return_reasons,
+      items: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,63}$', hint: 'must be a snake_case word, got {value}' },
+    },
+  },
+  required: ['id', 'price'],
+  additionalProperties: false,
+} as const;
+
+const BUCKET = {
+  type: 'object',
+  properties: {
+    id: ID,
+    default: { type: 'boolean', nullable: true },
+    states: STATES,
+    zip_prefixes: ZIP_PREFIXES,
+  },
+  required: ['id'],
+  additionalProperties: false,
+} as const;
+
+export const routingFileSchema = {
+  $id: 'https://leadpost.example/schemas/routing.json',
+  type: 'object',
+  properties: {
+    currency: { type: 'string', nullable: true, pattern: '^[A-Z]{3}$', default: DEFAULTS.currency, hint: 'must be an ISO 4217 code of 3 upper-case letters, got {value}' },
+    strategy: { type: 'string', nullable: true, enum: STRATEGIES, default: DEFAULTS.strategy, hint: 'must be highest_price, priority or round_robin, got {value}' },
+    duplicate_window_days: { ...INTEGER_0, nullable: true, default: DEFAULTS.duplicate_window_days },
+    buyers: { type: 'array', items: BUYER },
+    buckets: { type: 'array', nullable: true, items: BUCKET },
+  },
+  required: ['buyers'],
+  additionalProperties: false,
+} as const satisfies JSONSchemaType<RoutingFile>;
+
+function isTimeZone(tz: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function isHttpsUrl(value: string): boolean {
+  return URL.canParse(value) && new URL(value).protocol === 'https:';
+}
+
+const ajv = new Ajv({ allErrors: true, verbose: true, discriminator: true, multipleOfPrecision: 9, strict: true });
+ajv.addKeyword('hint');
+ajv.addFormat('time-zone', { type: 'string', validate: isTimeZone });
+ajv.addFormat('https-url', { type: 'string', validate: isHttpsUrl });
+
+/** Structural check of a parsed routing file; cross-field rules live in `config-checks.ts`. */
+export const validateRoutingFile = ajv.compile<RoutingFile>(routingFileSchema);

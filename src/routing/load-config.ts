@@ -1,0 +1,175 @@
+// Loads the routing file once at start (DESIGN.md §3, §6): validated, defaults applied, and tagged
+// with a version so every LeadRouted event says which rules decided it.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { CheckName } from '../enrichment/check.js';
+import { type ConfigProblem, findProblems } from './config-checks.js';
+import {
+  type BucketEntry, type BuyerEntry, type CapPeriod, DEFAULTS, type DeliveryEntry, type HoursEntry, type Requirement,
+  type RoutingFile, type Strategy, type Weekday,
+} from './config-schema.js';
+
+export interface Cap {
+  readonly period: CapPeriod;
+  readonly max: number;
+  readonly tz: string;
+}
+
+export interface Hours {
+  readonly tz: string;
+  readonly days: readonly Weekday[];
+  /** HH:MM, inclusive. */
+  readonly start: string;
+  /** HH:MM (or 24:00), exclusive; earlier than `start` for an overnight window. */
+  readonly end: string;
+}
+
+export type Delivery =
+  | { readonly kind: 'pull' }
+  | { readonly kind: 'webhook'; readonly url: string; readonly timeout_ms: number; readonly max_attempts: number; readonly secret_env: string | null };
+
+export interface Buyer {
+  readonly id: string;
+  /** Falls back to the id, so reports always have something to show. */
+  readonly name: string;
+  readonly price: number;
+  /** Lower goes first. */
+  readonly priority: number;
+  readonly active: boolean;
+  /** null: every state. */
+  readonly states: readonly string[] | null;
+  /** null: every ZIP. */
+  readonly zip_prefixes: readonly string[] | null;
+  /** A check left out is not required. */
+  readonly require: Readonly<Partial<Record<CheckName, Requirement>>>;
+  readonly caps: readonly Cap[];
+  /** null: any time. */
+  readonly hours: Hours | null;
+  readonly delivery: Delivery;
+  readonly return_window_days: number;
+  readonly return_reasons: readonly string[];
+}
+
+export interface Bucket {
+  readonly id: string;
+  readonly default: boolean;
+  readonly states: readonly string[] | null;
+  readonly zip_prefixes: readonly string[] | null;
+}
+
+export interface RoutingConfig {
+  readonly currency: string;
+  readonly strategy: Strategy;
+  readonly duplicate_window_days: number;
+  readonly buyers: readonly Buyer[];
+  /** Exactly one has `default: true`. */
+  readonly buckets: readonly Bucket[];
+}
+
+export interface LoadedRoutingConfig extends RoutingConfig {
+  /** Where it came from, for messages. */
+  readonly source: string;
+  /** First 12 hex chars of the sha256 of the file (or of its canonical JSON). */
+  readonly version: string;
+}
+
+export class RoutingConfigError extends Error {
+  override readonly name = 'RoutingConfigError';
+
+  constructor(
+    readonly source: string,
+    readonly problems: readonly ConfigProblem[],
+  ) {
+    super(problems.map((p) => (p.path ? `${source}: ${p.path}: ${p.message}` : `${source}: ${p.message}`)).join('\n'));
+  }
+}
+
+export function loadRoutingConfig(path: string): LoadedRoutingConfig {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(path);
+  } catch (error) {
+    throw new RoutingConfigError(path, [{ path: '', message: `cannot read the file: ${(error as Error).message}` }]);
+  }
+  let json: unknown;
+  try {
+    // An editor's byte-order mark is not worth failing start-up over.
+    json = JSON.parse(bytes.toString('utf8').replace(/^\uFEFF/, ''));
+  } catch (error) {
+    throw new RoutingConfigError(path, [{ path: '', message: `invalid JSON: ${(error as Error).message}` }]);
+  }
+  return resolve(json, path, versionOf(bytes));
+}
+
+export function parseRoutingConfig(json: unknown, source: string): LoadedRoutingConfig {
+  return resolve(json, source, versionOf(canonicalJson(json)));
+}
+
+function resolve(json: unknown, source: string, version: string): LoadedRoutingConfig {
+  const problems = findProblems(json);
+  if (problems.length > 0) throw new RoutingConfigError(source, problems);
+  const file = json as RoutingFile;
+  const buckets = file.buckets?.length ? file.buckets.map(bucket) : [{ ...DEFAULTS.bucket, states: null, zip_prefixes: null }];
+  return {
+    source,
+    version,
+    currency: file.currency ?? DEFAULTS.currency,
+    strategy: file.strategy ?? DEFAULTS.strategy,
+    duplicate_window_days: file.duplicate_window_days ?? DEFAULTS.duplicate_window_days,
+    buyers: file.buyers.map(buyer),
+    buckets,
+  };
+}
+
+function buyer(entry: BuyerEntry): Buyer {
+  return {
+    id: entry.id,
+    name: entry.name ?? entry.id,
+    price: entry.price,
+    priority: entry.priority ?? DEFAULTS.priority,
+    active: entry.active ?? DEFAULTS.active,
+    states: entry.states ?? null,
+    zip_prefixes: entry.zip_prefixes ?? null,
+    require: { ...entry.require },
+    caps: (entry.caps ?? []).map((cap) => ({ period: cap.period, max: cap.max, tz: cap.tz ?? DEFAULTS.cap_tz })),
+    hours: entry.hours ? hours(entry.hours) : null,
+    delivery: delivery(entry.delivery),
+    return_window_days: entry.return_window_days ?? DEFAULTS.return_window_days,
+    return_reasons: entry.return_reasons ?? DEFAULTS.return_reasons,
+  };
+}
+
+function hours(entry: HoursEntry): Hours {
+  return { tz: entry.tz, days: entry.days ?? DEFAULTS.days, start: entry.start, end: entry.end };
+}
+
+function delivery(entry: DeliveryEntry | undefined): Delivery {
+  if (entry?.kind !== 'webhook') return { kind: 'pull' };
+  return {
+    kind: 'webhook',
+    url: entry.url,
+    timeout_ms: entry.timeout_ms ?? DEFAULTS.timeout_ms,
+    max_attempts: entry.max_attempts ?? DEFAULTS.max_attempts,
+    secret_env: entry.secret_env ?? null,
+  };
+}
+
+function bucket(entry: BucketEntry): Bucket {
+  return { id: entry.id, default: entry.default ?? false, states: entry.states ?? null, zip_prefixes: entry.zip_prefixes ?? null };
+}
+
+function versionOf(content: Buffer | string): string {
+  return createHash('sha256').update(content).digest('hex').slice(0, 12);
+}
+
+/** Key order and whitespace do not change the rules, so they do not change the version either. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const fields = Object.entries(value)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${fields.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}

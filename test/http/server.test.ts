@@ -1,0 +1,134 @@
+import { connect } from 'node:tls';
+import { expect } from 'chai';
+import { createApp } from '../../src/http/app.js';
+import { createLogger } from '../../src/http/logger.js';
+import { startServers } from '../../src/http/server.js';
+import { ENVELOPE_FIELDS, postLeadTo, send, startTestServer, testTls, type TestServer } from './helpers.js';
+
+const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
+
+describe('http: listeners', () => {
+  describe('without TRUST_PROXY', () => {
+    let server: TestServer;
+    before(async () => {
+      server = await startTestServer({ trustProxy: false });
+    });
+    after(() => server.close());
+
+    it('reports the real ports when asked for port 0', () => {
+      expect(server.httpsPort).to.be.above(0);
+      expect(server.httpPort).to.be.above(0).and.not.equal(server.httpsPort);
+    });
+
+    it('answers every plain-HTTP request with 403 HTTPS_REQUIRED', async () => {
+      for (const [method, path] of [['GET', '/healthz'], ['POST', '/functions/leads'], ['GET', '/nowhere']] as const) {
+        const reply = await send({ port: server.httpPort, plain: true, method, path, body: method === 'POST' ? '{}' : undefined });
+        expect(reply.status).to.equal(403);
+        expect(reply.headers['content-type']).to.equal('application/json; charset=utf-8');
+        const body = reply.json();
+        expect(Object.keys(body)).to.have.members(ENVELOPE_FIELDS);
+        expect(body).to.include({ code: 'HTTPS_REQUIRED', ok: false, acceptance: 'rejected', trace_id: reply.headers['x-trace-id'] });
+        expect(reply.headers['x-content-type-options']).to.equal('nosniff');
+        expect(reply.headers['strict-transport-security'], 'HSTS is meaningless over HTTP (RFC 6797 §7.2)').to.equal(undefined);
+      }
+      expect(server.calls).to.have.length(0);
+    });
+
+    it('keeps the trace id of a traceparent on the plain listener', async () => {
+      const reply = await send({ port: server.httpPort, plain: true, path: '/healthz', headers: { traceparent: `00-${TRACE_ID}-b7ad6b7169203331-01` } });
+      expect(reply.headers['x-trace-id']).to.equal(TRACE_ID);
+    });
+
+    it('ignores X-Forwarded-Proto', async () => {
+      const reply = await send({ port: server.httpPort, plain: true, path: '/healthz', headers: { 'x-forwarded-proto': 'https' } });
+      expect(reply.status).to.equal(403);
+      expect(reply.json().code).to.equal('HTTPS_REQUIRED');
+    });
+
+    it('431 with a JSON body for headers over 16 KiB, and keeps serving', async () => {
+      const reply = await send({ port: server.httpsPort, path: '/healthz', headers: { 'x-padding': 'x'.repeat(20 * 1024) } });
+      expect(reply.status).to.equal(431);
+      expect(reply.headers['content-type']).to.equal('application/json; charset=utf-8');
+      expect(reply.headers['x-trace-id']).to.equal(reply.json().trace_id);
+      expect(reply.json()).to.include.all.keys(...ENVELOPE_FIELDS);
+      expect((await send({ port: server.httpsPort, path: '/healthz' })).status).to.equal(200);
+    });
+
+    it('400 with a JSON body for bytes that are not HTTP', async () => {
+      const text = await new Promise<string>((resolve, reject) => {
+        const socket = connect({ host: '127.0.0.1', port: server.httpsPort, rejectUnauthorized: false }, () => socket.write('NONSENSE\r\n\r\n'));
+        let received = '';
+        socket.on('data', (chunk: Buffer) => (received += chunk.toString('utf8')));
+        socket.on('end', () => resolve(received));
+        socket.on('error', reject);
+      });
+      expect(text).to.match(/^HTTP\/1\.1 400 /);
+      const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as Record<string, unknown>;
+      expect(body).to.include.all.keys(...ENVELOPE_FIELDS);
+    });
+  });
+
+  describe('with TRUST_PROXY', () => {
+    let server: TestServer;
+    before(async () => {
+      server = await startTestServer({ trustProxy: true });
+    });
+    after(() => server.close());
+
+    it('passes a request forwarded as https to the app', async () => {
+      const health = await send({ port: server.httpPort, plain: true, path: '/healthz', headers: { 'x-forwarded-proto': 'https' } });
+      expect(health.status).to.equal(200);
+      expect(health.headers['strict-transport-security']).to.equal('max-age=63072000; includeSubDomains');
+      const lead = await send({
+        port: server.httpPort, plain: true, method: 'POST', path: '/functions/leads', body: '{}',
+        headers: { 'x-forwarded-proto': 'HTTPS', 'content-type': 'application/json', 'x-api-key': 'lp_test_supplier_5f2d9c1e7a' },
+      });
+      expect(lead.status).to.equal(201);
+    });
+
+    for (const proto of [undefined, 'http', 'https, http', 'wss']) {
+      it(`still refuses X-Forwarded-Proto: ${proto ?? '(none)'}`, async () => {
+        const reply = await send({ port: server.httpPort, plain: true, path: '/healthz', headers: proto ? { 'x-forwarded-proto': proto } : {} });
+        expect(reply.status).to.equal(403);
+        expect(reply.json().code).to.equal('HTTPS_REQUIRED');
+      });
+    }
+
+    it('trusts the hop nearest to it when a proxy appends', async () => {
+      const reply = await send({ port: server.httpPort, plain: true, path: '/healthz', headers: { 'x-forwarded-proto': 'http, https' } });
+      expect(reply.status).to.equal(200);
+    });
+
+    it('serves HTTPS as usual', async () => {
+      expect((await postLeadTo(server.httpsPort, '{}')).status).to.equal(201);
+    });
+  });
+
+  describe('start and close', () => {
+    const app = () => createApp({
+      authenticate: () => null,
+      postLead: () => Promise.reject(new Error('unused')),
+      logger: createLogger({ level: 'silent' }),
+    });
+
+    it('close() stops both listeners and may be called twice', async () => {
+      const running = await startServers({ app: app(), tls: await testTls(), port: 0, httpPort: 0, host: '127.0.0.1', trustProxy: false, logger: createLogger({ level: 'silent' }) });
+      expect((await send({ port: running.httpsPort, path: '/healthz' })).status).to.equal(200);
+      await Promise.all([running.close(), running.close()]);
+      for (const [port, plain] of [[running.httpsPort, false], [running.httpPort, true]] as const) {
+        const error = await send({ port, plain, path: '/healthz' }).then(() => undefined, (e: NodeJS.ErrnoException) => e);
+        expect(error?.code).to.equal('ECONNREFUSED');
+      }
+    });
+
+    it('rejects when a port is taken', async () => {
+      const first = await startServers({ app: app(), tls: await testTls(), port: 0, httpPort: 0, host: '127.0.0.1', trustProxy: false, logger: createLogger({ level: 'silent' }) });
+      try {
+        const second = startServers({ app: app(), tls: await testTls(), port: 0, httpPort: first.httpPort, host: '127.0.0.1', trustProxy: false, logger: createLogger({ level: 'silent' }) });
+        await second.then(() => expect.fail('should not start'), (error: NodeJS.ErrnoException) => expect(error.code).to.equal('EADDRINUSE'));
+      } finally {
+        await first.close();
+      }
+    });
+  });
+});

@@ -1,0 +1,220 @@
+import { expect } from 'chai';
+import { EventStoreUnavailableError, type EventStore } from '../../src/event-store/index.js';
+import { ENVELOPE_FIELDS, type Reply, TestService, validLead } from '../support/service.js';
+
+// Every outcome row of DESIGN.md §4.1, through the real HTTPS server and the embedded store.
+
+function expectEnvelope(reply: Reply, status: number, code: string, acceptance: string, recorded: boolean): void {
+  expect(reply.status, reply.text).to.equal(status);
+  for (const field of ENVELOPE_FIELDS) expect(reply.body, field).to.have.property(field);
+  expect(reply.body.code).to.equal(code);
+  expect(reply.body.acceptance).to.equal(acceptance);
+  expect(reply.body.ok).to.equal(acceptance === 'accepted');
+  expect(reply.body.Response).to.equal({ accepted: 'Success', rejected: 'Failure', error: 'Error' }[acceptance]);
+  expect(reply.body.trace_id).to.match(/^[0-9a-f]{32}$/);
+  expect(reply.headers['x-trace-id']).to.equal(reply.body.trace_id);
+  if (recorded) expect(reply.body.lead_id).to.be.a('number');
+  else expect(reply.body.lead_id).to.equal(null);
+}
+
+/** A store whose appends can be made to fail, as a disk or a server would. */
+interface Fault {
+  error: Error | null;
+  /** Only appends to matching streams fail. */
+  streams?: RegExp;
+}
+
+function faultyStore(store: EventStore, fault: Fault): EventStore {
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      if (property === 'append' && fault.error) {
+        return (stream: string, ...rest: Parameters<EventStore['append']> extends [string, ...infer R] ? R : never) =>
+          !fault.streams || fault.streams.test(stream) ? Promise.reject(fault.error) : target.append(stream, ...rest);
+      }
+      const value = Reflect.get(target, property, receiver) as unknown;
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+describe('POST /functions/leads: every outcome', function () {
+  let svc: TestService;
+  let key: string;
+  const fault: Fault = { error: null };
+
+  before(async function () {
+    svc = await TestService.start({ wrapStore: (store) => faultyStore(store, fault), env: { RATE_LIMIT_PER_SECOND: '0' } });
+    key = await svc.key();
+  });
+  after(async () => svc.stop());
+  afterEach(() => Object.assign(fault, { error: null, streams: undefined }));
+
+  it('SOLD 201: routed to the highest-paying eligible buyer, revenue is its price', async function () {
+    const reply = await svc.post(validLead(), { 'x-api-key': key });
+    expectEnvelope(reply, 201, 'SOLD', 'accepted', true);
+    expect(reply.body).to.include({ lead_status: 'sold', sold: true, revenue: 42.5, currency: 'USD' });
+    const events = await svc.service.store.readStream(`lead-${reply.body.lead_id}`);
+    expect(events.map((e) => e.type)).to.deep.equal(['LeadReceived', 'LeadEnriched', 'LeadRouted', 'LeadSold']);
+    expect(events[0]!.metadata).to.include({ trace_id: reply.body.trace_id, schema: 1, supplier_id: 'sup-1' });
+  });
+
+  it('UNSOLD 201: no buyer eligible → the matching bucket', async function () {
+    const svc2 = await TestService.start({
+      routing: { buyers: [{ id: 'ca-only', price: 10, states: ['CA'] }], buckets: [{ id: 'unsold', default: true }, { id: 'unsold-tx', states: ['TX'] }] },
+    });
+    try {
+      const reply = await svc2.post(validLead({ accident_state: 'TX', zip: '75001' }), { 'x-api-key': await svc2.key() });
+      expectEnvelope(reply, 201, 'UNSOLD', 'accepted', true);
+      expect(reply.body).to.include({ lead_status: 'unsold', sold: false, revenue: 0 });
+      const routed = (await svc2.service.store.readStream(`lead-${reply.body.lead_id}`))[2]!;
+      expect(routed.data).to.deep.include({
+        target: { kind: 'bucket', id: 'unsold-tx' },
+        candidates: [{ buyer: 'ca-only', price: 10, eligible: false, reason: 'state_not_allowed', detail: 'state:TX' }],
+      });
+    } finally {
+      await svc2.stop();
+    }
+  });
+
+  it('INVALID 422: recorded and rejected, errors name each field', async function () {
+    const reply = await svc.post(validLead({ zip: 'nope', extra: 1 }), { 'x-api-key': key });
+    expectEnvelope(reply, 422, 'INVALID', 'rejected', true);
+    expect(reply.body.lead_status).to.equal('rejected');
+    expect((reply.body.errors as Array<{ field: string }>).map((e) => e.field)).to.have.members(['zip', 'extra']);
+    const events = await svc.service.store.readStream(`lead-${reply.body.lead_id}`);
+    expect(events.map((e) => e.type)).to.deep.equal(['LeadReceived', 'LeadRejected']);
+  });
+
+  it('VERIFICATION_FAILED 422: an e-mail domain with no MX, or a disposable one', async function () {
+    for (const email of ['someone@no-mx.example.com', 'someone@mailinator.com']) {
+      const reply = await svc.post(validLead({ email }), { 'x-api-key': key });
+      expectEnvelope(reply, 422, 'VERIFICATION_FAILED', 'rejected', true);
+      expect(reply.body.errors).to.deep.equal([{ field: 'email', code: 'verification_failed', message: 'email failed e-mail verification' }]);
+    }
+  });
+
+  it('VERIFICATION_FAILED 422: a toll-free number is not a consumer phone', async function () {
+    const reply = await svc.post(validLead({ mobile: '+18005550199' }), { 'x-api-key': key });
+    expectEnvelope(reply, 422, 'VERIFICATION_FAILED', 'rejected', true);
+    expect((reply.body.errors as Array<{ field: string }>)[0]!.field).to.equal('mobile');
+  });
+
+  it('DUPLICATE 409: the same mobile, or the same e-mail, accepted before', async function () {
+    const first = validLead();
+    expect((await svc.post(first, { 'x-api-key': key })).status).to.equal(201);
+    const sameMobile = await svc.post(validLead({ mobile: first.mobile }), { 'x-api-key': key });
+    expectEnvelope(sameMobile, 409, 'DUPLICATE', 'rejected', true);
+    const sameEmail = await svc.post(validLead({ email: String(first.email).toUpperCase() }), { 'x-api-key': key });
+    expectEnvelope(sameEmail, 409, 'DUPLICATE', 'rejected', true);
+  });
+
+  it('MALFORMED_JSON 400, UNSUPPORTED_MEDIA_TYPE 415, PAYLOAD_TOO_LARGE 413: nothing recorded', async function () {
+    const before = await svc.service.store.headPosition();
+    expectEnvelope(await svc.post('{"first_name":', { 'x-api-key': key }), 400, 'MALFORMED_JSON', 'rejected', false);
+    expectEnvelope(await svc.post('[1,2]', { 'x-api-key': key }), 400, 'MALFORMED_JSON', 'rejected', false);
+    expectEnvelope(await svc.post('a=b', { 'x-api-key': key, 'content-type': 'application/x-www-form-urlencoded' }), 415, 'UNSUPPORTED_MEDIA_TYPE', 'rejected', false);
+    expectEnvelope(await svc.post(validLead({ s1: 'x'.repeat(70_000) }), { 'x-api-key': key }), 413, 'PAYLOAD_TOO_LARGE', 'rejected', false);
+    expect(await svc.service.store.headPosition()).to.deep.equal(before);
+  });
+
+  it('UNAUTHORIZED 401 (missing, unknown, revoked key) and FORBIDDEN 403 (wrong role)', async function () {
+    expectEnvelope(await svc.post(validLead()), 401, 'UNAUTHORIZED', 'rejected', false);
+    expectEnvelope(await svc.post(validLead(), { 'x-api-key': 'lp_000000000000_nope' }), 401, 'UNAUTHORIZED', 'rejected', false);
+    const doomed = await svc.key();
+    expect((await svc.post(validLead(), { 'x-api-key': doomed })).status).to.equal(201);
+    await svc.revoke(doomed);
+    await svc.service.keys.refresh();
+    expectEnvelope(await svc.post(validLead(), { 'x-api-key': doomed }), 401, 'UNAUTHORIZED', 'rejected', false);
+    const analyst = await svc.key('analyst', 'ann');
+    expectEnvelope(await svc.post(validLead(), { 'x-api-key': analyst }), 403, 'FORBIDDEN', 'rejected', false);
+  });
+
+  it('a revoked key stops working within a second without a refresh call', async function () {
+    const doomed = await svc.key();
+    await svc.revoke(doomed);
+    const started = Date.now();
+    let reply = await svc.post(validLead(), { 'x-api-key': doomed });
+    while (reply.status !== 401 && Date.now() - started < 2000) {
+      await new Promise((r) => setTimeout(r, 50));
+      reply = await svc.post(validLead(), { 'x-api-key': doomed });
+    }
+    expect(reply.status).to.equal(401);
+    expect(Date.now() - started).to.be.below(1000);
+  });
+
+  it('HTTPS_REQUIRED 403 on the plain-HTTP listener', async function () {
+    const reply = await svc.plainHttp('POST', '/functions/leads');
+    expectEnvelope(reply, 403, 'HTTPS_REQUIRED', 'rejected', false);
+  });
+
+  it('NOT_FOUND 404 and METHOD_NOT_ALLOWED 405', async function () {
+    expectEnvelope(await svc.request('GET', '/nope'), 404, 'NOT_FOUND', 'rejected', false);
+    const wrongMethod = await svc.request('GET', '/functions/leads');
+    expectEnvelope(wrongMethod, 405, 'METHOD_NOT_ALLOWED', 'rejected', false);
+    expect(wrongMethod.headers.allow).to.contain('POST');
+  });
+
+  it('RATE_LIMITED 429 with Retry-After once a key spends its burst', async function () {
+    const limited = await TestService.start({ env: { RATE_LIMIT_PER_SECOND: '1', RATE_LIMIT_BURST: '2' } });
+    try {
+      const k = await limited.key();
+      const replies = await Promise.all([1, 2, 3].map(() => limited.post('{', { 'x-api-key': k })));
+      const statuses = replies.map((r) => r.status).sort();
+      expect(statuses).to.deep.equal([400, 400, 429]);
+      const refused = replies.find((r) => r.status === 429)!;
+      expectEnvelope(refused, 429, 'RATE_LIMITED', 'error', false);
+      expect(Number(refused.headers['retry-after'])).to.be.at.least(1);
+    } finally {
+      await limited.stop();
+    }
+  });
+
+  it('IDEMPOTENCY_CONFLICT: the same key with another body is 422; a replay returns the original', async function () {
+    const lead = validLead();
+    const first = await svc.post(lead, { 'x-api-key': key, 'idempotency-key': 'order-1' });
+    expect(first.status).to.equal(201);
+    const replay = await svc.post(lead, { 'x-api-key': key, 'idempotency-key': 'order-1' });
+    expect(replay.status).to.equal(201);
+    expect(replay.headers['idempotency-replayed']).to.equal('true');
+    expect(replay.body).to.deep.equal(first.body);
+    const other = await svc.post(validLead(), { 'x-api-key': key, 'idempotency-key': 'order-1' });
+    expectEnvelope(other, 422, 'IDEMPOTENCY_CONFLICT', 'rejected', false);
+  });
+
+  it('UNAVAILABLE 503 with Retry-After when the store cannot write; nothing half-written', async function () {
+    // The lead's own append fails after its contacts were claimed: they must be given back.
+    Object.assign(fault, { error: new EventStoreUnavailableError('disk full'), streams: /^lead-\d/ });
+    const lead = validLead();
+    const reply = await svc.post(lead, { 'x-api-key': key });
+    expectEnvelope(reply, 503, 'UNAVAILABLE', 'error', false);
+    expect(reply.headers['retry-after']).to.equal('1');
+    fault.error = null;
+    // It recovers without a restart, and the supplier's retry of the same lead after Retry-After
+    // is not a duplicate of the lead that was never recorded.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const retry = await svc.post(lead, { 'x-api-key': key });
+    expect(retry.status, retry.text).to.equal(201);
+  });
+
+  it('INTERNAL_ERROR 500 for a bug, logged with the trace id, no stack in the response', async function () {
+    fault.error = new TypeError('a bug');
+    const reply = await svc.post(validLead(), { 'x-api-key': key });
+    expectEnvelope(reply, 500, 'INTERNAL_ERROR', 'error', false);
+    expect(reply.text).to.not.contain('TypeError');
+    expect(reply.text).to.not.contain('.js:');
+    expect(svc.logs.some((line) => line.includes(String(reply.body.trace_id)) && line.includes('a bug'))).to.equal(true);
+  });
+
+  it('trace_id comes from traceparent when one is given', async function () {
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const reply = await svc.post(validLead(), { 'x-api-key': key, traceparent: `00-${traceId}-00f067aa0ba902b7-01` });
+    expect(reply.body.trace_id).to.equal(traceId);
+  });
+
+  it('HSTS and the other security headers on HTTPS responses', async function () {
+    const reply = await svc.request('GET', '/healthz');
+    expect(reply.status).to.equal(200);
+    expect(reply.headers['strict-transport-security']).to.match(/max-age=\d+/);
+    expect(reply.headers['x-content-type-options']).to.equal('nosniff');
+  });
+});

@@ -1,0 +1,152 @@
+import { expect } from 'chai';
+import { TestService, validLead } from '../support/service.js';
+
+// Routing through the real service: strategies, filters, hours on a fake clock, caps, buckets and
+// test leads, each read back from the LeadRouted event that explains the decision.
+
+async function routed(svc: TestService, leadId: unknown) {
+  const events = await svc.service.store.readStream(`lead-${String(leadId)}`);
+  return events.find((e) => e.type === 'LeadRouted')!.data as {
+    target: { kind: string; id: string };
+    price: number;
+    strategy: string;
+    routing_version: string;
+    candidates: Array<{ buyer: string; eligible: boolean; reason: string }>;
+  };
+}
+
+async function withService(options: Parameters<typeof TestService.start>[0], body: (svc: TestService, key: string) => Promise<void>) {
+  const svc = await TestService.start(options);
+  try {
+    await body(svc, await svc.key());
+  } finally {
+    await svc.stop();
+  }
+}
+
+const three = [
+  { id: 'cheap', price: 10, priority: 1 },
+  { id: 'dear', price: 30, priority: 3 },
+  { id: 'middle', price: 20, priority: 2 },
+];
+
+describe('routing through the service', function () {
+  it('highest_price sells to the best price; the event lists every candidate', async function () {
+    await withService({ routing: { strategy: 'highest_price', buyers: three } }, async (svc, key) => {
+      const reply = await svc.post(validLead(), { 'x-api-key': key });
+      expect(reply.body).to.include({ code: 'SOLD', revenue: 30 });
+      const event = await routed(svc, reply.body.lead_id);
+      expect(event.target).to.deep.equal({ kind: 'buyer', id: 'dear' });
+      expect(event.strategy).to.equal('highest_price');
+      expect(event.routing_version).to.match(/^[0-9a-f]{12}$/);
+      expect(event.candidates.map((c) => [c.buyer, c.eligible, c.reason])).to.deep.equal([
+        ['cheap', true, 'eligible'],
+        ['dear', true, 'eligible'],
+        ['middle', true, 'eligible'],
+      ]);
+    });
+  });
+
+  it('priority sells to the lowest priority number whatever the price', async function () {
+    await withService({ routing: { strategy: 'priority', buyers: three } }, async (svc, key) => {
+      const reply = await svc.post(validLead(), { 'x-api-key': key });
+      expect(reply.body).to.include({ code: 'SOLD', revenue: 10 });
+    });
+  });
+
+  it('round_robin takes turns among the eligible buyers', async function () {
+    await withService({ routing: { strategy: 'round_robin', buyers: three } }, async (svc, key) => {
+      const revenues: unknown[] = [];
+      for (let i = 0; i < 6; i++) revenues.push((await svc.post(validLead(), { 'x-api-key': key })).body.revenue);
+      expect(revenues).to.deep.equal([10, 30, 20, 10, 30, 20]);
+    });
+  });
+
+  it('states, zip prefixes, requirements and active filter buyers, each with its reason', async function () {
+    const buyers = [
+      { id: 'paused', price: 90, active: false },
+      { id: 'nv-only', price: 80, states: ['NV'] },
+      { id: 'zip-91', price: 70, zip_prefixes: ['91'] },
+      { id: 'strict', price: 60, require: { email: 'pass' } },
+      { id: 'fallback', price: 5 },
+    ];
+    // No DNS answer: the e-mail check is unknown, which fails a `pass` requirement.
+    const silentDns = { resolveMx: () => Promise.reject(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' })) };
+    await withService({ routing: { buyers }, resolver: silentDns }, async (svc, key) => {
+      const reply = await svc.post(validLead({ zip: '90210', accident_state: 'CA' }), { 'x-api-key': key });
+      expect(reply.body).to.include({ code: 'SOLD', revenue: 5 });
+      const event = await routed(svc, reply.body.lead_id);
+      expect(event.candidates.map((c) => [c.buyer, c.reason])).to.deep.equal([
+        ['paused', 'inactive'],
+        ['nv-only', 'state_not_allowed'],
+        ['zip-91', 'zip_not_allowed'],
+        ['strict', 'requirement_failed'],
+        ['fallback', 'eligible'],
+      ]);
+    });
+  });
+
+  it('hours of operation in the buyer time zone, on a fake clock', async function () {
+    let now = new Date('2026-11-23T16:30:00Z'); // Monday 08:30 in Los Angeles
+    const buyers = [
+      { id: 'office-hours', price: 50, hours: { tz: 'America/Los_Angeles', days: ['mon', 'tue', 'wed', 'thu', 'fri'], start: '08:00', end: '18:00' } },
+      { id: 'always', price: 1 },
+    ];
+    await withService({ routing: { buyers }, now: () => now }, async (svc, key) => {
+      expect((await svc.post(validLead(), { 'x-api-key': key })).body.revenue).to.equal(50);
+      now = new Date('2026-11-24T02:30:00Z'); // Monday 18:30 in Los Angeles: closed
+      const late = await svc.post(validLead(), { 'x-api-key': key });
+      expect(late.body.revenue).to.equal(1);
+      expect((await routed(svc, late.body.lead_id)).candidates[0]!.reason).to.equal('outside_hours');
+      now = new Date('2026-11-28T18:00:00Z'); // Saturday 10:00 in Los Angeles: closed
+      expect((await svc.post(validLead(), { 'x-api-key': key })).body.revenue).to.equal(1);
+    });
+  });
+
+  it('a cap is exact under 50 concurrent posts, then the next buyer (cap_reached) and the bucket', async function () {
+    const buyers = [
+      { id: 'capped', price: 40, caps: [{ period: 'day', max: 7, tz: 'America/New_York' }] },
+      { id: 'also-capped', price: 20, caps: [{ period: 'hour', max: 3 }] },
+    ];
+    await withService({ routing: { buyers, buckets: [{ id: 'overflow', default: true }] } }, async (svc, key) => {
+      const replies = await Promise.all(Array.from({ length: 50 }, () => svc.post(validLead(), { 'x-api-key': key })));
+      const byRevenue = (revenue: number) => replies.filter((r) => r.body.revenue === revenue && r.body.code === 'SOLD').length;
+      expect(replies.every((r) => r.status === 201)).to.equal(true);
+      expect(byRevenue(40)).to.equal(7);
+      expect(byRevenue(20)).to.equal(3);
+      expect(replies.filter((r) => r.body.code === 'UNSOLD')).to.have.length(40);
+      const unsold = replies.find((r) => r.body.code === 'UNSOLD')!;
+      const event = await routed(svc, unsold.body.lead_id);
+      expect(event.target).to.deep.equal({ kind: 'bucket', id: 'overflow' });
+      expect(event.candidates.map((c) => c.reason)).to.deep.equal(['cap_reached', 'cap_reached']);
+    });
+  });
+
+  it('buckets: the first matching bucket, else the default', async function () {
+    const routing = { buyers: [], buckets: [{ id: 'unsold', default: true }, { id: 'unsold-tx', states: ['TX'] }, { id: 'zip-9', zip_prefixes: ['9'] }] };
+    await withService({ routing }, async (svc, key) => {
+      const tx = await svc.post(validLead({ accident_state: 'TX', zip: '75001' }), { 'x-api-key': key });
+      expect((await routed(svc, tx.body.lead_id)).target).to.deep.equal({ kind: 'bucket', id: 'unsold-tx' });
+      const ca = await svc.post(validLead({ accident_state: 'CA', zip: '90210' }), { 'x-api-key': key });
+      expect((await routed(svc, ca.body.lead_id)).target).to.deep.equal({ kind: 'bucket', id: 'zip-9' });
+      const ny = await svc.post(validLead({ accident_state: 'NY', zip: '10001' }), { 'x-api-key': key });
+      expect((await routed(svc, ny.body.lead_id)).target).to.deep.equal({ kind: 'bucket', id: 'unsold' });
+    });
+  });
+
+  it('a test lead runs the pipeline, is flagged, uses no cap and claims no contact', async function () {
+    const buyers = [{ id: 'one-a-day', price: 40, caps: [{ period: 'day', max: 1 }] }];
+    await withService({ routing: { buyers } }, async (svc, key) => {
+      const lead = validLead({ test: true });
+      const test1 = await svc.post(lead, { 'x-api-key': key });
+      const test2 = await svc.post({ ...validLead(), test: true }, { 'x-api-key': key });
+      for (const reply of [test1, test2]) expect(reply.body).to.include({ code: 'SOLD', test: true, revenue: 40 });
+      // The cap is untouched and the contact unclaimed: the same consumer, for real, still sells.
+      const real = await svc.post({ ...lead, test: false }, { 'x-api-key': key });
+      expect(real.body).to.include({ code: 'SOLD', revenue: 40 });
+      expect(real.body).to.not.have.property('test');
+      const events = await svc.service.store.readStream(`lead-${String(test1.body.lead_id)}`);
+      expect((events[0]!.data as { test: boolean }).test).to.equal(true);
+    });
+  });
+});

@@ -1,0 +1,195 @@
+import { expect } from 'chai';
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { RoutingConfigError, loadRoutingConfig, parseRoutingConfig } from '../../src/routing/load-config.js';
+import { tempDir } from '../support/tmp.js';
+import { problemsOf, routing } from './fixtures.js';
+
+const EXAMPLE = fileURLToPath(new URL('../../../config/routing.json', import.meta.url));
+const sha12 = (content: string | Buffer) => createHash('sha256').update(content).digest('hex').slice(0, 12);
+
+describe('loading the routing file', function () {
+  describe('defaults', function () {
+    it('given a buyer with only id and price, when loaded, then every default is filled in', function () {
+      const config = routing({ buyers: [{ id: 'nationwide-leads', price: 12.75 }] });
+
+      expect(config).to.deep.equal({
+        source: 'test.json',
+        version: sha12('{"buyers":[{"id":"nationwide-leads","price":12.75}]}'),
+        currency: 'USD',
+        strategy: 'highest_price',
+        duplicate_window_days: 30,
+        buyers: [{
+          id: 'nationwide-leads', name: 'nationwide-leads', price: 12.75, priority: 100, active: true,
+          states: null, zip_prefixes: null, require: {}, caps: [], hours: null, delivery: { kind: 'pull' },
+          return_window_days: 7, return_reasons: ['bad_phone', 'not_interested', 'duplicate', 'fraud'],
+        }],
+        buckets: [{ id: 'unsold', default: true, states: null, zip_prefixes: null }],
+      });
+    });
+
+    it('given a webhook, a cap and hours without their optional fields, when loaded, then their defaults are filled in', function () {
+      const [buyer] = routing({
+        buyers: [{
+          id: 'acme-law', price: 42.5,
+          caps: [{ period: 'day', max: 100 }],
+          hours: { tz: 'America/Los_Angeles', start: '08:00', end: '18:00' },
+          delivery: { kind: 'webhook', url: 'https://buyer.example/leads' },
+        }],
+      }).buyers;
+
+      expect(buyer!.caps).to.deep.equal([{ period: 'day', max: 100, tz: 'UTC' }]);
+      expect(buyer!.hours).to.deep.equal({ tz: 'America/Los_Angeles', days: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'], start: '08:00', end: '18:00' });
+      expect(buyer!.delivery).to.deep.equal({ kind: 'webhook', url: 'https://buyer.example/leads', timeout_ms: 5000, max_attempts: 8, secret_env: null });
+    });
+
+    it('given an empty bucket list, when loaded, then the implicit default bucket is unsold', function () {
+      expect(routing({ buyers: [], buckets: [] }).buckets).to.deep.equal([{ id: 'unsold', default: true, states: null, zip_prefixes: null }]);
+    });
+
+    it('given buckets, when loaded, then they keep their order and unset flags become false / null', function () {
+      expect(routing({ buyers: [], buckets: [{ id: 'unsold-tx', states: ['TX'] }, { id: 'unsold', default: true }] }).buckets).to.deep.equal([
+        { id: 'unsold-tx', default: false, states: ['TX'], zip_prefixes: null },
+        { id: 'unsold', default: true, states: null, zip_prefixes: null },
+      ]);
+    });
+
+    it('given values that differ from the defaults, when loaded, then they are kept', function () {
+      const config = routing({ currency: 'CAD', strategy: 'priority', duplicate_window_days: 0, buyers: [{ id: 'b', price: 1, priority: 0, active: false, return_window_days: 0, return_reasons: [] }] });
+
+      expect(config).to.include({ currency: 'CAD', strategy: 'priority', duplicate_window_days: 0 });
+      expect(config.buyers[0]).to.include({ priority: 0, active: false, return_window_days: 0 });
+      expect(config.buyers[0]!.return_reasons).to.deep.equal([]);
+    });
+  });
+
+  describe('errors', function () {
+    it('given a file with several mistakes, when loaded, then every one is reported, one line each', function () {
+      const problems = problemsOf({
+        currency: 'usd',
+        buyers: [
+          { id: 'acme-law', price: 42.5, caps: [{ period: 'day', max: 100, tz: 'America/Los_Angeles' }] },
+          { id: 'acme-law', price: 10.001, caps: [{ period: 'day', max: 5, tz: 'Mars/Olympus' }], hours: { tz: 'UTC', start: '9', end: '17:00' } },
+        ],
+        buckets: [{ id: 'unsold', default: true }, { id: 'unsold-tx', default: true, states: ['TX'] }],
+      });
+
+      expect(problems).to.deep.equal([
+        "test.json: currency: must be an ISO 4217 code of 3 upper-case letters, got 'usd'",
+        'test.json: buyers[1].price: must have at most 2 decimal places, got 10.001',
+        "test.json: buyers[1].caps[0].tz: unknown time zone 'Mars/Olympus'",
+        "test.json: buyers[1].hours.start: must be HH:MM (00:00-23:59), got '9'",
+        "test.json: buyers[1].id: duplicate buyer id 'acme-law' (also buyers[0])",
+        'test.json: buckets[1].default: only one bucket may be the default (buckets[0] already is)',
+        'test.json: buckets[1].states: the default bucket takes every lead no other bucket matched; it cannot have filters',
+      ]);
+    });
+
+    it('given a bad file, when loaded, then the error is a RoutingConfigError with the problems as data', function () {
+      const error = catchError(() => parseRoutingConfig({ buyers: [{ id: 'acme-law' }] }, 'config/routing.json'));
+
+      expect(error).to.be.instanceOf(RoutingConfigError);
+      expect(error).to.include({ name: 'RoutingConfigError', source: 'config/routing.json', message: 'config/routing.json: buyers[0].price: is required' });
+      expect((error as RoutingConfigError).problems).to.deep.equal([{ path: 'buyers[0].price', message: 'is required' }]);
+    });
+
+    it('given a file that is not JSON, when loaded, then the message names the file and the parse error', function () {
+      withFile('{ "buyers": [ }', (path) => {
+        const error = catchError(() => loadRoutingConfig(path));
+
+        expect(error).to.be.instanceOf(RoutingConfigError);
+        expect(error.message).to.match(new RegExp(`^${escape(path)}: invalid JSON: Unexpected token`));
+        expect(error.message.split('\n')).to.have.length(1);
+      });
+    });
+
+    it('given a path with no file, when loaded, then the message says it cannot be read', function () {
+      const error = catchError(() => loadRoutingConfig('/nonexistent/routing.json'));
+
+      expect(error.message).to.match(/^\/nonexistent\/routing\.json: cannot read the file: ENOENT/);
+    });
+
+    it('given an invalid file on disk, when loaded, then each line starts with its path', function () {
+      withFile('{"buyers":[{"id":"acme-law","price":1,"caps":[{"period":"day","max":1,"tz":"Mars/Olympus"}]}]}', (path) => {
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: buyers[0].caps[0].tz: unknown time zone 'Mars/Olympus'`);
+      });
+    });
+  });
+
+  describe('version', function () {
+    it('given a file on disk, when loaded, then the version is the first 12 hex chars of the sha256 of its bytes', function () {
+      const text = '{\n  "buyers": [ { "id": "acme-law", "price": 42.5 } ]\n}\n';
+      withFile(text, (path) => {
+        expect(loadRoutingConfig(path).version).to.equal(sha12(text));
+      });
+    });
+
+    it('given a file starting with a byte-order mark, when loaded, then it is accepted and the bytes still set the version', function () {
+      const text = '\uFEFF{"buyers":[]}';
+      withFile(text, (path) => {
+        expect(loadRoutingConfig(path).version).to.equal(sha12(Buffer.from(text, 'utf8')));
+      });
+    });
+
+    it('given the same rules with keys in another order, when parsed, then the version is the same', function () {
+      const a = parseRoutingConfig({ strategy: 'priority', buyers: [{ id: 'acme-law', price: 42.5 }] }, 'a');
+      const b = parseRoutingConfig({ buyers: [{ price: 42.5, id: 'acme-law' }], strategy: 'priority' }, 'b');
+
+      expect(a.version).to.equal(sha12('{"buyers":[{"id":"acme-law","price":42.5}],"strategy":"priority"}'));
+      expect(b.version).to.equal(a.version);
+    });
+
+    it('given a changed price, when parsed, then the version changes', function () {
+      const before = parseRoutingConfig({ buyers: [{ id: 'acme-law', price: 42.5 }] }, 'x').version;
+      const after = parseRoutingConfig({ buyers: [{ id: 'acme-law', price: 42.51 }] }, 'x').version;
+
+      expect(after).to.not.equal(before);
+    });
+  });
+
+  describe('the example shipped in config/routing.json', function () {
+    it('given the example file, when loaded, then it passes and holds the buyers and buckets it documents', function () {
+      const config = loadRoutingConfig(EXAMPLE);
+
+      expect(config.version).to.equal(sha12(readFileSync(EXAMPLE)));
+      expect(config).to.include({ source: EXAMPLE, currency: 'USD', strategy: 'highest_price', duplicate_window_days: 30 });
+      expect(config.buyers.map((b) => [b.id, b.price, b.active, b.delivery.kind])).to.deep.equal([
+        ['acme-law', 42.5, true, 'webhook'],
+        ['lone-star-injury', 35, true, 'pull'],
+        ['nationwide-leads', 12.75, true, 'pull'],
+        ['sunset-legal', 55, false, 'pull'],
+      ]);
+      expect(config.buyers[0]!.delivery).to.deep.equal({ kind: 'webhook', url: 'https://buyer.example/leads', timeout_ms: 5000, max_attempts: 8, secret_env: 'ACME_WEBHOOK_SECRET' });
+      expect(config.buyers[1]!.states).to.deep.equal(['TX', 'FL']);
+      expect(config.buyers[2]).to.include({ states: null, zip_prefixes: null, hours: null });
+      expect(config.buyers[2]!.caps).to.deep.equal([{ period: 'day', max: 1000, tz: 'UTC' }]);
+      expect(config.buckets.map((b) => [b.id, b.default])).to.deep.equal([['unsold', true], ['unsold-tx', false]]);
+    });
+  });
+});
+
+function catchError(run: () => unknown): Error {
+  try {
+    run();
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected an error, got none');
+}
+
+function withFile(content: string, test: (path: string) => void): void {
+  const dir = tempDir('routing');
+  try {
+    const path = join(dir.path, 'routing.json');
+    writeFileSync(path, content);
+    test(path);
+  } finally {
+    dir.remove();
+  }
+}
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
