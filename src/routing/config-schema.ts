@@ -2,6 +2,7 @@
 // before defaults; `satisfies JSONSchemaType<RoutingFile>` makes the compiler prove that the
 // schema and the interfaces agree, so neither can drift from the other.
 import { Ajv, type JSONSchemaType } from 'ajv';
+import { US_STATE_CODES } from '../leads/us-states.js';
 
 export const STRATEGIES = ['highest_price', 'priority', 'round_robin'] as const;
 export type Strategy = (typeof STRATEGIES)[number];
@@ -15,13 +16,6 @@ export type Weekday = (typeof WEEKDAYS)[number];
 /** `not_fail` also takes a lead whose check came back `unknown` (provider down, DNS timeout). */
 export const REQUIREMENTS = ['pass', 'not_fail'] as const;
 export type Requirement = (typeof REQUIREMENTS)[number];
-
-/** USPS codes a lead's accident_state can take: the 50 states, DC and Puerto Rico. */
-export const US_STATES = [
-  'AL', 'AK', 'AZ', 'AR', 'CA', 'CO', 'CT', 'DE', 'FL', 'GA', 'HI', 'ID', 'IL', 'IN', 'IA', 'KS', 'KY', 'LA',
-  'ME', 'MD', 'MA', 'MI', 'MN', 'MS', 'MO', 'MT', 'NE', 'NV', 'NH', 'NJ', 'NM', 'NY', 'NC', 'ND', 'OH', 'OK',
-  'OR', 'PA', 'RI', 'SC', 'SD', 'TN', 'TX', 'UT', 'VT', 'VA', 'WA', 'WV', 'WI', 'WY', 'DC', 'PR',
-] as const;
 
 export const DEFAULTS = {
   currency: 'USD',
@@ -114,7 +108,7 @@ const INTEGER_1 = { type: 'integer', minimum: 1 } as const;
 
 const STATES = {
   type: 'array', nullable: true, minItems: 1, uniqueItems: true,
-  items: { type: 'string', enum: US_STATES, hint: 'must be an upper-case USPS state code (incl. DC, PR), got {value}' },
+  items: { type: 'string', enum: US_STATE_CODES, hint: 'must be an upper-case USPS state code (incl. DC, PR), got {value}' },
 } as const;
 
 const ZIP_PREFIXES = {
