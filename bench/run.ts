@@ -1,11 +1,17 @@
 import { benchEventStore } from './event-store.js';
 import { benchPostLead } from './post-lead.js';
+import { benchReplay } from './replay.js';
 
 // `npm run bench [part…]`: runs the named parts (all by default) and prints one table per part.
 const parts: Record<string, () => Promise<void>> = {
   'event-store': async () => {
     console.log('\nEvent store: 4-event appends, 50 concurrent writers, durable (WAL, synchronous=FULL)');
     console.table(await benchEventStore(Number(process.env.BENCH_SECONDS ?? 5)));
+  },
+  replay: async () => {
+    const events = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000);
+    console.log(`\nReplay: each projection rebuilt from position 0 over ${events.toLocaleString('en-US')} lead events (embedded stores)`);
+    console.table(await benchReplay(events));
   },
   'post-lead': async () => {
     console.log('\nPOST /functions/leads over HTTPS: 50 keep-alive connections, unique valid sellable leads, all checks on, durable appends');

@@ -13,6 +13,10 @@ import { createLogger } from './http/logger.js';
 import { startServers } from './http/server.js';
 import { loadOrCreateTls } from './http/tls.js';
 import { KeyRing } from './keys/key-ring.js';
+import { Projections } from './projections/index.js';
+import { ReadBack } from './read-models/read-back.js';
+import { openReadModelStore } from './read-models/index.js';
+import type { ReadModelStore } from './read-models/port.js';
 import { createLeadValidator } from './leads/validate.js';
 import { loadRoutingConfig } from './routing/load-config.js';
 
@@ -22,6 +26,7 @@ export interface ServiceOverrides {
   readonly resolver?: MxResolver;
   readonly logger?: Logger;
   readonly store?: EventStore;
+  readonly readModels?: ReadModelStore;
 }
 
 export interface RunningService {
@@ -29,6 +34,8 @@ export interface RunningService {
   readonly httpPort: number;
   readonly store: EventStore;
   readonly keys: KeyRing;
+  readonly readModels: ReadModelStore;
+  readonly projections: Projections;
   close(): Promise<void>;
 }
 
@@ -48,6 +55,15 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const tls = await loadOrCreateTls({ dataDir: config.dataDir, certFile: config.tlsCertFile, keyFile: config.tlsKeyFile });
   const store = overrides.store ?? (await openEventStore(config));
   const keys = await KeyRing.open(store, { onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
+  const readModels = overrides.readModels ?? (await openReadModelStore(config));
+  const projections = new Projections(store, readModels, logger);
+  await projections.start();
+  const readBack = new ReadBack({
+    events: store,
+    readModels,
+    collection: (base) => projections.collection(base),
+    position: () => projections.position(),
+  });
   const now = overrides.now ?? (() => new Date());
 
   const postLead = createPostLead({
@@ -74,6 +90,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     logger,
     limits: { bodyBytes: config.bodyLimitBytes },
     rateLimit: config.rateLimit,
+    readBack,
   });
   const servers = await startServers({
     app,
@@ -100,9 +117,13 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     httpPort: servers.httpPort,
     store,
     keys,
+    readModels,
+    projections,
     close: async () => {
       await servers.close();
       await keys.close();
+      await projections.stop();
+      if (!overrides.readModels) await readModels.close();
       if (!overrides.store) await store.close();
     },
   };

@@ -1,7 +1,9 @@
 import { ConfigError, loadServiceConfig } from '../config.js';
 import { RoutingConfigError } from '../routing/load-config.js';
 import { startService } from '../service.js';
+import { runEventsCommand } from './events.js';
 import { runKeysCommand } from './keys.js';
+import { runReplayCommand } from './replay.js';
 
 const USAGE = `usage: leadpost <command> [options]
 
@@ -13,6 +15,8 @@ commands:
   keys revoke ID                          revoke a key (takes effect within a second)
   keys rotate ID [--grace SECONDS] [--json]
                                           issue a replacement; the old key works until the grace ends
+  events STREAM [--json]                  print a stream's events (e.g. lead-42) for inspection
+  replay [--projection NAME]              rebuild read models from the events, then switch to them
 
 \`leadpost <command> --help\` tells more. Every command reads the same environment as the
 service: LEADPOST_DATA_DIR, EVENTSTORE_URL, MONGODB_URL (see the README for the rest).`;
@@ -25,6 +29,10 @@ export async function main(args: string[]): Promise<number> {
       return args.includes('--help') ? (console.log('usage: leadpost serve\n\nRuns the HTTPS service; configured by the environment (see the README).'), 0) : serve();
     case 'keys':
       return runKeysCommand(args.slice(1));
+    case 'events':
+      return runEventsCommand(args.slice(1));
+    case 'replay':
+      return runReplayCommand(args.slice(1));
     case undefined:
     case '--help':
     case '-h':

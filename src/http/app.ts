@@ -8,6 +8,8 @@ import { authenticate, requireRole, type Authenticate } from './auth.js';
 import { requireJson } from './body.js';
 import { notFoundOrNotAllowed } from './fallback.js';
 import { postLeadHandler } from './post-lead-route.js';
+import { registerReadRoutes } from './read-routes.js';
+import type { ReadBack } from '../read-models/read-back.js';
 import type { PostLead } from './post-lead-port.js';
 import { rateLimit, TokenBuckets, type RateLimitConfig } from './rate-limit.js';
 import { shell } from './shell.js';
@@ -22,6 +24,8 @@ export interface AppDeps {
   rateLimit?: RateLimitConfig | null;
   /** Milliseconds on a clock that does not step back; only its differences are used. */
   now?: () => number;
+  /** The read-back routes (DESIGN.md §4.2); omitted: only posting. */
+  readBack?: ReadBack;
 }
 
 export const DEFAULT_BODY_BYTES = 64 * 1024;
@@ -46,6 +50,8 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
     requireJson(),
     postLeadHandler(deps.postLead, bodyBytes),
   );
+
+  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack);
 
   const app = new Koa<ShellState>();
   // Koa's default handler prints to stderr; the shell already answered, so this only records

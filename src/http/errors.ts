@@ -1,6 +1,7 @@
 // Rejections decided by the shell itself travel as ShellError so that one middleware turns every
 // failure, expected or not, into the envelope; nothing downstream writes an error body by hand.
 
+import type { FieldError } from './envelope.js';
 import { EventStoreUnavailableError } from '../event-store/port.js';
 import type { OutcomeCode } from './envelope.js';
 
@@ -10,6 +11,8 @@ export class ShellError extends Error {
     readonly code: OutcomeCode,
     readonly headers: Readonly<Record<string, string>> = {},
     readonly detail?: string,
+    /** Named failing inputs (query parameters of read-back routes), shown to the caller. */
+    readonly errors?: FieldError[],
   ) {
     super(detail ?? code);
   }

@@ -24,7 +24,8 @@ export function shell(logger: Logger): Middleware<ShellState> {
     if (!ctx.req.complete) ctx.set('Connection', 'close');
     ctx.set(SECURITY_HEADERS);
     ctx.set('X-Trace-Id', traceId);
-    ctx.type = JSON_CONTENT_TYPE;
+    // A read-back route may answer text (CSV); everything else is the JSON envelope.
+    if (typeof ctx.body !== 'string') ctx.type = JSON_CONTENT_TYPE;
     logAccess(logger, {
       traceId,
       method: ctx.method,
@@ -39,9 +40,11 @@ export function shell(logger: Logger): Middleware<ShellState> {
 function respondWithError(ctx: Context, error: unknown, traceId: string, logger: Logger): void {
   let code: OutcomeCode;
   let headers: Readonly<Record<string, string>> = {};
+  let errors: ShellError['errors'];
   if (error instanceof ShellError) {
     code = error.code;
     headers = error.headers;
+    errors = error.errors;
   } else if (isUnavailable(error)) {
     code = 'UNAVAILABLE';
     headers = { 'Retry-After': '1' };
@@ -52,7 +55,7 @@ function respondWithError(ctx: Context, error: unknown, traceId: string, logger:
   }
   ctx.status = OUTCOMES[code].status;
   ctx.set(headers);
-  ctx.body = noLeadEnvelope(code, traceId);
+  ctx.body = noLeadEnvelope(code, traceId, errors ? { errors, message: 'One or more query parameters are invalid.' } : {});
 }
 
 // @koa/router leaves the matched pattern on an internal, untyped context field.

@@ -52,3 +52,30 @@ describe('leadpost CLI', function () {
     }
   });
 });
+
+describe('leadpost events', function () {
+  it("prints a lead's events in order, as text and as JSON lines; a missing stream exits 1", async function () {
+    const dir = tempDir('cli-events');
+    try {
+      const { EmbeddedEventStore } = await import('../../src/event-store/embedded/embedded-event-store.js');
+      const store = await EmbeddedEventStore.open(dir.path);
+      await store.append('lead-7', [
+        { type: 'LeadReceived', data: { lead_id: 7 }, metadata: { trace_id: 'abc' } },
+        { type: 'LeadRejected', data: { lead_id: 7, code: 'INVALID' } },
+      ]);
+      await store.close();
+      const text = await runChild(['events', 'lead-7'], { LEADPOST_DATA_DIR: dir.path }, { script: BIN });
+      expect(text.code).to.equal(0);
+      expect(text.lines[0]).to.match(/^#0 LeadReceived \d{4}-/);
+      expect(text.lines.join('\n')).to.contain('"code":"INVALID"').and.to.contain('"trace_id":"abc"');
+      const json = await runChild(['events', 'lead-7', '--json'], { LEADPOST_DATA_DIR: dir.path }, { script: BIN });
+      expect(json.lines.filter(Boolean).map((l) => (JSON.parse(l) as { type: string; revision: number }).type)).to.deep.equal(['LeadReceived', 'LeadRejected']);
+      const missing = await runChild(['events', 'lead-8'], { LEADPOST_DATA_DIR: dir.path }, { script: BIN });
+      expect(missing.code).to.equal(1);
+      expect(missing.stderr).to.contain("stream 'lead-8' has no events");
+      expect((await runChild(['events'], { LEADPOST_DATA_DIR: dir.path }, { script: BIN })).code).to.equal(2);
+    } finally {
+      dir.remove();
+    }
+  });
+});

@@ -1,0 +1,79 @@
+import { type PostLeadCommand, decide, initialLeadState } from '../src/commands/post-lead/decider.js';
+import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
+import { leadStream } from '../src/events/lead-events.js';
+import type { NormalisedLead } from '../src/leads/lead.js';
+import { PROJECTIONS } from '../src/projections/projections.js';
+import { ProjectionRunner } from '../src/projections/runner.js';
+import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
+import { tempDir } from '../test/support/tmp.js';
+
+export interface ReplayResult {
+  readonly projection: string;
+  readonly events: number;
+  readonly seconds: number;
+  readonly eventsPerSecond: number;
+}
+
+const pass = { result: 'pass' as const, provider: 'bench', detail: 'ok' };
+
+/** Lead n's post-time events, as the service records them: sold, unsold or rejected. */
+function leadEvents(n: number) {
+  const lead: NormalisedLead = {
+    first_name: 'Ada', last_name: 'Lovelace', email: `ada.${n}@example.com`, mobile: '+12135550143', mobile_national: '2135550143',
+    zip: '90210', zip4: null, accident_state: ['CA', 'TX', 'NY', 'FL'][n % 4]!, certificate_url: 'https://cert.trustedform.com/x',
+    certificate_id: 'x', sid: `sid-${n % 20}`, s1: `click-${n % 1000}`, test: false,
+  };
+  const base = { leadId: n, supplier: `sup-${n % 5}`, keyId: 'k', now: new Date(Date.UTC(2026, 10, 1) + n * 1000), validation: { ok: true as const, lead } };
+  const command: PostLeadCommand =
+    n % 10 === 0
+      ? { ...base, duplicate: true }
+      : {
+          ...base,
+          enrichment: { phone: pass, email: pass, consent: pass },
+          routing: {
+            target: n % 4 === 1 ? { kind: 'bucket', id: 'unsold' } : { kind: 'buyer', id: `buyer-${n % 3}` },
+            price: 25, currency: 'USD', strategy: 'highest_price', version: 'bench',
+            candidates: [{ buyer: 'buyer-0', price: 25, eligible: true, reason: 'eligible' }],
+          },
+        };
+  return decide(command, initialLeadState);
+}
+
+/** Writes about `events` lead events into a fresh embedded store, then rebuilds each projection from 0. */
+export async function benchReplay(events: number): Promise<ReplayResult[]> {
+  const dir = tempDir('bench-replay');
+  const store = await EmbeddedEventStore.open(dir.path);
+  let written = 0;
+  let next = 1;
+  const writer = async () => {
+    while (written < events) {
+      const n = next++;
+      const batch = leadEvents(n);
+      written += batch.length;
+      await store.append(leadStream(n), batch, { expectedRevision: 'no_stream' });
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: 200 }, writer));
+  console.log(`  wrote ${written.toLocaleString('en-US')} events in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const head = await store.headPosition();
+  const readModels = EmbeddedReadModelStore.open(dir.path);
+  const results: ReplayResult[] = [];
+  try {
+    for (const projection of PROJECTIONS) {
+      const runner = new ProjectionRunner(store, readModels, projection, 'bench', { batchSize: 5000 });
+      await runner.prepare();
+      const t0 = performance.now();
+      runner.start();
+      await runner.waitFor(head);
+      const seconds = (performance.now() - t0) / 1000;
+      await runner.stop();
+      results.push({ projection: projection.name, events: runner.handledEvents, seconds: Math.round(seconds * 10) / 10, eventsPerSecond: Math.round(runner.handledEvents / seconds) });
+    }
+  } finally {
+    await readModels.close();
+    await store.close();
+    dir.remove();
+  }
+  return results;
+}

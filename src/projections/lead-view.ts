@@ -1,0 +1,76 @@
+import type { RecordedEvent } from '../event-store/port.js';
+import type { LeadEvent } from '../events/lead-events.js';
+
+// The lead view (DESIGN.md §4.2): what GET /functions/leads/{id} shows. Each event contributes the
+// fields it sets; the projection writes them, and a lead the projection has not reached yet is
+// folded from its own stream with the same function, so both always agree.
+
+export interface LeadView {
+  lead_id: number;
+  supplier: string;
+  sid: string | null;
+  s1: string | null;
+  lead_status: 'received' | 'sold' | 'unsold' | 'rejected';
+  code: string | null;
+  sold: boolean;
+  revenue: number;
+  currency: string;
+  buyer: string | null;
+  bucket: string | null;
+  test: boolean;
+  received_at: string;
+  accident_state: string | null;
+  errors: Array<{ field: string; code: string; message: string }>;
+  enrichment: Record<string, unknown> | null;
+  delivery: { status: string; attempts: number } | null;
+  feedback: unknown[];
+  /** The normalised consumer fields: shown only to the supplier that sent it, the buyer that bought it, admin. */
+  lead: Record<string, unknown> | null;
+}
+
+/** The fields of the lead view an event sets (empty for events that do not change it). */
+export function leadViewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Partial<LeadView> {
+  const e = event as unknown as LeadEvent;
+  switch (e.type) {
+    case 'LeadReceived':
+      return {
+        lead_id: e.data.lead_id,
+        supplier: e.data.supplier,
+        sid: e.data.sid,
+        s1: e.data.s1,
+        accident_state: e.data.accident_state,
+        test: e.data.test,
+        received_at: e.data.received_at,
+        lead: e.data.lead as unknown as Record<string, unknown> | null,
+        lead_status: 'received',
+        code: null,
+        sold: false,
+        revenue: 0,
+        currency: 'USD',
+        buyer: null,
+        bucket: null,
+        errors: [],
+        enrichment: null,
+        delivery: null,
+        feedback: [],
+      };
+    case 'LeadRejected':
+      return { lead_status: 'rejected', code: e.data.code, errors: e.data.errors };
+    case 'LeadEnriched':
+      return { enrichment: e.data.checks as unknown as Record<string, unknown> };
+    case 'LeadRouted':
+      return e.data.target.kind === 'bucket'
+        ? { lead_status: 'unsold', code: 'UNSOLD', bucket: e.data.target.id, currency: e.data.currency, delivery: { status: 'pending', attempts: 0 } }
+        : { buyer: e.data.target.id, currency: e.data.currency };
+    case 'LeadSold':
+      return { lead_status: 'sold', code: 'SOLD', sold: true, revenue: e.data.revenue, delivery: { status: 'pending', attempts: 0 } };
+    default:
+      return {};
+  }
+}
+
+/** The view folded straight from a lead's stream; null when the stream is empty. */
+export function leadViewFromEvents(events: ReadonlyArray<Pick<RecordedEvent, 'type' | 'data'>>): LeadView | null {
+  if (events.length === 0) return null;
+  return Object.assign({}, ...events.map(leadViewChanges)) as LeadView;
+}

@@ -1,0 +1,190 @@
+import type { Logger } from 'pino';
+import { type EventStore, type Position, type RecordedEvent, START, comparePositions } from '../event-store/port.js';
+import { type LeadReceived, leadStream } from '../events/lead-events.js';
+import type { ReadModelStore, ReadWrite } from '../read-models/port.js';
+import type { Projection, ProjectionContext } from './projections.js';
+
+export interface RunnerOptions {
+  /** Events per commit at most. */
+  readonly batchSize?: number;
+  /** How long a partial batch waits for more events before it is committed. */
+  readonly flushMs?: number;
+  readonly logger?: Logger;
+  /** Called after each commit with the position reached and the events handled so far. */
+  readonly onProgress?: (position: Position, events: number) => void;
+}
+
+export interface ProjectionStatus {
+  readonly projection: string;
+  readonly tag: string;
+  readonly position: Position;
+  readonly caughtUp: boolean;
+  /** Seconds between the newest event in the store and the last one this projection committed. */
+  readonly lagSeconds: number;
+}
+
+const MAX_REMEMBERED_LEADS = 10_000;
+const MAX_BACKOFF_MS = 5000;
+
+/** Physical collection names of a projection build: `leads_v1`, `leads_v1_r1732233000`. */
+export const collectionName = (base: string, tag: string): string => `${base}_${tag}`;
+export const checkpointName = (projection: Projection, tag: string): string => `${projection.name}:${tag}`;
+
+/**
+ * Runs one projection: subscribes to `$all` after its checkpoint, handles events in order, and
+ * commits their writes with the new checkpoint in batches. After a dropped subscription or a
+ * failed commit it resubscribes from the checkpoint with backoff, so nothing is skipped, and the
+ * position guard on every write means nothing is counted twice.
+ */
+export class ProjectionRunner {
+  private stopped = false;
+  private subscription: { unsubscribe(): Promise<void> } | undefined;
+  private running: Promise<void> | undefined;
+  private committed: Position = START;
+  private pending: ReadWrite[] = [];
+  private pendingPosition: Position | null = null;
+  private pendingCount = 0;
+  private handled = 0;
+  private flushTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private readonly receivedLeads = new Map<number, LeadReceived['data']>();
+  private readonly waiters: Array<{ position: Position; resolve(): void }> = [];
+  private readonly context: ProjectionContext;
+
+  constructor(
+    private readonly events: EventStore,
+    private readonly readModels: ReadModelStore,
+    readonly projection: Projection,
+    readonly tag: string,
+    private readonly options: RunnerOptions = {},
+  ) {
+    this.context = {
+      collection: (base) => collectionName(base, tag),
+      received: (leadId) => this.received(leadId),
+    };
+  }
+
+  async prepare(): Promise<Position> {
+    for (const [base, indexes] of Object.entries(this.projection.indexes)) {
+      await this.readModels.ensureIndexes(collectionName(base, this.tag), indexes);
+    }
+    this.advance((await this.readModels.checkpoint(checkpointName(this.projection, this.tag))) ?? START);
+    return this.committed;
+  }
+
+  start(): void {
+    this.running ??= this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.subscription?.unsubscribe();
+    await this.running;
+    await this.flush();
+  }
+
+  /** Resolves once everything up to `position` is committed (tests, replay, read-your-writes). */
+  waitFor(position: Position): Promise<void> {
+    if (comparePositions(this.committed, position) >= 0) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push({ position, resolve }));
+  }
+
+  get position(): Position {
+    return this.committed;
+  }
+
+  /** Events this runner has handled since it started. */
+  get handledEvents(): number {
+    return this.handled;
+  }
+
+  async status(): Promise<ProjectionStatus> {
+    const head = await this.events.headPosition();
+    const caughtUp = comparePositions(this.committed, head) >= 0;
+    let lagSeconds = 0;
+    if (!caughtUp) {
+      // How long the oldest event not yet projected has been waiting.
+      const [oldest] = await this.events.readAll({ fromPosition: this.committed, maxCount: 1 });
+      lagSeconds = oldest ? Math.max(0, (Date.now() - oldest.created) / 1000) : 0;
+    }
+    return { projection: this.projection.name, tag: this.tag, position: this.committed, caughtUp, lagSeconds };
+  }
+
+  private async run(): Promise<void> {
+    let backoff = 100;
+    while (!this.stopped) {
+      try {
+        const from = await this.prepare();
+        const subscription = this.events.subscribeToAll({ fromPosition: from });
+        this.subscription = subscription;
+        // stop() may have come while the checkpoint was being read, before there was anything to end.
+        if (this.stopped) await subscription.unsubscribe();
+        for await (const event of subscription) {
+          await this.handle(event);
+          backoff = 100;
+        }
+        await this.flush();
+      } catch (error) {
+        this.options.logger?.warn({ err: error, projection: this.projection.name }, 'projection stopped; resubscribing');
+        this.pending = [];
+        this.pendingPosition = null;
+        this.pendingCount = 0;
+        this.flushing = Promise.resolve();
+        if (this.stopped) break;
+        await new Promise((resolve) => setTimeout(resolve, backoff));
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+      }
+    }
+  }
+
+  private async handle(event: RecordedEvent): Promise<void> {
+    const from = this.pendingPosition ?? this.committed;
+    if (comparePositions(event.position, from) <= 0) return;
+    if (event.type === 'LeadReceived') this.remember(event.data as LeadReceived['data']);
+    this.pending.push(...(await this.projection.handle(event, this.context)));
+    this.pendingPosition = event.position;
+    this.pendingCount += 1;
+    this.handled += 1;
+    if (this.pendingCount >= (this.options.batchSize ?? 500)) await this.flush();
+    else this.flushTimer ??= setTimeout(() => void this.flush().catch(() => {}), this.options.flushMs ?? 20);
+  }
+
+  private flush(): Promise<void> {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    const position = this.pendingPosition;
+    const writes = this.pending;
+    this.pending = [];
+    this.pendingPosition = null;
+    this.pendingCount = 0;
+    if (!position) return this.flushing;
+    this.flushing = this.flushing.then(async () => {
+      await this.readModels.commit(checkpointName(this.projection, this.tag), position, writes);
+      this.advance(position);
+      this.options.onProgress?.(position, this.handled);
+    });
+    return this.flushing;
+  }
+
+  private advance(position: Position): void {
+    this.committed = position;
+    for (const waiter of [...this.waiters]) {
+      if (comparePositions(position, waiter.position) >= 0) {
+        this.waiters.splice(this.waiters.indexOf(waiter), 1);
+        waiter.resolve();
+      }
+    }
+  }
+
+  private remember(received: LeadReceived['data']): void {
+    if (this.receivedLeads.size >= MAX_REMEMBERED_LEADS) this.receivedLeads.delete(this.receivedLeads.keys().next().value!);
+    this.receivedLeads.set(received.lead_id, received);
+  }
+
+  private async received(leadId: number): Promise<LeadReceived['data'] | null> {
+    const remembered = this.receivedLeads.get(leadId);
+    if (remembered) return remembered;
+    const first = (await this.events.readStream(leadStream(leadId), { maxCount: 1 }))[0];
+    return first?.type === 'LeadReceived' ? (first.data as LeadReceived['data']) : null;
+  }
+}

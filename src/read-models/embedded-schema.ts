@@ -1,0 +1,48 @@
+import Database from 'better-sqlite3';
+import { checkCollection } from './validate.js';
+
+// The read models live in their own SQLite file beside the events: one table per collection, made
+// on first use, plus each projection's checkpoint. `checkpoint_collections` records which
+// collections a projection has written, so that dropping a collection also forgets the checkpoints
+// of the projections that filled it, and a rebuild starts from the first event.
+const DDL = `
+CREATE TABLE IF NOT EXISTS checkpoints (
+  projection  TEXT PRIMARY KEY,
+  commit_pos  INTEGER NOT NULL,
+  prepare_pos INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS checkpoint_collections (
+  collection TEXT NOT NULL,
+  projection TEXT NOT NULL,
+  PRIMARY KEY (collection, projection)
+) WITHOUT ROWID;
+`;
+
+export const READ_MODELS_FILE = 'readmodels.db';
+
+/** The table of a collection; the name is checked, since it is spliced into SQL. */
+export const tableName = (collection: string): string => `rm_${checkCollection(collection)}`;
+
+/** `pos` is the positionKey of the last event applied to the document. */
+export const createTableSql = (table: string): string =>
+  `CREATE TABLE IF NOT EXISTS "${table}" (id TEXT PRIMARY KEY, pos TEXT NOT NULL, doc TEXT NOT NULL)`;
+
+/**
+ * WAL lets readers run beside the writer. synchronous=NORMAL may lose the last commits on a power
+ * cut (never on a process crash) but never corrupts the file; that is fine here because read
+ * models are derived: a lost commit leaves the checkpoint behind with it, and the projection
+ * replays those events. busy_timeout makes writers from several connections queue.
+ */
+export function openReadModelsDatabase(file: string, busyTimeoutMs: number): Database.Database {
+  const db = new Database(file);
+  try {
+    db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(busyTimeoutMs))}`);
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    db.exec(DDL);
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}

@@ -1,0 +1,247 @@
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Position } from '../event-store/port.js';
+import { type Doc, applyWrite } from './apply.js';
+import { READ_MODELS_FILE, createTableSql, openReadModelsDatabase, tableName } from './embedded-schema.js';
+import { type FindOptions, type ReadDoc, type ReadModelStore, type ReadWrite, ReadModelUnavailableError, positionKey } from './port.js';
+import { findSql, indexSql } from './sqlite-query.js';
+import { checkIndexes, checkPosition, checkProjection, checkWrite } from './validate.js';
+
+export interface EmbeddedReadModelOptions {
+  /** How long a write waits for another connection's write lock before the store is unavailable. */
+  readonly busyTimeoutMs?: number;
+}
+
+/** SQLite failures that mean "the store cannot serve now" rather than "this request is wrong". */
+const UNAVAILABLE = /^SQLITE_(FULL|IOERR|READONLY|CANTOPEN|BUSY|LOCKED|PERM|CORRUPT|NOTADB|NOMEM|PROTOCOL)/;
+/** Statements are cached per SQL text; a burst of distinct filter shapes must not grow it forever. */
+const MAX_STATEMENTS_PER_TABLE = 200;
+
+/** A document as one commit sees it: read and parsed at most once, written once at the end. */
+interface Pending {
+  pos: string | null;
+  text: string | null;
+  doc: Doc | undefined;
+  dirty: boolean;
+}
+
+const isNoSuchTable = (error: unknown) => error instanceof Database.SqliteError && error.message.startsWith('no such table');
+
+export class EmbeddedReadModelStore implements ReadModelStore {
+  /** Tables known to exist, so that a commit does not ask the schema for each write. */
+  private readonly tables = new Set<string>();
+  private readonly statements = new Map<string, Map<string, Database.Statement>>();
+  private readonly commitTransaction: Database.Transaction<(projection: string, checkpoint: Position, writes: readonly ReadWrite[], created: string[]) => void>;
+  private closed = false;
+
+  private constructor(private readonly db: Database.Database) {
+    this.commitTransaction = db.transaction((projection, checkpoint, writes, created) => this.apply(projection, checkpoint, writes, created));
+  }
+
+  static open(dataDir: string, options: EmbeddedReadModelOptions = {}): EmbeddedReadModelStore {
+    const file = join(dataDir, READ_MODELS_FILE);
+    try {
+      mkdirSync(dataDir, { recursive: true });
+      return new EmbeddedReadModelStore(openReadModelsDatabase(file, options.busyTimeoutMs ?? 10_000));
+    } catch (error) {
+      throw new ReadModelUnavailableError(`cannot open the read models at ${file}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void> {
+    return this.run(() => {
+      checkProjection(projection);
+      checkPosition(checkpoint, 'checkpoint');
+      writes.forEach(checkWrite);
+      try {
+        this.commitOnce(projection, checkpoint, writes);
+      } catch (error) {
+        // Another connection dropped a table this one still thought existed: learn and retry.
+        if (!isNoSuchTable(error)) throw error;
+        this.forgetAll();
+        this.commitOnce(projection, checkpoint, writes);
+      }
+    });
+  }
+
+  checkpoint(projection: string): Promise<Position | null> {
+    return this.run(() => {
+      const row = this.stmt('', 'SELECT commit_pos AS "commit", prepare_pos AS prepare FROM checkpoints WHERE projection = ?').get(projection) as
+        | Position
+        | undefined;
+      return row ? { commit: row.commit, prepare: row.prepare } : null;
+    });
+  }
+
+  get(collection: string, id: string): Promise<ReadDoc | null> {
+    return this.run(() => {
+      const table = tableName(collection);
+      return this.read(table, null, () => {
+        const row = this.stmt(table, `SELECT doc FROM "${table}" WHERE id = ?`).get(id) as { doc: string } | undefined;
+        return row ? toReadDoc(id, row.doc) : null;
+      });
+    });
+  }
+
+  find(collection: string, options: FindOptions): Promise<ReadDoc[]> {
+    return this.run(() => {
+      const table = tableName(collection);
+      const { sql, params } = findSql(table, options);
+      return this.read(table, [], () => {
+        const rows = this.stmt(table, sql).all(...params) as Array<{ id: string; doc: string }>;
+        return rows.map((row) => toReadDoc(row.id, row.doc));
+      });
+    });
+  }
+
+  ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void> {
+    return this.run(() => {
+      const table = tableName(collection);
+      checkIndexes(indexes);
+      this.db.transaction(() => {
+        this.db.exec(createTableSql(table));
+        for (const fields of indexes) this.db.exec(indexSql(table, fields));
+      })();
+      this.tables.add(table);
+    });
+  }
+
+  drop(collection: string): Promise<void> {
+    return this.run(() => {
+      const table = tableName(collection);
+      this.db.transaction(() => {
+        this.db.exec(`DROP TABLE IF EXISTS "${table}"`);
+        const writers = this.db.prepare('SELECT projection FROM checkpoint_collections WHERE collection = ?').pluck().all(collection) as string[];
+        for (const projection of writers) this.forgetCheckpoint(projection);
+      })();
+      this.forget(table);
+    });
+  }
+
+  resetCheckpoint(projection: string): Promise<void> {
+    return this.run(() => this.forgetCheckpoint(projection));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.statements.clear();
+    this.db.close();
+  }
+
+  private commitOnce(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): void {
+    const created: string[] = [];
+    try {
+      // IMMEDIATE: the commit reads documents before writing them, so it takes the write lock first
+      // rather than fail to upgrade a read lock while another connection writes.
+      this.commitTransaction.immediate(projection, checkpoint, writes, created);
+    } catch (error) {
+      // The rollback undid the CREATE TABLEs too.
+      created.forEach((table) => this.forget(table));
+      throw error;
+    }
+  }
+
+  /** Runs inside the transaction: any throw rolls back every write and the checkpoint. */
+  private apply(projection: string, checkpoint: Position, writes: readonly ReadWrite[], created: string[]): void {
+    const pending = new Map<string, Map<string, Pending>>();
+    for (const write of writes) {
+      const table = tableName(write.collection);
+      let docs = pending.get(table);
+      if (!docs) {
+        if (!this.tables.has(table)) {
+          this.db.exec(createTableSql(table));
+          this.tables.add(table);
+          created.push(table);
+        }
+        pending.set(table, (docs = new Map()));
+      }
+      let entry = docs.get(write.id);
+      if (!entry) {
+        const row = this.stmt(table, `SELECT pos, doc FROM "${table}" WHERE id = ?`).get(write.id) as { pos: string; doc: string } | undefined;
+        entry = { pos: row?.pos ?? null, text: row?.doc ?? null, doc: undefined, dirty: false };
+        docs.set(write.id, entry);
+      }
+      const key = positionKey(write.position);
+      if (entry.pos !== null && key <= entry.pos) continue;
+      // A put replaces the document, so the stored one need not be parsed.
+      const current = write.op === 'put' ? undefined : (entry.doc ?? (entry.text === null ? undefined : (JSON.parse(entry.text) as Doc)));
+      entry.doc = applyWrite(current, write);
+      entry.text = null;
+      entry.pos = key;
+      entry.dirty = true;
+    }
+    for (const [table, docs] of pending) {
+      const upsert = this.stmt(table, `INSERT INTO "${table}" (id, pos, doc) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET pos = excluded.pos, doc = excluded.doc`);
+      for (const [id, entry] of docs) if (entry.dirty) upsert.run(id, entry.pos, JSON.stringify(entry.doc));
+    }
+    this.stmt(
+      '',
+      'INSERT INTO checkpoints (projection, commit_pos, prepare_pos) VALUES (?, ?, ?) ON CONFLICT (projection) DO UPDATE SET commit_pos = excluded.commit_pos, prepare_pos = excluded.prepare_pos',
+    ).run(projection, checkpoint.commit, checkpoint.prepare);
+    const wrote = this.stmt('', 'INSERT OR IGNORE INTO checkpoint_collections (collection, projection) VALUES (?, ?)');
+    for (const collection of new Set(writes.map((w) => w.collection))) wrote.run(collection, projection);
+  }
+
+  private forgetCheckpoint(projection: string): void {
+    this.stmt('', 'DELETE FROM checkpoints WHERE projection = ?').run(projection);
+    this.stmt('', 'DELETE FROM checkpoint_collections WHERE projection = ?').run(projection);
+  }
+
+  /** A read of a table that may not exist (yet, or any more): `empty` then, without creating it. */
+  private read<T>(table: string, empty: T, query: () => T): T {
+    if (!this.tables.has(table)) {
+      const exists = this.stmt('', `SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(table) !== undefined;
+      if (!exists) return empty;
+      this.tables.add(table);
+    }
+    try {
+      return query();
+    } catch (error) {
+      if (!isNoSuchTable(error)) throw error;
+      this.forget(table);
+      return empty;
+    }
+  }
+
+  /** Prepared statements of one table ('' for the fixed tables). */
+  private stmt(table: string, sql: string): Database.Statement {
+    let cache = this.statements.get(table);
+    if (!cache) this.statements.set(table, (cache = new Map()));
+    let statement = cache.get(sql);
+    if (!statement) {
+      if (cache.size >= MAX_STATEMENTS_PER_TABLE) cache.clear();
+      statement = this.db.prepare(sql);
+      cache.set(sql, statement);
+    }
+    return statement;
+  }
+
+  private forget(table: string): void {
+    this.tables.delete(table);
+    this.statements.delete(table);
+  }
+
+  private forgetAll(): void {
+    this.tables.clear();
+    this.statements.clear();
+  }
+
+  /** better-sqlite3 is synchronous; this keeps the port's promises and maps storage failures. */
+  private async run<T>(body: () => T): Promise<T> {
+    if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
+    try {
+      return body();
+    } catch (error) {
+      if (error instanceof Database.SqliteError && UNAVAILABLE.test(error.code)) {
+        throw new ReadModelUnavailableError(`the read-model store failed: ${error.message}`, { cause: error });
+      }
+      throw error;
+    }
+  }
+}
+
+function toReadDoc(id: string, text: string): ReadDoc {
+  return { _id: id, ...(JSON.parse(text) as Doc) };
+}

@@ -1,0 +1,78 @@
+import type { Position } from '../event-store/port.js';
+
+// The read-model store port: narrow enough that the embedded (SQLite) and MongoDB adapters stay
+// small. Documents live in named collections; projections write them only through `commit`, which
+// moves the projection's checkpoint with them, and every write carries the position of the event
+// that caused it, so a write at or below what a document has already seen changes nothing:
+// replaying events twice, or after a crash between writes and checkpoint, leaves the same state.
+
+export type ReadDoc = Record<string, unknown> & { readonly _id: string };
+
+/** Equality on a field, or a range / set condition. Field names may be dotted (`delivery.status`). */
+export type FieldCondition =
+  | string
+  | number
+  | boolean
+  | null
+  | { readonly $gte?: string | number; readonly $lt?: string | number; readonly $lte?: string | number; readonly $in?: ReadonlyArray<string | number | boolean | null> };
+
+export type Filter = Readonly<Record<string, FieldCondition>>;
+
+export interface FindOptions {
+  readonly filter?: Filter;
+  /** Sorted by this field, ties by `_id` in the same direction. */
+  readonly sort: { readonly field: string; readonly direction: 'asc' | 'desc' };
+  /** Keyset cursor: documents strictly after this (sort value, _id) in the sort order. */
+  readonly after?: { readonly value: string | number; readonly id: string };
+  readonly limit: number;
+}
+
+/** A write caused by the event at `position`; ignored by a document that has seen that position. */
+export type ReadWrite =
+  /** Replaces the document (keeps nothing of the old one). */
+  | { readonly op: 'put'; readonly collection: string; readonly id: string; readonly position: Position; readonly doc: Record<string, unknown> }
+  /** Sets top-level fields, creating the document when missing. */
+  | { readonly op: 'set'; readonly collection: string; readonly id: string; readonly position: Position; readonly set: Record<string, unknown> }
+  /** Adds to numeric top-level fields (missing fields count as 0), creating the document with `setOnInsert` when missing. */
+  | {
+      readonly op: 'inc';
+      readonly collection: string;
+      readonly id: string;
+      readonly position: Position;
+      readonly inc: Record<string, number>;
+      readonly setOnInsert?: Record<string, unknown>;
+    }
+  /** Appends to an array field, creating the document when missing. */
+  | { readonly op: 'push'; readonly collection: string; readonly id: string; readonly position: Position; readonly field: string; readonly value: unknown };
+
+export interface ReadModelStore {
+  /**
+   * Applies the writes and moves the projection's checkpoint to `checkpoint`, atomically where the
+   * store can (embedded: one transaction; MongoDB: a transaction on a replica set). Writes are
+   * applied in order; each is guarded by its position.
+   */
+  commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void>;
+  /** The last position the projection committed, or null before its first commit. */
+  checkpoint(projection: string): Promise<Position | null>;
+  get(collection: string, id: string): Promise<ReadDoc | null>;
+  find(collection: string, options: FindOptions): Promise<ReadDoc[]>;
+  /** Creates the indexes `find` needs; each entry is a list of fields, compound in that order. */
+  ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void>;
+  /** Removes a collection and any projection checkpoint stored for it (a rebuild starts clean). */
+  drop(collection: string): Promise<void>;
+  /** Removes a projection's checkpoint. */
+  resetCheckpoint(projection: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A position as a string that sorts like the position, for storing beside documents. */
+export function positionKey(position: Position): string {
+  return `${String(position.commit).padStart(20, '0')}:${String(position.prepare).padStart(20, '0')}`;
+}
+
+export class ReadModelUnavailableError extends Error {
+  override readonly name = 'ReadModelUnavailableError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}

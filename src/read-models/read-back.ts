@@ -1,0 +1,266 @@
+import type { EventStore, Position } from '../event-store/port.js';
+import { leadStream } from '../events/lead-events.js';
+import type { FieldError } from '../http/envelope.js';
+import type { Principal } from '../http/principal.js';
+import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
+import type { Filter, ReadDoc, ReadModelStore } from './port.js';
+import { GROUP_BY, type GroupBy, type ReportBucket, type ReportRow, startOfLocalDay, summarise } from './report.js';
+
+// The queries behind the read-back routes, with the scope rules of DESIGN.md §4.2: a supplier sees
+// its own leads, a buyer the leads it bought, an analyst everything without consumer PII, an admin
+// everything. What a caller may not see does not exist for it (404), and list filters are forced
+// to the caller's scope before the query runs.
+
+export class ReadBackInputError extends Error {
+  constructor(readonly errors: FieldError[]) {
+    super('invalid query');
+  }
+}
+
+export class ReadBackForbiddenError extends Error {}
+
+export interface ReadBackDeps {
+  readonly events: EventStore;
+  readonly readModels: ReadModelStore;
+  /** The physical collection a projection's base collection is served from now (blue/green). */
+  readonly collection: (base: 'leads' | 'deliveries' | 'report_buckets' | 'feedback') => string;
+  /** The position the read models reflect. */
+  readonly position: () => Position;
+}
+
+export interface Page<T> {
+  readonly items: T[];
+  readonly next_cursor: string | null;
+}
+
+type Query = Readonly<Record<string, string | string[] | undefined>>;
+
+const DEFAULT_LIMIT = 50;
+const MAX_LIMIT = 500;
+const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'];
+const seesPii = (principal: Principal, view: { supplier?: unknown; buyer?: unknown }) =>
+  principal.role === 'admin' ||
+  (principal.role === 'supplier' && view.supplier === principal.name) ||
+  (principal.role === 'buyer' && view.buyer === principal.name);
+
+function one(query: Query, name: string, errors: FieldError[]): string | undefined {
+  const value = query[name];
+  if (Array.isArray(value)) {
+    errors.push({ field: name, code: 'repeated', message: `${name} may be given once` });
+    return undefined;
+  }
+  return value === '' ? undefined : value;
+}
+
+function limitOf(query: Query, errors: FieldError[]): number {
+  const raw = one(query, 'limit', errors);
+  if (raw === undefined) return DEFAULT_LIMIT;
+  const limit = Number(raw);
+  if (!/^\d+$/.test(raw) || limit < 1 || limit > MAX_LIMIT) {
+    errors.push({ field: 'limit', code: 'out_of_range', message: `limit must be a whole number from 1 to ${MAX_LIMIT}` });
+    return DEFAULT_LIMIT;
+  }
+  return limit;
+}
+
+function instant(query: Query, name: string, errors: FieldError[]): string | undefined {
+  const raw = one(query, name, errors);
+  if (raw === undefined) return undefined;
+  const time = Date.parse(raw);
+  if (Number.isNaN(time) || !/^\d{4}-\d{2}-\d{2}/.test(raw)) {
+    errors.push({ field: name, code: 'invalid_format', message: `${name} must be an ISO 8601 date or time` });
+    return undefined;
+  }
+  return new Date(time).toISOString();
+}
+
+function cursorOf(query: Query, errors: FieldError[]): { value: string; id: string } | undefined {
+  const raw = one(query, 'cursor', errors);
+  if (raw === undefined) return undefined;
+  try {
+    const [value, id] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as unknown[];
+    if (typeof value === 'string' && typeof id === 'string') return { value, id };
+  } catch {
+    // Falls through to the error below: a cursor is only what a previous page gave.
+  }
+  errors.push({ field: 'cursor', code: 'invalid_format', message: 'cursor must be a next_cursor from a previous page' });
+  return undefined;
+}
+
+const encodeCursor = (value: unknown, id: string) => Buffer.from(JSON.stringify([value, id])).toString('base64url');
+
+function page<T>(docs: ReadDoc[], limit: number, sortField: string, map: (doc: ReadDoc) => T): Page<T> {
+  const items = docs.slice(0, limit);
+  const last = items.at(-1);
+  return { items: items.map(map), next_cursor: docs.length > limit && last ? encodeCursor(last[sortField], last._id) : null };
+}
+
+function strip({ _id, ...rest }: ReadDoc): Record<string, unknown> {
+  void _id;
+  return rest;
+}
+
+export class ReadBack {
+  constructor(private readonly deps: ReadBackDeps) {}
+
+  get position(): Position {
+    return this.deps.position();
+  }
+
+  /** The lead as the caller may see it; null when it does not exist for the caller. */
+  async lead(principal: Principal, leadId: string): Promise<Record<string, unknown> | null> {
+    if (!/^[1-9]\d{0,15}$/.test(leadId)) return null;
+    let view = (await this.deps.readModels.get(this.deps.collection('leads'), leadId)) as unknown as LeadView | null;
+    // Read-your-writes: a lead the projection has not reached yet is folded from its own stream.
+    view ??= leadViewFromEvents(await this.deps.events.readStream(leadStream(Number(leadId))));
+    if (!view) return null;
+    const visible =
+      principal.role === 'admin' ||
+      principal.role === 'analyst' ||
+      (principal.role === 'supplier' && view.supplier === principal.name) ||
+      (principal.role === 'buyer' && view.buyer === principal.name && view.lead_status === 'sold');
+    if (!visible) return null;
+    const checks = view.enrichment as Record<string, { result?: string }> | null;
+    return {
+      lead_id: view.lead_id,
+      supplier: view.supplier,
+      sid: view.sid,
+      s1: view.s1,
+      lead_status: view.lead_status,
+      code: view.code,
+      sold: view.sold,
+      revenue: view.revenue,
+      currency: view.currency,
+      buyer: view.buyer,
+      bucket: view.bucket,
+      test: view.test,
+      received_at: view.received_at,
+      errors: view.errors,
+      enrichment: checks ? { phone: checks.phone?.result ?? null, email: checks.email?.result ?? null, consent: checks.consent?.result ?? null } : null,
+      delivery: view.delivery,
+      feedback: view.feedback ?? [],
+      lead: seesPii(principal, view) ? view.lead : null,
+    };
+  }
+
+  async deliveries(principal: Principal, query: Query): Promise<Page<Record<string, unknown>>> {
+    const errors: FieldError[] = [];
+    const filter: Record<string, Filter[string]> = {};
+    const status = one(query, 'status', errors);
+    if (status !== undefined) {
+      if (DELIVERY_STATUSES.includes(status)) filter.status = status;
+      else errors.push({ field: 'status', code: 'invalid_value', message: `status must be one of ${DELIVERY_STATUSES.join(', ')}` });
+    }
+    for (const field of ['buyer', 'bucket'] as const) {
+      const value = one(query, field, errors);
+      if (value !== undefined) filter[field] = value;
+    }
+    const since = instant(query, 'since', errors);
+    const until = instant(query, 'until', errors);
+    if (since || until) filter.created_at = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
+    const limit = limitOf(query, errors);
+    const after = cursorOf(query, errors);
+    if (errors.length > 0) throw new ReadBackInputError(errors);
+
+    // The caller's scope wins over whatever it asked for.
+    if (principal.role === 'supplier') filter.supplier = principal.name;
+    if (principal.role === 'buyer') filter.buyer = principal.name;
+    const docs = await this.deps.readModels.find(this.deps.collection('deliveries'), {
+      filter,
+      sort: { field: 'created_at', direction: 'desc' },
+      ...(after ? { after } : {}),
+      limit: limit + 1,
+    });
+    return page(docs, limit, 'created_at', (doc) => {
+      const row = strip(doc);
+      delete row.supplier;
+      if (!(principal.role === 'admin' || (principal.role === 'buyer' && doc.buyer === principal.name))) delete row.lead;
+      return row;
+    });
+  }
+
+  async feedback(principal: Principal, query: Query): Promise<Page<Record<string, unknown>>> {
+    const errors: FieldError[] = [];
+    const filter: Record<string, Filter[string]> = {};
+    const type = one(query, 'type', errors);
+    if (type !== undefined) {
+      if (['return', 'conversion', 'contacted'].includes(type)) filter.type = type;
+      else errors.push({ field: 'type', code: 'invalid_value', message: 'type must be one of return, conversion, contacted' });
+    }
+    const since = instant(query, 'since', errors);
+    if (since) filter.recorded_at = { $gte: since };
+    const limit = limitOf(query, errors);
+    const after = cursorOf(query, errors);
+    if (errors.length > 0) throw new ReadBackInputError(errors);
+    if (principal.role === 'supplier') filter.supplier = principal.name;
+    if (principal.role === 'buyer') filter.buyer = principal.name;
+    const docs = await this.deps.readModels.find(this.deps.collection('feedback'), {
+      filter,
+      sort: { field: 'recorded_at', direction: 'desc' },
+      ...(after ? { after } : {}),
+      limit: limit + 1,
+    });
+    return page(docs, limit, 'recorded_at', (doc) => {
+      const row = strip(doc);
+      delete row.supplier;
+      return row;
+    });
+  }
+
+  async report(principal: Principal, query: Query): Promise<{ rows: ReportRow[]; groupBy: GroupBy[]; from: string; to: string; tz: string }> {
+    if (principal.role === 'buyer') throw new ReadBackForbiddenError();
+    const errors: FieldError[] = [];
+    const tz = one(query, 'tz', errors) ?? 'UTC';
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: tz });
+    } catch {
+      errors.push({ field: 'tz', code: 'invalid_value', message: 'tz must be an IANA time zone, e.g. America/New_York' });
+    }
+    const today = new Date().toISOString().slice(0, 10);
+    const from = one(query, 'from', errors) ?? new Date(Date.now() - 6 * 86_400_000).toISOString().slice(0, 10);
+    const to = one(query, 'to', errors) ?? today;
+    for (const [name, value] of [['from', from], ['to', to]] as const) {
+      if (!/^\d{4}-\d{2}-\d{2}$/.test(value) || Number.isNaN(Date.parse(value))) {
+        errors.push({ field: name, code: 'invalid_format', message: `${name} must be a date, YYYY-MM-DD` });
+      }
+    }
+    if (errors.length === 0 && from > to) errors.push({ field: 'from', code: 'out_of_range', message: 'from must not be after to' });
+    if (errors.length === 0 && Date.parse(to) - Date.parse(from) > 366 * 86_400_000) {
+      errors.push({ field: 'to', code: 'out_of_range', message: 'a report spans at most 366 days' });
+    }
+    const groupByRaw = one(query, 'group_by', errors) ?? 'day';
+    const groupBy = groupByRaw.split(',').map((g) => g.trim()).filter(Boolean);
+    const unknown = groupBy.filter((g) => !(GROUP_BY as readonly string[]).includes(g));
+    if (unknown.length > 0 || new Set(groupBy).size !== groupBy.length) {
+      errors.push({ field: 'group_by', code: 'invalid_value', message: `group_by takes distinct names from ${GROUP_BY.join(', ')}` });
+    }
+    const testMode = one(query, 'test', errors) ?? 'exclude';
+    if (!['exclude', 'only', 'include'].includes(testMode)) {
+      errors.push({ field: 'test', code: 'invalid_value', message: 'test must be exclude, only or include' });
+    }
+    if (errors.length > 0) throw new ReadBackInputError(errors);
+
+    const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
+    const endDay = new Date(Date.parse(to) + 86_400_000).toISOString().slice(0, 10);
+    const end = startOfLocalDay(endDay, tz).toISOString().slice(0, 13);
+    const filter: Record<string, Filter[string]> = { hour: { $gte: start, $lt: end } };
+    if (principal.role === 'supplier') filter.supplier = principal.name;
+    if (testMode !== 'include') filter.test = testMode === 'only';
+    const buckets: ReportBucket[] = [];
+    // Buckets are read in pages so that a wide report never asks the store for everything at once.
+    let after: { value: string; id: string } | undefined;
+    for (;;) {
+      const docs = await this.deps.readModels.find(this.deps.collection('report_buckets'), {
+        filter,
+        sort: { field: 'hour', direction: 'asc' },
+        ...(after ? { after } : {}),
+        limit: 5000,
+      });
+      buckets.push(...(docs as unknown as ReportBucket[]));
+      if (docs.length < 5000) break;
+      const last = docs.at(-1)!;
+      after = { value: String(last.hour), id: last._id };
+    }
+    return { rows: summarise(buckets, groupBy as GroupBy[], tz), groupBy: groupBy as GroupBy[], from, to, tz };
+  }
+}

@@ -1,0 +1,63 @@
+import { expect } from 'chai';
+import { fileURLToPath } from 'node:url';
+import { collectionName } from '../../src/projections/runner.js';
+import { runChild } from '../support/child.js';
+import { TestService, validLead } from '../support/service.js';
+
+const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
+
+describe('leadpost replay', function () {
+  this.timeout(60_000);
+
+  it('rebuilds every projection beside the running service, which switches to the new build', async function () {
+    const svc = await TestService.start();
+    try {
+      const key = await svc.key();
+      for (let i = 0; i < 30; i++) await svc.post(validLead({ accident_state: i % 3 ? 'CA' : 'TX', zip: i % 3 ? '90210' : '75001' }), { 'x-api-key': key });
+      await svc.service.projections.waitFor(await svc.service.store.headPosition());
+      const oldTags = Object.fromEntries(svc.service.projections.all.map((r) => [r.projection.name, r.tag]));
+      expect(oldTags).to.deep.equal({ leads: 'v1', deliveries: 'v1', reports: 'v1' });
+
+      const replay = await runChild(['replay'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
+      expect(replay.code, replay.stderr).to.equal(0);
+      // Not a terminal: plain progress lines, one final line per projection, then the switch.
+      for (const name of ['leads', 'deliveries', 'reports']) {
+        expect(replay.lines.some((l) => l.startsWith(`${name}: 100.0%`) && /events\/s ETA/.test(l))).to.equal(true);
+        expect(replay.lines.some((l) => new RegExp(`^${name}: now served from build v1_r\\d+$`).test(l))).to.equal(true);
+      }
+
+      // The running service follows the switch within a second or two, and answers the same.
+      const started = Date.now();
+      while (svc.service.projections.all.some((r) => r.tag === 'v1') && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 100));
+      for (const runner of svc.service.projections.all) expect(runner.tag).to.match(/^v1_r\d+$/);
+      for (const [name, base] of [['leads', 'leads'], ['deliveries', 'deliveries'], ['reports', 'report_buckets']] as const) {
+        const read = (tag: string) => svc.service.readModels.find(collectionName(base, tag), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
+        const rebuilt = await read(svc.service.projections.runner(name)!.tag);
+        expect(rebuilt.length).to.be.above(0);
+        expect(rebuilt, `${name} rebuilt equals live`).to.deep.equal(await read(oldTags[name]!));
+      }
+      // New leads land in the new build.
+      const posted = await svc.post(validLead(), { 'x-api-key': key });
+      await svc.service.projections.waitFor(await svc.service.store.headPosition());
+      const view = await svc.service.readModels.get(collectionName('leads', svc.service.projections.runner('leads')!.tag), String(posted.body.lead_id));
+      expect(view).to.include({ lead_status: 'sold' });
+    } finally {
+      await svc.stop();
+    }
+  });
+
+  it('--projection picks one; an unknown one is bad usage', async function () {
+    const svc = await TestService.start();
+    try {
+      const one = await runChild(['replay', '--projection', 'reports'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
+      expect(one.code).to.equal(0);
+      expect(one.lines.some((l) => l.startsWith('reports: now served'))).to.equal(true);
+      expect(one.lines.some((l) => l.startsWith('leads:'))).to.equal(false);
+      const bad = await runChild(['replay', '--projection', 'nope'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
+      expect(bad.code).to.equal(2);
+      expect(bad.stderr).to.contain("unknown projection 'nope'");
+    } finally {
+      await svc.stop();
+    }
+  });
+});

@@ -1,0 +1,120 @@
+import { expect } from 'chai';
+import { type PostLeadCommand, decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
+import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
+import type { EventStore } from '../../src/event-store/index.js';
+import { leadStream } from '../../src/events/lead-events.js';
+import type { NormalisedLead } from '../../src/leads/lead.js';
+import { PROJECTIONS } from '../../src/projections/projections.js';
+import { ProjectionRunner, collectionName } from '../../src/projections/runner.js';
+import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
+import type { ReadModelStore } from '../../src/read-models/port.js';
+import { tempDir } from '../support/tmp.js';
+
+// Projections over a fixed history of 40 leads: a rebuild equals the first build, a second run
+// over the same events changes nothing, and a run stopped mid-way resumes without double counting.
+
+const pass = { result: 'pass' as const, provider: 'p', detail: 'ok' };
+function leadCommand(i: number): PostLeadCommand {
+  const lead: NormalisedLead = {
+    first_name: 'Ada', last_name: 'L', email: `a${i}@example.com`, mobile: `+1213555${String(1000 + i)}`, mobile_national: `213555${1000 + i}`,
+    zip: '90210', zip4: null, accident_state: i % 3 === 0 ? 'TX' : 'CA', certificate_url: 'https://cert.trustedform.com/x', certificate_id: 'x',
+    sid: `sid-${i % 4}`, s1: null, test: i % 10 === 9,
+  };
+  const base = { leadId: i + 1, supplier: `sup-${i % 2}`, keyId: 'k', now: new Date(Date.UTC(2026, 10, 20, i % 24)), validation: { ok: true as const, lead } };
+  if (i % 7 === 6) return { ...base, duplicate: true };
+  const enrichment = { phone: pass, email: pass, consent: pass };
+  const target = i % 3 === 0 ? { kind: 'bucket' as const, id: 'unsold' } : { kind: 'buyer' as const, id: `buyer-${i % 2}` };
+  return { ...base, enrichment, routing: { target, price: 10 + i, currency: 'USD', strategy: 'highest_price', version: 'v', candidates: [] } };
+}
+
+async function snapshot(readModels: ReadModelStore, tag: string): Promise<Record<string, unknown[]>> {
+  const out: Record<string, unknown[]> = {};
+  for (const projection of PROJECTIONS) {
+    for (const base of projection.collections) {
+      const docs = await readModels.find(collectionName(base, tag), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
+      out[base] = docs;
+    }
+  }
+  return out;
+}
+
+async function runAll(events: EventStore, readModels: ReadModelStore, tag: string, options: { batchSize?: number } = {}): Promise<void> {
+  const head = await events.headPosition();
+  for (const projection of PROJECTIONS) {
+    const runner = new ProjectionRunner(events, readModels, projection, tag, { batchSize: options.batchSize ?? 500, flushMs: 5 });
+    runner.start();
+    await runner.waitFor(head);
+    await runner.stop();
+  }
+}
+
+describe('projection runner', function () {
+  const dir = tempDir('projections');
+  let events: EventStore;
+  let readModels: ReadModelStore;
+
+  before(async function () {
+    events = await EmbeddedEventStore.open(dir.path);
+    readModels = EmbeddedReadModelStore.open(dir.path);
+    for (let i = 0; i < 40; i++) {
+      const decided = decide(leadCommand(i), initialLeadState);
+      await events.append(leadStream(i + 1), decided, { expectedRevision: 'no_stream' });
+    }
+    await runAll(events, readModels, 'first');
+  });
+  after(async () => {
+    await readModels.close();
+    await events.close();
+    dir.remove();
+  });
+
+  it('builds the lead view, deliveries and report buckets from the events', async function () {
+    const built = await snapshot(readModels, 'first');
+    expect(built.leads).to.have.length(40);
+    // Sold or unsold non-test leads get a delivery row: not duplicates (i % 7 == 6), not tests (i % 10 == 9).
+    const expected = Array.from({ length: 40 }, (_, i) => i).filter((i) => i % 7 !== 6 && i % 10 !== 9);
+    expect(built.deliveries).to.have.length(expected.length);
+    const received = (built.report_buckets as Array<{ received: number }>).reduce((n, b) => n + b.received, 0);
+    expect(received).to.equal(40);
+  });
+
+  it('running a projection twice over the same events changes nothing', async function () {
+    const before = await snapshot(readModels, 'first');
+    for (const projection of PROJECTIONS) await readModels.resetCheckpoint(`${projection.name}:first`);
+    await runAll(events, readModels, 'first');
+    expect(await snapshot(readModels, 'first')).to.deep.equal(before);
+  });
+
+  it('a rebuild into new collections equals the first build', async function () {
+    await runAll(events, readModels, 'second');
+    expect(await snapshot(readModels, 'second')).to.deep.equal(await snapshot(readModels, 'first'));
+  });
+
+  it('stopped mid-way and restarted, it resumes without double counting', async function () {
+    const all = await events.readAll();
+    const middle = all[Math.floor(all.length / 2)]!.position;
+    for (const projection of PROJECTIONS) {
+      const first = new ProjectionRunner(events, readModels, projection, 'third', { batchSize: 7, flushMs: 5 });
+      first.start();
+      await first.waitFor(middle);
+      await first.stop();
+    }
+    const halfway = await snapshot(readModels, 'third');
+    expect(halfway.leads!.length).to.be.below(40);
+    await runAll(events, readModels, 'third', { batchSize: 7 });
+    expect(await snapshot(readModels, 'third')).to.deep.equal(await snapshot(readModels, 'first'));
+  });
+
+  it('follows live appends after catching up, and reports its lag', async function () {
+    const runner = new ProjectionRunner(events, readModels, PROJECTIONS[0]!, 'first', { flushMs: 5 });
+    runner.start();
+    await runner.waitFor(await events.headPosition());
+    expect((await runner.status()).caughtUp).to.equal(true);
+    const appended = await events.append(leadStream(1000), decide(leadCommand(0), initialLeadState).map((e) => ({ ...e, data: { ...e.data, lead_id: 1000 } })));
+    await runner.waitFor(appended.position);
+    expect(await readModels.get(collectionName('leads', 'first'), '1000')).to.include({ lead_id: 1000 });
+    const status = await runner.status();
+    expect(status).to.include({ caughtUp: true, lagSeconds: 0, projection: 'leads' });
+    await runner.stop();
+  });
+});

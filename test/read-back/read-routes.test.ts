@@ -1,0 +1,193 @@
+import { expect } from 'chai';
+import { TestService, validLead } from '../support/service.js';
+
+// The read-back routes through the real HTTPS server, the embedded stores and the running
+// projections: each route, each scope rule, pagination, CSV, read-your-writes.
+
+const routing = {
+  buyers: [
+    { id: 'ca-buyer', price: 40, states: ['CA'] },
+    { id: 'ny-buyer', price: 30, states: ['NY'] },
+  ],
+  buckets: [{ id: 'unsold', default: true }],
+};
+
+describe('read-back routes', function () {
+  let svc: TestService;
+  const keys: Record<string, string> = {};
+  const leads: Record<string, number> = {};
+
+  before(async function () {
+    svc = await TestService.start({ routing });
+    keys.supA = await svc.key('supplier', 'sup-a');
+    keys.supB = await svc.key('supplier', 'sup-b');
+    keys.caBuyer = await svc.key('buyer', 'ca-buyer');
+    keys.nyBuyer = await svc.key('buyer', 'ny-buyer');
+    keys.analyst = await svc.key('analyst', 'ann');
+    keys.admin = await svc.key('admin', 'root');
+    const post = async (name: string, key: string, lead: Record<string, unknown>) => {
+      const reply = await svc.post(lead, { 'x-api-key': key });
+      leads[name] = reply.body.lead_id as number;
+    };
+    await post('caSold', keys.supA!, validLead({ sid: 'google', s1: 'c-1' }));
+    await post('nySold', keys.supA!, validLead({ accident_state: 'NY', zip: '10001', sid: 'bing' }));
+    await post('txUnsold', keys.supB!, validLead({ accident_state: 'TX', zip: '75001', sid: 'meta' }));
+    await post('invalid', keys.supB!, validLead({ zip: 'bad', sid: 'meta' }));
+    await post('test', keys.supA!, validLead({ test: true, sid: 'google' }));
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+  });
+  after(async () => svc.stop());
+
+  const get = (path: string, key: string, headers: Record<string, string> = {}) => svc.request('GET', path, { 'x-api-key': key, ...headers });
+
+  describe('GET /functions/leads/{id}', function () {
+    it('the supplier that sent it sees the lead with its consumer fields', async function () {
+      const reply = await get(`/functions/leads/${leads.caSold}`, keys.supA!);
+      expect(reply.status).to.equal(200);
+      expect(reply.body).to.include({ ok: true, code: 'OK' });
+      expect(reply.body.position).to.have.keys('commit', 'prepare');
+      const lead = reply.body.lead as Record<string, unknown>;
+      expect(lead).to.include({ lead_id: leads.caSold, supplier: 'sup-a', sid: 'google', s1: 'c-1', lead_status: 'sold', code: 'SOLD', sold: true, revenue: 40, buyer: 'ca-buyer', bucket: null, test: false });
+      expect(lead.enrichment).to.deep.equal({ phone: 'pass', email: 'pass', consent: 'pass' });
+      expect(lead.delivery).to.deep.equal({ status: 'pending', attempts: 0 });
+      expect(lead.feedback).to.deep.equal([]);
+      expect((lead.lead as Record<string, unknown>).first_name).to.equal('Ada');
+    });
+
+    it('another supplier gets 404, never 403', async function () {
+      const reply = await get(`/functions/leads/${leads.caSold}`, keys.supB!);
+      expect(reply.status).to.equal(404);
+      expect(reply.body.code).to.equal('NOT_FOUND');
+    });
+
+    it('the buyer that bought it sees it with PII; another buyer gets 404', async function () {
+      const mine = await get(`/functions/leads/${leads.caSold}`, keys.caBuyer!);
+      expect(mine.status).to.equal(200);
+      expect((mine.body.lead as { lead: unknown }).lead).to.not.equal(null);
+      expect((await get(`/functions/leads/${leads.caSold}`, keys.nyBuyer!)).status).to.equal(404);
+    });
+
+    it('an analyst sees any lead without consumer fields; an admin with them', async function () {
+      const analyst = await get(`/functions/leads/${leads.txUnsold}`, keys.analyst!);
+      expect(analyst.status).to.equal(200);
+      expect((analyst.body.lead as { lead: unknown }).lead).to.equal(null);
+      const admin = await get(`/functions/leads/${leads.txUnsold}`, keys.admin!);
+      expect((admin.body.lead as { lead: { accident_state: string } }).lead.accident_state).to.equal('TX');
+    });
+
+    it('a rejected lead shows its code and errors; unknown and malformed ids are 404', async function () {
+      const reply = await get(`/functions/leads/${leads.invalid}`, keys.supB!);
+      expect(reply.body.lead).to.deep.include({ lead_status: 'rejected', code: 'INVALID', lead: null });
+      expect((reply.body.lead as { errors: Array<{ field: string }> }).errors[0]!.field).to.equal('zip');
+      expect((await get('/functions/leads/999999', keys.admin!)).status).to.equal(404);
+      expect((await get('/functions/leads/abc', keys.admin!)).status).to.equal(404);
+      expect((await get('/functions/leads/1e3', keys.admin!)).status).to.equal(404);
+    });
+
+    it('needs a key', async function () {
+      expect((await svc.request('GET', `/functions/leads/${leads.caSold}`)).status).to.equal(401);
+    });
+
+    it('read-your-writes: a lead just posted is there even while its projection is stopped', async function () {
+      const runner = svc.service.projections.runner('leads')!;
+      await runner.stop();
+      const posted = await svc.post(validLead(), { 'x-api-key': keys.supA! });
+      const reply = await get(`/functions/leads/${posted.body.lead_id}`, keys.supA!);
+      expect(reply.status).to.equal(200);
+      expect(reply.body.lead).to.deep.include({ lead_id: posted.body.lead_id, lead_status: 'sold', code: 'SOLD', revenue: 40 });
+    });
+  });
+
+  describe('GET /functions/deliveries', function () {
+    // The lead posted by the read-your-writes test above must have reached the deliveries first.
+    before(async () => svc.service.projections.runner('deliveries')!.waitFor(await svc.service.store.headPosition()));
+
+    it('a supplier sees the deliveries of its own leads, newest first, no test leads', async function () {
+      const reply = await get('/functions/deliveries', keys.supA!);
+      expect(reply.status).to.equal(200);
+      const items = reply.body.items as Array<Record<string, unknown>>;
+      expect(items.map((i) => i.lead_id)).to.include.members([leads.caSold, leads.nySold]);
+      expect(items.map((i) => i.lead_id)).to.not.include(leads.test);
+      expect(items.map((i) => i.lead_id)).to.not.include(leads.txUnsold);
+      expect(items[0]).to.not.have.property('lead');
+      expect(reply.body.next_cursor).to.equal(null);
+    });
+
+    it('a buyer sees only its own deliveries, with the consumer fields', async function () {
+      const reply = await get('/functions/deliveries?buyer=ny-buyer', keys.caBuyer!);
+      const items = reply.body.items as Array<Record<string, unknown>>;
+      expect(items.every((i) => i.buyer === 'ca-buyer')).to.equal(true);
+      expect(items.length).to.be.at.least(1);
+      expect(items[0]).to.include({ status: 'pending', attempts: 0, bucket: null, last_status_code: null });
+      expect((items[0]!.lead as { first_name: string }).first_name).to.equal('Ada');
+    });
+
+    it('an analyst filters by bucket and by status', async function () {
+      const bucket = await get('/functions/deliveries?bucket=unsold', keys.analyst!);
+      expect((bucket.body.items as Array<Record<string, unknown>>).map((i) => i.lead_id)).to.deep.equal([leads.txUnsold]);
+      const delivered = await get('/functions/deliveries?status=delivered', keys.analyst!);
+      expect(delivered.body.items).to.deep.equal([]);
+    });
+
+    it('pages with an opaque cursor: every row once, newest first', async function () {
+      const seen: unknown[] = [];
+      let cursor: string | null = '';
+      while (cursor !== null) {
+        const reply = await get(`/functions/deliveries?limit=1${cursor ? `&cursor=${cursor}` : ''}`, keys.admin!);
+        expect(reply.status).to.equal(200);
+        seen.push(...(reply.body.items as Array<{ lead_id: number }>).map((i) => i.lead_id));
+        cursor = reply.body.next_cursor as string | null;
+      }
+      const all = await get('/functions/deliveries?limit=500', keys.admin!);
+      expect(seen).to.deep.equal((all.body.items as Array<{ lead_id: number }>).map((i) => i.lead_id));
+      expect(new Set(seen).size).to.equal(seen.length);
+      expect(seen.length).to.be.at.least(3);
+    });
+
+    it('bad parameters are 422 INVALID naming each one', async function () {
+      const reply = await get('/functions/deliveries?limit=0&status=lost&since=yesterday&cursor=zzz', keys.admin!);
+      expect(reply.status).to.equal(422);
+      expect(reply.body.code).to.equal('INVALID');
+      expect((reply.body.errors as Array<{ field: string }>).map((e) => e.field)).to.have.members(['limit', 'status', 'since', 'cursor']);
+    });
+  });
+
+  describe('GET /functions/reports/summary', function () {
+    const today = new Date().toISOString().slice(0, 10);
+
+    it('an analyst gets every metric by supplier and sid, test leads apart', async function () {
+      const reply = await get(`/functions/reports/summary?from=${today}&to=${today}&group_by=supplier,sid`, keys.analyst!);
+      expect(reply.status).to.equal(200);
+      const rows = reply.body.items as Array<Record<string, unknown>>;
+      const google = rows.find((r) => r.supplier === 'sup-a' && r.sid === 'google')!;
+      expect(google).to.include({ received: 1, accepted: 1, sold: 1, unsold: 0, rejected: 0, revenue: 40, net_revenue: 40, acceptance_rate: 1, sell_rate: 1, avg_price: 40 });
+      const meta = rows.find((r) => r.supplier === 'sup-b' && r.sid === 'meta')!;
+      expect(meta).to.include({ received: 2, accepted: 1, unsold: 1, rejected: 1, rejected_INVALID: 1, revenue: 0, acceptance_rate: 0.5, sell_rate: 0 });
+      const tests = await get(`/functions/reports/summary?from=${today}&to=${today}&group_by=supplier&test=only`, keys.analyst!);
+      expect(tests.body.items).to.have.length(1);
+      expect((tests.body.items as Array<Record<string, unknown>>)[0]).to.include({ supplier: 'sup-a', sold: 1 });
+    });
+
+    it('a supplier sees only its own rows; a buyer may not read reports', async function () {
+      const reply = await get(`/functions/reports/summary?from=${today}&to=${today}&group_by=supplier,day`, keys.supB!);
+      expect((reply.body.items as Array<Record<string, unknown>>).map((r) => r.supplier)).to.deep.equal(['sup-b']);
+      expect((reply.body.items as Array<Record<string, unknown>>)[0]!.day).to.equal(today);
+      expect((await get('/functions/reports/summary', keys.caBuyer!)).status).to.equal(403);
+    });
+
+    it('CSV with Accept: text/csv', async function () {
+      const reply = await get(`/functions/reports/summary?from=${today}&to=${today}&group_by=state`, keys.admin!, { accept: 'text/csv' });
+      expect(reply.status).to.equal(200);
+      expect(reply.headers['content-type']).to.match(/^text\/csv/);
+      const [header, ...lines] = reply.text.trim().split('\r\n');
+      expect(header!.split(',').slice(0, 3)).to.deep.equal(['state', 'received', 'accepted']);
+      expect(lines.find((l) => l.startsWith('CA,'))).to.match(/^CA,\d+,\d+/);
+    });
+
+    it('bad parameters are 422 naming each one', async function () {
+      const reply = await get('/functions/reports/summary?from=2026-13-01&tz=Mars/Base&group_by=day,colour', keys.admin!);
+      expect(reply.status).to.equal(422);
+      expect((reply.body.errors as Array<{ field: string }>).map((e) => e.field)).to.have.members(['from', 'tz', 'group_by']);
+    });
+  });
+});

@@ -1,0 +1,53 @@
+import { expect } from 'chai';
+import { type ReportBucket, dayOf, startOfLocalDay, summarise, toCsv } from '../../src/read-models/report.js';
+
+const bucket = (hour: string, counters: Partial<ReportBucket>, dims: Partial<ReportBucket> = {}): ReportBucket => ({
+  hour, supplier: 'sup-a', sid: 'google', s1: null, state: 'CA', buyer: null, test: false, ...dims, ...counters,
+});
+
+describe('report summary (pure)', function () {
+  it('a UTC hour falls on the local day of the report time zone', function () {
+    const cache = new Map<string, string>();
+    expect(dayOf('2026-11-22T02', 'America/Los_Angeles', cache)).to.equal('2026-11-21');
+    expect(dayOf('2026-11-22T02', 'UTC', new Map())).to.equal('2026-11-22');
+    expect(dayOf('2026-11-21T23', 'Asia/Tokyo', new Map())).to.equal('2026-11-22');
+  });
+
+  it('local midnight in UTC, also on a DST change day', function () {
+    expect(startOfLocalDay('2026-11-21', 'America/Los_Angeles').toISOString()).to.equal('2026-11-21T08:00:00.000Z');
+    expect(startOfLocalDay('2026-03-08', 'America/New_York').toISOString()).to.equal('2026-03-08T05:00:00.000Z');
+    expect(startOfLocalDay('2026-03-09', 'America/New_York').toISOString()).to.equal('2026-03-09T04:00:00.000Z');
+    expect(startOfLocalDay('2026-11-21', 'UTC').toISOString()).to.equal('2026-11-21T00:00:00.000Z');
+  });
+
+  it('sums counters per group and derives rates, revenue, returns and average price', function () {
+    const rows = summarise(
+      [
+        bucket('2026-11-21T15', { received: 3, accepted: 2, sold: 2, rejected: 1, rejected_INVALID: 1, revenue_cents: 8500, returned: 1, returned_cents: 4250 }, { buyer: 'acme' }),
+        bucket('2026-11-21T16', { received: 2, accepted: 2, unsold: 2 }),
+        bucket('2026-11-21T16', { received: 1, accepted: 1, sold: 1, revenue_cents: 1275 }, { sid: 'bing', buyer: 'natl' }),
+      ],
+      ['sid'],
+      'UTC',
+    );
+    expect(rows).to.deep.equal([
+      { sid: 'bing', received: 1, accepted: 1, sold: 1, unsold: 0, rejected: 0, rejected_INVALID: 0, rejected_VERIFICATION_FAILED: 0, rejected_DUPLICATE: 0, returned: 0, revenue: 12.75, net_revenue: 12.75, acceptance_rate: 1, sell_rate: 1, avg_price: 12.75 },
+      { sid: 'google', received: 5, accepted: 4, sold: 2, unsold: 2, rejected: 1, rejected_INVALID: 1, rejected_VERIFICATION_FAILED: 0, rejected_DUPLICATE: 0, returned: 1, revenue: 85, net_revenue: 42.5, acceptance_rate: 0.8, sell_rate: 0.5, avg_price: 42.5 },
+    ]);
+  });
+
+  it('groups by day in the time zone, and by nothing at all', function () {
+    const buckets = [bucket('2026-11-22T02', { received: 1 }), bucket('2026-11-22T09', { received: 2 })];
+    expect(summarise(buckets, ['day'], 'America/Los_Angeles').map((r) => [r.day, r.received])).to.deep.equal([
+      ['2026-11-21', 1],
+      ['2026-11-22', 2],
+    ]);
+    expect(summarise(buckets, [], 'UTC').map((r) => r.received)).to.deep.equal([3]);
+  });
+
+  it('CSV quotes what needs quoting and defuses spreadsheet formulas', function () {
+    const csv = toCsv([{ sid: '=HYPERLINK("x")', received: 1 }], ['sid']);
+    const [, line] = csv.split('\r\n');
+    expect(line!.startsWith(`"'=HYPERLINK(""x"")",1,`)).to.equal(true);
+  });
+});

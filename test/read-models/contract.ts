@@ -1,0 +1,423 @@
+import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
+import type { Position } from '../../src/event-store/port.js';
+import type { ReadDoc, ReadModelStore, ReadWrite } from '../../src/read-models/port.js';
+
+const at = (commit: number, prepare = commit): Position => ({ commit, prepare });
+
+export async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected the promise to reject');
+}
+
+/** A name no other test (or earlier run on a shared server) uses: collections and projections alike. */
+export const uniqueName = (label: string): string => `t${randomBytes(6).toString('hex')}_${label}`;
+
+const ids = (docs: readonly ReadDoc[]) => docs.map((d) => d._id);
+
+/**
+ * The behaviour every ReadModelStore adapter must have. Every test uses its own collections and
+ * projections, so the suite also runs against a shared server.
+ */
+export function readModelStoreContract(name: string, open: () => Promise<ReadModelStore>): void {
+  describe(`ReadModelStore contract: ${name}`, function () {
+    let store: ReadModelStore;
+    let coll: string;
+    let projection: string;
+
+    beforeEach(async function () {
+      store = await open();
+      coll = uniqueName('docs');
+      projection = uniqueName('proj');
+    });
+    afterEach(async function () {
+      await store.drop(coll);
+      await store.resetCheckpoint(projection);
+      await store.close();
+    });
+
+    const commit = (position: number, ...writes: ReadWrite[]) => store.commit(projection, at(position), writes);
+
+    describe('writes', function () {
+      it('put stores a document that get returns with its _id and nothing internal', async function () {
+        expect(await store.get(coll, 'a')).to.equal(null);
+        await commit(1, { op: 'put', collection: coll, id: 'a', position: at(1), doc: { n: 1, nested: { x: 'y' }, list: [1, 2] } });
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', n: 1, nested: { x: 'y' }, list: [1, 2] });
+      });
+
+      it('put replaces the whole document', async function () {
+        await commit(1, { op: 'put', collection: coll, id: 'a', position: at(1), doc: { n: 1, old: true } });
+        await commit(2, { op: 'put', collection: coll, id: 'a', position: at(2), doc: { n: 2 } });
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', n: 2 });
+      });
+
+      it('set creates a missing document and merges top-level fields into an existing one', async function () {
+        await commit(1, { op: 'set', collection: coll, id: 'a', position: at(1), set: { status: 'new', count: 1 } });
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', status: 'new', count: 1 });
+        await commit(2, { op: 'set', collection: coll, id: 'a', position: at(2), set: { status: 'sold', delivery: { to: 'b1' }, gone: null } });
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', status: 'sold', count: 1, delivery: { to: 'b1' }, gone: null });
+      });
+
+      it('set leaves a field passed as undefined unchanged', async function () {
+        await commit(1, { op: 'set', collection: coll, id: 'a', position: at(1), set: { keep: 1 } });
+        await commit(2, { op: 'set', collection: coll, id: 'a', position: at(2), set: { keep: undefined, other: 2 } });
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', keep: 1, other: 2 });
+      });
+
+      it('inc creates the document with setOnInsert, then adds (missing fields count as 0)', async function () {
+        const inc = (position: number, by: Record<string, number>): ReadWrite => ({
+          op: 'inc',
+          collection: coll,
+          id: 'bucket',
+          position: at(position),
+          inc: by,
+          setOnInsert: { hour: '2024-01-01T10', supplier: 's1' },
+        });
+        await commit(1, inc(1, { received: 1, revenue_cents: 250 }));
+        expect(await store.get(coll, 'bucket')).to.deep.equal({ _id: 'bucket', hour: '2024-01-01T10', supplier: 's1', received: 1, revenue_cents: 250 });
+        await commit(2, inc(2, { received: 1, sold: 1, revenue_cents: -50 }));
+        expect(await store.get(coll, 'bucket')).to.deep.equal({
+          _id: 'bucket',
+          hour: '2024-01-01T10',
+          supplier: 's1',
+          received: 2,
+          sold: 1,
+          revenue_cents: 200,
+        });
+      });
+
+      it('push appends to an array field, creating the document and the field', async function () {
+        await commit(1, { op: 'push', collection: coll, id: 'a', position: at(1), field: 'attempts', value: { code: 500 } });
+        await commit(2, { op: 'push', collection: coll, id: 'a', position: at(2), field: 'attempts', value: { code: 200 } });
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', attempts: [{ code: 500 }, { code: 200 }] });
+      });
+
+      it('applies several writes to one document in one commit, in order', async function () {
+        await commit(
+          3,
+          { op: 'put', collection: coll, id: 'a', position: at(1), doc: { n: 0, tags: [] } },
+          { op: 'inc', collection: coll, id: 'a', position: at(2), inc: { n: 5 } },
+          { op: 'push', collection: coll, id: 'a', position: at(2, 3), field: 'tags', value: 'x' },
+          { op: 'set', collection: coll, id: 'a', position: at(3), set: { done: true } },
+          { op: 'put', collection: coll, id: 'b', position: at(3), doc: { other: 1 } },
+        );
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', n: 5, tags: ['x'], done: true });
+        expect(await store.get(coll, 'b')).to.deep.equal({ _id: 'b', other: 1 });
+      });
+
+      it('rejects an invalid collection name, field or write', async function () {
+        const bad: ReadWrite[] = [
+          { op: 'put', collection: 'Bad-Name', id: 'a', position: at(1), doc: {} },
+          { op: 'put', collection: 'checkpoints', id: 'a', position: at(1), doc: {} },
+          { op: 'set', collection: coll, id: 'a', position: at(1), set: { 'a.b': 1 } },
+          { op: 'set', collection: coll, id: 'a', position: at(1), set: { $where: 1 } },
+          { op: 'set', collection: coll, id: 'a', position: at(1), set: { _pos: 'x' } },
+          { op: 'inc', collection: coll, id: 'a', position: at(1), inc: { n: Number.NaN } },
+          { op: 'inc', collection: coll, id: 'a', position: at(1), inc: { n: 1 }, setOnInsert: { n: 0 } },
+          { op: 'put', collection: coll, id: '', position: at(1), doc: {} },
+          { op: 'put', collection: coll, id: 'a', position: at(-1), doc: {} },
+        ];
+        for (const write of bad) expect(await rejection(commit(1, write)), JSON.stringify(write)).to.be.instanceOf(TypeError);
+        expect(await rejection(store.get('Bad-Name', 'a'))).to.be.instanceOf(TypeError);
+        expect(await store.checkpoint(projection)).to.equal(null);
+      });
+
+      it('rejects inc on a field holding a non-number and push on a non-array, without moving the checkpoint', async function () {
+        await commit(1, { op: 'put', collection: coll, id: 'a', position: at(1), doc: { n: 'five', list: 'nope' } });
+        const inc = await rejection(commit(2, { op: 'inc', collection: coll, id: 'a', position: at(2), inc: { n: 1 } }));
+        expect(inc).to.be.instanceOf(Error);
+        const push = await rejection(commit(2, { op: 'push', collection: coll, id: 'a', position: at(2), field: 'list', value: 1 }));
+        expect(push).to.be.instanceOf(Error);
+        expect(await store.checkpoint(projection)).to.deep.equal(at(1));
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', n: 'five', list: 'nope' });
+      });
+    });
+
+    describe('the position guard', function () {
+      it('applying the same commit twice changes nothing the second time', async function () {
+        const writes: ReadWrite[] = [
+          { op: 'inc', collection: coll, id: 'a', position: at(5), inc: { n: 1 }, setOnInsert: { kind: 'x' } },
+          { op: 'push', collection: coll, id: 'a', position: at(6), field: 'log', value: 'six' },
+          { op: 'put', collection: coll, id: 'b', position: at(6), doc: { v: 1 } },
+          { op: 'set', collection: coll, id: 'c', position: at(7), set: { v: 2 } },
+        ];
+        await store.commit(projection, at(7), writes);
+        const first = [await store.get(coll, 'a'), await store.get(coll, 'b'), await store.get(coll, 'c')];
+        await store.commit(projection, at(7), writes);
+        expect([await store.get(coll, 'a'), await store.get(coll, 'b'), await store.get(coll, 'c')]).to.deep.equal(first);
+        expect(first[0]).to.deep.equal({ _id: 'a', kind: 'x', n: 1, log: ['six'] });
+      });
+
+      it('ignores a write at or below the position the document has seen', async function () {
+        await commit(10, { op: 'put', collection: coll, id: 'a', position: at(10, 4), doc: { v: 'ten' } });
+        await commit(11, { op: 'put', collection: coll, id: 'a', position: at(9), doc: { v: 'nine' } });
+        await commit(11, { op: 'set', collection: coll, id: 'a', position: at(10, 4), set: { v: 'same' } });
+        await commit(11, { op: 'inc', collection: coll, id: 'a', position: at(10, 3), inc: { n: 1 } });
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', v: 'ten' });
+        await commit(12, { op: 'set', collection: coll, id: 'a', position: at(10, 5), set: { v: 'newer' } });
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', v: 'newer' });
+      });
+
+      it('compares positions numerically, not as text (9 < 10, 99 < 100)', async function () {
+        await commit(9, { op: 'inc', collection: coll, id: 'a', position: at(9), inc: { n: 1 } });
+        await commit(10, { op: 'inc', collection: coll, id: 'a', position: at(10), inc: { n: 1 } });
+        await commit(100, { op: 'inc', collection: coll, id: 'a', position: at(100, 99), inc: { n: 1 } });
+        await commit(100, { op: 'inc', collection: coll, id: 'a', position: at(100, 100), inc: { n: 1 } });
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', n: 4 });
+      });
+
+      it('applies only the first of two writes to one document at the same position', async function () {
+        await commit(
+          1,
+          { op: 'set', collection: coll, id: 'a', position: at(1), set: { v: 1 } },
+          { op: 'set', collection: coll, id: 'a', position: at(1), set: { w: 2 } },
+        );
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', v: 1 });
+      });
+    });
+
+    describe('checkpoints', function () {
+      it('is null before the first commit, then the last committed position', async function () {
+        expect(await store.checkpoint(projection)).to.equal(null);
+        await store.commit(projection, at(3, 2), []);
+        expect(await store.checkpoint(projection)).to.deep.equal(at(3, 2));
+        await commit(8, { op: 'set', collection: coll, id: 'a', position: at(8), set: { v: 1 } });
+        expect(await store.checkpoint(projection)).to.deep.equal(at(8));
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', v: 1 });
+      });
+
+      it('keeps one checkpoint per projection', async function () {
+        const other = uniqueName('proj');
+        await store.commit(projection, at(5), []);
+        await store.commit(other, at(7), []);
+        expect(await store.checkpoint(projection)).to.deep.equal(at(5));
+        expect(await store.checkpoint(other)).to.deep.equal(at(7));
+        await store.resetCheckpoint(other);
+      });
+
+      it('keeps positions beyond 32 bits exactly', async function () {
+        const big = at(2 ** 40 + 3, 2 ** 40 + 1);
+        await store.commit(projection, big, [{ op: 'set', collection: coll, id: 'a', position: big, set: { v: 1 } }]);
+        expect(await store.checkpoint(projection)).to.deep.equal(big);
+      });
+
+      it('resetCheckpoint forgets the checkpoint but not the documents', async function () {
+        await commit(4, { op: 'set', collection: coll, id: 'a', position: at(4), set: { v: 1 } });
+        await store.resetCheckpoint(projection);
+        expect(await store.checkpoint(projection)).to.equal(null);
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', v: 1 });
+        await store.resetCheckpoint(uniqueName('never'));
+      });
+    });
+
+    describe('find', function () {
+      const seed = async (docs: Record<string, Record<string, unknown>>) =>
+        commit(
+          1,
+          ...Object.entries(docs).map(([id, doc]): ReadWrite => ({ op: 'put', collection: coll, id, position: at(1), doc })),
+        );
+
+      beforeEach(async function () {
+        await store.ensureIndexes(coll, [['status', 'created_at'], ['created_at'], ['delivery.status']]);
+        await seed({
+          a: { status: 'sold', created_at: '2024-01-03', price: 10, test: false, delivery: { status: 'ok' } },
+          b: { status: 'sold', created_at: '2024-01-01', price: 25.5, test: true, delivery: { status: 'failed' } },
+          c: { status: 'rejected', created_at: '2024-01-02', price: 0, test: false, buyer: null },
+          d: { status: 'unsold', created_at: '2024-01-02', price: 5, test: 1 },
+          e: { status: 'sold', created_at: '2024-01-05', price: '10', delivery: { status: 'ok' } },
+        });
+      });
+
+      const find = (filter: Parameters<ReadModelStore['find']>[1]['filter'], direction: 'asc' | 'desc' = 'asc', field = 'created_at') =>
+        store.find(coll, { filter, sort: { field, direction }, limit: 100 }).then(ids);
+
+      it('filters by equality on strings, numbers and booleans, keeping types apart', async function () {
+        expect(await find({ status: 'sold' })).to.deep.equal(['b', 'a', 'e']);
+        expect(await find({ price: 10 })).to.deep.equal(['a']);
+        expect(await find({ price: '10' })).to.deep.equal(['e']);
+        expect(await find({ test: true })).to.deep.equal(['b']);
+        expect(await find({ test: false })).to.deep.equal(['c', 'a']);
+        expect(await find({ test: 1 })).to.deep.equal(['d']);
+        expect(await find({ status: 'sold', price: 10 })).to.deep.equal(['a']);
+        expect(await find({ status: 'nobody' })).to.deep.equal([]);
+      });
+
+      it('matches null equality on null and on missing fields', async function () {
+        expect(await find({ buyer: null })).to.deep.equal(['b', 'c', 'd', 'a', 'e']);
+        expect(await find({ test: null })).to.deep.equal(['e']);
+        expect(await find({ delivery: null, status: 'rejected' })).to.deep.equal(['c']);
+      });
+
+      it('filters on dotted fields', async function () {
+        expect(await find({ 'delivery.status': 'ok' })).to.deep.equal(['a', 'e']);
+        expect(await find({ 'delivery.status': 'failed' })).to.deep.equal(['b']);
+        expect(await find({ 'delivery.status': null })).to.deep.equal(['c', 'd']);
+      });
+
+      it('filters by ranges on strings and numbers, each only within its type', async function () {
+        expect(await find({ created_at: { $gte: '2024-01-02', $lt: '2024-01-05' } })).to.deep.equal(['c', 'd', 'a']);
+        expect(await find({ created_at: { $lte: '2024-01-02' } })).to.deep.equal(['b', 'c', 'd']);
+        expect(await find({ price: { $gte: 5, $lte: 10 } })).to.deep.equal(['d', 'a']);
+        expect(await find({ price: { $lt: 1000 } })).to.deep.equal(['b', 'c', 'd', 'a']);
+        expect(await find({ price: { $lt: 'zzz' } })).to.deep.equal(['e']);
+        expect(await find({ created_at: { $gte: '2024-01-02', $lt: undefined } })).to.deep.equal(['c', 'd', 'a', 'e']);
+      });
+
+      it('filters by $in over mixed values, including null', async function () {
+        expect(await find({ status: { $in: ['rejected', 'unsold'] } })).to.deep.equal(['c', 'd']);
+        expect(await find({ price: { $in: [0, '10', 99] } })).to.deep.equal(['c', 'e']);
+        expect(await find({ buyer: { $in: [null] }, status: 'sold' })).to.deep.equal(['b', 'a', 'e']);
+        expect(await find({ test: { $in: [true, 1] } })).to.deep.equal(['b', 'd']);
+        expect(await find({ status: { $in: [] } })).to.deep.equal([]);
+      });
+
+      it('filters and sorts on _id', async function () {
+        expect(await find({ _id: 'c' })).to.deep.equal(['c']);
+        expect(await find({ _id: { $in: ['a', 'e', 'zz'] } }, 'desc', '_id')).to.deep.equal(['e', 'a']);
+        expect(await find({ _id: { $gte: 'b', $lt: 'd' } }, 'asc', '_id')).to.deep.equal(['b', 'c']);
+        const page = await store.find(coll, { sort: { field: '_id', direction: 'desc' }, after: { value: 'c', id: 'c' }, limit: 10 });
+        expect(ids(page)).to.deep.equal(['b', 'a']);
+      });
+
+      it('sorts ascending and descending with ties broken by _id in the same direction', async function () {
+        expect(await find(undefined, 'asc')).to.deep.equal(['b', 'c', 'd', 'a', 'e']);
+        expect(await find(undefined, 'desc')).to.deep.equal(['e', 'a', 'd', 'c', 'b']);
+        expect(await find({ price: { $gte: 0 } }, 'desc', 'price')).to.deep.equal(['b', 'a', 'd', 'c']);
+      });
+
+      it('returns documents without internal fields and honours the limit', async function () {
+        const docs = await store.find(coll, { filter: { status: 'sold' }, sort: { field: 'created_at', direction: 'asc' }, limit: 2 });
+        expect(docs).to.deep.equal([
+          { _id: 'b', status: 'sold', created_at: '2024-01-01', price: 25.5, test: true, delivery: { status: 'failed' } },
+          { _id: 'a', status: 'sold', created_at: '2024-01-03', price: 10, test: false, delivery: { status: 'ok' } },
+        ]);
+        expect(await store.find(coll, { sort: { field: 'created_at', direction: 'asc' }, limit: 0 })).to.deep.equal([]);
+      });
+
+      it('returns nothing from a collection that does not exist', async function () {
+        const none = uniqueName('none');
+        expect(await store.find(none, { filter: { a: 1 }, sort: { field: 'a', direction: 'asc' }, limit: 5 })).to.deep.equal([]);
+        expect(await store.get(none, 'a')).to.equal(null);
+      });
+
+      it('rejects invalid field names and operators', async function () {
+        const sort = { field: 'created_at', direction: 'asc' } as const;
+        for (const filter of [{ '$where': 'x' }, { 'a..b': 1 }, { "a') OR 1=1 --": 1 }, { _pos: 'x' }, { a: { $ne: 1 } }, { a: { x: 1 } }, { a: [1] }]) {
+          expect(await rejection(store.find(coll, { filter: filter as never, sort, limit: 5 })), JSON.stringify(filter)).to.be.instanceOf(TypeError);
+        }
+        expect(await rejection(store.find(coll, { sort: { field: 'bad field', direction: 'asc' }, limit: 5 }))).to.be.instanceOf(TypeError);
+        expect(await rejection(store.find(coll, { sort, limit: -1 }))).to.be.instanceOf(TypeError);
+      });
+
+      it('binds values rather than splicing them into a query', async function () {
+        const nasty = `x' OR '1'='1`;
+        await seed({ n: { status: nasty, created_at: '2024-02-01' } });
+        expect(await find({ status: nasty })).to.deep.equal(['n']);
+        expect(await find({ status: `' OR 1=1 --` })).to.deep.equal([]);
+      });
+    });
+
+    describe('keyset pagination', function () {
+      // 25 documents over 8 distinct sort values, so that pages split inside runs of ties.
+      beforeEach(async function () {
+        const writes: ReadWrite[] = [];
+        for (let i = 0; i < 25; i++) {
+          writes.push({ op: 'put', collection: coll, id: `doc${String(i).padStart(2, '0')}`, position: at(1), doc: { rank: i % 8, group: i % 2 === 0 ? 'even' : 'odd' } });
+        }
+        await store.ensureIndexes(coll, [['rank'], ['group', 'rank']]);
+        await store.commit(projection, at(1), writes);
+      });
+
+      const expected = async (direction: 'asc' | 'desc', filter?: Record<string, string>) => {
+        const all = await store.find(coll, { ...(filter ? { filter } : {}), sort: { field: 'rank', direction }, limit: 1000 });
+        return all;
+      };
+
+      for (const direction of ['asc', 'desc'] as const) {
+        it(`pages of 10 (${direction}) return every document exactly once, in order`, async function () {
+          const pages: ReadDoc[][] = [];
+          let after: { value: number; id: string } | undefined;
+          for (;;) {
+            const page = await store.find(coll, { sort: { field: 'rank', direction }, ...(after ? { after } : {}), limit: 10 });
+            if (page.length === 0) break;
+            pages.push(page);
+            const last = page[page.length - 1]!;
+            after = { value: last.rank as number, id: last._id };
+          }
+          expect(pages.map((p) => p.length)).to.deep.equal([10, 10, 5]);
+          const seen = pages.flat();
+          expect(new Set(ids(seen)).size).to.equal(25);
+          expect(ids(seen)).to.deep.equal(ids(await expected(direction)));
+          const sign = direction === 'asc' ? 1 : -1;
+          for (let i = 1; i < seen.length; i++) {
+            const [prev, cur] = [seen[i - 1]!, seen[i]!];
+            const order = Math.sign((cur.rank as number) - (prev.rank as number)) || (cur._id > prev._id ? 1 : -1);
+            expect(order, `${prev._id} then ${cur._id}`).to.equal(sign);
+          }
+        });
+      }
+
+      it('pages within a filter', async function () {
+        const seen: string[] = [];
+        let after: { value: number; id: string } | undefined;
+        for (let guard = 0; guard < 10; guard++) {
+          const page = await store.find(coll, { filter: { group: 'odd' }, sort: { field: 'rank', direction: 'desc' }, ...(after ? { after } : {}), limit: 5 });
+          if (page.length === 0) break;
+          seen.push(...ids(page));
+          const last = page[page.length - 1]!;
+          after = { value: last.rank as number, id: last._id };
+        }
+        expect(seen).to.have.length(12);
+        expect(seen).to.deep.equal(ids(await expected('desc', { group: 'odd' })));
+      });
+
+      it('descending, documents without the sort field come last and are not lost across pages', async function () {
+        await commit(2, { op: 'put', collection: coll, id: 'norank', position: at(2), doc: { group: 'odd' } });
+        const first = await store.find(coll, { filter: { group: 'odd' }, sort: { field: 'rank', direction: 'desc' }, limit: 12 });
+        const last = first[first.length - 1]!;
+        const rest = await store.find(coll, {
+          filter: { group: 'odd' },
+          sort: { field: 'rank', direction: 'desc' },
+          after: { value: last.rank as number, id: last._id },
+          limit: 12,
+        });
+        expect(ids(rest)).to.deep.equal(['norank']);
+      });
+    });
+
+    describe('indexes and drop', function () {
+      it('ensureIndexes is idempotent, also before the collection has documents', async function () {
+        await store.ensureIndexes(coll, [['a'], ['a', 'b.c'], ['b.c', '_id']]);
+        await store.ensureIndexes(coll, [['a'], ['a', 'b.c'], ['b.c', '_id']]);
+        await commit(1, { op: 'put', collection: coll, id: 'x', position: at(1), doc: { a: 1, b: { c: 'z' } } });
+        expect(ids(await store.find(coll, { filter: { a: 1, 'b.c': 'z' }, sort: { field: 'a', direction: 'asc' }, limit: 5 }))).to.deep.equal(['x']);
+        expect(await rejection(store.ensureIndexes(coll, [[]]))).to.be.instanceOf(TypeError);
+        expect(await rejection(store.ensureIndexes(coll, [['a;b']]))).to.be.instanceOf(TypeError);
+      });
+
+      it('drop removes the documents and the checkpoints of the projections that wrote them', async function () {
+        const bystander = uniqueName('proj');
+        const otherColl = uniqueName('other');
+        await store.ensureIndexes(coll, [['a']]);
+        await commit(3, { op: 'put', collection: coll, id: 'x', position: at(3), doc: { a: 1 } });
+        await store.commit(bystander, at(4), [{ op: 'put', collection: otherColl, id: 'y', position: at(4), doc: { a: 2 } }]);
+        await store.drop(coll);
+        expect(await store.get(coll, 'x')).to.equal(null);
+        expect(await store.find(coll, { sort: { field: 'a', direction: 'asc' }, limit: 5 })).to.deep.equal([]);
+        expect(await store.checkpoint(projection)).to.equal(null);
+        expect(await store.checkpoint(bystander)).to.deep.equal(at(4));
+        expect(await store.get(otherColl, 'y')).to.deep.equal({ _id: 'y', a: 2 });
+        // A rebuild into the dropped collection starts clean and works as the first build did.
+        await commit(3, { op: 'put', collection: coll, id: 'x', position: at(3), doc: { a: 5 } });
+        expect(await store.get(coll, 'x')).to.deep.equal({ _id: 'x', a: 5 });
+        await store.drop(uniqueName('never'));
+        await store.drop(otherColl);
+        expect(await store.checkpoint(bystander)).to.equal(null);
+      });
+    });
+  });
+}

@@ -1,0 +1,215 @@
+import Database from 'better-sqlite3';
+import { expect } from 'chai';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Position } from '../../src/event-store/port.js';
+import { READ_MODELS_FILE } from '../../src/read-models/embedded-schema.js';
+import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
+import { ReadModelUnavailableError, type ReadWrite } from '../../src/read-models/port.js';
+import { findSql } from '../../src/read-models/sqlite-query.js';
+import { tempDir } from '../support/tmp.js';
+import { readModelStoreContract, rejection, uniqueName } from './contract.js';
+
+const at = (commit: number, prepare = commit): Position => ({ commit, prepare });
+
+describe('embedded read-model store (SQLite)', function () {
+  const dir = tempDir('readmodels');
+  after(() => dir.remove());
+
+  readModelStoreContract('embedded SQLite', async () => EmbeddedReadModelStore.open(dir.path));
+
+  describe('embedded only', function () {
+    let store: EmbeddedReadModelStore;
+    let coll: string;
+    let projection: string;
+    beforeEach(function () {
+      store = EmbeddedReadModelStore.open(dir.path);
+      coll = uniqueName('docs');
+      projection = uniqueName('proj');
+    });
+    afterEach(async function () {
+      await store.close();
+    });
+
+    describe('a commit is one transaction', function () {
+      beforeEach(async function () {
+        await store.commit(projection, at(1), [{ op: 'put', collection: coll, id: 'kept', position: at(1), doc: { v: 1 } }]);
+      });
+
+      it('a write that cannot be stored leaves neither the earlier writes nor the checkpoint', async function () {
+        const writes: ReadWrite[] = [
+          { op: 'set', collection: coll, id: 'kept', position: at(2), set: { v: 2 } },
+          { op: 'put', collection: coll, id: 'new', position: at(2), doc: { v: 2 } },
+          // JSON cannot hold a bigint: the commit fails while storing, after the rows above were written.
+          { op: 'put', collection: coll, id: 'bad', position: at(2), doc: { v: 10n } },
+        ];
+        expect(await rejection(store.commit(projection, at(2), writes))).to.be.instanceOf(TypeError);
+        expect(await store.get(coll, 'kept')).to.deep.equal({ _id: 'kept', v: 1 });
+        expect(await store.get(coll, 'new')).to.equal(null);
+        expect(await store.checkpoint(projection)).to.deep.equal(at(1));
+      });
+
+      it('an inc on a string made earlier in the same commit fails the whole commit', async function () {
+        const writes: ReadWrite[] = [
+          { op: 'put', collection: coll, id: 'other', position: at(2), doc: { v: 2 } },
+          { op: 'set', collection: coll, id: 'kept', position: at(2), set: { n: 'text' } },
+          { op: 'inc', collection: coll, id: 'kept', position: at(3), inc: { n: 1 } },
+        ];
+        expect(await rejection(store.commit(projection, at(3), writes))).to.be.instanceOf(TypeError);
+        expect(await store.get(coll, 'other')).to.equal(null);
+        expect(await store.get(coll, 'kept')).to.deep.equal({ _id: 'kept', v: 1 });
+        expect(await store.checkpoint(projection)).to.deep.equal(at(1));
+      });
+
+      it('a write to an invalid collection fails the whole commit', async function () {
+        const writes: ReadWrite[] = [
+          { op: 'set', collection: coll, id: 'kept', position: at(2), set: { v: 2 } },
+          { op: 'set', collection: 'no way', id: 'x', position: at(2), set: { v: 2 } },
+        ];
+        expect(await rejection(store.commit(projection, at(2), writes))).to.be.instanceOf(TypeError);
+        expect(await store.get(coll, 'kept')).to.deep.equal({ _id: 'kept', v: 1 });
+        expect(await store.checkpoint(projection)).to.deep.equal(at(1));
+      });
+
+      it('a table created by a failed commit is rolled back, and the next commit creates it again', async function () {
+        const fresh = uniqueName('fresh');
+        const failing: ReadWrite[] = [
+          { op: 'put', collection: fresh, id: 'a', position: at(2), doc: { v: 1 } },
+          { op: 'put', collection: fresh, id: 'b', position: at(2), doc: { v: 1n } },
+        ];
+        await rejection(store.commit(projection, at(2), failing));
+        const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+        expect(raw.prepare(`SELECT name FROM sqlite_master WHERE name = ?`).get(`rm_${fresh}`)).to.equal(undefined);
+        raw.close();
+        await store.commit(projection, at(2), [{ op: 'put', collection: fresh, id: 'a', position: at(2), doc: { v: 1 } }]);
+        expect(await store.get(fresh, 'a')).to.deep.equal({ _id: 'a', v: 1 });
+        await store.drop(fresh);
+      });
+
+      it('many writes to one document in a commit apply in order', async function () {
+        const writes: ReadWrite[] = [];
+        for (let i = 0; i < 5000; i++) {
+          writes.push({ op: 'inc', collection: coll, id: 'counter', position: at(10 + i), inc: { n: 1 }, setOnInsert: { kind: 'c' } });
+          if (i % 1000 === 0) writes.push({ op: 'push', collection: coll, id: 'counter', position: at(10 + i, 10 + i + 1), field: 'marks', value: i });
+        }
+        const started = Date.now();
+        await store.commit(projection, at(5010), writes);
+        expect(Date.now() - started).to.be.below(2000);
+        expect(await store.get(coll, 'counter')).to.deep.equal({ _id: 'counter', kind: 'c', n: 5000, marks: [0, 1000, 2000, 3000, 4000] });
+      });
+    });
+
+    describe('sharing the data directory', function () {
+      it('a second instance reads what the first committed, and sees later commits', async function () {
+        await store.ensureIndexes(coll, [['v']]);
+        await store.commit(projection, at(5), [{ op: 'put', collection: coll, id: 'a', position: at(5), doc: { v: 1 } }]);
+        const second = EmbeddedReadModelStore.open(dir.path);
+        try {
+          expect(await second.get(coll, 'a')).to.deep.equal({ _id: 'a', v: 1 });
+          expect(await second.checkpoint(projection)).to.deep.equal(at(5));
+          await store.commit(projection, at(6), [{ op: 'put', collection: coll, id: 'b', position: at(6), doc: { v: 2 } }]);
+          const docs = await second.find(coll, { sort: { field: 'v', direction: 'desc' }, limit: 10 });
+          expect(docs.map((d) => d._id)).to.deep.equal(['b', 'a']);
+        } finally {
+          await second.close();
+        }
+      });
+
+      it('a collection dropped by another instance is recreated by the next commit here', async function () {
+        await store.commit(projection, at(5), [{ op: 'put', collection: coll, id: 'a', position: at(5), doc: { v: 1 } }]);
+        const second = EmbeddedReadModelStore.open(dir.path);
+        await second.drop(coll);
+        await second.close();
+        expect(await store.get(coll, 'a')).to.equal(null);
+        await store.commit(projection, at(6), [{ op: 'put', collection: coll, id: 'b', position: at(6), doc: { v: 2 } }]);
+        expect(await store.get(coll, 'b')).to.deep.equal({ _id: 'b', v: 2 });
+      });
+    });
+
+    describe('storage', function () {
+      it('creates the data directory and its own database file in WAL mode', async function () {
+        const nested = join(dir.path, 'deep', 'er');
+        const own = EmbeddedReadModelStore.open(nested);
+        await own.commit(projection, at(1), [{ op: 'set', collection: coll, id: 'a', position: at(1), set: { v: 1 } }]);
+        await own.close();
+        expect(existsSync(join(nested, READ_MODELS_FILE))).to.equal(true);
+        const raw = new Database(join(nested, READ_MODELS_FILE), { readonly: true });
+        expect(raw.pragma('journal_mode', { simple: true })).to.equal('wal');
+        raw.close();
+      });
+
+      it('cannot be opened where no directory can be made: ReadModelUnavailableError with the cause', function () {
+        const file = join(dir.path, 'not-a-dir');
+        writeFileSync(file, 'x');
+        let error: unknown;
+        try {
+          EmbeddedReadModelStore.open(join(file, 'data'));
+        } catch (caught) {
+          error = caught;
+        }
+        expect(error).to.be.instanceOf(ReadModelUnavailableError);
+        expect((error as Error).cause).to.be.instanceOf(Error);
+      });
+
+      it('a write that cannot get the database is ReadModelUnavailableError, and the store recovers', async function () {
+        const impatient = EmbeddedReadModelStore.open(dir.path, { busyTimeoutMs: 50 });
+        const blocker = new Database(join(dir.path, READ_MODELS_FILE));
+        try {
+          blocker.exec('BEGIN IMMEDIATE');
+          const error = await rejection(impatient.commit(projection, at(1), [{ op: 'set', collection: coll, id: 'a', position: at(1), set: { v: 1 } }]));
+          expect(error).to.be.instanceOf(ReadModelUnavailableError);
+          expect((error.cause as { code?: string }).code).to.match(/^SQLITE_BUSY/);
+          blocker.exec('ROLLBACK');
+          await impatient.commit(projection, at(1), [{ op: 'set', collection: coll, id: 'a', position: at(1), set: { v: 1 } }]);
+          expect(await impatient.get(coll, 'a')).to.deep.equal({ _id: 'a', v: 1 });
+        } finally {
+          blocker.close();
+          await impatient.close();
+        }
+      });
+
+      it('a closed store is unavailable', async function () {
+        const own = EmbeddedReadModelStore.open(dir.path);
+        await own.close();
+        await own.close();
+        expect(await rejection(own.get(coll, 'a'))).to.be.instanceOf(ReadModelUnavailableError);
+        expect(await rejection(own.commit(projection, at(1), []))).to.be.instanceOf(ReadModelUnavailableError);
+      });
+    });
+
+    describe('queries', function () {
+      it('binds every value as a parameter', function () {
+        const { sql, params } = findSql('rm_x', {
+          filter: { status: `it's`, n: { $gte: 5, $lt: 9 }, tag: { $in: ['a', 2, null, true] }, flag: false },
+          sort: { field: 'created_at', direction: 'desc' },
+          after: { value: '2024-01-01', id: 'id-9' },
+          limit: 10,
+        });
+        expect(sql).not.to.include(`it's`);
+        expect(sql).not.to.include('2024-01-01');
+        expect(sql).not.to.include('id-9');
+        expect(params).to.deep.equal([`it's`, 5, 9, 'a', 2, '2024-01-01', '2024-01-01', 'id-9', 10]);
+      });
+
+      it('uses the expression indexes for filters and sorts', async function () {
+        await store.ensureIndexes(coll, [['supplier', 'created_at'], ['delivery.status']]);
+        await store.commit(projection, at(1), [{ op: 'put', collection: coll, id: 'a', position: at(1), doc: { supplier: 's', created_at: 'x' } }]);
+        const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+        try {
+          const plan = (options: Parameters<typeof findSql>[1]) => {
+            const { sql, params } = findSql(`rm_${coll}`, options);
+            return (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+          };
+          const bySupplier = plan({ filter: { supplier: 's' }, sort: { field: 'created_at', direction: 'desc' }, after: { value: 'y', id: 'b' }, limit: 10 });
+          expect(bySupplier).to.include(`ix_rm_${coll}(supplier,created_at)`);
+          expect(bySupplier).not.to.include('TEMP B-TREE');
+          expect(plan({ filter: { 'delivery.status': 'ok' }, sort: { field: '_id', direction: 'asc' }, limit: 10 })).to.include(
+            `ix_rm_${coll}(delivery.status)`,
+          );
+        } finally {
+          raw.close();
+        }
+      });
+    });
+  });
+});
