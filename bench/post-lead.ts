@@ -8,6 +8,8 @@ import { formatKey, issueKey, newKeyMaterial } from '../src/keys/api-keys.js';
 import { changeKeys } from '../src/keys/key-stream.js';
 import { runChild } from '../test/support/child.js';
 import { tempDir } from '../test/support/tmp.js';
+import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
+import { percentile } from './stats.js';
 
 const BIN = fileURLToPath(new URL('../../bin/leadpost.js', import.meta.url));
 const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
@@ -20,6 +22,42 @@ export interface LoadResult {
   readonly non2xx: number;
   readonly errors: number;
   readonly serverRssMb: number;
+  /** From a lead's 201 to its view in the read model, for every 20th lead. */
+  readonly lagP50Ms: number;
+  readonly lagP99Ms: number;
+  readonly lagSamples: number;
+}
+
+/**
+ * Projection lag as a reader sees it: every 20th accepted lead is looked for in the lead-view
+ * read model (a second connection to the server's read-model file) until it appears.
+ */
+function projectionLag(dataDir: string) {
+  const readModels = EmbeddedReadModelStore.open(dataDir);
+  const waiting = new Map<string, number>();
+  const lags: number[] = [];
+  let accepted = 0;
+  const timer = setInterval(() => {
+    for (const [id, since] of waiting) {
+      void readModels.get('leads_v1', id).then((doc) => {
+        if (doc && waiting.delete(id)) lags.push(performance.now() - since);
+      });
+    }
+  }, 5);
+  return {
+    sample(body: string): void {
+      if (accepted++ % 20 !== 0) return;
+      const id = /"lead_id":(\d+)/.exec(body)?.[1];
+      if (id) waiting.set(id, performance.now());
+    },
+    async stop(): Promise<number[]> {
+      const deadline = Date.now() + 10_000;
+      while (waiting.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      clearInterval(timer);
+      await readModels.close();
+      return lags;
+    },
+  };
 }
 
 /** A unique, valid, sellable lead: its mobile and e-mail never repeat within a run. */
@@ -69,7 +107,15 @@ function rssMb(pid: number): number {
 }
 
 /** 50 keep-alive connections over HTTPS against `url` for `seconds`, after a warm-up. */
-export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: { n: number; sample?: string }) {
+export interface LoadCounter {
+  n: number;
+  sample?: string;
+  /** Called with each 2xx answer's body while measuring (not during warm-up). */
+  onAccepted?: (body: string) => void;
+  measuring?: boolean;
+}
+
+export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter) {
   const run = (duration: number) =>
     autocannon({
       url,
@@ -82,11 +128,13 @@ export async function load(url: string, headers: Record<string, string>, body: (
           setupRequest: (request) => ({ ...request, body: body(counter.n++) }),
           onResponse: (status, responseBody) => {
             if (status >= 300 && counter.sample === undefined) counter.sample = `${status} ${responseBody}`;
+            if (status < 300 && counter.measuring) counter.onAccepted?.(responseBody);
           },
         },
       ],
     });
   await run(warmup);
+  counter.measuring = true;
   return run(seconds);
 }
 
@@ -109,13 +157,15 @@ export async function benchPostLead(seconds: number, warmup: number): Promise<Lo
     HOST: '127.0.0.1',
     RATE_LIMIT_PER_SECOND: '0',
     LOG_LEVEL: 'warn',
-  }, { script: BIN });
+  }, { script: BIN, nodeArgs: process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) });
   try {
     await listening(port);
     process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
-    const counter: { n: number; sample?: string } = { n: 0 };
+    const lag = projectionLag(dir.path);
+    const counter: LoadCounter = { n: 0, onAccepted: lag.sample };
     const result = await load(`https://127.0.0.1:${port}/functions/leads`, { 'x-api-key': formatKey(id, secret) }, sellableLead, seconds, warmup, counter);
     if (result.non2xx > 0) console.error(`first non-2xx answer: ${counter.sample}`);
+    const lags = await lag.stop();
     return {
       case: 'POST /functions/leads (service)',
       requestsPerSecond: Math.round(result.requests.average),
@@ -124,6 +174,9 @@ export async function benchPostLead(seconds: number, warmup: number): Promise<Lo
       non2xx: result.non2xx,
       errors: result.errors,
       serverRssMb: rssMb(server.process.pid!),
+      lagP50Ms: Math.round(percentile(lags, 50)),
+      lagP99Ms: Math.round(percentile(lags, 99)),
+      lagSamples: lags.length,
     };
   } finally {
     server.process.kill('SIGTERM');

@@ -21,8 +21,8 @@ export interface RunningChild extends Promise<ChildResult> {
 const APPEND_CHILD = fileURLToPath(new URL('../event-store/append-child.js', import.meta.url));
 
 /** Runs `append-child.js` (or another script) in a separate node process, line by line. */
-export function runChild(args: string[], env: NodeJS.ProcessEnv, options: { script?: string } = {}): RunningChild {
-  const child = spawn(process.execPath, ['--enable-source-maps', options.script ?? APPEND_CHILD, ...args], {
+export function runChild(args: string[], env: NodeJS.ProcessEnv, options: { script?: string; nodeArgs?: string[] } = {}): RunningChild {
+  const child = spawn(process.execPath, ['--enable-source-maps', ...(options.nodeArgs ?? []), options.script ?? APPEND_CHILD, ...args], {
     env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });

@@ -18,7 +18,9 @@ CREATE TABLE IF NOT EXISTS commits (
   last_revision  INTEGER NOT NULL,
   events         TEXT NOT NULL,
   created        INTEGER NOT NULL,
-  UNIQUE (stream_id, first_revision)
+  -- Revision ranges never overlap, so the last revision is as unique as the first, and it is what
+  -- a read from revision r seeks: the first commit whose last revision is at least r.
+  UNIQUE (stream_id, last_revision)
 );
 `;
 
