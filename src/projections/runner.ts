@@ -19,12 +19,15 @@ export interface ProjectionStatus {
   readonly tag: string;
   readonly position: Position;
   readonly caughtUp: boolean;
+  /** Events not yet projected, counted up to LAG_COUNT_LIMIT (a larger backlog reads as that). */
+  readonly eventsBehind: number;
   /** Seconds between the newest event in the store and the last one this projection committed. */
   readonly lagSeconds: number;
 }
 
 const MAX_REMEMBERED_LEADS = 10_000;
 const MAX_BACKOFF_MS = 5000;
+export const LAG_COUNT_LIMIT = 10_000;
 
 /** Physical collection names of a projection build: `leads_v1`, `leads_v1_r1732233000`. */
 export const collectionName = (base: string, tag: string): string => `${base}_${tag}`;
@@ -102,12 +105,14 @@ export class ProjectionRunner {
     const head = await this.events.headPosition();
     const caughtUp = comparePositions(this.committed, head) >= 0;
     let lagSeconds = 0;
+    let eventsBehind = 0;
     if (!caughtUp) {
+      const behind = await this.events.readAll({ fromPosition: this.committed, maxCount: LAG_COUNT_LIMIT });
+      eventsBehind = behind.length;
       // How long the oldest event not yet projected has been waiting.
-      const [oldest] = await this.events.readAll({ fromPosition: this.committed, maxCount: 1 });
-      lagSeconds = oldest ? Math.max(0, (Date.now() - oldest.created) / 1000) : 0;
+      lagSeconds = behind[0] ? Math.max(0, (Date.now() - behind[0].created) / 1000) : 0;
     }
-    return { projection: this.projection.name, tag: this.tag, position: this.committed, caughtUp, lagSeconds };
+    return { projection: this.projection.name, tag: this.tag, position: this.committed, caughtUp, eventsBehind, lagSeconds };
   }
 
   private async run(): Promise<void> {

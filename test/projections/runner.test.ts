@@ -114,7 +114,12 @@ describe('projection runner', function () {
     await runner.waitFor(appended.position);
     expect(await readModels.get(collectionName('leads', 'first'), '1000')).to.include({ lead_id: 1000 });
     const status = await runner.status();
-    expect(status).to.include({ caughtUp: true, lagSeconds: 0, projection: 'leads' });
+    expect(status).to.include({ caughtUp: true, eventsBehind: 0, lagSeconds: 0, projection: 'leads' });
     await runner.stop();
+    // Stopped, it falls behind: the events it has not seen and how long the oldest has waited.
+    await events.append(leadStream(1001), [{ type: 'LeadReceived', data: { lead_id: 1001 } }, { type: 'LeadEnriched', data: { lead_id: 1001 } }]);
+    const behind = await runner.status();
+    expect(behind).to.include({ caughtUp: false, eventsBehind: 2 });
+    expect(behind.lagSeconds).to.be.within(0, 5);
   });
 });
