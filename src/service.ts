@@ -91,6 +91,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     limits: { bodyBytes: config.bodyLimitBytes },
     rateLimit: config.rateLimit,
     readBack,
+    afterSale: { events: store, routing: () => routing, now },
   });
   const servers = await startServers({
     app,

@@ -63,4 +63,67 @@ export interface LeadSold {
   readonly data: { readonly lead_id: number; readonly buyer: string; readonly revenue: number; readonly currency: string; readonly sold_at: string };
 }
 
-export type LeadEvent = LeadReceived | LeadRejected | LeadEnriched | LeadRouted | LeadSold;
+// After the sale: delivery to the buyer and the buyer's feedback, appended to the same stream at
+// the revision read, so two instances never record a second outcome for one attempt.
+
+/** A delivery worker took attempt n; only the instance whose append won sends it. */
+export interface LeadDeliveryAttempted {
+  readonly type: 'LeadDeliveryAttempted';
+  readonly data: { readonly lead_id: number; readonly buyer: string; readonly attempt: number; readonly started_at: string; readonly timeout_ms: number };
+}
+
+export interface LeadDelivered {
+  readonly type: 'LeadDelivered';
+  readonly data: {
+    readonly lead_id: number;
+    readonly buyer: string;
+    /** `webhook`: the buyer's endpoint answered 2xx; `pull`: the buyer acknowledged it. */
+    readonly via: 'webhook' | 'pull';
+    readonly attempt: number;
+    readonly status: number | null;
+    readonly latency_ms: number | null;
+    readonly delivered_at: string;
+  };
+}
+
+export interface LeadDeliveryFailed {
+  readonly type: 'LeadDeliveryFailed';
+  readonly data: {
+    readonly lead_id: number;
+    readonly buyer: string;
+    readonly attempt: number;
+    /** The HTTP status, or null when there was none (timeout, connection error, lost attempt). */
+    readonly status: number | null;
+    readonly latency_ms: number | null;
+    /** `http_5xx`, `http_4xx`, `timeout`, `connection_error`, `attempt_lost`. */
+    readonly error: string;
+    /** When the next attempt is due; null when this failure is final. */
+    readonly next_attempt_at: string | null;
+    readonly failed_at: string;
+  };
+}
+
+export type FeedbackType = 'return' | 'conversion' | 'contacted';
+
+export interface FeedbackRecorded {
+  readonly type: 'FeedbackRecorded';
+  readonly data: { readonly lead_id: number; readonly buyer: string; readonly type: FeedbackType; readonly reason: string | null; readonly recorded_at: string };
+}
+
+/** Revenue reversed: the buyer returned a lead it bought. */
+export interface LeadReturned {
+  readonly type: 'LeadReturned';
+  readonly data: { readonly lead_id: number; readonly buyer: string; readonly revenue: number; readonly currency: string; readonly reason: string; readonly returned_at: string };
+}
+
+export type LeadEvent =
+  | LeadReceived
+  | LeadRejected
+  | LeadEnriched
+  | LeadRouted
+  | LeadSold
+  | LeadDeliveryAttempted
+  | LeadDelivered
+  | LeadDeliveryFailed
+  | FeedbackRecorded
+  | LeadReturned;

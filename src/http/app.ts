@@ -9,6 +9,7 @@ import { requireJson } from './body.js';
 import { notFoundOrNotAllowed } from './fallback.js';
 import { postLeadHandler } from './post-lead-route.js';
 import { registerReadRoutes } from './read-routes.js';
+import { type AfterSaleDeps, registerAfterSaleRoutes } from './after-sale-routes.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import type { PostLead } from './post-lead-port.js';
 import { rateLimit, TokenBuckets, type RateLimitConfig } from './rate-limit.js';
@@ -26,6 +27,8 @@ export interface AppDeps {
   now?: () => number;
   /** The read-back routes (DESIGN.md §4.2); omitted: only posting. */
   readBack?: ReadBack;
+  /** Acknowledging pulled leads and buyer feedback; omitted: not served. */
+  afterSale?: Omit<AfterSaleDeps, 'bodyBytes'>;
 }
 
 export const DEFAULT_BODY_BYTES = 64 * 1024;
@@ -52,6 +55,7 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
   );
 
   if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack);
+  if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
 
   const app = new Koa<ShellState>();
   // Koa's default handler prints to stderr; the shell already answered, so this only records

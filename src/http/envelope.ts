@@ -47,6 +47,8 @@ export const OUTCOMES = {
   HTTPS_REQUIRED: { status: 403, acceptance: 'rejected', message: 'Plain HTTP is not accepted; use HTTPS.' },
   NOT_FOUND: { status: 404, acceptance: 'rejected', message: 'Not found.' },
   METHOD_NOT_ALLOWED: { status: 405, acceptance: 'rejected', message: 'Method not allowed on this route.' },
+  RETURN_WINDOW_CLOSED: { status: 409, acceptance: 'rejected', message: "The lead is past the buyer's return window." },
+  ALREADY_RETURNED: { status: 409, acceptance: 'rejected', message: 'The lead has already been returned.' },
   RATE_LIMITED: { status: 429, acceptance: 'error', message: 'Too many requests for this API key; retry after the delay given.' },
   IDEMPOTENCY_CONFLICT: { status: 409, acceptance: 'error', message: 'A request with this Idempotency-Key is still in progress.' },
   UNAVAILABLE: { status: 503, acceptance: 'error', message: 'The service is temporarily unavailable; nothing was recorded. Retry later.' },

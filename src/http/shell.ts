@@ -55,7 +55,7 @@ function respondWithError(ctx: Context, error: unknown, traceId: string, logger:
   }
   ctx.status = OUTCOMES[code].status;
   ctx.set(headers);
-  ctx.body = noLeadEnvelope(code, traceId, errors ? { errors, message: 'One or more query parameters are invalid.' } : {});
+  ctx.body = noLeadEnvelope(code, traceId, errors ? { errors, message: 'One or more inputs are invalid; errors names each.' } : {});
 }
 
 // @koa/router leaves the matched pattern on an internal, untyped context field.

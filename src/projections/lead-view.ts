@@ -23,7 +23,8 @@ export interface LeadView {
   errors: Array<{ field: string; code: string; message: string }>;
   enrichment: Record<string, unknown> | null;
   delivery: { status: string; attempts: number } | null;
-  feedback: unknown[];
+  feedback: Array<{ buyer: string; type: string; reason: string | null; recorded_at: string }>;
+  returned: boolean;
   /** The normalised consumer fields: shown only to the supplier that sent it, the buyer that bought it, admin. */
   lead: Record<string, unknown> | null;
 }
@@ -53,6 +54,7 @@ export function leadViewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Pa
         enrichment: null,
         delivery: null,
         feedback: [],
+        returned: false,
       };
     case 'LeadRejected':
       return { lead_status: 'rejected', code: e.data.code, errors: e.data.errors };
@@ -64,13 +66,27 @@ export function leadViewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Pa
         : { buyer: e.data.target.id, currency: e.data.currency };
     case 'LeadSold':
       return { lead_status: 'sold', code: 'SOLD', sold: true, revenue: e.data.revenue, delivery: { status: 'pending', attempts: 0 } };
+    case 'LeadDelivered':
+      return { delivery: { status: 'delivered', attempts: e.data.attempt } };
+    case 'LeadDeliveryFailed':
+      return { delivery: { status: e.data.next_attempt_at === null ? 'failed' : 'pending', attempts: e.data.attempt } };
+    case 'LeadReturned':
+      return { returned: true };
     default:
       return {};
   }
 }
 
+/** The feedback entry an event adds to the view, if any. */
+export function leadViewFeedback(event: Pick<RecordedEvent, 'type' | 'data'>): LeadView['feedback'][number] | null {
+  const e = event as unknown as LeadEvent;
+  return e.type === 'FeedbackRecorded' ? { buyer: e.data.buyer, type: e.data.type, reason: e.data.reason, recorded_at: e.data.recorded_at } : null;
+}
+
 /** The view folded straight from a lead's stream; null when the stream is empty. */
 export function leadViewFromEvents(events: ReadonlyArray<Pick<RecordedEvent, 'type' | 'data'>>): LeadView | null {
   if (events.length === 0) return null;
-  return Object.assign({}, ...events.map(leadViewChanges)) as LeadView;
+  const view = Object.assign({}, ...events.map(leadViewChanges)) as LeadView;
+  view.feedback = events.map(leadViewFeedback).filter((f) => f !== null);
+  return view;
 }

@@ -16,12 +16,12 @@ describe('leadpost replay', function () {
       for (let i = 0; i < 30; i++) await svc.post(validLead({ accident_state: i % 3 ? 'CA' : 'TX', zip: i % 3 ? '90210' : '75001' }), { 'x-api-key': key });
       await svc.service.projections.waitFor(await svc.service.store.headPosition());
       const oldTags = Object.fromEntries(svc.service.projections.all.map((r) => [r.projection.name, r.tag]));
-      expect(oldTags).to.deep.equal({ leads: 'v1', deliveries: 'v1', reports: 'v1' });
+      expect(oldTags).to.deep.equal({ leads: 'v1', deliveries: 'v1', feedback: 'v1', reports: 'v1' });
 
       const replay = await runChild(['replay'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
       expect(replay.code, replay.stderr).to.equal(0);
       // Not a terminal: plain progress lines, one final line per projection, then the switch.
-      for (const name of ['leads', 'deliveries', 'reports']) {
+      for (const name of ['leads', 'deliveries', 'feedback', 'reports']) {
         expect(replay.lines.some((l) => l.startsWith(`${name}: 100.0%`) && /events\/s ETA/.test(l))).to.equal(true);
         expect(replay.lines.some((l) => new RegExp(`^${name}: now served from build v1_r\\d+$`).test(l))).to.equal(true);
       }

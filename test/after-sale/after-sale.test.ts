@@ -1,0 +1,186 @@
+import { expect } from 'chai';
+import { TestService, validLead } from '../support/service.js';
+
+// Pull delivery with ack, buckets, and every feedback rule, through the real service; the
+// reversal of returned revenue read back from the report.
+
+const routing = {
+  buyers: [
+    { id: 'puller', price: 30, states: ['CA'], delivery: { kind: 'pull' }, return_window_days: 3, return_reasons: ['bad_phone', 'fraud'] },
+    { id: 'other', price: 20, states: ['NY'] },
+  ],
+  buckets: [{ id: 'unsold', default: true }, { id: 'unsold-tx', states: ['TX'] }],
+};
+
+describe('after the sale: pull, ack, buckets, feedback', function () {
+  let svc: TestService;
+  let clock = new Date('2026-11-20T15:00:00Z');
+  const keys: Record<string, string> = {};
+
+  before(async function () {
+    svc = await TestService.start({ routing, now: () => clock });
+    keys.supplier = await svc.key('supplier', 'sup-a');
+    keys.puller = await svc.key('buyer', 'puller');
+    keys.other = await svc.key('buyer', 'other');
+    keys.analyst = await svc.key('analyst', 'ann');
+    keys.admin = await svc.key('admin', 'root');
+  });
+  after(async () => svc.stop());
+
+  const sell = async (overrides: Record<string, unknown> = {}) => {
+    const reply = await svc.post(validLead(overrides), { 'x-api-key': keys.supplier! });
+    expect(reply.status, reply.text).to.equal(201);
+    return reply.body.lead_id as number;
+  };
+  const settled = async () => svc.service.projections.waitFor(await svc.service.store.headPosition());
+  const feedback = (leadId: number, key: string, body: unknown) => svc.post(body, { 'x-api-key': key }, `/functions/leads/${leadId}/feedback`);
+  const ack = (leadId: number, key: string) => svc.request('POST', `/functions/deliveries/${leadId}/ack`, { 'x-api-key': key });
+  const get = (path: string, key: string) => svc.request('GET', path, { 'x-api-key': key });
+
+  describe('pull delivery', function () {
+    it('a pull buyer lists its pending leads with their consumer fields, acks one, and it is delivered', async function () {
+      const leadId = await sell();
+      await settled();
+      const pending = await get('/functions/deliveries?status=pending', keys.puller!);
+      const row = (pending.body.items as Array<Record<string, unknown>>).find((i) => i.lead_id === leadId)!;
+      expect(row).to.include({ buyer: 'puller', status: 'pending', attempts: 0 });
+      expect((row.lead as { email: string }).email).to.match(/@example\.com$/);
+
+      const first = await ack(leadId, keys.puller!);
+      expect(first.status).to.equal(200);
+      expect(first.body.delivery).to.include({ lead_id: leadId, status: 'delivered' });
+      // Idempotent: a second ack answers the same and records nothing new.
+      const second = await ack(leadId, keys.puller!);
+      expect(second.body.delivery).to.deep.equal(first.body.delivery);
+      const events = await svc.service.store.readStream(`lead-${leadId}`);
+      expect(events.filter((e) => e.type === 'LeadDelivered')).to.have.length(1);
+
+      await settled();
+      const after = await get('/functions/deliveries?status=pending', keys.puller!);
+      expect((after.body.items as Array<{ lead_id: number }>).map((i) => i.lead_id)).to.not.include(leadId);
+      const delivered = await get('/functions/deliveries?status=delivered', keys.puller!);
+      expect((delivered.body.items as Array<Record<string, unknown>>).find((i) => i.lead_id === leadId)).to.include({ status: 'delivered' });
+      const view = await get(`/functions/leads/${leadId}`, keys.puller!);
+      expect((view.body.lead as { delivery: unknown }).delivery).to.deep.equal({ status: 'delivered', attempts: 1 });
+    });
+
+    it('concurrent acks record one delivery', async function () {
+      const leadId = await sell();
+      const replies = await Promise.all(Array.from({ length: 10 }, () => ack(leadId, keys.puller!)));
+      expect(replies.every((r) => r.status === 200)).to.equal(true);
+      const events = await svc.service.store.readStream(`lead-${leadId}`);
+      expect(events.filter((e) => e.type === 'LeadDelivered')).to.have.length(1);
+    });
+
+    it('another buyer, a supplier, a test lead or an unknown lead: 404 or 403, nothing recorded', async function () {
+      const leadId = await sell();
+      expect((await ack(leadId, keys.other!)).status).to.equal(404);
+      expect((await ack(leadId, keys.supplier!)).status).to.equal(403);
+      expect((await ack(999_999, keys.puller!)).status).to.equal(404);
+      const testLead = await sell({ test: true });
+      expect((await ack(testLead, keys.puller!)).status).to.equal(404);
+      const events = await svc.service.store.readStream(`lead-${leadId}`);
+      expect(events.map((e) => e.type)).to.not.include('LeadDelivered');
+    });
+  });
+
+  describe('buckets', function () {
+    it('unsold leads are listed per bucket to analysts and admins', async function () {
+      const unsold = await sell({ accident_state: 'TX', zip: '75001' });
+      await settled();
+      for (const key of [keys.analyst!, keys.admin!]) {
+        const reply = await get('/functions/deliveries?bucket=unsold-tx', key);
+        expect((reply.body.items as Array<{ lead_id: number; bucket: string }>).map((i) => [i.lead_id, i.bucket])).to.deep.include([unsold, 'unsold-tx']);
+      }
+      const buyerView = await get('/functions/deliveries?bucket=unsold-tx', keys.puller!);
+      expect(buyerView.body.items).to.deep.equal([]);
+    });
+  });
+
+  describe('feedback', function () {
+    it('conversion and contacted are recorded and listed to the buyer and the supplier', async function () {
+      const leadId = await sell();
+      const conversion = await feedback(leadId, keys.puller!, { type: 'conversion' });
+      expect(conversion.status).to.equal(201);
+      expect(conversion.body.feedback).to.deep.include({ lead_id: leadId, buyer: 'puller', type: 'conversion', reason: null });
+      expect((await feedback(leadId, keys.puller!, { type: 'contacted', reason: 'called twice' })).status).to.equal(201);
+      await settled();
+      const forSupplier = await get('/functions/feedback?type=conversion', keys.supplier!);
+      expect((forSupplier.body.items as Array<Record<string, unknown>>).find((f) => f.lead_id === leadId)).to.include({ type: 'conversion', buyer: 'puller' });
+      const forBuyer = await get('/functions/feedback', keys.puller!);
+      expect((forBuyer.body.items as Array<{ lead_id: number }>).filter((f) => f.lead_id === leadId)).to.have.length(2);
+      expect((await get('/functions/feedback', keys.other!)).body.items).to.deep.equal([]);
+      const view = await get(`/functions/leads/${leadId}`, keys.supplier!);
+      expect((view.body.lead as { feedback: Array<{ type: string }> }).feedback.map((f) => f.type)).to.deep.equal(['conversion', 'contacted']);
+    });
+
+    it('a return needs an allowed reason (422), within the window (409), once (409)', async function () {
+      const leadId = await sell();
+      const noReason = await feedback(leadId, keys.puller!, { type: 'return' });
+      expect([noReason.status, noReason.body.code]).to.deep.equal([422, 'INVALID']);
+      expect((noReason.body.errors as Array<{ field: string }>)[0]!.field).to.equal('reason');
+      const badReason = await feedback(leadId, keys.puller!, { type: 'return', reason: 'changed_mind' });
+      expect(badReason.status).to.equal(422);
+      const ok = await feedback(leadId, keys.puller!, { type: 'return', reason: 'bad_phone' });
+      expect(ok.status).to.equal(201);
+      const again = await feedback(leadId, keys.puller!, { type: 'return', reason: 'fraud' });
+      expect([again.status, again.body.code]).to.deep.equal([409, 'ALREADY_RETURNED']);
+
+      const late = await sell();
+      clock = new Date(clock.getTime() + 3 * 86_400_000 + 1000);
+      try {
+        const reply = await feedback(late, keys.puller!, { type: 'return', reason: 'fraud' });
+        expect([reply.status, reply.body.code]).to.deep.equal([409, 'RETURN_WINDOW_CLOSED']);
+        // Other feedback is still welcome after the window.
+        expect((await feedback(late, keys.puller!, { type: 'contacted' })).status).to.equal(201);
+      } finally {
+        clock = new Date('2026-11-20T15:00:00Z');
+      }
+    });
+
+    it('10 concurrent returns of one lead: one succeeds, the rest are ALREADY_RETURNED', async function () {
+      const leadId = await sell();
+      const replies = await Promise.all(Array.from({ length: 10 }, () => feedback(leadId, keys.puller!, { type: 'return', reason: 'fraud' })));
+      expect(replies.filter((r) => r.status === 201)).to.have.length(1);
+      expect(replies.filter((r) => r.body.code === 'ALREADY_RETURNED')).to.have.length(9);
+      const events = await svc.service.store.readStream(`lead-${leadId}`);
+      expect(events.filter((e) => e.type === 'LeadReturned')).to.have.length(1);
+    });
+
+    it('suppliers and analysts may not post feedback (403); a buyer that did not buy the lead gets 404', async function () {
+      const leadId = await sell();
+      expect((await feedback(leadId, keys.supplier!, { type: 'conversion' })).status).to.equal(403);
+      expect((await feedback(leadId, keys.analyst!, { type: 'conversion' })).status).to.equal(403);
+      expect((await feedback(leadId, keys.other!, { type: 'conversion' })).status).to.equal(404);
+      expect((await feedback(999_999, keys.puller!, { type: 'conversion' })).status).to.equal(404);
+    });
+
+    it('a bad feedback body is 422 naming the field, or 400/415 like any JSON route', async function () {
+      const leadId = await sell();
+      const unknownType = await feedback(leadId, keys.puller!, { type: 'praise', stars: 5 });
+      expect(unknownType.status).to.equal(422);
+      expect((unknownType.body.errors as Array<{ field: string }>).map((e) => e.field)).to.have.members(['type', 'stars']);
+      expect((await feedback(leadId, keys.puller!, '[1]')).status).to.equal(400);
+      const form = await svc.post('type=return', { 'x-api-key': keys.puller!, 'content-type': 'text/plain' }, `/functions/leads/${leadId}/feedback`);
+      expect(form.status).to.equal(415);
+    });
+
+    it('a return reverses the revenue in the report: returned, revenue and net_revenue', async function () {
+      const today = clock.toISOString().slice(0, 10);
+      await settled();
+      const before = await get(`/functions/reports/summary?from=${today}&to=${today}&group_by=buyer`, keys.analyst!);
+      const row = (body: Record<string, unknown>) => (body.items as Array<Record<string, number | string>>).find((r) => r.buyer === 'puller')!;
+      const was = row(before.body);
+      const leadId = await sell();
+      expect((await feedback(leadId, keys.puller!, { type: 'return', reason: 'fraud' })).status).to.equal(201);
+      await settled();
+      const now = row((await get(`/functions/reports/summary?from=${today}&to=${today}&group_by=buyer`, keys.analyst!)).body);
+      expect(Number(now.sold) - Number(was.sold)).to.equal(1);
+      expect(Number(now.returned) - Number(was.returned)).to.equal(1);
+      expect(Number(now.revenue) - Number(was.revenue)).to.equal(30);
+      // The sale and its return cancel out in net revenue.
+      expect(Number(now.net_revenue)).to.equal(Number(was.net_revenue));
+      expect(Number(now.net_revenue)).to.equal(Number(now.revenue) - 30 * Number(now.returned));
+    });
+  });
+});
