@@ -1,3 +1,4 @@
+import { benchDelivery } from './delivery.js';
 import { benchEventStore } from './event-store.js';
 import { benchPostLead } from './post-lead.js';
 import { benchReplay } from './replay.js';
@@ -12,6 +13,10 @@ const parts: Record<string, () => Promise<void>> = {
     const events = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000);
     console.log(`\nReplay: each projection rebuilt from position 0 over ${events.toLocaleString('en-US')} lead events (embedded stores)`);
     console.table(await benchReplay(events));
+  },
+  delivery: async () => {
+    console.log('\nWebhook delivery: sale (the supplier\'s 201) to receipt at a healthy local HTTPS buyer endpoint, 500 leads, 20 concurrent posts');
+    console.table([await benchDelivery(Number(process.env.BENCH_DELIVERY_LEADS ?? 500))]);
   },
   'post-lead': async () => {
     console.log('\nPOST /functions/leads over HTTPS: 50 keep-alive connections, unique valid sellable leads, all checks on, durable appends');

@@ -9,6 +9,7 @@ import type { MxResolver } from './enrichment/email.js';
 import { createDefaultEnricher } from './enrichment/enricher.js';
 import { type EventStore, openEventStore } from './event-store/index.js';
 import { createApp } from './http/app.js';
+import { DeliveryWorker } from './delivery/webhook-worker.js';
 import { createLogger } from './http/logger.js';
 import { startServers } from './http/server.js';
 import { loadOrCreateTls } from './http/tls.js';
@@ -27,6 +28,8 @@ export interface ServiceOverrides {
   readonly logger?: Logger;
   readonly store?: EventStore;
   readonly readModels?: ReadModelStore;
+  /** false: no webhook delivery worker (tests that run their own, trusting a test CA). */
+  readonly deliveryWorker?: boolean;
 }
 
 export interface RunningService {
@@ -36,6 +39,7 @@ export interface RunningService {
   readonly keys: KeyRing;
   readonly readModels: ReadModelStore;
   readonly projections: Projections;
+  readonly delivery: DeliveryWorker | null;
   close(): Promise<void>;
 }
 
@@ -102,6 +106,22 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     trustProxy: config.trustProxy,
     logger,
   });
+  // Started after the listeners, so that a failed start leaves no worker running.
+  const delivery =
+    overrides.deliveryWorker === false
+      ? null
+      : new DeliveryWorker({
+          events: store,
+          readModels,
+          deliveries: () => projections.collection('deliveries'),
+          routing: () => routing,
+          env: process.env,
+          now,
+          logger: logger.child({ component: 'delivery' }),
+        });
+  delivery?.start();
+  // A sale reaches the deliveries read model within milliseconds: look then, not at the next poll.
+  if (delivery) projections.onCommit((name) => name === 'deliveries' && delivery.wake());
   logger.info(
     {
       https_port: servers.httpsPort,
@@ -120,8 +140,10 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     keys,
     readModels,
     projections,
+    delivery,
     close: async () => {
       await servers.close();
+      await delivery?.stop();
       await keys.close();
       await projections.stop();
       if (!overrides.readModels) await readModels.close();

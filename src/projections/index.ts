@@ -44,6 +44,13 @@ export class Projections {
     private readonly pollMs = 1000,
   ) {}
 
+  private readonly listeners: Array<(projection: string) => void> = [];
+
+  /** Called after every commit of any projection (e.g. to wake the delivery worker). */
+  onCommit(listener: (projection: string) => void): void {
+    this.listeners.push(listener);
+  }
+
   get all(): ProjectionRunner[] {
     return [...this.runners.values()];
   }
@@ -88,7 +95,10 @@ export class Projections {
   }
 
   private async serve(projection: Projection, tag: string): Promise<void> {
-    const runner = new ProjectionRunner(this.events, this.readModels, projection, tag, { logger: this.logger });
+    const runner = new ProjectionRunner(this.events, this.readModels, projection, tag, {
+      logger: this.logger,
+      onProgress: () => this.listeners.forEach((listener) => listener(projection.name)),
+    });
     await runner.prepare();
     const previous = this.runners.get(projection.name);
     this.runners.set(projection.name, runner);

@@ -31,6 +31,8 @@ export interface TestServiceOptions {
   /** Wraps the embedded store, e.g. to make it fail. */
   readonly wrapStore?: (store: EventStore) => EventStore;
   readonly dataDir?: string;
+  /** false: the service runs no webhook delivery worker (the test runs its own). */
+  readonly deliveryWorker?: boolean;
 }
 
 export const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
@@ -120,6 +122,7 @@ export class TestService {
       logger,
       now: options.now,
       resolver: options.resolver ?? FAKE_DNS,
+      ...(options.deliveryWorker === false ? { deliveryWorker: false } : {}),
       ...(store ? { store } : {}),
     });
     return new TestService(service, logs, dataDir, dir?.remove);

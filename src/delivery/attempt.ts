@@ -1,0 +1,169 @@
+import type { LeadDelivered, LeadDeliveryAttempted, LeadDeliveryFailed, LeadEvent, LeadReceived, LeadSold } from '../events/lead-events.js';
+
+// The decisions of one webhook delivery attempt, kept free of I/O so every rule can be tested on
+// plain events: what the lead's stream says about its delivery, whether to send now, and which
+// event records what the buyer's endpoint did.
+//
+// Delivery is at-least-once on the wire and exactly-once as recorded. Each attempt is claimed by
+// appending LeadDeliveryAttempted at the revision read, so two instances never send the same
+// attempt, and the outcome is appended after it, so an attempt has at most one. A worker that dies
+// between sending and recording leaves a claim with no outcome: the buyer may or may not have the
+// lead, so the next attempt sends it again with the same Idempotency-Key (`lead-<id>`) and the
+// buyer drops the copy.
+
+/** How long after its time box a claimed attempt with no outcome counts as lost, not in flight on another instance. */
+export const LOST_AFTER_MS = 30_000;
+
+export interface ClaimedAttempt {
+  readonly attempt: number;
+  readonly started_at: string;
+  readonly timeout_ms: number;
+}
+
+export interface DeliveryState {
+  /** The last revision of the lead's stream: where the next append must land. */
+  readonly revision: number | null;
+  readonly received: LeadReceived['data'] | null;
+  readonly sale: LeadSold['data'] | null;
+  /** The trace of the request that sold the lead, carried onto the delivery events. */
+  readonly traceId: string | null;
+  /** The highest attempt number claimed so far (0: none). */
+  readonly lastAttempt: number;
+  /** A claimed attempt with no outcome yet: in flight somewhere, or lost in a crash. */
+  readonly open: ClaimedAttempt | null;
+  readonly delivered: boolean;
+  readonly failedFinally: boolean;
+  /** When the last failure said to try again. */
+  readonly nextAttemptAt: string | null;
+}
+
+export interface StreamEvent {
+  readonly type: string;
+  readonly data: unknown;
+  readonly revision: number;
+  readonly metadata?: Record<string, unknown>;
+}
+
+export const initialDeliveryState: DeliveryState = {
+  revision: null,
+  received: null,
+  sale: null,
+  traceId: null,
+  lastAttempt: 0,
+  open: null,
+  delivered: false,
+  failedFinally: false,
+  nextAttemptAt: null,
+};
+
+export function foldDelivery(events: readonly StreamEvent[]): DeliveryState {
+  return events.reduce(applyEvent, initialDeliveryState);
+}
+
+function applyEvent(state: DeliveryState, recorded: StreamEvent): DeliveryState {
+  const next = { ...state, revision: recorded.revision };
+  const event = { type: recorded.type, data: recorded.data } as LeadEvent;
+  switch (event.type) {
+    case 'LeadReceived':
+      return { ...next, received: event.data };
+    case 'LeadSold': {
+      const trace = recorded.metadata?.trace_id;
+      return { ...next, sale: event.data, traceId: typeof trace === 'string' ? trace : null };
+    }
+    case 'LeadDeliveryAttempted': {
+      const { attempt, started_at, timeout_ms } = event.data;
+      return { ...next, lastAttempt: Math.max(state.lastAttempt, attempt), open: { attempt, started_at, timeout_ms } };
+    }
+    case 'LeadDelivered':
+      return { ...next, open: closes(state, event.data.attempt), delivered: true, nextAttemptAt: null };
+    case 'LeadDeliveryFailed': {
+      const final = event.data.next_attempt_at === null;
+      return { ...next, open: closes(state, event.data.attempt), failedFinally: state.failedFinally || final, nextAttemptAt: event.data.next_attempt_at };
+    }
+    default:
+      return next;
+  }
+}
+
+const closes = (state: DeliveryState, attempt: number) => (state.open?.attempt === attempt ? null : state.open);
+
+export type SkipReason = 'not_sold' | 'test_lead' | 'delivered' | 'failed' | 'not_due' | 'in_flight';
+
+export type Step =
+  | { readonly kind: 'skip'; readonly reason: SkipReason }
+  /** Claim and send attempt `attempt`; `lost` records the outcome-less attempt before it. */
+  | { readonly kind: 'send'; readonly attempt: number; readonly lost: LeadDeliveryFailed['data'] | null }
+  /** The lost attempt was the buyer's last allowed one: record it as the final failure. */
+  | { readonly kind: 'give_up'; readonly lost: LeadDeliveryFailed['data'] };
+
+export interface StepContext {
+  readonly now: Date;
+  readonly maxAttempts: number;
+  readonly lostAfterMs?: number;
+}
+
+export function nextStep(state: DeliveryState, context: StepContext): Step {
+  const { sale, received } = state;
+  if (!sale || !received) return { kind: 'skip', reason: 'not_sold' };
+  if (received.test) return { kind: 'skip', reason: 'test_lead' };
+  if (state.delivered) return { kind: 'skip', reason: 'delivered' };
+  if (state.failedFinally) return { kind: 'skip', reason: 'failed' };
+  const now = context.now.getTime();
+  if (state.open) {
+    const lostAt = Date.parse(state.open.started_at) + state.open.timeout_ms + (context.lostAfterMs ?? LOST_AFTER_MS);
+    if (now < lostAt) return { kind: 'skip', reason: 'in_flight' };
+    const final = state.open.attempt >= context.maxAttempts;
+    const lost: LeadDeliveryFailed['data'] = {
+      lead_id: sale.lead_id,
+      buyer: sale.buyer,
+      attempt: state.open.attempt,
+      status: null,
+      latency_ms: null,
+      error: 'attempt_lost',
+      next_attempt_at: final ? null : context.now.toISOString(),
+      failed_at: context.now.toISOString(),
+    };
+    return final ? { kind: 'give_up', lost } : { kind: 'send', attempt: state.lastAttempt + 1, lost };
+  }
+  // The read model can lag behind the stream; the stream's own retry time is the one that counts.
+  if (state.nextAttemptAt !== null && Date.parse(state.nextAttemptAt) > now) return { kind: 'skip', reason: 'not_due' };
+  return { kind: 'send', attempt: state.lastAttempt + 1, lost: null };
+}
+
+export function claimOf(sale: LeadSold['data'], attempt: number, startedAt: Date, timeoutMs: number): LeadDeliveryAttempted['data'] {
+  return { lead_id: sale.lead_id, buyer: sale.buyer, attempt, started_at: startedAt.toISOString(), timeout_ms: timeoutMs };
+}
+
+/** What the buyer's endpoint did with one POST. */
+export type WireResult =
+  | { readonly kind: 'response'; readonly status: number; readonly latencyMs: number }
+  | { readonly kind: 'timeout'; readonly latencyMs: number }
+  | { readonly kind: 'connection_error'; readonly latencyMs: number; readonly code: string | null };
+
+export interface OutcomeContext {
+  readonly sale: LeadSold['data'];
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly now: Date;
+  /** The wait before the next attempt, should this one be retried. */
+  readonly retryInMs: number;
+}
+
+export type Outcome = { readonly type: 'LeadDelivered'; readonly data: LeadDelivered['data'] } | { readonly type: 'LeadDeliveryFailed'; readonly data: LeadDeliveryFailed['data'] };
+
+export function outcomeOf(result: WireResult, context: OutcomeContext): Outcome {
+  const { sale, attempt, now } = context;
+  const at = now.toISOString();
+  const latency_ms = Math.round(result.latencyMs);
+  const status = result.kind === 'response' ? result.status : null;
+  if (status !== null && status >= 200 && status < 300) {
+    return { type: 'LeadDelivered', data: { lead_id: sale.lead_id, buyer: sale.buyer, via: 'webhook', attempt, status, latency_ms, delivered_at: at } };
+  }
+  const error = status === null ? result.kind : `http_${Math.floor(status / 100)}xx`;
+  // Only the buyer being down or slow is worth another try; any other answer (a 4xx, or a
+  // redirect we do not follow) would come back the same.
+  const retryable = status === null || status >= 500;
+  const final = !retryable || attempt >= context.maxAttempts;
+  const next_attempt_at = final ? null : new Date(now.getTime() + context.retryInMs).toISOString();
+  return { type: 'LeadDeliveryFailed', data: { lead_id: sale.lead_id, buyer: sale.buyer, attempt, status, latency_ms, error, next_attempt_at, failed_at: at } };
+}

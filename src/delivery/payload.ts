@@ -1,0 +1,60 @@
+import type { LeadReceived, LeadSold } from '../events/lead-events.js';
+import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from './signature.js';
+
+// What a buyer's endpoint receives: the lead as we normalised it, the supplier's tracking fields
+// and the price the buyer pays. Internal fields (certificate id, test flag, key id) stay home.
+
+export interface DeliveryBody {
+  readonly lead_id: number;
+  readonly sid: string | null;
+  readonly s1: string | null;
+  readonly price: number;
+  readonly currency: string;
+  readonly lead: {
+    readonly first_name: string;
+    readonly last_name: string;
+    readonly email: string;
+    readonly mobile: string;
+    readonly mobile_national: string;
+    readonly zip: string;
+    readonly zip4: string | null;
+    readonly accident_state: string;
+    readonly certificate_url: string;
+  } | null;
+}
+
+export function deliveryBody(received: LeadReceived['data'], sale: LeadSold['data']): DeliveryBody {
+  const lead = received.lead;
+  return {
+    lead_id: sale.lead_id,
+    sid: received.sid,
+    s1: received.s1,
+    price: sale.revenue,
+    currency: sale.currency,
+    lead: lead && {
+      first_name: lead.first_name,
+      last_name: lead.last_name,
+      email: lead.email,
+      mobile: lead.mobile,
+      mobile_national: lead.mobile_national,
+      zip: lead.zip,
+      zip4: lead.zip4,
+      accident_state: lead.accident_state,
+      certificate_url: lead.certificate_url,
+    },
+  };
+}
+
+/** The same key on every attempt of a lead, so the buyer can drop a copy we could not know it had. */
+export const idempotencyKey = (leadId: number): string => `lead-${leadId}`;
+
+export function deliveryHeaders(leadId: number, body: string, now: Date, secret: string | null): Record<string, string> {
+  const timestamp = String(Math.floor(now.getTime() / 1000));
+  const headers: Record<string, string> = {
+    'Content-Type': 'application/json',
+    'Idempotency-Key': idempotencyKey(leadId),
+    [TIMESTAMP_HEADER]: timestamp,
+  };
+  if (secret) headers[SIGNATURE_HEADER] = signDelivery(secret, timestamp, body);
+  return headers;
+}

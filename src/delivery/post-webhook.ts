@@ -1,0 +1,61 @@
+import type { ClientRequest } from 'node:http';
+import { type Agent, request } from 'node:https';
+import type { WireResult } from './attempt.js';
+
+// One POST to a buyer's endpoint, time-boxed as a whole: a buyer that accepts the connection and
+// then trickles bytes must not hold a delivery slot longer than its `timeout_ms`. The answer
+// counts once its status line arrives; the body is read only to free the connection.
+
+export interface WebhookPost {
+  readonly url: string;
+  readonly body: string;
+  readonly headers: Record<string, string>;
+  readonly timeoutMs: number;
+  readonly agent: Agent;
+}
+
+export function postWebhook(post: WebhookPost): Promise<WireResult> {
+  const started = performance.now();
+  const elapsed = () => performance.now() - started;
+  return new Promise((resolve) => {
+    let settled = false;
+    const settle = (result: WireResult) => {
+      if (settled) return;
+      settled = true;
+      // After a response the deadline still guards the body, until the response closes.
+      if (result.kind !== 'response') clearTimeout(deadline);
+      resolve(result);
+    };
+    let req: ClientRequest;
+    try {
+      req = request(
+        post.url,
+        {
+          method: 'POST',
+          agent: post.agent,
+          headers: { ...post.headers, 'Content-Length': String(Buffer.byteLength(post.body)) },
+          timeout: post.timeoutMs,
+        },
+        (res) => {
+          settle({ kind: 'response', status: res.statusCode ?? 0, latencyMs: elapsed() });
+          res.on('error', () => {});
+          res.on('close', () => clearTimeout(deadline));
+          res.resume();
+        },
+      );
+    } catch (error) {
+      // A URL the routing file let through but Node will not send to: as good as unreachable.
+      resolve({ kind: 'connection_error', latencyMs: 0, code: (error as NodeJS.ErrnoException).code ?? null });
+      return;
+    }
+    const giveUp = () => {
+      settle({ kind: 'timeout', latencyMs: elapsed() });
+      req.destroy();
+    };
+    const deadline = setTimeout(giveUp, post.timeoutMs);
+    req.on('timeout', giveUp);
+    req.on('error', (error: NodeJS.ErrnoException) => settle({ kind: 'connection_error', latencyMs: elapsed(), code: error.code ?? null }));
+    req.on('close', () => settle({ kind: 'connection_error', latencyMs: elapsed(), code: null }));
+    req.end(post.body);
+  });
+}

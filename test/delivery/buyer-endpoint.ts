@@ -1,0 +1,75 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { type Server, createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { loadOrCreateTls } from '../../src/http/tls.js';
+import { tempDir } from '../support/tmp.js';
+
+// A buyer's webhook endpoint: real HTTPS on 127.0.0.1 with a self-signed certificate, answering
+// each request as the test scripts it and keeping every request it saw.
+
+export interface ReceivedDelivery {
+  readonly n: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly text: string;
+  readonly body: Record<string, unknown>;
+  /** performance.now() when the request was read. */
+  readonly at: number;
+}
+
+/** A status to answer with, or `hang` to never answer. */
+export type Answer = number | 'hang';
+
+export class BuyerEndpoint {
+  readonly received: ReceivedDelivery[] = [];
+
+  private constructor(
+    private readonly server: Server,
+    readonly cert: string,
+    private readonly removeDir: () => void,
+    private readonly answer: (request: ReceivedDelivery) => Answer | Promise<Answer>,
+  ) {}
+
+  static async start(answer: (request: ReceivedDelivery) => Answer | Promise<Answer> = () => 200): Promise<BuyerEndpoint> {
+    const dir = tempDir('buyer-endpoint');
+    const tls = await loadOrCreateTls({ dataDir: dir.path });
+    let endpoint: BuyerEndpoint | undefined;
+    const server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', async () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        const request: ReceivedDelivery = { n: endpoint!.received.length + 1, headers: req.headers, text, body: parse(text), at: performance.now() };
+        endpoint!.received.push(request);
+        const status = await endpoint!.answer(request);
+        if (status === 'hang') return;
+        res.writeHead(status, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    endpoint = new BuyerEndpoint(server, tls.cert, dir.remove, answer);
+    return endpoint;
+  }
+
+  get url(): string {
+    return `https://127.0.0.1:${(this.server.address() as AddressInfo).port}/leads`;
+  }
+
+  /** Requests for one lead, in the order they came. */
+  forLead(leadId: number): ReceivedDelivery[] {
+    return this.received.filter((r) => r.body.lead_id === leadId);
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.removeDir();
+  }
+}
+
+function parse(text: string): Record<string, unknown> {
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return {};
+  }
+}

@@ -1,0 +1,163 @@
+import { createHmac } from 'node:crypto';
+import { expect } from 'chai';
+import type { LeadDelivered, LeadDeliveryFailed } from '../../src/events/lead-events.js';
+import { CERT_URL, validLead } from '../support/service.js';
+import { type Answer, BuyerEndpoint, type ReceivedDelivery } from './buyer-endpoint.js';
+import { DeliveryHarness, HOOK_BUYER, SECRET_ENV, type WebhookOptions, sleep } from './harness.js';
+
+// Webhook delivery against a real local HTTPS buyer endpoint and the real service: what the buyer
+// receives, and what is recorded for each way the buyer can answer.
+
+type Failed = LeadDeliveryFailed['data'];
+type Delivered = LeadDelivered['data'];
+
+describe('delivery: webhook to a buyer endpoint', function () {
+  const SECRET = 'whsec-test-6f1d2c';
+  let endpoint: BuyerEndpoint | undefined;
+  let harness: DeliveryHarness | undefined;
+
+  before(() => {
+    process.env[SECRET_ENV] = SECRET;
+  });
+  after(() => {
+    delete process.env[SECRET_ENV];
+  });
+  afterEach(async () => {
+    await harness?.stop();
+    await endpoint?.stop();
+    harness = endpoint = undefined;
+  });
+
+  async function setUp(answer: (request: ReceivedDelivery) => Answer, webhook: WebhookOptions = {}): Promise<DeliveryHarness> {
+    endpoint = await BuyerEndpoint.start(answer);
+    harness = await DeliveryHarness.start(endpoint, webhook);
+    harness.worker();
+    return harness;
+  }
+
+  it('a healthy endpoint gets the lead once, as signed JSON, and the delivery is recorded', async () => {
+    const h = await setUp(() => 200, { secret_env: SECRET_ENV });
+    const { leadId, lead } = await h.sell();
+    const row = await h.rowWith(leadId, 'delivered');
+    expect(row).to.include({ buyer: HOOK_BUYER, attempts: 1, last_status_code: 200, last_error: null, next_attempt_at: null });
+
+    const [request, ...more] = endpoint!.forLead(leadId);
+    expect(more).to.have.length(0);
+    const mobile = lead.mobile as string;
+    expect(request!.body).to.deep.equal({
+      lead_id: leadId,
+      sid: 'src-1',
+      s1: 'click-1',
+      price: 31.25,
+      currency: 'USD',
+      lead: {
+        first_name: 'Ada', last_name: 'Lovelace', email: lead.email, mobile, mobile_national: mobile.slice(2),
+        zip: '90210', zip4: null, accident_state: 'CA', certificate_url: CERT_URL,
+      },
+    });
+    const headers = request!.headers;
+    expect(headers['content-type']).to.equal('application/json');
+    expect(headers['idempotency-key']).to.equal(`lead-${leadId}`);
+    const timestamp = headers['x-leadpost-timestamp'] as string;
+    expect(Math.abs(Number(timestamp) - Date.now() / 1000)).to.be.below(60);
+    // Checked the way a buyer would: over the raw bytes received, with the shared secret.
+    const expected = `sha256=${createHmac('sha256', SECRET).update(`${timestamp}.${request!.text}`).digest('hex')}`;
+    expect(headers['x-leadpost-signature']).to.equal(expected);
+
+    const events = await h.events(leadId);
+    expect(events.slice(-3).map((e) => e.type)).to.deep.equal(['LeadSold', 'LeadDeliveryAttempted', 'LeadDelivered']);
+    const delivered = events.at(-1)!.data as Delivered;
+    expect(delivered).to.include({ lead_id: leadId, buyer: HOOK_BUYER, via: 'webhook', attempt: 1, status: 200 });
+    expect(delivered.latency_ms).to.be.a('number').within(0, 2000);
+
+    // Nothing the consumer gave and no secret reaches the log.
+    const log = h.logs.join('');
+    expect(log).to.contain('lead delivered');
+    for (const value of [lead.email, mobile, mobile.slice(2), 'Lovelace', SECRET]) expect(log).not.to.contain(value as string);
+  });
+
+  it('503 twice, then 200: retried with backoff and delivered on attempt 3', async () => {
+    const h = await setUp((r) => (r.n <= 2 ? 503 : 200));
+    const { leadId } = await h.sell();
+    const row = await h.rowWith(leadId, 'delivered');
+    expect(row).to.include({ attempts: 3, last_status_code: 200 });
+    const failures = await h.ofType<Failed>(leadId, 'LeadDeliveryFailed');
+    expect(failures.map((f) => [f.attempt, f.status, f.error])).to.deep.equal([[1, 503, 'http_5xx'], [2, 503, 'http_5xx']]);
+    for (const failure of failures) expect(Date.parse(failure.next_attempt_at!)).to.be.greaterThan(Date.parse(failure.failed_at));
+    expect((await h.ofType<Delivered>(leadId, 'LeadDelivered')).map((d) => d.attempt)).to.deep.equal([3]);
+    expect(endpoint!.forLead(leadId)).to.have.length(3);
+  });
+
+  it('an endpoint that hangs past timeout_ms: a timeout, then a retry that succeeds', async () => {
+    const h = await setUp((r) => (r.n === 1 ? 'hang' : 200), { timeout_ms: 200 });
+    const { leadId } = await h.sell();
+    await h.rowWith(leadId, 'delivered');
+    const [failure, ...more] = await h.ofType<Failed>(leadId, 'LeadDeliveryFailed');
+    expect(more).to.have.length(0);
+    expect(failure).to.include({ attempt: 1, status: null, error: 'timeout' });
+    expect(failure!.latency_ms).to.be.within(190, 1000);
+    expect((await h.ofType<Delivered>(leadId, 'LeadDelivered')).map((d) => d.attempt)).to.deep.equal([2]);
+  });
+
+  it('a 4xx is final: one request, never retried', async () => {
+    const h = await setUp(() => 422);
+    const { leadId } = await h.sell();
+    const row = await h.rowWith(leadId, 'failed');
+    expect(row).to.include({ attempts: 1, last_status_code: 422, last_error: 'http_4xx', next_attempt_at: null });
+    await sleep(300);
+    expect(endpoint!.forLead(leadId)).to.have.length(1);
+    expect((await h.events(leadId)).filter((e) => e.type.startsWith('LeadDeliver')).map((e) => e.type)).to.deep.equal([
+      'LeadDeliveryAttempted',
+      'LeadDeliveryFailed',
+    ]);
+  });
+
+  it('max_attempts exhausted: the last failure is final and nothing more is sent', async () => {
+    const h = await setUp(() => 500, { max_attempts: 3 });
+    const { leadId } = await h.sell();
+    const row = await h.rowWith(leadId, 'failed');
+    expect(row).to.include({ attempts: 3, last_error: 'http_5xx', next_attempt_at: null });
+    const failures = await h.ofType<Failed>(leadId, 'LeadDeliveryFailed');
+    expect(failures.map((f) => [f.attempt, f.next_attempt_at === null])).to.deep.equal([[1, false], [2, false], [3, true]]);
+    await sleep(300);
+    expect(endpoint!.forLead(leadId)).to.have.length(3);
+  });
+
+  it('connection refused is retried like a 5xx', async () => {
+    const closed = await BuyerEndpoint.start();
+    const url = closed.url;
+    await closed.stop();
+    const h = await setUp(() => 200, { url, max_attempts: 2 });
+    const { leadId } = await h.sell();
+    await h.rowWith(leadId, 'failed');
+    const failures = await h.ofType<Failed>(leadId, 'LeadDeliveryFailed');
+    expect(failures.map((f) => [f.attempt, f.error, f.status])).to.deep.equal([[1, 'connection_error', null], [2, 'connection_error', null]]);
+  });
+
+  it('test leads and leads of pull buyers are never posted', async () => {
+    const h = await setUp(() => 200);
+    const pulled = await h.sell({ zip: '10001' });
+    const test = await h.post(validLead({ test: true }));
+    expect(test.body).to.include({ sold: true });
+    const marker = await h.sell();
+    await h.rowWith(marker.leadId, 'delivered');
+    await sleep(300);
+    const testLeadId = test.body.lead_id as number;
+    expect(endpoint!.received.map((r) => r.body.lead_id)).to.not.include.members([pulled.leadId, testLeadId]);
+    expect(endpoint!.forLead(testLeadId)).to.have.length(0);
+    expect(endpoint!.forLead(pulled.leadId)).to.have.length(0);
+    expect(await h.row(pulled.leadId)).to.include({ status: 'pending', attempts: 0 });
+    expect(await h.row(testLeadId)).to.equal(null);
+    for (const leadId of [pulled.leadId, testLeadId]) {
+      expect((await h.events(leadId)).filter((e) => e.type.startsWith('LeadDeliver'))).to.have.length(0);
+    }
+  });
+
+  it('a buyer secret variable that is not set: sent unsigned, with a warning that names the variable only', async () => {
+    const h = await setUp(() => 200, { secret_env: 'X_SECRET_NOT_SET' });
+    const { leadId } = await h.sell();
+    await h.rowWith(leadId, 'delivered');
+    expect(endpoint!.forLead(leadId)[0]!.headers).to.not.have.property('x-leadpost-signature');
+    expect(h.logs.join('')).to.contain('X_SECRET_NOT_SET');
+  });
+});
