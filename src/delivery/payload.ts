@@ -1,8 +1,15 @@
 import type { LeadReceived, LeadSold } from '../events/lead-events.js';
+import type { NormalisedLead } from '../leads/lead.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from './signature.js';
 
 // What a buyer's endpoint receives: the lead as we normalised it, the supplier's tracking fields
 // and the price the buyer pays. Internal fields (certificate id, test flag, key id) stay home.
+
+/** The consumer fields a buyer receives. */
+export type DeliveredLead = Pick<
+  NormalisedLead,
+  'first_name' | 'last_name' | 'email' | 'mobile' | 'mobile_national' | 'zip' | 'zip4' | 'accident_state' | 'certificate_url'
+>;
 
 export interface DeliveryBody {
   readonly lead_id: number;
@@ -10,17 +17,7 @@ export interface DeliveryBody {
   readonly s1: string | null;
   readonly price: number;
   readonly currency: string;
-  readonly lead: {
-    readonly first_name: string;
-    readonly last_name: string;
-    readonly email: string;
-    readonly mobile: string;
-    readonly mobile_national: string;
-    readonly zip: string;
-    readonly zip4: string | null;
-    readonly accident_state: string;
-    readonly certificate_url: string;
-  } | null;
+  readonly lead: DeliveredLead | null;
 }
 
 export function deliveryBody(received: LeadReceived['data'], sale: LeadSold['data']): DeliveryBody {
