@@ -60,6 +60,43 @@ describe('embedded event store (SQLite)', function () {
     });
   });
 
+  describe('decoded tail shared by readers', function () {
+    it('readers at different places, reading while appends go on, each see every event once and in order', async function () {
+      const store = await EmbeddedEventStore.open(dir.path);
+      try {
+        const start = await store.headPosition();
+        await store.append('tail-0', Array.from({ length: 30 }, (_, i) => ({ type: 'E', data: { i } })));
+        const early = (await store.readAll({ fromPosition: start, maxCount: 3 })).at(-1)!.position;
+        const seen: string[][] = [[], [], [], []];
+        const from = [start, early, start, start];
+        let appended = 30;
+        for (let round = 0; round < 40; round++) {
+          // Readers take turns with small and odd page sizes, so reads start inside, at and past the tail.
+          for (let r = 0; r < 4; r++) {
+            const page = await store.readAll({ fromPosition: from[r]!, maxCount: 1 + ((round * 7 + r * 3) % 11) });
+            for (const event of page) seen[r]!.push(`${event.streamId}:${event.revision}`);
+            if (page.length > 0) from[r] = page.at(-1)!.position;
+          }
+          if (round % 3 === 0) {
+            await store.append(`tail-${round + 1}`, [{ type: 'E', data: {} }, { type: 'E', data: {} }]);
+            appended += 2;
+          }
+        }
+        for (let r = 0; r < 4; r++) {
+          for (const event of await store.readAll({ fromPosition: from[r]! })) seen[r]!.push(`${event.streamId}:${event.revision}`);
+        }
+        const all = (await store.readAll({ fromPosition: start })).map((e) => `${e.streamId}:${e.revision}`);
+        expect(all).to.have.length(appended);
+        expect(seen[0]).to.deep.equal(all);
+        expect(seen[1]).to.deep.equal(all.slice(3));
+        expect(seen[2]).to.deep.equal(all);
+        expect(seen[3]).to.deep.equal(all);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
   describe('failures', function () {
     it('a data dir that cannot be created is EventStoreUnavailableError, not a crash', async function () {
       // A path below a regular file can never be a directory.
