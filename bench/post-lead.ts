@@ -138,6 +138,34 @@ export async function load(url: string, headers: Record<string, string>, body: (
   return run(seconds);
 }
 
+const BARE = fileURLToPath(new URL('./bare-koa.js', import.meta.url));
+
+/** The limit: a bare Koa HTTPS endpoint parsing the same body, under the same load. */
+export async function benchBareKoa(seconds: number, warmup: number): Promise<LoadResult> {
+  const server = runChild([], {}, { script: BARE });
+  try {
+    await server.until('{', 1);
+    const port = (JSON.parse(server.lines[0]!) as { https_port: number }).https_port;
+    process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
+    const result = await load(`https://127.0.0.1:${port}/`, {}, sellableLead, seconds, warmup, { n: 0 });
+    return {
+      case: 'bare Koa HTTPS, same body',
+      requestsPerSecond: Math.round(result.requests.average),
+      p50Ms: result.latency.p50,
+      p99Ms: result.latency.p99,
+      non2xx: result.non2xx,
+      errors: result.errors,
+      serverRssMb: rssMb(server.process.pid!),
+      lagP50Ms: 0,
+      lagP99Ms: 0,
+      lagSamples: 0,
+    };
+  } finally {
+    server.process.kill('SIGTERM');
+    await server;
+  }
+}
+
 /** The service's POST /functions/leads with every check on and durable appends, in its own process. */
 export async function benchPostLead(seconds: number, warmup: number): Promise<LoadResult> {
   const dir = tempDir('bench-post');

@@ -1,6 +1,6 @@
 import { benchDelivery } from './delivery.js';
 import { benchEventStore } from './event-store.js';
-import { benchPostLead } from './post-lead.js';
+import { benchBareKoa, benchPostLead } from './post-lead.js';
 import { benchReplay } from './replay.js';
 
 // `npm run bench [part…]`: runs the named parts (all by default) and prints one table per part.
@@ -20,7 +20,11 @@ const parts: Record<string, () => Promise<void>> = {
   },
   'post-lead': async () => {
     console.log('\nPOST /functions/leads over HTTPS: 50 keep-alive connections, unique valid sellable leads, all checks on, durable appends');
-    console.table([await benchPostLead(Number(process.env.BENCH_LOAD_SECONDS ?? 15), 3)]);
+    const seconds = Number(process.env.BENCH_LOAD_SECONDS ?? 15);
+    const bare = await benchBareKoa(seconds, 3);
+    const service = await benchPostLead(seconds, 3);
+    console.table([bare, service]);
+    console.log(`service / bare: throughput ${(service.requestsPerSecond / bare.requestsPerSecond).toFixed(2)}x, p99 ${(service.p99Ms / bare.p99Ms).toFixed(1)}x`);
   },
 };
 
