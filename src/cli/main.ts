@@ -46,6 +46,12 @@ export async function main(args: string[]): Promise<number> {
 }
 
 async function serve(): Promise<number> {
+  // Listen for the stop signal before anything starts: a SIGTERM that arrives while the service is
+  // starting would otherwise find no handler and kill the process mid-way.
+  const stopped = new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
   let service;
   try {
     service = await startService(loadServiceConfig());
@@ -57,10 +63,7 @@ async function serve(): Promise<number> {
     }
     throw error;
   }
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
+  await stopped;
   await service.close();
   return 0;
 }
