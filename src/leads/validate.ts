@@ -1,6 +1,6 @@
 import { Ajv, type ErrorObject } from 'ajv';
 import { type PhoneNumber, parsePhoneNumberFromString } from 'libphonenumber-js/max';
-import { DEFAULT_CERTIFICATE_HOSTS, parseCertificateUrl } from '../enrichment/consent.js';
+import { type CertificateUrlParse, DEFAULT_CERTIFICATE_HOSTS, parseCertificateUrl } from '../enrichment/consent.js';
 import type { FieldError } from '../http/envelope.js';
 import type { NormalisedLead } from './lead.js';
 import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, type PostedLead } from './schema.js';
@@ -129,8 +129,15 @@ export function createLeadValidator(options: LeadValidatorOptions = {}): (body: 
   const hosts = options.allowedCertificateHosts ?? DEFAULT_CERTIFICATE_HOSTS;
   const ajv = new Ajv({ allErrors: true, allowUnionTypes: true, strict: true });
   ajv.addFormat('lead-email', isLeadEmail);
-  ajv.addFormat('dialable-phone', (value: string) => parseMobile(value) !== undefined);
-  ajv.addFormat('consent-certificate-url', (value: string) => parseCertificateUrl(value, hosts).ok);
+  // The formats keep what they parsed, so that building the normalised lead right after the check
+  // does not parse the number (the costliest step of validation) or the URL a second time.
+  let mobile: { value: string; parsed: PhoneNumber | undefined } | undefined;
+  let certificate: { value: string; parsed: CertificateUrlParse } | undefined;
+  const mobileOf = (value: string) => (mobile?.value === value ? mobile : (mobile = { value, parsed: parseMobile(value) })).parsed;
+  const certificateOf = (value: string) =>
+    (certificate?.value === value ? certificate : (certificate = { value, parsed: parseCertificateUrl(value, hosts) })).parsed;
+  ajv.addFormat('dialable-phone', (value: string) => mobileOf(value) !== undefined);
+  ajv.addFormat('consent-certificate-url', (value: string) => certificateOf(value).ok);
   const validate = ajv.compile<PostedLead>(LEAD_SCHEMA);
 
   return (body) => {
@@ -148,7 +155,7 @@ export function createLeadValidator(options: LeadValidatorOptions = {}): (body: 
       input.certificate_url ??= aliasValue;
       delete input[CERTIFICATE_URL_ALIAS];
     }
-    if (validate(input) && errors.length === 0) return { ok: true, lead: normalised(input, hosts) };
+    if (validate(input) && errors.length === 0) return { ok: true, lead: normalised(input, mobileOf(input.mobile)!, certificateOf(input.certificate_url)) };
 
     errors.push(...toFieldErrors(validate.errors ?? []));
     const failed = new Set(errors.map((e) => e.field));
@@ -162,9 +169,7 @@ export function createLeadValidator(options: LeadValidatorOptions = {}): (body: 
   };
 }
 
-function normalised(input: PostedLead, hosts: readonly string[]): NormalisedLead {
-  const mobile = parseMobile(input.mobile)!;
-  const certificate = parseCertificateUrl(input.certificate_url, hosts);
+function normalised(input: PostedLead, mobile: PhoneNumber, certificate: CertificateUrlParse): NormalisedLead {
   const [zip, zip4] = input.zip.split('-');
   return {
     first_name: input.first_name,
