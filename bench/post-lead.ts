@@ -138,6 +138,21 @@ export async function load(url: string, headers: Record<string, string>, body: (
   return run(seconds);
 }
 
+function loadResult(name: string, result: autocannon.Result, serverPid: number, lags: number[]): LoadResult {
+  return {
+    case: name,
+    requestsPerSecond: Math.round(result.requests.average),
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    serverRssMb: rssMb(serverPid),
+    lagP50Ms: Math.round(percentile(lags, 50)),
+    lagP99Ms: Math.round(percentile(lags, 99)),
+    lagSamples: lags.length,
+  };
+}
+
 const BARE = fileURLToPath(new URL('./bare-koa.js', import.meta.url));
 
 /** The limit: a bare Koa HTTPS endpoint parsing the same body, under the same load. */
@@ -148,18 +163,7 @@ export async function benchBareKoa(seconds: number, warmup: number): Promise<Loa
     const port = (JSON.parse(server.lines[0]!) as { https_port: number }).https_port;
     process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
     const result = await load(`https://127.0.0.1:${port}/`, {}, sellableLead, seconds, warmup, { n: 0 });
-    return {
-      case: 'bare Koa HTTPS, same body',
-      requestsPerSecond: Math.round(result.requests.average),
-      p50Ms: result.latency.p50,
-      p99Ms: result.latency.p99,
-      non2xx: result.non2xx,
-      errors: result.errors,
-      serverRssMb: rssMb(server.process.pid!),
-      lagP50Ms: 0,
-      lagP99Ms: 0,
-      lagSamples: 0,
-    };
+    return loadResult('bare Koa HTTPS, same body', result, server.process.pid!, []);
   } finally {
     server.process.kill('SIGTERM');
     await server;
@@ -194,18 +198,7 @@ export async function benchPostLead(seconds: number, warmup: number): Promise<Lo
     const result = await load(`https://127.0.0.1:${port}/functions/leads`, { 'x-api-key': formatKey(id, secret) }, sellableLead, seconds, warmup, counter);
     if (result.non2xx > 0) console.error(`first non-2xx answer: ${counter.sample}`);
     const lags = await lag.stop();
-    return {
-      case: 'POST /functions/leads (service)',
-      requestsPerSecond: Math.round(result.requests.average),
-      p50Ms: result.latency.p50,
-      p99Ms: result.latency.p99,
-      non2xx: result.non2xx,
-      errors: result.errors,
-      serverRssMb: rssMb(server.process.pid!),
-      lagP50Ms: Math.round(percentile(lags, 50)),
-      lagP99Ms: Math.round(percentile(lags, 99)),
-      lagSamples: lags.length,
-    };
+    return loadResult('POST /functions/leads (service)', result, server.process.pid!, lags);
   } finally {
     server.process.kill('SIGTERM');
     await server;

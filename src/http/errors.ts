@@ -1,9 +1,8 @@
 // Rejections decided by the shell itself travel as ShellError so that one middleware turns every
 // failure, expected or not, into the envelope; nothing downstream writes an error body by hand.
 
-import type { FieldError } from './envelope.js';
 import { EventStoreUnavailableError } from '../event-store/port.js';
-import type { OutcomeCode } from './envelope.js';
+import type { FieldError, OutcomeCode } from './envelope.js';
 
 export class ShellError extends Error {
   override readonly name = 'ShellError';

@@ -162,16 +162,7 @@ export class ReadBack {
     const after = cursorOf(query, errors);
     if (errors.length > 0) throw new ReadBackInputError(errors);
 
-    // The caller's scope wins over whatever it asked for.
-    if (principal.role === 'supplier') filter.supplier = principal.name;
-    if (principal.role === 'buyer') filter.buyer = principal.name;
-    const docs = await this.deps.readModels.find(this.deps.collection('deliveries'), {
-      filter,
-      sort: { field: 'created_at', direction: 'desc' },
-      ...(after ? { after } : {}),
-      limit: limit + 1,
-    });
-    return page(docs, limit, 'created_at', (doc) => {
+    return this.newestFirst(principal, 'deliveries', 'created_at', filter, limit, after, (doc) => {
       const row = strip(doc);
       delete row.supplier;
       if (!(principal.role === 'admin' || (principal.role === 'buyer' && doc.buyer === principal.name))) delete row.lead;
@@ -192,19 +183,33 @@ export class ReadBack {
     const limit = limitOf(query, errors);
     const after = cursorOf(query, errors);
     if (errors.length > 0) throw new ReadBackInputError(errors);
-    if (principal.role === 'supplier') filter.supplier = principal.name;
-    if (principal.role === 'buyer') filter.buyer = principal.name;
-    const docs = await this.deps.readModels.find(this.deps.collection('feedback'), {
-      filter,
-      sort: { field: 'recorded_at', direction: 'desc' },
-      ...(after ? { after } : {}),
-      limit: limit + 1,
-    });
-    return page(docs, limit, 'recorded_at', (doc) => {
+    return this.newestFirst(principal, 'feedback', 'recorded_at', filter, limit, after, (doc) => {
       const row = strip(doc);
       delete row.supplier;
       return row;
     });
+  }
+
+  /** One page of a list, newest first, with the caller's scope forced onto the filter. */
+  private async newestFirst(
+    principal: Principal,
+    base: 'deliveries' | 'feedback',
+    sortField: string,
+    filter: Record<string, Filter[string]>,
+    limit: number,
+    after: { value: string; id: string } | undefined,
+    row: (doc: ReadDoc) => Record<string, unknown>,
+  ): Promise<Page<Record<string, unknown>>> {
+    // The caller's scope wins over whatever it asked for.
+    if (principal.role === 'supplier') filter.supplier = principal.name;
+    if (principal.role === 'buyer') filter.buyer = principal.name;
+    const docs = await this.deps.readModels.find(this.deps.collection(base), {
+      filter,
+      sort: { field: sortField, direction: 'desc' },
+      ...(after ? { after } : {}),
+      limit: limit + 1,
+    });
+    return page(docs, limit, sortField, row);
   }
 
   async report(principal: Principal, query: Query): Promise<{ rows: ReportRow[]; groupBy: GroupBy[]; from: string; to: string; tz: string }> {
