@@ -12,6 +12,8 @@ export interface ReplayResult {
   readonly events: number;
   readonly seconds: number;
   readonly eventsPerSecond: number;
+  /** CPU time of the whole process over the replay: wall time on a quiet machine, and a fair figure on a busy one. */
+  readonly cpuSeconds: number;
 }
 
 const pass = { result: 'pass' as const, provider: 'bench', detail: 'ok' };
@@ -39,10 +41,8 @@ function leadEvents(n: number) {
   return decide(command, initialLeadState);
 }
 
-/** Writes about `events` lead events into a fresh embedded store, then rebuilds each projection from 0. */
-export async function benchReplay(events: number): Promise<ReplayResult[]> {
-  const dir = tempDir('bench-replay');
-  const store = await EmbeddedEventStore.open(dir.path);
+/** Appends about `events` lead events to the store, 200 writers at a time, as the service would. */
+export async function seedLeadEvents(store: EmbeddedEventStore, events: number): Promise<number> {
   let written = 0;
   let next = 1;
   const writer = async () => {
@@ -53,27 +53,49 @@ export async function benchReplay(events: number): Promise<ReplayResult[]> {
       await store.append(leadStream(n), batch, { expectedRevision: 'no_stream' });
     }
   };
-  const started = performance.now();
   await Promise.all(Array.from({ length: 200 }, writer));
-  console.log(`  wrote ${written.toLocaleString('en-US')} events in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  return written;
+}
+
+/** Rebuilds each projection from position 0 into fresh read models (tag `tag`), one after another. */
+export async function replayEach(store: EmbeddedEventStore, readModels: EmbeddedReadModelStore, tag: string): Promise<ReplayResult[]> {
   const head = await store.headPosition();
-  const readModels = EmbeddedReadModelStore.open(dir.path);
   const results: ReplayResult[] = [];
+  for (const projection of PROJECTIONS) {
+    const runner = new ProjectionRunner(store, readModels, projection, tag, { batchSize: 5000 });
+    await runner.prepare();
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    runner.start();
+    await runner.waitFor(head);
+    const seconds = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    await runner.stop();
+    const cpuSeconds = (cpu.user + cpu.system) / 1e6;
+    results.push({
+      projection: projection.name,
+      events: runner.handledEvents,
+      seconds: Math.round(seconds * 10) / 10,
+      eventsPerSecond: Math.round(runner.handledEvents / seconds),
+      cpuSeconds: Math.round(cpuSeconds * 10) / 10,
+    });
+  }
+  return results;
+}
+
+/** Writes about `events` lead events into a fresh embedded store, then rebuilds each projection from 0. */
+export async function benchReplay(events: number): Promise<ReplayResult[]> {
+  const dir = tempDir('bench-replay');
+  const store = await EmbeddedEventStore.open(dir.path);
+  const started = performance.now();
+  const written = await seedLeadEvents(store, events);
+  console.log(`  wrote ${written.toLocaleString('en-US')} events in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const readModels = EmbeddedReadModelStore.open(dir.path);
   try {
-    for (const projection of PROJECTIONS) {
-      const runner = new ProjectionRunner(store, readModels, projection, 'bench', { batchSize: 5000 });
-      await runner.prepare();
-      const t0 = performance.now();
-      runner.start();
-      await runner.waitFor(head);
-      const seconds = (performance.now() - t0) / 1000;
-      await runner.stop();
-      results.push({ projection: projection.name, events: runner.handledEvents, seconds: Math.round(seconds * 10) / 10, eventsPerSecond: Math.round(runner.handledEvents / seconds) });
-    }
+    return await replayEach(store, readModels, 'bench');
   } finally {
     await readModels.close();
     await store.close();
     dir.remove();
   }
-  return results;
 }

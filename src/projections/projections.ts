@@ -6,9 +6,16 @@ import { leadViewChanges, leadViewFeedback } from './lead-view.js';
 // The projections from `$all` into read models. Each has a name and a version: a new version
 // rebuilds into new collections (`leads_v2`) and the service switches when it has caught up.
 
+/** A value now, or later when it had to be read from the store. */
+export type MaybePromise<T> = T | Promise<T>;
+
 export interface ProjectionContext {
-  /** The LeadReceived of a lead: from memory when the lead's events arrived together, else from its stream. */
-  received(leadId: number): Promise<LeadReceived['data'] | null>;
+  /**
+   * The LeadReceived of a lead: from memory when the lead's events arrived together (almost
+   * always, and then synchronously: a rebuild handles a million events and a promise per event
+   * was a measurable part of it), else read from its stream.
+   */
+  received(leadId: number): MaybePromise<LeadReceived['data'] | null>;
   /** The physical name of one of this projection's collections in the version being built. */
   collection(base: string): string;
 }
@@ -18,8 +25,18 @@ export interface Projection {
   readonly version: number;
   readonly collections: readonly string[];
   readonly indexes: Readonly<Record<string, ReadonlyArray<readonly string[]>>>;
-  handle(event: RecordedEvent, context: ProjectionContext): Promise<ReadWrite[]>;
+  handle(event: RecordedEvent, context: ProjectionContext): MaybePromise<ReadWrite[]>;
 }
+
+type Received = LeadReceived['data'] | null;
+
+/** Runs `then` with the lead's LeadReceived, synchronously when it is in memory. */
+function withReceived<T>(context: ProjectionContext, leadId: number, then: (received: Received) => T): MaybePromise<T> {
+  const received = context.received(leadId);
+  return received instanceof Promise ? received.then(then) : then(received);
+}
+
+const NONE: ReadWrite[] = [];
 
 const LEAD_EVENTS = new Set([
   'LeadReceived',
@@ -40,16 +57,20 @@ export const leadsProjection: Projection = {
   version: 1,
   collections: ['leads'],
   indexes: { leads: [['supplier', 'lead_id']] },
-  async handle(event, context) {
-    if (!LEAD_EVENTS.has(event.type)) return [];
+  handle(event, context) {
+    if (!LEAD_EVENTS.has(event.type)) return NONE;
     const lead = asLead(event);
     const id = String(lead.data.lead_id);
     const feedback = leadViewFeedback(lead);
     if (feedback) return [{ op: 'push', collection: context.collection('leads'), id, position: event.position, field: 'feedback', value: feedback }];
-    const set: Record<string, unknown> = { ...leadViewChanges(lead) };
+    const set: Record<string, unknown> = leadViewChanges(lead);
+    const write = (): ReadWrite[] => [{ op: 'set', collection: context.collection('leads'), id, position: event.position, set }];
+    if (!('delivery' in set)) return write();
     // A test lead is never delivered: its view says so rather than showing a pending delivery.
-    if ('delivery' in set && (await context.received(lead.data.lead_id))?.test) set.delivery = null;
-    return [{ op: 'set', collection: context.collection('leads'), id, position: event.position, set }];
+    return withReceived(context, lead.data.lead_id, (received) => {
+      if (received?.test) set.delivery = null;
+      return write();
+    });
   },
 };
 
@@ -67,69 +88,74 @@ export const deliveriesProjection: Projection = {
       ['status', 'next_attempt_at'],
     ],
   },
-  async handle(event, context) {
-    const lead = asLead(event);
-    const id = String(lead.data.lead_id);
-    const collection = context.collection('deliveries');
-    const write = (set: Record<string, unknown>): ReadWrite[] => [{ op: 'set', collection, id, position: event.position, set }];
-    const at = new Date(event.created).toISOString();
-    switch (lead.type) {
+  handle(event, context) {
+    switch (event.type) {
       case 'LeadSold':
-      case 'LeadRouted': {
-        if (lead.type === 'LeadRouted' && lead.data.target.kind !== 'bucket') return [];
-        const received = await context.received(lead.data.lead_id);
-        // A test lead is never delivered, so it has no delivery row.
-        if (!received || received.test) return [];
-        const target = lead.type === 'LeadSold' ? { buyer: lead.data.buyer, bucket: null } : { buyer: null, bucket: lead.data.target.id };
-        const doc = {
-          lead_id: lead.data.lead_id,
-          supplier: received.supplier,
-          ...target,
-          status: 'pending',
-          attempts: 0,
-          last_attempt_at: null,
-          last_status_code: null,
-          last_error: null,
-          delivered_at: null,
-          next_attempt_at: lead.type === 'LeadSold' ? at : null,
-          created_at: at,
-          lead: received.lead,
-        };
-        return [{ op: 'put', collection, id, position: event.position, doc }];
-      }
+      case 'LeadRouted':
       case 'LeadDeliveryAttempted':
-        return (await isDelivered(context, lead.data.lead_id)) ? write({ attempts: lead.data.attempt, last_attempt_at: lead.data.started_at }) : [];
       case 'LeadDeliveryFailed':
-        if (!(await isDelivered(context, lead.data.lead_id))) return [];
-        return write({
-          status: lead.data.next_attempt_at === null ? 'failed' : 'pending',
-          attempts: lead.data.attempt,
-          last_attempt_at: lead.data.failed_at,
-          last_status_code: lead.data.status,
-          last_error: lead.data.error,
-          next_attempt_at: lead.data.next_attempt_at,
-        });
-      case 'LeadDelivered':
-        if (!(await isDelivered(context, lead.data.lead_id))) return [];
-        return write({
-          status: 'delivered',
-          attempts: lead.data.attempt,
-          last_attempt_at: lead.data.delivered_at,
-          last_status_code: lead.data.status,
-          last_error: null,
-          delivered_at: lead.data.delivered_at,
-          next_attempt_at: null,
-        });
+      case 'LeadDelivered': {
+        const lead = asLead(event);
+        return withReceived(context, lead.data.lead_id, (received) => deliveryWrites(lead, context.collection('deliveries'), received));
+      }
       default:
-        return [];
+        return NONE;
     }
   },
 };
 
-/** Whether a lead has a delivery row at all: a real (non-test) lead. */
-async function isDelivered(context: ProjectionContext, leadId: number): Promise<boolean> {
-  const received = await context.received(leadId);
-  return received !== null && !received.test;
+/** What one event changes in the deliveries collection, given its lead's LeadReceived. */
+function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, received: Received): ReadWrite[] {
+  // A test lead is never delivered, so it has no delivery row; nor has a lead without a LeadReceived.
+  if (!received || received.test) return NONE;
+  const id = String(lead.data.lead_id);
+  const write = (set: Record<string, unknown>): ReadWrite[] => [{ op: 'set', collection, id, position: lead.position, set }];
+  switch (lead.type) {
+    case 'LeadSold':
+    case 'LeadRouted': {
+      if (lead.type === 'LeadRouted' && lead.data.target.kind !== 'bucket') return NONE;
+      const at = new Date(lead.created).toISOString();
+      const target = lead.type === 'LeadSold' ? { buyer: lead.data.buyer, bucket: null } : { buyer: null, bucket: lead.data.target.id };
+      const doc = {
+        lead_id: lead.data.lead_id,
+        supplier: received.supplier,
+        ...target,
+        status: 'pending',
+        attempts: 0,
+        last_attempt_at: null,
+        last_status_code: null,
+        last_error: null,
+        delivered_at: null,
+        next_attempt_at: lead.type === 'LeadSold' ? at : null,
+        created_at: at,
+        lead: received.lead,
+      };
+      return [{ op: 'put', collection, id, position: lead.position, doc }];
+    }
+    case 'LeadDeliveryAttempted':
+      return write({ attempts: lead.data.attempt, last_attempt_at: lead.data.started_at });
+    case 'LeadDeliveryFailed':
+      return write({
+        status: lead.data.next_attempt_at === null ? 'failed' : 'pending',
+        attempts: lead.data.attempt,
+        last_attempt_at: lead.data.failed_at,
+        last_status_code: lead.data.status,
+        last_error: lead.data.error,
+        next_attempt_at: lead.data.next_attempt_at,
+      });
+    case 'LeadDelivered':
+      return write({
+        status: 'delivered',
+        attempts: lead.data.attempt,
+        last_attempt_at: lead.data.delivered_at,
+        last_status_code: lead.data.status,
+        last_error: null,
+        delivered_at: lead.data.delivered_at,
+        next_attempt_at: null,
+      });
+    default:
+      return NONE;
+  }
 }
 
 export const feedbackProjection: Projection = {
@@ -137,12 +163,13 @@ export const feedbackProjection: Projection = {
   version: 1,
   collections: ['feedback'],
   indexes: { feedback: [['recorded_at'], ['supplier', 'recorded_at'], ['buyer', 'recorded_at'], ['type', 'recorded_at']] },
-  async handle(event, context) {
+  handle(event, context) {
     const lead = asLead(event);
-    if (lead.type !== 'FeedbackRecorded') return [];
-    const received = await context.received(lead.data.lead_id);
-    const doc = { ...lead.data, supplier: received?.supplier ?? null };
-    return [{ op: 'put', collection: context.collection('feedback'), id: event.id, position: event.position, doc }];
+    if (lead.type !== 'FeedbackRecorded') return NONE;
+    return withReceived(context, lead.data.lead_id, (received): ReadWrite[] => {
+      const doc = { ...lead.data, supplier: received?.supplier ?? null };
+      return [{ op: 'put', collection: context.collection('feedback'), id: event.id, position: event.position, doc }];
+    });
   },
 };
 
@@ -154,7 +181,7 @@ export const reportsProjection: Projection = {
   version: 1,
   collections: ['report_buckets'],
   indexes: { report_buckets: [['hour'], ['supplier', 'hour']] },
-  async handle(event, context) {
+  handle(event, context) {
     const lead = asLead(event);
     let inc: Record<string, number> | null = null;
     let buyer: string | null = null;
@@ -169,15 +196,19 @@ export const reportsProjection: Projection = {
       inc = { returned: 1, returned_cents: cents(lead.data.revenue) };
       buyer = lead.data.buyer;
     }
-    if (!inc) return [];
-    const received = await context.received(lead.data.lead_id);
-    if (!received) return [];
-    // Hourly buckets in UTC: a report in any whole-hour time zone folds them into its local days.
-    const hour = received.received_at.slice(0, 13);
-    const dims = { supplier: received.supplier, sid: received.sid, s1: received.s1, state: received.accident_state, buyer, test: received.test };
-    const id = JSON.stringify([hour, ...REPORT_DIMENSIONS.map((d) => dims[d])]);
-    return [{ op: 'inc', collection: context.collection('report_buckets'), id, position: event.position, inc, setOnInsert: { hour, ...dims } }];
+    if (!inc) return NONE;
+    const counts = inc;
+    return withReceived(context, lead.data.lead_id, (received) => (received ? reportWrites(event, context.collection('report_buckets'), counts, buyer, received) : NONE));
   },
 };
+
+/** The increment of one report bucket: the lead's hour and dimensions. */
+function reportWrites(event: RecordedEvent, collection: string, inc: Record<string, number>, buyer: string | null, received: NonNullable<Received>): ReadWrite[] {
+  // Hourly buckets in UTC: a report in any whole-hour time zone folds them into its local days.
+  const hour = received.received_at.slice(0, 13);
+  const dims = { supplier: received.supplier, sid: received.sid, s1: received.s1, state: received.accident_state, buyer, test: received.test };
+  const id = JSON.stringify([hour, ...REPORT_DIMENSIONS.map((d) => dims[d])]);
+  return [{ op: 'inc', collection, id, position: event.position, inc, setOnInsert: { hour, ...dims } }];
+}
 
 export const PROJECTIONS: readonly Projection[] = [leadsProjection, deliveriesProjection, feedbackProjection, reportsProjection];

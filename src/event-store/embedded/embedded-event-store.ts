@@ -36,13 +36,9 @@ interface PendingAppend {
   reject(error: Error): void;
 }
 
-interface CommitRow {
-  position: number;
-  name: string;
-  first_revision: number;
-  events: string;
-  created: number;
-}
+/** A commit row as an array (better-sqlite3's raw mode, which skips building an object per row). */
+type CommitRow = [position: number, name: string, firstRevision: number, events: string, created: number];
+const POSITION = 0;
 
 const NO_LIMIT = -1;
 /** How many of the newest events read are kept decoded for the next reader. */
@@ -67,24 +63,26 @@ const SELECT_COMMIT = 'SELECT c.position, s.name, c.first_revision, c.events, c.
 
 /**
  * The events of commit rows, in order: from `skip` events into the first row, at most `maxCount`
- * (negative: no limit).
+ * (negative: no limit). Decoding is most of the cost of reading (a rebuild decodes every event),
+ * so this stays a plain indexed loop.
  */
-function expand(rows: CommitRow[], skip: (row: CommitRow) => number, maxCount: number): RecordedEvent[] {
+function expand(rows: readonly CommitRow[], firstSkip: number, maxCount: number): RecordedEvent[] {
   const out: RecordedEvent[] = [];
-  for (const row of rows) {
-    const stored = JSON.parse(row.events) as StoredEvent[];
-    for (let index = skip(row); index < stored.length; index++) {
+  for (let r = 0; r < rows.length; r++) {
+    const [position, streamId, firstRevision, text, created] = rows[r]!;
+    const stored = JSON.parse(text) as StoredEvent[];
+    for (let index = r === 0 ? firstSkip : 0; index < stored.length; index++) {
       if (out.length === maxCount) return out;
-      const [id, type, data, metadata] = stored[index]!;
+      const event = stored[index]!;
       out.push({
-        id,
-        streamId: row.name,
-        revision: row.first_revision + index,
-        position: { commit: row.position, prepare: index },
-        type,
-        data,
-        metadata,
-        created: row.created,
+        id: event[0],
+        streamId,
+        revision: firstRevision + index,
+        position: { commit: position, prepare: index },
+        type: event[1],
+        data: event[2],
+        metadata: event[3],
+        created,
       });
     }
   }
@@ -119,13 +117,15 @@ export class EmbeddedEventStore implements EventStore {
     // Two plain lookups: one statement with the stream's name in a subquery or a join planned
     // several times slower, and most reads (contacts, idempotency keys) are of streams that do not exist.
     this.selectStreamId = reader.prepare<[string], number>('SELECT id FROM streams WHERE name = ?').pluck();
-    this.selectStream = reader.prepare<[string, number, number, number], CommitRow>(
-      'SELECT position, ? AS name, first_revision, events, created FROM commits WHERE stream_id = ? AND last_revision >= ? ORDER BY last_revision LIMIT ?',
-    );
-    this.selectAll = reader.prepare<[number, number], CommitRow>(`${SELECT_COMMIT} WHERE c.position > ? ORDER BY c.position LIMIT ?`);
+    this.selectStream = reader
+      .prepare<[string, number, number, number], CommitRow>(
+        'SELECT position, ? AS name, first_revision, events, created FROM commits WHERE stream_id = ? AND last_revision >= ? ORDER BY last_revision LIMIT ?',
+      )
+      .raw(true);
+    this.selectAll = reader.prepare<[number, number], CommitRow>(`${SELECT_COMMIT} WHERE c.position > ? ORDER BY c.position LIMIT ?`).raw(true);
     // The commit a reader stopped inside, only when it holds events after that point: a reader
     // that has finished a commit (the usual case) does not fetch it again.
-    this.selectRest = reader.prepare<[number, number], CommitRow>(`${SELECT_COMMIT} WHERE c.position = ? AND c.last_revision - c.first_revision > ?`);
+    this.selectRest = reader.prepare<[number, number], CommitRow>(`${SELECT_COMMIT} WHERE c.position = ? AND c.last_revision - c.first_revision > ?`).raw(true);
     this.selectHead = reader.prepare<[], { position: number; last: number }>(
       'SELECT position, last_revision - first_revision AS last FROM commits ORDER BY position DESC LIMIT 1',
     );
@@ -176,7 +176,7 @@ export class EmbeddedEventStore implements EventStore {
     if (id === undefined) return [];
     // Each row holds at least one event, so maxCount rows always suffice.
     const rows = this.selectStream.all(streamId, id, from, maxCount);
-    return expand(rows, (row) => Math.max(0, from - row.first_revision), maxCount);
+    return expand(rows, rows[0] ? Math.max(0, from - rows[0][2]) : 0, maxCount);
   }
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
@@ -249,7 +249,7 @@ export class EmbeddedEventStore implements EventStore {
     const rest = from.commit >= 0 ? this.selectRest.get(from.commit, from.prepare) : undefined;
     const rows = this.selectAll.all(from.commit, maxCount < 0 ? NO_LIMIT : maxCount);
     if (rest) rows.unshift(rest);
-    return expand(rows, (row) => (row.position === from.commit ? from.prepare + 1 : 0), maxCount);
+    return expand(rows, rows[0]?.[POSITION] === from.commit ? from.prepare + 1 : 0, maxCount);
   }
 
   private headSync(): Position {
