@@ -12,6 +12,10 @@ import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { percentile } from './stats.js';
 
 const BIN = fileURLToPath(new URL('../../bin/leadpost.js', import.meta.url));
+/** The node flags of `npm start`, so that the bench measures the service as it is started. */
+const START_NODE_ARGS = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } }).scripts.start
+  .split(' ')
+  .filter((word) => word.startsWith('--'));
 const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
 
 export interface LoadResult {
@@ -101,7 +105,7 @@ async function listening(port: number): Promise<void> {
   throw new Error(`nothing listens on port ${port}`);
 }
 
-function rssMb(pid: number): number {
+export function rssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
 }
@@ -170,8 +174,8 @@ export async function benchBareKoa(seconds: number, warmup: number): Promise<Loa
   }
 }
 
-/** The service's POST /functions/leads with every check on and durable appends, in its own process. */
-export async function benchPostLead(seconds: number, warmup: number): Promise<LoadResult> {
+/** A `leadpost serve` child on a fresh data dir with one supplier key and one buyer that buys every CA lead. */
+export async function startBenchService(): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; stop(): Promise<void> }> {
   const dir = tempDir('bench-post');
   const routing = join(dir.path, 'routing.json');
   writeFileSync(routing, JSON.stringify({ buyers: [{ id: 'bench-buyer', price: 25, states: ['CA'], caps: [{ period: 'day', max: 100_000_000 }] }] }));
@@ -189,19 +193,33 @@ export async function benchPostLead(seconds: number, warmup: number): Promise<Lo
     HOST: '127.0.0.1',
     RATE_LIMIT_PER_SECOND: '0',
     LOG_LEVEL: 'warn',
-  }, { script: BIN, nodeArgs: process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) });
+  }, { script: BIN, nodeArgs: [...START_NODE_ARGS, ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])] });
+  await listening(port);
+  process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
+  return {
+    url: `https://127.0.0.1:${port}/functions/leads`,
+    apiKey: formatKey(id, secret),
+    dataDir: dir.path,
+    pid: server.process.pid!,
+    async stop() {
+      server.process.kill('SIGTERM');
+      await server;
+      dir.remove();
+    },
+  };
+}
+
+/** The service's POST /functions/leads with every check on and durable appends, in its own process. */
+export async function benchPostLead(seconds: number, warmup: number): Promise<LoadResult> {
+  const service = await startBenchService();
   try {
-    await listening(port);
-    process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
-    const lag = projectionLag(dir.path);
+    const lag = projectionLag(service.dataDir);
     const counter: LoadCounter = { n: 0, onAccepted: lag.sample };
-    const result = await load(`https://127.0.0.1:${port}/functions/leads`, { 'x-api-key': formatKey(id, secret) }, sellableLead, seconds, warmup, counter);
+    const result = await load(service.url, { 'x-api-key': service.apiKey }, sellableLead, seconds, warmup, counter);
     if (result.non2xx > 0) console.error(`first non-2xx answer: ${counter.sample}`);
     const lags = await lag.stop();
-    return loadResult('POST /functions/leads (service)', result, server.process.pid!, lags);
+    return loadResult('POST /functions/leads (service)', result, service.pid, lags);
   } finally {
-    server.process.kill('SIGTERM');
-    await server;
-    dir.remove();
+    await service.stop();
   }
 }

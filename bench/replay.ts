@@ -42,9 +42,9 @@ function leadEvents(n: number) {
 }
 
 /** Appends about `events` lead events to the store, 200 writers at a time, as the service would. */
-export async function seedLeadEvents(store: EmbeddedEventStore, events: number): Promise<number> {
+export async function seedLeadEvents(store: EmbeddedEventStore, events: number, firstLeadId = 1): Promise<number> {
   let written = 0;
-  let next = 1;
+  let next = firstLeadId;
   const writer = async () => {
     while (written < events) {
       const n = next++;

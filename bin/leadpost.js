@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-old-space-size=128
 // The CLI is written in TypeScript and compiled to dist/ by `npm ci` (the prepare script).
 import { main } from '../dist/src/cli/main.js';
 

@@ -1,0 +1,84 @@
+import autocannon from 'autocannon';
+import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
+import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
+import { rssMb, sellableLead, startBenchService } from './post-lead.js';
+import { seedLeadEvents } from './replay.js';
+
+export interface MemoryPoint {
+  readonly after: string;
+  readonly leadsInStore: number;
+  readonly serverRssMb: number;
+}
+
+// Lead ids the seeded leads use: far above the ids the service hands out from its HiLo blocks.
+const SEEDED_IDS_FROM = 1_000_000_000;
+
+/** Posts `amount` unique sellable leads over 50 keep-alive connections and waits for the answers. */
+async function post(url: string, apiKey: string, from: number, amount: number): Promise<number> {
+  let n = from;
+  const result = await autocannon({
+    url,
+    method: 'POST',
+    connections: 50,
+    amount,
+    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+    requests: [{ setupRequest: (request) => ({ ...request, body: sellableLead(n++) }) }],
+  });
+  return result['2xx'];
+}
+
+/** Waits until the service's lead-view projection shows `leadId` (it has caught up with the seeding). */
+async function projected(dataDir: string, leadId: number): Promise<void> {
+  const readModels = EmbeddedReadModelStore.open(dataDir);
+  try {
+    while (!(await readModels.get('leads_v1', String(leadId)))) await new Promise((r) => setTimeout(r, 250));
+  } finally {
+    await readModels.close();
+  }
+}
+
+/**
+ * The service's resident memory as leads accumulate: at start, after `httpLeads` posted over HTTPS,
+ * and after the store holds `totalLeads`. Posting a million leads one request at a time would take
+ * most of an hour here, so the leads beyond `httpLeads` are written straight into the event store
+ * (the same events the service writes) while the service runs; its projections read every one of
+ * them, and a last round of posts runs through the whole request path on top of the large store.
+ */
+export async function benchMemory(httpLeads: number, totalLeads: number): Promise<MemoryPoint[]> {
+  const service = await startBenchService();
+  const points: MemoryPoint[] = [];
+  const mark = (after: string, leadsInStore: number) => points.push({ after, leadsInStore, serverRssMb: rssMb(service.pid) });
+  try {
+    await new Promise((r) => setTimeout(r, 2000));
+    mark('start', 0);
+    let posted = 0;
+    for (const step of new Set([10_000, 25_000, 50_000, httpLeads].filter((s) => s <= httpLeads))) {
+      posted += await post(service.url, service.apiKey, posted, step - posted);
+      mark(`${posted.toLocaleString('en-US')} posted`, posted);
+    }
+    const seededLeads = Math.max(0, totalLeads - posted - 10_000);
+    if (seededLeads > 0) {
+      const store = await EmbeddedEventStore.open(service.dataDir);
+      const started = performance.now();
+      // About 3.6 events per lead: most are sold (4 events), a tenth are duplicates (2).
+      await seedLeadEvents(store, seededLeads * 3.6, SEEDED_IDS_FROM);
+      const lastSeeded = (await store.readAll({ fromPosition: await lastCommitBefore(store), maxCount: 1 }))[0];
+      await store.close();
+      const leadId = (lastSeeded?.data as { lead_id?: number } | undefined)?.lead_id ?? SEEDED_IDS_FROM;
+      await projected(service.dataDir, leadId);
+      console.log(`  seeded ${seededLeads.toLocaleString('en-US')} leads and the service projected them in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+      mark('seeded, projected', posted + seededLeads);
+      posted += await post(service.url, service.apiKey, posted, 10_000);
+      mark('10,000 more posted', posted + seededLeads);
+    }
+    return points;
+  } finally {
+    await service.stop();
+  }
+}
+
+/** The position just before the newest commit: reading one event from there gives that commit's first event. */
+async function lastCommitBefore(store: EmbeddedEventStore) {
+  const head = await store.headPosition();
+  return { commit: head.commit - 1, prepare: Number.MAX_SAFE_INTEGER };
+}
