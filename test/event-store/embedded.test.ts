@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import sinon from 'sinon';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
@@ -92,6 +93,45 @@ describe('embedded event store (SQLite)', function () {
         expect(seen[2]).to.deep.equal(all);
         expect(seen[3]).to.deep.equal(all);
       } finally {
+        await store.close();
+      }
+    });
+  });
+
+  describe("a subscriber reading this process's own appends", function () {
+    const until = async (done: () => boolean) => {
+      for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
+      expect(done()).to.equal(true);
+    };
+
+    it('gets them from memory without a query, and still finds a commit of another writer between them on disk', async function () {
+      const store = await EmbeddedEventStore.open(dir.path, { pollIntervalMs: 60_000 });
+      const other = await EmbeddedEventStore.open(dir.path);
+      try {
+        const start = await store.headPosition();
+        await store.append('own-0', [{ type: 'E', data: {} }]);
+        const subscription = store.subscribeToAll({ fromPosition: start });
+        const seen: string[] = [];
+        const reading = (async () => {
+          for await (const event of subscription) {
+            seen.push(`${event.streamId}:${event.revision}`);
+            if (seen.length === 6) break;
+          }
+        })();
+        await until(() => seen.length === 1);
+        const disk = sinon.spy(store as unknown as { readAllFromDisk(): unknown }, 'readAllFromDisk');
+        await store.append('own-1', [{ type: 'E', data: {} }, { type: 'E', data: {} }]);
+        await store.append('own-2', [{ type: 'E', data: {} }]);
+        await until(() => seen.length === 4);
+        expect(disk.callCount, 'reads of the disk for appends of this process').to.equal(0);
+        // Another writer's commit lands between two of ours: the gap sends the reader to the disk.
+        await other.append('theirs-3', [{ type: 'E', data: {} }]);
+        await store.append('own-4', [{ type: 'E', data: {} }]);
+        await reading;
+        expect(seen).to.deep.equal(['own-0:0', 'own-1:0', 'own-1:1', 'own-2:0', 'theirs-3:0', 'own-4:0']);
+        expect(disk.callCount).to.be.greaterThan(0);
+      } finally {
+        await other.close();
         await store.close();
       }
     });

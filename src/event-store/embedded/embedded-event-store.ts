@@ -40,7 +40,15 @@ interface PendingAppend {
 type CommitRow = [position: number, name: string, firstRevision: number, events: string, created: number];
 const POSITION = 0;
 
+/** A commit this process wrote, as a read would return it, with its number of events. */
+interface RecentCommit {
+  readonly row: CommitRow;
+  readonly count: number;
+}
+
 const NO_LIMIT = -1;
+/** Commits kept per generation of `recent`: two generations, so at least this many are kept. */
+const RECENT_COMMITS = 1024;
 /** How many of the newest events read are kept decoded for the next reader. */
 const TAIL_EVENTS = 4096;
 
@@ -103,6 +111,13 @@ export class EmbeddedEventStore implements EventStore {
   private closed = false;
   private readonly subscriptions = new Set<PollingSubscription>();
   private tail: RecordedEvent[] = [];
+  // The commits this process wrote lately, by position, so that its own subscribers read what was
+  // just appended without a query: under load that query ran once per subscriber per group commit
+  // and was the largest single cost of a post. Two generations keep eviction O(1).
+  private recentYoung = new Map<number, RecentCommit>();
+  private recentOld = new Map<number, RecentCommit>();
+  /** The newest commit position this process wrote (-1: none yet). */
+  private localHead = -1;
   private readonly selectStreamId;
   private readonly selectStream;
   private readonly selectAll;
@@ -186,7 +201,7 @@ export class EmbeddedEventStore implements EventStore {
   subscribeToAll(options: SubscribeOptions = {}): AllSubscription {
     const subscription = new PollingSubscription(
       options.fromPosition ?? START,
-      (from, max) => this.readAllSync(from, max),
+      (from, max, recentOnly) => this.readAllSync(from, max, recentOnly),
       this.options.pollIntervalMs,
       () => this.subscriptions.delete(subscription),
     );
@@ -223,7 +238,7 @@ export class EmbeddedEventStore implements EventStore {
    * The tail is one contiguous run of `$all`: it grows by a read that starts at its end, and is
    * replaced by a read that ends beyond it.
    */
-  private readAllSync(from: Position, maxCount: number): RecordedEvent[] {
+  private readAllSync(from: Position, maxCount: number, recentOnly = false): RecordedEvent[] {
     const tail = this.tail;
     const last = tail.at(-1);
     let served: RecordedEvent[] = [];
@@ -232,7 +247,8 @@ export class EmbeddedEventStore implements EventStore {
       if (maxCount >= 0 && served.length === maxCount) return served;
       from = comparePositions(from, last.position) > 0 ? from : last.position;
     }
-    const fresh = this.readAllFromDisk(from, maxCount < 0 ? maxCount : maxCount - served.length);
+    const wanted = maxCount < 0 ? maxCount : maxCount - served.length;
+    const fresh = (recentOnly ? this.readRecent(from, wanted) : undefined) ?? this.readAllFromDisk(from, wanted);
     if (fresh.length > 0) {
       if (last !== undefined && comparePositions(from, last.position) === 0) {
         for (const event of fresh) tail.push(event);
@@ -243,6 +259,50 @@ export class EmbeddedEventStore implements EventStore {
       }
     }
     return served.length === 0 ? fresh : served.concat(fresh);
+  }
+
+  /**
+   * The events after `from` up to the newest commit this process wrote, from memory; undefined
+   * when some commit in between is not there (another process wrote it, or it was forgotten). It
+   * cannot see commits of other processes after that, so only subscribers use it, and they still
+   * read the disk at every poll interval.
+   */
+  private readRecent(from: Position, maxCount: number): RecordedEvent[] | undefined {
+    if (from.commit < 0) return undefined;
+    // A reader can be ahead of what this thread knows it wrote: a disk read may see a commit before
+    // the writer thread's answer for it arrives. Nothing newer is known here yet.
+    if (from.commit > this.localHead) return [];
+    const rows: CommitRow[] = [];
+    let firstSkip = 0;
+    let events = 0;
+    const current = this.recentCommit(from.commit);
+    if (current === undefined) return undefined;
+    if (from.prepare + 1 < current.count) {
+      rows.push(current.row);
+      firstSkip = from.prepare + 1;
+      events = current.count - firstSkip;
+    }
+    for (let next = from.commit + 1; next <= this.localHead && (maxCount < 0 || events < maxCount); next++) {
+      const commit = this.recentCommit(next);
+      if (commit === undefined) return undefined;
+      rows.push(commit.row);
+      events += commit.count;
+    }
+    return expand(rows, firstSkip, maxCount);
+  }
+
+  private recentCommit(position: number): RecentCommit | undefined {
+    return this.recentYoung.get(position) ?? this.recentOld.get(position);
+  }
+
+  private rememberCommit(commit: RecentCommit): void {
+    if (this.recentYoung.size >= RECENT_COMMITS) {
+      this.recentOld = this.recentYoung;
+      this.recentYoung = new Map();
+    }
+    const position = commit.row[POSITION];
+    this.recentYoung.set(position, commit);
+    if (position > this.localHead) this.localHead = position;
   }
 
   private readAllFromDisk(from: Position, maxCount: number): RecordedEvent[] {
@@ -325,6 +385,10 @@ export class EmbeddedEventStore implements EventStore {
   private answer(append: PendingAppend, outcome: AppendOutcome): void {
     if (outcome.ok) {
       const request = append.request;
+      if (outcome.commit >= 0) {
+        const row: CommitRow = [outcome.commit, request.stream, outcome.revision - request.count + 1, request.events, request.created];
+        this.rememberCommit({ row, count: request.count });
+      }
       const position = outcome.commit >= 0 ? { commit: outcome.commit, prepare: request.count - 1 } : this.headSync();
       append.resolve({ nextExpectedRevision: outcome.revision, position });
     } else if (outcome.kind === 'wrong_expected_revision') {

@@ -11,10 +11,13 @@ export class PollingSubscription implements AllSubscription {
   private stopped = false;
   private wake: (() => void) | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** When this subscription last read the disk rather than only this process's recent appends. */
+  private lastDiskRead = 0;
 
   constructor(
     private position: Position,
-    private readonly readPage: (from: Position, maxCount: number) => RecordedEvent[],
+    /** `recentOnly`: the caller read the disk less than a poll interval ago; appends of this process suffice. */
+    private readonly readPage: (from: Position, maxCount: number, recentOnly: boolean) => RecordedEvent[],
     private readonly pollIntervalMs: number,
     private readonly onStop: () => void,
   ) {}
@@ -36,7 +39,10 @@ export class PollingSubscription implements AllSubscription {
   async *[Symbol.asyncIterator](): AsyncIterator<RecordedEvent> {
     try {
       while (!this.stopped) {
-        const page = this.readPage(this.position, PAGE);
+        const now = Date.now();
+        const recentOnly = now - this.lastDiskRead < this.pollIntervalMs;
+        if (!recentOnly) this.lastDiskRead = now;
+        const page = this.readPage(this.position, PAGE, recentOnly);
         for (const event of page) {
           if (this.stopped) return;
           this.position = event.position;
