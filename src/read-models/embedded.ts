@@ -26,12 +26,18 @@ interface Pending {
   dirty: boolean;
 }
 
+interface DocStatements {
+  readonly select: Database.Statement;
+  readonly upsert: Database.Statement;
+}
+
 const isNoSuchTable = (error: unknown) => error instanceof Database.SqliteError && error.message.startsWith('no such table');
 
 export class EmbeddedReadModelStore implements ReadModelStore {
   /** Tables known to exist, so that a commit does not ask the schema for each write. */
   private readonly tables = new Set<string>();
   private readonly statements = new Map<string, Map<string, Database.Statement>>();
+  private readonly docStatementCache = new Map<string, DocStatements>();
   private readonly commitTransaction: Database.Transaction<(projection: string, checkpoint: Position, writes: readonly ReadWrite[], created: string[]) => void>;
   private closed = false;
 
@@ -159,7 +165,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
       }
       let entry = docs.get(write.id);
       if (!entry) {
-        const row = this.stmt(table, `SELECT pos, doc FROM "${table}" WHERE id = ?`).get(write.id) as { pos: string; doc: string } | undefined;
+        const row = this.docStatements(table).select.get(write.id) as { pos: string; doc: string } | undefined;
         entry = { pos: row?.pos ?? null, text: row?.doc ?? null, doc: undefined, dirty: false };
         docs.set(write.id, entry);
       }
@@ -173,7 +179,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
       entry.dirty = true;
     }
     for (const [table, docs] of pending) {
-      const upsert = this.stmt(table, `INSERT INTO "${table}" (id, pos, doc) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET pos = excluded.pos, doc = excluded.doc`);
+      const upsert = this.docStatements(table).upsert;
       for (const [id, entry] of docs) if (entry.dirty) upsert.run(id, entry.pos, JSON.stringify(entry.doc));
     }
     this.stmt(
@@ -205,6 +211,19 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     }
   }
 
+  /** The two statements a commit runs per document, without building their SQL text per write. */
+  private docStatements(table: string): DocStatements {
+    let statements = this.docStatementCache.get(table);
+    if (!statements) {
+      statements = {
+        select: this.stmt(table, `SELECT pos, doc FROM "${table}" WHERE id = ?`),
+        upsert: this.stmt(table, `INSERT INTO "${table}" (id, pos, doc) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET pos = excluded.pos, doc = excluded.doc`),
+      };
+      this.docStatementCache.set(table, statements);
+    }
+    return statements;
+  }
+
   /** Prepared statements of one table ('' for the fixed tables). */
   private stmt(table: string, sql: string): Database.Statement {
     let cache = this.statements.get(table);
@@ -221,11 +240,13 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   private forget(table: string): void {
     this.tables.delete(table);
     this.statements.delete(table);
+    this.docStatementCache.delete(table);
   }
 
   private forgetAll(): void {
     this.tables.clear();
     this.statements.clear();
+    this.docStatementCache.clear();
   }
 
   /** better-sqlite3 is synchronous; this keeps the port's promises and maps storage failures. */

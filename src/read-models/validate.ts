@@ -21,10 +21,15 @@ export interface Predicate {
   readonly value: Scalar | readonly Scalar[];
 }
 
+/** Names already checked: a rebuild checks the same few names for every write. */
+const CHECKED_COLLECTIONS = new Set<string>();
+
 export function checkCollection(name: string): string {
+  if (CHECKED_COLLECTIONS.has(name)) return name;
   if (typeof name !== 'string' || !COLLECTION.test(name) || RESERVED_COLLECTIONS.has(name)) {
     throw new TypeError(`invalid read-model collection name ${JSON.stringify(name)}`);
   }
+  if (CHECKED_COLLECTIONS.size < 10_000) CHECKED_COLLECTIONS.add(name);
   return name;
 }
 
@@ -71,9 +76,10 @@ export function checkWrite(write: ReadWrite): void {
   switch (write.op) {
     case 'put': {
       // A document read back and put again still carries its `_id`; any other `_id` is a mistake.
-      const { _id, ...rest } = write.doc;
-      if (_id !== undefined && _id !== write.id) throw new TypeError(`put of ${write.id} carries _id ${JSON.stringify(_id)}`);
-      checkWriteFields(rest, 'put doc');
+      const doc = write.doc;
+      if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new TypeError('put doc must be an object');
+      if (doc._id !== undefined && doc._id !== write.id) throw new TypeError(`put of ${write.id} carries _id ${JSON.stringify(doc._id)}`);
+      for (const field of Object.keys(doc)) if (field !== '_id') checkWriteField(field);
       return;
     }
     case 'set':

@@ -137,6 +137,27 @@ describe('embedded event store (SQLite)', function () {
     });
   });
 
+  describe('a subscriber catching up', function () {
+    it('reads page after page of history without waiting for the poll interval', async function () {
+      // With a poll interval of a minute, a subscriber that waited between pages would time out here.
+      const store = await EmbeddedEventStore.open(dir.path, { pollIntervalMs: 60_000 });
+      try {
+        const start = await store.headPosition();
+        for (let i = 0; i < 5; i++) await store.append(`history-${i}`, Array.from({ length: 700 }, () => ({ type: 'E', data: {} })));
+        const reader = await EmbeddedEventStore.open(dir.path, { pollIntervalMs: 60_000 });
+        let seen = 0;
+        try {
+          for await (const _ of reader.subscribeToAll({ fromPosition: start })) if (++seen === 3500) break;
+        } finally {
+          await reader.close();
+        }
+        expect(seen).to.equal(3500);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
   describe('failures', function () {
     it('a data dir that cannot be created is EventStoreUnavailableError, not a crash', async function () {
       // A path below a regular file can never be a directory.

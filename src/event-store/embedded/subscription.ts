@@ -37,12 +37,15 @@ export class PollingSubscription implements AllSubscription {
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<RecordedEvent> {
+    let caughtUp = false;
     try {
       while (!this.stopped) {
+        // Only a subscriber that has caught up may skip the disk: one still reading history must.
         const now = Date.now();
-        const recentOnly = now - this.lastDiskRead < this.pollIntervalMs;
+        const recentOnly = caughtUp && now - this.lastDiskRead < this.pollIntervalMs;
         if (!recentOnly) this.lastDiskRead = now;
         const page = this.readPage(this.position, PAGE, recentOnly);
+        caughtUp = page.length < PAGE;
         for (const event of page) {
           if (this.stopped) return;
           this.position = event.position;
