@@ -26,6 +26,8 @@ export interface LoadResult {
   readonly non2xx: number;
   readonly errors: number;
   readonly serverRssMb: number;
+  /** The server process's CPU time (all threads) per answered request: what one request costs it. */
+  readonly serverCpuUsPerRequest: number;
   /** From a lead's 201 to its view in the read model, for every 20th lead. */
   readonly lagP50Ms: number;
   readonly lagP99Ms: number;
@@ -119,7 +121,14 @@ export interface LoadCounter {
   measuring?: boolean;
 }
 
-export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter) {
+/** CPU seconds (user + system, every thread) a process has used so far. */
+function cpuSeconds(pid: number): number {
+  // Fields 14 and 15 of /proc/PID/stat, after the command name in parentheses; in clock ticks (100/s).
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number) {
   const run = (duration: number) =>
     autocannon({
       url,
@@ -139,10 +148,12 @@ export async function load(url: string, headers: Record<string, string>, body: (
     });
   await run(warmup);
   counter.measuring = true;
-  return run(seconds);
+  const cpuBefore = cpuSeconds(serverPid);
+  const result = await run(seconds);
+  return { result, serverCpuSeconds: cpuSeconds(serverPid) - cpuBefore };
 }
 
-function loadResult(name: string, result: autocannon.Result, serverPid: number, lags: number[]): LoadResult {
+function loadResult(name: string, { result, serverCpuSeconds }: { result: autocannon.Result; serverCpuSeconds: number }, serverPid: number, lags: number[]): LoadResult {
   return {
     case: name,
     requestsPerSecond: Math.round(result.requests.average),
@@ -151,6 +162,7 @@ function loadResult(name: string, result: autocannon.Result, serverPid: number, 
     non2xx: result.non2xx,
     errors: result.errors,
     serverRssMb: rssMb(serverPid),
+    serverCpuUsPerRequest: Math.round((serverCpuSeconds * 1e6) / Math.max(1, result.requests.total)),
     lagP50Ms: Math.round(percentile(lags, 50)),
     lagP99Ms: Math.round(percentile(lags, 99)),
     lagSamples: lags.length,
@@ -166,8 +178,8 @@ export async function benchBareKoa(seconds: number, warmup: number): Promise<Loa
     await server.until('{', 1);
     const port = (JSON.parse(server.lines[0]!) as { https_port: number }).https_port;
     process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
-    const result = await load(`https://127.0.0.1:${port}/`, {}, sellableLead, seconds, warmup, { n: 0 });
-    return loadResult('bare Koa HTTPS, same body', result, server.process.pid!, []);
+    const measured = await load(`https://127.0.0.1:${port}/`, {}, sellableLead, seconds, warmup, { n: 0 }, server.process.pid!);
+    return loadResult('bare Koa HTTPS, same body', measured, server.process.pid!, []);
   } finally {
     server.process.kill('SIGTERM');
     await server;
@@ -215,10 +227,10 @@ export async function benchPostLead(seconds: number, warmup: number): Promise<Lo
   try {
     const lag = projectionLag(service.dataDir);
     const counter: LoadCounter = { n: 0, onAccepted: lag.sample };
-    const result = await load(service.url, { 'x-api-key': service.apiKey }, sellableLead, seconds, warmup, counter);
-    if (result.non2xx > 0) console.error(`first non-2xx answer: ${counter.sample}`);
+    const measured = await load(service.url, { 'x-api-key': service.apiKey }, sellableLead, seconds, warmup, counter, service.pid);
+    if (measured.result.non2xx > 0) console.error(`first non-2xx answer: ${counter.sample}`);
     const lags = await lag.stop();
-    return loadResult('POST /functions/leads (service)', result, service.pid, lags);
+    return loadResult('POST /functions/leads (service)', measured, service.pid, lags);
   } finally {
     await service.stop();
   }
