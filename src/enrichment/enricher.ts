@@ -25,36 +25,43 @@ function isCheckResult(value: unknown): value is CheckResult {
     && typeof r.provider === 'string' && typeof r.detail === 'string';
 }
 
-function runCheck(verifier: Verifier<string>, input: string, timeoutMs: number): Promise<CheckResult> {
-  return new Promise((resolve) => {
-    const controller = new AbortController();
-    const timer = setTimeout(() => {
-      // Settle first: the abort may make the verifier reject, and that must not count as a provider error.
-      resolve({ result: 'unknown', provider: verifier.name, detail: 'timeout' });
-      controller.abort(new Error('verification timed out'));
-    }, timeoutMs);
-    Promise.resolve()
-      .then(() => verifier.verify(input, controller.signal))
-      .then(
-        (r) => (isCheckResult(r) ? r : { result: 'unknown', provider: verifier.name, detail: 'provider_error' } as const),
-        () => ({ result: 'unknown', provider: verifier.name, detail: 'provider_error' } as const),
-      )
-      .then((r) => {
-        clearTimeout(timer);
-        resolve(r);
-      });
-  });
+const timedOut = (verifier: Verifier<string>): CheckResult => ({ result: 'unknown', provider: verifier.name, detail: 'timeout' });
+
+/** One verifier's answer, or `unknown` when it throws, answers nonsense or misses the lead's deadline. */
+function runCheck(verifier: Verifier<string>, input: string, signal: AbortSignal, deadline: Promise<void>): Promise<CheckResult> {
+  const checked = Promise.resolve()
+    .then(() => verifier.verify(input, signal))
+    .then(
+      (r) => (isCheckResult(r) ? r : { result: 'unknown', provider: verifier.name, detail: 'provider_error' } as const),
+      () => ({ result: 'unknown', provider: verifier.name, detail: 'provider_error' } as const),
+    );
+  return Promise.race([checked, deadline.then(() => timedOut(verifier))]);
 }
 
 export function createEnricher(options: EnricherOptions): Enricher {
   const timeoutMs = options.timeoutMs ?? 1000;
   return async (lead) => {
-    const [phone, email, consent] = await Promise.all([
-      runCheck(options.phone, lead.mobile, timeoutMs),
-      runCheck(options.email, lead.email, timeoutMs),
-      runCheck(options.consent, lead.certificate_url, timeoutMs),
-    ]);
-    return { phone, email, consent };
+    // One deadline and one abort signal for the three checks, which start together: an
+    // AbortController and a timer per check were a tenth of enrichment's cost in the POST profile.
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        // Settle first: the abort may make a verifier reject, and that must not count as a provider error.
+        resolve();
+        controller.abort(new Error('verification timed out'));
+      }, timeoutMs);
+    });
+    try {
+      const [phone, email, consent] = await Promise.all([
+        runCheck(options.phone, lead.mobile, controller.signal, deadline),
+        runCheck(options.email, lead.email, controller.signal, deadline),
+        runCheck(options.consent, lead.certificate_url, controller.signal, deadline),
+      ]);
+      return { phone, email, consent };
+    } finally {
+      clearTimeout(timer);
+    }
   };
 }
 
