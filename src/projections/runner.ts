@@ -151,7 +151,8 @@ export class ProjectionRunner {
     this.pendingCount += 1;
     this.handled += 1;
     if (this.pendingCount >= (this.options.batchSize ?? 500)) await this.flush();
-    else this.flushTimer ??= setTimeout(() => void this.flush().catch(() => {}), this.options.flushMs ?? 20);
+    // A failed timed commit must reach run(): ending the subscription makes it resubscribe from the checkpoint.
+    else this.flushTimer ??= setTimeout(() => void this.flush().catch(() => this.subscription?.unsubscribe()), this.options.flushMs ?? 20);
   }
 
   private flush(): Promise<void> {
