@@ -13,6 +13,8 @@ export class ShellError extends Error {
     readonly detail?: string,
     /** Named failing inputs (query parameters of read-back routes), shown to the caller. */
     readonly errors?: FieldError[],
+    /** Replaces the code's default message, for the caller (never internal detail). */
+    readonly publicMessage?: string,
   ) {
     super(detail ?? code);
   }

@@ -43,6 +43,8 @@ export const DEFAULT_TIMEOUTS: Timeouts = { headersMs: 10_000, requestMs: 30_000
 function limits(timeouts: Timeouts) {
   return {
     maxHeaderSize: 16 * 1024,
+    // The shell answers a missing Host with the envelope; Node's own 400 has an empty body.
+    requireHostHeader: false,
     headersTimeout: timeouts.headersMs,
     requestTimeout: timeouts.requestMs,
     keepAliveTimeout: 5_000,
@@ -60,12 +62,16 @@ export async function startServers(options: StartOptions): Promise<RunningServer
   const https = createHttpsServer({ cert: tls.cert, key: tls.key, ...settings }, handle);
   applyTimeouts(https, settings);
   https.on('clientError', clientErrorHandler(logger, true));
+  // An Expect other than 100-continue would get Node's bare 417; RFC 9110 lets a server ignore it,
+  // so the request is served like any other (and a bad one gets its envelope).
+  https.on('checkExpectation', handle);
   // A failed handshake (a scanner, a client that distrusts the self-signed cert) is not our error.
   https.on('tlsClientError', (error: NodeJS.ErrnoException) => logger.debug({ code: error.code ?? null }, 'TLS handshake failed'));
 
   const http = createHttpServer({ ...settings }, plainHttpHandler(handle, trustProxy, logger));
   applyTimeouts(http, settings);
   http.on('clientError', clientErrorHandler(logger, false));
+  http.on('checkExpectation', plainHttpHandler(handle, trustProxy, logger));
 
   try {
     await listen(https, options.port, options.host);
