@@ -79,7 +79,9 @@ export function parseResponses(data: Buffer): { responses: RawResponse[]; traili
       const colon = line.indexOf(':');
       if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
     }
-    const length = headers['content-length'] === undefined ? data.length - headEnd - 4 : Number(headers['content-length']);
+    // An interim response (100 Continue) has no body; a final one without a length runs to the close.
+    const interim = Number(status[1]) < 200;
+    const length = interim ? 0 : headers['content-length'] === undefined ? data.length - headEnd - 4 : Number(headers['content-length']);
     if (headEnd + 4 + length > data.length) break;
     responses.push({ status: Number(status[1]), headers, text: data.subarray(headEnd + 4, headEnd + 4 + length).toString('utf8') });
     offset = headEnd + 4 + length;
