@@ -141,6 +141,18 @@ describe('reliability: store faults', function () {
       await outage({ failAppend: (stream) => /^lead-\d+$/.test(stream) }, posts(8, 4, 'lead-append'));
     });
 
+    it("the store goes down between a lead's two contact claims: the one taken is given back, the retry is not a DUPLICATE", async function () {
+      // The mobile is claimed, then the store fails the e-mail claim and everything after it.
+      let claims = 0;
+      let down = false;
+      const failAppend = (stream: string): boolean => {
+        if (!down && stream.startsWith('contact-')) claims += 1;
+        down ||= claims === 2;
+        return down;
+      };
+      await outage({ failAppend }, posts(1, 0, 'between-claims'));
+    });
+
     it('the store goes down mid-request and stays down longer than the claim releases used to retry (5 s): the retry is still not a DUPLICATE', async function () {
       this.timeout(30_000);
       // From the first failed lead append on, every append fails: the contact claims the lead took
