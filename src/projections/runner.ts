@@ -152,7 +152,7 @@ export class ProjectionRunner {
     this.handled += 1;
     if (this.pendingCount >= (this.options.batchSize ?? 500)) await this.flush();
     // A failed timed commit must reach run(): ending the subscription makes it resubscribe from the checkpoint.
-    else this.flushTimer ??= setTimeout(() => void this.flush().catch(() => this.subscription?.unsubscribe()), this.options.flushMs ?? 20);
+    else this.flushTimer ??= setTimeout(() => void this.flush().catch(() => this.subscription?.unsubscribe().catch(() => {})), this.options.flushMs ?? 20);
   }
 
   private flush(): Promise<void> {
