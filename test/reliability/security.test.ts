@@ -162,6 +162,8 @@ describe('reliability: security', function () {
         console.log('      skipped: this build serves no /metrics yet (404); the scan runs once it does');
         this.skip();
       }
+      expect(metrics.status, metrics.text.slice(0, 200)).to.equal(200);
+      expect(metrics.text, 'Prometheus text, so the scan reads real metrics').to.match(/^# (HELP|TYPE) /m);
       const text = metrics.text.toLowerCase();
       const needles = people.flatMap((p) => [p.first_name, p.last_name, p.email, p.e164, p.e164.slice(2)]);
       expect(needles.filter((n) => text.includes(n.toLowerCase()))).to.deep.equal([]);
