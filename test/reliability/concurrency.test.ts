@@ -39,7 +39,8 @@ interface Request {
 describe('reliability: concurrency over two server processes sharing one store', function () {
   this.timeout(scale(60_000, 300_000));
   const seed = seedFrom('CONCURRENCY_SEED', 0xc0c0_0200);
-  const dir = tempDir('concurrency');
+  // Made in before(), not here: a describe body also runs when a filter (-g) skips every test.
+  let dir: ReturnType<typeof tempDir>;
   const servers: ServerProcess[] = [];
   const requests: Request[] = [];
   let suppliers: CreatedKey[] = [];
@@ -47,6 +48,7 @@ describe('reliability: concurrency over two server processes sharing one store',
   let outcomes = new Map<number, LeadOutcome>();
 
   before(async function () {
+    dir = tempDir('concurrency');
     const routingFile = writeRouting(dir.path, {
       buyers: [{ id: 'capped', price: 25, states: ['CA'], caps: [{ period: 'day', max: CAP }] }],
       buckets: [{ id: 'unsold', default: true }],
@@ -109,7 +111,7 @@ describe('reliability: concurrency over two server processes sharing one store',
 
   after(async function () {
     await Promise.all(servers.map((s) => s.stop()));
-    dir.remove();
+    dir?.remove();
   });
 
   const replies = (group?: Request['group']) => requests.filter((r) => !group || r.group === group).map((r) => r.reply!);

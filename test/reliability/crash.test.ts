@@ -48,7 +48,8 @@ describe('reliability: kill -9 under concurrent load, restart, nothing acknowled
   this.timeout(scale(180_000, 1_200_000));
   const seed = seedFrom('CRASH_SEED', 0x6b11_0009);
   const rng = new Rng(seed);
-  const dir = tempDir('crash');
+  // Made in before(), not here: a describe body also runs when a filter (-g) skips every test.
+  let dir: ReturnType<typeof tempDir>;
   const sent: Sent[] = [];
   /** Problems found after each restart, by round. */
   const problems: string[] = [];
@@ -164,6 +165,7 @@ describe('reliability: kill -9 under concurrent load, restart, nothing acknowled
   let finalOutcomes = new Map<number, LeadOutcome>();
 
   before(async function () {
+    dir = tempDir('crash');
     routingFile = writeRouting(dir.path, ROUTING);
     [supplier, analyst] = await Promise.all([createKey(dir.path, 'supplier', 'sup-crash'), createKey(dir.path, 'analyst', 'ann')]);
     console.log(`      crash seed ${seed} (CRASH_SEED=${seed} to reproduce), ${KILLS} kills, ${IN_FLIGHT} posts in flight`);
@@ -184,7 +186,7 @@ describe('reliability: kill -9 under concurrent load, restart, nothing acknowled
 
   after(async function () {
     await server?.stop();
-    dir.remove();
+    dir?.remove();
   });
 
   it(`was killed with SIGKILL ${KILLS} times under load, with posts in flight each time, and restarted after each`, function () {

@@ -39,13 +39,15 @@ interface Result extends Sent {
 describe('reliability: hostile input against a `leadpost serve` process', function () {
   this.timeout(scale(120_000, 900_000));
   const seed = seedFrom('HOSTILE_SEED', 0x05_7113);
-  const dir = tempDir('hostile');
+  // Made in before(), not here: a describe body also runs when a filter (-g) skips every test.
+  let dir: ReturnType<typeof tempDir>;
   let server: ServerProcess;
   let key: string;
   const results: Result[] = [];
   const rss: Array<{ at: number; kb: number }> = [];
 
   before(async function () {
+    dir = tempDir('hostile');
     const routingFile = writeRouting(dir.path, ALWAYS_OPEN_ROUTING);
     const [supplier, buyer] = await Promise.all([createKey(dir.path, 'supplier', 'sup-1'), createKey(dir.path, 'buyer', 'acme-law')]);
     key = supplier.key;
@@ -76,7 +78,7 @@ describe('reliability: hostile input against a `leadpost serve` process', functi
 
   after(async function () {
     await server?.stop();
-    dir.remove();
+    dir?.remove();
   });
 
   const describeCase = (r: Result) => {

@@ -167,7 +167,8 @@ describe('reliability: store faults', function () {
 
   describe('the data dir refuses writes at the operating-system level (a `leadpost serve` process)', function () {
     this.timeout(90_000);
-    const dir = tempDir('os-faults');
+    // Made in before(), not here: a describe body also runs when a filter (-g) skips every test.
+    let dir: ReturnType<typeof tempDir>;
     let server: ServerProcess | undefined;
     let supplier: CreatedKey;
     let analyst: CreatedKey;
@@ -175,6 +176,7 @@ describe('reliability: store faults', function () {
     const answered: Reply[] = [];
 
     before(async function () {
+      dir = tempDir('os-faults');
       const routingFile = writeRouting(dir.path, ROUTING);
       [supplier, analyst] = await Promise.all([createKey(dir.path, 'supplier', 'sup-os'), createKey(dir.path, 'analyst', 'ann')]);
       server = await ServerProcess.start({ dataDir: dir.path, routingFile });
@@ -182,7 +184,7 @@ describe('reliability: store faults', function () {
     after(async function () {
       client.destroy();
       await server?.stop();
-      dir.remove();
+      dir?.remove();
     });
 
     const post = async (p: Post) => {
