@@ -19,6 +19,9 @@ export interface ServiceConfig extends Config {
   readonly trustProxy: boolean;
   readonly routingFile: string;
   readonly bodyLimitBytes: number;
+  /** A client must have sent all request headers within this long, the whole request within the next. */
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
   /** Per API key; null: no limit. */
   readonly rateLimit: { ratePerSecond: number; burst: number } | null;
   readonly leadIdBlockSize: number;
@@ -64,6 +67,8 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     trustProxy: check(() => flag(env, 'TRUST_PROXY', false), false),
     routingFile: resolve(env.LEADPOST_ROUTING_FILE || 'config/routing.json'),
     bodyLimitBytes: check(() => integer(env, 'BODY_LIMIT_BYTES', 65536, 1024, 10 * 1024 * 1024), 0),
+    headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 600_000), 10_000),
+    requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000), 30_000),
     rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
     leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),
     certificateHosts: (env.CERTIFICATE_HOSTS || 'cert.trustedform.com,ping.trustedform.com')
@@ -79,6 +84,8 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
   if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
     problems.push('TLS_CERT_FILE and TLS_KEY_FILE must be given together');
   }
+  // Node refuses a headers timeout longer than the request timeout it is part of.
+  if (config.headersTimeoutMs > config.requestTimeoutMs) problems.push('HEADERS_TIMEOUT_MS must not be more than REQUEST_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   return config;
 }

@@ -105,6 +105,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     host: config.host,
     trustProxy: config.trustProxy,
     logger,
+    timeouts: { headersMs: config.headersTimeoutMs, requestMs: config.requestTimeoutMs },
   });
   // Started after the listeners, so that a failed start leaves no worker running.
   const delivery =

@@ -24,6 +24,7 @@ export interface ContactClaim {
 
 /** A lead whose stream is still missing this long after its claim will never be recorded. */
 export const CLAIM_IN_FLIGHT_MS = 10_000;
+const RELEASE_RETRY_MS = 250;
 
 /** The latest claim inside the window that was not released. */
 function latestClaim(events: RecordedEvent[], now: number, windowMs: number): ContactClaimed | null {
@@ -60,15 +61,37 @@ export class ContactRegistry {
    */
   async claim(contacts: ReadonlyArray<[ContactKind, string]>, leadId: number, now: Date, windowDays: number): Promise<ContactClaim[] | null> {
     const taken: ContactClaim[] = [];
-    for (const [kind, value] of contacts) {
-      const claim = await this.claimOne(contactStream(kind, value), leadId, now, windowDays);
-      if (!claim) {
-        await this.release(taken, now);
-        return null;
+    try {
+      for (const [kind, value] of contacts) {
+        const claim = await this.claimOne(contactStream(kind, value), leadId, now, windowDays);
+        if (!claim) {
+          await this.release(taken, now);
+          return null;
+        }
+        taken.push(claim);
       }
-      taken.push(claim);
+    } catch (error) {
+      // The store failed with some contacts claimed: the caller never learns of them, so they are
+      // given back from here, or they would make the supplier's retry a DUPLICATE.
+      this.releaseLater(taken, now);
+      throw error;
     }
     return taken;
+  }
+
+  /**
+   * Gives the contacts back in the background, retrying while the store is failing, for as long
+   * as the claims could block anyone (CLAIM_IN_FLIGHT_MS); after that they lapse by themselves.
+   */
+  releaseLater(claims: readonly ContactClaim[], now: Date): void {
+    if (claims.length === 0) return;
+    const until = Date.now() + CLAIM_IN_FLIGHT_MS;
+    const attempt = (): void => {
+      this.release(claims, now).catch(() => {
+        if (Date.now() < until) setTimeout(attempt, RELEASE_RETRY_MS).unref();
+      });
+    };
+    attempt();
   }
 
   /** Gives the contacts back: the lead that held them was not accepted after all. */

@@ -18,6 +18,8 @@ export interface StartOptions {
   readonly host?: string;
   readonly trustProxy: boolean;
   readonly logger: Logger;
+  /** Omitted: DEFAULT_TIMEOUTS. */
+  readonly timeouts?: Timeouts;
 }
 
 export interface RunningServers {
@@ -26,12 +28,29 @@ export interface RunningServers {
   close(): Promise<void>;
 }
 
-const LIMITS = {
-  maxHeaderSize: 16 * 1024,
-  headersTimeout: 10_000,
-  requestTimeout: 30_000,
-  keepAliveTimeout: 5_000,
-} as const;
+export interface Timeouts {
+  /** All request headers must have arrived within this long (slowloris). */
+  readonly headersMs: number;
+  /** The whole request, body included, within this long (a slow or short body). */
+  readonly requestMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: Timeouts = { headersMs: 10_000, requestMs: 30_000 };
+
+// Node enforces both timeouts only when it next sweeps its connections (every 30 s by default),
+// which would let a slow client hold a socket up to 30 s past its deadline; sweep often enough
+// that a deadline is kept to within a second.
+function limits(timeouts: Timeouts) {
+  return {
+    maxHeaderSize: 16 * 1024,
+    // The shell answers a missing Host with the envelope; Node's own 400 has an empty body.
+    requireHostHeader: false,
+    headersTimeout: timeouts.headersMs,
+    requestTimeout: timeouts.requestMs,
+    keepAliveTimeout: 5_000,
+    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(timeouts.headersMs / 4))),
+  };
+}
 
 // In-flight requests get this long to finish on close; then their connections are cut.
 const CLOSE_GRACE_MS = 10_000;
@@ -39,15 +58,20 @@ const CLOSE_GRACE_MS = 10_000;
 export async function startServers(options: StartOptions): Promise<RunningServers> {
   const { app, tls, logger, trustProxy } = options;
   const handle = app.callback();
-  const https = createHttpsServer({ cert: tls.cert, key: tls.key, ...LIMITS }, handle);
-  applyTimeouts(https);
+  const settings = limits(options.timeouts ?? DEFAULT_TIMEOUTS);
+  const https = createHttpsServer({ cert: tls.cert, key: tls.key, ...settings }, handle);
+  applyTimeouts(https, settings);
   https.on('clientError', clientErrorHandler(logger, true));
+  // An Expect other than 100-continue would get Node's bare 417; RFC 9110 lets a server ignore it,
+  // so the request is served like any other (and a bad one gets its envelope).
+  https.on('checkExpectation', handle);
   // A failed handshake (a scanner, a client that distrusts the self-signed cert) is not our error.
   https.on('tlsClientError', (error: NodeJS.ErrnoException) => logger.debug({ code: error.code ?? null }, 'TLS handshake failed'));
 
-  const http = createHttpServer({ ...LIMITS }, plainHttpHandler(handle, trustProxy, logger));
-  applyTimeouts(http);
+  const http = createHttpServer({ ...settings }, plainHttpHandler(handle, trustProxy, logger));
+  applyTimeouts(http, settings);
   http.on('clientError', clientErrorHandler(logger, false));
+  http.on('checkExpectation', plainHttpHandler(handle, trustProxy, logger));
 
   try {
     await listen(https, options.port, options.host);
@@ -65,10 +89,10 @@ export async function startServers(options: StartOptions): Promise<RunningServer
 }
 
 // Also set as properties: the constructor options for these arrived in different Node minors.
-function applyTimeouts(server: Server): void {
-  server.headersTimeout = LIMITS.headersTimeout;
-  server.requestTimeout = LIMITS.requestTimeout;
-  server.keepAliveTimeout = LIMITS.keepAliveTimeout;
+function applyTimeouts(server: Server, given: ReturnType<typeof limits>): void {
+  server.headersTimeout = given.headersTimeout;
+  server.requestTimeout = given.requestTimeout;
+  server.keepAliveTimeout = given.keepAliveTimeout;
 }
 
 function listen(server: Server, port: number, host: string | undefined): Promise<void> {

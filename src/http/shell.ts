@@ -16,6 +16,11 @@ export function shell(logger: Logger): Middleware<ShellState> {
     const traceId = traceIdFrom(ctx.get('traceparent') || undefined);
     ctx.state.traceId = traceId;
     try {
+      // RFC 9112 §3.2 wants a 400 for HTTP/1.1 without Host; Node's own answer has no body, so the
+      // listeners leave it to the shell (requireHostHeader: false), which answers with the envelope.
+      if (ctx.req.httpVersion === '1.1' && ctx.req.headers.host === undefined) {
+        throw new ShellError('MALFORMED_JSON', { Connection: 'close' }, 'no Host header', undefined, 'The request is not valid HTTP/1.1: it has no Host header.');
+      }
       await next();
     } catch (error) {
       respondWithError(ctx, error, traceId, logger);
@@ -41,10 +46,12 @@ function respondWithError(ctx: Context, error: unknown, traceId: string, logger:
   let code: OutcomeCode;
   let headers: Readonly<Record<string, string>> = {};
   let errors: ShellError['errors'];
+  let message: string | undefined;
   if (error instanceof ShellError) {
     code = error.code;
     headers = error.headers;
     errors = error.errors;
+    message = error.publicMessage;
   } else if (isUnavailable(error)) {
     code = 'UNAVAILABLE';
     headers = { 'Retry-After': '1' };
@@ -55,7 +62,7 @@ function respondWithError(ctx: Context, error: unknown, traceId: string, logger:
   }
   ctx.status = OUTCOMES[code].status;
   ctx.set(headers);
-  ctx.body = noLeadEnvelope(code, traceId, errors ? { errors, message: 'One or more inputs are invalid; errors names each.' } : {});
+  ctx.body = noLeadEnvelope(code, traceId, errors ? { errors, message: 'One or more inputs are invalid; errors names each.' } : message ? { message } : {});
 }
 
 // @koa/router leaves the matched pattern on an internal, untyped context field.

@@ -161,7 +161,8 @@ export class ProjectionRunner {
     this.pendingCount += 1;
     this.handled += 1;
     if (this.pendingCount >= (this.options.batchSize ?? 500)) return this.flush();
-    this.flushTimer ??= setTimeout(() => void this.flush().catch(() => {}), this.options.flushMs ?? 20);
+    // A failed timed commit must reach run(): ending the subscription makes it resubscribe from the checkpoint.
+    this.flushTimer ??= setTimeout(() => void this.flush().catch(() => this.subscription?.unsubscribe().catch(() => {})), this.options.flushMs ?? 20);
     return undefined;
   }
 

@@ -8,6 +8,7 @@ import type { MxResolver } from '../../src/enrichment/email.js';
 import type { EventStore } from '../../src/event-store/index.js';
 import { createLogger } from '../../src/http/logger.js';
 import { type Role, formatKey, issueKey, newKeyMaterial, revokeKey } from '../../src/keys/api-keys.js';
+import type { ReadModelStore } from '../../src/read-models/port.js';
 import { changeKeys } from '../../src/keys/key-stream.js';
 import { type RunningService, startService } from '../../src/service.js';
 import { tempDir } from './tmp.js';
@@ -30,6 +31,8 @@ export interface TestServiceOptions {
   readonly resolver?: MxResolver;
   /** Wraps the embedded store, e.g. to make it fail. */
   readonly wrapStore?: (store: EventStore) => EventStore;
+  /** Wraps the embedded read-model store, e.g. to make it fail. */
+  readonly wrapReadModels?: (store: ReadModelStore) => ReadModelStore;
   readonly dataDir?: string;
   /** false: the service runs no webhook delivery worker (the test runs its own). */
   readonly deliveryWorker?: boolean;
@@ -87,6 +90,8 @@ export class TestService {
     readonly logs: string[],
     readonly dataDir: string,
     private readonly removeDir: (() => void) | undefined,
+    /** Stores the test opened itself (the service leaves stores it was given open). */
+    private readonly ownStores: ReadonlyArray<{ close(): Promise<void> }> = [],
   ) {}
 
   static async start(options: TestServiceOptions = {}): Promise<TestService> {
@@ -113,10 +118,20 @@ export class TestService {
         },
       }),
     });
+    const own: Array<{ close(): Promise<void> }> = [];
     let store: EventStore | undefined;
     if (options.wrapStore) {
       const { EmbeddedEventStore } = await import('../../src/event-store/embedded/embedded-event-store.js');
-      store = options.wrapStore(await EmbeddedEventStore.open(dataDir));
+      const inner = await EmbeddedEventStore.open(dataDir);
+      own.push(inner);
+      store = options.wrapStore(inner);
+    }
+    let readModels: ReadModelStore | undefined;
+    if (options.wrapReadModels) {
+      const { EmbeddedReadModelStore } = await import('../../src/read-models/embedded.js');
+      const inner = EmbeddedReadModelStore.open(dataDir);
+      own.push(inner);
+      readModels = options.wrapReadModels(inner);
     }
     const service = await startService(config, {
       logger,
@@ -124,8 +139,9 @@ export class TestService {
       resolver: options.resolver ?? FAKE_DNS,
       ...(options.deliveryWorker === false ? { deliveryWorker: false } : {}),
       ...(store ? { store } : {}),
+      ...(readModels ? { readModels } : {}),
     });
-    return new TestService(service, logs, dataDir, dir?.remove);
+    return new TestService(service, logs, dataDir, dir?.remove, own);
   }
 
   get port(): number {
@@ -180,6 +196,7 @@ export class TestService {
   async stop(): Promise<void> {
     this.agent.destroy();
     await this.service.close();
+    for (const store of this.ownStores) await store.close();
     this.removeDir?.();
   }
 }

@@ -10,6 +10,7 @@ import type { LoadedRoutingConfig } from '../../routing/load-config.js';
 import { capPeriods, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
 import type { CapLedger, CapPeriod } from '../caps.js';
 import type { ContactClaim, ContactKind, ContactRegistry } from '../contacts.js';
+import { CLAIM_IN_FLIGHT_MS } from '../contacts.js';
 import type { IdempotencyKeys } from '../idempotency.js';
 import type { LeadIdAllocator } from '../lead-ids.js';
 import { type PostLeadCommand, type RoutingDecision, decide, envelopeOf, foldLead, initialLeadState } from './decider.js';
@@ -27,8 +28,10 @@ export interface PostLeadDeps {
   readonly now: () => Date;
 }
 
-const RELEASE_ATTEMPTS = 20;
 const RELEASE_RETRY_MS = 250;
+// Until CLAIM_IN_FLIGHT_MS has passed, a claim whose lead was never recorded makes the supplier's
+// retry a DUPLICATE: keep trying to give it back at least that long.
+const RELEASE_ATTEMPTS = Math.ceil(CLAIM_IN_FLIGHT_MS / RELEASE_RETRY_MS) + 1;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 interface Reservation {

@@ -1,0 +1,194 @@
+// Issue 7, item 5 — limits, through the real HTTPS server of a service configured from the
+// environment as an operator would: the per-key token bucket (RATE_LIMIT_PER_SECOND,
+// RATE_LIMIT_BURST), the body limit (BODY_LIMIT_BYTES), the header limit, and the header and
+// request timeouts (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS) against slow clients, which must be cut
+// off without holding up anyone else. test/http/rate-limit.test.ts has the bucket arithmetic with
+// an injected clock; this file proves the same through `startService` and its configuration.
+
+import { expect } from 'chai';
+import { ConfigError, loadServiceConfig } from '../../src/config.js';
+import { envelopeProblems } from '../post-lead/helpers.js';
+import { type Reply, TestService } from '../support/service.js';
+import { type RawExchange, type RawResponse, rawExchange, toReply } from './support/client.js';
+import { leadNumber } from './support/leads.js';
+
+const RATE = 1;
+const BURST = 3;
+const BODY_LIMIT = 2048;
+const HEADERS_TIMEOUT_MS = 1000;
+const REQUEST_TIMEOUT_MS = 2000;
+/** Node sweeps for expired requests every min(1 s, headers timeout / 4): the most a deadline may slip. */
+const SWEEP_MS = 250;
+
+let serial = 0;
+const lead = (overrides: Record<string, unknown> = {}) => leadNumber(++serial, overrides, 'limits');
+
+/** A raw response as a Reply, so the envelope checker can read it. */
+const asReply = (raw: RawResponse): Reply => toReply(raw.status, raw.headers, raw.text);
+
+function expectEnvelope(reply: Reply, status: number, code: string): void {
+  expect(reply.status, reply.text).to.equal(status);
+  expect(envelopeProblems(reply)).to.deep.equal([]);
+  expect(reply.body.code).to.equal(code);
+  expect(reply.headers['strict-transport-security'], 'HSTS').to.match(/max-age=\d+/);
+}
+
+describe('reliability: limits (rate, body, headers, slow clients)', function () {
+  this.timeout(30_000);
+  let svc: TestService;
+
+  before(async function () {
+    svc = await TestService.start({
+      env: {
+        RATE_LIMIT_PER_SECOND: String(RATE),
+        RATE_LIMIT_BURST: String(BURST),
+        BODY_LIMIT_BYTES: String(BODY_LIMIT),
+        HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+        REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+      },
+    });
+  });
+  after(async () => svc?.stop());
+
+  describe('per-key rate limit (token bucket)', function () {
+    it('lets the burst through, then 429 RATE_LIMITED with Retry-After and RateLimit headers, records nothing, and refills', async function () {
+      const key = await svc.key('supplier', 'sup-rate');
+      for (let i = 0; i < BURST; i++) {
+        const reply = await svc.post(lead(), { 'x-api-key': key });
+        expect(reply.status, reply.text).to.equal(201);
+        expect(reply.headers).to.include({ 'ratelimit-limit': String(BURST), 'ratelimit-remaining': String(BURST - 1 - i) });
+        expect(Number(reply.headers['ratelimit-reset'])).to.be.within(1, Math.ceil(BURST / RATE));
+      }
+      const limited = await svc.post(lead(), { 'x-api-key': key });
+      expectEnvelope(limited, 429, 'RATE_LIMITED');
+      expect(limited.body).to.include({ acceptance: 'error', Response: 'Error', lead_id: null });
+      expect(limited.headers).to.include({ 'ratelimit-limit': String(BURST), 'ratelimit-remaining': '0' });
+      const retryAfter = Number(limited.headers['retry-after']);
+      expect(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= Math.ceil(1 / RATE), `Retry-After ${String(limited.headers['retry-after'])}`).to.equal(true);
+      // Another supplier's key has its own bucket.
+      expect((await svc.post(lead(), { 'x-api-key': await svc.key('supplier', 'sup-other') })).status).to.equal(201);
+      // After Retry-After the same key is served again.
+      await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000));
+      expect((await svc.post(lead(), { 'x-api-key': key })).status).to.equal(201);
+    });
+
+    it('holds under concurrency: of 20 posts at once only the burst (plus what refilled meanwhile) gets through', async function () {
+      const key = await svc.key('supplier', 'sup-burst');
+      const started = Date.now();
+      const replies = await Promise.all(Array.from({ length: 20 }, () => svc.post(lead(), { 'x-api-key': key })));
+      const refilled = Math.floor(((Date.now() - started) / 1000) * RATE);
+      const passed = replies.filter((r) => r.status === 201).length;
+      expect(passed).to.be.within(BURST, BURST + refilled);
+      for (const reply of replies.filter((r) => r.status !== 201)) expectEnvelope(reply, 429, 'RATE_LIMITED');
+    });
+  });
+
+  describe('body and header limits', function () {
+    let key: string;
+    // A key of its own per test: the rate limit is on.
+    beforeEach(async () => (key = await svc.key('supplier', `sup-body-${++serial}`)));
+
+    /** A JSON object of exactly `size` bytes. */
+    const bodyOf = (size: number): string => {
+      const skeleton = JSON.stringify({ ...lead(), s1: '' });
+      return skeleton.replace('"s1":""', `"s1":"${'x'.repeat(size - Buffer.byteLength(skeleton))}"`);
+    };
+
+    it(`BODY_LIMIT_BYTES=${BODY_LIMIT}: a body of exactly the limit is read; one byte more is 413 (declared or chunked) and the connection closes`, async function () {
+      const atLimit = await svc.post(bodyOf(BODY_LIMIT), { 'x-api-key': key });
+      expect(atLimit.status, atLimit.text).to.not.equal(413);
+      expect(envelopeProblems(atLimit)).to.deep.equal([]);
+      for (const headers of [{}, { 'transfer-encoding': 'chunked' }] as Array<Record<string, string>>) {
+        const over = await svc.post(bodyOf(BODY_LIMIT + 1), { 'x-api-key': key, ...headers });
+        expectEnvelope(over, 413, 'PAYLOAD_TOO_LARGE');
+        expect(over.headers.connection).to.equal('close');
+      }
+    });
+
+    it('a Content-Length over the limit is refused before the body is sent: no waiting for 10 MB that never come', async function () {
+      const head = `POST /functions/leads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-KEY: ${key}\r\nContent-Length: ${10 * 1024 * 1024}\r\n\r\n{"a":`;
+      const exchange = await rawExchange(svc.port, [head], { timeoutMs: REQUEST_TIMEOUT_MS + 5000 });
+      expect(exchange.responses, exchange.trailing).to.have.length(1);
+      expectEnvelope(asReply(exchange.responses[0]!), 413, 'PAYLOAD_TOO_LARGE');
+      expect(exchange.closedByServer).to.equal(true);
+    });
+
+    it('request headers over 16 KiB: 431 with the envelope, and the server keeps serving', async function () {
+      const head = `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Filler: ${'f'.repeat(20 * 1024)}\r\n\r\n`;
+      const exchange = await rawExchange(svc.port, [head], { timeoutMs: 5000 });
+      expect(exchange.responses, exchange.trailing).to.have.length(1);
+      expectEnvelope(asReply(exchange.responses[0]!), 431, 'PAYLOAD_TOO_LARGE');
+      expect((await svc.request('GET', '/healthz')).status).to.equal(200);
+    });
+  });
+
+  describe('slow clients', function () {
+    it('HEADERS_TIMEOUT_MS and REQUEST_TIMEOUT_MS are checked at start: out of range or headers longer than the request is refused by name', function () {
+      expect(loadServiceConfig({})).to.include({ headersTimeoutMs: 10_000, requestTimeoutMs: 30_000 });
+      expect(() => loadServiceConfig({ HEADERS_TIMEOUT_MS: '5000', REQUEST_TIMEOUT_MS: '1000' })).to.throw(ConfigError, 'HEADERS_TIMEOUT_MS must not be more than REQUEST_TIMEOUT_MS');
+      expect(() => loadServiceConfig({ REQUEST_TIMEOUT_MS: '5s' })).to.throw(ConfigError, 'REQUEST_TIMEOUT_MS must be a whole number');
+    });
+
+    let key: string;
+    before(async () => (key = await svc.key('supplier', 'sup-slow')));
+
+    const postHead = (length: number, apiKey = key) =>
+      `POST /functions/leads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-KEY: ${apiKey}\r\nContent-Length: ${length}\r\n\r\n`;
+
+    /**
+     * Cut off: answered 408 with the envelope and closed, or simply closed; never served. (The
+     * contract has no code for a timeout; the service answers 408 with the nearest one,
+     * MALFORMED_JSON, which the outcome table pairs with 400 — the one mismatch expected.)
+     */
+    function expectCutOff(exchange: RawExchange, deadlineMs: number, label: string): void {
+      expect(exchange.closedByServer, `${label}: closed by the server`).to.equal(true);
+      expect(exchange.elapsedMs, `${label}: not before its deadline`).to.be.at.least(deadlineMs - 50);
+      expect(exchange.elapsedMs, `${label}: by its deadline (plus one sweep and some slack)`).to.be.below(deadlineMs + SWEEP_MS + 2500);
+      expect(exchange.responses.length, `${label}: at most one answer`).to.be.at.most(1);
+      for (const response of exchange.responses) {
+        const reply = asReply(response);
+        expect(reply.status, reply.text).to.equal(408);
+        expect(envelopeProblems(reply)).to.deep.equal(['MALFORMED_JSON with HTTP 408']);
+        expect(reply.headers.connection).to.equal('close');
+      }
+    }
+
+    it(`slowloris (headers trickling in forever) is cut off after HEADERS_TIMEOUT_MS=${HEADERS_TIMEOUT_MS}`, async function () {
+      const parts = ['POST /functions/leads HTTP/1.1\r\nHost: x\r\n', ...Array.from({ length: 100 }, (_, i) => `X-Slow-${i}: y\r\n`)];
+      expectCutOff(await rawExchange(svc.port, parts, { gapMs: 100, timeoutMs: 10_000 }), HEADERS_TIMEOUT_MS, 'slowloris');
+    });
+
+    it(`a body trickling in, or shorter than its Content-Length, is cut off after REQUEST_TIMEOUT_MS=${REQUEST_TIMEOUT_MS}`, async function () {
+      const body = JSON.stringify(lead());
+      const [slow, short] = await Promise.all([
+        rawExchange(svc.port, [postHead(body.length), ...body.split('')], { gapMs: 100, timeoutMs: 10_000 }),
+        rawExchange(svc.port, [postHead(body.length + 100) + body], { timeoutMs: 10_000 }),
+      ]);
+      expectCutOff(slow, REQUEST_TIMEOUT_MS, 'slow body');
+      expectCutOff(short, REQUEST_TIMEOUT_MS, 'short body');
+    });
+
+    it('40 slow connections do not hold up other clients: normal posts are answered while every slow one is still open', async function () {
+      const normalKey = await svc.key('supplier', 'sup-normal');
+      // Each slow body under a key of its own: 20 under one key would mostly be answered 429 at once.
+      const slowKeys: string[] = [];
+      for (let i = 0; i < 20; i++) slowKeys.push(await svc.key('supplier', `sup-slow-${i}`));
+      const slowOnes: Array<Promise<RawExchange & { closedAt: number }>> = [];
+      const body = JSON.stringify(lead());
+      for (let i = 0; i < 40; i++) {
+        const parts =
+          i % 2 === 0
+            ? ['POST /functions/leads HTTP/1.1\r\n', ...Array.from({ length: 100 }, (_, n) => `X-Slow-${n}: y\r\n`)]
+            : [postHead(body.length, slowKeys[i >> 1]!), ...body.split('')];
+        slowOnes.push(rawExchange(svc.port, parts, { gapMs: 100, timeoutMs: 10_000 }).then((exchange) => ({ ...exchange, closedAt: Date.now() })));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const normal = await Promise.all(Array.from({ length: BURST }, () => svc.post(lead(), { 'x-api-key': normalKey })));
+      const answeredAt = Date.now();
+      for (const reply of normal) expect(reply.status, reply.text).to.equal(201);
+      const slow = await Promise.all(slowOnes);
+      expect(slow.every((s) => s.closedByServer && s.responses.every((r) => r.status === 408)), 'every slow connection was cut off').to.equal(true);
+      expect(answeredAt, 'the normal posts were answered before the first slow connection was cut off').to.be.below(Math.min(...slow.map((s) => s.closedAt)));
+    });
+  });
+});
