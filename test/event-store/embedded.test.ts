@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import Database from 'better-sqlite3';
 import sinon from 'sinon';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -168,6 +169,21 @@ describe('embedded event store (SQLite)', function () {
         (e: unknown) => e,
       );
       expect(error).to.be.instanceOf(EventStoreUnavailableError);
+    });
+
+    it('a read that SQLite or the disk fails is EventStoreUnavailableError (a 503), and so is a read after close', async function () {
+      const store = await EmbeddedEventStore.open(dir.path);
+      const failing = sinon.stub((store as unknown as { selectStreamId: { get(): unknown } }).selectStreamId, 'get');
+      failing.throws(new Database.SqliteError('disk I/O error', 'SQLITE_IOERR_READ'));
+      try {
+        const error = await store.readStream('any').then(() => null, (e: unknown) => e);
+        expect(error).to.be.instanceOf(EventStoreUnavailableError);
+      } finally {
+        failing.restore();
+        await store.close();
+      }
+      const afterClose = await store.readAll().then(() => null, (e: unknown) => e);
+      expect(afterClose).to.be.instanceOf(EventStoreUnavailableError);
     });
 
     it('an append after close is refused as unavailable', async function () {

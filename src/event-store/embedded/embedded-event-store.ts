@@ -212,23 +212,25 @@ export class EmbeddedEventStore implements EventStore {
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
-    const from = options.fromRevision ?? 0;
-    const maxCount = options.maxCount ?? NO_LIMIT;
-    const id = this.selectStreamId.get(streamId);
-    if (id === undefined) return [];
-    // Each row holds at least one event, so maxCount rows always suffice.
-    const rows = this.selectStream.all(streamId, id, from, maxCount);
-    return expand(rows, rows[0] ? Math.max(0, from - rows[0][2]) : 0, maxCount);
+    return this.reading(() => {
+      const from = options.fromRevision ?? 0;
+      const maxCount = options.maxCount ?? NO_LIMIT;
+      const id = this.selectStreamId.get(streamId);
+      if (id === undefined) return [];
+      // Each row holds at least one event, so maxCount rows always suffice.
+      const rows = this.selectStream.all(streamId, id, from, maxCount);
+      return expand(rows, rows[0] ? Math.max(0, from - rows[0][2]) : 0, maxCount);
+    });
   }
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
-    return this.readAllSync(options.fromPosition ?? START, options.maxCount ?? NO_LIMIT);
+    return this.reading(() => this.readAllSync(options.fromPosition ?? START, options.maxCount ?? NO_LIMIT));
   }
 
   subscribeToAll(options: SubscribeOptions = {}): AllSubscription {
     const subscription = new PollingSubscription(
       options.fromPosition ?? START,
-      (from, max, recentOnly) => this.readAllSync(from, max, recentOnly),
+      (from, max, recentOnly) => this.reading(() => this.readAllSync(from, max, recentOnly)),
       this.options.pollIntervalMs,
       () => this.subscriptions.delete(subscription),
     );
@@ -237,7 +239,24 @@ export class EmbeddedEventStore implements EventStore {
   }
 
   async headPosition(): Promise<Position> {
-    return this.headSync();
+    return this.reading(() => this.headSync());
+  }
+
+  /**
+   * Runs a read; a failure of SQLite or of the disk under it (our statements are fixed, so any
+   * SQLite error is one) is EventStoreUnavailableError, which the HTTP shell answers with 503.
+   */
+  private reading<T>(read: () => T): T {
+    if (this.closed) throw new EventStoreUnavailableError('the event store is closed');
+    try {
+      return read();
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (typeof code === 'string' && code.startsWith('SQLITE_')) {
+        throw new EventStoreUnavailableError(`the event store could not read: ${(error as Error).message}`, { cause: error });
+      }
+      throw error;
+    }
   }
 
   async close(): Promise<void> {
