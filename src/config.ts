@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { checkLogLevel } from './http/logger.js';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
 // so a command run beside the service opens the very stores the service uses. Each variable is
@@ -28,6 +29,8 @@ export interface ServiceConfig extends Config {
   readonly mxCanaryDomain: string | null;
   readonly phoneVerifierUrl: string | undefined;
   readonly emailVerifierUrl: string | undefined;
+  /** /readyz says not ready when a projection is further behind than this. */
+  readonly readyMaxLagSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -75,7 +78,10 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     mxCanaryDomain: env.MX_CANARY_DOMAIN === undefined ? 'gmail.com' : env.MX_CANARY_DOMAIN.trim().toLowerCase() || null,
     phoneVerifierUrl: check(() => optionalUrl(env, 'PHONE_VERIFIER_URL', ['https:', 'http:']), undefined),
     emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
+    readyMaxLagSeconds: check(() => integer(env, 'READY_MAX_LAG_SECONDS', 30, 1, 86_400), 30),
   };
+  // Read again by the logger; checked here so that it is reported with every other bad variable.
+  check(() => checkLogLevel(env.LOG_LEVEL || 'info'), 'info');
   if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
     problems.push('TLS_CERT_FILE and TLS_KEY_FILE must be given together');
   }

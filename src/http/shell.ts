@@ -59,7 +59,7 @@ function respondWithError(ctx: Context, error: unknown, traceId: string, logger:
 }
 
 // @koa/router leaves the matched pattern on an internal, untyped context field.
-function routePattern(ctx: Context): string | null {
+export function routePattern(ctx: Context): string | null {
   const matched: unknown = (ctx as { _matchedRoute?: unknown })._matchedRoute;
   if (typeof matched === 'string') return matched;
   const state = ctx.state as Partial<ShellState>;
