@@ -15,6 +15,7 @@ import type { PostLead } from './post-lead-port.js';
 import { rateLimit, TokenBuckets, type RateLimitConfig } from './rate-limit.js';
 import { shell } from './shell.js';
 import type { ShellState } from './state.js';
+import { registerDocsRoutes } from '../docs/routes.js';
 import { type OpsDeps, opsMiddleware, registerOpsRoutes } from '../ops/routes.js';
 
 export interface AppDeps {
@@ -59,6 +60,7 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
 
   if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack);
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
+  registerDocsRoutes(router);
   if (deps.ops) registerOpsRoutes(router, deps.ops);
 
   const app = new Koa<ShellState>();
