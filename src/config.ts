@@ -69,10 +69,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     bodyLimitBytes: check(() => integer(env, 'BODY_LIMIT_BYTES', 65536, 1024, 10 * 1024 * 1024), 0),
     rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
     leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),
-    certificateHosts: (env.CERTIFICATE_HOSTS || 'cert.trustedform.com,ping.trustedform.com')
-      .split(',')
-      .map((h) => h.trim().toLowerCase())
-      .filter(Boolean),
+    certificateHosts: check(() => hostList(env, 'CERTIFICATE_HOSTS', 'cert.trustedform.com,ping.trustedform.com'), []),
     mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),
     mxTimeoutMs: check(() => integer(env, 'MX_TIMEOUT_MS', 300, 1, 5000), 300),
     mxCanaryDomain: env.MX_CANARY_DOMAIN === undefined ? 'gmail.com' : env.MX_CANARY_DOMAIN.trim().toLowerCase() || null,
@@ -97,6 +94,17 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
     throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, not '${raw}'`);
   }
   return value;
+}
+
+// An empty list would reject every consent certificate, so every lead: refused at start instead.
+function hostList(env: NodeJS.ProcessEnv, name: string, fallback: string): string[] {
+  const raw = env[name] || fallback;
+  const hosts = raw.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+  const bad = hosts.filter((h) => !/^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/.test(h));
+  if (hosts.length === 0 || bad.length > 0) {
+    throw new ConfigError(`${name} must be a comma-separated list of host names${bad.length > 0 ? `, not '${bad.join("', '")}'` : ''}`);
+  }
+  return hosts;
 }
 
 function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {

@@ -119,6 +119,12 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     afterSale: { events: store, routing: () => routing, now },
     ops: { readiness, metrics, drain },
   });
+  const closeStores = async () => {
+    await keys.close();
+    await projections.stop();
+    if (!overrides.readModels) await readModels.close();
+    if (!overrides.store) await store.close();
+  };
   const servers = await startServers({
     app,
     tls,
@@ -127,6 +133,10 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     host: config.host,
     trustProxy: config.trustProxy,
     logger,
+  }).catch(async (error: unknown) => {
+    // A port in use is the usual failed start: close what is open, so the process can exit with it.
+    await closeStores();
+    throw error;
   });
   // Started after the listeners, so that a failed start leaves no worker running.
   const delivery =
@@ -172,10 +182,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       const finishing = Promise.all([servers.close(DRAIN_GRACE_MS), delivery?.stop()]);
       logger.info({ grace_ms: DRAIN_GRACE_MS }, 'leadpost stopping: no new connections, finishing requests in flight');
       await finishing;
-      await keys.close();
-      await projections.stop();
-      if (!overrides.readModels) await readModels.close();
-      if (!overrides.store) await store.close();
+      await closeStores();
       logger.info({ ms: Date.now() - started }, 'leadpost stopped');
     },
   };

@@ -1,10 +1,12 @@
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { SERVE_USAGE } from '../../src/cli/serve-help.js';
 import { loadServiceConfig } from '../../src/config.js';
 import { runChild } from '../support/child.js';
 import { TestService } from '../support/service.js';
+import { tempDir } from '../support/tmp.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
 const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
@@ -60,6 +62,7 @@ describe('leadpost help', function () {
       MONGODB_URL: 'http://mongo',
       TLS_CERT_FILE: '/tmp/cert.pem',
       RATE_LIMIT_PER_SECOND: '-1',
+      CERTIFICATE_HOSTS: ',',
     });
     expect(result.code).to.equal(1);
     const lines = result.stderr.trim().split('\n');
@@ -68,11 +71,27 @@ describe('leadpost help', function () {
       'MONGODB_URL must start with mongodb: or mongodb+srv://',
       "RATE_LIMIT_PER_SECOND must be a whole number from 0 to 1000000, not '-1'",
       "PORT must be a whole number from 0 to 65535, not 'eighty'",
+      'CERTIFICATE_HOSTS must be a comma-separated list of host names',
       "READY_MAX_LAG_SECONDS must be a whole number from 1 to 86400, not '0'",
       "LOG_LEVEL must be one of trace, debug, info, warn, error, fatal or silent, not 'loud'",
       'TLS_CERT_FILE and TLS_KEY_FILE must be given together',
     ]);
     expect(result.stderr).to.not.contain('    at ');
+  });
+
+  it('a port that cannot be listened on is named with the settings to check', async function () {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const dir = tempDir('cli-port');
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      const result = await cli(['serve'], { LEADPOST_DATA_DIR: dir.path, HOST: '127.0.0.1', PORT: String(port), HTTP_PORT: '0' });
+      expect(result.code).to.equal(1);
+      expect(result.stderr.trim()).to.equal(`cannot listen on 127.0.0.1, port ${port} (EADDRINUSE): check HOST, PORT and HTTP_PORT`);
+    } finally {
+      taken.close();
+      dir.remove();
+    }
   });
 
   it('every variable the service configuration reads is in `serve --help` and in the README table', function () {
