@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { existsSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 import { type Browser, chromium } from 'playwright-core';
 import { OUTCOMES } from '../../src/http/envelope.js';
 import { TestService } from '../support/service.js';
@@ -8,7 +9,11 @@ import { TestService } from '../support/service.js';
 // service. The page must render from the service alone (nothing from another origin, nothing the
 // CSP blocks) and show the lead post and every outcome code. CI installs chromium (README, .ci/run).
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+/** CHROMIUM_PATH, else the first `chromium` on PATH (Debian puts it in /usr/bin). */
+const CHROMIUM =
+  process.env.CHROMIUM_PATH ??
+  (process.env.PATH ?? '').split(delimiter).map((dir) => join(dir, 'chromium')).find((file) => existsSync(file)) ??
+  '/usr/bin/chromium';
 
 describe('/docs in a browser', function () {
   this.timeout(90_000);
