@@ -78,7 +78,10 @@ describe('deployment files', function () {
     expect(run.some((l) => /^COPY --from=build \/app\/node_modules/.test(l))).to.equal(true);
     const healthcheck = run.find((l) => l.startsWith('HEALTHCHECK '));
     expect(healthcheck).to.match(/CMD \["node", "bin\/leadpost.js", "health"/);
-    expect(run.find((l) => l.startsWith('CMD '))).to.contain('"serve"');
+    // The container runs exactly what `npm start` runs (node flags included), without npm in between.
+    const cmd = JSON.parse(run.find((l) => l.startsWith('CMD '))!.slice(4)) as string[];
+    const start = (JSON.parse(read('package.json')) as { scripts: { start: string } }).scripts.start.split(/\s+/);
+    expect(cmd, 'Dockerfile CMD runs what npm start runs').to.deep.equal(start);
     expect(runtimeEnv).to.include({ LEADPOST_DATA_DIR: '/data', PORT: '8443', HTTP_PORT: '8080' });
     const health = spawnSync(process.execPath, [`${ROOT}bin/leadpost.js`, 'health', '--help'], { encoding: 'utf8' });
     expect(health.status).to.equal(0);
