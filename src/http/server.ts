@@ -75,9 +75,13 @@ function applyTimeouts(server: Server): void {
 
 function listen(server: Server, port: number, host: string | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
-    // Node's own text ("getaddrinfo ENOTFOUND x") does not say which setting to look at.
+    // Node's own text ("getaddrinfo ENOTFOUND x") does not say which setting to look at; the code stays for callers.
     const failed = (error: NodeJS.ErrnoException) =>
-      reject(new Error(`cannot listen on ${host ?? 'every interface'}, port ${port} (${error.code ?? error.message}): check HOST, PORT and HTTP_PORT`, { cause: error }));
+      reject(
+        Object.assign(new Error(`cannot listen on ${host ?? 'every interface'}, port ${port} (${error.code ?? error.message}): check HOST, PORT and HTTP_PORT`, { cause: error }), {
+          code: error.code,
+        }),
+      );
     server.once('error', failed);
     server.listen(port, host, () => {
       server.off('error', failed);
