@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { checkLogLevel } from './http/logger.js';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
 // so a command run beside the service opens the very stores the service uses. Each variable is
@@ -31,6 +32,8 @@ export interface ServiceConfig extends Config {
   readonly mxCanaryDomain: string | null;
   readonly phoneVerifierUrl: string | undefined;
   readonly emailVerifierUrl: string | undefined;
+  /** /readyz says not ready when a projection is further behind than this. */
+  readonly readyMaxLagSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -71,16 +74,16 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000), 30_000),
     rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
     leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),
-    certificateHosts: (env.CERTIFICATE_HOSTS || 'cert.trustedform.com,ping.trustedform.com')
-      .split(',')
-      .map((h) => h.trim().toLowerCase())
-      .filter(Boolean),
+    certificateHosts: check(() => hostList(env, 'CERTIFICATE_HOSTS', 'cert.trustedform.com,ping.trustedform.com'), []),
     mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),
     mxTimeoutMs: check(() => integer(env, 'MX_TIMEOUT_MS', 300, 1, 5000), 300),
     mxCanaryDomain: env.MX_CANARY_DOMAIN === undefined ? 'gmail.com' : env.MX_CANARY_DOMAIN.trim().toLowerCase() || null,
     phoneVerifierUrl: check(() => optionalUrl(env, 'PHONE_VERIFIER_URL', ['https:', 'http:']), undefined),
     emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
+    readyMaxLagSeconds: check(() => integer(env, 'READY_MAX_LAG_SECONDS', 30, 1, 86_400), 30),
   };
+  // Read again by the logger; checked here so that it is reported with every other bad variable.
+  check(() => checkLogLevel(env.LOG_LEVEL || 'info'), 'info');
   if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
     problems.push('TLS_CERT_FILE and TLS_KEY_FILE must be given together');
   }
@@ -98,6 +101,17 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
     throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, not '${raw}'`);
   }
   return value;
+}
+
+// An empty list would reject every consent certificate, so every lead: refused at start instead.
+function hostList(env: NodeJS.ProcessEnv, name: string, fallback: string): string[] {
+  const raw = env[name] || fallback;
+  const hosts = raw.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+  const bad = hosts.filter((h) => !/^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/.test(h));
+  if (hosts.length === 0 || bad.length > 0) {
+    throw new ConfigError(`${name} must be a comma-separated list of host names${bad.length > 0 ? `, not '${bad.join("', '")}'` : ''}`);
+  }
+  return hosts;
 }
 
 function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {

@@ -20,6 +20,10 @@ import { openReadModelStore } from './read-models/index.js';
 import type { ReadModelStore } from './read-models/port.js';
 import { createLeadValidator } from './leads/validate.js';
 import { loadRoutingConfig } from './routing/load-config.js';
+import { countingEventStore } from './ops/counting-event-store.js';
+import { Drain } from './ops/drain.js';
+import { ServiceMetrics } from './ops/metrics.js';
+import { ReadinessProbe } from './ops/readiness.js';
 
 /** What tests replace: things outside the service (clock, DNS) and where logs go. */
 export interface ServiceOverrides {
@@ -40,8 +44,13 @@ export interface RunningService {
   readonly readModels: ReadModelStore;
   readonly projections: Projections;
   readonly delivery: DeliveryWorker | null;
+  readonly metrics: ServiceMetrics;
+  /** Drains: stops accepting, lets requests in flight finish, stops the workers, closes the stores. */
   close(): Promise<void>;
 }
+
+/** Requests in flight at shutdown get this long; the rest of the 10 s budget is for the workers and stores. */
+const DRAIN_GRACE_MS = 7_000;
 
 /** A resolver for machines without DNS: every lookup fails at once, so e-mail MX checks say unknown. */
 const NO_DNS: MxResolver = {
@@ -57,7 +66,10 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const logger = overrides.logger ?? createLogger();
   const routing = loadRoutingConfig(config.routingFile);
   const tls = await loadOrCreateTls({ dataDir: config.dataDir, certFile: config.tlsCertFile, keyFile: config.tlsKeyFile });
-  const store = overrides.store ?? (await openEventStore(config));
+  const projectionStatuses = () => Promise.all(projections.all.map((runner) => runner.status()));
+  const metrics = new ServiceMetrics({ projections: projectionStatuses });
+  // Every append of the service goes through this decorator, so /metrics counts them all.
+  const store = countingEventStore(overrides.store ?? (await openEventStore(config)), metrics.countAppend);
   const keys = await KeyRing.open(store, { onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
   const readModels = overrides.readModels ?? (await openReadModelStore(config));
   const projections = new Projections(store, readModels, logger);
@@ -69,6 +81,15 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     position: () => projections.position(),
   });
   const now = overrides.now ?? (() => new Date());
+  const drain = new Drain();
+  const readiness = new ReadinessProbe({
+    events: store,
+    readModels,
+    projections: projectionStatuses,
+    maxLagSeconds: config.readyMaxLagSeconds,
+    draining: () => drain.draining,
+    logger,
+  });
 
   const postLead = createPostLead({
     store,
@@ -96,7 +117,14 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     rateLimit: config.rateLimit,
     readBack,
     afterSale: { events: store, routing: () => routing, now },
+    ops: { readiness, metrics, drain },
   });
+  const closeStores = async () => {
+    await keys.close();
+    await projections.stop();
+    if (!overrides.readModels) await readModels.close();
+    if (!overrides.store) await store.close();
+  };
   const servers = await startServers({
     app,
     tls,
@@ -106,6 +134,10 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     trustProxy: config.trustProxy,
     logger,
     timeouts: { headersMs: config.headersTimeoutMs, requestMs: config.requestTimeoutMs },
+  }).catch(async (error: unknown) => {
+    // A port in use is the usual failed start: close what is open, so the process can exit with it.
+    await closeStores();
+    throw error;
   });
   // Started after the listeners, so that a failed start leaves no worker running.
   const delivery =
@@ -119,6 +151,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
           env: process.env,
           now,
           logger: logger.child({ component: 'delivery' }),
+          onAttempt: metrics.countDeliveryAttempt,
         });
   delivery?.start();
   // A sale reaches the deliveries read model within milliseconds: look then, not at the next poll.
@@ -142,13 +175,16 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     readModels,
     projections,
     delivery,
+    metrics,
     close: async () => {
-      await servers.close();
-      await delivery?.stop();
-      await keys.close();
-      await projections.stop();
-      if (!overrides.readModels) await readModels.close();
-      if (!overrides.store) await store.close();
+      const started = Date.now();
+      drain.start();
+      // Appends of requests in flight and of delivery attempts land before the stores close.
+      const finishing = Promise.all([servers.close(DRAIN_GRACE_MS), delivery?.stop()]);
+      logger.info({ grace_ms: DRAIN_GRACE_MS }, 'leadpost stopping: no new connections, finishing requests in flight');
+      await finishing;
+      await closeStores();
+      logger.info({ ms: Date.now() - started }, 'leadpost stopped');
     },
   };
 }

@@ -2,8 +2,10 @@ import { ConfigError, loadServiceConfig } from '../config.js';
 import { RoutingConfigError } from '../routing/load-config.js';
 import { startService } from '../service.js';
 import { runEventsCommand } from './events.js';
+import { runHealthCommand } from './health.js';
 import { runKeysCommand } from './keys.js';
 import { runReplayCommand } from './replay.js';
+import { SERVE_USAGE } from './serve-help.js';
 
 const USAGE = `usage: leadpost <command> [options]
 
@@ -17,28 +19,39 @@ commands:
                                           issue a replacement; the old key works until the grace ends
   events STREAM [--json]                  print a stream's events (e.g. lead-42) for inspection
   replay [--projection NAME]              rebuild read models from the events, then switch to them
+  health [--ready]                        ask the local service for /healthz (/readyz); exit 0 when 200
+  help [COMMAND]                          this text, or a command's
 
-\`leadpost <command> --help\` tells more. Every command reads the same environment as the
-service: LEADPOST_DATA_DIR, EVENTSTORE_URL, MONGODB_URL (see the README for the rest).`;
+\`leadpost <command> --help\` or \`leadpost help <command>\` tells more. Every command reads the
+same environment as the service: LEADPOST_DATA_DIR, EVENTSTORE_URL, MONGODB_URL (\`leadpost
+serve --help\` lists the rest).`;
+
+const SHUTDOWN_LIMIT_MS = 9_500;
 
 /** Runs one CLI command; resolves to the process exit code. */
 export async function main(args: string[]): Promise<number> {
   const [command] = args;
   switch (command) {
     case 'serve':
-      return args.includes('--help') ? (console.log('usage: leadpost serve\n\nRuns the HTTPS service; configured by the environment (see the README).'), 0) : serve();
+      return args.includes('--help') || args.includes('-h') ? (console.log(SERVE_USAGE), 0) : serve();
     case 'keys':
       return runKeysCommand(args.slice(1));
     case 'events':
       return runEventsCommand(args.slice(1));
     case 'replay':
       return runReplayCommand(args.slice(1));
-    case undefined:
+    case 'health':
+      return runHealthCommand(args.slice(1));
+    case 'help':
+      // `leadpost help keys` is `leadpost keys --help`.
+      return args[1] && args[1] !== 'help' ? main([args[1], '--help']) : (console.log(USAGE), 0);
     case '--help':
     case '-h':
-    case 'help':
       console.log(USAGE);
-      return command === undefined ? 2 : 0;
+      return 0;
+    case undefined:
+      console.error(USAGE);
+      return 2;
     default:
       console.error(`leadpost: unknown command '${command}'\n\n${USAGE}`);
       return 2;
@@ -49,8 +62,17 @@ async function serve(): Promise<number> {
   // Listen for the stop signal before anything starts: a SIGTERM that arrives while the service is
   // starting would otherwise find no handler and kill the process mid-way.
   const stopped = new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
+    const stop = () => {
+      // The contract is an exit within 10 s of the signal, however far start-up or the drain got.
+      const overdue = setTimeout(() => {
+        console.error('leadpost: stopping took longer than 10 s; exiting with work unfinished');
+        process.exit(1);
+      }, SHUTDOWN_LIMIT_MS);
+      overdue.unref();
+      resolve();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
   });
   let service;
   try {

@@ -15,6 +15,8 @@ import type { PostLead } from './post-lead-port.js';
 import { rateLimit, TokenBuckets, type RateLimitConfig } from './rate-limit.js';
 import { shell } from './shell.js';
 import type { ShellState } from './state.js';
+import { registerDocsRoutes } from '../docs/routes.js';
+import { type OpsDeps, opsMiddleware, registerOpsRoutes } from '../ops/routes.js';
 
 export interface AppDeps {
   authenticate: Authenticate;
@@ -29,6 +31,8 @@ export interface AppDeps {
   readBack?: ReadBack;
   /** Acknowledging pulled leads and buyer feedback; omitted: not served. */
   afterSale?: Omit<AfterSaleDeps, 'bodyBytes'>;
+  /** /readyz, /metrics and shutdown draining; omitted: not served. */
+  ops?: OpsDeps;
 }
 
 export const DEFAULT_BODY_BYTES = 64 * 1024;
@@ -56,11 +60,14 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
 
   if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack);
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
+  registerDocsRoutes(router);
+  if (deps.ops) registerOpsRoutes(router, deps.ops);
 
   const app = new Koa<ShellState>();
   // Koa's default handler prints to stderr; the shell already answered, so this only records
   // failures after the response started (a socket torn down mid-write).
   app.on('error', (error: unknown) => deps.logger.warn({ err: error }, 'response failed after the shell'));
+  if (deps.ops) app.use(opsMiddleware(deps.ops));
   app.use(shell(deps.logger));
   app.use(router.routes());
   app.use(notFoundOrNotAllowed(router));

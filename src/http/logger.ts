@@ -23,12 +23,16 @@ export interface LoggerOptions {
   readonly env?: NodeJS.ProcessEnv;
 }
 
-export function createLogger(options: LoggerOptions = {}): Logger {
-  const level = options.level ?? (options.env ?? process.env).LOG_LEVEL ?? 'info';
-  // pino's own message for a bad level does not say where the value came from.
+/** Throws, naming LOG_LEVEL, for a level pino does not have (its own message does not say where the value came from). */
+export function checkLogLevel(level: string): string {
   if (!Object.hasOwn(pino.levels.values, level) && level !== 'silent') {
     throw new Error(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(', ')} or silent, not '${level}'`);
   }
+  return level;
+}
+
+export function createLogger(options: LoggerOptions = {}): Logger {
+  const level = checkLogLevel(options.level ?? ((options.env ?? process.env).LOG_LEVEL || 'info'));
   const settings = {
     level,
     base: { service: 'leadpost' },

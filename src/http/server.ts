@@ -25,7 +25,8 @@ export interface StartOptions {
 export interface RunningServers {
   readonly httpsPort: number;
   readonly httpPort: number;
-  close(): Promise<void>;
+  /** Stops accepting at once; requests in flight get `graceMs` (default 10 s) to finish, then their connections are cut. */
+  close(graceMs?: number): Promise<void>;
 }
 
 export interface Timeouts {
@@ -52,7 +53,8 @@ function limits(timeouts: Timeouts) {
   };
 }
 
-// In-flight requests get this long to finish on close; then their connections are cut.
+// In-flight requests get this long to finish on close (unless the caller says otherwise); then
+// their connections are cut.
 const CLOSE_GRACE_MS = 10_000;
 
 export async function startServers(options: StartOptions): Promise<RunningServers> {
@@ -77,14 +79,14 @@ export async function startServers(options: StartOptions): Promise<RunningServer
     await listen(https, options.port, options.host);
     await listen(http, options.httpPort, options.host);
   } catch (error) {
-    await Promise.all([stop(https), stop(http)]);
+    await Promise.all([stop(https, CLOSE_GRACE_MS), stop(http, CLOSE_GRACE_MS)]);
     throw error;
   }
   let closing: Promise<void> | undefined;
   return {
     httpsPort: (https.address() as AddressInfo).port,
     httpPort: (http.address() as AddressInfo).port,
-    close: () => (closing ??= Promise.all([stop(https), stop(http)]).then(() => undefined)),
+    close: (graceMs = CLOSE_GRACE_MS) => (closing ??= Promise.all([stop(https, graceMs), stop(http, graceMs)]).then(() => undefined)),
   };
 }
 
@@ -97,18 +99,25 @@ function applyTimeouts(server: Server, given: ReturnType<typeof limits>): void {
 
 function listen(server: Server, port: number, host: string | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    // Node's own text ("getaddrinfo ENOTFOUND x") does not say which setting to look at; the code stays for callers.
+    const failed = (error: NodeJS.ErrnoException) =>
+      reject(
+        Object.assign(new Error(`cannot listen on ${host ?? 'every interface'}, port ${port} (${error.code ?? error.message}): check HOST, PORT and HTTP_PORT`, { cause: error }), {
+          code: error.code,
+        }),
+      );
+    server.once('error', failed);
     server.listen(port, host, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolve();
     });
   });
 }
 
-function stop(server: Server): Promise<void> {
+function stop(server: Server, graceMs: number): Promise<void> {
   if (!server.listening) return Promise.resolve();
   return new Promise((resolve) => {
-    const force = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
+    const force = setTimeout(() => server.closeAllConnections(), graceMs);
     force.unref();
     server.close(() => {
       clearTimeout(force);

@@ -28,6 +28,8 @@ export function shell(logger: Logger): Middleware<ShellState> {
     // The body of an unread request is still on the wire; closing beats draining it for a stranger.
     if (!ctx.req.complete) ctx.set('Connection', 'close');
     ctx.set(SECURITY_HEADERS);
+    // A page for browsers (the docs) loosens the JSON-only defaults for itself, never the reverse.
+    if (ctx.state.pageHeaders) ctx.set(ctx.state.pageHeaders);
     ctx.set('X-Trace-Id', traceId);
     // A read-back route may answer text (CSV); everything else is the JSON envelope.
     if (typeof ctx.body !== 'string') ctx.type = JSON_CONTENT_TYPE;
@@ -41,6 +43,8 @@ export function shell(logger: Logger): Middleware<ShellState> {
     });
   };
 }
+
+export const INVALID_INPUT_MESSAGE = 'One or more inputs are invalid; errors names each.';
 
 function respondWithError(ctx: Context, error: unknown, traceId: string, logger: Logger): void {
   let code: OutcomeCode;
@@ -62,11 +66,11 @@ function respondWithError(ctx: Context, error: unknown, traceId: string, logger:
   }
   ctx.status = OUTCOMES[code].status;
   ctx.set(headers);
-  ctx.body = noLeadEnvelope(code, traceId, errors ? { errors, message: 'One or more inputs are invalid; errors names each.' } : message ? { message } : {});
+  ctx.body = noLeadEnvelope(code, traceId, errors ? { errors, message: INVALID_INPUT_MESSAGE } : message ? { message } : {});
 }
 
 // @koa/router leaves the matched pattern on an internal, untyped context field.
-function routePattern(ctx: Context): string | null {
+export function routePattern(ctx: Context): string | null {
   const matched: unknown = (ctx as { _matchedRoute?: unknown })._matchedRoute;
   if (typeof matched === 'string') return matched;
   const state = ctx.state as Partial<ShellState>;

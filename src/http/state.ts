@@ -6,4 +6,6 @@ export interface ShellState {
   principal?: Principal;
   /** The route pattern for the access log when the router did not match one (405). */
   route?: string;
+  /** Set by a route that serves a page to browsers: its CSP and caching, over the JSON defaults. */
+  pageHeaders?: Readonly<Record<'Content-Security-Policy' | 'Cache-Control', string>>;
 }

@@ -35,9 +35,11 @@ export interface Page<T> {
 
 type Query = Readonly<Record<string, string | string[] | undefined>>;
 
-const DEFAULT_LIMIT = 50;
-const MAX_LIMIT = 500;
-const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'];
+// Exported for the OpenAPI document, which describes the query parameters with these very values.
+export const DEFAULT_LIMIT = 50;
+export const MAX_LIMIT = 500;
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'];
+export const REPORT_TEST_MODES = ['exclude', 'only', 'include'];
 const seesPii = (principal: Principal, view: { supplier?: unknown; buyer?: unknown }) =>
   principal.role === 'admin' ||
   (principal.role === 'supplier' && view.supplier === principal.name) ||
@@ -240,7 +242,7 @@ export class ReadBack {
       errors.push({ field: 'group_by', code: 'invalid_value', message: `group_by takes distinct names from ${GROUP_BY.join(', ')}` });
     }
     const testMode = one(query, 'test', errors) ?? 'exclude';
-    if (!['exclude', 'only', 'include'].includes(testMode)) {
+    if (!REPORT_TEST_MODES.includes(testMode)) {
       errors.push({ field: 'test', code: 'invalid_value', message: 'test must be exclude, only or include' });
     }
     if (errors.length > 0) throw new ReadBackInputError(errors);

@@ -1,0 +1,49 @@
+// `leadpost health`: asks the service on this machine whether it is up, for a container
+// HEALTHCHECK (the slim image has no curl). It reads PORT and HOST like `serve`, so it asks the
+// instance beside it. The certificate is not verified: the check is whether the process answers,
+// and a self-signed or real certificate never names 127.0.0.1 anyway.
+
+import { request } from 'node:https';
+
+const USAGE = `usage: leadpost health [--ready] [--timeout MS]
+
+Asks the service on this machine (https://HOST:PORT, from the same environment as serve) for
+/healthz, or /readyz with --ready. Exit 0 when it answers 200, 1 otherwise; made for a
+container HEALTHCHECK.`;
+
+interface Io {
+  out: { write(text: string): unknown };
+  err: { write(text: string): unknown };
+}
+
+export async function runHealthCommand(args: string[], io: Io = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
+  if (args.includes('--help') || args.includes('-h')) {
+    io.out.write(`${USAGE}\n`);
+    return 0;
+  }
+  const timeoutAt = args.indexOf('--timeout');
+  const timeoutMs = timeoutAt >= 0 ? Number(args[timeoutAt + 1]) : 3000;
+  const known = args.every((arg, i) => arg === '--ready' || arg === '--timeout' || (i === timeoutAt + 1 && timeoutAt >= 0));
+  if (!known || !(Number.isInteger(timeoutMs) && timeoutMs > 0)) {
+    io.err.write(`leadpost health: bad arguments\n\n${USAGE}\n`);
+    return 2;
+  }
+  const path = args.includes('--ready') ? '/readyz' : '/healthz';
+  const host = !env.HOST || env.HOST === '0.0.0.0' || env.HOST === '::' ? '127.0.0.1' : env.HOST;
+  const port = Number(env.PORT || 8443);
+  const status = await new Promise<number | string>((resolve) => {
+    const req = request({ host, port, path, method: 'GET', rejectUnauthorized: false, timeout: timeoutMs }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', (error) => resolve(error.message));
+    req.end();
+  });
+  if (status === 200) {
+    io.out.write(`ok: ${path} answered 200\n`);
+    return 0;
+  }
+  io.err.write(`leadpost health: https://${host}:${port}${path} ${typeof status === 'number' ? `answered ${status}` : `failed: ${status}`}\n`);
+  return 1;
+}

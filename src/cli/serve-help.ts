@@ -1,0 +1,25 @@
+// `leadpost serve --help`: what serve reads from the environment. The README's table says more;
+// a test checks that every variable the configuration reads is named both here and there.
+
+export const SERVE_USAGE = `usage: leadpost serve
+
+Runs the service: HTTPS on PORT, plain HTTP on HTTP_PORT (answers 403 HTTPS_REQUIRED), the
+projections and the webhook delivery worker. Stops on SIGTERM or SIGINT: stops accepting
+connections, finishes requests in flight (up to 7 s), stops the workers, closes the stores,
+exits 0, all within 10 s.
+
+Configured by the environment; every variable is checked at start and a bad one stops serve
+with a message naming it (exit 1):
+
+  stores       LEADPOST_DATA_DIR (./data), EVENTSTORE_URL (esdb://…), MONGODB_URL (mongodb://…)
+  listeners    PORT (8443), HTTP_PORT (8080), HOST (all interfaces), TRUST_PROXY (0)
+  TLS          TLS_CERT_FILE + TLS_KEY_FILE (PEM; else a self-signed one in the data dir)
+  routing      LEADPOST_ROUTING_FILE (config/routing.json)
+  requests     BODY_LIMIT_BYTES (65536), RATE_LIMIT_PER_SECOND (50; 0 = off),
+               RATE_LIMIT_BURST (twice the rate), LEAD_ID_BLOCK_SIZE (100)
+  verification CERTIFICATE_HOSTS (cert.trustedform.com,ping.trustedform.com), MX_LOOKUP (1),
+               MX_TIMEOUT_MS (300), MX_CANARY_DOMAIN (gmail.com),
+               PHONE_VERIFIER_URL, EMAIL_VERIFIER_URL (unset: built-in checks)
+  operations   READY_MAX_LAG_SECONDS (30), LOG_LEVEL (info), KEY_ROTATION_GRACE_SECONDS (86400)
+
+Around the API: GET /healthz, /readyz, /metrics and /docs (the API reference).`;

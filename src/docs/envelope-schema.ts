@@ -1,0 +1,53 @@
+// The decision envelope (DESIGN.md §4.1) as JSON Schema, for the OpenAPI document. The code list
+// and the HTTP statuses come from the OUTCOMES table itself; the compile-time checks at the bottom
+// fail the build if this schema and the DecisionEnvelope type part ways, and the docs tests
+// validate real responses against it.
+
+import type { FromSchema } from 'json-schema-to-ts';
+import { type DecisionEnvelope, OUTCOMES, type OutcomeCode } from '../http/envelope.js';
+
+export const OUTCOME_CODES = Object.keys(OUTCOMES) as OutcomeCode[];
+
+export const FIELD_ERROR_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['field', 'code', 'message'],
+  properties: {
+    field: { type: 'string', description: 'The field (or query parameter) that failed; never its value.' },
+    code: { type: 'string', description: 'Machine-readable reason, e.g. required, invalid_format, too_long, unknown_field.' },
+    message: { type: 'string' },
+  },
+} as const;
+
+export const ENVELOPE_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['ok', 'trace_id', 'acceptance', 'lead_id', 'lead_status', 'sold', 'revenue', 'currency', 'code', 'message', 'Response'],
+  properties: {
+    ok: { type: 'boolean', description: 'true only when acceptance is accepted.' },
+    trace_id: { type: 'string', pattern: '^[0-9a-f]{32}$', description: 'Also in the X-Trace-Id header; from traceparent when one was sent.' },
+    acceptance: { type: 'string', enum: ['accepted', 'rejected', 'error'] },
+    lead_id: { type: ['integer', 'null'], description: 'Set whenever a lead was recorded (also on INVALID, VERIFICATION_FAILED, DUPLICATE).' },
+    lead_status: { type: ['string', 'null'], enum: ['sold', 'unsold', 'rejected', null] },
+    sold: { type: 'boolean' },
+    revenue: { type: 'number', description: 'The buyer price, 2 decimals; 0 when not sold.' },
+    currency: { type: 'string', pattern: '^[A-Z]{3}$', description: 'ISO 4217.' },
+    code: { type: 'string', enum: OUTCOME_CODES, description: 'The outcome code; see the table in the introduction.' },
+    message: { type: 'string', description: 'Human text; never PII or another supplier’s data.' },
+    Response: {
+      type: 'string',
+      enum: ['Success', 'Failure', 'Error'],
+      description: 'Success: done. Failure: the same request will fail again; fix it. Error: retry later (honour Retry-After).',
+    },
+    errors: { type: 'array', items: FIELD_ERROR_SCHEMA, description: 'On INVALID and VERIFICATION_FAILED (and DUPLICATE): every failing field.' },
+    test: { const: true, description: 'Present on test leads only.' },
+  },
+} as const;
+
+// Both directions: every envelope the code can build fits the schema, and the schema allows
+// nothing the type lacks.
+type Documented = FromSchema<typeof ENVELOPE_SCHEMA>;
+const builtFitsSchema = (envelope: DecisionEnvelope): Documented => envelope;
+const schemaFitsType = (envelope: Documented): DecisionEnvelope => envelope;
+void builtFitsSchema;
+void schemaFitsType;

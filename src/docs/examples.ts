@@ -1,0 +1,93 @@
+// Examples for the reference documentation, made by the code that makes real responses: a lead's
+// envelope comes from the decider (decide → fold → envelopeOf) fed by the real lead validator, a
+// response without a lead from noLeadEnvelope. An example cannot show a field the service does
+// not send, or miss one it does.
+
+import { decide, envelopeOf, foldLead, initialLeadState, type PostLeadCommand } from '../commands/post-lead/decider.js';
+import type { CheckResult, Enrichment } from '../enrichment/check.js';
+import { type DecisionEnvelope, noLeadEnvelope, OUTCOMES, type OutcomeCode } from '../http/envelope.js';
+import { INVALID_INPUT_MESSAGE } from '../http/shell.js';
+import { createLeadValidator } from '../leads/validate.js';
+import { ReadBack, ReadBackInputError } from '../read-models/read-back.js';
+
+export const EXAMPLE_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+
+export const EXAMPLE_LEAD = {
+  first_name: 'Ada',
+  last_name: 'Lovelace',
+  email: 'ada@example.com',
+  mobile: '+12135550143',
+  zip: '90210',
+  accident_state: 'CA',
+  certificate_url: 'https://cert.trustedform.com/0123456789abcdef0123456789abcdef01234567',
+  sid: 'google-ads',
+  s1: 'click-123',
+} as const;
+
+/** The same lead with two broken fields, as a supplier might send it. */
+export const EXAMPLE_INVALID_LEAD = { ...EXAMPLE_LEAD, email: 'ada@', zip: '9021' } as const;
+
+const pass: CheckResult = { result: 'pass', provider: 'example', detail: 'ok' };
+const PASSED: Enrichment = { phone: pass, email: pass, consent: pass };
+
+function decided(lead: Readonly<Record<string, unknown>>, rest: Partial<PostLeadCommand>): DecisionEnvelope {
+  const command: PostLeadCommand = {
+    leadId: 1042,
+    supplier: 'supplier-1',
+    keyId: 'k1',
+    now: new Date('2026-11-21T15:04:05Z'),
+    validation: createLeadValidator()(lead),
+    ...rest,
+  };
+  return envelopeOf(foldLead(decide(command, initialLeadState)), EXAMPLE_TRACE_ID).envelope;
+}
+
+const routing = (kind: 'buyer' | 'bucket', id: string, price: number): PostLeadCommand['routing'] => ({
+  target: { kind, id },
+  price,
+  currency: 'USD',
+  strategy: 'highest_price',
+  version: 'example',
+  candidates: [],
+});
+
+/** The field errors of a read-back query with a bad limit, from the read-back code itself (it fails before any store is read). */
+async function badQueryErrors(): Promise<DecisionEnvelope['errors']> {
+  const unused = () => {
+    throw new Error('not reached: the query is checked first');
+  };
+  const readBack = new ReadBack({ events: unused as never, readModels: unused as never, collection: unused, position: unused });
+  try {
+    await readBack.deliveries({ keyId: 'k1', role: 'analyst', name: 'analyst-1' }, { limit: '0', status: 'lost' });
+  } catch (error) {
+    if (error instanceof ReadBackInputError) return error.errors;
+    throw error;
+  }
+  throw new Error('the bad example query passed');
+}
+
+/**
+ * Besides the outcome codes: IDEMPOTENCY_CONFLICT_OTHER_BODY (a reused key with another body, 422)
+ * and INVALID_INPUT (a read-back query or feedback body that breaks a rule, 422 INVALID).
+ */
+export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'INVALID_INPUT';
+
+/** The example envelopes, one per ExampleName. */
+export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEnvelope>> {
+  const examples = Object.fromEntries(
+    (Object.keys(OUTCOMES) as OutcomeCode[]).map((code) => [code, noLeadEnvelope(code, EXAMPLE_TRACE_ID)]),
+  ) as Record<ExampleName, DecisionEnvelope>;
+  examples.SOLD = decided(EXAMPLE_LEAD, { enrichment: PASSED, routing: routing('buyer', 'acme-law', 42.5) });
+  examples.UNSOLD = decided(EXAMPLE_LEAD, { enrichment: PASSED, routing: routing('bucket', 'unsold', 0) });
+  examples.INVALID = decided(EXAMPLE_INVALID_LEAD, {});
+  examples.VERIFICATION_FAILED = decided(EXAMPLE_LEAD, {
+    enrichment: { ...PASSED, phone: { result: 'fail', provider: 'libphonenumber', detail: 'toll_free' } },
+  });
+  examples.DUPLICATE = decided(EXAMPLE_LEAD, { duplicate: true });
+  examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = noLeadEnvelope('IDEMPOTENCY_CONFLICT', EXAMPLE_TRACE_ID, {
+    acceptance: 'rejected',
+    message: 'This Idempotency-Key was used with a different body.',
+  });
+  examples.INVALID_INPUT = noLeadEnvelope('INVALID', EXAMPLE_TRACE_ID, { errors: await badQueryErrors(), message: INVALID_INPUT_MESSAGE });
+  return examples;
+}

@@ -1,0 +1,257 @@
+// The OpenAPI 3.1 document served at /docs/openapi.json. Field rules come from the ajv schemas the
+// routes validate with (LEAD_SCHEMA, FEEDBACK_SCHEMA) and the read-back code's own lists; codes
+// and statuses from the OUTCOMES table; examples from the code that builds real responses. What
+// is written by hand is prose (here) and which route can answer which code (route-docs.ts). The
+// docs tests check that every route of the router is here and every outcome code has its status
+// and example.
+
+import { readFileSync } from 'node:fs';
+import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
+import { OUTCOMES } from '../http/envelope.js';
+import { LEAD_SCHEMA } from '../leads/schema.js';
+import { ENVELOPE_SCHEMA, FIELD_ERROR_SCHEMA } from './envelope-schema.js';
+import { EXAMPLE_LEAD, type ExampleName, exampleEnvelopes } from './examples.js';
+import { toOpenApiSchema } from './json-schema.js';
+import {
+  DELIVERY_ROW_SCHEMA,
+  FEEDBACK_ROW_SCHEMA,
+  LEAD_VIEW_SCHEMA,
+  POSITION_SCHEMA,
+  READINESS_CHECKS_SCHEMA,
+  REPORT_ROW_SCHEMA,
+} from './read-back-schemas.js';
+import { type Json, ROUTE_DOCS, type RouteDoc, ref, schema } from './route-docs.js';
+
+export { ROUTE_DOCS, UNDOCUMENTED_ROUTES } from './route-docs.js';
+
+
+const HEADERS: Readonly<Record<string, Json>> = {
+  'X-Trace-Id': { description: 'The trace id of this request (32 hex), also in the body.', schema: { type: 'string' } },
+  'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer' } },
+  'RateLimit-Limit': { description: 'The key’s bucket size.', schema: { type: 'integer' } },
+  'RateLimit-Remaining': { description: 'Requests left in the bucket.', schema: { type: 'integer' } },
+  'RateLimit-Reset': { description: 'Seconds until the bucket is full again.', schema: { type: 'integer' } },
+  'Idempotency-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.', schema: { type: 'string', enum: ['true'] } },
+  'Content-Disposition': { description: 'For CSV: a file name with the report’s dates.', schema: { type: 'string' } },
+  Allow: { description: 'The methods the path has.', schema: { type: 'string' } },
+};
+const headerRef = (name: string) => ref('headers', name.replaceAll('-', ''));
+
+/** The HTTP status an example answers with. */
+export function exampleStatus(name: ExampleName): number {
+  if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY' || name === 'INVALID_INPUT') return 422;
+  return OUTCOMES[name].status;
+}
+
+/** Headers sent with an outcome besides X-Trace-Id. */
+function outcomeHeaders(names: readonly ExampleName[], route: RouteDoc): string[] {
+  const headers = new Set<string>();
+  for (const name of names) {
+    if (name === 'RATE_LIMITED') ['Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'].forEach((h) => headers.add(h));
+    if (name === 'UNAVAILABLE' || name === 'IDEMPOTENCY_CONFLICT') headers.add('Retry-After');
+    if (name === 'METHOD_NOT_ALLOWED') headers.add('Allow');
+  }
+  if (route.path === '/functions/leads' && names.some((n) => ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'IDEMPOTENCY_CONFLICT_OTHER_BODY'].includes(n))) {
+    headers.add('Idempotency-Replayed');
+  }
+  return [...headers];
+}
+
+function describe(name: ExampleName): string {
+  if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return '`IDEMPOTENCY_CONFLICT` — the Idempotency-Key was used before with another body (or is not 1–255 visible ASCII characters).';
+  if (name === 'INVALID_INPUT') return '`INVALID` — a query parameter or body field breaks its rule; `errors` names each.';
+  return `\`${name}\` — ${OUTCOMES[name].message}`;
+}
+
+function notReadyExample(envelope: unknown): Json {
+  const check = (ok: boolean, detail: string) => ({ ok, detail });
+  return {
+    ...(envelope as Json),
+    message: 'not ready: projections (behind by more than 30 s: leads 42.5 s)',
+    checks: {
+      shutdown: check(true, 'serving'),
+      event_store: check(true, 'reachable'),
+      read_models: check(true, 'reachable'),
+      projections: {
+        ...check(false, 'behind by more than 30 s: leads 42.5 s'),
+        items: [{ projection: 'leads', caught_up: false, events_behind: 5120, lag_seconds: 42.5 }],
+      },
+    },
+  };
+}
+
+function errorResponses(route: RouteDoc, examples: Record<ExampleName, unknown>, body: Json): Record<string, Json> {
+  const names: ExampleName[] = [...route.outcomes.filter((n) => exampleStatus(n) !== route.success.status), 'HTTPS_REQUIRED', 'INTERNAL_ERROR'];
+  const byStatus = new Map<number, ExampleName[]>();
+  for (const name of names) byStatus.set(exampleStatus(name), [...(byStatus.get(exampleStatus(name)) ?? []), name]);
+  const responses: Record<string, Json> = {};
+  for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const readiness = route.path === '/readyz' && status === 503;
+    responses[String(status)] = {
+      description: group.map(describe).join('\n\n'),
+      headers: Object.fromEntries(['X-Trace-Id', ...outcomeHeaders(group, route)].map((h) => [h, headerRef(h)])),
+      content: {
+        'application/json': {
+          schema: readiness ? schema('NotReady') : body,
+          examples: Object.fromEntries(group.map((name) => [name, { summary: name, value: readiness ? notReadyExample(examples[name]) : examples[name] }])),
+        },
+      },
+    };
+  }
+  return responses;
+}
+
+function operation(route: RouteDoc, examples: Record<ExampleName, unknown>): Json {
+  const envelope = schema('DecisionEnvelope');
+  const success = route.success;
+  const successExamples = route.outcomes.filter((n) => exampleStatus(n) === success.status);
+  const successContent = Object.fromEntries(
+    Object.entries(success.content).map(([type, media]) => [
+      type,
+      type === 'application/json' && successExamples.length > 0
+        ? { ...(media as Json), examples: Object.fromEntries(successExamples.map((n) => [n, { summary: n, value: examples[n] }])) }
+        : media,
+    ]),
+  );
+  const op: Json = {
+    tags: [route.tag],
+    summary: route.summary,
+    description: route.roles ? `${route.description}\n\nKey roles: ${route.roles.join(', ')}.` : `${route.description}\n\nNo API key.`,
+    operationId: `${route.method}${route.path.replace(/[/:]+(\w)/g, (_, c: string) => c.toUpperCase()).replace(/\W/g, '')}`,
+    security: route.roles ? [{ apiKey: [] }] : [],
+    parameters: [...(route.parameters ?? []), ref('parameters', 'Traceparent')],
+    responses: {
+      [String(success.status)]: {
+        description: successExamples.length > 0 ? successExamples.map(describe).join('\n\n') : success.description,
+        headers: Object.fromEntries(['X-Trace-Id', ...(success.headers ?? [])].map((h) => [h, headerRef(h)])),
+        content: successContent,
+      },
+      ...errorResponses(route, examples, envelope),
+    },
+  };
+  if (route.body) {
+    op.requestBody = { required: true, content: { 'application/json': { schema: schema(route.body.schema), example: route.body.example } } };
+  }
+  return op;
+}
+
+/** `/functions/leads/:lead_id` → `/functions/leads/{lead_id}` */
+export const openApiPath = (routerPath: string): string => routerPath.replace(/:(\w+)/g, '{$1}');
+
+function outcomeTable(): string {
+  const rows = Object.entries(OUTCOMES).map(([code, o]) => {
+    const status = code === 'IDEMPOTENCY_CONFLICT' ? '409 / 422' : String(o.status);
+    const response = code === 'IDEMPOTENCY_CONFLICT' ? 'Error / Failure' : { accepted: 'Success', rejected: 'Failure', error: 'Error' }[o.acceptance];
+    return `| \`${code}\` | ${status} | ${response} | ${o.message} |`;
+  });
+  return ['| code | HTTP | Response | meaning |', '|---|---|---|---|', ...rows].join('\n');
+}
+
+const INTRODUCTION = `Suppliers post consumer leads and get the decision — accepted or not, sold or not, for how much — in the same response.
+
+**Authentication.** Every \`/functions\` route takes an API key in \`X-API-KEY\`; its role (supplier, buyer, analyst, admin) decides what it may do. An operator creates keys with \`leadpost keys create\`. Only HTTPS is served: a plain-HTTP request gets \`403 HTTPS_REQUIRED\`.
+
+**Every answer** is JSON with \`ok\`, \`trace_id\`, \`code\` and \`message\` at the top. A lead post answers with the decision envelope (all eleven fields, always); \`Response\` says what to do next: \`Success\` done, \`Failure\` fix the request (the same one fails again), \`Error\` retry later, honouring \`Retry-After\`.
+
+**Tracing.** Send a W3C \`traceparent\` and its trace id becomes \`trace_id\`; else one is generated. Either way it is in the \`X-Trace-Id\` header.
+
+**Retries.** A post with an \`Idempotency-Key\` (per supplier, kept 72 h) can be retried safely: the same key and body return the original status and body with \`Idempotency-Replayed: true\`.
+
+**Read-back** answers are eventually consistent (usually within tens of milliseconds) and carry the \`position\` in the event log they reflect. Lists are newest first; pass \`next_cursor\` back as \`cursor\`.
+
+**Limits.** Bodies up to 64 KiB by default (\`413 PAYLOAD_TOO_LARGE\` beyond); a per-key rate limit (\`429 RATE_LIMITED\` with \`Retry-After\` and \`RateLimit-*\`). An unknown path is \`404 NOT_FOUND\`, a known path with another method \`405 METHOD_NOT_ALLOWED\` with \`Allow\`.
+
+## Outcome codes
+
+`;
+
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? '0.0.0';
+}
+
+let built: Promise<Json> | undefined;
+
+/** The document; built once per process (it depends only on the code). */
+export function openApiDocument(): Promise<Json> {
+  built ??= buildOpenApiDocument();
+  return built;
+}
+
+async function buildOpenApiDocument(): Promise<Json> {
+  const examples = await exampleEnvelopes();
+  const paths: Record<string, Json> = {};
+  for (const route of ROUTE_DOCS) {
+    const path = openApiPath(route.path);
+    paths[path] = { ...paths[path], [route.method]: operation(route, examples) };
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'leadpost',
+      version: packageVersion(),
+      description: INTRODUCTION + outcomeTable(),
+      license: { name: 'MIT', identifier: 'MIT' },
+    },
+    servers: [{ url: '/' }],
+    tags: [
+      { name: 'Suppliers', description: 'Posting leads.' },
+      { name: 'Read-back', description: 'Leads, deliveries, feedback and reports.' },
+      { name: 'Buyers', description: 'Pull delivery and feedback.' },
+      { name: 'Operations', description: 'Health, readiness, metrics and these docs; no API key.' },
+    ],
+    paths,
+    components: {
+      securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY', description: 'lp_… as printed once by `leadpost keys create`.' } },
+      parameters: {
+        IdempotencyKey: {
+          name: 'Idempotency-Key', in: 'header', required: false,
+          description: 'Makes a retry safe: 1–255 visible ASCII characters, per supplier, kept 72 h.',
+          schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+        },
+        Traceparent: {
+          name: 'traceparent', in: 'header', required: false,
+          description: 'W3C Trace Context; its trace id becomes trace_id.',
+          schema: { type: 'string', pattern: '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' },
+        },
+      },
+      headers: Object.fromEntries(Object.entries(HEADERS).map(([name, header]) => [name.replaceAll('-', ''), header])),
+      responses: {
+        NotFound: {
+          description: describe('NOT_FOUND'),
+          headers: { 'X-Trace-Id': headerRef('X-Trace-Id') },
+          content: { 'application/json': { schema: schema('DecisionEnvelope'), examples: { NOT_FOUND: { summary: 'NOT_FOUND', value: examples.NOT_FOUND } } } },
+        },
+        MethodNotAllowed: {
+          description: `${describe('METHOD_NOT_ALLOWED')} Any path above, with a method it does not have.`,
+          headers: { 'X-Trace-Id': headerRef('X-Trace-Id'), Allow: headerRef('Allow') },
+          content: { 'application/json': { schema: schema('DecisionEnvelope'), examples: { METHOD_NOT_ALLOWED: { summary: 'METHOD_NOT_ALLOWED', value: examples.METHOD_NOT_ALLOWED } } } },
+        },
+      },
+      schemas: {
+        Lead: { ...toOpenApiSchema(LEAD_SCHEMA), example: EXAMPLE_LEAD },
+        Feedback: toOpenApiSchema(FEEDBACK_SCHEMA),
+        DecisionEnvelope: toOpenApiSchema(ENVELOPE_SCHEMA),
+        FieldError: toOpenApiSchema(FIELD_ERROR_SCHEMA),
+        Position: POSITION_SCHEMA,
+        LeadView: LEAD_VIEW_SCHEMA,
+        DeliveryRow: DELIVERY_ROW_SCHEMA,
+        FeedbackRow: FEEDBACK_ROW_SCHEMA,
+        ReportRow: REPORT_ROW_SCHEMA,
+        Health: {
+          type: 'object',
+          required: ['ok', 'trace_id', 'code', 'message'],
+          properties: { ok: { const: true }, trace_id: { type: 'string' }, code: { const: 'OK' }, message: { type: 'string' } },
+        },
+        Readiness: {
+          type: 'object',
+          required: ['ok', 'trace_id', 'code', 'message', 'checks'],
+          properties: { ok: { const: true }, trace_id: { type: 'string' }, code: { const: 'OK' }, message: { type: 'string' }, checks: schema('ReadinessChecks') },
+        },
+        NotReady: { allOf: [schema('DecisionEnvelopeOpen'), { type: 'object', required: ['checks'], properties: { checks: schema('ReadinessChecks') } }] },
+        DecisionEnvelopeOpen: { ...toOpenApiSchema(ENVELOPE_SCHEMA), additionalProperties: true, description: 'The decision envelope with fields of the route added (readiness checks).' },
+        ReadinessChecks: READINESS_CHECKS_SCHEMA,
+      },
+    },
+  };
+}

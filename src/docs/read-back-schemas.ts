@@ -1,0 +1,146 @@
+// Shapes of the read-back answers (DESIGN.md §4.2) for the OpenAPI document. Enumerations come
+// from the code that checks or builds them (delivery statuses, report dimensions and metrics,
+// feedback types); rows stay open (additionalProperties) because a projection may add a field
+// before the docs name it. The docs tests validate real answers against these shapes.
+
+import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
+import { DELIVERY_STATUSES } from '../read-models/read-back.js';
+import { GROUP_BY, METRICS } from '../read-models/report.js';
+import { READINESS_CHECKS } from '../ops/readiness.js';
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const nullable = (type: string, extra: Record<string, unknown> = {}) => ({ type: [type, 'null'], ...extra });
+const CHECK_RESULT = { type: ['string', 'null'], enum: ['pass', 'fail', 'unknown', null] };
+
+export const POSITION_SCHEMA = {
+  type: 'object',
+  required: ['commit', 'prepare'],
+  properties: { commit: { type: 'integer' }, prepare: { type: 'integer' } },
+  description: 'A place in the event log ($all). A read-back answer reflects every event up to here.',
+};
+
+/** {ok, trace_id, code: OK, message, position} and what the route adds. */
+export function readBackBody(properties: Record<string, unknown>, required: string[]): Record<string, unknown> {
+  return {
+    type: 'object',
+    required: ['ok', 'trace_id', 'code', 'message', 'position', ...required],
+    properties: {
+      ok: { const: true },
+      trace_id: { type: 'string', pattern: '^[0-9a-f]{32}$' },
+      code: { const: 'OK' },
+      message: { type: 'string' },
+      position: ref('Position'),
+      ...properties,
+    },
+  };
+}
+
+export const listBody = (row: string, extra: Record<string, unknown> = {}) =>
+  readBackBody({ items: { type: 'array', items: ref(row) }, next_cursor: { type: ['string', 'null'], description: 'Pass back as cursor for the next page; null on the last.' }, ...extra }, ['items', 'next_cursor']);
+
+export const LEAD_VIEW_SCHEMA = {
+  type: 'object',
+  required: ['lead_id', 'supplier', 'lead_status', 'code', 'sold', 'revenue', 'currency', 'buyer', 'bucket', 'test', 'received_at', 'lead'],
+  properties: {
+    lead_id: { type: 'integer' },
+    supplier: { type: 'string' },
+    sid: nullable('string'),
+    s1: nullable('string'),
+    lead_status: { type: 'string', enum: ['received', 'sold', 'unsold', 'rejected'] },
+    code: nullable('string', { description: 'The outcome code of the post.' }),
+    sold: { type: 'boolean' },
+    revenue: { type: 'number' },
+    currency: { type: 'string' },
+    buyer: nullable('string'),
+    bucket: nullable('string'),
+    test: { type: 'boolean' },
+    received_at: { type: 'string', format: 'date-time' },
+    errors: { type: ['array', 'null'], items: ref('FieldError') },
+    enrichment: {
+      type: ['object', 'null'],
+      properties: { phone: CHECK_RESULT, email: CHECK_RESULT, consent: CHECK_RESULT },
+      description: 'What each verification found.',
+    },
+    delivery: {
+      type: ['object', 'null'],
+      properties: { status: { type: 'string', enum: DELIVERY_STATUSES }, attempts: { type: 'integer' } },
+      description: 'null for a rejected or test lead.',
+    },
+    feedback: { type: 'array', items: ref('FeedbackRow') },
+    lead: {
+      type: ['object', 'null'],
+      description: 'The normalised consumer fields; only for the supplier that sent it, the buyer that bought it, and admin.',
+    },
+  },
+};
+
+export const DELIVERY_ROW_SCHEMA = {
+  type: 'object',
+  required: ['lead_id', 'buyer', 'bucket', 'status', 'attempts'],
+  properties: {
+    lead_id: { type: 'integer' },
+    buyer: nullable('string'),
+    bucket: nullable('string'),
+    status: { type: 'string', enum: DELIVERY_STATUSES },
+    attempts: { type: 'integer' },
+    last_attempt_at: nullable('string', { format: 'date-time' }),
+    last_status_code: nullable('integer'),
+    delivered_at: nullable('string', { format: 'date-time' }),
+    created_at: { type: 'string', format: 'date-time' },
+    lead: { type: ['object', 'null'], description: 'The consumer fields, for the buyer it was sold to (and admin).' },
+  },
+};
+
+export const FEEDBACK_ROW_SCHEMA = {
+  type: 'object',
+  required: ['lead_id', 'buyer', 'type', 'recorded_at'],
+  properties: {
+    lead_id: { type: 'integer' },
+    buyer: { type: 'string' },
+    type: { type: 'string', enum: FEEDBACK_SCHEMA.properties.type.enum },
+    reason: nullable('string'),
+    recorded_at: { type: 'string', format: 'date-time' },
+  },
+};
+
+export const REPORT_ROW_SCHEMA = {
+  type: 'object',
+  description: 'One field per group_by dimension, then the metrics. Money has 2 decimals; rates are 0–1.',
+  properties: {
+    ...Object.fromEntries(GROUP_BY.map((dimension) => [dimension, nullable('string')])),
+    ...Object.fromEntries(METRICS.map((metric) => [metric, { type: 'number' }])),
+  },
+};
+
+const CHECK = {
+  type: 'object',
+  required: ['ok', 'detail'],
+  properties: { ok: { type: 'boolean' }, detail: { type: 'string' } },
+};
+
+export const READINESS_CHECKS_SCHEMA = {
+  type: 'object',
+  required: [...READINESS_CHECKS],
+  properties: {
+    ...Object.fromEntries(READINESS_CHECKS.map((name) => [name, CHECK])),
+    projections: {
+      ...CHECK,
+      properties: {
+        ...CHECK.properties,
+        items: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['projection', 'caught_up', 'events_behind', 'lag_seconds'],
+            properties: {
+              projection: { type: 'string' },
+              caught_up: { type: 'boolean' },
+              events_behind: { type: 'integer' },
+              lag_seconds: { type: 'number' },
+            },
+          },
+        },
+      },
+    },
+  },
+};

@@ -1,0 +1,233 @@
+// Which route answers what, for the OpenAPI document: roles, parameters, body, success and the
+// envelope codes each route can answer with. Field rules are not written here: bodies refer to
+// the components built from the ajv schemas, query parameters use the read-back code's lists.
+
+import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
+import type { Role } from '../http/principal.js';
+import { DEFAULT_LIMIT, DELIVERY_STATUSES, MAX_LIMIT, REPORT_TEST_MODES } from '../read-models/read-back.js';
+import { GROUP_BY } from '../read-models/report.js';
+import { EXAMPLE_LEAD, type ExampleName } from './examples.js';
+import { listBody, readBackBody } from './read-back-schemas.js';
+
+export type Json = Record<string, unknown>;
+export type Method = 'get' | 'post';
+type Tag = 'Suppliers' | 'Read-back' | 'Buyers' | 'Operations';
+
+export interface RouteDoc {
+  readonly method: Method;
+  /** As the router writes it: `/functions/leads/:lead_id`. */
+  readonly path: string;
+  readonly tag: Tag;
+  readonly summary: string;
+  readonly description: string;
+  /** Roles whose X-API-KEY may call it; omitted: no key. */
+  readonly roles?: readonly Role[];
+  readonly parameters?: readonly Json[];
+  readonly body?: { readonly schema: string; readonly example?: unknown };
+  readonly success: { readonly status: number; readonly description: string; readonly content: Json; readonly headers?: readonly string[] };
+  /** The envelope codes this route can answer with, besides HTTPS_REQUIRED and INTERNAL_ERROR (every route). */
+  readonly outcomes: readonly ExampleName[];
+}
+
+export const ref = (kind: string, name: string) => ({ $ref: `#/components/${kind}/${name}` });
+export const schema = (name: string) => ref('schemas', name);
+export const json = (body: Json) => ({ 'application/json': { schema: body } });
+const query = (name: string, description: string, body: Json) => ({ name, in: 'query', required: false, description, schema: body });
+const LEAD_ID = { name: 'lead_id', in: 'path', required: true, schema: { type: 'integer', minimum: 1 } };
+const PAGING = [
+  query('cursor', 'next_cursor of the previous page.', { type: 'string' }),
+  query('limit', `Rows per page, 1–${MAX_LIMIT}.`, { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }),
+];
+const INSTANT = { type: 'string', description: 'ISO 8601 date or time.', examples: ['2026-11-21T00:00:00Z'] };
+const KEYED_ERRORS: readonly ExampleName[] = ['UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'];
+
+export const ROUTE_DOCS: readonly RouteDoc[] = [
+  {
+    method: 'post',
+    path: '/functions/leads',
+    tag: 'Suppliers',
+    summary: 'Post a lead',
+    description:
+      'Authenticate → validate and normalise → dedupe → verify (phone, e-mail, consent) → route → record in one atomic append → answer. ' +
+      'The decision (accepted, sold, for how much) is in the response. Every field rule is in the Lead schema; every failing field is named in `errors`.',
+    roles: ['supplier'],
+    parameters: [ref('parameters', 'IdempotencyKey')],
+    body: { schema: 'Lead', example: EXAMPLE_LEAD },
+    success: { status: 201, description: 'Accepted: SOLD or UNSOLD.', content: json(schema('DecisionEnvelope')), headers: ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Idempotency-Replayed'] },
+    outcomes: [
+      'SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
+      'RATE_LIMITED', 'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', ...KEYED_ERRORS,
+    ],
+  },
+  {
+    method: 'get',
+    path: '/functions/leads/:lead_id',
+    tag: 'Read-back',
+    summary: 'Read a lead',
+    description:
+      'Status, outcome code, buyer or bucket, price, enrichment summary, delivery, feedback. A lead the caller may not see is a 404, exactly like one that does not exist. ' +
+      'A lead just posted is readable at once (folded from its events if the read model has not reached it yet).',
+    roles: ['supplier', 'buyer', 'analyst', 'admin'],
+    parameters: [LEAD_ID],
+    success: { status: 200, description: 'The lead.', content: json(readBackBody({ lead: schema('LeadView') }, ['lead'])) },
+    outcomes: ['NOT_FOUND', 'UNAUTHORIZED', 'UNAVAILABLE'],
+  },
+  {
+    method: 'get',
+    path: '/functions/deliveries',
+    tag: 'Read-back',
+    summary: 'List deliveries',
+    description: 'One row per sold or unsold (non-test) lead, newest first, within the caller’s scope. A pull buyer lists its pending leads here.',
+    roles: ['supplier', 'buyer', 'analyst', 'admin'],
+    parameters: [
+      query('status', 'Delivery status.', { type: 'string', enum: DELIVERY_STATUSES }),
+      query('buyer', 'Buyer id.', { type: 'string' }),
+      query('bucket', 'Bucket id (unsold leads).', { type: 'string' }),
+      query('since', 'Created at or after.', INSTANT),
+      query('until', 'Created before.', INSTANT),
+      ...PAGING,
+    ],
+    success: { status: 200, description: 'A page of deliveries.', content: json(listBody('DeliveryRow')) },
+    outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'UNAVAILABLE'],
+  },
+  {
+    method: 'get',
+    path: '/functions/feedback',
+    tag: 'Read-back',
+    summary: 'List feedback',
+    description: 'What buyers said about the caller’s leads (or, for a buyer, what it said), newest first.',
+    roles: ['supplier', 'buyer', 'analyst', 'admin'],
+    parameters: [
+      query('type', 'Feedback type.', { type: 'string', enum: FEEDBACK_SCHEMA.properties.type.enum }),
+      query('since', 'Recorded at or after.', INSTANT),
+      ...PAGING,
+    ],
+    success: { status: 200, description: 'A page of feedback.', content: json(listBody('FeedbackRow')) },
+    outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'UNAVAILABLE'],
+  },
+  {
+    method: 'get',
+    path: '/functions/reports/summary',
+    tag: 'Read-back',
+    summary: 'Summary report',
+    description:
+      'Rows of received, accepted, sold, unsold, rejected (and per code), returned, revenue, net_revenue, acceptance_rate, sell_rate, avg_price per group. ' +
+      'A supplier sees its own rows; buyers may not read reports. `Accept: text/csv` gives CSV (cells that would start a formula are prefixed with \').',
+    roles: ['supplier', 'analyst', 'admin'],
+    parameters: [
+      query('from', 'First local day, YYYY-MM-DD (default: 6 days before today).', { type: 'string', format: 'date' }),
+      query('to', 'Last local day, YYYY-MM-DD (default: today); at most 366 days after from.', { type: 'string', format: 'date' }),
+      query('tz', 'IANA time zone the days are taken in.', { type: 'string', default: 'UTC', examples: ['America/New_York'] }),
+      query('group_by', `Comma-separated, distinct: ${GROUP_BY.join(', ')}.`, { type: 'string', default: 'day', examples: ['day,sid'] }),
+      query('test', 'Test leads: left out, only them, or both.', { type: 'string', enum: REPORT_TEST_MODES, default: 'exclude' }),
+    ],
+    success: {
+      status: 200,
+      description: 'The report rows.',
+      content: {
+        ...json(listBody('ReportRow', { from: { type: 'string' }, to: { type: 'string' }, tz: { type: 'string' }, group_by: { type: 'array', items: { type: 'string', enum: GROUP_BY } } })),
+        'text/csv': { schema: { type: 'string' }, example: 'day,received,accepted,sold,...\n2026-11-21,120,96,80,...\n' },
+      },
+      headers: ['Content-Disposition'],
+    },
+    outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'],
+  },
+  {
+    method: 'post',
+    path: '/functions/deliveries/:lead_id/ack',
+    tag: 'Buyers',
+    summary: 'Acknowledge a pulled lead',
+    description: 'Marks the delivery `delivered`. Idempotent: a second ack answers the first time.',
+    roles: ['buyer', 'admin'],
+    parameters: [LEAD_ID],
+    success: {
+      status: 200,
+      description: 'Delivered.',
+      content: json({
+        type: 'object',
+        required: ['ok', 'trace_id', 'code', 'message', 'delivery'],
+        properties: {
+          ok: { const: true }, trace_id: { type: 'string' }, code: { const: 'OK' }, message: { type: 'string' },
+          delivery: { type: 'object', properties: { lead_id: { type: 'integer' }, status: { const: 'delivered' }, delivered_at: { type: 'string', format: 'date-time' } } },
+        },
+      }),
+    },
+    outcomes: ['NOT_FOUND', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'],
+  },
+  {
+    method: 'post',
+    path: '/functions/leads/:lead_id/feedback',
+    tag: 'Buyers',
+    summary: 'Send feedback on a bought lead',
+    description:
+      'A return needs a reason from the buyer’s return_reasons, must come within its return window and can happen once; it reverses the revenue in reports.',
+    roles: ['buyer', 'admin'],
+    parameters: [LEAD_ID],
+    body: { schema: 'Feedback', example: { type: 'return', reason: 'bad_phone' } },
+    success: {
+      status: 201,
+      description: 'Recorded.',
+      content: json({
+        type: 'object',
+        required: ['ok', 'trace_id', 'code', 'message', 'feedback'],
+        properties: { ok: { const: true }, trace_id: { type: 'string' }, code: { const: 'OK' }, message: { type: 'string' }, feedback: schema('FeedbackRow') },
+      }),
+    },
+    outcomes: [
+      'INVALID_INPUT', 'RETURN_WINDOW_CLOSED', 'ALREADY_RETURNED', 'NOT_FOUND', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
+      ...KEYED_ERRORS,
+    ],
+  },
+  {
+    method: 'get',
+    path: '/healthz',
+    tag: 'Operations',
+    summary: 'Liveness',
+    description: 'The process is up and answering. Checks nothing else, so a restart is never triggered by a slow store.',
+    success: { status: 200, description: 'Up.', content: json(schema('Health')) },
+    outcomes: [],
+  },
+  {
+    method: 'get',
+    path: '/readyz',
+    tag: 'Operations',
+    summary: 'Readiness',
+    description:
+      'Ready to take traffic: the event store and read-model store answer, every projection runs within READY_MAX_LAG_SECONDS of the newest event, and the instance is not shutting down. ' +
+      'When not ready: 503 UNAVAILABLE, the message naming each failing check.',
+    success: { status: 200, description: 'Ready.', content: json(schema('Readiness')) },
+    outcomes: ['UNAVAILABLE'],
+  },
+  {
+    method: 'get',
+    path: '/metrics',
+    tag: 'Operations',
+    summary: 'Prometheus metrics',
+    description:
+      'Request latency by route template and status, lead posts by outcome code, event-store appends, projection lag, webhook delivery attempts, and process metrics. ' +
+      'Labels are route templates, codes and projection names only: no URL, key, principal or consumer data.',
+    success: { status: 200, description: 'Prometheus text format.', content: { 'text/plain': { schema: { type: 'string' }, example: 'leadpost_lead_posts_total{code="SOLD",replayed="false"} 42\n' } } },
+    outcomes: [],
+  },
+  {
+    method: 'get',
+    path: '/docs',
+    tag: 'Operations',
+    summary: 'This reference, as a page',
+    description: 'Rendered in the browser by Swagger UI, served by the service itself (no CDN).',
+    success: { status: 200, description: 'HTML.', content: { 'text/html': { schema: { type: 'string' } } } },
+    outcomes: [],
+  },
+  {
+    method: 'get',
+    path: '/docs/openapi.json',
+    tag: 'Operations',
+    summary: 'This reference, as OpenAPI 3.1',
+    description: 'Generated from the schemas the routes validate with.',
+    success: { status: 200, description: 'The OpenAPI document.', content: json({ type: 'object' }) },
+    outcomes: [],
+  },
+];
+
+/** Routes of the router that are not API: the docs page's script and style files. */
+export const UNDOCUMENTED_ROUTES: ReadonlyArray<{ readonly method: Method; readonly path: string }> = [{ method: 'get', path: '/docs/assets/:file' }];

@@ -1,0 +1,133 @@
+// What /metrics exposes, on a registry of its own (no prom-client globals, so two services in one
+// test process do not share counters). Labels are route templates, statuses, outcome codes,
+// projection names and delivery outcomes: small fixed sets, and never a URL, key, supplier,
+// buyer or consumer value, so no PII can reach a scrape and no client can grow the label space.
+
+import type { Middleware } from 'koa';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { AttemptReport } from '../delivery/deliver-lead.js';
+import { routePattern } from '../http/shell.js';
+import type { ProjectionStatus } from '../projections/runner.js';
+import type { AppendResultLabel } from './counting-event-store.js';
+
+const POST_LEAD_ROUTE = '/functions/leads';
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+/** Seconds; a post is usually a few ms, a slow verification provider a few hundred. */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export interface ServiceMetricsOptions {
+  /** The status of every running projection, read at each scrape. */
+  readonly projections?: () => Promise<ProjectionStatus[]>;
+  /** Process and Node.js runtime metrics (memory, event-loop delay, …); defaults to true. */
+  readonly runtime?: boolean;
+}
+
+export class ServiceMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Histogram<'method' | 'route' | 'status'>;
+  private readonly leads: Counter<'code' | 'replayed'>;
+  private readonly appends: Counter<'result'>;
+  private readonly appendedEvents: Counter;
+  private readonly deliveries: Counter<'outcome'>;
+
+  constructor(options: ServiceMetricsOptions = {}) {
+    const registers = [this.registry];
+    this.requests = new Histogram({
+      name: 'leadpost_http_request_duration_seconds',
+      help: 'HTTPS request latency, by method, route template (unmatched: no route) and status',
+      labelNames: ['method', 'route', 'status'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.leads = new Counter({
+      name: 'leadpost_lead_posts_total',
+      help: 'POST /functions/leads answers by outcome code; replayed="true": an Idempotency-Key replay, nothing new recorded',
+      labelNames: ['code', 'replayed'],
+      registers,
+    });
+    this.appends = new Counter({
+      name: 'leadpost_event_store_appends_total',
+      help: 'Appends to the event store by result (conflict: expected revision did not match, retried by the caller)',
+      labelNames: ['result'],
+      registers,
+    });
+    this.appendedEvents = new Counter({
+      name: 'leadpost_event_store_appended_events_total',
+      help: 'Events written to the event store',
+      registers,
+    });
+    this.deliveries = new Counter({
+      name: 'leadpost_delivery_attempts_total',
+      help: 'Webhook delivery attempts by outcome (delivered, retrying, failed, given_up, superseded)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    if (options.projections) this.projectionGauges(options.projections);
+    if (options.runtime !== false) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Outermost middleware: sees the status and envelope the shell settled on. */
+  middleware(): Middleware {
+    return async (ctx, next) => {
+      const started = performance.now();
+      try {
+        await next();
+      } finally {
+        const route = routePattern(ctx) ?? 'unmatched';
+        const method = METHODS.has(ctx.method) ? ctx.method : 'OTHER';
+        this.requests.observe({ method, route, status: String(ctx.status) }, (performance.now() - started) / 1000);
+        if (route === POST_LEAD_ROUTE && method === 'POST') {
+          const code = (ctx.body as { code?: unknown } | null)?.code;
+          const replayed = ctx.response.get('Idempotency-Replayed') === 'true' ? 'true' : 'false';
+          if (typeof code === 'string') this.leads.inc({ code, replayed });
+        }
+      }
+    };
+  }
+
+  readonly countAppend = (result: AppendResultLabel, events: number): void => {
+    this.appends.inc({ result });
+    if (events > 0) this.appendedEvents.inc(events);
+  };
+
+  readonly countDeliveryAttempt = (_leadId: number, report: AttemptReport): void => {
+    if (report.kind === 'skipped') return;
+    this.deliveries.inc({ outcome: deliveryOutcome(report) });
+  };
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  private projectionGauges(statuses: () => Promise<ProjectionStatus[]>): void {
+    // One read of the statuses per scrape, shared by the three gauges.
+    let current: Promise<ProjectionStatus[]> | undefined;
+    const read = (): Promise<ProjectionStatus[]> => {
+      current ??= statuses()
+        .catch(() => [])
+        .finally(() => setImmediate(() => (current = undefined)));
+      return current;
+    };
+    const gauge = (name: string, help: string, value: (s: ProjectionStatus) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['projection'],
+        registers: [this.registry],
+        async collect() {
+          // A store that does not answer leaves the last values: a scrape never fails for it.
+          for (const status of await read()) this.set({ projection: status.projection }, value(status));
+        },
+      });
+    gauge('leadpost_projection_lag_seconds', 'Age of the oldest event a projection has not handled yet (0 when caught up)', (s) => s.lagSeconds);
+    gauge('leadpost_projection_events_behind', 'Events a projection has not handled yet (counted up to 10000)', (s) => s.eventsBehind);
+    gauge('leadpost_projection_position', 'Commit position a projection has reached in $all', (s) => s.position.commit);
+  }
+}
+
+function deliveryOutcome(report: Exclude<AttemptReport, { kind: 'skipped' }>): string {
+  if (report.kind === 'superseded') return 'superseded';
+  if (report.outcome === 'LeadDelivered') return 'delivered';
+  if (report.outcome === 'given_up') return 'given_up';
+  return report.retryAt === null ? 'failed' : 'retrying';
+}

@@ -1,0 +1,112 @@
+// GET /readyz: may this instance take traffic? Yes when both stores answer, every projection is
+// running and no further behind than the threshold, and the process is not shutting down. Each
+// check is time-boxed, so a hung store makes the probe say "no" quickly instead of hanging it.
+
+import type { Logger } from 'pino';
+import type { EventStore } from '../event-store/port.js';
+import type { ProjectionStatus } from '../projections/runner.js';
+import type { ReadModelStore } from '../read-models/port.js';
+
+export interface ReadinessDeps {
+  readonly events: Pick<EventStore, 'headPosition'>;
+  readonly readModels: Pick<ReadModelStore, 'checkpoint'>;
+  /** The status of every running projection. */
+  readonly projections: () => Promise<ProjectionStatus[]>;
+  /** A projection further behind than this (oldest unprojected event, seconds) makes the instance not ready. */
+  readonly maxLagSeconds: number;
+  readonly draining: () => boolean;
+  /** Per check; defaults to 2000. */
+  readonly timeoutMs?: number;
+  readonly logger?: Logger;
+}
+
+export interface Check {
+  readonly ok: boolean;
+  /** Why not, in words an on-call engineer can act on; never a store's own error text (it may hold a URL with a password). */
+  readonly detail: string;
+}
+
+export interface ProjectionCheck extends Check {
+  readonly items: Array<{ projection: string; caught_up: boolean; events_behind: number; lag_seconds: number }>;
+}
+
+export interface Readiness {
+  readonly ready: boolean;
+  readonly checks: {
+    readonly shutdown: Check;
+    readonly event_store: Check;
+    readonly read_models: Check;
+    readonly projections: ProjectionCheck;
+  };
+}
+
+export const READINESS_CHECKS = ['shutdown', 'event_store', 'read_models', 'projections'] as const;
+
+class TimeoutError extends Error {}
+
+function within<T>(ms: number, run: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new TimeoutError()), ms);
+  });
+  return Promise.race([run(), timeout]).finally(() => clearTimeout(timer));
+}
+
+export class ReadinessProbe {
+  private inFlight: Promise<Readiness> | undefined;
+
+  constructor(private readonly deps: ReadinessDeps) {}
+
+  /** Concurrent probes share one round of checks: a burst of load-balancer probes costs one. */
+  check(): Promise<Readiness> {
+    this.inFlight ??= this.run().finally(() => (this.inFlight = undefined));
+    return this.inFlight;
+  }
+
+  private async run(): Promise<Readiness> {
+    const [eventStore, readModels, projections] = await Promise.all([
+      this.reach('event_store', () => this.deps.events.headPosition()),
+      // Any checkpoint read proves the store answers; this name is never written.
+      this.reach('read_models', () => this.deps.readModels.checkpoint('readyz')),
+      this.projections(),
+    ]);
+    const shutdown: Check = this.deps.draining() ? { ok: false, detail: 'shutting down' } : { ok: true, detail: 'serving' };
+    const checks = { shutdown, event_store: eventStore, read_models: readModels, projections };
+    return { ready: Object.values(checks).every((check) => check.ok), checks };
+  }
+
+  private async reach(name: string, probe: () => Promise<unknown>): Promise<Check> {
+    const ms = this.deps.timeoutMs ?? 2000;
+    try {
+      await within(ms, probe);
+      return { ok: true, detail: 'reachable' };
+    } catch (error) {
+      this.deps.logger?.warn({ err: error, check: name }, 'readiness check failed');
+      return { ok: false, detail: error instanceof TimeoutError ? `no answer within ${ms} ms` : 'unreachable' };
+    }
+  }
+
+  private async projections(): Promise<ProjectionCheck> {
+    const ms = this.deps.timeoutMs ?? 2000;
+    let statuses: ProjectionStatus[];
+    try {
+      statuses = await within(ms, this.deps.projections);
+    } catch (error) {
+      this.deps.logger?.warn({ err: error, check: 'projections' }, 'readiness check failed');
+      return { ok: false, detail: error instanceof TimeoutError ? `no status within ${ms} ms` : 'status unavailable', items: [] };
+    }
+    const items = statuses.map((s) => ({
+      projection: s.projection,
+      caught_up: s.caughtUp,
+      events_behind: s.eventsBehind,
+      lag_seconds: Math.round(s.lagSeconds * 1000) / 1000,
+    }));
+    if (items.length === 0) return { ok: false, detail: 'no projection is running', items };
+    const late = items.filter((item) => item.lag_seconds > this.deps.maxLagSeconds);
+    if (late.length > 0) {
+      const which = late.map((item) => `${item.projection} ${item.lag_seconds} s`).join(', ');
+      return { ok: false, detail: `behind by more than ${this.deps.maxLagSeconds} s: ${which}`, items };
+    }
+    return { ok: true, detail: `running, within ${this.deps.maxLagSeconds} s`, items };
+  }
+}

@@ -1,0 +1,129 @@
+import { expect } from 'chai';
+import { readFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { SERVE_USAGE } from '../../src/cli/serve-help.js';
+import { loadServiceConfig } from '../../src/config.js';
+import { runChild } from '../support/child.js';
+import { TestService } from '../support/service.js';
+import { tempDir } from '../support/tmp.js';
+
+const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
+const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
+const cli = (args: string[], env: Record<string, string> = {}) => runChild(args, env, { script: BIN });
+const COMMANDS = ['serve', 'keys', 'events', 'replay', 'health'];
+
+describe('leadpost help', function () {
+  this.timeout(60_000);
+
+  it('--help, -h and help print the usage with every command on stdout and exit 0', async function () {
+    const runs = [['--help'], ['-h'], ['help']];
+    const results = await Promise.all(runs.map((args) => cli(args)));
+    for (const [i, args] of runs.entries()) {
+      const result = results[i]!;
+      expect(result.code, args.join(' ')).to.equal(0);
+      const text = result.lines.join('\n');
+      expect(text).to.match(/^usage: leadpost <command>/);
+      for (const command of COMMANDS) expect(text, command).to.contain(`  ${command}`);
+    }
+  });
+
+  it('every command has its own help, also as `leadpost help COMMAND`, exit 0', async function () {
+    const direct = await Promise.all(COMMANDS.map((command) => cli([command, '--help'])));
+    COMMANDS.forEach((command, i) => {
+      expect(direct[i]!.code, command).to.equal(0);
+      expect(direct[i]!.lines.join('\n'), command).to.match(new RegExp(`^usage: leadpost ${command}`));
+    });
+    // `help COMMAND` hands over to the command's own --help.
+    const viaHelp = await cli(['help', 'keys']);
+    expect(viaHelp.code).to.equal(0);
+    expect(viaHelp.lines).to.deep.equal(direct[COMMANDS.indexOf('keys')]!.lines);
+    const create = await cli(['keys', 'create', '--help']);
+    expect(create.code).to.equal(0);
+    expect(create.lines.join('\n')).to.contain('create --role ROLE --name NAME');
+  });
+
+  it('no command, or an unknown one, is bad usage: the usage on stderr, exit 2', async function () {
+    const runs = [[], ['frobnicate'], ['help', 'frobnicate']];
+    const results = await Promise.all(runs.map((args) => cli(args)));
+    for (const [i, args] of runs.entries()) {
+      const result = results[i]!;
+      expect(result.code, args.join(' ')).to.equal(2);
+      expect(result.stderr).to.contain('usage: leadpost <command>');
+      expect(result.lines.join('')).to.equal('');
+    }
+  });
+
+  it('serve reports every bad variable at once, each by name, without a stack trace', async function () {
+    const result = await cli(['serve'], {
+      PORT: 'eighty',
+      READY_MAX_LAG_SECONDS: '0',
+      LOG_LEVEL: 'loud',
+      MONGODB_URL: 'http://mongo',
+      TLS_CERT_FILE: '/tmp/cert.pem',
+      RATE_LIMIT_PER_SECOND: '-1',
+      CERTIFICATE_HOSTS: ',',
+    });
+    expect(result.code).to.equal(1);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines[0]).to.equal('leadpost: invalid configuration:');
+    expect(lines.slice(1).map((line) => line.trim())).to.deep.equal([
+      'MONGODB_URL must start with mongodb: or mongodb+srv://',
+      "RATE_LIMIT_PER_SECOND must be a whole number from 0 to 1000000, not '-1'",
+      "PORT must be a whole number from 0 to 65535, not 'eighty'",
+      'CERTIFICATE_HOSTS must be a comma-separated list of host names',
+      "READY_MAX_LAG_SECONDS must be a whole number from 1 to 86400, not '0'",
+      "LOG_LEVEL must be one of trace, debug, info, warn, error, fatal or silent, not 'loud'",
+      'TLS_CERT_FILE and TLS_KEY_FILE must be given together',
+    ]);
+    expect(result.stderr).to.not.contain('    at ');
+  });
+
+  it('a port that cannot be listened on is named with the settings to check', async function () {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const dir = tempDir('cli-port');
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      const result = await cli(['serve'], { LEADPOST_DATA_DIR: dir.path, HOST: '127.0.0.1', PORT: String(port), HTTP_PORT: '0' });
+      expect(result.code).to.equal(1);
+      expect(result.stderr.trim()).to.equal(`cannot listen on 127.0.0.1, port ${port} (EADDRINUSE): check HOST, PORT and HTTP_PORT`);
+    } finally {
+      taken.close();
+      dir.remove();
+    }
+  });
+
+  it('every variable the service configuration reads is in `serve --help` and in the README table', function () {
+    const read = new Set<string>();
+    loadServiceConfig(new Proxy({} as NodeJS.ProcessEnv, { get: (_t, name) => (typeof name === 'string' && read.add(name), undefined) }));
+    expect(read.size).to.be.greaterThan(15);
+    const table = readFileSync(README, 'utf8').split('\n').filter((line) => line.startsWith('| `'));
+    for (const name of [...read, 'LOG_LEVEL', 'KEY_ROTATION_GRACE_SECONDS']) {
+      expect(SERVE_USAGE, name).to.match(new RegExp(`\\b${name}\\b`));
+      expect(table.some((line) => line.includes(`\`${name}\``)), `README: ${name}`).to.equal(true);
+    }
+  });
+});
+
+describe('leadpost health', function () {
+  this.timeout(60_000);
+
+  it('exits 0 when the local service answers /healthz and /readyz, 1 when nothing answers', async function () {
+    const svc = await TestService.start();
+    try {
+      const env = { PORT: String(svc.port), HOST: '127.0.0.1' };
+      const live = await cli(['health'], env);
+      expect(live.code, live.stderr).to.equal(0);
+      expect(live.lines[0]).to.equal('ok: /healthz answered 200');
+      const ready = await cli(['health', '--ready'], env);
+      expect(ready.code, ready.stderr).to.equal(0);
+    } finally {
+      await svc.stop();
+    }
+    const gone = await cli(['health', '--timeout', '1000'], { PORT: '1', HOST: '127.0.0.1' });
+    expect(gone.code).to.equal(1);
+    expect(gone.stderr).to.contain('https://127.0.0.1:1/healthz failed');
+    expect((await cli(['health', '--bogus'])).code).to.equal(2);
+  });
+});

@@ -1,0 +1,159 @@
+import { expect } from 'chai';
+import { Writable } from 'node:stream';
+import { FEEDBACK_SCHEMA } from '../../src/commands/after-sale.js';
+import { EXAMPLE_INVALID_LEAD, EXAMPLE_LEAD, type ExampleName } from '../../src/docs/examples.js';
+import { toOpenApiSchema, UndocumentableSchemaError } from '../../src/docs/json-schema.js';
+import { openApiDocument, openApiPath, UNDOCUMENTED_ROUTES } from '../../src/docs/openapi.js';
+import type { EventStore } from '../../src/event-store/port.js';
+import { createApp } from '../../src/http/app.js';
+import { OUTCOMES } from '../../src/http/envelope.js';
+import { createLogger } from '../../src/http/logger.js';
+import { LEAD_SCHEMA } from '../../src/leads/schema.js';
+import { createLeadValidator } from '../../src/leads/validate.js';
+import { Drain } from '../../src/ops/drain.js';
+import { ServiceMetrics } from '../../src/ops/metrics.js';
+import { ReadinessProbe } from '../../src/ops/readiness.js';
+import { ReadBack } from '../../src/read-models/read-back.js';
+import { DocumentReader, exampleCode, routerOf, routesOf } from '../support/openapi.js';
+
+type Json = Record<string, any>;
+
+/** An app with every optional part, so that its router has every route the service can serve. */
+function fullApp() {
+  const unused = (): never => {
+    throw new Error('not called');
+  };
+  return createApp({
+    authenticate: () => null,
+    postLead: unused,
+    logger: createLogger({ level: 'silent', destination: new Writable({ write: (_c, _e, done) => done() }) }),
+    readBack: new ReadBack({ events: {} as EventStore, readModels: {} as never, collection: unused, position: unused }),
+    afterSale: { events: {} as EventStore, routing: unused, now: () => new Date() },
+    ops: {
+      readiness: new ReadinessProbe({ events: {} as EventStore, readModels: {} as never, projections: unused, maxLagSeconds: 30, draining: () => false }),
+      metrics: new ServiceMetrics({ runtime: false }),
+      drain: new Drain(),
+    },
+  });
+}
+
+describe('OpenAPI document', function () {
+  let doc: Json;
+  let reader: DocumentReader;
+  before(async () => {
+    doc = await openApiDocument();
+    reader = new DocumentReader(doc);
+  });
+
+  it('is OpenAPI 3.1.0 and documents every route of the router, and no route it lacks', function () {
+    expect(doc.openapi).to.equal('3.1.0');
+    expect(doc.info.title).to.equal('leadpost');
+    const undocumented = new Set(UNDOCUMENTED_ROUTES.map((r) => `${r.method.toUpperCase()} ${r.path}`));
+    const served = routesOf(routerOf(fullApp() as never))
+      .filter((route) => !undocumented.has(route))
+      .map((route) => {
+        const [method, path] = route.split(' ') as [string, string];
+        return `${method} ${openApiPath(path)}`;
+      })
+      .sort();
+    const documented = Object.entries(doc.paths as Json)
+      .flatMap(([path, item]) => Object.keys(item as Json).map((method) => `${method.toUpperCase()} ${path}`))
+      .sort();
+    expect(documented).to.deep.equal(served);
+  });
+
+  it('every outcome code is documented with its HTTP status and an example envelope that fits the envelope schema', function () {
+    const found = new Map<string, Set<number>>();
+    let checked = 0;
+    const esc = (part: string) => part.replaceAll('~', '~0').replaceAll('/', '~1');
+    const visit = (pointer: string, status: number, response: Json) => {
+      const media = response.content?.['application/json'];
+      const fits = media ? reader.compile(`${pointer}/content/application~1json/schema`) : undefined;
+      for (const [name, example] of Object.entries((media?.examples ?? {}) as Json)) {
+        const value = (example as { value: Json }).value;
+        expect(value.code, `${pointer}: example ${name}`).to.equal(exampleCode(name as ExampleName));
+        if (!(value.code in OUTCOMES)) continue;
+        found.set(value.code, new Set([...(found.get(value.code) ?? []), status]));
+        expect(fits!(value), `${pointer} ${name}: ${JSON.stringify(fits!.errors)}`).to.equal(true);
+        checked += 1;
+      }
+    };
+    for (const [path, item] of Object.entries(doc.paths as Json)) {
+      for (const [method, operation] of Object.entries(item as Json)) {
+        for (const [status, response] of Object.entries((operation as Json).responses as Json)) {
+          visit(`#/paths/${esc(path)}/${method}/responses/${status}`, Number(status), response as Json);
+        }
+      }
+    }
+    for (const [name, response] of Object.entries(doc.components.responses as Json)) {
+      visit(`#/components/responses/${name}`, { NotFound: 404, MethodNotAllowed: 405 }[name]!, response as Json);
+    }
+    for (const [code, outcome] of Object.entries(OUTCOMES)) {
+      const expected = code === 'IDEMPOTENCY_CONFLICT' ? [409, 422] : [outcome.status];
+      expect([...(found.get(code) ?? [])].sort(), code).to.deep.equal(expected);
+    }
+    expect(checked).to.be.greaterThan(Object.keys(OUTCOMES).length);
+  });
+
+  it('every $ref resolves and every schema compiles as JSON Schema 2020-12', function () {
+    const refs = new Set<string>();
+    const walk = (node: unknown): void => {
+      if (Array.isArray(node)) node.forEach(walk);
+      else if (node && typeof node === 'object') {
+        for (const [key, value] of Object.entries(node)) {
+          if (key === '$ref' && typeof value === 'string') refs.add(value);
+          else walk(value);
+        }
+      }
+    };
+    walk(doc);
+    for (const ref of refs) {
+      expect(ref, ref).to.match(/^#\/components\//);
+      const target = ref.slice(2).split('/').reduce<any>((node, part) => node?.[part], doc);
+      expect(target, `${ref} resolves`).to.be.an('object');
+    }
+    for (const name of Object.keys(doc.components.schemas as Json)) reader.compile(`#/components/schemas/${name}`);
+  });
+
+  it('field rules are the ones the routes validate with: the Lead and Feedback schemas come from LEAD_SCHEMA and FEEDBACK_SCHEMA', function () {
+    const lead = doc.components.schemas.Lead as Json;
+    expect(lead.required).to.deep.equal(LEAD_SCHEMA.required);
+    expect(lead.additionalProperties).to.equal(false);
+    expect(Object.keys(lead.properties)).to.deep.equal(Object.keys(LEAD_SCHEMA.properties));
+    expect(lead.properties.zip.pattern).to.equal(LEAD_SCHEMA.properties.zip.pattern);
+    expect(lead.properties.first_name.pattern).to.equal(LEAD_SCHEMA.properties.first_name.pattern);
+    expect(lead.properties.accident_state.enum).to.deep.equal(LEAD_SCHEMA.properties.accident_state.enum);
+    // Our formats are mapped to standard ones or dropped, never passed on unexplained.
+    expect(lead.properties.email.format).to.equal('email');
+    expect(lead.properties.certificate_url.format).to.equal('uri');
+    expect(lead.properties.mobile).to.not.have.property('format');
+    expect(lead).to.not.have.property('$id');
+    expect(doc.components.schemas.Feedback.properties.type.enum).to.deep.equal(FEEDBACK_SCHEMA.properties.type.enum);
+    // The examples are what the validator says they are.
+    const validate = createLeadValidator();
+    expect(validate(EXAMPLE_LEAD).ok).to.equal(true);
+    expect(validate(EXAMPLE_INVALID_LEAD).ok).to.equal(false);
+    expect(doc.paths['/functions/leads'].post.requestBody.content['application/json'].example).to.deep.equal(EXAMPLE_LEAD);
+  });
+
+  it('an ajv format or keyword without an OpenAPI mapping stops the build instead of reaching the docs', function () {
+    expect(() => toOpenApiSchema({ type: 'string', format: 'buyer-id' })).to.throw(UndocumentableSchemaError, "format 'buyer-id'");
+    expect(() => toOpenApiSchema({ type: 'object', properties: { a: { type: 'string', transform: ['trim'] } } })).to.throw(
+      UndocumentableSchemaError,
+      "#/properties/a: keyword 'transform'",
+    );
+    expect(toOpenApiSchema({ $id: 'X', type: 'string', format: 'dialable-phone', maxLength: 3 })).to.deep.equal({ type: 'string', maxLength: 3 });
+  });
+
+  it('names every header: the key, Idempotency-Key, traceparent in; X-Trace-Id, Retry-After, RateLimit-*, Idempotency-Replayed, Allow out', function () {
+    expect(doc.components.securitySchemes.apiKey).to.include({ type: 'apiKey', in: 'header', name: 'X-API-KEY' });
+    expect(doc.components.parameters.IdempotencyKey).to.include({ name: 'Idempotency-Key', in: 'header' });
+    expect(doc.components.parameters.Traceparent).to.include({ name: 'traceparent', in: 'header' });
+    expect(Object.keys(doc.components.headers)).to.include.members(['XTraceId', 'RetryAfter', 'RateLimitLimit', 'RateLimitRemaining', 'RateLimitReset', 'IdempotencyReplayed', 'Allow']);
+    const post = doc.paths['/functions/leads'].post;
+    expect(post.security).to.deep.equal([{ apiKey: [] }]);
+    expect(Object.keys(post.responses['429'].headers)).to.include.members(['Retry-After', 'X-Trace-Id']);
+    expect(Object.keys(post.responses['201'].headers)).to.include.members(['Idempotency-Replayed', 'RateLimit-Remaining']);
+    expect(doc.paths['/healthz'].get.security).to.deep.equal([]);
+  });
+});

@@ -1,0 +1,166 @@
+import { expect } from 'chai';
+import { type EventStore, EventStoreUnavailableError } from '../../src/event-store/port.js';
+import { ReadinessProbe } from '../../src/ops/readiness.js';
+import type { ProjectionStatus } from '../../src/projections/runner.js';
+import { ENVELOPE_FIELDS, TestService, validLead } from '../support/service.js';
+
+// /healthz and /readyz through the real HTTPS server and embedded stores; the store is wrapped
+// only to make it fail or stall the way a real outage would.
+
+const status = (projection: string, lagSeconds: number): ProjectionStatus => ({
+  projection,
+  tag: 'v1',
+  position: { commit: 1, prepare: 1 },
+  caughtUp: lagSeconds === 0,
+  eventsBehind: lagSeconds === 0 ? 0 : 7,
+  lagSeconds,
+});
+
+describe('health and readiness', function () {
+  this.timeout(30_000);
+
+  describe('in a running service', function () {
+    let svc: TestService | undefined;
+    afterEach(async () => {
+      await svc?.stop();
+      svc = undefined;
+    });
+
+    it('/healthz says the process is up, without a key', async function () {
+      svc = await TestService.start();
+      const reply = await svc.request('GET', '/healthz');
+      expect(reply.status).to.equal(200);
+      expect(reply.body).to.include({ ok: true, code: 'OK' });
+      expect(reply.body.trace_id).to.match(/^[0-9a-f]{32}$/);
+    });
+
+    it('/readyz is 200 with every check named when both stores answer and the projections keep up', async function () {
+      svc = await TestService.start();
+      const reply = await svc.request('GET', '/readyz');
+      expect(reply.status).to.equal(200);
+      expect(reply.body).to.include({ ok: true, code: 'OK', message: 'ready' });
+      const checks = reply.body.checks as Record<string, { ok: boolean; items?: Array<{ projection: string }> }>;
+      expect(checks).to.have.keys('shutdown', 'event_store', 'read_models', 'projections');
+      expect(Object.values(checks).every((check) => check.ok)).to.equal(true);
+      expect(checks.projections!.items!.map((item) => item.projection)).to.include.members(['leads', 'deliveries', 'reports']);
+    });
+
+    it('/readyz is 503 UNAVAILABLE naming event_store when the event store stops answering, and 200 again when it is back', async function () {
+      let down = false;
+      svc = await TestService.start({
+        wrapStore: (store) => ({
+          ...bind(store),
+          headPosition: () => (down ? Promise.reject(new EventStoreUnavailableError('disk gone')) : store.headPosition()),
+        }),
+      });
+      down = true;
+      const reply = await svc.request('GET', '/readyz');
+      expect(reply.status).to.equal(503);
+      expect(reply.body).to.include.keys(...ENVELOPE_FIELDS, 'checks');
+      expect(reply.body).to.include({ ok: false, code: 'UNAVAILABLE', acceptance: 'error', Response: 'Error' });
+      expect(reply.body.message).to.contain('event_store (unreachable)');
+      expect(reply.body.message).to.not.contain('disk gone');
+      expect(reply.headers['retry-after']).to.equal('5');
+      down = false;
+      expect((await svc.request('GET', '/readyz')).status).to.equal(200);
+    });
+
+    it('/readyz is 503 naming the projections once they fall further behind than READY_MAX_LAG_SECONDS', async function () {
+      svc = await TestService.start({
+        env: { READY_MAX_LAG_SECONDS: '1' },
+        // A stalled subscription: the projections never see the events appended below.
+        wrapStore: (store) => ({ ...bind(store), subscribeToAll: () => stalledSubscription() }),
+      });
+      await svc.post(validLead(), { 'x-api-key': await svc.key() });
+      expect((await svc.request('GET', '/readyz')).status).to.equal(200);
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const reply = await svc.request('GET', '/readyz');
+      expect(reply.status).to.equal(503);
+      expect(reply.body.code).to.equal('UNAVAILABLE');
+      expect(reply.body.message).to.match(/^not ready: projections \(behind by more than 1 s: leads \d+(\.\d+)? s, /);
+      const items = (reply.body.checks as { projections: { items: Array<{ caught_up: boolean; events_behind: number }> } }).projections.items;
+      expect(items.every((item) => !item.caught_up && item.events_behind > 0)).to.equal(true);
+    });
+  });
+
+  describe('ReadinessProbe', function () {
+    const store = { headPosition: async () => ({ commit: 1, prepare: 1 }) };
+    const readModels = { checkpoint: async () => null };
+
+    it('says not ready while shutting down', async function () {
+      let draining = false;
+      const probe = new ReadinessProbe({ events: store, readModels, projections: async () => [status('leads', 0)], maxLagSeconds: 30, draining: () => draining });
+      expect((await probe.check()).ready).to.equal(true);
+      draining = true;
+      const result = await probe.check();
+      expect(result.ready).to.equal(false);
+      expect(result.checks.shutdown).to.deep.equal({ ok: false, detail: 'shutting down' });
+    });
+
+    it('time-boxes a store that hangs, so the probe answers quickly', async function () {
+      const probe = new ReadinessProbe({
+        events: { headPosition: () => new Promise(() => {}) },
+        readModels,
+        projections: async () => [status('leads', 0)],
+        maxLagSeconds: 30,
+        draining: () => false,
+        timeoutMs: 50,
+      });
+      const started = Date.now();
+      const result = await probe.check();
+      expect(Date.now() - started).to.be.lessThan(1000);
+      expect(result.checks.event_store).to.deep.equal({ ok: false, detail: 'no answer within 50 ms' });
+    });
+
+    it('names each projection behind the threshold, and no projection at all is not ready either', async function () {
+      const late = new ReadinessProbe({
+        events: store,
+        readModels,
+        projections: async () => [status('leads', 0), status('reports', 42.5)],
+        maxLagSeconds: 30,
+        draining: () => false,
+      });
+      const result = await late.check();
+      expect(result.ready).to.equal(false);
+      expect(result.checks.projections.detail).to.equal('behind by more than 30 s: reports 42.5 s');
+      const none = new ReadinessProbe({ events: store, readModels, projections: async () => [], maxLagSeconds: 30, draining: () => false });
+      expect((await none.check()).checks.projections).to.include({ ok: false, detail: 'no projection is running' });
+    });
+
+    it('concurrent probes share one round of checks', async function () {
+      let reads = 0;
+      const probe = new ReadinessProbe({
+        events: { headPosition: async () => (reads++, { commit: 1, prepare: 1 }) },
+        readModels,
+        projections: async () => [status('leads', 0)],
+        maxLagSeconds: 30,
+        draining: () => false,
+      });
+      await Promise.all([probe.check(), probe.check(), probe.check()]);
+      expect(reads).to.equal(1);
+    });
+  });
+});
+
+/** The port's methods bound to the store, so a test can replace one and keep the rest. */
+function bind(store: EventStore): EventStore {
+  return {
+    append: store.append.bind(store),
+    readStream: store.readStream.bind(store),
+    readAll: store.readAll.bind(store),
+    subscribeToAll: store.subscribeToAll.bind(store),
+    headPosition: store.headPosition.bind(store),
+    close: store.close.bind(store),
+  };
+}
+
+function stalledSubscription(): ReturnType<EventStore['subscribeToAll']> {
+  let stop: () => void = () => {};
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  return {
+    async *[Symbol.asyncIterator]() {
+      await stopped;
+    },
+    unsubscribe: async () => stop(),
+  };
+}
