@@ -66,11 +66,16 @@ function projectionLag(dataDir: string) {
   };
 }
 
-/** A unique, valid, sellable lead: its mobile and e-mail never repeat within a run. */
+/** Exchanges 200-899 but the N11 service codes (211, 311, …), which are never valid numbers. */
+const EXCHANGES = Array.from({ length: 700 }, (_, i) => 200 + i).filter((exchange) => exchange % 100 !== 11);
+const AREAS = ['213', '310', '415', '212', '312', '617', '305', '206'];
+
+/** A unique, valid, sellable lead: its mobile and e-mail never repeat for n below 49 million. */
 export function sellableLead(n: number): string {
   const line = String(1000 + (n % 9000));
-  const exchange = String(200 + (Math.floor(n / 9000) % 700));
-  const area = ['213', '310', '415', '212', '312', '617', '305', '206'][Math.floor(n / 6_300_000) % 8];
+  const block = Math.floor(n / 9000);
+  const exchange = String(EXCHANGES[block % EXCHANGES.length]);
+  const area = AREAS[Math.floor(block / EXCHANGES.length) % AREAS.length];
   return JSON.stringify({
     first_name: 'Ada',
     last_name: 'Lovelace',
