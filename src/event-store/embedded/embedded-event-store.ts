@@ -97,29 +97,6 @@ function expand(rows: readonly CommitRow[], firstSkip: number, maxCount: number)
   return out;
 }
 
-/** How often the checkpoint thread copies the WAL into the database file. */
-const CHECKPOINT_INTERVAL_MS = 250;
-
-/** A worker thread that answers 'ready' once started. */
-function startThread(url: URL, workerData: unknown): Promise<Worker> {
-  return new Promise((resolve, reject) => {
-    const worker = new Worker(url, { workerData });
-    worker.once('error', reject);
-    worker.once('message', () => {
-      worker.off('error', reject);
-      resolve(worker);
-    });
-  });
-}
-
-/** Asks a thread started by startThread to close, and waits until it has. */
-function stopThread(worker: Worker): Promise<void> {
-  return new Promise((resolve) => {
-    worker.once('exit', () => resolve());
-    worker.postMessage('close');
-  });
-}
-
 /**
  * The default event store: one SQLite file under the data dir. Appends go to a writer thread that
  * commits them in groups (durable: an append resolves after its commit is fsynced); reads run here
@@ -127,7 +104,6 @@ function stopThread(worker: Worker): Promise<void> {
  */
 export class EmbeddedEventStore implements EventStore {
   private worker: Worker | undefined;
-  private checkpointer: Worker | undefined;
   private starting: Promise<Worker> | undefined;
   private pending: PendingAppend[] = [];
   private inFlight = new Map<number, PendingAppend[]>();
@@ -181,9 +157,6 @@ export class EmbeddedEventStore implements EventStore {
         pollIntervalMs: options.pollIntervalMs ?? 100,
       });
       await store.writer();
-      store.checkpointer = await startThread(new URL('./checkpoint-thread.js', import.meta.url), { file, intervalMs: CHECKPOINT_INTERVAL_MS });
-      // A checkpoint thread that dies leaves the WAL to grow until the next start, and loses nothing.
-      store.checkpointer.on('error', () => {});
       return store;
     } catch (error) {
       throw new EventStoreUnavailableError(`cannot open the event store at ${file}: ${(error as Error).message}`, { cause: error });
@@ -267,12 +240,14 @@ export class EmbeddedEventStore implements EventStore {
     while (this.inFlight.size > 0 || this.pending.length > 0) {
       await new Promise<void>((resolve) => setTimeout(resolve, 1));
     }
-    const checkpointer = this.checkpointer;
-    this.checkpointer = undefined;
-    if (checkpointer) await stopThread(checkpointer);
     const worker = this.worker;
     this.worker = undefined;
-    if (worker) await stopThread(worker);
+    if (worker) {
+      await new Promise<void>((resolve) => {
+        worker.once('exit', () => resolve());
+        worker.postMessage('close');
+      });
+    }
     this.reader.close();
   }
 

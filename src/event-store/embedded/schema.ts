@@ -40,8 +40,6 @@ export function openEventsDatabase(file: string, options: { readonly?: boolean }
   // caches the file anyway. 64 MiB on the reader and the writer made the service's RSS grow with the store.
   db.pragma('cache_size = -8192');
   db.pragma('temp_store = MEMORY');
-  // After a checkpoint lets the WAL start over, trim its file back to this size.
-  db.pragma('journal_size_limit = 67108864');
   if (!options.readonly) db.exec(DDL);
   return db;
 }
