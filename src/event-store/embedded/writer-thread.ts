@@ -11,12 +11,14 @@ const options = workerData as WriterOptions;
 const db = openEventsDatabase(options.file);
 const selectStream = db.prepare<[string], { id: number; revision: number }>('SELECT id, revision FROM streams WHERE name = ?');
 const insertStream = db.prepare<[string, number]>('INSERT INTO streams (name, revision) VALUES (?, ?)');
+const insertNewStream = db.prepare<[string, number], number>('INSERT INTO streams (name, revision) VALUES (?, ?) ON CONFLICT (name) DO NOTHING RETURNING id').pluck();
 const updateStream = db.prepare<[number, number]>('UPDATE streams SET revision = ? WHERE id = ?');
 const insertCommit = db.prepare<[number, number, number, string, number]>(
   'INSERT INTO commits (stream_id, first_revision, last_revision, events, created) VALUES (?, ?, ?, ?, ?)',
 );
 
 function appendOne(request: AppendRequest): AppendOutcome {
+  if (request.expected === 'no_stream' && request.count > 0) return appendNewStream(request);
   const stream = selectStream.get(request.stream);
   const actual = stream ? stream.revision : 'no_stream';
   if (!expectedRevisionMatches(request.expected, actual)) {
@@ -32,8 +34,21 @@ function appendOne(request: AppendRequest): AppendOutcome {
   } else {
     streamId = Number(insertStream.run(request.stream, last).lastInsertRowid);
   }
-  const commit = Number(insertCommit.run(streamId, first, last, request.events, request.created).lastInsertRowid);
-  return { ok: true, revision: last, commit };
+  return { ok: true, revision: last, commit: insertEvents(streamId, first, request) };
+}
+
+/**
+ * Most appends start a stream (a lead, a contact claim, an idempotency key): inserting the name
+ * straight away checks and claims it in one index search instead of a lookup and then an insert.
+ */
+function appendNewStream(request: AppendRequest): AppendOutcome {
+  const streamId = insertNewStream.get(request.stream, request.count - 1);
+  if (streamId === undefined) return { ok: false, kind: 'wrong_expected_revision', actual: selectStream.get(request.stream)!.revision };
+  return { ok: true, revision: request.count - 1, commit: insertEvents(streamId, 0, request) };
+}
+
+function insertEvents(streamId: number, first: number, request: AppendRequest): number {
+  return Number(insertCommit.run(streamId, first, first + request.count - 1, request.events, request.created).lastInsertRowid);
 }
 
 const appendGroup = db.transaction((appends: readonly AppendRequest[]) => appends.map(appendOne));
