@@ -13,15 +13,24 @@ export interface AppendBenchResult {
 const WRITERS = 50;
 const EVENTS_PER_APPEND = 4;
 
+/**
+ * How stream names are drawn. `lead ids`: `lead-<n>` from one counter, as the service names leads
+ * (ids come in increasing blocks), so new names land at the end of the stream-name index.
+ * `50 name ranges`: each writer its own prefix, so every append of a group lands on a different
+ * leaf of that index, the way hashed contact-claim streams do.
+ */
+type Names = 'lead ids' | '50 name ranges';
+
 // Each writer appends new 4-event lead-like streams with expected revision no_stream, back to
 // back, the way POST /functions/leads will: durable appends, only the commit strategy differs.
-async function run(groupCommit: boolean, seconds: number): Promise<AppendBenchResult> {
+async function run(groupCommit: boolean, seconds: number, names: Names): Promise<AppendBenchResult> {
   const dir = tempDir('bench-events');
   const store = await EmbeddedEventStore.open(dir.path, { groupCommit });
   const latencies: number[] = [];
   let appends = 0;
   let measuring = false;
   let stop = false;
+  let nextLead = 1;
   const writer = async (w: number) => {
     for (let i = 0; !stop; i++) {
       const events = Array.from({ length: EVENTS_PER_APPEND }, (_, e) => ({
@@ -30,7 +39,7 @@ async function run(groupCommit: boolean, seconds: number): Promise<AppendBenchRe
         metadata: { trace_id: '0af7651916cd43dd8448eb211c80319c', schema: 1 },
       }));
       const started = performance.now();
-      await store.append(`lead-${w}-${i}`, events, { expectedRevision: 'no_stream' });
+      await store.append(names === 'lead ids' ? `lead-${nextLead++}` : `lead-${w}-${i}`, events, { expectedRevision: 'no_stream' });
       if (measuring) {
         latencies.push(performance.now() - started);
         appends++;
@@ -49,7 +58,7 @@ async function run(groupCommit: boolean, seconds: number): Promise<AppendBenchRe
   await store.close();
   dir.remove();
   return {
-    mode: groupCommit ? 'group commit' : 'one commit per append',
+    mode: `${groupCommit ? 'group commit' : 'one commit per append'}, ${names}`,
     appendsPerSecond: Math.round(appends / elapsed),
     eventsPerSecond: Math.round((appends * EVENTS_PER_APPEND) / elapsed),
     p50Ms: round(percentile(latencies, 50), 2),
@@ -58,5 +67,5 @@ async function run(groupCommit: boolean, seconds: number): Promise<AppendBenchRe
 }
 
 export async function benchEventStore(seconds = 5): Promise<AppendBenchResult[]> {
-  return [await run(true, seconds), await run(false, seconds)];
+  return [await run(true, seconds, 'lead ids'), await run(true, seconds, '50 name ranges'), await run(false, seconds, 'lead ids')];
 }
