@@ -1,28 +1,15 @@
-import { randomFillSync } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
+import { pooledRandom16 } from '../random-pool.js';
 
 // uuid's own v7 asks the OS for 16 random bytes per id, which showed up as the largest cost of an
-// append in profiles. Here the random bytes come from a pool filled 4 KiB at a time, and the
-// millisecond/sequence state is kept as uuid keeps it, so ids stay unique and time-ordered.
-const POOL_SIZE = 4096;
-const pool = new Uint8Array(POOL_SIZE);
-let offset = POOL_SIZE;
+// append in profiles. Here the random bytes come from a pool, and the millisecond/sequence state
+// is kept as uuid keeps it, so ids stay unique and time-ordered.
 let lastMsecs = -Infinity;
 let seq = 0;
 
-function randomBytes16(): Uint8Array {
-  if (offset + 16 > POOL_SIZE) {
-    randomFillSync(pool);
-    offset = 0;
-  }
-  const bytes = pool.subarray(offset, offset + 16);
-  offset += 16;
-  return bytes;
-}
-
 /** A new uuid v7: time-ordered, unique. */
 export function newEventId(): string {
-  const random = randomBytes16();
+  const random = pooledRandom16();
   const now = Date.now();
   if (now > lastMsecs) {
     lastMsecs = now;

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { pooledRandom16 } from '../random-pool.js';
 
 // W3C Trace Context, version 00 only: lower-case hex, neither id all zeros. A repeated header is
 // joined by Node with ', ' and so fails the pattern, which is what the spec asks (restart the trace).
@@ -6,7 +6,7 @@ const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
 const ALL_ZERO = /^0+$/;
 
 export function newTraceId(): string {
-  return randomBytes(16).toString('hex');
+  return pooledRandom16().toString('hex');
 }
 
 /** The trace id of a valid `traceparent`, else a fresh one. */
