@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { type EventStore, WrongExpectedRevisionError } from '../event-store/index.js';
 import type { DecisionEnvelope } from '../http/envelope.js';
 import { MAX_RACES, hashedStream } from './streams.js';
@@ -44,7 +44,7 @@ function fold(events: readonly KeyEvent[]): KeyState {
   return state;
 }
 
-export const requestHash = (body: Buffer): string => createHash('sha256').update(body).digest('hex');
+export const requestHash = (body: Buffer): string => hash('sha256', body, 'hex');
 
 export class IdempotencyKeys {
   constructor(

@@ -1,7 +1,7 @@
 // The running service's view of the keys: the `api-keys` stream folded in memory and kept fresh
 // by polling, so a key the CLI creates, revokes or rotates in another process — or on another
 // instance, with EventStoreDB — takes effect here within one poll interval.
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { EventStore } from '../event-store/index.js';
 import { parseKey, type Role } from './api-keys.js';
 import { loadKeys, type LoadedKeys } from './key-stream.js';
@@ -27,7 +27,8 @@ const KEY_LENGTH = 59;
 const DUMMY_SECRET = 'x'.repeat(43);
 const DUMMY_HASH = Buffer.alloc(32);
 
-const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
+// crypto.hash: the one-shot form, about twice as fast as a Hash object for a short input; once per request.
+const sha256 = (text: string): Buffer => hash('sha256', text, 'buffer');
 
 export class KeyRing {
   private keys: LoadedKeys;
