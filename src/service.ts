@@ -134,6 +134,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     trustProxy: config.trustProxy,
     logger,
     timeouts: { headersMs: config.headersTimeoutMs, requestMs: config.requestTimeoutMs },
+    bodyLimitBytes: config.bodyLimitBytes,
   }).catch(async (error: unknown) => {
     // A port in use is the usual failed start: close what is open, so the process can exit with it.
     await closeStores();

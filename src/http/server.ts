@@ -20,6 +20,8 @@ export interface StartOptions {
   readonly logger: Logger;
   /** Omitted: DEFAULT_TIMEOUTS. */
   readonly timeouts?: Timeouts;
+  /** The body limit the app enforces; a client that asks first (100-continue) is refused before it sends more. */
+  readonly bodyLimitBytes?: number;
 }
 
 export interface RunningServers {
@@ -57,6 +59,20 @@ function limits(timeouts: Timeouts) {
 // their connections are cut.
 const CLOSE_GRACE_MS = 10_000;
 
+/**
+ * A client that sends `Expect: 100-continue` (curl does for bodies over 1 KiB) waits for leave to
+ * send its body. With a declared length over the limit it is not given leave: the app answers 413
+ * straight away and the client never streams into a connection that is about to close (which could
+ * make it see a reset instead of the answer).
+ */
+function continueUnlessTooLarge(handle: RequestListener, bodyLimitBytes: number | undefined): RequestListener {
+  return (req, res) => {
+    const declared = Number(req.headers['content-length']);
+    if (bodyLimitBytes === undefined || !(declared > bodyLimitBytes)) res.writeContinue();
+    handle(req, res);
+  };
+}
+
 export async function startServers(options: StartOptions): Promise<RunningServers> {
   const { app, tls, logger, trustProxy } = options;
   const handle = app.callback();
@@ -67,6 +83,7 @@ export async function startServers(options: StartOptions): Promise<RunningServer
   // An Expect other than 100-continue would get Node's bare 417; RFC 9110 lets a server ignore it,
   // so the request is served like any other (and a bad one gets its envelope).
   https.on('checkExpectation', handle);
+  https.on('checkContinue', continueUnlessTooLarge(handle, options.bodyLimitBytes));
   // A failed handshake (a scanner, a client that distrusts the self-signed cert) is not our error.
   https.on('tlsClientError', (error: NodeJS.ErrnoException) => logger.debug({ code: error.code ?? null }, 'TLS handshake failed'));
 
@@ -74,6 +91,8 @@ export async function startServers(options: StartOptions): Promise<RunningServer
   applyTimeouts(http, settings);
   http.on('clientError', clientErrorHandler(logger, false));
   http.on('checkExpectation', plainHttpHandler(handle, trustProxy, logger));
+  // The plain port reads no body at all: it answers HTTPS_REQUIRED without inviting one.
+  http.on('checkContinue', plainHttpHandler(handle, trustProxy, logger));
 
   try {
     await listen(https, options.port, options.host);

@@ -3,7 +3,7 @@
 // envelope checker, deterministic unique leads, a seeded generator and event-stream readers.
 
 import type { RecordedEvent } from '../../src/event-store/index.js';
-import { CERT_URL, ENVELOPE_FIELDS, type Reply, type TestService } from '../support/service.js';
+import { CERT_URL, ENVELOPE_FIELDS, type Reply, type TestService, leadWith, testMobile } from '../support/service.js';
 
 export { CERT_URL, ENVELOPE_FIELDS };
 
@@ -118,26 +118,13 @@ export interface Contact {
 
 export function uniqueContact(): Contact {
   serial += 1;
-  let exchange = 300 + (Math.floor(serial / 9000) % 600);
-  if (exchange === 555) exchange = 556;
-  const national = `213${exchange}${1000 + (serial % 9000)}`;
-  return { serial, email: `lead.${serial}@example.com`, mobile: `+1${national}`, national };
+  const mobile = testMobile(serial);
+  return { serial, email: `lead.${serial}@example.com`, mobile, national: mobile.slice(2) };
 }
 
 export function uniqueLead(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   const contact = uniqueContact();
-  return {
-    first_name: 'Ada',
-    last_name: 'Lovelace',
-    email: contact.email,
-    mobile: contact.mobile,
-    zip: '90210',
-    accident_state: 'CA',
-    certificate_url: CERT_URL,
-    sid: 'src-1',
-    s1: 'click-1',
-    ...overrides,
-  };
+  return leadWith(contact.email, contact.mobile, overrides);
 }
 
 /** A lead as JSON text with raw members appended (keys JSON.stringify would drop or mangle). */

@@ -113,6 +113,17 @@ describe('reliability: limits (rate, body, headers, slow clients)', function () 
       expect(exchange.closedByServer).to.equal(true);
     });
 
+    it('a client that asks first (Expect: 100-continue) gets 413 and no leave to send an oversized body; a body within the limit is let in', async function () {
+      const ask = (length: number) =>
+        `POST /functions/leads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-KEY: ${key}\r\nExpect: 100-continue\r\nContent-Length: ${length}\r\n\r\n`;
+      const over = await rawExchange(svc.port, [ask(BODY_LIMIT + 1)], { timeoutMs: REQUEST_TIMEOUT_MS + 5000 });
+      expect(over.responses.map((r) => r.status), over.trailing).to.deep.equal([413]);
+      expectEnvelope(asReply(over.responses[0]!), 413, 'PAYLOAD_TOO_LARGE');
+      const body = JSON.stringify(lead());
+      const within = await rawExchange(svc.port, [ask(Buffer.byteLength(body)), body], { gapMs: 200, end: true, timeoutMs: REQUEST_TIMEOUT_MS + 5000 });
+      expect(within.responses.map((r) => r.status), within.trailing).to.deep.equal([100, 201]);
+    });
+
     it('request headers over 16 KiB: 431 with the envelope, and the server keeps serving', async function () {
       const head = `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Filler: ${'f'.repeat(20 * 1024)}\r\n\r\n`;
       const exchange = await rawExchange(svc.port, [head], { timeoutMs: 5000 });

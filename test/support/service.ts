@@ -59,19 +59,21 @@ export const ALWAYS_OPEN_ROUTING = {
   buckets: [{ id: 'unsold', default: true }, { id: 'unsold-tx', states: ['TX'] }],
 };
 
-let counter = 0;
-/** A valid lead whose mobile and e-mail are unique to this test run, so it is never a duplicate. */
-export function validLead(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  counter += 1;
-  const n = (Date.now() % 1_000_000) * 1000 + counter;
-  const line = String(1000 + (n % 9000));
-  const exchange = String(200 + (Math.floor(n / 9000) % 700));
+/** Exchanges 200–899 without the N11 service codes (211, 311, …, which libphonenumber rejects) and 555. */
+const EXCHANGES = Array.from({ length: 700 }, (_, i) => 200 + i).filter((exchange) => exchange % 100 !== 11 && exchange !== 555);
+
+/** The n-th test mobile in Los Angeles (213): valid, and unique for n below 6.2 million. */
+export function testMobile(n: number): string {
+  return `+1213${EXCHANGES[Math.floor(n / 9000) % EXCHANGES.length]}${1000 + (n % 9000)}`;
+}
+
+/** A valid, sellable lead with this e-mail and mobile. */
+export function leadWith(email: string, mobile: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     first_name: 'Ada',
     last_name: 'Lovelace',
-    email: `ada.${n}@example.com`,
-    // 213 is a Los Angeles area code; exchanges 200–899 and any line are valid numbers.
-    mobile: `+1213${exchange}${line}`,
+    email,
+    mobile,
     zip: '90210',
     accident_state: 'CA',
     certificate_url: CERT_URL,
@@ -79,6 +81,14 @@ export function validLead(overrides: Record<string, unknown> = {}): Record<strin
     s1: 'click-1',
     ...overrides,
   };
+}
+
+let counter = 0;
+/** A valid lead whose mobile and e-mail are unique to this test run, so it is never a duplicate. */
+export function validLead(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  counter += 1;
+  const n = (Date.now() % 1_000_000) * 1000 + counter;
+  return leadWith(`ada.${n}@example.com`, testMobile(n), overrides);
 }
 
 export class TestService {

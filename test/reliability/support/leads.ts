@@ -2,7 +2,7 @@
 // are unique within a data dir (a counter, not the clock, so a long run never repeats a number).
 
 import type { EventStore, RecordedEvent } from '../../../src/event-store/index.js';
-import { CERT_URL } from '../../support/service.js';
+import { leadWith, testMobile } from '../../support/service.js';
 
 /** The events one post appends, in one atomic append, for each recorded outcome (decider.ts). */
 export const POST_TIME_EVENTS: Readonly<Record<string, readonly string[]>> = {
@@ -136,22 +136,7 @@ export function totalsOfRows(rows: ReadonlyArray<Record<string, unknown>>): Tota
 
 // ---------------------------------------------------------------------------------------------
 
-/** A valid, sellable CA lead whose mobile and e-mail are the n-th of this run (n < 5,391,000). */
+/** A valid, sellable CA lead whose mobile and e-mail are the n-th of this run (n < 6.2 million). */
 export function leadNumber(n: number, overrides: Record<string, unknown> = {}, tag = 'rel'): Record<string, unknown> {
-  // Exchanges 300–899 except 555, lines 1000–9999: every one a valid Los Angeles mobile number.
-  let exchange = 300 + (Math.floor(n / 9000) % 599);
-  if (exchange >= 555) exchange += 1;
-  const line = 1000 + (n % 9000);
-  return {
-    first_name: 'Ada',
-    last_name: 'Lovelace',
-    email: `${tag}.${n}@example.com`,
-    mobile: `+1213${exchange}${line}`,
-    zip: '90210',
-    accident_state: 'CA',
-    certificate_url: CERT_URL,
-    sid: 'src-1',
-    s1: 'click-1',
-    ...overrides,
-  };
+  return leadWith(`${tag}.${n}@example.com`, testMobile(n), overrides);
 }
