@@ -1,7 +1,10 @@
-import autocannon from 'autocannon';
 import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
+import { type Position, comparePositions } from '../src/event-store/port.js';
+import { versionTag } from '../src/projections/index.js';
+import { leadsProjection } from '../src/projections/projections.js';
+import { checkpointName } from '../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
-import { rssMb, sellableLead, startBenchService } from './post-lead.js';
+import { posts, rssMb, sellableLead, startBenchService } from './post-lead.js';
 import { seedLeadEvents } from './replay.js';
 
 export interface MemoryPoint {
@@ -13,25 +16,21 @@ export interface MemoryPoint {
 // Lead ids the seeded leads use: far above the ids the service hands out from its HiLo blocks.
 const SEEDED_IDS_FROM = 1_000_000_000;
 
-/** Posts `amount` unique sellable leads over 50 keep-alive connections and waits for the answers. */
+/** Posts `amount` unique sellable leads, the first numbered `from`; the number answered 2xx. */
 async function post(url: string, apiKey: string, from: number, amount: number): Promise<number> {
-  let n = from;
-  const result = await autocannon({
-    url,
-    method: 'POST',
-    connections: 50,
-    amount,
-    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
-    requests: [{ setupRequest: (request) => ({ ...request, body: sellableLead(n++) }) }],
-  });
-  return result['2xx'];
+  return (await posts(url, { 'x-api-key': apiKey }, sellableLead, { n: from }, { amount }))['2xx'];
 }
 
-/** Waits until the service's lead-view projection shows `leadId` (it has caught up with the seeding). */
-async function projected(dataDir: string, leadId: number): Promise<void> {
+/** Waits until the service's lead-view projection has committed everything up to `head`. */
+async function projected(dataDir: string, head: Position): Promise<void> {
   const readModels = EmbeddedReadModelStore.open(dataDir);
+  const checkpoint = checkpointName(leadsProjection, versionTag(leadsProjection));
   try {
-    while (!(await readModels.get('leads_v1', String(leadId)))) await new Promise((r) => setTimeout(r, 250));
+    for (;;) {
+      const reached = await readModels.checkpoint(checkpoint);
+      if (reached && comparePositions(reached, head) >= 0) return;
+      await new Promise((r) => setTimeout(r, 250));
+    }
   } finally {
     await readModels.close();
   }
@@ -62,10 +61,9 @@ export async function benchMemory(httpLeads: number, totalLeads: number): Promis
       const started = performance.now();
       // About 3.6 events per lead: most are sold (4 events), a tenth are duplicates (2).
       await seedLeadEvents(store, seededLeads * 3.6, SEEDED_IDS_FROM);
-      const lastSeeded = (await store.readAll({ fromPosition: await lastCommitBefore(store), maxCount: 1 }))[0];
+      const head = await store.headPosition();
       await store.close();
-      const leadId = (lastSeeded?.data as { lead_id?: number } | undefined)?.lead_id ?? SEEDED_IDS_FROM;
-      await projected(service.dataDir, leadId);
+      await projected(service.dataDir, head);
       console.log(`  seeded ${seededLeads.toLocaleString('en-US')} leads and the service projected them in ${((performance.now() - started) / 1000).toFixed(0)} s`);
       mark('seeded, projected', posted + seededLeads);
       posted += await post(service.url, service.apiKey, posted, 10_000);
@@ -75,10 +73,4 @@ export async function benchMemory(httpLeads: number, totalLeads: number): Promis
   } finally {
     await service.stop();
   }
-}
-
-/** The position just before the newest commit: reading one event from there gives that commit's first event. */
-async function lastCommitBefore(store: EmbeddedEventStore) {
-  const head = await store.headPosition();
-  return { commit: head.commit - 1, prepare: Number.MAX_SAFE_INTEGER };
 }

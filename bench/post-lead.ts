@@ -117,7 +117,6 @@ export function rssMb(pid: number): number {
   return Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
 }
 
-/** 50 keep-alive connections over HTTPS against `url` for `seconds`, after a warm-up. */
 export interface LoadCounter {
   n: number;
   sample?: string;
@@ -133,28 +132,38 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number) {
-  const run = (duration: number) =>
-    autocannon({
-      url,
-      method: 'POST',
-      connections: 50,
-      duration,
-      headers: { 'content-type': 'application/json', ...headers },
-      requests: [
-        {
-          setupRequest: (request) => ({ ...request, body: body(counter.n++) }),
-          onResponse: (status, responseBody) => {
-            if (status >= 300 && counter.sample === undefined) counter.sample = `${status} ${responseBody}`;
-            if (status < 300 && counter.measuring) counter.onAccepted?.(responseBody);
-          },
+/** POSTs from 50 keep-alive connections over HTTPS, for a duration or a number of requests; body n for the n-th. */
+export function posts(
+  url: string,
+  headers: Record<string, string>,
+  body: (n: number) => string,
+  counter: LoadCounter,
+  limit: { readonly duration: number } | { readonly amount: number },
+) {
+  return autocannon({
+    url,
+    method: 'POST',
+    connections: 50,
+    ...limit,
+    headers: { 'content-type': 'application/json', ...headers },
+    requests: [
+      {
+        setupRequest: (request) => ({ ...request, body: body(counter.n++) }),
+        onResponse: (status, responseBody) => {
+          if (status >= 300 && counter.sample === undefined) counter.sample = `${status} ${responseBody}`;
+          if (status < 300 && counter.measuring) counter.onAccepted?.(responseBody);
         },
-      ],
-    });
-  await run(warmup);
+      },
+    ],
+  });
+}
+
+/** `posts` for `seconds` after a warm-up, with the server's CPU time over the measured part. */
+export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number) {
+  await posts(url, headers, body, counter, { duration: warmup });
   counter.measuring = true;
   const cpuBefore = cpuSeconds(serverPid);
-  const result = await run(seconds);
+  const result = await posts(url, headers, body, counter, { duration: seconds });
   return { result, serverCpuSeconds: cpuSeconds(serverPid) - cpuBefore };
 }
 
