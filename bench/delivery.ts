@@ -1,10 +1,9 @@
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { DeliveryWorker } from '../src/delivery/webhook-worker.js';
 import { loadRoutingConfig } from '../src/routing/load-config.js';
 import { TestService, validLead } from '../test/support/service.js';
 import { BuyerEndpoint } from '../test/delivery/buyer-endpoint.js';
-import { deliveryRouting } from '../test/delivery/harness.js';
+import { deliveryRouting, until } from '../test/delivery/harness.js';
 import { percentile, round } from './stats.js';
 
 // Delivery latency as a buyer feels it: from the sale (the supplier's 201 arriving) to the lead
@@ -39,9 +38,9 @@ export async function benchDelivery(leads: number, suppliers = 20): Promise<Deli
     // The first deliveries open TLS connections to the buyer on a cold process: not what a
     // running service's latency looks like, so they are sent before measuring.
     await sell(svc, key, WARM_UP, Math.min(suppliers, WARM_UP));
-    await received(endpoint, WARM_UP);
+    await until(() => endpoint.received.length >= WARM_UP, 60_000, () => `${WARM_UP} warm-up deliveries`);
     const soldAt = await sell(svc, key, leads, suppliers);
-    await received(endpoint, WARM_UP + leads);
+    await until(() => endpoint.received.length >= WARM_UP + leads, 60_000, () => `${WARM_UP + leads} deliveries`);
     const latencies: number[] = [];
     for (const request of endpoint.received) {
       const sold = soldAt.get(request.body.lead_id as number);
@@ -70,14 +69,4 @@ async function sell(svc: TestService, key: string, leads: number, suppliers: num
     }),
   );
   return soldAt;
-}
-
-async function received(endpoint: BuyerEndpoint, count: number): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (endpoint.received.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-}
-
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  console.log('\nDelivery: sale (201 at the supplier) to receipt at a healthy HTTPS buyer endpoint, 20 concurrent suppliers');
-  console.table([await benchDelivery(Number(process.env.BENCH_DELIVERY_LEADS ?? 500))]);
 }

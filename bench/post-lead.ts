@@ -7,6 +7,7 @@ import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-s
 import { formatKey, issueKey, newKeyMaterial } from '../src/keys/api-keys.js';
 import { changeKeys } from '../src/keys/key-stream.js';
 import { runChild } from '../test/support/child.js';
+import { CERT_URL } from '../test/support/service.js';
 import { tempDir } from '../test/support/tmp.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { percentile } from './stats.js';
@@ -16,7 +17,6 @@ const BIN = fileURLToPath(new URL('../../bin/leadpost.js', import.meta.url));
 const START_NODE_ARGS = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } }).scripts.start
   .split(' ')
   .filter((word) => word.startsWith('--'));
-const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
 
 export interface LoadResult {
   readonly case: string;

@@ -6,6 +6,7 @@ import { PROJECTIONS } from '../src/projections/projections.js';
 import { ProjectionRunner } from '../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { tempDir } from '../test/support/tmp.js';
+import { round } from './stats.js';
 
 export interface ReplayResult {
   readonly projection: string;
@@ -75,9 +76,9 @@ export async function replayEach(store: EmbeddedEventStore, readModels: Embedded
     results.push({
       projection: projection.name,
       events: runner.handledEvents,
-      seconds: Math.round(seconds * 10) / 10,
+      seconds: round(seconds),
       eventsPerSecond: Math.round(runner.handledEvents / seconds),
-      cpuSeconds: Math.round(cpuSeconds * 10) / 10,
+      cpuSeconds: round(cpuSeconds),
     });
   }
   return results;
