@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { type EventStore, type Position, type RecordedEvent, START, comparePositions } from '../event-store/port.js';
 import { type LeadReceived, leadStream } from '../events/lead-events.js';
 import type { ReadModelStore, ReadWrite } from '../read-models/port.js';
+import { TwoGenerationCache } from '../two-generation-cache.js';
 import type { MaybePromise, Projection, ProjectionContext } from './projections.js';
 
 export interface RunnerOptions {
@@ -50,10 +51,8 @@ export class ProjectionRunner {
   private handled = 0;
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
-  // The LeadReceived of recent leads, in two generations: when the young one is full it becomes
-  // the old one. (Evicting the oldest entry of one Map one at a time cost a fifth of a rebuild.)
-  private youngLeads = new Map<number, LeadReceived['data']>();
-  private oldLeads = new Map<number, LeadReceived['data']>();
+  /** The LeadReceived of recent leads: a lead's later events usually arrive in the same batch. */
+  private readonly receivedLeads = new TwoGenerationCache<number, LeadReceived['data']>(MAX_REMEMBERED_LEADS / 2);
   private readonly waiters: Array<{ position: Position; resolve(): void }> = [];
   private readonly context: ProjectionContext;
 
@@ -135,9 +134,8 @@ export class ProjectionRunner {
         await this.flush();
       } catch (error) {
         this.options.logger?.warn({ err: error, projection: this.projection.name }, 'projection stopped; resubscribing');
-        this.pending = [];
-        this.pendingPosition = null;
-        this.pendingCount = 0;
+        // The batch not yet committed is dropped: the resubscription reads it again from the checkpoint.
+        this.takePending();
         this.flushing = Promise.resolve();
         if (this.stopped) break;
         await new Promise((resolve) => setTimeout(resolve, backoff));
@@ -167,13 +165,7 @@ export class ProjectionRunner {
   }
 
   private flush(): Promise<void> {
-    clearTimeout(this.flushTimer);
-    this.flushTimer = undefined;
-    const position = this.pendingPosition;
-    const writes = this.pending;
-    this.pending = [];
-    this.pendingPosition = null;
-    this.pendingCount = 0;
+    const { position, writes } = this.takePending();
     if (!position) return this.flushing;
     this.flushing = this.flushing.then(async () => {
       await this.readModels.commit(checkpointName(this.projection, this.tag), position, writes);
@@ -181,6 +173,17 @@ export class ProjectionRunner {
       this.options.onProgress?.(position, this.handled);
     });
     return this.flushing;
+  }
+
+  /** The batch gathered so far, leaving none (and no timer to commit it). */
+  private takePending(): { position: Position | null; writes: ReadWrite[] } {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    const taken = { position: this.pendingPosition, writes: this.pending };
+    this.pending = [];
+    this.pendingPosition = null;
+    this.pendingCount = 0;
+    return taken;
   }
 
   private advance(position: Position): void {
@@ -194,15 +197,11 @@ export class ProjectionRunner {
   }
 
   private remember(received: LeadReceived['data']): void {
-    if (this.youngLeads.size >= MAX_REMEMBERED_LEADS / 2) {
-      this.oldLeads = this.youngLeads;
-      this.youngLeads = new Map();
-    }
-    this.youngLeads.set(received.lead_id, received);
+    this.receivedLeads.set(received.lead_id, received);
   }
 
   private received(leadId: number): MaybePromise<LeadReceived['data'] | null> {
-    const remembered = this.youngLeads.get(leadId) ?? this.oldLeads.get(leadId);
+    const remembered = this.receivedLeads.get(leadId);
     if (remembered) return remembered;
     return this.events.readStream(leadStream(leadId), { maxCount: 1 }).then(([first]) => (first?.type === 'LeadReceived' ? (first.data as LeadReceived['data']) : null));
   }

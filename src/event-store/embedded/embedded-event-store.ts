@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { TwoGenerationCache } from '../../two-generation-cache.js';
 import { newEventId } from '../event-id.js';
 import {
   type AllSubscription,
@@ -47,7 +48,7 @@ interface RecentCommit {
 }
 
 const NO_LIMIT = -1;
-/** Commits kept per generation of `recent`: two generations, so at least this many are kept. */
+/** Commits kept per generation of `recent`: at least this many of the newest are kept. */
 const RECENT_COMMITS = 1024;
 /** How many of the newest events read are kept decoded for the next reader. */
 const TAIL_EVENTS = 4096;
@@ -113,9 +114,8 @@ export class EmbeddedEventStore implements EventStore {
   private tail: RecordedEvent[] = [];
   // The commits this process wrote lately, by position, so that its own subscribers read what was
   // just appended without a query: under load that query ran once per subscriber per group commit
-  // and was the largest single cost of a post. Two generations keep eviction O(1).
-  private recentYoung = new Map<number, RecentCommit>();
-  private recentOld = new Map<number, RecentCommit>();
+  // and was the largest single cost of a post.
+  private readonly recent = new TwoGenerationCache<number, RecentCommit>(RECENT_COMMITS);
   /** The newest commit position this process wrote (-1: none yet). */
   private localHead = -1;
   private readonly selectStreamId;
@@ -262,7 +262,8 @@ export class EmbeddedEventStore implements EventStore {
     const last = tail.at(-1);
     let served: RecordedEvent[] = [];
     if (last && tail[0] && comparePositions(from, tail[0].position) >= 0) {
-      served = tail.slice(firstAfter(tail, from), maxCount < 0 ? undefined : firstAfter(tail, from) + maxCount);
+      const start = firstAfter(tail, from);
+      served = tail.slice(start, maxCount < 0 ? undefined : start + maxCount);
       if (maxCount >= 0 && served.length === maxCount) return served;
       from = comparePositions(from, last.position) > 0 ? from : last.position;
     }
@@ -294,7 +295,7 @@ export class EmbeddedEventStore implements EventStore {
     const rows: CommitRow[] = [];
     let firstSkip = 0;
     let events = 0;
-    const current = this.recentCommit(from.commit);
+    const current = this.recent.get(from.commit);
     if (current === undefined) return undefined;
     if (from.prepare + 1 < current.count) {
       rows.push(current.row);
@@ -302,7 +303,7 @@ export class EmbeddedEventStore implements EventStore {
       events = current.count - firstSkip;
     }
     for (let next = from.commit + 1; next <= this.localHead && (maxCount < 0 || events < maxCount); next++) {
-      const commit = this.recentCommit(next);
+      const commit = this.recent.get(next);
       if (commit === undefined) return undefined;
       rows.push(commit.row);
       events += commit.count;
@@ -310,17 +311,9 @@ export class EmbeddedEventStore implements EventStore {
     return expand(rows, firstSkip, maxCount);
   }
 
-  private recentCommit(position: number): RecentCommit | undefined {
-    return this.recentYoung.get(position) ?? this.recentOld.get(position);
-  }
-
   private rememberCommit(commit: RecentCommit): void {
-    if (this.recentYoung.size >= RECENT_COMMITS) {
-      this.recentOld = this.recentYoung;
-      this.recentYoung = new Map();
-    }
     const position = commit.row[POSITION];
-    this.recentYoung.set(position, commit);
+    this.recent.set(position, commit);
     if (position > this.localHead) this.localHead = position;
   }
 
@@ -408,8 +401,16 @@ export class EmbeddedEventStore implements EventStore {
         const row: CommitRow = [outcome.commit, request.stream, outcome.revision - request.count + 1, request.events, request.created];
         this.rememberCommit({ row, count: request.count });
       }
-      const position = outcome.commit >= 0 ? { commit: outcome.commit, prepare: request.count - 1 } : this.headSync();
-      append.resolve({ nextExpectedRevision: outcome.revision, position });
+      // An empty append wrote nothing; its position is the head, read here (and a failed read fails
+      // only this append: the rest of the batch is still answered).
+      if (outcome.commit >= 0) append.resolve({ nextExpectedRevision: outcome.revision, position: { commit: outcome.commit, prepare: request.count - 1 } });
+      else {
+        try {
+          append.resolve({ nextExpectedRevision: outcome.revision, position: this.reading(() => this.headSync()) });
+        } catch (error) {
+          append.reject(error as Error);
+        }
+      }
     } else if (outcome.kind === 'wrong_expected_revision') {
       append.reject(new WrongExpectedRevisionError(append.request.stream, append.request.expected, outcome.actual));
     } else {
