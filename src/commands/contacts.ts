@@ -26,6 +26,21 @@ export interface ContactClaim {
 export const CLAIM_IN_FLIGHT_MS = 10_000;
 const RELEASE_RETRY_MS = 250;
 
+/**
+ * Runs a give-back (of contact claims, cap slots) in the background, again every RELEASE_RETRY_MS
+ * while it fails, for as long as an unreleased claim could block a retry (CLAIM_IN_FLIGHT_MS): the
+ * store that just failed may still be failing. One that never lands errs on the safe side.
+ */
+export function retryWhileClaimsBlock(giveBack: () => Promise<void>): void {
+  const until = Date.now() + CLAIM_IN_FLIGHT_MS;
+  const attempt = (): void => {
+    giveBack().catch(() => {
+      if (Date.now() < until) setTimeout(attempt, RELEASE_RETRY_MS).unref();
+    });
+  };
+  attempt();
+}
+
 /** The latest claim inside the window that was not released. */
 function latestClaim(events: RecordedEvent[], now: number, windowMs: number): ContactClaimed | null {
   let holder: ContactClaimed | null = null;
@@ -84,14 +99,7 @@ export class ContactRegistry {
    * as the claims could block anyone (CLAIM_IN_FLIGHT_MS); after that they lapse by themselves.
    */
   releaseLater(claims: readonly ContactClaim[], now: Date): void {
-    if (claims.length === 0) return;
-    const until = Date.now() + CLAIM_IN_FLIGHT_MS;
-    const attempt = (): void => {
-      this.release(claims, now).catch(() => {
-        if (Date.now() < until) setTimeout(attempt, RELEASE_RETRY_MS).unref();
-      });
-    };
-    attempt();
+    if (claims.length > 0) retryWhileClaimsBlock(() => this.release(claims, now));
   }
 
   /** Gives the contacts back: the lead that held them was not accepted after all. */

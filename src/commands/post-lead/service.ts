@@ -10,7 +10,7 @@ import type { LoadedRoutingConfig } from '../../routing/load-config.js';
 import { capPeriods, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
 import type { CapLedger, CapPeriod } from '../caps.js';
 import type { ContactClaim, ContactKind, ContactRegistry } from '../contacts.js';
-import { CLAIM_IN_FLIGHT_MS } from '../contacts.js';
+import { retryWhileClaimsBlock } from '../contacts.js';
 import type { IdempotencyKeys } from '../idempotency.js';
 import type { LeadIdAllocator } from '../lead-ids.js';
 import { type PostLeadCommand, type RoutingDecision, decide, envelopeOf, foldLead, initialLeadState } from './decider.js';
@@ -28,14 +28,11 @@ export interface PostLeadDeps {
   readonly now: () => Date;
 }
 
-const RELEASE_RETRY_MS = 250;
-// Until CLAIM_IN_FLIGHT_MS has passed, a claim whose lead was never recorded makes the supplier's
-// retry a DUPLICATE: keep trying to give it back at least that long.
-const RELEASE_ATTEMPTS = Math.ceil(CLAIM_IN_FLIGHT_MS / RELEASE_RETRY_MS) + 1;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 interface Reservation {
   readonly buyer: string;
+  readonly price: number;
   readonly caps: readonly CapPeriod[];
 }
 
@@ -47,17 +44,17 @@ interface Reservation {
 export function createPostLead(deps: PostLeadDeps): PostLead {
   let roundRobinTurn = 0;
 
-  async function route(lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date) {
-    const config = deps.routing();
+  async function route(config: LoadedRoutingConfig, lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date) {
     const decisions = evaluateBuyers(config, lead, enrichment, now);
-    const candidates: RoutingCandidate[] = decisions.map((d) => ({ ...d }));
+    // evaluateBuyers made these objects for this lead alone; a buyer found full is replaced below.
+    const candidates: RoutingCandidate[] = [...decisions];
     let reservation: Reservation | null = null;
     for (const buyerId of rankEligible(config, decisions, roundRobinTurn++)) {
       const buyer = config.buyers.find((b) => b.id === buyerId)!;
       // A test lead runs the whole pipeline but uses no cap.
       const caps = lead.test ? [] : capPeriods(buyer, now);
       if (caps.length === 0 || (await deps.caps.reserve(buyerId, caps, leadId))) {
-        reservation = { buyer: buyerId, caps };
+        reservation = { buyer: buyerId, price: buyer.price, caps };
         break;
       }
       const index = candidates.findIndex((c) => c.buyer === buyerId);
@@ -66,7 +63,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     }
     const decision: RoutingDecision = {
       target: reservation ? { kind: 'buyer', id: reservation.buyer } : { kind: 'bucket', id: chooseBucket(config, lead) },
-      price: reservation ? config.buyers.find((b) => b.id === reservation!.buyer)!.price : 0,
+      price: reservation?.price ?? 0,
       currency: config.currency,
       strategy: config.strategy,
       version: config.version,
@@ -104,7 +101,9 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     if (!validation.ok) return record(request, leadId, decide({ ...base, validation }, initialLeadState));
 
     const lead = validation.lead;
-    const windowDays = deps.routing().duplicate_window_days;
+    // One routing file for the whole lead, even if it is reloaded meanwhile.
+    const routing = deps.routing();
+    const windowDays = routing.duplicate_window_days;
     const contacts: Array<[ContactKind, string]> = [
       ['mobile', lead.mobile],
       ['email', lead.email],
@@ -123,7 +122,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       const enrichment = await deps.enrich(lead);
       let command: PostLeadCommand = { ...base, validation, enrichment };
       if (!verificationFailed(enrichment)) {
-        const routed = await route(lead, enrichment, leadId, now);
+        const routed = await route(routing, lead, enrichment, leadId, now);
         reservation = routed.reservation;
         command = { ...command, routing: routed.decision };
       }
@@ -136,20 +135,11 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
   }
 
   function giveBack(claims: ContactClaim[], reservation: Reservation | null, leadId: number, now: Date): void {
-    // The store that just failed may still be failing, so keep trying in the background for a
-    // while: a supplier's retry should not meet its own lead's claim. A release that never lands
-    // errs on the safe side (a cap slot unused; a claim that lapses after CLAIM_IN_FLIGHT_MS).
-    const release = async () => {
+    // A supplier's retry should not meet its own lead's claim (a cap slot not given back is merely unused).
+    retryWhileClaimsBlock(async () => {
       await deps.contacts.release(claims, now);
       if (reservation) await deps.caps.release(reservation.buyer, reservation.caps, leadId);
-    };
-    let attempts = 0;
-    const attempt = (): void => {
-      release().catch(() => {
-        if (++attempts < RELEASE_ATTEMPTS) setTimeout(attempt, RELEASE_RETRY_MS).unref();
-      });
-    };
-    attempt();
+    });
   }
 
   return async (request) => {
