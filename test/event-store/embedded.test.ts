@@ -173,13 +173,21 @@ describe('embedded event store (SQLite)', function () {
 
     it('a read that SQLite or the disk fails is EventStoreUnavailableError (a 503), and so is a read after close', async function () {
       const store = await EmbeddedEventStore.open(dir.path);
-      const failing = sinon.stub((store as unknown as { selectStreamId: { get(): unknown } }).selectStreamId, 'get');
-      failing.throws(new Database.SqliteError('disk I/O error', 'SQLITE_IOERR_READ'));
+      const statements = store as unknown as { selectStreamId: { get(): unknown }; selectAll: { all(): unknown } };
+      const failingStream = sinon.stub(statements.selectStreamId, 'get').throws(new Database.SqliteError('disk I/O error', 'SQLITE_IOERR_READ'));
+      const failingAll = sinon.stub(statements.selectAll, 'all').throws(new Database.SqliteError('disk I/O error', 'SQLITE_IOERR_READ'));
       try {
         const error = await store.readStream('any').then(() => null, (e: unknown) => e);
         expect(error).to.be.instanceOf(EventStoreUnavailableError);
+        const catchUp = await store.readAll({ fromPosition: await store.headPosition() }).then(() => null, (e: unknown) => e);
+        expect(catchUp).to.be.instanceOf(EventStoreUnavailableError);
+        // Only storage failures: a bug stays a bug (a 500), not a 503 that invites a retry.
+        failingStream.throws(new TypeError('a programming error'));
+        const bug = await store.readStream('any').then(() => null, (e: unknown) => e);
+        expect(bug).to.be.instanceOf(TypeError).and.not.to.be.instanceOf(EventStoreUnavailableError);
       } finally {
-        failing.restore();
+        failingStream.restore();
+        failingAll.restore();
         await store.close();
       }
       const afterClose = await store.readAll().then(() => null, (e: unknown) => e);

@@ -78,7 +78,8 @@ describe('health and readiness', function () {
       expect(reply.status).to.equal(503);
       expect(reply.body.code).to.equal('UNAVAILABLE');
       expect(reply.body.message).to.match(/^not ready: projections \(behind by more than 1 s: leads \d+(\.\d+)? s, /);
-      const items = (reply.body.checks as { projections: { items: Array<{ caught_up: boolean; events_behind: number }> } }).projections.items;
+      const items = (reply.body.checks as { projections: { items: Array<{ projection: string; caught_up: boolean; events_behind: number }> } }).projections.items;
+      expect(items.map((item) => item.projection)).to.include.members(['leads', 'deliveries', 'reports']);
       expect(items.every((item) => !item.caught_up && item.events_behind > 0)).to.equal(true);
     });
   });
