@@ -1,18 +1,14 @@
 import { loadConfig } from '../config.js';
 import { openEventStore } from '../event-store/index.js';
+import type { CliIo } from './io.js';
 
 const USAGE = `usage: leadpost events STREAM [--json]
 
 Prints the events of one stream (e.g. lead-42, api-keys, lead-id-blocks) in revision order:
 revision, type, time and data, then the metadata. --json: one JSON object per line.`;
 
-interface Io {
-  out: { write(text: string): unknown };
-  err: { write(text: string): unknown };
-}
-
 /** `leadpost events STREAM`: a stream's events, for inspection by an engineer. */
-export async function runEventsCommand(args: string[], io: Io = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
+export async function runEventsCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   const json = args.includes('--json');
   const rest = args.filter((a) => a !== '--json');
   if (rest.includes('--help') || rest.includes('-h')) {

@@ -4,6 +4,7 @@
 // and a self-signed or real certificate never names 127.0.0.1 anyway.
 
 import { request } from 'node:https';
+import type { CliIo } from './io.js';
 
 const USAGE = `usage: leadpost health [--ready] [--timeout MS]
 
@@ -11,12 +12,7 @@ Asks the service on this machine (https://HOST:PORT, from the same environment a
 /healthz, or /readyz with --ready. Exit 0 when it answers 200, 1 otherwise; made for a
 container HEALTHCHECK.`;
 
-interface Io {
-  out: { write(text: string): unknown };
-  err: { write(text: string): unknown };
-}
-
-export async function runHealthCommand(args: string[], io: Io = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
+export async function runHealthCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   if (args.includes('--help') || args.includes('-h')) {
     io.out.write(`${USAGE}\n`);
     return 0;

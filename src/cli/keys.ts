@@ -19,11 +19,8 @@ import {
   rotateKey,
 } from '../keys/api-keys.js';
 import { changeKeys, loadKeys } from '../keys/key-stream.js';
+import type { CliIo } from './io.js';
 
-export interface KeysIo {
-  readonly out: { write(text: string): unknown };
-  readonly err: { write(text: string): unknown };
-}
 
 const USAGE = `usage: leadpost keys <command>
 
@@ -59,7 +56,7 @@ const FLAGS = {
 } as const;
 
 /** Runs `keys <args>` (args exclude the word `keys`); resolves to the exit code: 0 ok, 2 usage, 1 failure. */
-export async function runKeysCommand(args: string[], io: KeysIo = { out: process.stdout, err: process.stderr }, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function runKeysCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let command: Command;
   try {
     command = parse(args, env);
@@ -139,10 +136,10 @@ function grace(flag: string | undefined, env: NodeJS.ProcessEnv): number {
   return seconds;
 }
 
-const line = (io: KeysIo, text = ''): unknown => io.out.write(`${text}\n`);
+const line = (io: CliIo, text = ''): unknown => io.out.write(`${text}\n`);
 const WARNING = 'Store this key now: it will not be shown again (only its hash is kept).';
 
-async function execute(command: Exclude<Command, { kind: 'help' }>, store: EventStore, io: KeysIo): Promise<void> {
+async function execute(command: Exclude<Command, { kind: 'help' }>, store: EventStore, io: CliIo): Promise<void> {
   const now = Date.now();
   switch (command.kind) {
     case 'create': {
@@ -185,7 +182,7 @@ async function execute(command: Exclude<Command, { kind: 'help' }>, store: Event
   }
 }
 
-function list(records: Iterable<KeyRecord>, now: number, json: boolean, io: KeysIo): void {
+function list(records: Iterable<KeyRecord>, now: number, json: boolean, io: CliIo): void {
   // Built field by field so the hash can never slip into the output.
   const rows = [...records].map((r) => ({
     id: r.id,

@@ -75,8 +75,12 @@ export class ReadinessProbe {
     return { ready: Object.values(checks).every((check) => check.ok), checks };
   }
 
+  private get timeoutMs(): number {
+    return this.deps.timeoutMs ?? 2000;
+  }
+
   private async reach(name: string, probe: () => Promise<unknown>): Promise<Check> {
-    const ms = this.deps.timeoutMs ?? 2000;
+    const ms = this.timeoutMs;
     try {
       await within(ms, probe);
       return { ok: true, detail: 'reachable' };
@@ -87,7 +91,7 @@ export class ReadinessProbe {
   }
 
   private async projections(): Promise<ProjectionCheck> {
-    const ms = this.deps.timeoutMs ?? 2000;
+    const ms = this.timeoutMs;
     let statuses: ProjectionStatus[];
     try {
       statuses = await within(ms, this.deps.projections);
