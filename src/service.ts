@@ -66,7 +66,11 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const logger = overrides.logger ?? createLogger();
   const routing = loadRoutingConfig(config.routingFile);
   const tls = await loadOrCreateTls({ dataDir: config.dataDir, certFile: config.tlsCertFile, keyFile: config.tlsKeyFile });
-  const projectionStatuses = () => Promise.all(projections.all.map((runner) => runner.status()));
+  // One head read for every runner's status (a scrape or a readiness probe asks for all of them).
+  const projectionStatuses = async () => {
+    const head = await store.headPosition();
+    return Promise.all(projections.all.map((runner) => runner.status(head)));
+  };
   const metrics = new ServiceMetrics({ projections: projectionStatuses });
   // Every append of the service goes through this decorator, so /metrics counts them all.
   const store = countingEventStore(overrides.store ?? (await openEventStore(config)), metrics.countAppend);

@@ -22,8 +22,11 @@ export async function activeTag(readModels: ReadModelStore, projection: Projecti
 }
 
 export async function switchTag(readModels: ReadModelStore, projection: Projection, tag: string): Promise<void> {
-  await readModels.commit(TAGS_CHECKPOINT, { commit: Date.now(), prepare: 0 }, [
-    { op: 'put', collection: TAGS, id: projection.name, position: { commit: Date.now(), prepare: 0 }, doc: { tag, switched_at: new Date().toISOString() } },
+  // Switches are ordered by their time: the newest one wins, in the checkpoint and in the document.
+  const now = Date.now();
+  const position = { commit: now, prepare: 0 };
+  await readModels.commit(TAGS_CHECKPOINT, position, [
+    { op: 'put', collection: TAGS, id: projection.name, position, doc: { tag, switched_at: new Date(now).toISOString() } },
   ]);
 }
 

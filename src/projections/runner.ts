@@ -103,8 +103,9 @@ export class ProjectionRunner {
     return this.handled;
   }
 
-  async status(): Promise<ProjectionStatus> {
-    const head = await this.events.headPosition();
+  /** `head`: the store's head when the caller has read it already (one read for every runner). */
+  async status(head?: Position): Promise<ProjectionStatus> {
+    head ??= await this.events.headPosition();
     const caughtUp = comparePositions(this.committed, head) >= 0;
     let lagSeconds = 0;
     let eventsBehind = 0;
