@@ -93,6 +93,27 @@ export function eventStoreContract(name: string, open: () => Promise<EventStore>
         ]);
       });
 
+      it('reads a stream of many commits, interleaved with other streams, from any revision', async function () {
+        // Commits of 1, 2 and 3 events, with another stream's commit between each pair.
+        let revision = -1;
+        for (let commit = 0; commit < 12; commit++) {
+          const count = (commit % 3) + 1;
+          const events = Array.from({ length: count }, (_, i) => event(`E${revision + 1 + i}`));
+          await store.append(stream('long'), events, { expectedRevision: revision < 0 ? 'no_stream' : revision });
+          revision += count;
+          await store.append(stream(`other-${commit}`), [event('X')], { expectedRevision: 'no_stream' });
+        }
+        const all = await store.readStream(stream('long'));
+        expect(all.map((e) => e.type)).to.deep.equal(Array.from({ length: revision + 1 }, (_, r) => `E${r}`));
+        for (let from = 0; from <= revision + 1; from++) {
+          const tail = await store.readStream(stream('long'), { fromRevision: from });
+          expect(tail.map((e) => e.revision), `from ${from}`).to.deep.equal(all.slice(from).map((e) => e.revision));
+          expect(tail.map((e) => e.type)).to.deep.equal(all.slice(from).map((e) => e.type));
+        }
+        const middle = await store.readStream(stream('long'), { fromRevision: 7, maxCount: 4 });
+        expect(middle.map((e) => e.type)).to.deep.equal(['E7', 'E8', 'E9', 'E10']);
+      });
+
       it('reads a stream that does not exist as empty', async function () {
         expect(await store.readStream(stream('missing'))).to.deep.equal([]);
       });

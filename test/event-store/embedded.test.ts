@@ -159,6 +159,84 @@ describe('embedded event store (SQLite)', function () {
     });
   });
 
+  describe('a data dir written by layout 1 (before streams were keyed by name)', function () {
+    const LAYOUT_1 = `
+      CREATE TABLE streams (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, revision INTEGER NOT NULL);
+      CREATE TABLE commits (position INTEGER PRIMARY KEY, stream_id INTEGER NOT NULL REFERENCES streams(id),
+        first_revision INTEGER NOT NULL, last_revision INTEGER NOT NULL, events TEXT NOT NULL, created INTEGER NOT NULL,
+        UNIQUE (stream_id, last_revision));`;
+    const stored = (...types: string[]) => JSON.stringify(types.map((type, i) => [`00000000-0000-7000-8000-00000000000${i}`, type, { type }, {}]));
+
+    function writeLayout1(path: string): void {
+      const db = new Database(join(path, 'events.db'));
+      db.pragma('journal_mode = WAL');
+      db.exec(LAYOUT_1);
+      db.prepare('INSERT INTO streams (id, name, revision) VALUES (?, ?, ?)').run(1, 'lead-1', 2);
+      db.prepare('INSERT INTO streams (id, name, revision) VALUES (?, ?, ?)').run(2, 'lead-2', 0);
+      const commit = db.prepare('INSERT INTO commits (position, stream_id, first_revision, last_revision, events, created) VALUES (?, ?, ?, ?, ?, ?)');
+      commit.run(1, 1, 0, 1, stored('A0', 'A1'), 1000);
+      commit.run(2, 2, 0, 0, stored('B0'), 2000);
+      commit.run(3, 1, 2, 2, stored('A2'), 3000);
+      db.close();
+    }
+
+    it('is upgraded in place on open: same streams, revisions and positions, and appends go on from there', async function () {
+      const old = tempDir('events-layout-1');
+      try {
+        writeLayout1(old.path);
+        const store = await EmbeddedEventStore.open(old.path);
+        try {
+          const lead1 = await store.readStream('lead-1');
+          expect(lead1.map((e) => [e.type, e.revision, e.position.commit, e.position.prepare, e.created])).to.deep.equal([
+            ['A0', 0, 1, 0, 1000],
+            ['A1', 1, 1, 1, 1000],
+            ['A2', 2, 3, 0, 3000],
+          ]);
+          expect((await store.readStream('lead-1', { fromRevision: 2 })).map((e) => e.type)).to.deep.equal(['A2']);
+          expect((await store.readAll()).map((e) => `${e.streamId}:${e.type}`)).to.deep.equal(['lead-1:A0', 'lead-1:A1', 'lead-2:B0', 'lead-1:A2']);
+          const conflict = await store.append('lead-2', [{ type: 'B1', data: {} }], { expectedRevision: 'no_stream' }).then(() => null, (e: unknown) => e);
+          expect(conflict).to.have.property('actual', 0);
+          const next = await store.append('lead-1', [{ type: 'A3', data: {} }], { expectedRevision: 2 });
+          expect(next).to.deep.equal({ nextExpectedRevision: 3, position: { commit: 4, prepare: 0 } });
+          expect((await store.readStream('lead-1', { fromRevision: 2 })).map((e) => e.type)).to.deep.equal(['A2', 'A3']);
+        } finally {
+          await store.close();
+        }
+        const raw = new Database(join(old.path, 'events.db'), { readonly: true });
+        try {
+          expect(raw.pragma('user_version', { simple: true })).to.equal(2);
+          const tables = raw.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
+          expect(tables).to.deep.equal(['commits', 'streams']);
+        } finally {
+          raw.close();
+        }
+        // A second open finds the new layout and changes nothing.
+        const again = await EmbeddedEventStore.open(old.path);
+        expect((await again.readStream('lead-1')).map((e) => e.type)).to.deep.equal(['A0', 'A1', 'A2', 'A3']);
+        await again.close();
+      } finally {
+        old.remove();
+      }
+    });
+
+    it('a file of a newer layout is refused with a message saying to upgrade, and left untouched', async function () {
+      const newer = tempDir('events-layout-9');
+      try {
+        const db = new Database(join(newer.path, 'events.db'));
+        db.pragma('user_version = 9');
+        db.close();
+        const error = await EmbeddedEventStore.open(newer.path).then(() => null, (e: unknown) => e);
+        expect(error).to.be.instanceOf(EventStoreUnavailableError);
+        expect((error as Error).message).to.match(/layout 9.*upgrade leadpost/);
+        const raw = new Database(join(newer.path, 'events.db'), { readonly: true });
+        expect(raw.pragma('user_version', { simple: true })).to.equal(9);
+        raw.close();
+      } finally {
+        newer.remove();
+      }
+    });
+  });
+
   describe('failures', function () {
     it('a data dir that cannot be created is EventStoreUnavailableError, not a crash', async function () {
       // A path below a regular file can never be a directory.
@@ -173,8 +251,8 @@ describe('embedded event store (SQLite)', function () {
 
     it('a read that SQLite or the disk fails is EventStoreUnavailableError (a 503), and so is a read after close', async function () {
       const store = await EmbeddedEventStore.open(dir.path);
-      const statements = store as unknown as { selectStreamId: { get(): unknown }; selectAll: { all(): unknown } };
-      const failingStream = sinon.stub(statements.selectStreamId, 'get').throws(new Database.SqliteError('disk I/O error', 'SQLITE_IOERR_READ'));
+      const statements = store as unknown as { selectLastCommit: { get(): unknown }; selectAll: { all(): unknown } };
+      const failingStream = sinon.stub(statements.selectLastCommit, 'get').throws(new Database.SqliteError('disk I/O error', 'SQLITE_IOERR_READ'));
       const failingAll = sinon.stub(statements.selectAll, 'all').throws(new Database.SqliteError('disk I/O error', 'SQLITE_IOERR_READ'));
       try {
         const error = await store.readStream('any').then(() => null, (e: unknown) => e);

@@ -68,7 +68,7 @@ function firstAfter(run: readonly RecordedEvent[], from: Position): number {
 // appends of a burst while the rest are still being posted, so the two threads overlap; measured
 // with 50 concurrent writers, 25 gave about 25% more appends/s than one message per burst.
 const MESSAGE_APPENDS = 25;
-const SELECT_COMMIT = 'SELECT c.position, s.name, c.first_revision, c.events, c.created FROM commits c JOIN streams s ON s.id = c.stream_id';
+const SELECT_COMMIT = 'SELECT position, stream, first_revision, events, created FROM commits';
 
 /**
  * The events of commit rows, in order: from `skip` events into the first row, at most `maxCount`
@@ -118,8 +118,8 @@ export class EmbeddedEventStore implements EventStore {
   private readonly recent = new TwoGenerationCache<number, RecentCommit>(RECENT_COMMITS);
   /** The newest commit position this process wrote (-1: none yet). */
   private localHead = -1;
-  private readonly selectStreamId;
-  private readonly selectStream;
+  private readonly selectLastCommit;
+  private readonly selectCommit;
   private readonly selectAll;
   private readonly selectRest;
   private readonly selectHead;
@@ -129,18 +129,14 @@ export class EmbeddedEventStore implements EventStore {
     private readonly reader: Database.Database,
     private readonly options: Required<EmbeddedEventStoreOptions>,
   ) {
-    // Two plain lookups: one statement with the stream's name in a subquery or a join planned
-    // several times slower, and most reads (contacts, idempotency keys) are of streams that do not exist.
-    this.selectStreamId = reader.prepare<[string], number>('SELECT id FROM streams WHERE name = ?').pluck();
-    this.selectStream = reader
-      .prepare<[string, number, number, number], CommitRow>(
-        'SELECT position, ? AS name, first_revision, events, created FROM commits WHERE stream_id = ? AND last_revision >= ? ORDER BY last_revision LIMIT ?',
-      )
+    this.selectLastCommit = reader.prepare<[string], number>('SELECT last_commit FROM streams WHERE name = ?').pluck();
+    this.selectCommit = reader
+      .prepare<[number], [...CommitRow, previous: number | null]>(`SELECT position, stream, first_revision, events, created, previous FROM commits WHERE position = ?`)
       .raw(true);
-    this.selectAll = reader.prepare<[number, number], CommitRow>(`${SELECT_COMMIT} WHERE c.position > ? ORDER BY c.position LIMIT ?`).raw(true);
+    this.selectAll = reader.prepare<[number, number], CommitRow>(`${SELECT_COMMIT} WHERE position > ? ORDER BY position LIMIT ?`).raw(true);
     // The commit a reader stopped inside, only when it holds events after that point: a reader
     // that has finished a commit (the usual case) does not fetch it again.
-    this.selectRest = reader.prepare<[number, number], CommitRow>(`${SELECT_COMMIT} WHERE c.position = ? AND c.last_revision - c.first_revision > ?`).raw(true);
+    this.selectRest = reader.prepare<[number, number], CommitRow>(`${SELECT_COMMIT} WHERE position = ? AND last_revision - first_revision > ?`).raw(true);
     this.selectHead = reader.prepare<[], { position: number; last: number }>(
       'SELECT position, last_revision - first_revision AS last FROM commits ORDER BY position DESC LIMIT 1',
     );
@@ -188,10 +184,16 @@ export class EmbeddedEventStore implements EventStore {
     return this.reading(() => {
       const from = options.fromRevision ?? 0;
       const maxCount = options.maxCount ?? NO_LIMIT;
-      const id = this.selectStreamId.get(streamId);
-      if (id === undefined) return [];
-      // Each row holds at least one event, so maxCount rows always suffice.
-      const rows = this.selectStream.all(streamId, id, from, maxCount);
+      const rows: CommitRow[] = [];
+      // Newest commit first, back through `previous` to the one holding revision `from`.
+      for (let position = this.selectLastCommit.get(streamId) ?? null; position !== null; ) {
+        const row = this.selectCommit.get(position);
+        if (row === undefined) throw new EventStoreUnavailableError(`the event store is damaged: commit ${position} of ${streamId} is missing`);
+        const previous = row.pop() as number | null;
+        rows.push(row as unknown as CommitRow);
+        position = row[2] > from ? previous : null;
+      }
+      rows.reverse();
       return expand(rows, rows[0] ? Math.max(0, from - rows[0][2]) : 0, maxCount);
     });
   }
