@@ -8,6 +8,8 @@ export interface AppendBenchResult {
   readonly eventsPerSecond: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
+  /** CPU time of the whole process (both threads) per append: comparable between runs when the machine's speed is not. */
+  readonly cpuMicrosPerAppend: number;
 }
 
 const WRITERS = 50;
@@ -49,10 +51,12 @@ async function run(groupCommit: boolean, seconds: number, names: Names): Promise
   const writers = Array.from({ length: WRITERS }, (_, w) => writer(w));
   await new Promise((r) => setTimeout(r, 1000)); // warm-up
   measuring = true;
+  const cpu0 = process.cpuUsage();
   const started = performance.now();
   await new Promise((r) => setTimeout(r, seconds * 1000));
   measuring = false;
   const elapsed = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpu0);
   stop = true;
   await Promise.all(writers);
   await store.close();
@@ -63,6 +67,7 @@ async function run(groupCommit: boolean, seconds: number, names: Names): Promise
     eventsPerSecond: Math.round((appends * EVENTS_PER_APPEND) / elapsed),
     p50Ms: round(percentile(latencies, 50), 2),
     p99Ms: round(percentile(latencies, 99), 2),
+    cpuMicrosPerAppend: round((cpu.user + cpu.system) / appends, 1),
   };
 }
 

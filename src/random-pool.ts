@@ -7,13 +7,21 @@ const POOL_SIZE = 4096;
 const pool = Buffer.alloc(POOL_SIZE);
 let offset = POOL_SIZE;
 
-/** 16 fresh random bytes; a view into the pool, valid until the next call. */
-export function pooledRandom16(): Buffer {
+/** Where 16 fresh random bytes start in `randomPool`; valid until the next draw. */
+export function drawRandom16(): number {
   if (offset + 16 > POOL_SIZE) {
     randomFillSync(pool);
     offset = 0;
   }
-  const bytes = pool.subarray(offset, offset + 16);
+  const at = offset;
   offset += 16;
-  return bytes;
+  return at;
+}
+
+export const randomPool: Readonly<Buffer> = pool;
+
+/** 16 fresh random bytes; a view into the pool, valid until the next call. */
+export function pooledRandom16(): Buffer {
+  const at = drawRandom16();
+  return pool.subarray(at, at + 16);
 }
