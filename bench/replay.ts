@@ -2,8 +2,8 @@ import { type PostLeadCommand, decide, initialLeadState } from '../src/commands/
 import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
 import { leadStream } from '../src/events/lead-events.js';
 import type { NormalisedLead } from '../src/leads/lead.js';
-import { PROJECTIONS } from '../src/projections/projections.js';
-import { ProjectionRunner } from '../src/projections/runner.js';
+import { PROJECTIONS, type Projection } from '../src/projections/projections.js';
+import { rebuildProjections } from '../src/projections/rebuild.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { tempDir } from '../test/support/tmp.js';
 import { round } from './stats.js';
@@ -58,29 +58,28 @@ export async function seedLeadEvents(store: EmbeddedEventStore, events: number, 
   return written;
 }
 
-/** Rebuilds each projection from position 0 into fresh read models (tag `tag`), one after another. */
+/** Rebuilds `projections` from position 0 into fresh read models, side by side, as `leadpost replay` does. */
+async function timedRebuild(store: EmbeddedEventStore, readModels: EmbeddedReadModelStore, projections: readonly Projection[], tag: string): Promise<ReplayResult> {
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const rebuilt = await rebuildProjections(store, readModels, projections, { tag: () => tag });
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const events = rebuilt[0]!.events;
+  return {
+    projection: projections.length === 1 ? projections[0]!.name : `all ${projections.length}, side by side`,
+    events,
+    seconds: round(seconds),
+    eventsPerSecond: Math.round(events / seconds),
+    cpuSeconds: round((cpu.user + cpu.system) / 1e6),
+  };
+}
+
+/** Each projection rebuilt alone, then all of them at once (what `leadpost replay` runs by default). */
 export async function replayEach(store: EmbeddedEventStore, readModels: EmbeddedReadModelStore, tag: string): Promise<ReplayResult[]> {
-  const head = await store.headPosition();
   const results: ReplayResult[] = [];
-  for (const projection of PROJECTIONS) {
-    const runner = new ProjectionRunner(store, readModels, projection, tag, { batchSize: 5000 });
-    await runner.prepare();
-    const cpu0 = process.cpuUsage();
-    const t0 = performance.now();
-    runner.start();
-    await runner.waitFor(head);
-    const seconds = (performance.now() - t0) / 1000;
-    const cpu = process.cpuUsage(cpu0);
-    await runner.stop();
-    const cpuSeconds = (cpu.user + cpu.system) / 1e6;
-    results.push({
-      projection: projection.name,
-      events: runner.handledEvents,
-      seconds: round(seconds),
-      eventsPerSecond: Math.round(runner.handledEvents / seconds),
-      cpuSeconds: round(cpuSeconds),
-    });
-  }
+  for (const projection of PROJECTIONS) results.push(await timedRebuild(store, readModels, [projection], `${tag}_one`));
+  results.push(await timedRebuild(store, readModels, PROJECTIONS, `${tag}_all`));
   return results;
 }
 

@@ -1,13 +1,14 @@
 import { loadConfig } from '../config.js';
-import { type Position, comparePositions, openEventStore } from '../event-store/index.js';
-import { PROJECTIONS, switchTag, versionTag } from '../projections/index.js';
-import { ProjectionRunner } from '../projections/runner.js';
+import { type Position, openEventStore } from '../event-store/index.js';
+import { PROJECTIONS, switchTag } from '../projections/index.js';
+import { type RebuildProgress, rebuildProjections } from '../projections/rebuild.js';
 import { openReadModelStore } from '../read-models/index.js';
 
 const USAGE = `usage: leadpost replay [--projection NAME]
 
 Rebuilds read models from the event store into new collections (a new build of each projection),
-with progress, then switches the service over to them. A running service keeps answering from the
+all projections side by side from one read of the events, with progress, then switches the
+service over to them. A running service keeps answering from the
 old build until the new one has caught up, then follows the switch within a second.
 Projections: ${PROJECTIONS.map((p) => p.name).join(', ')} (default: all).`;
 
@@ -16,27 +17,40 @@ interface Io {
   err: { write(text: string): unknown };
 }
 
-/** Progress of one rebuild: a bar on a terminal, a plain line every few seconds otherwise. */
-function progress(io: Io, name: string, head: Position) {
+/**
+ * Progress of a rebuild of several projections at once: on a terminal one bar for the slowest of
+ * them, elsewhere a plain line per projection every few seconds, and a final line for each.
+ */
+function progress(io: Io, head: Position) {
   const started = Date.now();
-  let lastLine = 0;
-  const write = (position: Position, events: number, final: boolean) => {
+  const latest = new Map<string, RebuildProgress>();
+  let lastLines = 0;
+  const line = (p: RebuildProgress) => {
     const seconds = Math.max((Date.now() - started) / 1000, 0.001);
-    const rate = events / seconds;
+    const rate = p.events / seconds;
     // Commit positions grow with the log, so their ratio is how far along the rebuild is.
-    const fraction = head.commit <= 0 ? 1 : Math.min(1, Math.max(0, position.commit / head.commit));
+    const fraction = p.done || head.commit <= 0 ? 1 : Math.min(1, Math.max(0, p.position.commit / head.commit));
     const eta = fraction > 0 && fraction < 1 ? (seconds / fraction) * (1 - fraction) : 0;
-    const text = `${name}: ${(fraction * 100).toFixed(1)}% ${events.toLocaleString('en-US')} events ${Math.round(rate).toLocaleString('en-US')} events/s ETA ${eta.toFixed(0)}s`;
+    return {
+      fraction,
+      text: `${p.projection}: ${(fraction * 100).toFixed(1)}% ${p.events.toLocaleString('en-US')} events ${Math.round(rate).toLocaleString('en-US')} events/s ETA ${eta.toFixed(0)}s`,
+    };
+  };
+  return (update: RebuildProgress) => {
+    latest.set(update.projection, update);
     if (io.out.isTTY) {
+      const slowest = [...latest.values()].map(line).sort((a, b) => a.fraction - b.fraction)[0]!;
       const width = 30;
-      const filled = Math.round(fraction * width);
-      io.out.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${text}${final ? '\n' : ''}`);
-    } else if (final || Date.now() - lastLine >= 2000) {
-      lastLine = Date.now();
-      io.out.write(`${text}\n`);
+      const filled = Math.round(slowest.fraction * width);
+      io.out.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${slowest.text}\x1b[K`);
+      if (update.done) io.out.write(`\r${line(update).text}\x1b[K\n`);
+    } else if (update.done) {
+      io.out.write(`${line(update).text}\n`);
+    } else if (Date.now() - lastLines >= 2000) {
+      lastLines = Date.now();
+      for (const p of latest.values()) io.out.write(`${line(p).text}\n`);
     }
   };
-  return write;
 }
 
 export async function runReplayCommand(args: string[], io: Io = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
@@ -58,20 +72,9 @@ export async function runReplayCommand(args: string[], io: Io = { out: process.s
   const events = await openEventStore(config);
   const readModels = await openReadModelStore(config);
   try {
-    for (const projection of selected) {
-      const tag = `${versionTag(projection)}_r${Date.now()}`;
-      const head = await events.headPosition();
-      const show = progress(io, projection.name, head);
-      const runner = new ProjectionRunner(events, readModels, projection, tag, { batchSize: 2000, onProgress: (p, n) => show(p, n, false) });
-      await runner.prepare();
-      runner.start();
-      await runner.waitFor(head);
-      // Events appended while rebuilding: follow until caught up, then hand over.
-      for (let latest = await events.headPosition(); comparePositions(runner.position, latest) < 0; latest = await events.headPosition()) {
-        await runner.waitFor(latest);
-      }
-      await runner.stop();
-      show(runner.position, runner.handledEvents, true);
+    const show = progress(io, await events.headPosition());
+    const rebuilt = await rebuildProjections(events, readModels, selected, { onProgress: show });
+    for (const { projection, tag } of rebuilt) {
       await switchTag(readModels, projection, tag);
       io.out.write(`${projection.name}: now served from build ${tag}\n`);
     }

@@ -11,6 +11,12 @@ export interface RunnerOptions {
   /** How long a partial batch waits for more events before it is committed. */
   readonly flushMs?: number;
   readonly logger?: Logger;
+  /**
+   * A rebuild into new collections: create them without their indexes, and let `createIndexes`
+   * add those once the rebuild has caught up. Building an index over a full table is much cheaper
+   * than keeping it up to date through every write of the rebuild.
+   */
+  readonly deferIndexes?: boolean;
   /** Called after each commit with the position reached and the events handled so far. */
   readonly onProgress?: (position: Position, events: number) => void;
 }
@@ -71,10 +77,17 @@ export class ProjectionRunner {
 
   async prepare(): Promise<Position> {
     for (const [base, indexes] of Object.entries(this.projection.indexes)) {
-      await this.readModels.ensureIndexes(collectionName(base, this.tag), indexes);
+      await this.readModels.ensureIndexes(collectionName(base, this.tag), this.options.deferIndexes ? [] : indexes);
     }
     this.advance((await this.readModels.checkpoint(checkpointName(this.projection, this.tag))) ?? START);
     return this.committed;
+  }
+
+  /** Creates the indexes a `deferIndexes` runner left out (harmless when they exist). */
+  async createIndexes(): Promise<void> {
+    for (const [base, indexes] of Object.entries(this.projection.indexes)) {
+      await this.readModels.ensureIndexes(collectionName(base, this.tag), indexes);
+    }
   }
 
   start(): void {

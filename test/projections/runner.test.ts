@@ -9,6 +9,10 @@ import { ProjectionRunner, checkpointName, collectionName } from '../../src/proj
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import type { ReadModelStore } from '../../src/read-models/port.js';
 import { tempDir } from '../support/tmp.js';
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { rebuildProjections } from '../../src/projections/rebuild.js';
+import { READ_MODELS_FILE } from '../../src/read-models/embedded-schema.js';
 
 // Projections over a fixed history of 40 leads: a rebuild equals the first build, a second run
 // over the same events changes nothing, and a run stopped mid-way resumes without double counting.
@@ -112,6 +116,54 @@ describe('projection runner', function () {
     }
     await runAll(events, readModels, 'third', { batchSize: 7 });
     expect(await snapshot(readModels, 'third')).to.deep.equal(await snapshot(readModels, 'first'));
+  });
+
+  it('rebuilt side by side, from one read: equal to one-at-a-time builds, indexed only once caught up, and following appends made meanwhile', async function () {
+    const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+    const indexes = (collection: string) =>
+      raw.prepare<[string], string>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name LIKE 'ix_%' ORDER BY name").pluck().all(`rm_${collection}`);
+    try {
+      let appended: Promise<unknown> | undefined;
+      let checkedDuring = 0;
+      // The rebuild's look at the head waits for the append below, as if it had landed just before.
+      const store = new Proxy(events, {
+        get(target, property) {
+          if (property === 'headPosition') return async () => (await appended, target.headPosition());
+          const value: unknown = Reflect.get(target, property);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      const rebuilt = await rebuildProjections(store, readModels, PROJECTIONS, {
+        batchSize: 20,
+        tag: () => 'side',
+        onProgress: ({ projection, done }) => {
+          const bases = PROJECTIONS.find((p) => p.name === projection)!.collections;
+          for (const base of bases) {
+            if (done) expect(indexes(collectionName(base, 'side')), `${base} after`).to.have.length(Object.values(PROJECTIONS.find((p) => p.name === projection)!.indexes).flat().length);
+            else {
+              expect(indexes(collectionName(base, 'side')), `${base} during`).to.deep.equal([]);
+              checkedDuring++;
+            }
+          }
+          if (!appended) {
+            appended = events.append(leadStream(2000), decide(leadCommand(1), initialLeadState).map((e) => ({ ...e, data: { ...e.data, lead_id: 2000 } })));
+          }
+        },
+      });
+      expect(checkedDuring).to.be.above(0);
+      const head = await events.headPosition();
+      expect(rebuilt.map((r) => [r.projection.name, r.tag, r.position])).to.deep.equal(PROJECTIONS.map((p) => [p.name, 'side', head]));
+      await runAll(events, readModels, 'reference');
+      const side = await snapshot(readModels, 'side');
+      expect(side).to.deep.equal(await snapshot(readModels, 'reference'));
+      expect(side.leads!.map((doc) => (doc as { _id: string })._id)).to.include('2000');
+      // The same indexes as a build that made them up front.
+      for (const projection of PROJECTIONS) {
+        for (const base of projection.collections) expect(indexes(collectionName(base, 'side')).map((n) => n.replace('_side', ''))).to.deep.equal(indexes(collectionName(base, 'reference')).map((n) => n.replace('_reference', '')));
+      }
+    } finally {
+      raw.close();
+    }
   });
 
   it('follows live appends after catching up, and reports its lag', async function () {
