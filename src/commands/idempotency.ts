@@ -56,7 +56,8 @@ export class IdempotencyKeys {
     const stream = hashedStream('idempotency', supplier, key);
     const hash = requestHash(body);
     for (let race = 0; race < MAX_RACES; race++) {
-      const events = await this.store.readStream(stream);
+      // A key is usually new: the first try claims it as a new stream without reading it.
+      const events = race === 0 ? [] : await this.store.readStream(stream);
       const state = fold(events as unknown as KeyEvent[]);
       const now = this.now();
       if (state.kind === 'done' && now - state.at < IDEMPOTENCY_TTL_MS) {

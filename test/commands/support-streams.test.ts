@@ -18,6 +18,24 @@ describe('support streams (on the embedded store)', function () {
   });
   const now = new Date('2026-11-21T15:00:00Z');
 
+  /** The store, counting the reads of each stream. */
+  function countingReads(): { store: EventStore; reads: Map<string, number> } {
+    const reads = new Map<string, number>();
+    const counted = new Proxy(store, {
+      get(target, property) {
+        if (property === 'readStream') {
+          return (name: string, options?: Parameters<EventStore['readStream']>[1]) => {
+            reads.set(name, (reads.get(name) ?? 0) + 1);
+            return target.readStream(name, options);
+          };
+        }
+        const value: unknown = Reflect.get(target, property);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    return { store: counted, reads };
+  }
+
   describe('lead ids (HiLo)', function () {
     it('hands out small unique ids from blocks; two allocators never share one', async function () {
       const a = new LeadIdAllocator(store, 10, 'a');
@@ -49,6 +67,19 @@ describe('support streams (on the embedded store)', function () {
         const held = await registry.isDuplicate([['email', `x${i}@example.com`]], now, 30);
         expect(held).to.equal(results[i] !== null);
       }
+    });
+
+    it('a new contact is claimed without reading its stream; one seen before is read and checked', async function () {
+      const { store: counted, reads } = countingReads();
+      const registry = new ContactRegistry(counted);
+      await store.append('lead-7001', [{ type: 'LeadReceived', data: { lead_id: 7001 } }, { type: 'LeadSold', data: { lead_id: 7001 } }]);
+      const contacts: Array<['mobile' | 'email', string]> = [['mobile', '+13105550177'], ['email', 'new-7001@example.com']];
+      expect(await registry.claim(contacts, 7001, now, 30)).to.have.length(2);
+      expect(reads.get(contactStream('mobile', '+13105550177')) ?? 0).to.equal(0);
+      expect(reads.get(contactStream('email', 'new-7001@example.com')) ?? 0).to.equal(0);
+      // The same mobile for another lead: the claim as new fails, the stream is read, the holder found.
+      expect(await registry.claim([['mobile', '+13105550177']], 7002, now, 30)).to.equal(null);
+      expect(reads.get(contactStream('mobile', '+13105550177'))).to.equal(1);
     });
 
     const recordLead = (leadId: number, type: string) =>
@@ -114,6 +145,16 @@ describe('support streams (on the embedded store)', function () {
       expect(replay).to.deep.equal({ kind: 'replay', response: { status: 201, envelope } });
       // Per supplier: another supplier's same key is its own.
       expect((await keys.claim('other', 'k-1', body)).kind).to.equal('claimed');
+    });
+
+    it('a new key is claimed without reading its stream; a key seen before is read', async function () {
+      const { store: counted, reads } = countingReads();
+      const keys = new IdempotencyKeys(counted, () => now.getTime());
+      const body = Buffer.from('{"a":1}');
+      expect((await keys.claim('sup', 'k-new', body)).kind).to.equal('claimed');
+      expect([...reads.values()].reduce((n, r) => n + r, 0)).to.equal(0);
+      expect((await keys.claim('sup', 'k-new', body)).kind).to.equal('in_flight');
+      expect([...reads.values()].reduce((n, r) => n + r, 0)).to.equal(1);
     });
 
     it('expires after 72 h, and a stale in-flight claim can be taken over', async function () {
