@@ -1,5 +1,5 @@
 // Built-in phone check from libphonenumber metadata; the `max` build is the one that knows number types.
-import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
+import { validE164 } from '../leads/mobile.js';
 import type { CheckResult } from './check.js';
 import type { PhoneVerifier } from './verifier.js';
 
@@ -13,8 +13,8 @@ const REJECTED_TYPES: Readonly<Record<string, string>> = {
 };
 
 export function checkPhone(e164: string): CheckResult {
-  const parsed = parsePhoneNumberFromString(e164);
-  if (!parsed || !parsed.isValid()) return { result: 'fail', provider: PROVIDER, detail: 'invalid' };
+  const parsed = validE164(e164);
+  if (!parsed) return { result: 'fail', provider: PROVIDER, detail: 'invalid' };
   const type = parsed.getType();
   const rejected = type === undefined ? undefined : REJECTED_TYPES[type];
   if (rejected) return { result: 'fail', provider: PROVIDER, detail: rejected };

@@ -1,8 +1,9 @@
 import { Ajv, type ErrorObject } from 'ajv';
-import { type PhoneNumber, parsePhoneNumberFromString } from 'libphonenumber-js/max';
+import type { PhoneNumber } from 'libphonenumber-js/max';
 import { type CertificateUrlParse, DEFAULT_CERTIFICATE_HOSTS, parseCertificateUrl } from '../enrichment/consent.js';
 import type { FieldError } from '../http/envelope.js';
 import type { NormalisedLead } from './lead.js';
+import { parseMobile } from './mobile.js';
 import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, type PostedLead } from './schema.js';
 import { toStateCode } from './us-states.js';
 
@@ -29,14 +30,6 @@ const EMAIL = /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@
 export function isLeadEmail(value: string): boolean {
   const at = value.lastIndexOf('@');
   return value.length <= 254 && at > 0 && at <= 64 && EMAIL.test(value);
-}
-
-/** A dialable number: international, or a bare national number taken as US. */
-export function parseMobile(value: string): PhoneNumber | undefined {
-  if (value.length > 32) return undefined;
-  // extract: false, so that a number inside other text ("call 213-555-0189 now") is not taken for the field.
-  const parsed = parsePhoneNumberFromString(value, { defaultCountry: 'US', extract: false });
-  return parsed?.isValid() ? parsed : undefined;
 }
 
 const collapse = (value: string) => value.trim().replace(/\s+/g, ' ').normalize('NFC');

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
 import { checkPhone, createPhoneVerifier } from '../../src/enrichment/phone.js';
+import { parseMobile, validE164 } from '../../src/leads/mobile.js';
 
 describe('phone verifier (libphonenumber)', function () {
   const verify = (n: string) => createPhoneVerifier().verify(n, new AbortController().signal);
@@ -29,5 +31,28 @@ describe('phone verifier (libphonenumber)', function () {
   it('passes other valid types with the lower-cased type name', function () {
     expect(checkPhone('+445612345678').detail).to.equal('voip');
     expect(checkPhone('+447011234567').detail).to.equal('personal_number');
+  });
+
+  it('answers the same from the number validation parsed as from a fresh parse of its E.164 form', function () {
+    const posted = [
+      '2135550143', '(213) 555-0144', '+1 213 555 0145', '8005550100', '18885550101', '9005550102',
+      '4165550103', '+14165550104', '6045550105', '+16045550106', '7875550107', '+17875550108',
+      '+447911123456', '+442071838750', '+33810123456', '+445612345678', '+447011234567', '+61412345678',
+    ];
+    let reused = 0;
+    for (const input of posted) {
+      const parsed = parseMobile(input);
+      if (!parsed) continue;
+      // A fresh parse of the E.164 form, as the check made before validation kept its parse.
+      const fresh = parsePhoneNumberFromString(parsed.number);
+      const expected = fresh?.isValid() ? fresh.getType() : 'invalid';
+      expect(validE164(parsed.number), input).to.equal(parsed);
+      const result = checkPhone(parsed.number);
+      expect(result.detail === 'invalid' ? 'invalid' : (expected ?? 'unknown_type').toLowerCase(), input).to.equal(
+        result.detail === 'invalid' ? 'invalid' : result.detail,
+      );
+      reused++;
+    }
+    expect(reused).to.be.above(10);
   });
 });
