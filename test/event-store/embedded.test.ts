@@ -159,6 +159,40 @@ describe('embedded event store (SQLite)', function () {
     });
   });
 
+  describe('a group of appends starting new streams', function () {
+    it('written together, each still fails or succeeds on its own: an existing name and a name given twice fail, the rest land in order', async function () {
+      const store = await EmbeddedEventStore.open(dir.path);
+      try {
+        await store.append('group-existing', [{ type: 'Old', data: {} }]);
+        // Sent in one tick, so they reach the writer thread together and share commits.
+        const names = Array.from({ length: 60 }, (_, i) => (i === 10 ? 'group-existing' : i === 20 ? 'group-7' : `group-${i}`));
+        const results = await Promise.allSettled(
+          names.map((name, i) => store.append(name, [{ type: 'New', data: { i } }, { type: 'Next', data: { i } }], { expectedRevision: 'no_stream' })),
+        );
+        results.forEach((result, i) => {
+          if (i === 10 || i === 20) {
+            expect(result.status, names[i]).to.equal('rejected');
+            expect((result as PromiseRejectedResult).reason).to.have.property('actual', i === 10 ? 0 : 1);
+          } else {
+            expect(result.status, names[i]).to.equal('fulfilled');
+          }
+        });
+        const positions = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.position.commit] : []));
+        expect(positions).to.deep.equal([...positions].sort((a, b) => a - b));
+        expect(new Set(positions).size).to.equal(58);
+        for (const i of [0, 7, 31, 32, 59]) {
+          expect((await store.readStream(`group-${i}`)).map((e) => [e.type, e.data])).to.deep.equal([
+            ['New', { i }],
+            ['Next', { i }],
+          ]);
+        }
+        expect((await store.readStream('group-existing')).map((e) => e.type)).to.deep.equal(['Old']);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
   describe('a data dir written by layout 1 (before streams were keyed by name)', function () {
     const LAYOUT_1 = `
       CREATE TABLE streams (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, revision INTEGER NOT NULL);

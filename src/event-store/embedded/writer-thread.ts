@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { expectedRevisionMatches } from '../port.js';
 import type { AppendOutcome, AppendRequest, WriteBatch, WriteBatchResult, WriterOptions } from './protocol.js';
@@ -55,9 +56,78 @@ function appendNewStream(request: AppendRequest): AppendOutcome {
   return { ok: true, revision: last, commit: position };
 }
 
+const startsStream = (request: AppendRequest) => request.expected === 'no_stream' && request.count > 0;
+
+// New streams of a group are written a run at a time, with one multi-row INSERT for their stream
+// rows and one for their commits: per row, the calls into SQLite cost more than the inserts
+// themselves (measured on one thread: 6.5-7 µs of inserts per append, 3.6-4.9 µs in runs of 25).
+const MAX_RUN = 32;
+const runStatements = new Map<number, { streams: Database.Statement; commits: Database.Statement }>();
+
+function runStatementsFor(size: number) {
+  let statements = runStatements.get(size);
+  if (!statements) {
+    statements = {
+      // No ON CONFLICT: a name that exists fails the whole statement, which SQLite backs out alone.
+      streams: db.prepare(`INSERT INTO streams (name, revision, last_commit) VALUES ${Array(size).fill('(?, ?, ?)').join(', ')}`),
+      commits: db.prepare(
+        `INSERT INTO commits (position, stream, first_revision, last_revision, previous, events, created) VALUES ${Array(size).fill('(?, ?, ?, ?, NULL, ?, ?)').join(', ')}`,
+      ),
+    };
+    runStatements.set(size, statements);
+  }
+  return statements;
+}
+
+/** Appends[from, to), each starting a new stream, into outcomes. */
+function appendNewStreams(appends: readonly AppendRequest[], from: number, to: number, outcomes: AppendOutcome[]): void {
+  if (to - from === 1) {
+    outcomes[from] = appendNewStream(appends[from]!);
+    return;
+  }
+  const first = nextPosition;
+  const streamValues: unknown[] = [];
+  const commitValues: unknown[] = [];
+  for (let i = from; i < to; i++) {
+    const request = appends[i]!;
+    const position = first + i - from;
+    streamValues.push(request.stream, request.count - 1, position);
+    commitValues.push(position, request.stream, 0, request.count - 1, request.events, request.created);
+  }
+  const statements = runStatementsFor(to - from);
+  try {
+    statements.streams.run(streamValues);
+  } catch (error) {
+    if (!(error instanceof Database.SqliteError && error.code.startsWith('SQLITE_CONSTRAINT'))) throw error;
+    // A stream of the run exists (or is named twice): one at a time, so that only those fail.
+    for (let i = from; i < to; i++) outcomes[i] = appendNewStream(appends[i]!);
+    return;
+  }
+  statements.commits.run(commitValues);
+  nextPosition = first + (to - from);
+  for (let i = from; i < to; i++) outcomes[i] = { ok: true, revision: appends[i]!.count - 1, commit: first + i - from };
+}
+
 const appendGroup = db.transaction((appends: readonly AppendRequest[]) => {
   nextPosition = (selectHead.get() ?? 0) + 1;
-  return appends.map(appendOne);
+  const outcomes = new Array<AppendOutcome>(appends.length);
+  let run = -1;
+  for (let i = 0; i < appends.length; i++) {
+    if (startsStream(appends[i]!)) {
+      if (run < 0) run = i;
+      if (i + 1 - run === MAX_RUN) {
+        appendNewStreams(appends, run, i + 1, outcomes);
+        run = -1;
+      }
+      continue;
+    }
+    // A run is written before the append after it, which may be to one of its streams.
+    if (run >= 0) appendNewStreams(appends, run, i, outcomes);
+    run = -1;
+    outcomes[i] = appendOne(appends[i]!);
+  }
+  if (run >= 0) appendNewStreams(appends, run, appends.length, outcomes);
+  return outcomes;
 });
 
 function unavailable(error: unknown): AppendOutcome {
