@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { parseKey } from '../../src/keys/api-keys.js';
 import { ServiceMetrics } from '../../src/ops/metrics.js';
 import { TestService, validLead } from '../support/service.js';
 
@@ -83,7 +84,7 @@ describe('metrics', function () {
   });
 
   it('carries no PII, key, principal name or raw URL', function () {
-    for (const value of [...Object.values(pii), pii.mobile.slice(2), key, key.split('_')[2]!, 'metrics-supplier-canary', '/unknown/', 'lp_wrong_key']) {
+    for (const value of [...Object.values(pii), pii.mobile.slice(2), key, parseKey(key)!.secret, 'metrics-supplier-canary', '/unknown/', 'lp_wrong_key']) {
       expect(text, value).to.not.contain(value);
     }
     expect(text).to.not.match(/\/functions\/leads\/\d/);
