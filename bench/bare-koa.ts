@@ -1,20 +1,52 @@
 import Koa from 'koa';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
 import { loadOrCreateTls } from '../src/http/tls.js';
 import { tempDir } from '../test/support/tmp.js';
 
 // The limit the service is measured against (issue 6): Koa over HTTPS on this machine, parsing the
 // same JSON body and answering 201, with nothing else. It runs in its own process, like the
 // service, so that the load client does not share its event loop.
+//
+// With BARE_DURABLE=1 it also makes, per request, the durable appends a sold post makes (measured
+// from the service's metrics: 3.1 appends and 7 events per post): two one-event contact claims,
+// one after the other, then the lead's five events. That is the floor of any service that must
+// record a post on disk before answering, on this machine and this store.
 
 const dir = tempDir('bench-bare');
 const tls = await loadOrCreateTls({ dataDir: dir.path });
+const durable = process.env.BARE_DURABLE === '1';
+const store = durable ? await EmbeddedEventStore.open(dir.path) : undefined;
+let nextLead = 1;
+
+async function record(lead: Record<string, unknown>): Promise<void> {
+  if (!store) return;
+  const leadId = nextLead++;
+  const claimedAt = new Date().toISOString();
+  for (const kind of ['mobile', 'email']) {
+    await store.append(`contact-${kind}-${leadId}`, [{ type: 'ContactClaimed', data: { lead_id: leadId, claimed_at: claimedAt } }], { expectedRevision: 'no_stream' });
+  }
+  const check = { result: 'pass', provider: 'bench', detail: 'ok' };
+  await store.append(
+    `lead-${leadId}`,
+    [
+      { type: 'LeadReceived', data: { lead_id: leadId, supplier: 'bench', received_at: claimedAt, lead } },
+      { type: 'LeadEnriched', data: { lead_id: leadId, phone: check, email: check, consent: check } },
+      { type: 'LeadRouted', data: { lead_id: leadId, target: { kind: 'buyer', id: 'bench-buyer' }, price: 25, candidates: [{ buyer: 'bench-buyer', price: 25, eligible: true, reason: 'eligible' }] } },
+      { type: 'LeadSold', data: { lead_id: leadId, buyer: 'bench-buyer', revenue: 25, currency: 'USD' } },
+      { type: 'LeadAccepted', data: { lead_id: leadId, code: 'SOLD' } },
+    ],
+    { expectedRevision: 'no_stream' },
+  );
+}
+
 const app = new Koa();
 app.use(async (ctx) => {
   const chunks: Buffer[] = [];
   for await (const chunk of ctx.req) chunks.push(chunk as Buffer);
   const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+  await record(body);
   ctx.status = 201;
   ctx.body = { ok: true, received: Object.keys(body).length };
 });
@@ -24,5 +56,5 @@ const server = createServer({ cert: tls.cert, key: tls.key }, app.callback()).li
 process.once('SIGTERM', () => {
   server.close();
   server.closeAllConnections();
-  dir.remove();
+  void (store?.close() ?? Promise.resolve()).finally(() => dir.remove());
 });
