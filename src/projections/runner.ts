@@ -101,6 +101,15 @@ export class ProjectionRunner {
     await this.flush();
   }
 
+  /**
+   * Hands the runner an event that someone else read, instead of its own subscription: a rebuild
+   * reads `$all` once for several projections. Events must come in `$all` order; those at or
+   * below the checkpoint are skipped. Resolves when the event is taken (a full batch committed).
+   */
+  feed(event: RecordedEvent): Promise<void> | undefined {
+    return this.handle(event);
+  }
+
   /** Resolves once everything up to `position` is committed (tests, replay, read-your-writes). */
   waitFor(position: Position): Promise<void> {
     if (comparePositions(this.committed, position) >= 0) return Promise.resolve();
