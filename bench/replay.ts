@@ -90,7 +90,8 @@ export async function benchReplay(events: number): Promise<ReplayResult[]> {
   const started = performance.now();
   const written = await seedLeadEvents(store, events);
   console.log(`  wrote ${written.toLocaleString('en-US')} events in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  const readModels = EmbeddedReadModelStore.open(dir.path);
+  // As `leadpost replay` opens them.
+  const readModels = EmbeddedReadModelStore.open(dir.path, { cacheMiB: 64 });
   try {
     return await replayEach(store, readModels, 'bench');
   } finally {

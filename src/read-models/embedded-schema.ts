@@ -33,10 +33,11 @@ export const createTableSql = (table: string): string =>
  * models are derived: a lost commit leaves the checkpoint behind with it, and the projection
  * replays those events. busy_timeout makes writers from several connections queue.
  */
-export function openReadModelsDatabase(file: string, busyTimeoutMs: number): Database.Database {
+export function openReadModelsDatabase(file: string, busyTimeoutMs: number, cacheMiB?: number): Database.Database {
   const db = new Database(file);
   try {
     db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(busyTimeoutMs))}`);
+    if (cacheMiB !== undefined) db.pragma(`cache_size = ${-Math.max(1, Math.trunc(cacheMiB)) * 1024}`);
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     db.exec(DDL);

@@ -127,6 +127,21 @@ describe('embedded read-model store (SQLite)', function () {
     });
 
     describe('storage', function () {
+      it('keeps SQLite\'s default page cache unless asked for a bigger one (replay asks for 64 MiB)', async function () {
+        const cacheOf = (store: EmbeddedReadModelStore) => (store as unknown as { db: Database.Database }).db.pragma('cache_size', { simple: true });
+        const plain = EmbeddedReadModelStore.open(join(dir.path, 'cache-default'));
+        const big = EmbeddedReadModelStore.open(join(dir.path, 'cache-big'), { cacheMiB: 64 });
+        try {
+          const sqliteDefault = new Database(':memory:');
+          expect(cacheOf(plain)).to.equal(sqliteDefault.pragma('cache_size', { simple: true }));
+          sqliteDefault.close();
+          expect(cacheOf(big)).to.equal(-64 * 1024);
+        } finally {
+          await plain.close();
+          await big.close();
+        }
+      });
+
       it('creates the data directory and its own database file in WAL mode', async function () {
         const nested = join(dir.path, 'deep', 'er');
         const own = EmbeddedReadModelStore.open(nested);
