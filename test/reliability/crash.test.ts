@@ -169,10 +169,13 @@ describe('reliability: kill -9 under concurrent load, restart, nothing acknowled
     routingFile = writeRouting(dir.path, ROUTING);
     [supplier, analyst] = await Promise.all([createKey(dir.path, 'supplier', 'sup-crash'), createKey(dir.path, 'analyst', 'ann')]);
     console.log(`      crash seed ${seed} (CRASH_SEED=${seed} to reproduce), ${KILLS} kills, ${IN_FLIGHT} posts in flight`);
-    for (let round = 0; round <= KILLS; round++) {
+    // A kill can land when every post in flight has just been answered (the server is fast and the
+    // answers wait in this process's sockets); such a round cuts nothing off, so it does not count,
+    // and the rounds go on until KILLS kills have cut posts off.
+    for (let round = 0; ; round++) {
       server = await ServerProcess.start({ dataDir: dir.path, routingFile, env: { LEAD_ID_BLOCK_SIZE: '10' } });
       if (round > 0) finalOutcomes = await verify(server.httpsPort, round);
-      if (round === KILLS) break;
+      if (kills.filter((k) => k.cutOff > 0).length === KILLS || round === 2 * KILLS) break;
       const load = drive(server.httpsPort, round);
       const afterMs = rng.int(300, 1500);
       await new Promise((resolve) => setTimeout(resolve, afterMs));
@@ -190,9 +193,9 @@ describe('reliability: kill -9 under concurrent load, restart, nothing acknowled
   });
 
   it(`was killed with SIGKILL ${KILLS} times under load, with posts in flight each time, and restarted after each`, function () {
-    expect(kills.map((k) => k.signal)).to.deep.equal(Array(KILLS).fill('SIGKILL'));
-    // Each kill landed with requests in flight (cut off) and after some were answered.
-    expect(kills.filter((k) => k.cutOff === 0), JSON.stringify(kills)).to.deep.equal([]);
+    expect(kills.map((k) => k.signal)).to.deep.equal(Array(kills.length).fill('SIGKILL'));
+    // KILLS kills landed with requests in flight (cut off), after some were answered.
+    expect(kills.filter((k) => k.cutOff > 0), JSON.stringify(kills)).to.have.length(KILLS);
     expect(kills.reduce((n, k) => n + k.answered, 0)).to.be.greaterThan(KILLS * IN_FLIGHT);
   });
 
