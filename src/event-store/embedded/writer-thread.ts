@@ -26,8 +26,8 @@ const selectHead = db.prepare<[], number | null>('SELECT max(position) FROM comm
  */
 let nextPosition = 0;
 
+/** An append to a stream that may exist; the group sends those that start a stream to appendNewStreams. */
 function appendOne(request: AppendRequest): AppendOutcome {
-  if (request.expected === 'no_stream' && request.count > 0) return appendNewStream(request);
   const stream = selectStream.get(request.stream);
   const actual = stream ? stream.revision : 'no_stream';
   if (!expectedRevisionMatches(request.expected, actual)) {
