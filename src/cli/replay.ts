@@ -1,4 +1,5 @@
 import { loadConfig } from '../config.js';
+import type { CliIo } from './io.js';
 import { type Position, openEventStore } from '../event-store/index.js';
 import { PROJECTIONS, switchTag } from '../projections/index.js';
 import { type RebuildProgress, rebuildProjections } from '../projections/rebuild.js';
@@ -15,10 +16,8 @@ service over to them. A running service keeps answering from the
 old build until the new one has caught up, then follows the switch within a second.
 Projections: ${PROJECTIONS.map((p) => p.name).join(', ')} (default: all).`;
 
-interface Io {
-  out: NodeJS.WritableStream & { isTTY?: boolean };
-  err: { write(text: string): unknown };
-}
+/** A CLI's output, where stdout may be a terminal (a progress bar then). */
+type Io = CliIo & { readonly out: CliIo['out'] & { readonly isTTY?: boolean } };
 
 /**
  * Progress of a rebuild of several projections at once: on a terminal one bar for the slowest of
