@@ -6,6 +6,7 @@ import { LeadIdAllocator } from '../../src/commands/lead-ids.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import type { EventStore } from '../../src/event-store/index.js';
 import type { DecisionEnvelope } from '../../src/http/envelope.js';
+import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
 
 describe('support streams (on the embedded store)', function () {
@@ -21,16 +22,10 @@ describe('support streams (on the embedded store)', function () {
   /** The store, counting the reads of each stream. */
   function countingReads(): { store: EventStore; reads: Map<string, number> } {
     const reads = new Map<string, number>();
-    const counted = new Proxy(store, {
-      get(target, property) {
-        if (property === 'readStream') {
-          return (name: string, options?: Parameters<EventStore['readStream']>[1]) => {
-            reads.set(name, (reads.get(name) ?? 0) + 1);
-            return target.readStream(name, options);
-          };
-        }
-        const value: unknown = Reflect.get(target, property);
-        return typeof value === 'function' ? value.bind(target) : value;
+    const counted = overriding(store, {
+      readStream: (name, options) => {
+        reads.set(name, (reads.get(name) ?? 0) + 1);
+        return store.readStream(name, options);
       },
     });
     return { store: counted, reads };

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { EventStoreUnavailableError, type EventStore } from '../../src/event-store/index.js';
+import { overriding } from '../support/overriding.js';
 import { ENVELOPE_FIELDS, type Reply, TestService, validLead } from '../support/service.js';
 
 // Every outcome row of DESIGN.md §4.1, through the real HTTPS server and the embedded store.
@@ -25,15 +26,8 @@ interface Fault {
 }
 
 function faultyStore(store: EventStore, fault: Fault): EventStore {
-  return new Proxy(store, {
-    get(target, property, receiver) {
-      if (property === 'append' && fault.error) {
-        return (stream: string, ...rest: Parameters<EventStore['append']> extends [string, ...infer R] ? R : never) =>
-          !fault.streams || fault.streams.test(stream) ? Promise.reject(fault.error) : target.append(stream, ...rest);
-      }
-      const value = Reflect.get(target, property, receiver) as unknown;
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
+  return overriding(store, {
+    append: (stream, ...rest) => (fault.error && (!fault.streams || fault.streams.test(stream)) ? Promise.reject(fault.error) : store.append(stream, ...rest)),
   });
 }
 

@@ -8,6 +8,7 @@ import { PROJECTIONS } from '../../src/projections/projections.js';
 import { ProjectionRunner, checkpointName, collectionName } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import type { ReadModelStore } from '../../src/read-models/port.js';
+import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
@@ -126,13 +127,7 @@ describe('projection runner', function () {
       let appended: Promise<unknown> | undefined;
       let checkedDuring = 0;
       // The rebuild's look at the head waits for the append below, as if it had landed just before.
-      const store = new Proxy(events, {
-        get(target, property) {
-          if (property === 'headPosition') return async () => (await appended, target.headPosition());
-          const value: unknown = Reflect.get(target, property);
-          return typeof value === 'function' ? value.bind(target) : value;
-        },
-      });
+      const store = overriding(events, { headPosition: async () => (await appended, events.headPosition()) });
       const rebuilt = await rebuildProjections(store, readModels, PROJECTIONS, {
         batchSize: 20,
         tag: () => 'side',
