@@ -4,12 +4,33 @@ import { withoutId } from './validate.js';
 // What a write does to a stored document in the embedded store, mirroring the MongoDB update
 // operators the other adapter uses, including where MongoDB refuses ($inc on a non-number, $push
 // on a non-array), so that the two adapters fail the same commits.
+//
+// New documents are made by spreading the write's fields rather than adding them one by one: V8
+// turns an object that gets more than about a dozen properties through computed keys into a
+// dictionary, and such documents were twice as slow to fold and markedly slower to stringify
+// (a rebuild folds and stringifies every document).
 
 export type Doc = Record<string, unknown>;
 
 /** Leaves out `undefined` values, as the MongoDB client does with `ignoreUndefined`. */
-function assignDefined(target: Doc, fields: Doc): void {
-  for (const [field, value] of Object.entries(fields)) if (value !== undefined) target[field] = value;
+function assignDefined(target: Doc, fields: Doc): Doc {
+  const keys = Object.keys(fields);
+  for (let i = 0; i < keys.length; i++) {
+    const value = fields[keys[i]!];
+    if (value !== undefined) target[keys[i]!] = value;
+  }
+  return target;
+}
+
+function hasUndefined(fields: Doc): boolean {
+  const keys = Object.keys(fields);
+  for (let i = 0; i < keys.length; i++) if (fields[keys[i]!] === undefined) return true;
+  return false;
+}
+
+/** A new document with the defined fields of `fields`, in fast (non-dictionary) form when it can be. */
+function copyDefined(fields: Doc): Doc {
+  return hasUndefined(fields) ? assignDefined({}, fields) : { ...fields };
 }
 
 /**
@@ -18,23 +39,16 @@ function assignDefined(target: Doc, fields: Doc): void {
  */
 export function applyWrite(current: Doc | undefined, write: ReadWrite): Doc {
   switch (write.op) {
-    case 'put': {
-      const doc: Doc = {};
-      assignDefined(doc, withoutId(write.doc));
-      return doc;
-    }
-    case 'set': {
-      const doc = current ?? {};
-      assignDefined(doc, write.set);
-      return doc;
-    }
+    case 'put':
+      return copyDefined(Object.hasOwn(write.doc, '_id') ? withoutId(write.doc) : write.doc);
+    case 'set':
+      return current ? assignDefined(current, write.set) : copyDefined(write.set);
     case 'inc': {
-      const doc = current ?? {};
-      if (!current && write.setOnInsert) assignDefined(doc, write.setOnInsert);
-      for (const [field, by] of Object.entries(write.inc)) {
+      const doc = current ?? (write.setOnInsert ? copyDefined(write.setOnInsert) : {});
+      for (const field of Object.keys(write.inc)) {
         const value = doc[field] ?? (field in doc ? null : 0);
         if (typeof value !== 'number') throw new TypeError(`cannot inc ${write.collection}/${write.id}.${field}: it holds ${JSON.stringify(value)}`);
-        doc[field] = value + by;
+        doc[field] = value + write.inc[field]!;
       }
       return doc;
     }

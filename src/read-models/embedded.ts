@@ -158,6 +158,9 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   /** Runs inside the transaction: any throw rolls back every write and the checkpoint. */
   private apply(projection: string, checkpoint: Position, writes: readonly ReadWrite[], created: string[]): void {
     const pending = new Map<string, Map<string, Pending>>();
+    // The writes of one event share its position: its key is made once.
+    let keyOf: Position | undefined;
+    let key = '';
     for (const write of writes) {
       const table = tableName(write.collection);
       let docs = pending.get(table);
@@ -175,7 +178,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
         entry = { pos: row?.pos ?? null, text: row?.doc ?? null, doc: undefined, dirty: false };
         docs.set(write.id, entry);
       }
-      const key = positionKey(write.position);
+      if (write.position !== keyOf) key = positionKey((keyOf = write.position));
       if (entry.pos !== null && key <= entry.pos) continue;
       // A put replaces the document, so the stored one need not be parsed.
       const current = write.op === 'put' ? undefined : (entry.doc ?? (entry.text === null ? undefined : (JSON.parse(entry.text) as Doc)));

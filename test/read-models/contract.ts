@@ -62,6 +62,18 @@ export function readModelStoreContract(name: string, open: () => Promise<ReadMod
         expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', status: 'sold', count: 1, delivery: { to: 'b1' }, gone: null });
       });
 
+      it('a document made by put, set or inc has none of the fields passed as undefined', async function () {
+        await commit(
+          1,
+          { op: 'put', collection: coll, id: 'p', position: at(1), doc: { a: 1, none: undefined } },
+          { op: 'set', collection: coll, id: 's', position: at(1), set: { a: 1, none: undefined } },
+          { op: 'inc', collection: coll, id: 'i', position: at(1), inc: { n: 1 }, setOnInsert: { a: 1, none: undefined } },
+        );
+        expect(await store.get(coll, 'p')).to.deep.equal({ _id: 'p', a: 1 });
+        expect(await store.get(coll, 's')).to.deep.equal({ _id: 's', a: 1 });
+        expect(await store.get(coll, 'i')).to.deep.equal({ _id: 'i', a: 1, n: 1 });
+      });
+
       it('set leaves a field passed as undefined unchanged', async function () {
         await commit(1, { op: 'set', collection: coll, id: 'a', position: at(1), set: { keep: 1 } });
         await commit(2, { op: 'set', collection: coll, id: 'a', position: at(2), set: { keep: undefined, other: 2 } });
