@@ -209,6 +209,36 @@ export function eventStoreContract(name: string, open: () => Promise<EventStore>
         expect(await store.headPosition()).to.deep.equal(mine[4]!.position);
       });
 
+      it('reads in pages of any size from any position, commits of any size, nothing lost or repeated', async function () {
+        const head = await store.headPosition();
+        // Big commits then small ones, so that a reader guessing commits per page from the last page guesses wrong.
+        const sizes = [20, 20, 20, 20, 20, 20, 7, 6, ...Array.from({ length: 40 }, () => 1), 5, 1, 2, 1, 1, 3];
+        for (const [i, size] of sizes.entries()) {
+          await store.append(stream(`c${i % 3}`), Array.from({ length: size }, (_, k) => event(`C${i}.${k}`)));
+        }
+        const mine = (events: RecordedEvent[]) => events.filter((e) => e.streamId.startsWith(prefix));
+        const all = mine(await store.readAll({ fromPosition: head }));
+        expect(all).to.have.length(sizes.reduce((a, b) => a + b, 0));
+        for (const pageSize of [1, 3, 7, 30]) {
+          for (const start of [head, all[8]!.position, all[127]!.position]) {
+            // A second connection, which has read nothing yet, so that no cache of the first one serves the pages.
+            const reader = await open();
+            const seen: RecordedEvent[] = [];
+            let from = start;
+            for (;;) {
+              const page = await reader.readAll({ fromPosition: from, maxCount: pageSize });
+              expect(page.length, `page of ${pageSize}`).to.be.at.most(pageSize);
+              seen.push(...mine(page));
+              if (page.length < pageSize || comparePositions(page.at(-1)!.position, all.at(-1)!.position) >= 0) break;
+              from = page.at(-1)!.position;
+            }
+            await reader.close();
+            const expected = all.filter((e) => comparePositions(e.position, start) > 0).map((e) => e.type);
+            expect(seen.map((e) => e.type), `pages of ${pageSize}`).to.deep.equal(expected);
+          }
+        }
+      });
+
       it('reads from the start when given no position', async function () {
         await store.append(stream('s'), [event('S0')]);
         const first = await store.readAll({ maxCount: 1 });

@@ -38,7 +38,9 @@ interface PendingAppend {
 }
 
 /** A commit row as an array (better-sqlite3's raw mode, which skips building an object per row). */
-type CommitRow = [position: number, name: string, firstRevision: number, events: string, created: number];
+type CommitRow = [position: number, name: string, firstRevision: number, events: string, created: number, count?: number];
+/** A commit row read for `$all`, with its number of events. */
+type CountedRow = [position: number, name: string, firstRevision: number, events: string, created: number, count: number];
 const POSITION = 0;
 
 /** A commit this process wrote, as a read would return it, with its number of events. */
@@ -68,7 +70,7 @@ function firstAfter(run: readonly RecordedEvent[], from: Position): number {
 // appends of a burst while the rest are still being posted, so the two threads overlap; measured
 // with 50 concurrent writers, 25 gave about 25% more appends/s than one message per burst.
 const MESSAGE_APPENDS = 25;
-const SELECT_COMMIT = 'SELECT position, stream, first_revision, events, created FROM commits';
+const SELECT_COMMIT = 'SELECT position, stream, first_revision, events, created';
 
 /**
  * The events of commit rows, in order: from `skip` events into the first row, at most `maxCount`
@@ -118,6 +120,8 @@ export class EmbeddedEventStore implements EventStore {
   private readonly recent = new TwoGenerationCache<number, RecentCommit>(RECENT_COMMITS);
   /** The newest commit position this process wrote (-1: none yet). */
   private localHead = -1;
+  /** Events per commit in the last `$all` read from disk: how many commits a page of events needs. */
+  private eventsPerCommit = 1;
   private readonly selectLastCommit;
   private readonly selectCommit;
   private readonly selectAll;
@@ -133,10 +137,16 @@ export class EmbeddedEventStore implements EventStore {
     this.selectCommit = reader
       .prepare<[number], [...CommitRow, previous: number | null]>(`SELECT position, stream, first_revision, events, created, previous FROM commits WHERE position = ?`)
       .raw(true);
-    this.selectAll = reader.prepare<[number, number], CommitRow>(`${SELECT_COMMIT} WHERE position > ? ORDER BY position LIMIT ?`).raw(true);
+    this.selectAll = reader
+      .prepare<[number, number], CountedRow>(
+        `${SELECT_COMMIT}, last_revision - first_revision + 1 FROM commits WHERE position > ? ORDER BY position LIMIT ?`,
+      )
+      .raw(true);
     // The commit a reader stopped inside, only when it holds events after that point: a reader
     // that has finished a commit (the usual case) does not fetch it again.
-    this.selectRest = reader.prepare<[number, number], CommitRow>(`${SELECT_COMMIT} WHERE position = ? AND last_revision - first_revision > ?`).raw(true);
+    this.selectRest = reader
+      .prepare<[number, number], CountedRow>(`${SELECT_COMMIT}, last_revision - first_revision + 1 FROM commits WHERE position = ? AND last_revision - first_revision > ?`)
+      .raw(true);
     this.selectHead = reader.prepare<[], { position: number; last: number }>(
       'SELECT position, last_revision - first_revision AS last FROM commits ORDER BY position DESC LIMIT 1',
     );
@@ -321,9 +331,33 @@ export class EmbeddedEventStore implements EventStore {
 
   private readAllFromDisk(from: Position, maxCount: number): RecordedEvent[] {
     const rest = from.commit >= 0 ? this.selectRest.get(from.commit, from.prepare) : undefined;
-    const rows = this.selectAll.all(from.commit, maxCount < 0 ? NO_LIMIT : maxCount);
-    if (rest) rows.unshift(rest);
-    return expand(rows, rows[0]?.[POSITION] === from.commit ? from.prepare + 1 : 0, maxCount);
+    const rows: CommitRow[] = rest ? [rest] : [];
+    const skip = rest ? from.prepare + 1 : 0;
+    if (maxCount < 0) {
+      for (const row of this.selectAll.all(from.commit, NO_LIMIT)) rows.push(row);
+      return expand(rows, skip, maxCount);
+    }
+    // Commits hold several events each: asking for maxCount commits read (and made strings of)
+    // about three times the rows a page of events needs. Ask for as many as the commits read so
+    // far suggest, and for more only when they fall short.
+    let events = rest ? rest[5] - skip : 0;
+    let after = from.commit;
+    let read = 0;
+    let readEvents = 0;
+    while (events < maxCount) {
+      const limit = Math.ceil((maxCount - events) / this.eventsPerCommit) + 1;
+      const page = this.selectAll.all(after, limit);
+      for (const row of page) {
+        rows.push(row);
+        events += row[5];
+        readEvents += row[5];
+      }
+      read += page.length;
+      if (page.length < limit) break;
+      after = page[page.length - 1]![POSITION];
+    }
+    if (read > 0) this.eventsPerCommit = Math.max(1, readEvents / read);
+    return expand(rows, skip, maxCount);
   }
 
   private headSync(): Position {
