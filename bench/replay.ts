@@ -3,7 +3,7 @@ import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-s
 import { leadStream } from '../src/events/lead-events.js';
 import type { NormalisedLead } from '../src/leads/lead.js';
 import { PROJECTIONS, type Projection } from '../src/projections/projections.js';
-import { rebuildProjections } from '../src/projections/rebuild.js';
+import { REBUILD_STORE_OPTIONS, rebuildProjections } from '../src/projections/rebuild.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { tempDir } from '../test/support/tmp.js';
 import { round } from './stats.js';
@@ -91,7 +91,7 @@ export async function benchReplay(events: number): Promise<ReplayResult[]> {
   const written = await seedLeadEvents(store, events);
   console.log(`  wrote ${written.toLocaleString('en-US')} events in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   // As `leadpost replay` opens them.
-  const readModels = EmbeddedReadModelStore.open(dir.path, { cacheMiB: 64 });
+  const readModels = EmbeddedReadModelStore.open(dir.path, REBUILD_STORE_OPTIONS);
   try {
     return await replayEach(store, readModels, 'bench');
   } finally {

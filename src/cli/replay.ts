@@ -2,11 +2,10 @@ import { loadConfig } from '../config.js';
 import type { CliIo } from './io.js';
 import { type Position, openEventStore } from '../event-store/index.js';
 import { PROJECTIONS, switchTag } from '../projections/index.js';
-import { type RebuildProgress, rebuildProjections } from '../projections/rebuild.js';
+import { REBUILD_STORE_OPTIONS, type RebuildProgress, rebuildProjections } from '../projections/rebuild.js';
 import { openReadModelStore } from '../read-models/index.js';
 
 /** The replay process's read-model page cache (the service keeps better-sqlite3's 16 MiB). */
-const REBUILD_CACHE_MIB = 64;
 
 const USAGE = `usage: leadpost replay [--projection NAME]
 
@@ -72,8 +71,7 @@ export async function runReplayCommand(args: string[], io: Io = { out: process.s
   }
   const config = loadConfig(env);
   const events = await openEventStore(config);
-  // A rebuild writes all over its tables; a bigger page cache than the service's pays off here.
-  const readModels = await openReadModelStore(config, { cacheMiB: REBUILD_CACHE_MIB });
+  const readModels = await openReadModelStore(config, REBUILD_STORE_OPTIONS);
   try {
     const show = progress(io, await events.headPosition());
     const rebuilt = await rebuildProjections(events, readModels, selected, { onProgress: show });

@@ -4,6 +4,14 @@ import type { Projection } from './projections.js';
 import { ProjectionRunner } from './runner.js';
 import { versionTag } from './index.js';
 
+/**
+ * How a rebuild opens an embedded read-model store. A rebuild writes all over its tables, and at a
+ * million events a 64 MiB page cache made it 27% faster than the service's 16 MiB; and the rebuild
+ * is the only writer of its new builds, so its commits can be stored on their own thread while the
+ * next batch is folded.
+ */
+export const REBUILD_STORE_OPTIONS = { cacheMiB: 64, commitThread: true } as const;
+
 export interface RebuildProgress {
   readonly projection: string;
   readonly position: Position;
@@ -32,7 +40,7 @@ export interface RebuiltProjection {
  * each event is read and decoded once and handed to every projection (reading and decoding were
  * about 40% of a rebuild run one projection at a time, and runners each following `$all` on their
  * own drift apart and read it again). Indexes are created after the rebuild has caught up, over
- * full tables. Events appended meanwhile are followed until every build has caught up with the
+ * full tables, unless the store pipelines its commits (then its commit thread maintains them). Events appended meanwhile are followed until every build has caught up with the
  * head; switching the service over is the caller's choice. A failed read-model commit fails the
  * rebuild (run it again: a new build starts clean).
  */
@@ -48,7 +56,9 @@ export async function rebuildProjections(
     (projection) =>
       new ProjectionRunner(events, readModels, projection, tagOf(projection), {
         batchSize: options.batchSize ?? 5000,
-        deferIndexes: true,
+        // A store that pipelines commits writes on its own thread, which has time to spare while
+        // this one folds: it keeps the indexes as it goes. Otherwise they are built at the end.
+        deferIndexes: !readModels.pipelinedCommits,
         onProgress: (position, handled) => options.onProgress?.({ projection: projection.name, position, events: handled, done: false }),
       }),
   );

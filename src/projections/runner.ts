@@ -57,6 +57,8 @@ export class ProjectionRunner {
   private handled = 0;
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
+  /** With a store that pipelines commits: the last commit made, which the next one waits for. */
+  private lastCommit: Promise<void> = Promise.resolve();
   /** The LeadReceived of recent leads: a lead's later events usually arrive in the same batch. */
   private readonly receivedLeads = new TwoGenerationCache<number, LeadReceived['data']>(MAX_REMEMBERED_LEADS / 2);
   private readonly waiters: Array<{ position: Position; resolve(): void }> = [];
@@ -99,6 +101,8 @@ export class ProjectionRunner {
     await this.subscription?.unsubscribe();
     await this.running;
     await this.flush();
+    // A pipelined flush resolves once the commit before its own is done; this waits for the last.
+    await this.flushing;
   }
 
   /**
@@ -160,6 +164,7 @@ export class ProjectionRunner {
         // The batch not yet committed is dropped: the resubscription reads it again from the checkpoint.
         this.takePending();
         this.flushing = Promise.resolve();
+        this.lastCommit = Promise.resolve();
         if (this.stopped) break;
         await new Promise((resolve) => setTimeout(resolve, backoff));
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
@@ -190,12 +195,31 @@ export class ProjectionRunner {
   private flush(): Promise<void> {
     const { position, writes } = this.takePending();
     if (!position) return this.flushing;
+    if (this.readModels.pipelinedCommits) return this.pipeline(position, writes);
     this.flushing = this.flushing.then(async () => {
       await this.readModels.commit(checkpointName(this.projection, this.tag), position, writes);
       this.advance(position);
       this.options.onProgress?.(position, this.handled);
     });
     return this.flushing;
+  }
+
+  /**
+   * Makes the commit at once, without waiting for the last one: the store applies them in order
+   * and fails every commit after a failed one. Resolves when the commit before this one is done,
+   * so that one batch is folded while the one before is written, and no more pile up.
+   */
+  private pipeline(position: Position, writes: ReadWrite[]): Promise<void> {
+    const previous = this.lastCommit;
+    const committing = this.readModels.commit(checkpointName(this.projection, this.tag), position, writes).then(() => {
+      this.advance(position);
+      this.options.onProgress?.(position, this.handled);
+    });
+    // Its failure reaches the caller through `flushing` or the next flush; it is not unhandled meanwhile.
+    committing.catch(() => {});
+    this.lastCommit = committing;
+    this.flushing = this.flushing.then(() => committing);
+    return previous;
   }
 
   /** The batch gathered so far, leaving none (and no timer to commit it). */

@@ -3,6 +3,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Position } from '../event-store/port.js';
 import { type Doc, applyWrite } from './apply.js';
+import { CommitThreadClient } from './commit-thread-client.js';
+import { WrittenIds } from './written-ids.js';
 import { READ_MODELS_FILE, createTableSql, openReadModelsDatabase, tableName } from './embedded-schema.js';
 import { type FindOptions, type ReadDoc, type ReadModelStore, type ReadWrite, ReadModelUnavailableError, positionKey } from './port.js';
 import { findSql, indexSql } from './sqlite-query.js';
@@ -17,6 +19,19 @@ export interface EmbeddedReadModelOptions {
    * the service keeps the default, for its memory.
    */
   readonly cacheMiB?: number;
+  /**
+   * Store commits on a thread of their own (see commit-thread.ts), for a process that is the only
+   * writer of the collections it commits to, such as `leadpost replay` building new collections:
+   * documents are read outside the write transaction. Commits become pipelined (`pipelinedCommits`).
+   */
+  readonly commitThread?: boolean;
+}
+
+/** A document this store has sent to its commit thread, until the thread has stored it. */
+interface Sent {
+  readonly pos: string;
+  readonly doc: string;
+  readonly batch: number;
 }
 
 /** SQLite failures that mean "the store cannot serve now" rather than "this request is wrong". */
@@ -32,6 +47,8 @@ interface Pending {
   dirty: boolean;
 }
 
+type StoredRow = { pos: string; doc: string } | undefined;
+
 interface DocStatements {
   readonly select: Database.Statement;
   readonly upsert: Database.Statement;
@@ -46,22 +63,41 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   private readonly docStatementCache = new Map<string, DocStatements>();
   private readonly commitTransaction: Database.Transaction<(projection: string, checkpoint: Position, writes: readonly ReadWrite[], created: string[]) => void>;
   private closed = false;
+  private readonly thread: CommitThreadClient | undefined;
+  /** With a commit thread: the newest text of each document sent to it and not yet stored, by table. */
+  private readonly sent = new Map<string, Map<string, Sent>>();
+  /** With a commit thread: whether each table was empty when first committed to (then `written` knows what it holds). */
+  private readonly startedEmpty = new Map<string, boolean>();
+  private readonly written = new WrittenIds();
+  readonly pipelinedCommits: boolean;
 
-  private constructor(private readonly db: Database.Database) {
+  private constructor(
+    private readonly db: Database.Database,
+    file: string,
+    options: EmbeddedReadModelOptions,
+  ) {
     this.commitTransaction = db.transaction((projection, checkpoint, writes, created) => this.apply(projection, checkpoint, writes, created));
+    this.pipelinedCommits = options.commitThread === true;
+    if (options.commitThread) {
+      const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? 10_000, cacheMiB: options.cacheMiB };
+      this.thread = new CommitThreadClient(threadOptions, ({ message, code }) =>
+        code && UNAVAILABLE.test(code) ? new ReadModelUnavailableError(`the read-model store failed: ${message}`) : new Error(message),
+      );
+    }
   }
 
   static open(dataDir: string, options: EmbeddedReadModelOptions = {}): EmbeddedReadModelStore {
     const file = join(dataDir, READ_MODELS_FILE);
     try {
       mkdirSync(dataDir, { recursive: true });
-      return new EmbeddedReadModelStore(openReadModelsDatabase(file, options.busyTimeoutMs ?? 10_000, options.cacheMiB));
+      return new EmbeddedReadModelStore(openReadModelsDatabase(file, options.busyTimeoutMs ?? 10_000, options.cacheMiB), file, options);
     } catch (error) {
       throw new ReadModelUnavailableError(`cannot open the read models at ${file}: ${(error as Error).message}`, { cause: error });
     }
   }
 
   commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void> {
+    if (this.thread) return this.commitInThread(this.thread, projection, checkpoint, writes);
     return this.run(() => {
       checkProjection(projection);
       checkPosition(checkpoint, 'checkpoint');
@@ -107,7 +143,8 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     });
   }
 
-  ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void> {
+  async ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void> {
+    await this.thread?.idle();
     return this.run(() => {
       const table = tableName(collection);
       checkIndexes(indexes);
@@ -119,9 +156,12 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     });
   }
 
-  drop(collection: string): Promise<void> {
+  async drop(collection: string): Promise<void> {
+    await this.thread?.idle();
     return this.run(() => {
       const table = tableName(collection);
+      this.sent.delete(table);
+      this.startedEmpty.delete(table);
       this.db.transaction(() => {
         this.db.exec(`DROP TABLE IF EXISTS "${table}"`);
         const writers = this.db.prepare('SELECT projection FROM checkpoint_collections WHERE collection = ?').pluck().all(collection) as string[];
@@ -131,13 +171,15 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     });
   }
 
-  resetCheckpoint(projection: string): Promise<void> {
+  async resetCheckpoint(projection: string): Promise<void> {
+    await this.thread?.idle();
     return this.run(() => this.forgetCheckpoint(projection));
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.thread?.close();
     this.statements.clear();
     this.db.close();
   }
@@ -157,6 +199,33 @@ export class EmbeddedReadModelStore implements ReadModelStore {
 
   /** Runs inside the transaction: any throw rolls back every write and the checkpoint. */
   private apply(projection: string, checkpoint: Position, writes: readonly ReadWrite[], created: string[]): void {
+    const pending = this.fold(
+      writes,
+      (table, id) => this.docStatements(table).select.get(id) as StoredRow,
+      (table) => {
+        if (this.tables.has(table)) return;
+        this.db.exec(createTableSql(table));
+        this.tables.add(table);
+        created.push(table);
+      },
+    );
+    for (const [table, docs] of pending) {
+      const upsert = this.docStatements(table).upsert;
+      for (const [id, entry] of docs) if (entry.dirty) upsert.run(id, entry.pos, JSON.stringify(entry.doc));
+    }
+    this.stmt(
+      '',
+      'INSERT INTO checkpoints (projection, commit_pos, prepare_pos) VALUES (?, ?, ?) ON CONFLICT (projection) DO UPDATE SET commit_pos = excluded.commit_pos, prepare_pos = excluded.prepare_pos',
+    ).run(projection, checkpoint.commit, checkpoint.prepare);
+    const wrote = this.stmt('', 'INSERT OR IGNORE INTO checkpoint_collections (collection, projection) VALUES (?, ?)');
+    for (const collection of new Set(writes.map((w) => w.collection))) wrote.run(collection, projection);
+  }
+
+  /**
+   * The documents the writes make, each read (`load`) and parsed at most once and changed in
+   * place. `onTable` is told of each table before its first document is loaded.
+   */
+  private fold(writes: readonly ReadWrite[], load: (table: string, id: string) => StoredRow, onTable?: (table: string) => void): Map<string, Map<string, Pending>> {
     const pending = new Map<string, Map<string, Pending>>();
     // The writes of one event share its position: its key is made once.
     let keyOf: Position | undefined;
@@ -165,16 +234,12 @@ export class EmbeddedReadModelStore implements ReadModelStore {
       const table = tableName(write.collection);
       let docs = pending.get(table);
       if (!docs) {
-        if (!this.tables.has(table)) {
-          this.db.exec(createTableSql(table));
-          this.tables.add(table);
-          created.push(table);
-        }
+        onTable?.(table);
         pending.set(table, (docs = new Map()));
       }
       let entry = docs.get(write.id);
       if (!entry) {
-        const row = this.docStatements(table).select.get(write.id) as { pos: string; doc: string } | undefined;
+        const row = load(table, write.id);
         entry = { pos: row?.pos ?? null, text: row?.doc ?? null, doc: undefined, dirty: false };
         docs.set(write.id, entry);
       }
@@ -187,16 +252,64 @@ export class EmbeddedReadModelStore implements ReadModelStore {
       entry.pos = key;
       entry.dirty = true;
     }
-    for (const [table, docs] of pending) {
-      const upsert = this.docStatements(table).upsert;
-      for (const [id, entry] of docs) if (entry.dirty) upsert.run(id, entry.pos, JSON.stringify(entry.doc));
+    return pending;
+  }
+
+  /**
+   * A commit through the commit thread. The documents are folded and stringified here, before
+   * anything is sent, so that a write that cannot be applied fails alone and changes nothing. A
+   * document sent but not yet stored is read from what was sent, never from the table.
+   */
+  private commitInThread(thread: CommitThreadClient, projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void> {
+    // All of it synchronously, before the caller can make the next commit: that one must find
+    // this one's documents among those sent.
+    const rows: string[] = [];
+    try {
+      if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
+      checkProjection(projection);
+      checkPosition(checkpoint, 'checkpoint');
+      writes.forEach(checkWrite);
+      const pending = this.fold(writes, (table, id) => this.sent.get(table)?.get(id) ?? this.storedRowIfWritten(table, id));
+      for (const [table, docs] of pending) {
+        for (const [id, entry] of docs) if (entry.dirty) rows.push(table, id, entry.pos!, JSON.stringify(entry.doc));
+      }
+    } catch (error) {
+      return Promise.reject(storageError(error));
     }
-    this.stmt(
-      '',
-      'INSERT INTO checkpoints (projection, commit_pos, prepare_pos) VALUES (?, ?, ?) ON CONFLICT (projection) DO UPDATE SET commit_pos = excluded.commit_pos, prepare_pos = excluded.prepare_pos',
-    ).run(projection, checkpoint.commit, checkpoint.prepare);
-    const wrote = this.stmt('', 'INSERT OR IGNORE INTO checkpoint_collections (collection, projection) VALUES (?, ?)');
-    for (const collection of new Set(writes.map((w) => w.collection))) wrote.run(collection, projection);
+    const batch = thread.nextBatch();
+    for (let i = 0; i < rows.length; i += 4) {
+      this.written.add(rows[i]!, rows[i + 1]!);
+      let sent = this.sent.get(rows[i]!);
+      if (!sent) this.sent.set(rows[i]!, (sent = new Map()));
+      sent.set(rows[i + 1]!, { pos: rows[i + 2]!, doc: rows[i + 3]!, batch });
+    }
+    const collections = [...new Set(writes.map((w) => w.collection))];
+    // Stored, or the store has failed for good: either way the table (or nothing) has the answer.
+    const forgetSent = () => {
+      for (let i = 0; i < rows.length; i += 4) {
+        const sent = this.sent.get(rows[i]!);
+        if (sent?.get(rows[i + 1]!)?.batch === batch) sent.delete(rows[i + 1]!);
+      }
+    };
+    return thread.send({ batch, projection, commit: checkpoint.commit, prepare: checkpoint.prepare, rows, collections }).finally(forgetSent);
+  }
+
+  /**
+   * A document as stored, when it may be: in a table that was empty when this store first
+   * committed to it, only what this store wrote is there (it is the only writer, see commitThread).
+   */
+  private storedRowIfWritten(table: string, id: string): StoredRow {
+    let empty = this.startedEmpty.get(table);
+    if (empty === undefined) {
+      empty = this.read(table, true, () => this.stmt(table, `SELECT 1 FROM "${table}" LIMIT 1`).get() === undefined);
+      this.startedEmpty.set(table, empty);
+    }
+    return empty && !this.written.mightHave(table, id) ? undefined : this.storedRow(table, id);
+  }
+
+  /** A document as stored, read outside any write transaction. */
+  private storedRow(table: string, id: string): StoredRow {
+    return this.read(table, undefined, () => this.docStatements(table).select.get(id) as StoredRow);
   }
 
   private forgetCheckpoint(projection: string): void {
@@ -264,12 +377,17 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     try {
       return body();
     } catch (error) {
-      if (error instanceof Database.SqliteError && UNAVAILABLE.test(error.code)) {
-        throw new ReadModelUnavailableError(`the read-model store failed: ${error.message}`, { cause: error });
-      }
-      throw error;
+      throw storageError(error);
     }
   }
+}
+
+/** A failure of SQLite that means the store cannot serve now becomes ReadModelUnavailableError. */
+function storageError(error: unknown): unknown {
+  if (error instanceof Database.SqliteError && UNAVAILABLE.test(error.code)) {
+    return new ReadModelUnavailableError(`the read-model store failed: ${error.message}`, { cause: error });
+  }
+  return error;
 }
 
 function toReadDoc(id: string, text: string): ReadDoc {

@@ -47,6 +47,12 @@ export type ReadWrite =
 
 export interface ReadModelStore {
   /**
+   * True when commits are applied in the order they are made and, once one has failed, every later
+   * one fails too: a caller may then make the next commit before the last has resolved, and lose
+   * nothing. A rebuild uses it to fold one batch while the store writes the one before.
+   */
+  readonly pipelinedCommits?: boolean;
+  /**
    * Applies the writes and moves the projection's checkpoint to `checkpoint`, atomically where the
    * store can (embedded: one transaction; MongoDB: a transaction on a replica set). Writes are
    * applied in order; each is guarded by its position.

@@ -161,6 +161,38 @@ describe('projection runner', function () {
     }
   });
 
+  it('rebuilt through a store that pipelines its commits: equal to a build made one commit at a time, with commits in flight together', async function () {
+    // Later events of leads whose documents earlier batches wrote, so that a batch finds documents
+    // still being stored by the commit thread.
+    for (const lead of [2, 3, 5]) {
+      const at = '2026-11-21T10:00:00.000Z';
+      await events.append(leadStream(lead), [
+        { type: 'LeadDeliveryAttempted', data: { lead_id: lead, buyer: 'buyer-0', attempt: 1, started_at: at, timeout_ms: 5000 } },
+        { type: 'LeadDelivered', data: { lead_id: lead, buyer: 'buyer-0', via: 'webhook', attempt: 1, status: 200, latency_ms: 12, delivered_at: at } },
+      ]);
+    }
+    const threaded = EmbeddedReadModelStore.open(dir.path, { commitThread: true });
+    try {
+      expect(threaded.pipelinedCommits).to.equal(true);
+      let inFlight = 0;
+      let mostInFlight = 0;
+      const counting = overriding(threaded, {
+        commit: (...args: Parameters<ReadModelStore['commit']>) => {
+          mostInFlight = Math.max(mostInFlight, ++inFlight);
+          return threaded.commit(...args).finally(() => inFlight--);
+        },
+      });
+      await rebuildProjections(events, counting, PROJECTIONS, { batchSize: 7, tag: () => 'piped' });
+      expect(mostInFlight).to.be.at.least(2);
+    } finally {
+      await threaded.close();
+    }
+    await runAll(events, readModels, 'piped_reference', { batchSize: 7 });
+    const piped = await snapshot(readModels, 'piped');
+    expect(piped).to.deep.equal(await snapshot(readModels, 'piped_reference'));
+    expect(piped.deliveries!.find((d) => (d as { _id: string })._id === '5')).to.include({ status: 'delivered', attempts: 1 });
+  });
+
   it('follows live appends after catching up, and reports its lag', async function () {
     const runner = new ProjectionRunner(events, readModels, PROJECTIONS[0]!, 'first', { flushMs: 5 });
     runner.start();

@@ -17,6 +17,7 @@ describe('embedded read-model store (SQLite)', function () {
   after(() => dir.remove());
 
   readModelStoreContract('embedded SQLite', async () => EmbeddedReadModelStore.open(dir.path));
+  readModelStoreContract('embedded SQLite, commits on their own thread', async () => EmbeddedReadModelStore.open(dir.path, { commitThread: true }));
 
   describe('embedded only', function () {
     let store: EmbeddedReadModelStore;
@@ -225,6 +226,54 @@ describe('embedded read-model store (SQLite)', function () {
           raw.close();
         }
       });
+    });
+  });
+  describe('commits on their own thread', function () {
+    let coll: string;
+    let projection: string;
+    beforeEach(function () {
+      coll = uniqueName('docs');
+      projection = uniqueName('proj');
+    });
+
+    it('a commit made before the last one is stored sees that one\'s documents', async function () {
+      const store = EmbeddedReadModelStore.open(dir.path, { commitThread: true });
+      try {
+        // Neither is awaited: the thread has not even started when the second is folded.
+        const first = store.commit(projection, at(1), [{ op: 'set', collection: coll, id: 'a', position: at(1), set: { n: 1, kept: true } }]);
+        const second = store.commit(projection, at(2), [{ op: 'inc', collection: coll, id: 'a', position: at(2), inc: { n: 1 } }]);
+        await Promise.all([first, second]);
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', n: 2, kept: true });
+        expect(await store.checkpoint(projection)).to.deep.equal(at(2));
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('a write that cannot be applied fails alone; one the disk refuses fails every later commit', async function () {
+      const store = EmbeddedReadModelStore.open(dir.path, { commitThread: true, busyTimeoutMs: 20 });
+      const blocker = new Database(join(dir.path, READ_MODELS_FILE));
+      try {
+        await store.commit(projection, at(1), [{ op: 'set', collection: coll, id: 'a', position: at(1), set: { n: 'text' } }]);
+        // Refused while folding, before anything is sent: the store goes on.
+        expect(await rejection(store.commit(projection, at(2), [{ op: 'inc', collection: coll, id: 'a', position: at(2), inc: { n: 1 } }]))).to.be.instanceOf(TypeError);
+        await store.commit(projection, at(3), [{ op: 'set', collection: coll, id: 'b', position: at(3), set: { n: 3 } }]);
+        // Another connection holds the write lock past the thread's busy timeout.
+        blocker.exec('BEGIN IMMEDIATE');
+        const refused = store.commit(projection, at(4), [{ op: 'set', collection: coll, id: 'c', position: at(4), set: { n: 4 } }]);
+        const next = store.commit(projection, at(5), [{ op: 'set', collection: coll, id: 'd', position: at(5), set: { n: 5 } }]);
+        expect(await rejection(refused)).to.be.instanceOf(ReadModelUnavailableError);
+        blocker.exec('COMMIT');
+        // The next one would have moved the checkpoint past the refused one's writes.
+        expect(await rejection(next)).to.be.instanceOf(ReadModelUnavailableError);
+        expect(await rejection(store.commit(projection, at(6), []))).to.be.instanceOf(ReadModelUnavailableError);
+        expect(await store.checkpoint(projection)).to.deep.equal(at(3));
+        expect(await store.get(coll, 'c')).to.equal(null);
+        expect(await store.get(coll, 'd')).to.equal(null);
+      } finally {
+        blocker.close();
+        await store.close();
+      }
     });
   });
 });

@@ -1,0 +1,76 @@
+import { Worker } from 'node:worker_threads';
+import type { CommitThreadOptions, ThreadCommit, ThreadCommitResult } from './commit-thread.js';
+
+/** The main thread's end of the commit thread: sends commits in order and settles each on its answer. */
+export class CommitThreadClient {
+  private readonly worker: Worker;
+  private readonly ready: Promise<void>;
+  private readonly waiting = new Map<number, { resolve(): void; reject(error: Error): void }>();
+  private batches = 0;
+  /** Why the thread is gone, once it is: every commit after that fails with it. */
+  private lost: Error | undefined;
+
+  constructor(
+    options: CommitThreadOptions,
+    private readonly toError: (failure: NonNullable<ThreadCommitResult['error']>) => Error,
+  ) {
+    this.worker = new Worker(new URL('./commit-thread.js', import.meta.url), { workerData: options });
+    this.ready = new Promise((resolve, reject) => {
+      this.worker.once('error', (error) => {
+        reject(error);
+        this.fail(error);
+      });
+      this.worker.once('exit', (code) => this.fail(new Error(`the read-model commit thread exited with code ${code}`)));
+      this.worker.on('message', (message: ThreadCommitResult | 'ready') => {
+        if (message === 'ready') return resolve();
+        const waiter = this.waiting.get(message.batch);
+        this.waiting.delete(message.batch);
+        if (message.error) waiter?.reject(this.toError(message.error));
+        else waiter?.resolve();
+      });
+    });
+    // A thread that cannot start fails the commits sent to it; nobody else needs to hear of it.
+    this.ready.catch(() => {});
+  }
+
+  nextBatch(): number {
+    return this.batches++;
+  }
+
+  /** Resolves when the commit is stored; commits are stored in the order sent. */
+  send(commit: ThreadCommit): Promise<void> {
+    if (this.lost) return Promise.reject(this.lost);
+    return new Promise<void>((resolve, reject) => {
+      this.waiting.set(commit.batch, { resolve, reject });
+      this.worker.postMessage(commit);
+    });
+  }
+
+  /** Resolves when every commit sent so far has been answered (whatever the answer). */
+  async idle(): Promise<void> {
+    await Promise.allSettled([...this.waiting.keys()].map((batch) => new Promise<void>((resolve) => this.settled(batch, resolve))));
+  }
+
+  async close(): Promise<void> {
+    await this.idle();
+    if (this.lost) return;
+    const exited = new Promise((resolve) => this.worker.once('exit', resolve));
+    this.worker.postMessage('close');
+    await exited;
+  }
+
+  private settled(batch: number, then: () => void): void {
+    const waiter = this.waiting.get(batch);
+    if (!waiter) return then();
+    this.waiting.set(batch, {
+      resolve: () => (waiter.resolve(), then()),
+      reject: (error) => (waiter.reject(error), then()),
+    });
+  }
+
+  private fail(error: Error): void {
+    this.lost ??= error;
+    for (const waiter of this.waiting.values()) waiter.reject(this.lost);
+    this.waiting.clear();
+  }
+}
