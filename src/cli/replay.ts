@@ -5,8 +5,6 @@ import { PROJECTIONS, switchTag } from '../projections/index.js';
 import { REBUILD_STORE_OPTIONS, type RebuildProgress, rebuildProjections } from '../projections/rebuild.js';
 import { openReadModelStore } from '../read-models/index.js';
 
-/** The replay process's read-model page cache (the service keeps better-sqlite3's 16 MiB). */
-
 const USAGE = `usage: leadpost replay [--projection NAME]
 
 Rebuilds read models from the event store into new collections (a new build of each projection),

@@ -40,9 +40,10 @@ export interface RebuiltProjection {
  * each event is read and decoded once and handed to every projection (reading and decoding were
  * about 40% of a rebuild run one projection at a time, and runners each following `$all` on their
  * own drift apart and read it again). Indexes are created after the rebuild has caught up, over
- * full tables, unless the store pipelines its commits (then its commit thread maintains them). Events appended meanwhile are followed until every build has caught up with the
- * head; switching the service over is the caller's choice. A failed read-model commit fails the
- * rebuild (run it again: a new build starts clean).
+ * full tables, unless the store pipelines its commits (then its commit thread maintains them).
+ * Events appended meanwhile are followed until every build has caught up with the head; switching
+ * the service over is the caller's choice. A failed read-model commit fails the rebuild (run it
+ * again: a new build starts clean).
  */
 export async function rebuildProjections(
   events: EventStore,
