@@ -4,9 +4,10 @@ import type { CommitThreadOptions, ThreadCommit, ThreadCommitResult } from './co
 /** The main thread's end of the commit thread: sends commits in order and settles each on its answer. */
 export class CommitThreadClient {
   private readonly worker: Worker;
-  private readonly ready: Promise<void>;
   private readonly waiting = new Map<number, { resolve(): void; reject(error: Error): void }>();
   private batches = 0;
+  /** The last commit sent, settled either way: the thread answers in order, so all before it are too. */
+  private last: Promise<unknown> = Promise.resolve();
   /** Why the thread is gone, once it is: every commit after that fails with it. */
   private lost: Error | undefined;
 
@@ -15,22 +16,14 @@ export class CommitThreadClient {
     private readonly toError: (failure: NonNullable<ThreadCommitResult['error']>) => Error,
   ) {
     this.worker = new Worker(new URL('./commit-thread.js', import.meta.url), { workerData: options });
-    this.ready = new Promise((resolve, reject) => {
-      this.worker.once('error', (error) => {
-        reject(error);
-        this.fail(error);
-      });
-      this.worker.once('exit', (code) => this.fail(new Error(`the read-model commit thread exited with code ${code}`)));
-      this.worker.on('message', (message: ThreadCommitResult | 'ready') => {
-        if (message === 'ready') return resolve();
-        const waiter = this.waiting.get(message.batch);
-        this.waiting.delete(message.batch);
-        if (message.error) waiter?.reject(this.toError(message.error));
-        else waiter?.resolve();
-      });
+    this.worker.once('error', (error) => this.fail(error));
+    this.worker.once('exit', (code) => this.fail(new Error(`the read-model commit thread exited with code ${code}`)));
+    this.worker.on('message', (message: ThreadCommitResult) => {
+      const waiter = this.waiting.get(message.batch);
+      this.waiting.delete(message.batch);
+      if (message.error) waiter?.reject(this.toError(message.error));
+      else waiter?.resolve();
     });
-    // A thread that cannot start fails the commits sent to it; nobody else needs to hear of it.
-    this.ready.catch(() => {});
   }
 
   nextBatch(): number {
@@ -40,15 +33,18 @@ export class CommitThreadClient {
   /** Resolves when the commit is stored; commits are stored in the order sent. */
   send(commit: ThreadCommit): Promise<void> {
     if (this.lost) return Promise.reject(this.lost);
-    return new Promise<void>((resolve, reject) => {
+    const stored = new Promise<void>((resolve, reject) => {
       this.waiting.set(commit.batch, { resolve, reject });
+      // Posted before the thread listens, it waits in the port until it does.
       this.worker.postMessage(commit);
     });
+    this.last = stored.catch(() => {});
+    return stored;
   }
 
   /** Resolves when every commit sent so far has been answered (whatever the answer). */
   async idle(): Promise<void> {
-    await Promise.allSettled([...this.waiting.keys()].map((batch) => new Promise<void>((resolve) => this.settled(batch, resolve))));
+    await this.last;
   }
 
   async close(): Promise<void> {
@@ -57,15 +53,6 @@ export class CommitThreadClient {
     const exited = new Promise((resolve) => this.worker.once('exit', resolve));
     this.worker.postMessage('close');
     await exited;
-  }
-
-  private settled(batch: number, then: () => void): void {
-    const waiter = this.waiting.get(batch);
-    if (!waiter) return then();
-    this.waiting.set(batch, {
-      resolve: () => (waiter.resolve(), then()),
-      reject: (error) => (waiter.reject(error), then()),
-    });
   }
 
   private fail(error: Error): void {

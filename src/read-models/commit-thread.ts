@@ -79,7 +79,6 @@ function serve(options: CommitThreadOptions): void {
     }
     parentPort!.postMessage({ batch: message.batch, error: failure } satisfies ThreadCommitResult);
   });
-  parentPort!.postMessage('ready');
 }
 
 if (parentPort) serve(workerData as CommitThreadOptions);
