@@ -80,9 +80,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     this.pipelinedCommits = options.commitThread === true;
     if (options.commitThread) {
       const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? 10_000, cacheMiB: options.cacheMiB };
-      this.thread = new CommitThreadClient(threadOptions, ({ message, code }) =>
-        code && UNAVAILABLE.test(code) ? new ReadModelUnavailableError(`the read-model store failed: ${message}`) : new Error(message),
-      );
+      this.thread = new CommitThreadClient(threadOptions, ({ message, code }) => (code && UNAVAILABLE.test(code) ? unavailable(message) : new Error(message)));
     }
   }
 
@@ -99,9 +97,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void> {
     if (this.thread) return this.commitInThread(this.thread, projection, checkpoint, writes);
     return this.run(() => {
-      checkProjection(projection);
-      checkPosition(checkpoint, 'checkpoint');
-      writes.forEach(checkWrite);
+      checkCommit(projection, checkpoint, writes);
       try {
         this.commitOnce(projection, checkpoint, writes);
       } catch (error) {
@@ -266,9 +262,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     const rows: string[] = [];
     try {
       if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
-      checkProjection(projection);
-      checkPosition(checkpoint, 'checkpoint');
-      writes.forEach(checkWrite);
+      checkCommit(projection, checkpoint, writes);
       const pending = this.fold(writes, (table, id) => this.sent.get(table)?.get(id) ?? this.storedRowIfWritten(table, id));
       for (const [table, docs] of pending) {
         for (const [id, entry] of docs) if (entry.dirty) rows.push(table, id, entry.pos!, JSON.stringify(entry.doc));
@@ -382,12 +376,17 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   }
 }
 
+function checkCommit(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): void {
+  checkProjection(projection);
+  checkPosition(checkpoint, 'checkpoint');
+  writes.forEach(checkWrite);
+}
+
+const unavailable = (message: string, cause?: unknown) => new ReadModelUnavailableError(`the read-model store failed: ${message}`, { cause });
+
 /** A failure of SQLite that means the store cannot serve now becomes ReadModelUnavailableError. */
 function storageError(error: unknown): unknown {
-  if (error instanceof Database.SqliteError && UNAVAILABLE.test(error.code)) {
-    return new ReadModelUnavailableError(`the read-model store failed: ${error.message}`, { cause: error });
-  }
-  return error;
+  return error instanceof Database.SqliteError && UNAVAILABLE.test(error.code) ? unavailable(error.message, error) : error;
 }
 
 function toReadDoc(id: string, text: string): ReadDoc {
