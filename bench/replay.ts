@@ -15,6 +15,8 @@ export interface ReplayResult {
   readonly eventsPerSecond: number;
   /** CPU time of the whole process over the replay: wall time on a quiet machine, and a fair figure on a busy one. */
   readonly cpuSeconds: number;
+  /** CPU per event: steadier than events/s on a VM whose speed drifts, and comparable across parts. */
+  readonly cpuMicrosPerEvent: number;
 }
 
 const pass = { result: 'pass' as const, provider: 'bench', detail: 'ok' };
@@ -72,6 +74,7 @@ async function timedRebuild(store: EmbeddedEventStore, readModels: EmbeddedReadM
     seconds: round(seconds),
     eventsPerSecond: Math.round(events / seconds),
     cpuSeconds: round((cpu.user + cpu.system) / 1e6),
+    cpuMicrosPerEvent: round((cpu.user + cpu.system) / events),
   };
 }
 
