@@ -5,7 +5,7 @@ import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-s
 import { loadOrCreateTls } from '../src/http/tls.js';
 import { tempDir } from '../test/support/tmp.js';
 
-// The limit the service is measured against (issue 6): Koa over HTTPS on this machine, parsing the
+// The limit the service is measured against: Koa over HTTPS on this machine, parsing the
 // same JSON body and answering 201, with nothing else. It runs in its own process, like the
 // service, so that the load client does not share its event loop.
 //

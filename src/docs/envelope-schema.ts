@@ -1,4 +1,4 @@
-// The decision envelope (DESIGN.md §4.1) as JSON Schema, for the OpenAPI document. The code list
+// The decision envelope as JSON Schema, for the OpenAPI document. The code list
 // and the HTTP statuses come from the OUTCOMES table itself; the compile-time checks at the bottom
 // fail the build if this schema and the DecisionEnvelope type part ways, and the docs tests
 // validate real responses against it.

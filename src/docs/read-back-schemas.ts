@@ -1,4 +1,4 @@
-// Shapes of the read-back answers (DESIGN.md §4.2) for the OpenAPI document. Enumerations come
+// Shapes of the read-back answers for the OpenAPI document. Enumerations come
 // from the code that checks or builds them (delivery statuses, report dimensions and metrics,
 // feedback types); rows stay open (additionalProperties) because a projection may add a field
 // before the docs name it. The docs tests validate real answers against these shapes.

@@ -1,4 +1,4 @@
-// What each verification of a lead found (DESIGN.md §7).
+// What each verification of a lead found.
 
 export type CheckOutcome = 'pass' | 'fail' | 'unknown';
 

@@ -1,4 +1,4 @@
-// Built-in consent check: the certificate URL rules of DESIGN.md §4.1, shared with the lead validator.
+// Built-in consent check: the certificate URL rules of the lead fields, shared with the lead validator.
 import type { CheckResult } from './check.js';
 import type { ConsentVerifier } from './verifier.js';
 

@@ -1,5 +1,5 @@
 // Runs the three checks of a lead side by side; a slow or broken verifier costs at most `timeoutMs`
-// and yields `unknown`, so enrichment can never fail a post (DESIGN.md §7).
+// and yields `unknown`, so enrichment can never fail a post.
 import type { NormalisedLead } from '../leads/lead.js';
 import type { CheckResult, Enrichment } from './check.js';
 import { createConsentVerifier } from './consent.js';

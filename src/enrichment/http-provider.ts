@@ -1,5 +1,5 @@
 // Adapter for an external verification service: whatever goes wrong on its side becomes `unknown`,
-// never an error for the lead (DESIGN.md §7).
+// never an error for the lead.
 import type { CheckOutcome, CheckResult } from './check.js';
 import type { Verifier } from './verifier.js';
 

@@ -1,4 +1,4 @@
-// The verifier port (DESIGN.md §7): one per check, swappable for an external provider.
+// The verifier port: one per check, swappable for an external provider.
 import type { CheckResult } from './check.js';
 
 export interface Verifier<Input> {

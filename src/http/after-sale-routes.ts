@@ -25,7 +25,7 @@ async function asShellError<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
-/** The buyer's side after a sale: acknowledge a pulled lead, send feedback (DESIGN.md §4.2). */
+/** The buyer's side after a sale: acknowledge a pulled lead, send feedback. */
 export function registerAfterSaleRoutes(router: Router<ShellState>, lookup: Authenticate, deps: AfterSaleDeps): void {
   router.post('/functions/deliveries/:lead_id/ack', authenticate(lookup), async (ctx) => {
     const principal = ctx.state.principal!;

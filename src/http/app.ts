@@ -27,7 +27,7 @@ export interface AppDeps {
   rateLimit?: RateLimitConfig | null;
   /** Milliseconds on a clock that does not step back; only its differences are used. */
   now?: () => number;
-  /** The read-back routes (DESIGN.md §4.2); omitted: only posting. */
+  /** The read-back routes; omitted: only posting. */
   readBack?: ReadBack;
   /** Acknowledging pulled leads and buyer feedback; omitted: not served. */
   afterSale?: Omit<AfterSaleDeps, 'bodyBytes'>;

@@ -1,4 +1,4 @@
-// The decision envelope (DESIGN.md §4.1): every response of the service carries all of its fields.
+// The decision envelope: every response of the service carries all of its fields.
 
 export type Acceptance = 'accepted' | 'rejected' | 'error';
 export type LeadStatus = 'sold' | 'unsold' | 'rejected';

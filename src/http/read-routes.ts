@@ -6,7 +6,7 @@ import { type Authenticate, authenticate } from './auth.js';
 import { ShellError } from './errors.js';
 import type { ShellState } from './state.js';
 
-// GET routes of DESIGN.md §4.2. Every body is {ok, trace_id, code, message, …} with the position
+// The read-back GET routes. Every body is {ok, trace_id, code, message, …} with the position
 // of the read models it reflects; errors go through the shell like any other.
 
 type Ctx = Context & { state: ShellState; params: Record<string, string> };

@@ -1,4 +1,4 @@
-// A consumer's lead as the service keeps it once validated and normalised (DESIGN.md §4.1).
+// A consumer's lead as the service keeps it once validated and normalised.
 
 export interface NormalisedLead {
   readonly first_name: string;

@@ -1,4 +1,4 @@
-// The routes an operator's tools call (DESIGN.md §4.3): readiness for the load balancer, metrics
+// The routes an operator's tools call: readiness for the load balancer, metrics
 // for Prometheus. Neither takes an API key: a probe or a scraper should not hold a key that could
 // post leads, and neither answer carries PII or a principal's name (see README, Operator guide).
 

@@ -1,7 +1,7 @@
 import type { RecordedEvent } from '../event-store/port.js';
 import type { LeadEvent } from '../events/lead-events.js';
 
-// The lead view (DESIGN.md §4.2): what GET /functions/leads/{id} shows. Each event contributes the
+// The lead view: what GET /functions/leads/{id} shows. Each event contributes the
 // fields it sets; the projection writes them, and a lead the projection has not reached yet is
 // folded from its own stream with the same function, so both always agree.
 

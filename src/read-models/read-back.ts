@@ -6,7 +6,7 @@ import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
 import type { Filter, ReadDoc, ReadModelStore } from './port.js';
 import { GROUP_BY, type GroupBy, type ReportBucket, type ReportRow, startOfLocalDay, summarise } from './report.js';
 
-// The queries behind the read-back routes, with the scope rules of DESIGN.md §4.2: a supplier sees
+// The queries behind the read-back routes, with their scope rules: a supplier sees
 // its own leads, a buyer the leads it bought, an analyst everything without consumer PII, an admin
 // everything. What a caller may not see does not exist for it (404), and list filters are forced
 // to the caller's scope before the query runs.

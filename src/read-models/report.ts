@@ -1,6 +1,6 @@
 import { localTime, pad } from '../routing/local-time.js';
 
-// The summary report (DESIGN.md §4.2): hourly UTC buckets folded into rows of the requested
+// The summary report: hourly UTC buckets folded into rows of the requested
 // dimensions, with days taken in the report's time zone. Pure, so every metric is unit-tested.
 
 export const GROUP_BY = ['day', 'sid', 's1', 'state', 'buyer', 'supplier'] as const;

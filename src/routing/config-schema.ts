@@ -1,4 +1,4 @@
-// The routing file as an operator writes it (DESIGN.md §6). The interfaces describe the file
+// The routing file as an operator writes it. The interfaces describe the file
 // before defaults; `satisfies JSONSchemaType<RoutingFile>` makes the compiler prove that the
 // schema and the interfaces agree, so neither can drift from the other.
 import { Ajv, type JSONSchemaType } from 'ajv';

@@ -1,4 +1,4 @@
-// Loads the routing file once at start (DESIGN.md §3, §6): validated, defaults applied, and tagged
+// Loads the routing file once at start: validated, defaults applied, and tagged
 // with a version so every LeadRouted event says which rules decided it.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// Which buyers may take a lead and in what order they are tried (DESIGN.md §6). Pure: the clock
+// Which buyers may take a lead and in what order they are tried. Pure: the clock
 // comes in as `now`, and cap usage stays with the caller, which reserves slots after ranking.
 import type { CheckName, CheckOutcome, Enrichment } from '../enrichment/check.js';
 import type { NormalisedLead } from '../leads/lead.js';

@@ -1,4 +1,4 @@
-// Every row of the lead field table (DESIGN.md §4.1) through the real HTTPS server and the real
+// Every row of the lead field table through the real HTTPS server and the real
 // store: good values come back 201 with the exact normal form in the LeadReceived event; bad values
 // come back 422 INVALID naming exactly the failing fields, with a recorded rejected lead and
 // messages that never echo what was sent.

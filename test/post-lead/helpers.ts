@@ -1,5 +1,5 @@
 // Shared by the post-lead tests that drive the real service over HTTPS: the outcome table of
-// DESIGN.md §4.1 written out again here (not imported from src, so a drift in src is caught), an
+// The HTTP contract written out again here (not imported from src, so a drift in src is caught), an
 // envelope checker, deterministic unique leads, a seeded generator and event-stream readers.
 
 import type { RecordedEvent } from '../../src/event-store/index.js';
@@ -15,7 +15,7 @@ export interface OutcomeRow {
   readonly recorded: boolean;
 }
 
-/** DESIGN.md §4.1, "Outcomes". */
+/** The outcomes of a lead post: code, status, acceptance, whether a lead is recorded. */
 export const OUTCOME_TABLE: Readonly<Record<string, OutcomeRow>> = {
   SOLD: { status: [201], acceptance: 'accepted', recorded: true },
   UNSOLD: { status: [201], acceptance: 'accepted', recorded: true },

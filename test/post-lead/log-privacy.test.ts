@@ -1,4 +1,4 @@
-// PII and secrets never reach the logs (DESIGN.md §9): leads with distinctive names, e-mails,
+// PII and secrets never reach the logs: leads with distinctive names, e-mails,
 // mobiles and ZIPs go through every outcome (sold, invalid, duplicate, verification failed, test)
 // and through the refusals that happen before a lead exists (wrong key, wrong role, bad JSON, wrong
 // Content-Type, oversized body, PII in the URL, plain HTTP, malformed HTTP); then every captured log

@@ -3,7 +3,7 @@ import { EventStoreUnavailableError, type EventStore } from '../../src/event-sto
 import { overriding } from '../support/overriding.js';
 import { ENVELOPE_FIELDS, type Reply, TestService, validLead } from '../support/service.js';
 
-// Every outcome row of DESIGN.md §4.1, through the real HTTPS server and the embedded store.
+// Every outcome of a lead post (the README's outcomes table), through the real HTTPS server and the embedded store.
 
 function expectEnvelope(reply: Reply, status: number, code: string, acceptance: string, recorded: boolean): void {
   expect(reply.status, reply.text).to.equal(status);

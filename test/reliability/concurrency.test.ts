@@ -1,4 +1,4 @@
-// Issue 7, item 3 — concurrency. Two `leadpost serve` processes share one data dir (the embedded
+// Concurrency. Two `leadpost serve` processes share one data dir (the embedded
 // store; on EventStoreDB the same per-stream optimistic concurrency holds across instances), and
 // 200 posts (1,000 under LEADPOST_STRESS=1) are sent all at once, alternating between them:
 //   - distinct sellable leads against a buyer with a daily cap: exactly `cap` are sold;

@@ -1,4 +1,4 @@
-// Issue 7, item 1 — crash. `leadpost serve` runs in its own process on a data dir of its own, with
+// Crash. `leadpost serve` runs in its own process on a data dir of its own, with
 // keys made by the CLI, under a steady load of 20 posts in flight; it is killed with SIGKILL at a
 // random moment, restarted on the same data dir, and killed again (5 times in `npm test`, 20 under
 // LEADPOST_STRESS=1). After every restart:

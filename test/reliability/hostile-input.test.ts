@@ -1,4 +1,4 @@
-// Issue 7, item 2 — hostile input against `leadpost serve` in its own process: 1,000 generated
+// Hostile input against `leadpost serve` in its own process: 1,000 generated
 // requests (10,000 under LEADPOST_STRESS=1) from the fuzz generator — malformed JSON, wrong types,
 // huge strings, deep nesting, unicode edge cases, prototype-pollution keys, and header abuse (huge
 // headers, repeated X-API-KEY, wrong, conflicting and invalid Content-Length, control bytes, no

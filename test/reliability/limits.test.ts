@@ -1,4 +1,4 @@
-// Issue 7, item 5 — limits, through the real HTTPS server of a service configured from the
+// Limits, through the real HTTPS server of a service configured from the
 // environment as an operator would: the per-key token bucket (RATE_LIMIT_PER_SECOND,
 // RATE_LIMIT_BURST), the body limit (BODY_LIMIT_BYTES), the header limit, and the header and
 // request timeouts (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS) against slow clients, which must be cut

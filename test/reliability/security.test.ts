@@ -1,4 +1,4 @@
-// Issue 7, item 6 — security (DESIGN.md §9):
+// Security:
 //   - keys exist at rest only as hashes: after `leadpost keys create` and `keys rotate` and a
 //     `leadpost serve` that used them is killed (so the WAL is left as it was), no file under the
 //     data dir holds a key or its secret in any encoding — though the scan does find the hashes;

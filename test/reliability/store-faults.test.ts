@@ -1,5 +1,5 @@
-// Issue 7, item 4 — store faults. While a store fails the service answers what the contract says
-// (DESIGN.md §4.1: 503 UNAVAILABLE, Retry-After, nothing half-written), and when the store comes
+// Store faults. While a store fails the service answers what the contract says
+// (503 UNAVAILABLE, Retry-After, nothing half-written), and when the store comes
 // back it serves again without a restart:
 //   - the event store fails in process, through a decorator around the real embedded adapter: every
 //     append, the reads of the support streams, only the lead's own append (after its contacts,
