@@ -71,6 +71,12 @@ describe('delivery: webhook to a buyer endpoint', function () {
     const delivered = events.at(-1)!.data as Delivered;
     expect(delivered).to.include({ lead_id: leadId, buyer: HOOK_BUYER, via: 'webhook', attempt: 1, status: 200 });
     expect(delivered.latency_ms).to.be.a('number').within(0, 2000);
+    // The worker's events belong to the sale: its trace, the post's correlation, the supplier.
+    const saleTrace = events.at(-3)!.metadata.trace_id as string;
+    for (const event of events.slice(-2)) {
+      expect(event.metadata, event.type).to.include({ trace_id: saleTrace, schema: 1, supplier_id: 'sup-1', correlation_id: saleTrace, causation_id: `delivery:${leadId}` });
+      expect(Date.parse(event.metadata.occurred_at as string), event.type).to.not.be.NaN;
+    }
 
     // Nothing the consumer gave and no secret reaches the log.
     const log = h.logs.join('');
