@@ -2,18 +2,31 @@ import { Ajv } from 'ajv';
 import type { FromSchema } from 'json-schema-to-ts';
 import { type EventStore, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/index.js';
 import { type FeedbackRecorded, type LeadEvent, type LeadReturned, leadStream } from '../events/lead-events.js';
+import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
 import type { FieldError } from '../http/envelope.js';
-import type { Principal } from '../http/principal.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
 import { MAX_RACES } from './streams.js';
 
 // What happens to a lead after its sale that a buyer asks for: acknowledging a pulled lead and
 // sending feedback. Both are decided on the lead's own stream, folded, and appended at the
 // revision read, so a lead is acknowledged once and returned at most once, however many
-// requests race.
+// requests race. Each event records the request that asked for it (its trace, the acting
+// principal) and the lead it belongs to (the post's correlation id, the supplier).
+
+/** One request by an API key, as the commands see it: who asks, under which trace, when. */
+export interface AfterSaleRequest {
+  /** The key's role, the name it acts for (a buyer id, an admin's name) and its id. */
+  readonly principal: { readonly role: string; readonly name: string; readonly keyId: string };
+  /** The request's trace id, recorded on every event it appends. */
+  readonly traceId: string;
+  readonly now: Date;
+}
 
 export interface SaleState {
   readonly revision: number;
+  readonly supplier: string | null;
+  /** The correlation id of the post that began the lead. */
+  readonly correlationId: string | null;
   readonly buyer: string | null;
   readonly revenue: number;
   readonly currency: string;
@@ -25,11 +38,11 @@ export interface SaleState {
 }
 
 export function foldSale(events: readonly RecordedEvent[]): SaleState {
-  let state: SaleState = { revision: -1, buyer: null, revenue: 0, currency: 'USD', soldAt: null, test: false, delivered: null, attempts: 0, returned: false };
+  let state: SaleState = { revision: -1, supplier: null, correlationId: leadCorrelation(events[0]), buyer: null, revenue: 0, currency: 'USD', soldAt: null, test: false, delivered: null, attempts: 0, returned: false };
   for (const recorded of events) {
     const event = recorded as unknown as LeadEvent;
     state = { ...state, revision: recorded.revision };
-    if (event.type === 'LeadReceived') state = { ...state, test: event.data.test };
+    if (event.type === 'LeadReceived') state = { ...state, supplier: event.data.supplier, test: event.data.test };
     if (event.type === 'LeadSold') state = { ...state, buyer: event.data.buyer, revenue: event.data.revenue, currency: event.data.currency, soldAt: Date.parse(event.data.sold_at) };
     if (event.type === 'LeadDeliveryAttempted') state = { ...state, attempts: event.data.attempt };
     if (event.type === 'LeadDelivered') state = { ...state, delivered: { at: event.data.delivered_at } };
@@ -39,7 +52,7 @@ export function foldSale(events: readonly RecordedEvent[]): SaleState {
 }
 
 /** The buyer a principal acts for on this lead, or null when the lead does not exist for it. */
-function actingBuyer(principal: Principal, sale: SaleState): string | null {
+function actingBuyer(principal: AfterSaleRequest['principal'], sale: SaleState): string | null {
   if (sale.buyer === null || sale.test) return null;
   if (principal.role === 'admin') return sale.buyer;
   return principal.role === 'buyer' && principal.name === sale.buyer ? sale.buyer : null;
@@ -54,14 +67,25 @@ export class AfterSaleError extends Error {
   }
 }
 
-async function onLead<T>(store: EventStore, leadId: number, decide: (sale: SaleState) => { events: LeadEvent[]; result: T }): Promise<T> {
+async function onLead<T>(store: EventStore, request: AfterSaleRequest, leadId: number, decide: (sale: SaleState) => { events: LeadEvent[]; result: T }): Promise<T> {
   for (let race = 0; race < MAX_RACES; race++) {
     const events = await store.readStream(leadStream(leadId));
     const sale = foldSale(events);
     const { events: decided, result } = decide(sale);
     if (decided.length === 0) return result;
+    const { principal, traceId, now } = request;
+    const metadata = leadEventMetadata(
+      {
+        traceId,
+        correlationId: sale.correlationId,
+        causationId: `request:${traceId}`,
+        supplierId: sale.supplier,
+        principal: { role: principal.role, id: principal.name, key_id: principal.keyId },
+      },
+      now,
+    );
     try {
-      await store.append(leadStream(leadId), decided, { expectedRevision: sale.revision });
+      await store.append(leadStream(leadId), decided.map((event) => ({ type: event.type, data: event.data, metadata })), { expectedRevision: sale.revision });
       return result;
     } catch (error) {
       if (!(error instanceof WrongExpectedRevisionError)) throw error;
@@ -71,12 +95,12 @@ async function onLead<T>(store: EventStore, leadId: number, decide: (sale: SaleS
 }
 
 /** POST /functions/deliveries/{id}/ack: the buyer has pulled the lead. Idempotent. */
-export function acknowledgeDelivery(store: EventStore, principal: Principal, leadId: number, now: Date): Promise<{ delivered_at: string }> {
-  return onLead(store, leadId, (sale) => {
-    const buyer = actingBuyer(principal, sale);
+export function acknowledgeDelivery(store: EventStore, request: AfterSaleRequest, leadId: number): Promise<{ delivered_at: string }> {
+  return onLead(store, request, leadId, (sale) => {
+    const buyer = actingBuyer(request.principal, sale);
     if (buyer === null) throw new AfterSaleError('NOT_FOUND');
     if (sale.delivered) return { events: [], result: { delivered_at: sale.delivered.at } };
-    const delivered_at = now.toISOString();
+    const delivered_at = request.now.toISOString();
     const event: LeadEvent = {
       type: 'LeadDelivered',
       data: { lead_id: leadId, buyer, via: 'pull', attempt: sale.attempts + 1, status: null, latency_ms: null, delivered_at },
@@ -118,13 +142,13 @@ function feedbackErrors(body: unknown): FieldError[] {
 export function recordFeedback(
   store: EventStore,
   routing: LoadedRoutingConfig,
-  principal: Principal,
+  request: AfterSaleRequest,
   leadId: number,
   body: Record<string, unknown>,
-  now: Date,
 ): Promise<FeedbackRecorded['data']> {
+  const { principal, now } = request;
   if (principal.role !== 'buyer' && principal.role !== 'admin') return Promise.reject(new AfterSaleError('FORBIDDEN'));
-  return onLead(store, leadId, (sale) => {
+  return onLead(store, request, leadId, (sale) => {
     const buyer = actingBuyer(principal, sale);
     if (buyer === null) throw new AfterSaleError('NOT_FOUND');
     const errors = feedbackErrors(body);

@@ -1,4 +1,6 @@
 import type { LeadDelivered, LeadDeliveryAttempted, LeadDeliveryFailed, LeadEvent, LeadReceived, LeadSold } from '../events/lead-events.js';
+import { MAX_BACKOFF_MS } from './backoff.js';
+import { retryAfterMs } from './retry-after.js';
 
 // The decisions of one webhook delivery attempt, kept free of I/O so every rule can be tested on
 // plain events: what the lead's stream says about its delivery, whether to send now, and which
@@ -136,7 +138,13 @@ export function claimOf(sale: LeadSold['data'], attempt: number, startedAt: Date
 
 /** What the buyer's endpoint did with one POST. */
 export type WireResult =
-  | { readonly kind: 'response'; readonly status: number; readonly latencyMs: number }
+  | {
+      readonly kind: 'response';
+      readonly status: number;
+      readonly latencyMs: number;
+      /** The raw `Retry-After` header, when the buyer sent one. */
+      readonly retryAfter?: string | null;
+    }
   | { readonly kind: 'timeout'; readonly latencyMs: number }
   | { readonly kind: 'connection_error'; readonly latencyMs: number; readonly code: string | null };
 
@@ -145,8 +153,16 @@ export interface OutcomeContext {
   readonly attempt: number;
   readonly maxAttempts: number;
   readonly now: Date;
-  /** The wait before the next attempt, should this one be retried. */
+  /** The backoff before the next attempt, should this one be retried and the buyer not say when. */
   readonly retryInMs: number;
+}
+
+/**
+ * Answers that say "not now" rather than "no": request timeout, too early, too many requests, and
+ * every 5xx. Any other answer (a 4xx, or a redirect we do not follow) would come back the same.
+ */
+export function retryableStatus(status: number): boolean {
+  return status === 408 || status === 425 || status === 429 || (status >= 500 && status < 600);
 }
 
 export type Outcome = { readonly type: 'LeadDelivered'; readonly data: LeadDelivered['data'] } | { readonly type: 'LeadDeliveryFailed'; readonly data: LeadDeliveryFailed['data'] };
@@ -160,10 +176,11 @@ export function outcomeOf(result: WireResult, context: OutcomeContext): Outcome 
     return { type: 'LeadDelivered', data: { lead_id: sale.lead_id, buyer: sale.buyer, via: 'webhook', attempt, status, latency_ms, delivered_at: at } };
   }
   const error = status === null ? result.kind : `http_${Math.floor(status / 100)}xx`;
-  // Only the buyer being down or slow is worth another try; any other answer (a 4xx, or a
-  // redirect we do not follow) would come back the same.
-  const retryable = status === null || status >= 500;
+  // No answer at all (timeout, connection error) is the buyer being down or slow: worth another try.
+  const retryable = status === null || retryableStatus(status);
   const final = !retryable || attempt >= context.maxAttempts;
-  const next_attempt_at = final ? null : new Date(now.getTime() + context.retryInMs).toISOString();
+  // A buyer that says when to come back is taken at its word, up to the backoff's own maximum.
+  const asked = result.kind === 'response' ? retryAfterMs(result.retryAfter, now, MAX_BACKOFF_MS) : null;
+  const next_attempt_at = final ? null : new Date(now.getTime() + (asked ?? context.retryInMs)).toISOString();
   return { type: 'LeadDeliveryFailed', data: { lead_id: sale.lead_id, buyer: sale.buyer, attempt, status, latency_ms, error, next_attempt_at, failed_at: at } };
 }

@@ -1,7 +1,8 @@
 import type { Agent } from 'node:https';
 import type { Logger } from 'pino';
 import { type EventData, type EventStore, WrongExpectedRevisionError } from '../event-store/port.js';
-import { LEAD_EVENT_SCHEMA, leadStream } from '../events/lead-events.js';
+import { leadStream } from '../events/lead-events.js';
+import { leadEventMetadata } from '../events/lead-metadata.js';
 import type { Buyer } from '../routing/load-config.js';
 import { type DeliveryState, type Outcome, claimOf, foldDelivery, nextStep, outcomeOf } from './attempt.js';
 import { deliveryBody, deliveryHeaders } from './payload.js';
@@ -128,16 +129,7 @@ async function recordOutcome(deps: DeliverDeps, stream: string, attempt: number,
 }
 
 function leadEvent(type: string, data: unknown, state: DeliveryState, at: Date): EventData {
-  return {
-    type,
-    data,
-    metadata: {
-      trace_id: state.traceId,
-      schema: LEAD_EVENT_SCHEMA,
-      occurred_at: at.toISOString(),
-      supplier_id: state.received?.supplier ?? null,
-      correlation_id: state.traceId,
-      causation_id: `delivery:${state.sale?.lead_id ?? ''}`,
-    },
-  };
+  // The worker acts on the sale, not on a request: the sale's trace is both trace and correlation.
+  const origin = { traceId: state.traceId, correlationId: state.traceId, causationId: `delivery:${state.sale?.lead_id ?? ''}`, supplierId: state.received?.supplier ?? null };
+  return { type, data, metadata: leadEventMetadata(origin, at) };
 }

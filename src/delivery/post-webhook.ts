@@ -37,7 +37,8 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
           timeout: post.timeoutMs,
         },
         (res) => {
-          settle({ kind: 'response', status: res.statusCode ?? 0, latencyMs: elapsed() });
+          const retryAfter = res.headers['retry-after'] ?? null;
+          settle({ kind: 'response', status: res.statusCode ?? 0, latencyMs: elapsed(), retryAfter });
           res.on('error', () => {});
           res.on('close', () => clearTimeout(deadline));
           res.resume();

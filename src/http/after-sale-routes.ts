@@ -32,7 +32,7 @@ export function registerAfterSaleRoutes(router: Router<ShellState>, lookup: Auth
     if (principal.role !== 'buyer' && principal.role !== 'admin') throw new ShellError('FORBIDDEN');
     const id = ctx.params.lead_id ?? '';
     if (!LEAD_ID.test(id)) throw new ShellError('NOT_FOUND');
-    const { delivered_at } = await asShellError(() => acknowledgeDelivery(deps.events, principal, Number(id), deps.now()));
+    const { delivered_at } = await asShellError(() => acknowledgeDelivery(deps.events, { principal, traceId: ctx.state.traceId, now: deps.now() }, Number(id)));
     ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'Delivery acknowledged.', delivery: { lead_id: Number(id), status: 'delivered', delivered_at } };
   });
 
@@ -45,7 +45,8 @@ export function registerAfterSaleRoutes(router: Router<ShellState>, lookup: Auth
     const id = ctx.params.lead_id ?? '';
     if (!LEAD_ID.test(id)) throw new ShellError('NOT_FOUND');
     const body = parseJsonObject(await readBody(ctx.req, deps.bodyBytes));
-    const feedback = await asShellError(() => recordFeedback(deps.events, deps.routing(), ctx.state.principal!, Number(id), body, deps.now()));
+    const request = { principal: ctx.state.principal!, traceId: ctx.state.traceId, now: deps.now() };
+    const feedback = await asShellError(() => recordFeedback(deps.events, deps.routing(), request, Number(id), body));
     ctx.status = 201;
     ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'Feedback recorded.', feedback };
   });

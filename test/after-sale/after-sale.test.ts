@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { parseKey } from '../../src/keys/api-keys.js';
 import { TestService, validLead } from '../support/service.js';
 
 // Pull delivery with ack, buckets, and every feedback rule, through the real service; the
@@ -181,6 +182,48 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
       // The sale and its return cancel out in net revenue.
       expect(Number(now.net_revenue)).to.equal(Number(was.net_revenue));
       expect(Number(now.net_revenue)).to.equal(Number(now.revenue) - 30 * Number(now.returned));
+    });
+  });
+
+  describe('event metadata', function () {
+    const traceparent = (traceId: string) => ({ traceparent: `00-${traceId}-00f067aa0ba902b7-01` });
+    const keyId = (key: string) => parseKey(key)!.id;
+
+    it('feedback, a return and a pull ack carry the full metadata: their own trace and principal, the post as correlation', async function () {
+      const postTrace = '4bf92f3577b34da6a3ce929d0e0e4736';
+      const posted = await svc.post(validLead(), { 'x-api-key': keys.supplier!, ...traceparent(postTrace) });
+      expect(posted.status, posted.text).to.equal(201);
+      const leadId = posted.body.lead_id as number;
+
+      const conversionTrace = 'a1000000000000000000000000000001';
+      const returnTrace = 'a2000000000000000000000000000002';
+      const ackTrace = 'a3000000000000000000000000000003';
+      const conversion = await svc.post({ type: 'conversion' }, { 'x-api-key': keys.puller!, ...traceparent(conversionTrace) }, `/functions/leads/${leadId}/feedback`);
+      expect(conversion.status, conversion.text).to.equal(201);
+      const returned = await svc.post({ type: 'return', reason: 'fraud' }, { 'x-api-key': keys.puller!, ...traceparent(returnTrace) }, `/functions/leads/${leadId}/feedback`);
+      expect(returned.status, returned.text).to.equal(201);
+      // An admin may acknowledge for the buyer: the event names the admin, the data the buyer.
+      const acked = await svc.request('POST', `/functions/deliveries/${leadId}/ack`, { 'x-api-key': keys.admin!, ...traceparent(ackTrace) });
+      expect([acked.status, acked.body.trace_id]).to.deep.equal([200, ackTrace]);
+
+      const events = await svc.service.store.readStream(`lead-${leadId}`);
+      expect(events.map((e) => e.type)).to.deep.equal(['LeadReceived', 'LeadEnriched', 'LeadRouted', 'LeadSold', 'FeedbackRecorded', 'FeedbackRecorded', 'LeadReturned', 'LeadDelivered']);
+      for (const event of events) {
+        expect(event.metadata, event.type).to.include({ schema: 1, supplier_id: 'sup-a', correlation_id: postTrace });
+        expect(Date.parse(event.metadata.occurred_at as string), event.type).to.be.a('number').and.not.NaN;
+        expect(event.metadata.causation_id, event.type).to.equal(`request:${event.metadata.trace_id as string}`);
+      }
+      for (const event of events.slice(0, 4)) expect(event.metadata.trace_id, event.type).to.equal(postTrace);
+
+      const puller = { role: 'buyer', id: 'puller', key_id: keyId(keys.puller!) };
+      const after = events.slice(4).map((e) => [e.type, e.metadata.trace_id, e.metadata.principal, e.metadata.occurred_at]);
+      expect(after).to.deep.equal([
+        ['FeedbackRecorded', conversionTrace, puller, clock.toISOString()],
+        ['FeedbackRecorded', returnTrace, puller, clock.toISOString()],
+        ['LeadReturned', returnTrace, puller, clock.toISOString()],
+        ['LeadDelivered', ackTrace, { role: 'admin', id: 'root', key_id: keyId(keys.admin!) }, clock.toISOString()],
+      ]);
+      expect(events.at(-1)!.data).to.include({ buyer: 'puller', via: 'pull' });
     });
   });
 });

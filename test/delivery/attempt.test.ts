@@ -3,6 +3,7 @@ import { expect } from 'chai';
 import { type StreamEvent, type WireResult, foldDelivery, nextStep, outcomeOf } from '../../src/delivery/attempt.js';
 import { MAX_BACKOFF_MS, backoffMs } from '../../src/delivery/backoff.js';
 import { deliveryBody, deliveryHeaders } from '../../src/delivery/payload.js';
+import { retryAfterMs } from '../../src/delivery/retry-after.js';
 import { signDelivery, verifyDelivery } from '../../src/delivery/signature.js';
 import type { LeadReceived, LeadSold } from '../../src/events/lead-events.js';
 
@@ -92,6 +93,11 @@ describe('delivery: folding a lead stream', () => {
 
 describe('delivery: outcome of an attempt', () => {
   const outcome = (result: WireResult, attempt = 1, maxAttempts = 3) => outcomeOf(result, { sale, attempt, maxAttempts, now: T0, retryInMs: 2000 });
+  /** When a failed attempt's next one is due (null: final); `delivered` if it was not a failure. */
+  const nextOf = (result: WireResult, attempt = 1) => {
+    const o = outcome(result, attempt);
+    return o.type === 'LeadDeliveryFailed' ? o.data.next_attempt_at : 'delivered';
+  };
 
   it('2xx: delivered, with status and latency', () => {
     expect(outcome({ kind: 'response', status: 202, latencyMs: 12.4 })).to.deep.equal({
@@ -116,6 +122,61 @@ describe('delivery: outcome of an attempt', () => {
     expect(rejected.type).to.equal('LeadDeliveryFailed');
     expect(rejected.data).to.include({ error: 'http_4xx', status: 422, next_attempt_at: null });
     expect(outcome({ kind: 'response', status: 301, latencyMs: 3 }).data).to.include({ error: 'http_3xx', next_attempt_at: null });
+    for (const status of [400, 401, 403, 404, 409, 410, 413, 302]) {
+      expect(outcome({ kind: 'response', status, latencyMs: 3 }).data, String(status)).to.include({ status, next_attempt_at: null });
+    }
+  });
+
+  it('408, 425 and 429 say "not now", like a 503: retried after the backoff, until the last attempt', () => {
+    for (const status of [408, 425, 429, 500, 503]) {
+      expect(outcome({ kind: 'response', status, latencyMs: 3 }, 1).data, String(status)).to.include({ status, attempt: 1, next_attempt_at: at(2000).toISOString() });
+      expect(outcome({ kind: 'response', status, latencyMs: 3 }, 3).data, String(status)).to.include({ status, attempt: 3, next_attempt_at: null });
+    }
+  });
+
+  it('Retry-After in seconds or as an HTTP-date sets the next attempt instead of the backoff', () => {
+    const answer = (status: number, retryAfter: string | null) => nextOf({ kind: 'response', status, latencyMs: 3, retryAfter });
+    expect(answer(429, '30')).to.equal(at(30_000).toISOString());
+    expect(answer(503, '0')).to.equal(at(0).toISOString());
+    expect(answer(429, at(45_000).toUTCString())).to.equal(at(45_000).toISOString());
+    expect(answer(408, '1')).to.equal(at(1000).toISOString());
+  });
+
+  it('Retry-After is capped at the backoff maximum; missing, garbled, negative or past means the backoff', () => {
+    const answer = (retryAfter: string | null) => nextOf({ kind: 'response', status: 429, latencyMs: 3, retryAfter });
+    expect(answer('86400')).to.equal(at(MAX_BACKOFF_MS).toISOString());
+    expect(answer(at(3_600_000).toUTCString())).to.equal(at(MAX_BACKOFF_MS).toISOString());
+    for (const value of [null, '', 'soon', '-5', '1.5', '2 s', at(-1000).toUTCString(), 'Mon, 31 Feb 2026 10:00:00 GMT']) {
+      expect(answer(value), String(value)).to.equal(at(2000).toISOString());
+    }
+  });
+
+  it('Retry-After changes neither a final answer nor the last attempt', () => {
+    expect(nextOf({ kind: 'response', status: 404, latencyMs: 3, retryAfter: '5' })).to.equal(null);
+    expect(nextOf({ kind: 'response', status: 429, latencyMs: 3, retryAfter: '5' }, 3)).to.equal(null);
+  });
+});
+
+describe('delivery: reading Retry-After', () => {
+  const max = MAX_BACKOFF_MS;
+
+  it('delay-seconds, with the space around it a header may carry', () => {
+    expect(retryAfterMs('120', T0, max)).to.equal(120_000);
+    expect(retryAfterMs(' 7 ', T0, max)).to.equal(7000);
+    expect(retryAfterMs('99999999999999999999', T0, max)).to.equal(max);
+  });
+
+  it('all three HTTP-date forms, in GMT whatever the local zone', () => {
+    const now = new Date('1994-11-06T08:49:00.000Z');
+    expect(retryAfterMs('Sun, 06 Nov 1994 08:49:37 GMT', now, max)).to.equal(37_000);
+    expect(retryAfterMs('Sunday, 06-Nov-94 08:49:37 GMT', now, max)).to.equal(37_000);
+    expect(retryAfterMs('Sun Nov  6 08:49:37 1994', now, max)).to.equal(37_000);
+  });
+
+  it('anything else is no answer', () => {
+    for (const value of [undefined, null, '', '-1', '+3', '1e3', '0x10', 'Sun, 06 Nov 1994 08:49:37', '2026-03-02T10:00:05Z', 'Sun, 06 Nov 1994 25:49:37 GMT']) {
+      expect(retryAfterMs(value, T0, max), String(value)).to.equal(null);
+    }
   });
 });
 

@@ -16,8 +16,8 @@ export interface ReceivedDelivery {
   readonly at: number;
 }
 
-/** A status to answer with, or `hang` to never answer. */
-export type Answer = number | 'hang';
+/** A status to answer with (and headers to send along), or `hang` to never answer. */
+export type Answer = number | { readonly status: number; readonly headers: Record<string, string> } | 'hang';
 
 export class BuyerEndpoint {
   readonly received: ReceivedDelivery[] = [];
@@ -40,9 +40,10 @@ export class BuyerEndpoint {
         const text = Buffer.concat(chunks).toString('utf8');
         const request: ReceivedDelivery = { n: endpoint!.received.length + 1, headers: req.headers, text, body: parse(text), at: performance.now() };
         endpoint!.received.push(request);
-        const status = await endpoint!.answer(request);
-        if (status === 'hang') return;
-        res.writeHead(status, { 'content-type': 'application/json' }).end('{}');
+        const answer = await endpoint!.answer(request);
+        if (answer === 'hang') return;
+        const { status, headers } = typeof answer === 'number' ? { status: answer, headers: {} } : answer;
+        res.writeHead(status, { 'content-type': 'application/json', ...headers }).end('{}');
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { expect } from 'chai';
-import type { LeadDelivered, LeadDeliveryFailed } from '../../src/events/lead-events.js';
+import type { DeliveryWorkerDeps } from '../../src/delivery/webhook-worker.js';
+import type { LeadDelivered, LeadDeliveryAttempted, LeadDeliveryFailed } from '../../src/events/lead-events.js';
 import { CERT_URL, validLead } from '../support/service.js';
 import { type Answer, BuyerEndpoint, type ReceivedDelivery } from './buyer-endpoint.js';
 import { DeliveryHarness, HOOK_BUYER, SECRET_ENV, type WebhookOptions, sleep } from './harness.js';
@@ -10,6 +11,7 @@ import { DeliveryHarness, HOOK_BUYER, SECRET_ENV, type WebhookOptions, sleep } f
 
 type Failed = LeadDeliveryFailed['data'];
 type Delivered = LeadDelivered['data'];
+type Attempted = LeadDeliveryAttempted['data'];
 
 describe('delivery: webhook to a buyer endpoint', function () {
   const SECRET = 'whsec-test-6f1d2c';
@@ -28,10 +30,10 @@ describe('delivery: webhook to a buyer endpoint', function () {
     harness = endpoint = undefined;
   });
 
-  async function setUp(answer: (request: ReceivedDelivery) => Answer, webhook: WebhookOptions = {}): Promise<DeliveryHarness> {
+  async function setUp(answer: (request: ReceivedDelivery) => Answer, webhook: WebhookOptions = {}, worker: Partial<DeliveryWorkerDeps> = {}): Promise<DeliveryHarness> {
     endpoint = await BuyerEndpoint.start(answer);
     harness = await DeliveryHarness.start(endpoint, webhook);
-    harness.worker();
+    harness.worker(worker);
     return harness;
   }
 
@@ -69,6 +71,12 @@ describe('delivery: webhook to a buyer endpoint', function () {
     const delivered = events.at(-1)!.data as Delivered;
     expect(delivered).to.include({ lead_id: leadId, buyer: HOOK_BUYER, via: 'webhook', attempt: 1, status: 200 });
     expect(delivered.latency_ms).to.be.a('number').within(0, 2000);
+    // The worker's events belong to the sale: its trace, the post's correlation, the supplier.
+    const saleTrace = events.at(-3)!.metadata.trace_id as string;
+    for (const event of events.slice(-2)) {
+      expect(event.metadata, event.type).to.include({ trace_id: saleTrace, schema: 1, supplier_id: 'sup-1', correlation_id: saleTrace, causation_id: `delivery:${leadId}` });
+      expect(Date.parse(event.metadata.occurred_at as string), event.type).to.not.be.NaN;
+    }
 
     // Nothing the consumer gave and no secret reaches the log.
     const log = h.logs.join('');
@@ -86,6 +94,28 @@ describe('delivery: webhook to a buyer endpoint', function () {
     for (const failure of failures) expect(Date.parse(failure.next_attempt_at!)).to.be.greaterThan(Date.parse(failure.failed_at));
     expect((await h.ofType<Delivered>(leadId, 'LeadDelivered')).map((d) => d.attempt)).to.deep.equal([3]);
     expect(endpoint!.forLead(leadId)).to.have.length(3);
+  });
+
+  it('429 with Retry-After: 1, then 200: the second attempt waits the second the buyer asked for, and the lead is delivered', async () => {
+    // The worker's clock runs ten times fast, so the buyer's second passes in a tenth of one; the
+    // recorded times are the worker's, so they still show the whole second.
+    const start = Date.now();
+    const fast = () => new Date(start + (Date.now() - start) * 10);
+    const h = await setUp((r) => (r.n === 1 ? { status: 429, headers: { 'Retry-After': '1' } } : 200), {}, { now: fast });
+    const { leadId } = await h.sell();
+    const row = await h.rowWith(leadId, 'delivered');
+    expect(row).to.include({ attempts: 2, last_status_code: 200 });
+
+    const [failure, ...more] = await h.ofType<Failed>(leadId, 'LeadDeliveryFailed');
+    expect(more).to.have.length(0);
+    expect(failure).to.include({ attempt: 1, status: 429, error: 'http_4xx' });
+    // The buyer's wait, not the worker's 100 ms backoff.
+    expect(Date.parse(failure!.next_attempt_at!) - Date.parse(failure!.failed_at)).to.equal(1000);
+    const attempts = await h.ofType<Attempted>(leadId, 'LeadDeliveryAttempted');
+    expect(attempts.map((a) => a.attempt)).to.deep.equal([1, 2]);
+    expect(Date.parse(attempts[1]!.started_at) - Date.parse(failure!.failed_at)).to.be.at.least(1000);
+    expect((await h.ofType<Delivered>(leadId, 'LeadDelivered')).map((d) => d.attempt)).to.deep.equal([2]);
+    expect(endpoint!.forLead(leadId)).to.have.length(2);
   });
 
   it('an endpoint that hangs past timeout_ms: a timeout, then a retry that succeeds', async () => {
