@@ -97,7 +97,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const postLead = createPostLead({
     store,
     leadIds: new LeadIdAllocator(store, config.leadIdBlockSize, `pid-${process.pid}`),
-    validate: createLeadValidator({ allowedCertificateHosts: config.certificateHosts }),
+    validate: createLeadValidator({ allowedCertificateHosts: config.certificateHosts, allowedPhoneRegions: config.phoneRegions }),
     enrich: createDefaultEnricher({
       resolver: overrides.resolver ?? (config.mxLookup ? undefined : NO_DNS),
       mxTimeoutMs: config.mxTimeoutMs,
