@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { checkLogLevel } from './http/logger.js';
+import { DEFAULT_PHONE_REGIONS, isPhoneRegion } from './leads/mobile.js';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
 // so a command run beside the service opens the very stores the service uses. Each variable is
@@ -30,6 +31,8 @@ export interface ServiceConfig extends Config {
   readonly mxLookup: boolean;
   readonly mxTimeoutMs: number;
   readonly mxCanaryDomain: string | null;
+  /** ISO 3166 codes of the regions a lead's mobile may be a number of. */
+  readonly phoneRegions: readonly string[];
   readonly phoneVerifierUrl: string | undefined;
   readonly emailVerifierUrl: string | undefined;
   /** /readyz says not ready when a projection is further behind than this. */
@@ -77,7 +80,8 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     certificateHosts: check(() => hostList(env, 'CERTIFICATE_HOSTS', 'cert.trustedform.com,ping.trustedform.com'), []),
     mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),
     mxTimeoutMs: check(() => integer(env, 'MX_TIMEOUT_MS', 300, 1, 5000), 300),
-    mxCanaryDomain: env.MX_CANARY_DOMAIN === undefined ? 'gmail.com' : env.MX_CANARY_DOMAIN.trim().toLowerCase() || null,
+    mxCanaryDomain: check(() => optionalDomain(env, 'MX_CANARY_DOMAIN', 'gmail.com'), null),
+    phoneRegions: check(() => regionList(env, 'PHONE_REGIONS', DEFAULT_PHONE_REGIONS), DEFAULT_PHONE_REGIONS),
     phoneVerifierUrl: check(() => optionalUrl(env, 'PHONE_VERIFIER_URL', ['https:', 'http:']), undefined),
     emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
     readyMaxLagSeconds: check(() => integer(env, 'READY_MAX_LAG_SECONDS', 30, 1, 86_400), 30),
@@ -103,15 +107,41 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
   return value;
 }
 
+const HOST_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
 // An empty list would reject every consent certificate, so every lead: refused at start instead.
 function hostList(env: NodeJS.ProcessEnv, name: string, fallback: string): string[] {
   const raw = env[name] || fallback;
   const hosts = raw.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
-  const bad = hosts.filter((h) => !/^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/.test(h));
+  const bad = hosts.filter((h) => !HOST_NAME.test(h));
   if (hosts.length === 0 || bad.length > 0) {
     throw new ConfigError(`${name} must be a comma-separated list of host names${bad.length > 0 ? `, not '${bad.join("', '")}'` : ''}`);
   }
   return hosts;
+}
+
+/** A domain name (with a dot: one on the public DNS), the fallback when unset, null when set empty. */
+function optionalDomain(env: NodeJS.ProcessEnv, name: string, fallback: string): string | null {
+  const raw = env[name];
+  if (raw === undefined) return fallback;
+  const domain = raw.trim().toLowerCase().replace(/\.$/, '');
+  if (raw.trim() === '') return null;
+  if (!HOST_NAME.test(domain) || !domain.includes('.')) {
+    throw new ConfigError(`${name} must be a domain name (e.g. gmail.com), or empty for none, not '${raw}'`);
+  }
+  return domain;
+}
+
+// An empty list would make every mobile invalid, so every lead: refused at start instead.
+function regionList(env: NodeJS.ProcessEnv, name: string, fallback: readonly string[]): string[] {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return [...fallback];
+  const codes = [...new Set(raw.split(',').map((c) => c.trim().toUpperCase()).filter(Boolean))];
+  const bad = codes.filter((c) => !isPhoneRegion(c));
+  if (codes.length === 0 || bad.length > 0) {
+    throw new ConfigError(`${name} must be a comma-separated list of ISO 3166 region codes (e.g. US,CA)${bad.length > 0 ? `, not '${bad.join("', '")}'` : ''}`);
+  }
+  return codes;
 }
 
 function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {

@@ -53,9 +53,8 @@ export interface RunningService {
 const DRAIN_GRACE_MS = 7_000;
 
 /** A resolver for machines without DNS: every lookup fails at once, so e-mail MX checks say unknown. */
-const NO_DNS: MxResolver = {
-  resolveMx: () => Promise.reject(Object.assign(new Error('MX lookups are disabled'), { code: 'EREFUSED' })),
-};
+const dnsDisabled = () => Promise.reject(Object.assign(new Error('MX lookups are disabled'), { code: 'EREFUSED' }));
+const NO_DNS: MxResolver = { resolveMx: dnsDisabled, resolveAddresses: dnsDisabled };
 
 /**
  * Starts the whole service: stores, key ring, routing file, post-lead pipeline, HTTPS and plain
@@ -98,7 +97,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const postLead = createPostLead({
     store,
     leadIds: new LeadIdAllocator(store, config.leadIdBlockSize, `pid-${process.pid}`),
-    validate: createLeadValidator({ allowedCertificateHosts: config.certificateHosts }),
+    validate: createLeadValidator({ allowedCertificateHosts: config.certificateHosts, allowedPhoneRegions: config.phoneRegions }),
     enrich: createDefaultEnricher({
       resolver: overrides.resolver ?? (config.mxLookup ? undefined : NO_DNS),
       mxTimeoutMs: config.mxTimeoutMs,

@@ -14,7 +14,7 @@ export const FIELD_ERROR_SCHEMA = {
   required: ['field', 'code', 'message'],
   properties: {
     field: { type: 'string', description: 'The field (or query parameter) that failed; never its value.' },
-    code: { type: 'string', description: 'Machine-readable reason, e.g. required, invalid_format, too_long, unknown_field.' },
+    code: { type: 'string', description: 'Machine-readable reason, e.g. required, invalid_format, too_long, unknown_field, region_not_allowed.' },
     message: { type: 'string' },
   },
 } as const;

@@ -1,12 +1,25 @@
-import { type PhoneNumber, parsePhoneNumberFromString } from 'libphonenumber-js/max';
+import { type PhoneNumber, isSupportedCountry, parsePhoneNumberFromString } from 'libphonenumber-js/max';
 import { TwoGenerationCache } from '../two-generation-cache.js';
+
+/**
+ * Where the consumers of accident leads are by default: the regions of the North American
+ * numbering plan that are the US, Canada and the US territories (Puerto Rico, the US Virgin
+ * Islands, Guam, American Samoa, the Northern Mariana Islands). Other +1 regions (Jamaica, the
+ * Bahamas, …) are not among them.
+ */
+export const DEFAULT_PHONE_REGIONS: readonly string[] = ['US', 'CA', 'PR', 'VI', 'GU', 'AS', 'MP'];
+
+/** True for an ISO 3166 region code (upper case) that libphonenumber has numbering metadata for. */
+export function isPhoneRegion(code: string): boolean {
+  return /^[A-Z]{2}$/.test(code) && isSupportedCountry(code);
+}
 
 // Parsing a number with libphonenumber (and deciding it is valid) was done twice per lead, once by
 // validation and again by the phone check, about 2% of a post. Validation keeps what it parsed for
 // the phone check, by E.164 number; a check of a number it never saw parses it itself.
 const recent = new TwoGenerationCache<string, PhoneNumber>(1024);
 
-/** A dialable number: international, or a bare national number taken as US. */
+/** A dialable number: international, or a bare national number taken as US (+1). Whether its region is allowed is the validator's rule. */
 export function parseMobile(value: string): PhoneNumber | undefined {
   if (value.length > 32) return undefined;
   // extract: false, so that a number inside other text ("call 213-555-0189 now") is not taken for the field.

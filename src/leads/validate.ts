@@ -3,7 +3,7 @@ import type { PhoneNumber } from 'libphonenumber-js/max';
 import { type CertificateUrlParse, DEFAULT_CERTIFICATE_HOSTS, parseCertificateUrl } from '../enrichment/consent.js';
 import type { FieldError } from '../http/envelope.js';
 import type { NormalisedLead } from './lead.js';
-import { parseMobile } from './mobile.js';
+import { DEFAULT_PHONE_REGIONS, parseMobile } from './mobile.js';
 import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, type PostedLead } from './schema.js';
 import { toStateCode } from './us-states.js';
 
@@ -18,6 +18,8 @@ export type LeadValidation =
 
 export interface LeadValidatorOptions {
   readonly allowedCertificateHosts?: readonly string[];
+  /** ISO 3166 codes of the regions whose numbers a mobile may be (libphonenumber's region of the number). */
+  readonly allowedPhoneRegions?: readonly string[];
 }
 
 const MAX_UNKNOWN_FIELDS_NAMED = 20;
@@ -120,6 +122,9 @@ function toFieldErrors(errors: ErrorObject[]): FieldError[] {
  */
 export function createLeadValidator(options: LeadValidatorOptions = {}): (body: Readonly<Record<string, unknown>>) => LeadValidation {
   const hosts = options.allowedCertificateHosts ?? DEFAULT_CERTIFICATE_HOSTS;
+  const regions = options.allowedPhoneRegions ?? DEFAULT_PHONE_REGIONS;
+  const allowedRegions: ReadonlySet<string | undefined> = new Set(regions);
+  const regionRule = `must be a number of one of these regions: ${regions.join(', ')}`;
   const ajv = new Ajv({ allErrors: true, allowUnionTypes: true, strict: true });
   ajv.addFormat('lead-email', isLeadEmail);
   // The formats keep what they parsed, so that building the normalised lead right after the check
@@ -148,7 +153,14 @@ export function createLeadValidator(options: LeadValidatorOptions = {}): (body: 
       input.certificate_url ??= aliasValue;
       delete input[CERTIFICATE_URL_ALIAS];
     }
-    if (validate(input) && errors.length === 0) return { ok: true, lead: normalised(input, mobileOf(input.mobile)!, certificateOf(input.certificate_url)) };
+    const valid = validate(input);
+    // A valid, dialable number from elsewhere passes the format but is no lead here: its own rule,
+    // named in its own words. The parse is the one the format kept.
+    if (typeof input.mobile === 'string') {
+      const parsed = mobileOf(input.mobile);
+      if (parsed && !allowedRegions.has(parsed.country)) errors.push(fieldError('mobile', 'region_not_allowed', regionRule));
+    }
+    if (valid && errors.length === 0) return { ok: true, lead: normalised(input, mobileOf(input.mobile)!, certificateOf(input.certificate_url)) };
 
     errors.push(...toFieldErrors(validate.errors ?? []));
     const failed = new Set(errors.map((e) => e.field));

@@ -18,7 +18,7 @@ const fixed = (name: string, result: CheckResult): Verifier<string> & { inputs: 
   return { name, inputs, verify: async (input) => { inputs.push(input); return result; } };
 };
 const PASS = (provider: string): CheckResult => ({ result: 'pass', provider, detail: 'ok' });
-const mxResolver: MxResolver = { resolveMx: async () => [{ exchange: 'mx.example.com', priority: 10 }] };
+const mxResolver: MxResolver = { resolveMx: async () => [{ exchange: 'mx.example.com', priority: 10 }], resolveAddresses: async () => [] };
 
 describe('enricher', function () {
   it('gives each verifier its field of the lead and collects the results', async function () {
@@ -76,7 +76,7 @@ describe('enricher', function () {
     });
 
     it('passes the certificate hosts and MX timeout through', async function () {
-      const silent: MxResolver = { resolveMx: () => new Promise(() => undefined) };
+      const silent: MxResolver = { resolveMx: () => new Promise(() => undefined), resolveAddresses: () => new Promise(() => undefined) };
       const result = await createDefaultEnricher({ resolver: silent, mxTimeoutMs: 20, allowedCertificateHosts: ['x.example'] })(LEAD);
       expect(result.email).to.deep.equal({ result: 'unknown', provider: 'dns-mx', detail: 'timeout' });
       expect(result.consent.detail).to.equal('host_not_allowed');

@@ -66,8 +66,9 @@ const GOOD: Good[] = [
   { title: 'mobile (213) 555-0145', set: { mobile: '(213) 555-0145' }, expect: { mobile: '+12135550145', mobile_national: '2135550145' } },
   { title: 'mobile " +1 213-555-0146 " trimmed', set: { mobile: ' +1 213-555-0146 ' }, expect: { mobile: '+12135550146', mobile_national: '2135550146' } },
   { title: 'mobile 12135550147 (11 digits, leading 1)', set: { mobile: '12135550147' }, expect: { mobile: '+12135550147', mobile_national: '2135550147' } },
-  { title: 'mobile international (UK) +44 7911 123456', set: { mobile: '+44 7911 123456' }, expect: { mobile: '+447911123456', mobile_national: '7911123456' } },
-  { title: 'mobile international (FR) +33 6 12 34 56 78', set: { mobile: '+33 6 12 34 56 78' }, expect: { mobile: '+33612345678', mobile_national: '612345678' } },
+  { title: 'mobile of Canada +1 416 555 0143 (an allowed region by default)', set: { mobile: '+1 416 555 0143' }, expect: { mobile: '+14165550143', mobile_national: '4165550143' } },
+  { title: 'mobile of Puerto Rico +1 787 234 5678 (an allowed region by default)', set: { mobile: '+1 787 234 5678' }, expect: { mobile: '+17872345678', mobile_national: '7872345678' } },
+  { title: 'mobile of Canada given as 10 bare digits 6045550188 → +1', set: { mobile: '6045550188' }, expect: { mobile: '+16045550188', mobile_national: '6045550188' } },
   // zip
   { title: 'zip 90210', set: { zip: '90210' }, expect: { zip: '90210', zip4: null } },
   { title: 'zip 90210-1234 → zip + zip4', set: { zip: '90210-1234' }, expect: { zip: '90210', zip4: '1234' } },
@@ -173,6 +174,9 @@ const BAD: Bad[] = [
   bad('mobile', '+1 213 555 01', 'invalid_format', 'mobile: too few digits'),
   bad('mobile', '2'.repeat(33), 'too_long', 'mobile of 33 characters'),
   bad('mobile', '', 'invalid_format', 'mobile empty'),
+  bad('mobile', '+447911123456', 'region_not_allowed', 'mobile: a UK mobile +447911123456 is not of an allowed region'),
+  bad('mobile', '+33 6 12 34 56 78', 'region_not_allowed', 'mobile: a French mobile is not of an allowed region'),
+  bad('mobile', '+1 876 210 1234', 'region_not_allowed', 'mobile: a +1 number of Jamaica is not of an allowed region'),
   bad('zip', '1234', 'invalid_format', 'zip 1234'),
   bad('zip', '123456', 'invalid_format', 'zip 123456'),
   bad('zip', 'ABCDE', 'invalid_format', 'zip ABCDE'),
@@ -362,6 +366,14 @@ describe('post-lead: every field rule through the real HTTPS server', function (
       await expectInvalid(await post(MANY_BAD), MANY_BAD_ERRORS, Object.values(MANY_BAD));
     });
 
+    it('a mobile of another region is told the rule and the regions allowed, not the number', async () => {
+      const reply = await post(uniqueLead({ mobile: '+447911123456' }));
+      expect(reply.status, reply.text).to.equal(422);
+      expect(reply.body.errors).to.deep.equal([
+        { field: 'mobile', code: 'region_not_allowed', message: 'mobile must be a number of one of these regions: US, CA, PR, VI, GU, AS, MP' },
+      ]);
+    });
+
     it('prototype-pollution members leave Object.prototype untouched', async () => {
       const polluted = ['polluted', 'isAdmin'];
       await post(withRawMembers(uniqueLead(), '"__proto__":{"polluted":"yes","isAdmin":true}', '"constructor":{"prototype":{"polluted":"yes"}}'));
@@ -429,4 +441,44 @@ describe('post-lead: every field rule through the real HTTPS server', function (
     expect((events[0]!.data as { lead: unknown }).lead, 'no lead data kept for an invalid lead').to.equal(null);
     expect(events[1]!.data).to.deep.include({ code: 'INVALID', errors: reply.body.errors });
   }
+});
+
+describe('post-lead: PHONE_REGIONS chooses the regions a mobile may be of', function () {
+  this.timeout(60_000);
+  let svc: TestService;
+  let key: string;
+
+  before(async () => {
+    svc = await TestService.start({ env: { PHONE_REGIONS: 'GB' } });
+    key = await svc.key();
+  });
+  after(async () => {
+    await svc?.stop();
+  });
+
+  const post = (body: Fields) => svc.post(body, { 'x-api-key': key });
+  const onlyGb = { field: 'mobile', code: 'region_not_allowed', message: 'mobile must be a number of one of these regions: GB' };
+
+  it('PHONE_REGIONS=GB: a UK mobile passes, stored E.164 and national', async () => {
+    const reply = await post(uniqueLead({ mobile: '+44 7400 123456' }));
+    expect(reply.status, reply.text).to.equal(201);
+    const events = await leadEvents(svc, reply.body.lead_id as number);
+    const lead = (events.find((e) => e.type === 'LeadReceived')!.data as { lead: NormalisedLead }).lead;
+    expect(lead).to.include({ mobile: '+447400123456', mobile_national: '7400123456' });
+  });
+
+  it('PHONE_REGIONS=GB: a US mobile, and a bare 10-digit number (taken as +1), are INVALID on mobile', async () => {
+    for (const mobile of ['+12135550143', '2135550144']) {
+      const reply = await post(uniqueLead({ mobile }));
+      expect(reply.status, mobile).to.equal(422);
+      expect(reply.body).to.include({ code: 'INVALID' });
+      expect(reply.body.errors, mobile).to.deep.equal([onlyGb]);
+    }
+  });
+
+  it('PHONE_REGIONS=GB: +447911123456 is a Guernsey (GG) number to libphonenumber, so not of GB', async () => {
+    const reply = await post(uniqueLead({ mobile: '+447911123456' }));
+    expect(reply.status).to.equal(422);
+    expect(reply.body.errors).to.deep.equal([onlyGb]);
+  });
 });

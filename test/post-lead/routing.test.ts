@@ -71,7 +71,8 @@ describe('routing through the service', function () {
       { id: 'fallback', price: 5 },
     ];
     // No DNS answer: the e-mail check is unknown, which fails a `pass` requirement.
-    const silentDns = { resolveMx: () => Promise.reject(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' })) };
+    const refused = () => Promise.reject(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }));
+    const silentDns = { resolveMx: refused, resolveAddresses: refused };
     await withService({ routing: { buyers }, resolver: silentDns }, async (svc, key) => {
       const reply = await svc.post(validLead({ zip: '90210', accident_state: 'CA' }), { 'x-api-key': key });
       expect(reply.body).to.include({ code: 'SOLD', revenue: 5 });

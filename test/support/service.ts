@@ -40,12 +40,13 @@ export interface TestServiceOptions {
 
 export const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
 
-/** Every domain has an MX record, except those named `no-mx.…`. */
+/** Every domain has an MX record, except those named `no-mx.…`, which do not exist. */
 export const FAKE_DNS: MxResolver = {
   resolveMx: async (domain) => {
-    if (domain.startsWith('no-mx.')) throw Object.assign(new Error('no data'), { code: 'ENOTFOUND' });
+    if (domain.startsWith('no-mx.')) throw Object.assign(new Error('no such domain'), { code: 'ENOTFOUND' });
     return [{ exchange: `mx.${domain}`, priority: 10 }];
   },
+  resolveAddresses: async (domain) => (domain.startsWith('no-mx.') ? [] : ['192.0.2.10']),
 };
 
 export const ALWAYS_OPEN_ROUTING = {
