@@ -126,6 +126,54 @@ describe('support streams (on the embedded store)', function () {
     });
   });
 
+  describe('caps, looked at without taking (test leads)', function () {
+    it('hasRoom answers as a reservation would, appends nothing, and counts slots given back', async function () {
+      const ledger = new CapLedger(store);
+      const other = new CapLedger(store);
+      const cap = { index: 0, max: 2, key: 'look' };
+      const stream = 'cap-looked-0-look';
+      expect(await ledger.hasRoom('looked', [cap])).to.equal(true);
+      expect(await store.readStream(stream)).to.deep.equal([]);
+      expect(await ledger.reserve('looked', [cap], 1)).to.equal(true);
+      expect(await other.hasRoom('looked', [cap])).to.equal(true);
+      expect(await other.reserve('looked', [cap], 2)).to.equal(true);
+      expect(await ledger.hasRoom('looked', [cap])).to.equal(false);
+      expect(await other.hasRoom('looked', [cap])).to.equal(false);
+      // Every cap must have room: one full cap is enough to say no.
+      expect(await ledger.hasRoom('looked', [{ index: 1, max: 5, key: 'look' }, cap])).to.equal(false);
+      await ledger.release('looked', [cap], 1);
+      expect(await other.hasRoom('looked', [cap])).to.equal(true);
+      expect((await store.readStream(stream)).map((e) => e.type)).to.deep.equal(['CapSlotTaken', 'CapSlotTaken', 'CapSlotReleased']);
+    });
+
+    it('a look while a slot is being taken neither takes one nor makes the ledger count it twice', async function () {
+      // The append lands, then its answer is held back: the look reads the new slot meanwhile.
+      let landed!: () => void;
+      const written = new Promise<void>((resolve) => (landed = resolve));
+      let answer!: () => void;
+      const held = new Promise<void>((resolve) => (answer = resolve));
+      const slow = overriding(store, {
+        append: async (name, events, options) => {
+          const result = await store.append(name, events, options);
+          landed();
+          await held;
+          return result;
+        },
+      });
+      const ledger = new CapLedger(slow);
+      const cap = { index: 0, max: 2, key: 'race' };
+      const first = ledger.reserve('raced', [cap], 1);
+      await written;
+      expect(await ledger.hasRoom('raced', [cap])).to.equal(true);
+      answer();
+      expect(await first).to.equal(true);
+      // One slot used of two: the second lead gets the other, a third finds the cap full.
+      expect(await ledger.reserve('raced', [cap], 2)).to.equal(true);
+      expect(await ledger.reserve('raced', [cap], 3)).to.equal(false);
+      expect(await store.readStream('cap-raced-0-race')).to.have.length(2);
+    });
+  });
+
   describe('idempotency keys', function () {
     const envelope = { ok: true, code: 'SOLD' } as unknown as DecisionEnvelope;
     it('claim, complete, replay; another body conflicts; in flight is seen as such', async function () {

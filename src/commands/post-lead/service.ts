@@ -33,6 +33,7 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 interface Reservation {
   readonly buyer: string;
   readonly price: number;
+  /** The cap periods a slot was taken in, to give back if the lead is not recorded (none for a test lead). */
   readonly caps: readonly CapPeriod[];
 }
 
@@ -51,10 +52,11 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     let reservation: Reservation | null = null;
     for (const buyerId of rankEligible(config, decisions, roundRobinTurn++)) {
       const buyer = config.buyers.find((b) => b.id === buyerId)!;
-      // A test lead runs the whole pipeline but uses no cap.
-      const caps = lead.test ? [] : capPeriods(buyer, now);
-      if (caps.length === 0 || (await deps.caps.reserve(buyerId, caps, leadId))) {
-        reservation = { buyer: buyerId, price: buyer.price, caps };
+      const caps = capPeriods(buyer, now);
+      // A test lead meets a full cap as a real lead would, but only looks: it takes no slot.
+      const room = caps.length === 0 || (lead.test ? await deps.caps.hasRoom(buyerId, caps) : await deps.caps.reserve(buyerId, caps, leadId));
+      if (room) {
+        reservation = { buyer: buyerId, price: buyer.price, caps: lead.test ? [] : caps };
         break;
       }
       const index = candidates.findIndex((c) => c.buyer === buyerId);
