@@ -9,7 +9,7 @@ import type { LeadValidation } from '../../leads/validate.js';
 import type { LoadedRoutingConfig } from '../../routing/load-config.js';
 import { capPeriods, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
 import type { CapLedger, CapPeriod } from '../caps.js';
-import type { ContactClaim, ContactKind, ContactRegistry } from '../contacts.js';
+import type { ContactClaim, ContactClaims, ContactKind, ContactRegistry } from '../contacts.js';
 import { retryWhileClaimsBlock } from '../contacts.js';
 import type { IdempotencyKeys } from '../idempotency.js';
 import type { LeadIdAllocator } from '../lead-ids.js';
@@ -111,13 +111,12 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       ['email', lead.email],
     ];
     // A test lead is checked against real claims but takes none, so test traffic never blocks a real lead.
-    let claims: ContactClaim[] | null = [];
-    if (lead.test) {
-      if (await deps.contacts.isDuplicate(contacts, now, windowDays)) claims = null;
-    } else {
-      claims = await deps.contacts.claim(contacts, leadId, now, windowDays);
-    }
-    if (claims === null) return record(request, leadId, decide({ ...base, validation, duplicate: true }, initialLeadState));
+    const claimed: ContactClaims = lead.test
+      ? { duplicates: await deps.contacts.duplicates(contacts, now, windowDays) }
+      : await deps.contacts.claim(contacts, leadId, now, windowDays);
+    const duplicates = 'duplicates' in claimed ? claimed.duplicates : [];
+    if (duplicates.length > 0) return record(request, leadId, decide({ ...base, validation, duplicates }, initialLeadState));
+    const claims = 'claims' in claimed ? claimed.claims : [];
 
     let reservation: Reservation | null = null;
     try {
