@@ -31,7 +31,7 @@ function leadEvents(n: number) {
   const base = { leadId: n, supplier: `sup-${n % 5}`, keyId: 'k', now: new Date(Date.UTC(2026, 10, 1) + n * 1000), validation: { ok: true as const, lead } };
   const command: PostLeadCommand =
     n % 10 === 0
-      ? { ...base, duplicate: true }
+      ? { ...base, duplicates: ['email'] }
       : {
           ...base,
           enrichment: { phone: pass, email: pass, consent: pass },

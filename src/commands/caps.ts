@@ -51,6 +51,17 @@ export class CapLedger {
     return true;
   }
 
+  /**
+   * Would a reservation get a slot in every cap of the buyer now? Reads only, takes nothing: the
+   * answer for a test lead, which must meet a full cap as a real lead would but use no slot.
+   */
+  async hasRoom(buyer: string, caps: readonly CapPeriod[]): Promise<boolean> {
+    for (const cap of caps) {
+      if ((await this.peek(capStream(buyer, cap))) >= cap.max) return false;
+    }
+    return true;
+  }
+
   /** Gives back the slots of a reservation whose lead was not recorded. */
   async release(buyer: string, caps: readonly CapPeriod[], leadId: number): Promise<void> {
     for (const cap of caps) await this.give(capStream(buyer, cap), leadId);
@@ -114,6 +125,19 @@ export class CapLedger {
 
   private async give(stream: string, leadId: number): Promise<void> {
     await this.store.append(stream, [{ type: 'CapSlotReleased', data: { lead_id: leadId } }]);
+  }
+
+  /**
+   * The slots in use, counted from a copy of what this instance knows plus what was appended
+   * since. The shared count is left alone: only a stream's own take queue moves it, so a read
+   * racing an append can never count one slot twice.
+   */
+  private async peek(stream: string): Promise<number> {
+    const known = this.usage.get(stream);
+    let used = known?.used ?? 0;
+    const fromRevision = known === undefined || known.revision === 'no_stream' ? 0 : known.revision + 1;
+    for (const event of await this.store.readStream(stream, { fromRevision })) used += event.type === 'CapSlotTaken' ? 1 : -1;
+    return used;
   }
 
   private async catchUp(stream: string): Promise<Usage> {

@@ -22,6 +22,9 @@ export interface ContactClaim {
   readonly leadId: number;
 }
 
+/** What a claim came to: every contact claimed, or the contacts another accepted lead holds (nothing claimed). */
+export type ContactClaims = { readonly claims: ContactClaim[] } | { readonly duplicates: ContactKind[] };
+
 /** A lead whose stream is still missing this long after its claim will never be recorded. */
 export const CLAIM_IN_FLIGHT_MS = 10_000;
 const RELEASE_RETRY_MS = 250;
@@ -62,36 +65,43 @@ export class ContactRegistry {
     return !lead.some((event) => event.type === 'LeadRejected');
   }
 
-  /** Is any of the contacts held by an accepted lead inside the window? Reads only. */
-  async isDuplicate(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<boolean> {
+  /** Which of the contacts are held by an accepted lead inside the window (none: not a duplicate)? Reads only. */
+  async duplicates(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<ContactKind[]> {
+    const held: ContactKind[] = [];
     for (const [kind, value] of contacts) {
-      if (await this.held(await this.store.readStream(contactStream(kind, value)), now.getTime(), windowDays)) return true;
+      if (await this.held(await this.store.readStream(contactStream(kind, value)), now.getTime(), windowDays)) held.push(kind);
     }
-    return false;
+    return held;
   }
 
   /**
    * Claims every contact for the lead, or none: on a duplicate the claims already taken are
-   * released and null is returned.
+   * released, the contacts after the first one found held are only looked at, and every one held
+   * is named, so the supplier learns each field that matched.
    */
-  async claim(contacts: ReadonlyArray<[ContactKind, string]>, leadId: number, now: Date, windowDays: number): Promise<ContactClaim[] | null> {
+  async claim(contacts: ReadonlyArray<[ContactKind, string]>, leadId: number, now: Date, windowDays: number): Promise<ContactClaims> {
     const taken: ContactClaim[] = [];
+    let firstHeld = -1;
     try {
-      for (const [kind, value] of contacts) {
+      for (const [index, [kind, value]] of contacts.entries()) {
         const claim = await this.claimOne(contactStream(kind, value), leadId, now, windowDays);
         if (!claim) {
-          await this.release(taken, now);
-          return null;
+          firstHeld = index;
+          break;
         }
         taken.push(claim);
       }
+      if (firstHeld >= 0) await this.release(taken, now);
     } catch (error) {
       // The store failed with some contacts claimed: the caller never learns of them, so they are
       // given back from here, or they would make the supplier's retry a DUPLICATE.
       this.releaseLater(taken, now);
       throw error;
     }
-    return taken;
+    if (firstHeld < 0) return { claims: taken };
+    // The contacts before the first one held were free (this lead just had them).
+    const later = await this.duplicates(contacts.slice(firstHeld + 1), now, windowDays);
+    return { duplicates: [contacts[firstHeld]![0], ...later] };
   }
 
   /**

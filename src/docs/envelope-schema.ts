@@ -39,7 +39,7 @@ export const ENVELOPE_SCHEMA = {
       enum: ['Success', 'Failure', 'Error'],
       description: 'Success: done. Failure: the same request will fail again; fix it. Error: retry later (honour Retry-After).',
     },
-    errors: { type: 'array', items: FIELD_ERROR_SCHEMA, description: 'On INVALID and VERIFICATION_FAILED (and DUPLICATE): every failing field.' },
+    errors: { type: 'array', items: FIELD_ERROR_SCHEMA, description: 'On INVALID and VERIFICATION_FAILED: every failing field. On DUPLICATE: one entry per field (mobile, email) that matched a lead accepted within the window.' },
     test: { const: true, description: 'Present on test leads only.' },
   },
 } as const;

@@ -83,7 +83,7 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
   examples.VERIFICATION_FAILED = decided(EXAMPLE_LEAD, {
     enrichment: { ...PASSED, phone: { result: 'fail', provider: 'libphonenumber', detail: 'toll_free' } },
   });
-  examples.DUPLICATE = decided(EXAMPLE_LEAD, { duplicate: true });
+  examples.DUPLICATE = decided(EXAMPLE_LEAD, { duplicates: ['mobile', 'email'] });
   examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = noLeadEnvelope('IDEMPOTENCY_CONFLICT', EXAMPLE_TRACE_ID, {
     acceptance: 'rejected',
     message: 'This Idempotency-Key was used with a different body.',

@@ -75,8 +75,27 @@ describe('post-lead decider', function () {
   });
 
   it('duplicate: rejected before enrichment → 409 DUPLICATE', function () {
-    const events = given([]).when({ ...base, duplicate: true }).then([{ type: 'LeadReceived' }, { type: 'LeadRejected', data: { code: 'DUPLICATE' } }]);
+    const events = given([]).when({ ...base, duplicates: ['mobile'] }).then([{ type: 'LeadReceived' }, { type: 'LeadRejected', data: { code: 'DUPLICATE' } }]);
     expect(envelopeOf(foldLead(events), 'a'.repeat(32)).status).to.equal(409);
+  });
+
+  it('duplicate: one errors entry per matching field, in the event and the envelope, never the value', function () {
+    const entry = (field: string) => ({ field, code: 'duplicate', message: `${field} matches a lead accepted within the duplicate window` });
+    for (const [duplicates, fields] of [[['mobile'], ['mobile']], [['email'], ['email']], [['mobile', 'email'], ['mobile', 'email']]] as const) {
+      const events = given([]).when({ ...base, duplicates }).then([
+        { type: 'LeadReceived' }, { type: 'LeadRejected', data: { code: 'DUPLICATE', errors: fields.map(entry) } },
+      ]);
+      const { envelope } = envelopeOf(foldLead(events), 'a'.repeat(32));
+      expect(envelope.errors).to.deep.equal(fields.map(entry));
+      const text = JSON.stringify(envelope.errors);
+      for (const value of [lead.email, lead.mobile, lead.mobile_national, 'sup-1']) expect(text).to.not.contain(value);
+    }
+  });
+
+  it('no matching field is not a duplicate', function () {
+    given([]).when({ ...base, duplicates: [], enrichment, routing: toBuyer }).then([
+      { type: 'LeadReceived' }, { type: 'LeadEnriched' }, { type: 'LeadRouted' }, { type: 'LeadSold' },
+    ]);
   });
 
   it('verification failed: phone or e-mail fail rejects, naming the field; consent fail alone does not', function () {
@@ -117,7 +136,7 @@ describe('post-lead decider', function () {
   });
 
   it('a lead already recorded cannot be decided again', function () {
-    const events = decide({ ...base, duplicate: true }, foldLead([]));
-    expect(() => decide({ ...base, duplicate: true }, foldLead(events))).to.throw(LeadAlreadyRecordedError);
+    const events = decide({ ...base, duplicates: ['email'] }, foldLead([]));
+    expect(() => decide({ ...base, duplicates: ['email'] }, foldLead(events))).to.throw(LeadAlreadyRecordedError);
   });
 });

@@ -56,11 +56,11 @@ describe('support streams (on the embedded store)', function () {
       const results = await Promise.all(
         Array.from({ length: 20 }, (_, i) => registry.claim([['mobile', '+13105550100'], ['email', `x${i}@example.com`]], 1000 + i, now, 30)),
       );
-      expect(results.filter((r) => r !== null)).to.have.length(1);
+      expect(results.filter((r) => 'claims' in r)).to.have.length(1);
       // The losers gave back the e-mail claims they had not taken and hold nothing.
       for (let i = 0; i < 20; i++) {
-        const held = await registry.isDuplicate([['email', `x${i}@example.com`]], now, 30);
-        expect(held).to.equal(results[i] !== null);
+        const held = await registry.duplicates([['email', `x${i}@example.com`]], now, 30);
+        expect(held.length > 0).to.equal('claims' in results[i]!);
       }
     });
 
@@ -69,11 +69,11 @@ describe('support streams (on the embedded store)', function () {
       const registry = new ContactRegistry(counted);
       await store.append('lead-7001', [{ type: 'LeadReceived', data: { lead_id: 7001 } }, { type: 'LeadSold', data: { lead_id: 7001 } }]);
       const contacts: Array<['mobile' | 'email', string]> = [['mobile', '+13105550177'], ['email', 'new-7001@example.com']];
-      expect(await registry.claim(contacts, 7001, now, 30)).to.have.length(2);
+      expect(await registry.claim(contacts, 7001, now, 30)).to.have.property('claims').with.length(2);
       expect(reads.get(contactStream('mobile', '+13105550177')) ?? 0).to.equal(0);
       expect(reads.get(contactStream('email', 'new-7001@example.com')) ?? 0).to.equal(0);
       // The same mobile for another lead: the claim as new fails, the stream is read, the holder found.
-      expect(await registry.claim([['mobile', '+13105550177']], 7002, now, 30)).to.equal(null);
+      expect(await registry.claim([['mobile', '+13105550177']], 7002, now, 30)).to.deep.equal({ duplicates: ['mobile'] });
       expect(reads.get(contactStream('mobile', '+13105550177'))).to.equal(1);
     });
 
@@ -83,25 +83,40 @@ describe('support streams (on the embedded store)', function () {
     it('a claim outside the window or released is no longer a duplicate', async function () {
       const registry = new ContactRegistry(store);
       await recordLead(5001, 'LeadSold');
-      const claims = await registry.claim([['email', 'old@example.com']], 5001, now, 30);
+      const claimed = await registry.claim([['email', 'old@example.com']], 5001, now, 30);
+      const claims = 'claims' in claimed ? claimed.claims : [];
       expect(claims).to.have.length(1);
       const later = new Date(now.getTime() + 31 * 86_400_000);
-      expect(await registry.isDuplicate([['email', 'old@example.com']], new Date(now.getTime() + 29 * 86_400_000), 30)).to.equal(true);
-      expect(await registry.isDuplicate([['email', 'old@example.com']], later, 30)).to.equal(false);
-      await registry.release(claims!, now);
-      expect(await registry.isDuplicate([['email', 'old@example.com']], now, 30)).to.equal(false);
+      expect(await registry.duplicates([['email', 'old@example.com']], new Date(now.getTime() + 29 * 86_400_000), 30)).to.deep.equal(['email']);
+      expect(await registry.duplicates([['email', 'old@example.com']], later, 30)).to.deep.equal([]);
+      await registry.release(claims, now);
+      expect(await registry.duplicates([['email', 'old@example.com']], now, 30)).to.deep.equal([]);
     });
 
     it('a claim counts only while its lead is accepted: rejected or never recorded leads do not block', async function () {
       const registry = new ContactRegistry(store);
       await recordLead(5002, 'LeadRejected');
-      expect(await registry.claim([['email', 'rejected@example.com']], 5002, now, 30)).to.have.length(1);
-      expect(await registry.isDuplicate([['email', 'rejected@example.com']], now, 30)).to.equal(false);
+      expect(await registry.claim([['email', 'rejected@example.com']], 5002, now, 30)).to.have.property('claims').with.length(1);
+      expect(await registry.duplicates([['email', 'rejected@example.com']], now, 30)).to.deep.equal([]);
 
       // Lead 5003 claimed and then its append failed: in flight for 10 s, then not a duplicate.
-      expect(await registry.claim([['email', 'lost@example.com']], 5003, now, 30)).to.have.length(1);
-      expect(await registry.isDuplicate([['email', 'lost@example.com']], new Date(now.getTime() + 5_000), 30)).to.equal(true);
-      expect(await registry.isDuplicate([['email', 'lost@example.com']], new Date(now.getTime() + 11_000), 30)).to.equal(false);
+      expect(await registry.claim([['email', 'lost@example.com']], 5003, now, 30)).to.have.property('claims').with.length(1);
+      expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 5_000), 30)).to.deep.equal(['email']);
+      expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 11_000), 30)).to.deep.equal([]);
+    });
+
+    it('a duplicate names every contact held, and claims none of them', async function () {
+      const registry = new ContactRegistry(store);
+      await recordLead(5101, 'LeadSold');
+      const held: Array<['mobile' | 'email', string]> = [['mobile', '+13105550181'], ['email', 'held-5101@example.com']];
+      expect(await registry.claim(held, 5101, now, 30)).to.have.property('claims');
+      const free: Array<['mobile' | 'email', string]> = [['mobile', '+13105550182'], ['email', 'free-5102@example.com']];
+      expect(await registry.claim([held[0]!, free[1]!], 5102, now, 30)).to.deep.equal({ duplicates: ['mobile'] });
+      expect(await registry.claim([free[0]!, held[1]!], 5103, now, 30)).to.deep.equal({ duplicates: ['email'] });
+      expect(await registry.claim(held, 5104, now, 30)).to.deep.equal({ duplicates: ['mobile', 'email'] });
+      expect(await registry.duplicates(held, now, 30)).to.deep.equal(['mobile', 'email']);
+      // The free contacts a duplicate claimed on its way were given back.
+      expect(await registry.duplicates(free, new Date(now.getTime() + 5_000), 30)).to.deep.equal([]);
     });
   });
 
@@ -123,6 +138,54 @@ describe('support streams (on the embedded store)', function () {
       // The day slot taken for lead 2 was given back: 4 remain.
       const results = await Promise.all([3, 4, 5, 6, 7].map((id) => ledger.reserve('two', [day], id)));
       expect(results.filter(Boolean)).to.have.length(4);
+    });
+  });
+
+  describe('caps, looked at without taking (test leads)', function () {
+    it('hasRoom answers as a reservation would, appends nothing, and counts slots given back', async function () {
+      const ledger = new CapLedger(store);
+      const other = new CapLedger(store);
+      const cap = { index: 0, max: 2, key: 'look' };
+      const stream = 'cap-looked-0-look';
+      expect(await ledger.hasRoom('looked', [cap])).to.equal(true);
+      expect(await store.readStream(stream)).to.deep.equal([]);
+      expect(await ledger.reserve('looked', [cap], 1)).to.equal(true);
+      expect(await other.hasRoom('looked', [cap])).to.equal(true);
+      expect(await other.reserve('looked', [cap], 2)).to.equal(true);
+      expect(await ledger.hasRoom('looked', [cap])).to.equal(false);
+      expect(await other.hasRoom('looked', [cap])).to.equal(false);
+      // Every cap must have room: one full cap is enough to say no.
+      expect(await ledger.hasRoom('looked', [{ index: 1, max: 5, key: 'look' }, cap])).to.equal(false);
+      await ledger.release('looked', [cap], 1);
+      expect(await other.hasRoom('looked', [cap])).to.equal(true);
+      expect((await store.readStream(stream)).map((e) => e.type)).to.deep.equal(['CapSlotTaken', 'CapSlotTaken', 'CapSlotReleased']);
+    });
+
+    it('a look while a slot is being taken neither takes one nor makes the ledger count it twice', async function () {
+      // The append lands, then its answer is held back: the look reads the new slot meanwhile.
+      let landed!: () => void;
+      const written = new Promise<void>((resolve) => (landed = resolve));
+      let answer!: () => void;
+      const held = new Promise<void>((resolve) => (answer = resolve));
+      const slow = overriding(store, {
+        append: async (name, events, options) => {
+          const result = await store.append(name, events, options);
+          landed();
+          await held;
+          return result;
+        },
+      });
+      const ledger = new CapLedger(slow);
+      const cap = { index: 0, max: 2, key: 'race' };
+      const first = ledger.reserve('raced', [cap], 1);
+      await written;
+      expect(await ledger.hasRoom('raced', [cap])).to.equal(true);
+      answer();
+      expect(await first).to.equal(true);
+      // One slot used of two: the second lead gets the other, a third finds the cap full.
+      expect(await ledger.reserve('raced', [cap], 2)).to.equal(true);
+      expect(await ledger.reserve('raced', [cap], 3)).to.equal(false);
+      expect(await store.readStream('cap-raced-0-race')).to.have.length(2);
     });
   });
 

@@ -102,6 +102,33 @@ describe('POST /functions/leads: every outcome', function () {
     expectEnvelope(sameEmail, 409, 'DUPLICATE', 'rejected', true);
   });
 
+  it('DUPLICATE 409: errors has one entry per field that matched, never a value or the other supplier', async function () {
+    const otherSupplier = await svc.key('supplier', 'sup-dup-other');
+    const first = validLead({ sid: 'other-source', s1: 'other-click' });
+    const firstReply = await svc.post(first, { 'x-api-key': otherSupplier });
+    expect(firstReply.status).to.equal(201);
+    const entry = (field: string) => ({ field, code: 'duplicate', message: `${field} matches a lead accepted within the duplicate window` });
+    const national = String(first.mobile).slice(2);
+    const cases: Array<[string, Record<string, unknown>, string[]]> = [
+      ['same e-mail, another mobile', validLead({ email: first.email }), ['email']],
+      ['same mobile (national form), another e-mail', validLead({ mobile: national }), ['mobile']],
+      ['both', validLead({ email: first.email, mobile: first.mobile }), ['mobile', 'email']],
+      ['both, as a test lead', validLead({ email: first.email, mobile: first.mobile, test: true }), ['mobile', 'email']],
+    ];
+    for (const [name, lead, fields] of cases) {
+      const reply = await svc.post(lead, { 'x-api-key': key });
+      expectEnvelope(reply, 409, 'DUPLICATE', 'rejected', true);
+      expect(reply.body.errors, name).to.deep.equal(fields.map(entry));
+      const rejected = (await svc.service.store.readStream(`lead-${reply.body.lead_id}`)).find((e) => e.type === 'LeadRejected')!;
+      expect((rejected.data as { errors: unknown }).errors, name).to.deep.equal(fields.map(entry));
+      for (const value of [first.email, first.mobile, national, 'sup-dup-other', 'other-source', 'other-click']) {
+        expect(reply.text, `${name}: ${String(value)}`).to.not.contain(String(value));
+      }
+      const words = `${String(reply.body.message)} ${JSON.stringify(reply.body.errors)}`;
+      expect(words, `${name}: the matched lead's id`).to.not.match(new RegExp(`\\b${String(firstReply.body.lead_id)}\\b`));
+    }
+  });
+
   it('MALFORMED_JSON 400, UNSUPPORTED_MEDIA_TYPE 415, PAYLOAD_TOO_LARGE 413: nothing recorded', async function () {
     const before = await svc.service.store.headPosition();
     expectEnvelope(await svc.post('{"first_name":', { 'x-api-key': key }), 400, 'MALFORMED_JSON', 'rejected', false);

@@ -136,18 +136,52 @@ describe('routing through the service', function () {
   });
 
   it('a test lead runs the pipeline, is flagged, uses no cap and claims no contact', async function () {
-    const buyers = [{ id: 'one-a-day', price: 40, caps: [{ period: 'day', max: 1 }] }];
-    await withService({ routing: { buyers } }, async (svc, key) => {
+    const now = new Date('2026-11-21T15:00:00Z');
+    const buyers = [{ id: 'one-a-day', price: 40, caps: [{ period: 'day', max: 1, tz: 'America/New_York' }] }];
+    await withService({ routing: { buyers }, now: () => now }, async (svc, key) => {
       const lead = validLead({ test: true });
       const test1 = await svc.post(lead, { 'x-api-key': key });
       const test2 = await svc.post({ ...validLead(), test: true }, { 'x-api-key': key });
       for (const reply of [test1, test2]) expect(reply.body).to.include({ code: 'SOLD', test: true, revenue: 40 });
+      expect(await svc.service.store.readStream('cap-one-a-day-0-2026-11-21')).to.deep.equal([]);
       // The cap is untouched and the contact unclaimed: the same consumer, for real, still sells.
       const real = await svc.post({ ...lead, test: false }, { 'x-api-key': key });
       expect(real.body).to.include({ code: 'SOLD', revenue: 40 });
       expect(real.body).to.not.have.property('test');
       const events = await svc.service.store.readStream(`lead-${String(test1.body.lead_id)}`);
       expect((events[0]!.data as { test: boolean }).test).to.equal(true);
+    });
+  });
+
+  it('a test lead meets a full cap as a real lead would (cap_reached, next buyer, then the bucket) and takes no slot', async function () {
+    const now = new Date('2026-11-21T15:00:00Z');
+    const buyers = [
+      { id: 'daily', price: 40, caps: [{ period: 'day', max: 1, tz: 'America/New_York' }] },
+      { id: 'hourly', price: 20, caps: [{ period: 'hour', max: 1, tz: 'America/New_York' }] },
+    ];
+    const routing = { buyers, buckets: [{ id: 'overflow', default: true }] };
+    await withService({ routing, now: () => now }, async (svc, key) => {
+      const post = (lead: Record<string, unknown>) => svc.post(lead, { 'x-api-key': key });
+      const reasons = async (leadId: unknown) => (await routed(svc, leadId)).candidates.map((c) => [c.buyer, c.reason]);
+
+      const real1 = await post(validLead());
+      expect(real1.body).to.include({ code: 'SOLD', revenue: 40 });
+      const test1 = await post(validLead({ test: true }));
+      expect(test1.body).to.include({ code: 'SOLD', revenue: 20, test: true });
+      expect(await reasons(test1.body.lead_id)).to.deep.equal([['daily', 'cap_reached'], ['hourly', 'eligible']]);
+
+      // The test lead took no hourly slot: the next real lead still gets it.
+      const real2 = await post(validLead());
+      expect(real2.body).to.include({ code: 'SOLD', revenue: 20 });
+      const test2 = await post(validLead({ test: true }));
+      expect(test2.body).to.include({ code: 'UNSOLD', test: true });
+      expect((await routed(svc, test2.body.lead_id)).target).to.deep.equal({ kind: 'bucket', id: 'overflow' });
+      expect(await reasons(test2.body.lead_id)).to.deep.equal([['daily', 'cap_reached'], ['hourly', 'cap_reached']]);
+
+      // Each cap stream holds exactly the one slot its real lead took.
+      const slots = async (stream: string) => (await svc.service.store.readStream(stream)).map((e) => [e.type, (e.data as { lead_id: number }).lead_id]);
+      expect(await slots('cap-daily-0-2026-11-21')).to.deep.equal([['CapSlotTaken', real1.body.lead_id]]);
+      expect(await slots('cap-hourly-0-2026-11-21T10')).to.deep.equal([['CapSlotTaken', real2.body.lead_id]]);
     });
   });
 });

@@ -26,7 +26,7 @@ function leadCommand(i: number): PostLeadCommand {
     sid: `sid-${i % 4}`, s1: null, test: i % 10 === 9,
   };
   const base = { leadId: i + 1, supplier: `sup-${i % 2}`, keyId: 'k', now: new Date(Date.UTC(2026, 10, 20, i % 24)), validation: { ok: true as const, lead } };
-  if (i % 7 === 6) return { ...base, duplicate: true };
+  if (i % 7 === 6) return { ...base, duplicates: ['mobile'] };
   const enrichment = { phone: pass, email: pass, consent: pass };
   const target = i % 3 === 0 ? { kind: 'bucket' as const, id: 'unsold' } : { kind: 'buyer' as const, id: `buyer-${i % 2}` };
   return { ...base, enrichment, routing: { target, price: 10 + i, currency: 'USD', strategy: 'highest_price', version: 'v', candidates: [] } };

@@ -11,6 +11,7 @@ import {
 } from '../../http/envelope.js';
 import type { LeadValidation } from '../../leads/validate.js';
 import type { LeadEvent, RoutingCandidate } from '../../events/lead-events.js';
+import type { ContactKind } from '../contacts.js';
 
 // The post-lead decider: decide(command, state) → events, evolve(state, event) → state. The I/O
 // stages (validation, duplicate claims, enrichment, cap reservations) run before it and hand their
@@ -31,8 +32,8 @@ export interface PostLeadCommand {
   readonly keyId: string;
   readonly now: Date;
   readonly validation: LeadValidation;
-  /** The same mobile or e-mail was accepted within the window. Consulted only for a valid lead. */
-  readonly duplicate?: boolean;
+  /** The fields (mobile, email) whose value an accepted lead holds within the window. Consulted only for a valid lead. */
+  readonly duplicates?: readonly ContactKind[];
   /** Present once a valid, non-duplicate lead has been checked. */
   readonly enrichment?: Enrichment;
   /** Present once an enriched lead that passed verification has been routed. */
@@ -74,6 +75,12 @@ const VERIFICATION_ERRORS: Readonly<Record<'phone' | 'email', FieldError>> = {
   email: { field: 'email', code: 'verification_failed', message: 'email failed e-mail verification' },
 };
 
+// One entry per matching field; never the value, nor who sent the lead it matched.
+const DUPLICATE_ERRORS: Readonly<Record<ContactKind, FieldError>> = {
+  mobile: { field: 'mobile', code: 'duplicate', message: 'mobile matches a lead accepted within the duplicate window' },
+  email: { field: 'email', code: 'duplicate', message: 'email matches a lead accepted within the duplicate window' },
+};
+
 export function decide(command: PostLeadCommand, state: LeadState): LeadEvent[] {
   if (state.status !== 'none') throw new LeadAlreadyRecordedError(command.leadId);
   const at = command.now.toISOString();
@@ -106,8 +113,8 @@ export function decide(command: PostLeadCommand, state: LeadState): LeadEvent[] 
       received_at: at,
     },
   };
-  if (command.duplicate) {
-    const errors: FieldError[] = [{ field: 'mobile,email', code: 'duplicate', message: 'the same mobile or e-mail was accepted recently' }];
+  if (command.duplicates && command.duplicates.length > 0) {
+    const errors = command.duplicates.map((field) => DUPLICATE_ERRORS[field]);
     return [received, { type: 'LeadRejected', data: { lead_id, code: 'DUPLICATE', errors, rejected_at: at } }];
   }
   if (!command.enrichment) throw new Error('a valid, non-duplicate lead needs its enrichment');

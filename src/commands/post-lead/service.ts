@@ -9,7 +9,7 @@ import type { LeadValidation } from '../../leads/validate.js';
 import type { LoadedRoutingConfig } from '../../routing/load-config.js';
 import { capPeriods, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
 import type { CapLedger, CapPeriod } from '../caps.js';
-import type { ContactClaim, ContactKind, ContactRegistry } from '../contacts.js';
+import type { ContactClaim, ContactClaims, ContactKind, ContactRegistry } from '../contacts.js';
 import { retryWhileClaimsBlock } from '../contacts.js';
 import type { IdempotencyKeys } from '../idempotency.js';
 import type { LeadIdAllocator } from '../lead-ids.js';
@@ -33,6 +33,7 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 interface Reservation {
   readonly buyer: string;
   readonly price: number;
+  /** The cap periods a slot was taken in, to give back if the lead is not recorded (none for a test lead). */
   readonly caps: readonly CapPeriod[];
 }
 
@@ -51,10 +52,11 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     let reservation: Reservation | null = null;
     for (const buyerId of rankEligible(config, decisions, roundRobinTurn++)) {
       const buyer = config.buyers.find((b) => b.id === buyerId)!;
-      // A test lead runs the whole pipeline but uses no cap.
-      const caps = lead.test ? [] : capPeriods(buyer, now);
-      if (caps.length === 0 || (await deps.caps.reserve(buyerId, caps, leadId))) {
-        reservation = { buyer: buyerId, price: buyer.price, caps };
+      const caps = capPeriods(buyer, now);
+      // A test lead meets a full cap as a real lead would, but only looks: it takes no slot.
+      const room = caps.length === 0 || (lead.test ? await deps.caps.hasRoom(buyerId, caps) : await deps.caps.reserve(buyerId, caps, leadId));
+      if (room) {
+        reservation = { buyer: buyerId, price: buyer.price, caps: lead.test ? [] : caps };
         break;
       }
       const index = candidates.findIndex((c) => c.buyer === buyerId);
@@ -109,13 +111,12 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       ['email', lead.email],
     ];
     // A test lead is checked against real claims but takes none, so test traffic never blocks a real lead.
-    let claims: ContactClaim[] | null = [];
-    if (lead.test) {
-      if (await deps.contacts.isDuplicate(contacts, now, windowDays)) claims = null;
-    } else {
-      claims = await deps.contacts.claim(contacts, leadId, now, windowDays);
-    }
-    if (claims === null) return record(request, leadId, decide({ ...base, validation, duplicate: true }, initialLeadState));
+    const claimed: ContactClaims = lead.test
+      ? { duplicates: await deps.contacts.duplicates(contacts, now, windowDays) }
+      : await deps.contacts.claim(contacts, leadId, now, windowDays);
+    const duplicates = 'duplicates' in claimed ? claimed.duplicates : [];
+    if (duplicates.length > 0) return record(request, leadId, decide({ ...base, validation, duplicates }, initialLeadState));
+    const claims = 'claims' in claimed ? claimed.claims : [];
 
     let reservation: Reservation | null = null;
     try {
