@@ -1,4 +1,7 @@
 import { expect } from 'chai';
+import { request } from 'node:https';
+import sinon from 'sinon';
+import { ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { type GroupBy, type ReportBucket, startOfLocalDay, summarise } from '../../src/read-models/report.js';
 import { TestService, validLead } from '../support/service.js';
 
@@ -258,6 +261,42 @@ describe('read-back routes', function () {
       }
       const limits = await get('/functions/reports/summary?limit=501', keys.admin!);
       expect((limits.body.errors as Array<{ field: string }>).map((e) => e.field)).to.deep.equal(['limit']);
+    });
+
+    it('CSV pulls page after page from the store; a store failing mid-way cuts the response, never a short file that looks whole', async function () {
+      const page = (from: number, count: number) => Array.from({ length: count }, (_, i) => ({ key: [`c-${String(from + i).padStart(4, '0')}`], sums: { received: 1 } }));
+      const aggregate = sinon.stub(svc.service.readModels, 'aggregate');
+      const read = (): Promise<{ text: string; whole: boolean }> =>
+        new Promise((resolve) => {
+          const req = request(
+            { host: '127.0.0.1', port: svc.port, path: '/functions/reports/summary?group_by=s1', rejectUnauthorized: false, headers: { 'x-api-key': keys.admin!, accept: 'text/csv' } },
+            (res) => {
+              let text = '';
+              res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+              res.on('end', () => resolve({ text, whole: true }));
+              res.on('error', () => resolve({ text, whole: false }));
+            },
+          );
+          req.on('error', () => resolve({ text: '', whole: false }));
+          req.end();
+        });
+      try {
+        // Each read asks for a page and one more row, to know whether another page follows.
+        aggregate.onCall(0).resolves(page(0, 501)).onCall(1).resolves(page(500, 501)).onCall(2).resolves(page(1000, 7));
+        const whole = await read();
+        expect(whole.whole).to.equal(true);
+        expect(whole.text.trim().split('\r\n')).to.have.length(1 + 1007);
+        expect(aggregate.getCall(1).args[1].after).to.deep.equal(['c-0499']);
+        expect(aggregate.getCall(2).args[1].after).to.deep.equal(['c-0999']);
+
+        aggregate.reset();
+        aggregate.onCall(0).resolves(page(0, 501)).onCall(1).rejects(new ReadModelUnavailableError('injected: the read-model store is unreachable'));
+        const cut = await read();
+        expect(cut.whole).to.equal(false);
+        expect(cut.text.split('\r\n').length).to.be.at.least(500);
+      } finally {
+        aggregate.restore();
+      }
     });
 
     it('bad parameters are 422 naming each one', async function () {
