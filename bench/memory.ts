@@ -5,7 +5,7 @@ import { leadsProjection } from '../src/projections/projections.js';
 import { checkpointName } from '../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { posts, rssMb, sellableLead, startBenchService } from './post-lead.js';
-import { seedLeadEvents } from './replay.js';
+import { seedLeadEvents } from '../test/support/seed-leads.js';
 
 export interface MemoryPoint {
   readonly after: string;

@@ -6,17 +6,13 @@ import { fileURLToPath } from 'node:url';
 import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
 import { formatKey, issueKey, newKeyMaterial } from '../src/keys/api-keys.js';
 import { changeKeys } from '../src/keys/key-stream.js';
-import { runChild } from '../test/support/child.js';
+import { START_NODE_ARGS, runChild } from '../test/support/child.js';
 import { CERT_URL } from '../test/support/service.js';
 import { tempDir } from '../test/support/tmp.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { percentile } from './stats.js';
 
 const BIN = fileURLToPath(new URL('../../bin/leadpost.js', import.meta.url));
-/** The node flags of `npm start`, so that the bench measures the service as it is started. */
-const START_NODE_ARGS = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } }).scripts.start
-  .split(' ')
-  .filter((word) => word.startsWith('--'));
 
 export interface LoadResult {
   readonly case: string;

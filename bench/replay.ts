@@ -1,10 +1,8 @@
-import { type PostLeadCommand, decide, initialLeadState } from '../src/commands/post-lead/decider.js';
 import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
-import { leadStream } from '../src/events/lead-events.js';
-import type { NormalisedLead } from '../src/leads/lead.js';
 import { PROJECTIONS, type Projection } from '../src/projections/projections.js';
 import { REBUILD_STORE_OPTIONS, rebuildProjections } from '../src/projections/rebuild.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
+import { seedLeadEvents } from '../test/support/seed-leads.js';
 import { tempDir } from '../test/support/tmp.js';
 import { round } from './stats.js';
 
@@ -17,47 +15,6 @@ export interface ReplayResult {
   readonly cpuSeconds: number;
   /** CPU per event: steadier than events/s on a VM whose speed drifts, and comparable across parts. */
   readonly cpuMicrosPerEvent: number;
-}
-
-const pass = { result: 'pass' as const, provider: 'bench', detail: 'ok' };
-
-/** Lead n's post-time events, as the service records them: sold, unsold or rejected. */
-function leadEvents(n: number) {
-  const lead: NormalisedLead = {
-    first_name: 'Ada', last_name: 'Lovelace', email: `ada.${n}@example.com`, mobile: '+12135550143', mobile_national: '2135550143',
-    zip: '90210', zip4: null, accident_state: ['CA', 'TX', 'NY', 'FL'][n % 4]!, certificate_url: 'https://cert.trustedform.com/x',
-    certificate_id: 'x', sid: `sid-${n % 20}`, s1: `click-${n % 1000}`, test: false,
-  };
-  const base = { leadId: n, supplier: `sup-${n % 5}`, keyId: 'k', now: new Date(Date.UTC(2026, 10, 1) + n * 1000), validation: { ok: true as const, lead } };
-  const command: PostLeadCommand =
-    n % 10 === 0
-      ? { ...base, duplicates: ['email'] }
-      : {
-          ...base,
-          enrichment: { phone: pass, email: pass, consent: pass },
-          routing: {
-            target: n % 4 === 1 ? { kind: 'bucket', id: 'unsold' } : { kind: 'buyer', id: `buyer-${n % 3}` },
-            price: 25, currency: 'USD', strategy: 'highest_price', version: 'bench',
-            candidates: [{ buyer: 'buyer-0', price: 25, eligible: true, reason: 'eligible' }],
-          },
-        };
-  return decide(command, initialLeadState);
-}
-
-/** Appends about `events` lead events to the store, 200 writers at a time, as the service would. */
-export async function seedLeadEvents(store: EmbeddedEventStore, events: number, firstLeadId = 1): Promise<number> {
-  let written = 0;
-  let next = firstLeadId;
-  const writer = async () => {
-    while (written < events) {
-      const n = next++;
-      const batch = leadEvents(n);
-      written += batch.length;
-      await store.append(leadStream(n), batch, { expectedRevision: 'no_stream' });
-    }
-  };
-  await Promise.all(Array.from({ length: 200 }, writer));
-  return written;
 }
 
 /** Rebuilds `projections` from position 0 into fresh read models, side by side, as `leadpost replay` does. */

@@ -157,7 +157,7 @@ const INTRODUCTION = `Suppliers post consumer leads and get the decision — acc
 
 **Retries.** A post with an \`Idempotency-Key\` (per supplier, kept 72 h) can be retried safely: the same key and body return the original status and body with \`Idempotency-Replayed: true\`.
 
-**Read-back** answers are eventually consistent (usually within tens of milliseconds) and carry the \`position\` in the event log they reflect. Lists are newest first; pass \`next_cursor\` back as \`cursor\`.
+**Read-back** answers are eventually consistent (usually within tens of milliseconds) and carry the \`position\` in the event log they reflect. Lists are newest first (a report: in the order of its group key); pass \`next_cursor\` back as \`cursor\`.
 
 **Limits.** Bodies up to 64 KiB by default (\`413 PAYLOAD_TOO_LARGE\` beyond); a per-key rate limit (\`429 RATE_LIMITED\` with \`Retry-After\` and \`RateLimit-*\`). An unknown path is \`404 NOT_FOUND\`, a known path with another method \`405 METHOD_NOT_ALLOWED\` with \`Allow\`.
 

@@ -112,7 +112,10 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     summary: 'Summary report',
     description:
       'Rows of received, accepted, sold, unsold, rejected (and per code), returned, revenue, net_revenue, acceptance_rate, sell_rate, avg_price per group. ' +
-      'A supplier sees its own rows; buyers may not read reports. `Accept: text/csv` gives CSV (cells that would start a formula are prefixed with \').',
+      'A supplier sees its own rows; buyers may not read reports. ' +
+      'Rows come in the order of their group key (s1 first when grouped by it, then the dimensions as asked; null first) and page with `cursor`/`limit` like every list. ' +
+      'A report by s1 has about one row per lead: it is summed in the store from rows of single leads, a page at a time. ' +
+      '`Accept: text/csv` gives every row as CSV, streamed as it is read (`cursor` and `limit` apply to JSON only); cells that would start a formula are prefixed with \'.',
     roles: ['supplier', 'analyst', 'admin'],
     parameters: [
       query('from', 'First local day, YYYY-MM-DD (default: 6 days before today).', { type: 'string', format: 'date' }),
@@ -120,10 +123,11 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       query('tz', 'IANA time zone the days are taken in.', { type: 'string', default: 'UTC', examples: ['America/New_York'] }),
       query('group_by', `Comma-separated, distinct: ${GROUP_BY.join(', ')}.`, { type: 'string', default: 'day', examples: ['day,sid'] }),
       query('test', 'Test leads: left out, only them, or both.', { type: 'string', enum: REPORT_TEST_MODES, default: 'exclude' }),
+      ...PAGING,
     ],
     success: {
       status: 200,
-      description: 'The report rows.',
+      description: 'A page of report rows.',
       content: {
         ...json(listBody('ReportRow', { from: { type: 'string' }, to: { type: 'string' }, tz: { type: 'string' }, group_by: { type: 'array', items: { type: 'string', enum: GROUP_BY } } })),
         'text/csv': { schema: { type: 'string' }, example: 'day,received,accepted,sold,...\n2026-11-21,120,96,80,...\n' },

@@ -1,7 +1,8 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
+import { Readable } from 'node:stream';
 import { ReadBackForbiddenError, ReadBackInputError, type ReadBack } from '../read-models/read-back.js';
-import { toCsv } from '../read-models/report.js';
+import { type GroupBy, type ReportRow, csvHeader, csvLine } from '../read-models/report.js';
 import { type Authenticate, authenticate } from './auth.js';
 import { ShellError } from './errors.js';
 import type { ShellState } from './state.js';
@@ -48,14 +49,21 @@ export function registerReadRoutes(router: Router<ShellState>, lookup: Authentic
   router.get('/functions/reports/summary', auth, async (ctx) => {
     const c = ctx as unknown as Ctx;
     await guarded(async () => {
-      const report = await readBack.report(c.state.principal!, c.query);
       if (c.accepts('application/json', 'text/csv') === 'text/csv') {
+        const report = await readBack.reportRows(c.state.principal!, c.query);
         c.type = 'text/csv; charset=utf-8';
         c.set('Content-Disposition', `attachment; filename="leadpost-report-${report.from}-${report.to}.csv"`);
-        c.body = toCsv(report.rows, report.groupBy);
+        // Streamed: each page is read from the store when the client has taken the one before.
+        c.body = Readable.from(csv(report.groupBy, report.rows), { objectMode: false });
         return;
       }
-      ok(c, { items: report.rows, next_cursor: null, from: report.from, to: report.to, tz: report.tz, group_by: report.groupBy }, readBack);
+      const report = await readBack.report(c.state.principal!, c.query);
+      ok(c, { items: report.items, next_cursor: report.next_cursor, from: report.from, to: report.to, tz: report.tz, group_by: report.groupBy }, readBack);
     });
   });
+}
+
+async function* csv(groupBy: readonly GroupBy[], pages: AsyncIterable<ReportRow[]>): AsyncGenerator<string> {
+  yield csvHeader(groupBy);
+  for await (const rows of pages) if (rows.length > 0) yield rows.map((row) => csvLine(row, groupBy)).join('');
 }

@@ -2,6 +2,7 @@
 // access log on every response. It is the only place an error becomes a response body.
 
 import type { Context, Middleware } from 'koa';
+import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { logAccess } from './access-log.js';
 import { noLeadEnvelope, OUTCOMES, type OutcomeCode } from './envelope.js';
@@ -31,8 +32,8 @@ export function shell(logger: Logger): Middleware<ShellState> {
     // A page for browsers (the docs) loosens the JSON-only defaults for itself, never the reverse.
     if (ctx.state.pageHeaders) ctx.set(ctx.state.pageHeaders);
     ctx.set('X-Trace-Id', traceId);
-    // A read-back route may answer text (CSV); everything else is the JSON envelope.
-    if (typeof ctx.body !== 'string') ctx.type = JSON_CONTENT_TYPE;
+    // A read-back route may answer text (CSV, also streamed); everything else is the JSON envelope.
+    if (typeof ctx.body !== 'string' && !(ctx.body instanceof Readable)) ctx.type = JSON_CONTENT_TYPE;
     logAccess(logger, {
       traceId,
       method: ctx.method,

@@ -173,14 +173,21 @@ export const feedbackProjection: Projection = {
   },
 };
 
-/** Report dimensions, in the order of a bucket's key. */
-export const REPORT_DIMENSIONS = ['supplier', 'sid', 's1', 'state', 'buyer', 'test'] as const;
+/** Report dimensions, in the order of a bucket's key after its hour. Never s1: see reportsProjection. */
+export const REPORT_DIMENSIONS = ['supplier', 'sid', 'state', 'buyer', 'test'] as const;
 
+/**
+ * Report counters twice: in hourly buckets by the dimensions above, whose number grows with time
+ * and sources, never with leads; and in one row per lead with its s1 too. s1 is a click id, about
+ * one per lead, so a bucket keyed by it would be a row per lead that a report had to fold in
+ * memory; a report by s1 instead groups the leads' rows in the store, along their index on s1.
+ * Version 2: version 1 kept s1 in the bucket key and had no rows per lead.
+ */
 export const reportsProjection: Projection = {
   name: 'reports',
-  version: 1,
-  collections: ['report_buckets'],
-  indexes: { report_buckets: [['hour'], ['supplier', 'hour']] },
+  version: 2,
+  collections: ['report_buckets', 'report_leads'],
+  indexes: { report_buckets: [['hour'], ['supplier', 'hour']], report_leads: [['s1'], ['supplier', 's1']] },
   handle(event, context) {
     const lead = asLead(event);
     let inc: Record<string, number> | null = null;
@@ -191,24 +198,36 @@ export const reportsProjection: Projection = {
       inc = { received: 1, accepted: 1, sold: 1, revenue_cents: cents(lead.data.revenue) };
       buyer = lead.data.buyer;
     }
-    // A return reverses the sale in the bucket the sale was counted in: same hour and dimensions.
+    // A return reverses the sale where the sale was counted: same hour and dimensions, same lead row.
     if (lead.type === 'LeadReturned') {
       inc = { returned: 1, returned_cents: cents(lead.data.revenue) };
       buyer = lead.data.buyer;
     }
     if (!inc) return NONE;
     const counts = inc;
-    return withReceived(context, lead.data.lead_id, (received) => (received ? reportWrites(event, context.collection('report_buckets'), counts, buyer, received) : NONE));
+    return withReceived(context, lead.data.lead_id, (received) =>
+      received ? reportWrites(event, context.collection('report_buckets'), context.collection('report_leads'), counts, buyer, received) : NONE,
+    );
   },
 };
 
-/** The increment of one report bucket: the lead's hour and dimensions. */
-function reportWrites(event: RecordedEvent, collection: string, inc: Record<string, number>, buyer: string | null, received: NonNullable<Received>): ReadWrite[] {
+/** The increments of the lead's report bucket (its hour and dimensions) and of its own row. */
+function reportWrites(
+  event: RecordedEvent,
+  buckets: string,
+  leads: string,
+  inc: Record<string, number>,
+  buyer: string | null,
+  received: NonNullable<Received>,
+): ReadWrite[] {
   // Hourly buckets in UTC: a report in any whole-hour time zone folds them into its local days.
   const hour = received.received_at.slice(0, 13);
-  const dims = { supplier: received.supplier, sid: received.sid, s1: received.s1, state: received.accident_state, buyer, test: received.test };
+  const dims = { supplier: received.supplier, sid: received.sid, state: received.accident_state, buyer, test: received.test };
   const id = JSON.stringify([hour, ...REPORT_DIMENSIONS.map((d) => dims[d])]);
-  return [{ op: 'inc', collection, id, position: event.position, inc, setOnInsert: { hour, ...dims } }];
+  return [
+    { op: 'inc', collection: buckets, id, position: event.position, inc, setOnInsert: { hour, ...dims } },
+    { op: 'inc', collection: leads, id: String(received.lead_id), position: event.position, inc, setOnInsert: { hour, ...dims, s1: received.s1 } },
+  ];
 }
 
 export const PROJECTIONS: readonly Projection[] = [leadsProjection, deliveriesProjection, feedbackProjection, reportsProjection];

@@ -6,9 +6,19 @@ import { type Doc, applyWrite } from './apply.js';
 import { CommitThreadClient } from './commit-thread-client.js';
 import { WrittenIds } from './written-ids.js';
 import { READ_MODELS_FILE, createTableSql, openReadModelsDatabase, tableName } from './embedded-schema.js';
-import { type FindOptions, type ReadDoc, type ReadModelStore, type ReadWrite, ReadModelUnavailableError, positionKey } from './port.js';
-import { findSql, indexSql } from './sqlite-query.js';
-import { checkIndexes, checkPosition, checkProjection, checkWrite } from './validate.js';
+import {
+  type AggregateOptions,
+  type FindOptions,
+  type Group,
+  type GroupValue,
+  type ReadDoc,
+  type ReadModelStore,
+  type ReadWrite,
+  ReadModelUnavailableError,
+  positionKey,
+} from './port.js';
+import { type LeadingWindow, aggregateSql, findSql, indexSql, leadingValuesSql } from './sqlite-query.js';
+import { checkAggregateOptions, checkIndexes, checkPosition, checkProjection, checkWrite } from './validate.js';
 
 export interface EmbeddedReadModelOptions {
   /** How long a write waits for another connection's write lock before the store is unavailable. */
@@ -62,6 +72,8 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   private readonly statements = new Map<string, Map<string, Database.Statement>>();
   private readonly docStatementCache = new Map<string, DocStatements>();
   private readonly commitTransaction: Database.Transaction<(projection: string, checkpoint: Position, writes: readonly ReadWrite[], created: string[]) => void>;
+  /** Several reads that must see one state of the file. */
+  private readonly snapshot: Database.Transaction<(read: () => Group[]) => Group[]>;
   private closed = false;
   private readonly thread: CommitThreadClient | undefined;
   /** With a commit thread: the newest text of each document sent to it and not yet stored, by table. */
@@ -77,6 +89,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     options: EmbeddedReadModelOptions,
   ) {
     this.commitTransaction = db.transaction((projection, checkpoint, writes, created) => this.apply(projection, checkpoint, writes, created));
+    this.snapshot = db.transaction((read) => read());
     this.pipelinedCommits = options.commitThread === true;
     if (options.commitThread) {
       const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? 10_000, cacheMiB: options.cacheMiB };
@@ -136,6 +149,33 @@ export class EmbeddedReadModelStore implements ReadModelStore {
         const rows = this.stmt(table, sql).all(...params) as Array<{ id: string; doc: string }>;
         return rows.map((row) => toReadDoc(row.id, row.doc));
       });
+    });
+  }
+
+  aggregate(collection: string, options: AggregateOptions): Promise<Group[]> {
+    return this.run(() => {
+      const table = tableName(collection);
+      checkAggregateOptions(options);
+      if (options.limit === 0) return [];
+      return this.read(table, [], () =>
+        this.snapshot(() => {
+          let window: LeadingWindow | undefined;
+          if (options.key[0] && !options.key[0].steps) {
+            // The groups of a page lie within the next `limit + 1` values of the first field: each
+            // value past the cursor's is at least one group (see AggregateOptions).
+            const leading = leadingValuesSql(table, options, options.limit + 1);
+            const values = (this.stmt(table, leading.sql).all(...leading.params) as Array<{ v: GroupValue }>).map((r) => r.v);
+            const from = options.after?.[0];
+            window = { ...(from !== undefined ? { from } : {}), ...(values.length > options.limit ? { to: values.at(-1)! } : {}) };
+          }
+          const { sql, params } = aggregateSql(table, options, window);
+          const rows = this.stmt(table, sql).all(...params) as Array<Record<string, GroupValue | number>>;
+          return rows.map((row) => ({
+            key: options.key.map((_, i) => row[`k${i}`] as GroupValue),
+            sums: Object.fromEntries(options.sum.map((field, i) => [field, row[`s${i}`] as number])),
+          }));
+        }),
+      );
     });
   }
 

@@ -6,8 +6,8 @@ import {
   MongoServerSelectionError,
   MongoTopologyClosedError,
 } from 'mongodb';
-import type { FindOptions, ReadWrite } from './port.js';
-import { POSITION_FIELD, checkFindOptions, predicates, withoutId } from './validate.js';
+import type { AggregateOptions, FindOptions, GroupKeyPart, GroupValue, ReadWrite } from './port.js';
+import { POSITION_FIELD, checkFindOptions, checkQueryField, predicates, withoutId } from './validate.js';
 
 // The pure half of the MongoDB adapter: how the port's filters, cursors and writes read as MongoDB
 // queries and updates, and which driver errors mean what. Kept apart so it is tested without a server.
@@ -49,6 +49,77 @@ export function findQuery(options: FindOptions): MongoFind {
   const dir = options.sort.direction === 'asc' ? 1 : -1;
   const sort: Record<string, 1 | -1> = options.sort.field === '_id' ? { _id: dir } : { [options.sort.field]: dir, _id: dir };
   return { query, sort, limit: options.limit };
+}
+
+/** The range of the first key field a page reads: from the cursor's value to the last value it needs. */
+export interface LeadingWindow {
+  readonly from?: GroupValue;
+  readonly to?: GroupValue;
+}
+
+/** Documents whose `field` lies in the window; null sorts first, as in the key order. */
+export function windowQuery(field: string, window: LeadingWindow): Document | null {
+  const { from, to } = window;
+  if (to === null) return { [field]: null };
+  const range: Document = {};
+  if (typeof from === 'string') range.$gte = from;
+  if (typeof to === 'string') range.$lte = to;
+  if (Object.keys(range).length === 0) return null;
+  // Below a string lower bound nulls are in the window too: MongoDB's ranges never match them.
+  return typeof from === 'string' ? { [field]: range } : { $or: [{ [field]: null }, { [field]: range }] };
+}
+
+const and = (...parts: Array<Document | null>): Document => {
+  const present = parts.filter((p): p is Document => p !== null && Object.keys(p).length > 0);
+  return present.length === 0 ? {} : present.length === 1 ? present[0]! : { $and: present };
+};
+
+/** Finds the values of the first key field from the cursor's on, in that field's order (the caller reads distinct ones). */
+export function leadingQuery(options: AggregateOptions): MongoFind & { readonly field: string } {
+  const field = options.key[0]!.field;
+  const from = options.after?.[0];
+  const query = and(toMongoFilter(options.filter), windowQuery(field, from === undefined ? {} : { from }));
+  return { query, sort: { [field]: 1 }, limit: 0, field };
+}
+
+/** A key part as an aggregation expression; steps as a balanced tree of $cond, as in SQL. */
+export function keyPartExpression(part: GroupKeyPart): unknown {
+  const path = `$${checkQueryField(part.field)}`;
+  const steps = part.steps;
+  // A missing field groups with null, as it does in the embedded store.
+  if (!steps) return { $ifNull: [path, null] };
+  const within = (lo: number, hi: number): unknown => {
+    if (hi - lo === 1) return { $literal: steps[lo]!.label };
+    const mid = (lo + hi) >> 1;
+    return { $cond: [{ $gte: [path, { $literal: steps[mid]!.from }] }, within(mid, hi), within(lo, mid)] };
+  };
+  return { $cond: [{ $gte: [path, { $literal: steps[0]!.from }] }, within(0, steps.length), null] };
+}
+
+/** Groups strictly after the cursor, on the grouped documents' `_id.k0…`. */
+export function groupKeysetQuery(after: readonly GroupValue[]): Document {
+  const or: Document[] = [];
+  for (let i = 0; i < after.length; i++) {
+    const clause: Document = {};
+    for (let j = 0; j < i; j++) clause[`_id.k${j}`] = after[j] ?? null;
+    const c = after[i] ?? null;
+    clause[`_id.k${i}`] = c === null ? { $ne: null } : { $gt: c };
+    or.push(clause);
+  }
+  // An empty key has one group, and nothing is after it.
+  return or.length === 0 ? { _id: { $exists: false } } : { $or: or };
+}
+
+/** One page of groups as an aggregation: `_id.k0…` the key parts, `s0…` the sums. */
+export function aggregatePipeline(options: AggregateOptions, window?: LeadingWindow): Document[] {
+  const match = and(toMongoFilter(options.filter), window ? windowQuery(options.key[0]!.field, window) : null);
+  const group: Document = { _id: Object.fromEntries(options.key.map((part, i) => [`k${i}`, keyPartExpression(part)])) };
+  options.sum.forEach((field, i) => (group[`s${i}`] = { $sum: `$${checkQueryField(field)}` }));
+  const pipeline: Document[] = [{ $match: match }, { $group: group }];
+  if (options.after) pipeline.push({ $match: groupKeysetQuery(options.after) });
+  if (options.key.length > 0) pipeline.push({ $sort: Object.fromEntries(options.key.map((_, i) => [`_id.k${i}`, 1])) });
+  pipeline.push({ $limit: options.limit });
+  return pipeline;
 }
 
 /** Matches the document only when it has not seen `key`; on a miss the upsert collides on `_id`. */

@@ -1,16 +1,29 @@
 import { type AnyBulkWriteOperation, type ClientSession, type Collection, type Db, type Document, MongoClient, MongoServerError } from 'mongodb';
 import type { Position } from '../event-store/port.js';
 import {
+  type LeadingWindow,
   type MongoWrite,
+  aggregatePipeline,
   databaseNameFromUrl,
   findQuery,
   guardFilter,
   isDuplicateKeyError,
   isUnavailable,
+  leadingQuery,
   toMongoWrite,
 } from './mongo-query.js';
-import { type FindOptions, type ReadDoc, type ReadModelStore, type ReadWrite, ReadModelUnavailableError, positionKey } from './port.js';
-import { POSITION_FIELD, checkCollection, checkIndexes, checkPosition, checkProjection, checkWrite } from './validate.js';
+import {
+  type AggregateOptions,
+  type FindOptions,
+  type Group,
+  type GroupValue,
+  type ReadDoc,
+  type ReadModelStore,
+  type ReadWrite,
+  ReadModelUnavailableError,
+  positionKey,
+} from './port.js';
+import { POSITION_FIELD, checkAggregateOptions, checkCollection, checkIndexes, checkPosition, checkProjection, checkWrite } from './validate.js';
 
 /** A stored document: the port's fields plus the position it has seen. */
 interface StoredDoc {
@@ -27,6 +40,15 @@ interface CheckpointDoc {
 }
 
 const NAMESPACE_NOT_FOUND = 26;
+/** Documents per batch while walking the first key field: bounds what one getMore brings into memory. */
+const LEADING_BATCH = 1000;
+
+/** The value at a dotted path of a document, null when missing. */
+function valueAt(doc: Document, path: string): unknown {
+  let value: unknown = doc;
+  for (const segment of path.split('.')) value = typeof value === 'object' && value !== null ? (value as Document)[segment] : undefined;
+  return value ?? null;
+}
 const HIDE_POSITION = { projection: { [POSITION_FIELD]: 0 } };
 
 function translate(error: unknown): unknown {
@@ -102,6 +124,41 @@ export class MongoReadModelStore implements ReadModelStore {
       // A limit of 0 means "no limit" to MongoDB.
       if (limit === 0) return [];
       return (await target.find(query, { ...HIDE_POSITION, sort, limit }).toArray()) as ReadDoc[];
+    });
+  }
+
+  aggregate(collection: string, options: AggregateOptions): Promise<Group[]> {
+    return this.run(async () => {
+      checkAggregateOptions(options);
+      if (options.limit === 0) return [];
+      const target = this.collection(collection);
+      let window: LeadingWindow | undefined;
+      if (options.key[0] && !options.key[0].steps) {
+        // The groups of a page lie within the next `limit + 1` values of the first field (see
+        // AggregateOptions): walk that field in order, along its index, until they are found.
+        const { query, sort, field } = leadingQuery(options);
+        const cursor = target.find(query, { projection: { _id: 0, [field]: 1 }, sort, batchSize: LEADING_BATCH });
+        let values = 0;
+        let last: GroupValue | undefined;
+        try {
+          for await (const doc of cursor) {
+            const value = valueAt(doc, field) as GroupValue;
+            if (values > 0 && value === last) continue;
+            values += 1;
+            last = value;
+            if (values > options.limit) break;
+          }
+        } finally {
+          await cursor.close();
+        }
+        const from = options.after?.[0];
+        window = { ...(from !== undefined ? { from } : {}), ...(values > options.limit ? { to: last! } : {}) };
+      }
+      const groups = await target.aggregate<Document>(aggregatePipeline(options, window), { allowDiskUse: true }).toArray();
+      return groups.map((doc) => ({
+        key: options.key.map((_, i) => ((doc._id as Document)[`k${i}`] ?? null) as GroupValue),
+        sums: Object.fromEntries(options.sum.map((field, i) => [field, Number(doc[`s${i}`] ?? 0)])),
+      }));
     });
   }
 

@@ -27,6 +27,44 @@ export interface FindOptions {
   readonly limit: number;
 }
 
+/** A value of a group key: the stores group on fields that hold strings (missing counts as null). */
+export type GroupValue = string | null;
+
+/** One part of a group key. */
+export interface GroupKeyPart {
+  /** The field whose value the part is. */
+  readonly field: string;
+  /**
+   * Labels by range instead of the value itself: a value takes the label of the last step whose
+   * `from` is at or below it, and null below the first step. Steps are ascending by `from`; their
+   * labels need not be. This folds UTC hours into the days of a time zone without the store having
+   * to know time zones.
+   */
+  readonly steps?: ReadonlyArray<{ readonly from: string; readonly label: string }>;
+}
+
+export interface AggregateOptions {
+  readonly filter?: Filter;
+  /**
+   * The group key, in order (may be empty: one group of every matching document). Groups come
+   * ordered by it, part by part, null before any string and strings in code-point order. When the
+   * first part is a plain field the store walks that field in order, so an index on it (alone or
+   * after equality-filtered fields) keeps each page's work bounded by the page, not the collection.
+   */
+  readonly key: readonly GroupKeyPart[];
+  /** Numeric fields summed per group; a missing field counts as 0. */
+  readonly sum: readonly string[];
+  /** Keyset cursor: groups strictly after this key in the order above. */
+  readonly after?: readonly GroupValue[];
+  readonly limit: number;
+}
+
+export interface Group {
+  readonly key: GroupValue[];
+  /** Per field of `sum`, in any order of keys. */
+  readonly sums: Record<string, number>;
+}
+
 /** A write caused by the event at `position`; ignored by a document that has seen that position. */
 export type ReadWrite =
   /** Replaces the document (keeps nothing of the old one). */
@@ -62,6 +100,11 @@ export interface ReadModelStore {
   checkpoint(projection: string): Promise<Position | null>;
   get(collection: string, id: string): Promise<ReadDoc | null>;
   find(collection: string, options: FindOptions): Promise<ReadDoc[]>;
+  /**
+   * Groups of the matching documents with their sums, computed in the store and read a page at a
+   * time: the caller's memory is bounded by `limit`, whatever the number of documents.
+   */
+  aggregate(collection: string, options: AggregateOptions): Promise<Group[]>;
   /** Creates the indexes `find` needs; each entry is a list of fields, compound in that order. */
   ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void>;
   /** Removes a collection and any projection checkpoint stored for it (a rebuild starts clean). */

@@ -3,8 +3,8 @@ import { leadStream } from '../events/lead-events.js';
 import type { FieldError } from '../http/envelope.js';
 import type { Principal } from '../http/principal.js';
 import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
-import type { Filter, ReadDoc, ReadModelStore } from './port.js';
-import { GROUP_BY, type GroupBy, type ReportBucket, type ReportRow, startOfLocalDay, summarise } from './report.js';
+import type { AggregateOptions, Filter, GroupValue, ReadDoc, ReadModelStore } from './port.js';
+import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, daySteps, keyOrder, reportRow, startOfLocalDay } from './report.js';
 
 // The queries behind the read-back routes, with their scope rules: a supplier sees
 // its own leads, a buyer the leads it bought, an analyst everything without consumer PII, an admin
@@ -23,7 +23,7 @@ export interface ReadBackDeps {
   readonly events: EventStore;
   readonly readModels: ReadModelStore;
   /** The physical collection a projection's base collection is served from now (blue/green). */
-  readonly collection: (base: 'leads' | 'deliveries' | 'report_buckets' | 'feedback') => string;
+  readonly collection: (base: 'leads' | 'deliveries' | 'report_buckets' | 'report_leads' | 'feedback') => string;
   /** The position the read models reflect. */
   readonly position: () => Position;
 }
@@ -103,6 +103,8 @@ function strip({ _id, ...rest }: ReadDoc): Record<string, unknown> {
 }
 
 export class ReadBack {
+  private readonly stepsCache = new Map<string, Array<{ from: string; label: string }>>();
+
   constructor(private readonly deps: ReadBackDeps) {}
 
   get position(): Position {
@@ -214,7 +216,49 @@ export class ReadBack {
     return page(docs, limit, sortField, row);
   }
 
-  async report(principal: Principal, query: Query): Promise<{ rows: ReportRow[]; groupBy: GroupBy[]; from: string; to: string; tz: string }> {
+  /** One page of the summary report, in the order of its group key (see `keyOrder`). */
+  async report(principal: Principal, query: Query): Promise<ReportPage> {
+    const plan = this.reportPlan(principal, query);
+    const page = await this.reportPage(plan, plan.after, plan.limit);
+    return { ...reportHead(plan), items: page.rows, next_cursor: page.last ? encodeReportCursor(plan.order, page.last) : null };
+  }
+
+  /**
+   * Every row of the report, read from the store a page at a time as the caller pulls them (for
+   * CSV). The first page is read before this returns, so a store that cannot answer fails the
+   * request rather than a response already under way.
+   */
+  async reportRows(principal: Principal, query: Query): Promise<ReportHead & { rows: AsyncIterable<ReportRow[]> }> {
+    const plan = this.reportPlan(principal, query);
+    const first = await this.reportPage(plan, undefined, MAX_LIMIT);
+    const pages = async function* (this: ReadBack): AsyncGenerator<ReportRow[]> {
+      let page = first;
+      yield page.rows;
+      while (page.last) {
+        page = await this.reportPage(plan, page.last, MAX_LIMIT);
+        yield page.rows;
+      }
+    };
+    return { ...reportHead(plan), rows: pages.call(this) };
+  }
+
+  /** Rows after `after`, at most `limit`; `last` is the key to go on from, absent on the last page. */
+  private async reportPage(plan: ReportPlan, after: GroupValue[] | undefined, limit: number): Promise<{ rows: ReportRow[]; last?: GroupValue[] }> {
+    const groups = await this.deps.readModels.aggregate(this.deps.collection(plan.collection), {
+      ...plan.options,
+      ...(after ? { after } : {}),
+      limit: limit + 1,
+    });
+    const rows = groups.slice(0, limit).map((group) => {
+      const dims: ReportRow = {};
+      for (const dimension of plan.groupBy) dims[dimension] = group.key[plan.order.indexOf(dimension)] ?? null;
+      return reportRow(dims, group.sums);
+    });
+    return groups.length > limit ? { rows, last: groups[limit - 1]!.key } : { rows };
+  }
+
+  /** The report a query asks for, checked, as a grouping of buckets or of per-lead rows. */
+  private reportPlan(principal: Principal, query: Query): ReportPlan {
     if (principal.role === 'buyer') throw new ReadBackForbiddenError();
     const errors: FieldError[] = [];
     const tz = one(query, 'tz', errors) ?? 'UTC';
@@ -238,13 +282,17 @@ export class ReadBack {
     const groupByRaw = one(query, 'group_by', errors) ?? 'day';
     const groupBy = groupByRaw.split(',').map((g) => g.trim()).filter(Boolean);
     const unknown = groupBy.filter((g) => !(GROUP_BY as readonly string[]).includes(g));
-    if (unknown.length > 0 || new Set(groupBy).size !== groupBy.length) {
+    const groupByValid = unknown.length === 0 && new Set(groupBy).size === groupBy.length;
+    if (!groupByValid) {
       errors.push({ field: 'group_by', code: 'invalid_value', message: `group_by takes distinct names from ${GROUP_BY.join(', ')}` });
     }
     const testMode = one(query, 'test', errors) ?? 'exclude';
     if (!REPORT_TEST_MODES.includes(testMode)) {
       errors.push({ field: 'test', code: 'invalid_value', message: 'test must be exclude, only or include' });
     }
+    const limit = limitOf(query, errors);
+    const order = keyOrder(groupByValid ? (groupBy as GroupBy[]) : []);
+    const after = groupByValid ? reportCursorOf(query, order, errors) : undefined;
     if (errors.length > 0) throw new ReadBackInputError(errors);
 
     const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
@@ -253,21 +301,77 @@ export class ReadBack {
     const filter: Record<string, Filter[string]> = { hour: { $gte: start, $lt: end } };
     if (principal.role === 'supplier') filter.supplier = principal.name;
     if (testMode !== 'include') filter.test = testMode === 'only';
-    const buckets: ReportBucket[] = [];
-    // Buckets are read in pages so that a wide report never asks the store for everything at once.
-    let after: { value: string; id: string } | undefined;
-    for (;;) {
-      const docs = await this.deps.readModels.find(this.deps.collection('report_buckets'), {
-        filter,
-        sort: { field: 'hour', direction: 'asc' },
-        ...(after ? { after } : {}),
-        limit: 5000,
-      });
-      buckets.push(...(docs as unknown as ReportBucket[]));
-      if (docs.length < 5000) break;
-      const last = docs.at(-1)!;
-      after = { value: String(last.hour), id: last._id };
-    }
-    return { rows: summarise(buckets, groupBy as GroupBy[], tz), groupBy: groupBy as GroupBy[], from, to, tz };
+    const key = order.map((dimension) => (dimension === 'day' ? { field: 'hour', steps: this.daySteps(start, end, tz) } : { field: dimension }));
+    return {
+      // s1 is a click id, about one per lead: never a bucket key, so it is grouped from the rows
+      // of single leads, walked along their index on s1 a page at a time.
+      collection: groupBy.includes('s1') ? 'report_leads' : 'report_buckets',
+      options: { filter, key, sum: SUMMED },
+      groupBy: groupBy as GroupBy[],
+      order,
+      after,
+      limit,
+      from,
+      to,
+      tz,
+    };
   }
+
+  /** The steps that fold hours into local days; the pages of one report ask for the same ones. */
+  private daySteps(start: string, end: string, tz: string): Array<{ from: string; label: string }> {
+    const id = `${tz} ${start} ${end}`;
+    let steps = this.stepsCache.get(id);
+    if (!steps) {
+      if (this.stepsCache.size >= 64) this.stepsCache.clear();
+      this.stepsCache.set(id, (steps = daySteps(start, end, tz)));
+    }
+    return steps;
+  }
+}
+
+export interface ReportHead {
+  readonly groupBy: GroupBy[];
+  readonly from: string;
+  readonly to: string;
+  readonly tz: string;
+}
+
+export interface ReportPage extends ReportHead {
+  readonly items: ReportRow[];
+  readonly next_cursor: string | null;
+}
+
+interface ReportPlan extends ReportHead {
+  readonly collection: 'report_buckets' | 'report_leads';
+  readonly options: Pick<AggregateOptions, 'filter' | 'key' | 'sum'>;
+  /** The dimensions in the order of the group key. */
+  readonly order: GroupBy[];
+  readonly after: GroupValue[] | undefined;
+  readonly limit: number;
+}
+
+const reportHead = ({ groupBy, from, to, tz }: ReportHead): ReportHead => ({ groupBy, from, to, tz });
+
+/** A report cursor names the grouping it belongs to, so that one from another grouping is refused. */
+const encodeReportCursor = (order: readonly GroupBy[], key: readonly GroupValue[]) =>
+  Buffer.from(JSON.stringify([order.join(','), key])).toString('base64url');
+
+function reportCursorOf(query: Query, order: readonly GroupBy[], errors: FieldError[]): GroupValue[] | undefined {
+  const raw = one(query, 'cursor', errors);
+  if (raw === undefined) return undefined;
+  try {
+    const [grouping, key] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as unknown[];
+    if (
+      grouping === order.join(',') &&
+      Array.isArray(key) &&
+      key.length === order.length &&
+      key.every((value: unknown) => value === null || typeof value === 'string')
+    ) {
+      return key as GroupValue[];
+    }
+  } catch {
+    // Falls through to the error below: a cursor is only what a previous page of this report gave.
+  }
+  errors.push({ field: 'cursor', code: 'invalid_format', message: 'cursor must be a next_cursor from a previous page of this report' });
+  return undefined;
 }

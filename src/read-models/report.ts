@@ -1,7 +1,8 @@
 import { localTime, pad } from '../routing/local-time.js';
 
 // The summary report: hourly UTC buckets folded into rows of the requested
-// dimensions, with days taken in the report's time zone. Pure, so every metric is unit-tested.
+// dimensions, with days taken in the report's time zone. The stores do the folding (`aggregate`);
+// what is left here is pure, so every metric is unit-tested.
 
 export const GROUP_BY = ['day', 'sid', 's1', 'state', 'buyer', 'supplier'] as const;
 export type GroupBy = (typeof GROUP_BY)[number];
@@ -12,7 +13,8 @@ export interface ReportBucket {
   readonly hour: string;
   readonly supplier: string;
   readonly sid: string | null;
-  readonly s1: string | null;
+  /** Only in a lead's row: a bucket is never keyed by s1. */
+  readonly s1?: string | null;
   readonly state: string | null;
   readonly buyer: string | null;
   readonly test: boolean;
@@ -32,6 +34,8 @@ export interface ReportRow {
 }
 
 const COUNTERS = ['received', 'accepted', 'sold', 'unsold', 'rejected', ...REJECTION_CODES.map((c) => `rejected_${c}`), 'returned'];
+/** The fields of a bucket (or a lead's row) that a report sums. */
+export const SUMMED = [...COUNTERS, 'revenue_cents', 'returned_cents'];
 export const METRICS = [...COUNTERS, 'revenue', 'net_revenue', 'acceptance_rate', 'sell_rate', 'avg_price'];
 
 /** The local calendar day of an hour bucket (`2026-11-21T15`) in `tz`. */
@@ -58,45 +62,92 @@ export function startOfLocalDay(date: string, tz: string): Date {
   return new Date(guess);
 }
 
+/**
+ * Where the local day changes within [start, end), UTC hours as in the buckets: one step per local
+ * day, each day's first hour bucket labelled with the day, exactly as `dayOf` reads each hour.
+ */
+export function daySteps(start: string, end: string, tz: string): Array<{ from: string; label: string }> {
+  const days = new Map<string, string>();
+  const steps: Array<{ from: string; label: string }> = [];
+  for (let t = Date.parse(`${start}:00:00Z`); ; t += 3_600_000) {
+    const hour = new Date(t).toISOString().slice(0, 13);
+    if (hour >= end && steps.length > 0) break;
+    const day = dayOf(hour, tz, days);
+    if (steps.at(-1)?.label !== day) steps.push({ from: hour, label: day });
+  }
+  return steps;
+}
+
 const round2 = (n: number) => Math.round(n * 100) / 100;
 const ratio = (a: number, b: number) => (b === 0 ? 0 : Math.round((a / b) * 10_000) / 10_000);
 
+/** A report row: the group's dimensions, then every metric from the group's sums. */
+export function reportRow(dims: ReportRow, sums: Readonly<Record<string, number>>): ReportRow {
+  const row: ReportRow = { ...dims };
+  for (const counter of COUNTERS) row[counter] = sums[counter] ?? 0;
+  const revenue = (sums.revenue_cents ?? 0) / 100;
+  const returnedRevenue = (sums.returned_cents ?? 0) / 100;
+  row.revenue = round2(revenue);
+  row.net_revenue = round2(revenue - returnedRevenue);
+  row.acceptance_rate = ratio(sums.accepted ?? 0, sums.received ?? 0);
+  row.sell_rate = ratio(sums.sold ?? 0, sums.accepted ?? 0);
+  row.avg_price = (sums.sold ?? 0) === 0 ? 0 : round2(revenue / sums.sold!);
+  return row;
+}
+
+/**
+ * The order in which a report's rows come, and page: by `s1` first when it is grouped on (it is read
+ * along the per-lead rows' index on it), then the other dimensions in the order asked.
+ */
+export function keyOrder(groupBy: readonly GroupBy[]): GroupBy[] {
+  return groupBy.includes('s1') ? ['s1', ...groupBy.filter((d) => d !== 's1')] : [...groupBy];
+}
+
+/** Key order of the stores: part by part, null first, then strings by code point. */
+export function compareKeys(a: ReadonlyArray<string | null>, b: ReadonlyArray<string | null>): number {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const [x, y] = [a[i] ?? null, b[i] ?? null];
+    if (x === y) continue;
+    if (x === null) return -1;
+    if (y === null) return 1;
+    return Buffer.compare(Buffer.from(x), Buffer.from(y));
+  }
+  return 0;
+}
+
+/**
+ * The report over buckets held in memory: what the stores compute with `aggregate`, in the same
+ * rows and order. The service never calls it (it would hold every bucket); it states the metrics
+ * in one place, and tests check the stores against it.
+ */
 export function summarise(buckets: readonly ReportBucket[], groupBy: readonly GroupBy[], tz: string): ReportRow[] {
   const days = new Map<string, string>();
-  const rows = new Map<string, { dims: ReportRow; sums: Record<string, number> }>();
+  const order = keyOrder(groupBy);
+  const rows = new Map<string, { key: Array<string | null>; dims: ReportRow; sums: Record<string, number> }>();
   for (const bucket of buckets) {
     const dims: ReportRow = {};
     for (const dimension of groupBy) dims[dimension] = dimension === 'day' ? dayOf(bucket.hour, tz, days) : (bucket[dimension] as string | null);
-    const key = JSON.stringify(groupBy.map((d) => dims[d]));
-    let row = rows.get(key);
-    if (!row) rows.set(key, (row = { dims, sums: {} }));
-    for (const counter of [...COUNTERS, 'revenue_cents', 'returned_cents']) {
-      row.sums[counter] = (row.sums[counter] ?? 0) + Number(bucket[counter] ?? 0);
-    }
+    const key = order.map((d) => dims[d] as string | null);
+    const id = JSON.stringify(key);
+    let row = rows.get(id);
+    if (!row) rows.set(id, (row = { key, dims, sums: {} }));
+    for (const field of SUMMED) row.sums[field] = (row.sums[field] ?? 0) + Number(bucket[field] ?? 0);
   }
-  const out = [...rows.values()].map(({ dims, sums }) => {
-    const row: ReportRow = { ...dims };
-    for (const counter of COUNTERS) row[counter] = sums[counter] ?? 0;
-    const revenue = (sums.revenue_cents ?? 0) / 100;
-    const returnedRevenue = (sums.returned_cents ?? 0) / 100;
-    row.revenue = round2(revenue);
-    row.net_revenue = round2(revenue - returnedRevenue);
-    row.acceptance_rate = ratio(sums.accepted ?? 0, sums.received ?? 0);
-    row.sell_rate = ratio(sums.sold ?? 0, sums.accepted ?? 0);
-    row.avg_price = (sums.sold ?? 0) === 0 ? 0 : round2(revenue / sums.sold!);
-    return row;
-  });
-  // Stable order: by the dimensions as text, days ascending.
-  return out.sort((a, b) => JSON.stringify(groupBy.map((d) => a[d])).localeCompare(JSON.stringify(groupBy.map((d) => b[d]))));
+  return [...rows.values()].sort((a, b) => compareKeys(a.key, b.key)).map(({ dims, sums }) => reportRow(dims, sums));
 }
 
-export function toCsv(rows: readonly ReportRow[], groupBy: readonly GroupBy[]): string {
-  const columns = [...groupBy, ...METRICS];
+export const csvHeader = (groupBy: readonly GroupBy[]): string => `${[...groupBy, ...METRICS].join(',')}\r\n`;
+
+export function csvLine(row: ReportRow, groupBy: readonly GroupBy[]): string {
   const cell = (value: unknown) => {
     const text = value === null || value === undefined ? '' : String(value);
     // Quote what CSV needs quoted, and neutralise spreadsheet formulas in supplier-given values.
     const safe = /^[=+\-@\t\r]/.test(text) && typeof value === 'string' ? `'${text}` : text;
     return /[",\n\r]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
   };
-  return [columns.join(','), ...rows.map((row) => columns.map((c) => cell(row[c])).join(','))].join('\r\n') + '\r\n';
+  return `${[...groupBy, ...METRICS].map((c) => cell(row[c])).join(',')}\r\n`;
+}
+
+export function toCsv(rows: readonly ReportRow[], groupBy: readonly GroupBy[]): string {
+  return csvHeader(groupBy) + rows.map((row) => csvLine(row, groupBy)).join('');
 }

@@ -1,4 +1,4 @@
-import type { FindOptions } from './port.js';
+import type { AggregateOptions, FindOptions, GroupKeyPart, GroupValue } from './port.js';
 import { type Predicate, type Scalar, checkFindOptions, checkQueryField, predicates } from './validate.js';
 
 // Filters and sorts as SQL over the JSON documents. Field paths are inlined as string literals (they
@@ -88,4 +88,135 @@ export function indexSql(table: string, fields: readonly string[]): string {
   // Commas cannot occur in a field, so two different field lists never share a name.
   const name = `ix_${table}(${fields.join(',')})`;
   return `CREATE INDEX IF NOT EXISTS "${name}" ON "${table}" (${[...columns, 'id'].join(', ')})`;
+}
+
+// Grouping. A key part is a field's value or the label of the step the value falls in; steps are
+// searched as a balanced tree of CASEs, so a year of days costs about nine comparisons a row.
+
+function keyPartSql(part: GroupKeyPart, params: Param[]): string {
+  const expr = fieldExpr(part.field);
+  const steps = part.steps;
+  if (!steps) return expr;
+  // The value is at or above steps[lo].from and below steps[hi].from.
+  const within = (lo: number, hi: number): string => {
+    if (hi - lo === 1) {
+      params.push(steps[lo]!.label);
+      return '?';
+    }
+    const mid = (lo + hi) >> 1;
+    params.push(steps[mid]!.from);
+    const at = `${expr} >= ?`;
+    const upper = within(mid, hi);
+    return `CASE WHEN ${at} THEN ${upper} ELSE ${within(lo, mid)} END`;
+  };
+  params.push(steps[0]!.from);
+  const at = `${expr} >= ?`;
+  return `CASE WHEN ${at} THEN ${within(0, steps.length)} END`;
+}
+
+/** x after c in key order: null first, then strings. */
+function afterSql(expr: string, c: GroupValue, params: Param[]): string {
+  if (c === null) return `${expr} IS NOT NULL`;
+  params.push(c);
+  return `${expr} > ?`;
+}
+
+function sameSql(expr: string, c: GroupValue, params: Param[]): string {
+  if (c === null) return `${expr} IS NULL`;
+  params.push(c);
+  return `${expr} = ?`;
+}
+
+/** Groups strictly after the cursor: (k0 > c0) OR (k0 = c0 AND (k1 > c1 OR …)). */
+function groupKeysetSql(columns: readonly string[], after: readonly GroupValue[], params: Param[]): string {
+  if (columns.length === 0) return '0';
+  const [first, ...rest] = columns;
+  const beyond = afterSql(first!, after[0]!, params);
+  if (rest.length === 0) return beyond;
+  const same = sameSql(first!, after[0]!, params);
+  return `(${beyond} OR (${same} AND ${groupKeysetSql(rest, after.slice(1), params)}))`;
+}
+
+/** The range of the first key field a page reads: from the cursor's value to the last value it needs. */
+export interface LeadingWindow {
+  readonly from?: GroupValue;
+  readonly to?: GroupValue;
+}
+
+/**
+ * The window as alternatives, each read along an index on the field: SQLite cannot seek
+ * `x IS NULL OR x <= ?` as one range, so nulls and strings up to the bound are read apart.
+ */
+function windowArms(field: string, window: LeadingWindow): Array<(params: Param[]) => string[]> {
+  const expr = fieldExpr(field);
+  const { from, to } = window;
+  // Null sorts first: a lower bound of null bounds nothing, an upper bound of null leaves only null.
+  if (to === null) return [() => [`${expr} IS NULL`]];
+  if (typeof from === 'string') {
+    return [
+      (params) => {
+        params.push(from);
+        if (typeof to !== 'string') return [`${expr} >= ?`];
+        params.push(to);
+        return [`${expr} >= ?`, `${expr} <= ?`];
+      },
+    ];
+  }
+  if (typeof to !== 'string') return [() => []];
+  return [
+    () => [`${expr} IS NULL`],
+    (params) => {
+      params.push(to);
+      return [`${expr} <= ?`];
+    },
+  ];
+}
+
+/**
+ * The distinct values of the first key field from the cursor's on, in order, at most `limit`:
+ * read along an index on that field, they tell how far a page of groups reaches.
+ */
+export function leadingValuesSql(table: string, options: AggregateOptions, limit: number): SqlPart {
+  const field = options.key[0]!.field;
+  const params: Param[] = [];
+  const where = predicates(options.filter).map((p) => predicateSql(p, params));
+  const from = options.after?.[0];
+  if (typeof from === 'string') {
+    params.push(from);
+    where.push(`${fieldExpr(field)} >= ?`);
+  }
+  params.push(limit);
+  const expr = fieldExpr(field);
+  const sql = `SELECT ${expr} AS v FROM "${table}"${where.length ? ` WHERE ${where.join(' AND ')}` : ''} GROUP BY ${expr} ORDER BY ${expr} LIMIT ?`;
+  return { sql, params };
+}
+
+/**
+ * One page of groups: `k0…` the key parts, `s0…` the sums, in key order after the cursor. With a
+ * `window`, only documents whose first key field lies in it are read.
+ */
+export function aggregateSql(table: string, options: AggregateOptions, window?: LeadingWindow): SqlPart {
+  const params: Param[] = [];
+  const columns = options.key.map((_, i) => `k${i}`);
+  // Only numbers are summed, as MongoDB's $sum does.
+  const sums = options.sum.map((field, i) => {
+    checkQueryField(field);
+    return `COALESCE(SUM(CASE WHEN json_type(doc, '$.${field}') IN ('integer', 'real') THEN json_extract(doc, '$.${field}') END), 0) AS s${i}`;
+  });
+  // Each arm groups documents of its own values of the first field, so no group spans two arms.
+  const arms = window ? windowArms(options.key[0]!.field, window) : [() => []];
+  const inner = arms.map((arm) => {
+    const keys = options.key.map((part, i) => `${keyPartSql(part, params)} AS k${i}`);
+    const where = predicates(options.filter).map((p) => predicateSql(p, params));
+    where.push(...arm(params));
+    return (
+      `SELECT ${[...keys, ...sums, 'COUNT(*) AS n'].join(', ')} FROM "${table}"` +
+      `${where.length ? ` WHERE ${where.join(' AND ')}` : ''}${columns.length ? ` GROUP BY ${columns.join(', ')}` : ''}`
+    );
+  });
+  const outer = ['n > 0'];
+  if (options.after) outer.push(groupKeysetSql(columns, options.after, params));
+  params.push(options.limit);
+  const sql = `SELECT * FROM (${inner.join(' UNION ALL ')}) WHERE ${outer.join(' AND ')}${columns.length ? ` ORDER BY ${columns.join(', ')}` : ''} LIMIT ?`;
+  return { sql, params };
 }

@@ -1,5 +1,5 @@
 import type { Position } from '../event-store/port.js';
-import type { FieldCondition, Filter, FindOptions, ReadWrite } from './port.js';
+import type { AggregateOptions, FieldCondition, Filter, FindOptions, ReadWrite } from './port.js';
 
 // Checks shared by both adapters, so that a name, field or write one of them accepts the other
 // accepts too: names end up inside SQL text and Mongo query keys, so they are checked, never
@@ -156,6 +156,29 @@ export function checkFindOptions(options: FindOptions): void {
   if (options.after) {
     checkBound(options.after.value, options.sort.field);
     if (typeof options.after.id !== 'string') throw new TypeError('keyset cursor id must be a string');
+  }
+}
+
+export function checkAggregateOptions(options: AggregateOptions): void {
+  if (!Array.isArray(options.key)) throw new TypeError('aggregate key must be an array');
+  for (const part of options.key) {
+    checkQueryField(part.field);
+    const steps: unknown = part.steps;
+    if (steps === undefined) continue;
+    if (!Array.isArray(steps) || steps.length === 0) throw new TypeError(`steps of ${part.field} must be a non-empty array`);
+    let previous: string | undefined;
+    for (const step of steps as Array<{ from?: unknown; label?: unknown } | null>) {
+      if (typeof step?.from !== 'string' || typeof step.label !== 'string') throw new TypeError(`every step of ${part.field} needs a string from and label`);
+      if (previous !== undefined && !(previous < step.from)) throw new TypeError(`steps of ${part.field} must be strictly ascending by from`);
+      previous = step.from;
+    }
+  }
+  if (!Array.isArray(options.sum)) throw new TypeError('aggregate sum must be an array');
+  options.sum.forEach(checkQueryField);
+  if (!Number.isSafeInteger(options.limit) || options.limit < 0) throw new TypeError(`invalid limit ${String(options.limit)}`);
+  if (options.after !== undefined) {
+    if (!Array.isArray(options.after) || options.after.length !== options.key.length) throw new TypeError('aggregate cursor must have one value per key part');
+    for (const value of options.after) if (value !== null && typeof value !== 'string') throw new TypeError('aggregate cursor values are strings or null');
   }
 }
 

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { fileURLToPath } from 'node:url';
+import { PROJECTIONS, versionTag } from '../../src/projections/index.js';
 import { collectionName } from '../../src/projections/runner.js';
 import { runChild } from '../support/child.js';
 import { TestService, validLead } from '../support/service.js';
@@ -16,21 +17,22 @@ describe('leadpost replay', function () {
       for (let i = 0; i < 30; i++) await svc.post(validLead({ accident_state: i % 3 ? 'CA' : 'TX', zip: i % 3 ? '90210' : '75001' }), { 'x-api-key': key });
       await svc.service.projections.waitFor(await svc.service.store.headPosition());
       const oldTags = Object.fromEntries(svc.service.projections.all.map((r) => [r.projection.name, r.tag]));
-      expect(oldTags).to.deep.equal({ leads: 'v1', deliveries: 'v1', feedback: 'v1', reports: 'v1' });
+      // Each projection serves the build of its own version.
+      expect(oldTags).to.deep.equal(Object.fromEntries(PROJECTIONS.map((p) => [p.name, versionTag(p)])));
 
       const replay = await runChild(['replay'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
       expect(replay.code, replay.stderr).to.equal(0);
       // Not a terminal: plain progress lines, one final line per projection, then the switch.
       for (const name of ['leads', 'deliveries', 'feedback', 'reports']) {
         expect(replay.lines.some((l) => l.startsWith(`${name}: 100.0%`) && /events\/s ETA/.test(l))).to.equal(true);
-        expect(replay.lines.some((l) => new RegExp(`^${name}: now served from build v1_r\\d+$`).test(l))).to.equal(true);
+        expect(replay.lines.some((l) => new RegExp(`^${name}: now served from build ${oldTags[name]}_r\\d+$`).test(l))).to.equal(true);
       }
 
       // The running service follows the switch within a second or two, and answers the same.
       const started = Date.now();
-      while (svc.service.projections.all.some((r) => r.tag === 'v1') && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 100));
-      for (const runner of svc.service.projections.all) expect(runner.tag).to.match(/^v1_r\d+$/);
-      for (const [name, base] of [['leads', 'leads'], ['deliveries', 'deliveries'], ['reports', 'report_buckets']] as const) {
+      while (svc.service.projections.all.some((r) => r.tag === oldTags[r.projection.name]) && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 100));
+      for (const runner of svc.service.projections.all) expect(runner.tag).to.match(new RegExp(`^${oldTags[runner.projection.name]}_r\\d+$`));
+      for (const [name, base] of [['leads', 'leads'], ['deliveries', 'deliveries'], ['reports', 'report_buckets'], ['reports', 'report_leads']] as const) {
         const read = (tag: string) => svc.service.readModels.find(collectionName(base, tag), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
         const rebuilt = await read(svc.service.projections.runner(name)!.tag);
         expect(rebuilt.length).to.be.above(0);

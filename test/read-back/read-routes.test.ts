@@ -1,4 +1,8 @@
 import { expect } from 'chai';
+import { request } from 'node:https';
+import sinon from 'sinon';
+import { ReadModelUnavailableError } from '../../src/read-models/port.js';
+import { type GroupBy, type ReportBucket, startOfLocalDay, summarise } from '../../src/read-models/report.js';
 import { TestService, validLead } from '../support/service.js';
 
 // The read-back routes through the real HTTPS server, the embedded stores and the running
@@ -182,6 +186,117 @@ describe('read-back routes', function () {
       const [header, ...lines] = reply.text.trim().split('\r\n');
       expect(header!.split(',').slice(0, 3)).to.deep.equal(['state', 'received', 'accepted']);
       expect(lines.find((l) => l.startsWith('CA,'))).to.match(/^CA,\d+,\d+/);
+    });
+
+    /** Every row of a report, a page of `limit` at a time, checking each page's shape. */
+    const pages = async (query: string, key: string, limit: number) => {
+      const rows: Array<Record<string, unknown>> = [];
+      let cursor: string | null = '';
+      for (let guard = 0; cursor !== null && guard < 100; guard++) {
+        const reply = await get(`/functions/reports/summary?${query}&limit=${limit}${cursor ? `&cursor=${cursor}` : ''}`, key);
+        expect(reply.status, reply.text).to.equal(200);
+        const items = reply.body.items as Array<Record<string, unknown>>;
+        expect(items.length).to.be.at.most(limit);
+        rows.push(...items);
+        cursor = reply.body.next_cursor as string | null;
+        if (cursor !== null) expect(items).to.have.length(limit);
+      }
+      expect(cursor, 'reached the last page').to.equal(null);
+      return rows;
+    };
+
+    it('pages with an opaque cursor like every list: every row once, in the order of the group key', async function () {
+      for (const groupBy of ['supplier,sid', 'sid,s1', 's1', 'day,state,buyer']) {
+        const query = `from=${today}&to=${today}&group_by=${groupBy}&test=include`;
+        const all = await get(`/functions/reports/summary?${query}&limit=500`, keys.admin!);
+        expect(all.body.next_cursor).to.equal(null);
+        const rows = all.body.items as Array<Record<string, unknown>>;
+        expect(rows.length, groupBy).to.be.at.least(2);
+        expect(await pages(query, keys.admin!, 1), groupBy).to.deep.equal(rows);
+        expect(await pages(query, keys.admin!, 2), groupBy).to.deep.equal(rows);
+      }
+      // Fifty rows a page unless asked.
+      const reply = await get(`/functions/reports/summary?from=${today}&to=${today}&group_by=supplier`, keys.admin!);
+      expect(reply.body.next_cursor).to.equal(null);
+    });
+
+    it('a report by s1 has one row per click id, with the metrics of its leads', async function () {
+      const rows = await pages(`from=${today}&to=${today}&group_by=s1`, keys.supA!, 1);
+      // c-1 is the CA lead sold to ca-buyer; click-1 the default of the other leads of sup-a (the test lead apart).
+      expect(rows.map((r) => r.s1)).to.deep.equal(['c-1', 'click-1']);
+      expect(rows[0]).to.include({ received: 1, sold: 1, revenue: 40, avg_price: 40 });
+      expect(rows[1]!.received).to.be.at.least(1);
+    });
+
+    it('every grouping, in any time zone, equals the report folded in memory from the stored rows', async function () {
+      const stored = async (base: 'report_buckets' | 'report_leads') =>
+        (await svc.service.readModels.find(svc.service.projections.collection(base), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 })) as unknown as ReportBucket[];
+      const buckets = await stored('report_buckets');
+      const leadRows = await stored('report_leads');
+      expect(buckets.every((b) => !('s1' in b)), 'no bucket is keyed by s1').to.equal(true);
+      for (const tz of ['UTC', 'America/Los_Angeles', 'Asia/Kolkata', 'Pacific/Kiritimati']) {
+        for (const groupBy of ['day', 'supplier,day,sid', 'buyer,state', 's1', 'day,s1,buyer', ',']) {
+          const from = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+          const reply = await get(`/functions/reports/summary?from=${from}&to=${today}&tz=${tz}&group_by=${groupBy}&test=include&limit=500`, keys.admin!);
+          const dims = groupBy.split(',').filter(Boolean) as GroupBy[];
+          // The same hours the report reads: those from local midnight of `from` to the end of `to`.
+          const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
+          const end = startOfLocalDay(new Date(Date.parse(today) + 86_400_000).toISOString().slice(0, 10), tz).toISOString().slice(0, 13);
+          const inRange = (dims.includes('s1') ? leadRows : buckets).filter((b) => b.hour >= start && b.hour < end);
+          const expected = summarise(inRange, dims, tz);
+          expect(reply.body.items, `${tz} by ${groupBy}`).to.deep.equal(expected);
+          expect(expected.length, `${tz} by ${groupBy}`).to.be.at.least(1);
+        }
+      }
+    });
+
+    it('a cursor from another grouping, or one never given, is 422 naming cursor', async function () {
+      const first = await get(`/functions/reports/summary?from=${today}&to=${today}&group_by=supplier,sid&limit=1`, keys.admin!);
+      const cursor = first.body.next_cursor as string;
+      expect(cursor).to.be.a('string');
+      for (const bad of [`group_by=sid,supplier&cursor=${cursor}`, `group_by=s1&cursor=${cursor}`, 'cursor=zzz', `cursor=${Buffer.from('["day",[1]]').toString('base64url')}`]) {
+        const reply = await get(`/functions/reports/summary?${bad}`, keys.admin!);
+        expect(reply.status, bad).to.equal(422);
+        expect((reply.body.errors as Array<{ field: string }>).map((e) => e.field), bad).to.deep.equal(['cursor']);
+      }
+      const limits = await get('/functions/reports/summary?limit=501', keys.admin!);
+      expect((limits.body.errors as Array<{ field: string }>).map((e) => e.field)).to.deep.equal(['limit']);
+    });
+
+    it('CSV pulls page after page from the store; a store failing mid-way cuts the response, never a short file that looks whole', async function () {
+      const page = (from: number, count: number) => Array.from({ length: count }, (_, i) => ({ key: [`c-${String(from + i).padStart(4, '0')}`], sums: { received: 1 } }));
+      const aggregate = sinon.stub(svc.service.readModels, 'aggregate');
+      const read = (): Promise<{ text: string; whole: boolean }> =>
+        new Promise((resolve) => {
+          const req = request(
+            { host: '127.0.0.1', port: svc.port, path: '/functions/reports/summary?group_by=s1', rejectUnauthorized: false, headers: { 'x-api-key': keys.admin!, accept: 'text/csv' } },
+            (res) => {
+              let text = '';
+              res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+              res.on('end', () => resolve({ text, whole: true }));
+              res.on('error', () => resolve({ text, whole: false }));
+            },
+          );
+          req.on('error', () => resolve({ text: '', whole: false }));
+          req.end();
+        });
+      try {
+        // Each read asks for a page and one more row, to know whether another page follows.
+        aggregate.onCall(0).resolves(page(0, 501)).onCall(1).resolves(page(500, 501)).onCall(2).resolves(page(1000, 7));
+        const whole = await read();
+        expect(whole.whole).to.equal(true);
+        expect(whole.text.trim().split('\r\n')).to.have.length(1 + 1007);
+        expect(aggregate.getCall(1).args[1].after).to.deep.equal(['c-0499']);
+        expect(aggregate.getCall(2).args[1].after).to.deep.equal(['c-0999']);
+
+        aggregate.reset();
+        aggregate.onCall(0).resolves(page(0, 501)).onCall(1).rejects(new ReadModelUnavailableError('injected: the read-model store is unreachable'));
+        const cut = await read();
+        expect(cut.whole).to.equal(false);
+        expect(cut.text.split('\r\n').length).to.be.at.least(500);
+      } finally {
+        aggregate.restore();
+      }
     });
 
     it('bad parameters are 422 naming each one', async function () {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { type ReportBucket, dayOf, startOfLocalDay, summarise, toCsv } from '../../src/read-models/report.js';
+import { type ReportBucket, compareKeys, dayOf, daySteps, keyOrder, startOfLocalDay, summarise, toCsv } from '../../src/read-models/report.js';
 
 const bucket = (hour: string, counters: Partial<ReportBucket>, dims: Partial<ReportBucket> = {}): ReportBucket => ({
   hour, supplier: 'sup-a', sid: 'google', s1: null, state: 'CA', buyer: null, test: false, ...dims, ...counters,
@@ -18,6 +18,33 @@ describe('report summary (pure)', function () {
     expect(startOfLocalDay('2026-03-08', 'America/New_York').toISOString()).to.equal('2026-03-08T05:00:00.000Z');
     expect(startOfLocalDay('2026-03-09', 'America/New_York').toISOString()).to.equal('2026-03-09T04:00:00.000Z');
     expect(startOfLocalDay('2026-11-21', 'UTC').toISOString()).to.equal('2026-11-21T00:00:00.000Z');
+  });
+
+  it('day steps label every hour of a report exactly as dayOf does, across DST changes and odd offsets', function () {
+    for (const tz of ['UTC', 'America/New_York', 'Asia/Kolkata', 'America/Santiago', 'Australia/Lord_Howe', 'Pacific/Kiritimati']) {
+      for (const [from, to] of [['2026-03-05', '2026-04-10'], ['2026-08-25', '2026-11-05']] as const) {
+        const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
+        const end = startOfLocalDay(new Date(Date.parse(to) + 86_400_000).toISOString().slice(0, 10), tz).toISOString().slice(0, 13);
+        const steps = daySteps(start, end, tz);
+        expect(steps[0]!.from).to.equal(start);
+        const cache = new Map<string, string>();
+        for (let t = Date.parse(`${start}:00:00Z`); ; t += 3_600_000) {
+          const hour = new Date(t).toISOString().slice(0, 13);
+          if (hour >= end) break;
+          const step = steps.filter((s) => s.from <= hour).at(-1)!;
+          expect(step.label, `${tz} ${hour}`).to.equal(dayOf(hour, tz, cache));
+        }
+        const days = (Date.parse(to) - Date.parse(from)) / 86_400_000 + 1;
+        expect(steps.length, tz).to.be.within(days, days + 1);
+      }
+    }
+  });
+
+  it('rows come in key order: s1 first when grouped by it, null before any value, code points not locale', function () {
+    expect(keyOrder(['day', 'sid', 's1'])).to.deep.equal(['s1', 'day', 'sid']);
+    expect(keyOrder(['buyer', 'day'])).to.deep.equal(['buyer', 'day']);
+    const keys = [['b'], ['B'], [null], ['é'], ['a', 'z'], ['a', null]];
+    expect(keys.sort(compareKeys)).to.deep.equal([[null], ['B'], ['a', null], ['a', 'z'], ['b'], ['é']]);
   });
 
   it('sums counters per group and derives rates, revenue, returns and average price', function () {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import type { Position } from '../../src/event-store/port.js';
-import type { ReadDoc, ReadModelStore, ReadWrite } from '../../src/read-models/port.js';
+import type { AggregateOptions, Group, GroupValue, ReadDoc, ReadModelStore, ReadWrite } from '../../src/read-models/port.js';
 
 const at = (commit: number, prepare = commit): Position => ({ commit, prepare });
 
@@ -402,6 +402,123 @@ export function readModelStoreContract(name: string, open: () => Promise<ReadMod
           limit: 12,
         });
         expect(ids(rest)).to.deep.equal(['norank']);
+      });
+    });
+
+    describe('aggregate', function () {
+      // Rows of single leads as the reports keep them: an hour, a click id (sometimes none), a source.
+      const docs: Record<string, Record<string, unknown>> = {
+        a: { hour: '2026-11-21T01', s1: 'a', sid: 'x', n: 1, cents: 150 },
+        b: { hour: '2026-11-21T05', s1: 'B', sid: 'x', n: 2 },
+        c: { hour: '2026-11-21T23', s1: 'Z', sid: 'y', n: 4, cents: 25 },
+        d: { hour: '2026-11-22T00', s1: null, sid: 'x', n: 8, cents: 'ten' },
+        e: { hour: '2026-11-22T07', sid: 'y', n: 16 },
+        f: { hour: '2026-11-22T09', s1: 'é', sid: null, n: 32 },
+        g: { hour: '2026-11-23T12', s1: 'a', sid: 'y', n: 64, cents: 1 },
+      };
+      const DAYS = [
+        { from: '2026-11-21T05', label: 'day-1' },
+        { from: '2026-11-22T05', label: 'day-2' },
+        { from: '2026-11-23T05', label: 'day-3' },
+      ];
+      beforeEach(async function () {
+        await store.ensureIndexes(coll, [['s1'], ['sid', 's1']]);
+        await commit(1, ...Object.entries(docs).map(([id, doc]): ReadWrite => ({ op: 'put', collection: coll, id, position: at(1), doc })));
+      });
+
+      const aggregate = (options: Partial<AggregateOptions> & Pick<AggregateOptions, 'key'>) => store.aggregate(coll, { sum: ['n', 'cents'], limit: 100, ...options });
+      const flat = (groups: Group[]) => groups.map((g) => [...g.key, g.sums.n, g.sums.cents]);
+
+      it('sums numeric fields per group, null (or missing) first, strings in code-point order', async function () {
+        expect(flat(await aggregate({ key: [{ field: 's1' }] }))).to.deep.equal([
+          [null, 24, 0],
+          ['B', 2, 0],
+          ['Z', 4, 25],
+          ['a', 65, 151],
+          ['é', 32, 0],
+        ]);
+      });
+
+      it('groups by several parts, in key order part by part', async function () {
+        expect(flat(await aggregate({ key: [{ field: 'sid' }, { field: 's1' }], filter: { hour: { $lt: '2026-11-23' } } }))).to.deep.equal([
+          [null, 'é', 32, 0],
+          ['x', null, 8, 0],
+          ['x', 'B', 2, 0],
+          ['x', 'a', 1, 150],
+          ['y', null, 16, 0],
+          ['y', 'Z', 4, 25],
+        ]);
+      });
+
+      it('labels a field by the step its value falls in, null below the first', async function () {
+        expect(flat(await aggregate({ key: [{ field: 'hour', steps: DAYS }] }))).to.deep.equal([
+          [null, 1, 150],
+          ['day-1', 14, 25],
+          ['day-2', 48, 0],
+          ['day-3', 64, 1],
+        ]);
+        // Labels need not ascend with their steps; groups still come in label order.
+        const back = [{ from: '2026-11-21T00', label: 'q' }, { from: '2026-11-22T00', label: 'p' }, { from: '2026-11-22T08', label: 'q' }];
+        expect(flat(await aggregate({ key: [{ field: 'hour', steps: back }, { field: 'sid' }] }))).to.deep.equal([
+          ['p', 'x', 8, 0],
+          ['p', 'y', 16, 0],
+          ['q', null, 32, 0],
+          ['q', 'x', 3, 150],
+          ['q', 'y', 68, 26],
+        ]);
+      });
+
+      it('filters first; an empty key is one group of everything, or none when nothing matches', async function () {
+        expect(flat(await aggregate({ key: [{ field: 'sid' }], filter: { hour: { $gte: '2026-11-22' }, s1: { $in: ['é', 'a', null] } } }))).to.deep.equal([
+          [null, 32, 0],
+          ['x', 8, 0],
+          ['y', 80, 1],
+        ]);
+        expect(flat(await aggregate({ key: [] }))).to.deep.equal([[127, 176]]);
+        expect(await aggregate({ key: [], filter: { sid: 'nobody' } })).to.deep.equal([]);
+        expect(await aggregate({ key: [{ field: 's1' }], limit: 0 })).to.deep.equal([]);
+        expect(await store.aggregate(uniqueName('none'), { key: [{ field: 's1' }], sum: ['n'], limit: 5 })).to.deep.equal([]);
+      });
+
+      it('pages with a cursor: every group once, in order, whatever the page size', async function () {
+        // Many groups share each value of the first part, and nulls come first in both parts.
+        const writes: ReadWrite[] = [];
+        for (let i = 0; i < 60; i++) {
+          const doc = { hour: `2026-11-2${i % 3}T1${i % 10}`, s1: i % 7 === 0 ? null : `c${i % 5}`, sid: i % 4 === 0 ? null : `s${i % 6}`, n: i };
+          writes.push({ op: 'put', collection: coll, id: `p${i}`, position: at(2), doc });
+        }
+        await commit(2, ...writes);
+        for (const key of [[{ field: 's1' }, { field: 'sid' }], [{ field: 'hour', steps: DAYS }, { field: 's1' }], [{ field: 's1' }]]) {
+          const all = await aggregate({ key, limit: 1000 });
+          expect(all.length).to.be.above(1);
+          for (const limit of [1, 2, 5]) {
+            const seen: Group[] = [];
+            let after: GroupValue[] | undefined;
+            for (let guard = 0; guard < 500; guard++) {
+              const page = await aggregate({ key, limit, ...(after ? { after } : {}) });
+              expect(page.length).to.be.at.most(limit);
+              if (page.length === 0) break;
+              seen.push(...page);
+              after = page.at(-1)!.key;
+            }
+            expect(seen, `${JSON.stringify(key)} by ${limit}`).to.deep.equal(all);
+          }
+        }
+        const total = (await aggregate({ key: [{ field: 's1' }, { field: 'sid' }], limit: 1000 })).reduce((n, g) => n + g.sums.n!, 0);
+        expect(total).to.equal(127 + (59 * 60) / 2);
+      });
+
+      it('rejects bad fields, steps and cursors', async function () {
+        const bad: Array<Partial<AggregateOptions> & Pick<AggregateOptions, 'key'>> = [
+          { key: [{ field: 'a;b' }] },
+          { key: [{ field: 's1' }], sum: ['$n'] },
+          { key: [{ field: 'hour', steps: [] }] },
+          { key: [{ field: 'hour', steps: [{ from: 'b', label: '1' }, { from: 'a', label: '2' }] }] },
+          { key: [{ field: 's1' }], after: ['a', 'b'] },
+          { key: [{ field: 's1' }], after: [1 as never] },
+          { key: [{ field: 's1' }], limit: -1 },
+        ];
+        for (const options of bad) expect(await rejection(aggregate(options)), JSON.stringify(options)).to.be.instanceOf(TypeError);
       });
     });
 

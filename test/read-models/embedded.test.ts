@@ -6,7 +6,7 @@ import type { Position } from '../../src/event-store/port.js';
 import { READ_MODELS_FILE } from '../../src/read-models/embedded-schema.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { ReadModelUnavailableError, type ReadWrite } from '../../src/read-models/port.js';
-import { findSql } from '../../src/read-models/sqlite-query.js';
+import { aggregateSql, findSql, leadingValuesSql } from '../../src/read-models/sqlite-query.js';
 import { tempDir } from '../support/tmp.js';
 import { readModelStoreContract, rejection, uniqueName } from './contract.js';
 
@@ -222,6 +222,34 @@ describe('embedded read-model store (SQLite)', function () {
           expect(plan({ filter: { 'delivery.status': 'ok' }, sort: { field: '_id', direction: 'asc' }, limit: 10 })).to.include(
             `ix_rm_${coll}(delivery.status)`,
           );
+        } finally {
+          raw.close();
+        }
+      });
+
+      it('a page of groups reads along the index on the first key field, from the cursor to the end of the page', async function () {
+        await store.ensureIndexes(coll, [['s1'], ['supplier', 's1']]);
+        await store.commit(projection, at(1), [{ op: 'put', collection: coll, id: 'a', position: at(1), doc: { supplier: 's', s1: 'c', hour: 'h' } }]);
+        const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+        try {
+          const plan = ({ sql, params }: { sql: string; params: unknown[] }) =>
+            (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((r) => r.detail);
+          const table = `rm_${coll}`;
+          const options = { filter: { hour: { $gte: 'a', $lt: 'z' }, test: false }, key: [{ field: 's1' }, { field: 'sid' }], sum: ['n'], limit: 51 };
+          const paged = { ...options, after: ['c-1', null] };
+          // The distinct values ahead: in index order, no sort, stopping at the limit.
+          expect(plan(leadingValuesSql(table, paged, 52))).to.deep.equal([`SEARCH ${table} USING INDEX ix_${table}(s1) (<expr>>?)`]);
+          expect(plan(leadingValuesSql(table, { ...paged, filter: { ...options.filter, supplier: 's' } }, 52))).to.deep.equal([
+            `SEARCH ${table} USING INDEX ix_${table}(supplier,s1) (<expr>=? AND <expr>>?)`,
+          ]);
+          // The groups: a bounded range of that index, also on a first page that starts with nulls.
+          const window = plan(aggregateSql(table, paged, { from: 'c-1', to: 'c-9' }));
+          expect(window).to.include(`SEARCH ${table} USING INDEX ix_${table}(s1) (<expr>>? AND <expr><?)`);
+          expect(window.join('\n')).not.to.match(/SCAN rm_/);
+          const first = plan(aggregateSql(table, options, { to: 'c-9' }));
+          expect(first).to.include(`SEARCH ${table} USING INDEX ix_${table}(s1) (<expr>=?)`);
+          expect(first).to.include(`SEARCH ${table} USING INDEX ix_${table}(s1) (<expr><?)`);
+          expect(first.join('\n')).not.to.match(/SCAN rm_/);
         } finally {
           raw.close();
         }

@@ -4,12 +4,16 @@
 import { expect } from 'chai';
 import { MongoNetworkError, MongoServerError, MongoServerSelectionError } from 'mongodb';
 import {
+  aggregatePipeline,
   databaseNameFromUrl,
   findQuery,
+  groupKeysetQuery,
   guardFilter,
   isDuplicateKeyError,
   isUnavailable,
+  keyPartExpression,
   keysetQuery,
+  leadingQuery,
   toMongoFilter,
   toMongoWrite,
 } from '../../src/read-models/mongo-query.js';
@@ -103,6 +107,48 @@ describe('MongoDB read-model store: translations', function () {
       expect(findQuery({ sort: { field: '_id', direction: 'asc' }, limit: 1 }).sort).to.deep.equal({ _id: 1 });
       expect(() => findQuery({ sort: { field: 'a', direction: 'up' as never }, limit: 1 })).to.throw(TypeError);
       expect(() => findQuery({ sort: { field: 'a', direction: 'asc' }, limit: 1.5 })).to.throw(TypeError);
+    });
+  });
+
+  describe('aggregation', function () {
+    it('a window on the first key field: nulls come first, so an open lower bound lets them in', function () {
+      const options = { filter: { test: false }, key: [{ field: 's1' }], sum: ['n'], limit: 3 };
+      const window = (w: Parameters<typeof aggregatePipeline>[1]) => aggregatePipeline(options, w)[0];
+      expect(window({ from: 'a', to: 'c' })).to.deep.equal({ $match: { $and: [{ test: { $eq: false } }, { s1: { $gte: 'a', $lte: 'c' } }] } });
+      expect(window({ to: 'c' })).to.deep.equal({ $match: { $and: [{ test: { $eq: false } }, { $or: [{ s1: null }, { s1: { $lte: 'c' } }] }] } });
+      expect(window({ from: null, to: null })).to.deep.equal({ $match: { $and: [{ test: { $eq: false } }, { s1: null }] } });
+      expect(window({ from: 'a' })).to.deep.equal({ $match: { $and: [{ test: { $eq: false } }, { s1: { $gte: 'a' } }] } });
+      expect(window({})).to.deep.equal({ $match: { test: { $eq: false } } });
+      expect(leadingQuery({ ...options, after: ['b'] })).to.deep.equal({ query: { $and: [{ test: { $eq: false } }, { s1: { $gte: 'b' } }] }, sort: { s1: 1 }, limit: 0, field: 's1' });
+      expect(leadingQuery({ ...options, after: [null] }).query).to.deep.equal({ test: { $eq: false } });
+    });
+
+    it('key parts: a missing field groups with null; steps are a balanced tree of literals', function () {
+      expect(keyPartExpression({ field: 'sid' })).to.deep.equal({ $ifNull: ['$sid', null] });
+      const steps = [{ from: '$a', label: '$1' }, { from: 'b', label: '2' }, { from: 'c', label: '3' }];
+      expect(keyPartExpression({ field: 'hour', steps })).to.deep.equal({
+        $cond: [
+          { $gte: ['$hour', { $literal: '$a' }] },
+          { $cond: [{ $gte: ['$hour', { $literal: 'b' }] }, { $cond: [{ $gte: ['$hour', { $literal: 'c' }] }, { $literal: '3' }, { $literal: '2' }] }, { $literal: '$1' }] },
+          null,
+        ],
+      });
+    });
+
+    it('groups after the cursor, null before any string; then sorted by the key and limited', function () {
+      expect(groupKeysetQuery(['a', null])).to.deep.equal({ $or: [{ '_id.k0': { $gt: 'a' } }, { '_id.k0': 'a', '_id.k1': { $ne: null } }] });
+      expect(groupKeysetQuery([null])).to.deep.equal({ $or: [{ '_id.k0': { $ne: null } }] });
+      expect(groupKeysetQuery([])).to.deep.equal({ _id: { $exists: false } });
+      const pipeline = aggregatePipeline({ key: [{ field: 's1' }, { field: 'sid' }], sum: ['n', 'cents'], after: ['a', 'x'], limit: 5 }, { from: 'a', to: 'f' });
+      expect(pipeline).to.deep.equal([
+        { $match: { s1: { $gte: 'a', $lte: 'f' } } },
+        { $group: { _id: { k0: { $ifNull: ['$s1', null] }, k1: { $ifNull: ['$sid', null] } }, s0: { $sum: '$n' }, s1: { $sum: '$cents' } } },
+        { $match: { $or: [{ '_id.k0': { $gt: 'a' } }, { '_id.k0': 'a', '_id.k1': { $gt: 'x' } }] } },
+        { $sort: { '_id.k0': 1, '_id.k1': 1 } },
+        { $limit: 5 },
+      ]);
+      expect(aggregatePipeline({ key: [], sum: ['n'], limit: 1 })).to.deep.equal([{ $match: {} }, { $group: { _id: {}, s0: { $sum: '$n' } } }, { $limit: 1 }]);
+      expect(() => aggregatePipeline({ key: [{ field: '$where' }], sum: [], limit: 1 })).to.throw(TypeError);
     });
   });
 

@@ -377,7 +377,11 @@ describe('reliability: security', function () {
       ];
       events.heal();
       // The read-model store's own error type is an outage (503); anything else it throws is a bug.
-      const stubs = [sinon.stub(readModels, 'get').callsFake(() => Promise.reject(internal())), sinon.stub(readModels, 'find').callsFake(() => Promise.reject(internal()))];
+      const stubs = [
+        sinon.stub(readModels, 'get').callsFake(() => Promise.reject(internal())),
+        sinon.stub(readModels, 'find').callsFake(() => Promise.reject(internal())),
+        sinon.stub(readModels, 'aggregate').callsFake(() => Promise.reject(internal())),
+      ];
       try {
         replies.push(['GET lead (read model throws)', await svc.request('GET', `/functions/leads/${soldId}`, { 'x-api-key': supplier })]);
         replies.push(['GET deliveries (read model throws)', await svc.request('GET', '/functions/deliveries', { 'x-api-key': supplier })]);

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 export interface ChildResult {
@@ -17,6 +18,11 @@ export interface RunningChild extends Promise<ChildResult> {
   /** Resolves when the child has printed `count` lines starting with `prefix`. */
   until(prefix: string, count: number): Promise<void>;
 }
+
+/** The node flags of `npm start` (the heap cap among them), for a child that runs the service as it is started. */
+export const START_NODE_ARGS: readonly string[] = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } }).scripts.start
+  .split(' ')
+  .filter((word) => word.startsWith('--'));
 
 const APPEND_CHILD = fileURLToPath(new URL('../event-store/append-child.js', import.meta.url));
 

@@ -18,7 +18,15 @@ import {
   type RecordedEvent,
   type SubscribeOptions,
 } from '../../../src/event-store/index.js';
-import { type FindOptions, type ReadDoc, type ReadModelStore, ReadModelUnavailableError, type ReadWrite } from '../../../src/read-models/port.js';
+import {
+  type AggregateOptions,
+  type FindOptions,
+  type Group,
+  type ReadDoc,
+  type ReadModelStore,
+  ReadModelUnavailableError,
+  type ReadWrite,
+} from '../../../src/read-models/port.js';
 import { tempDir } from '../../support/tmp.js';
 
 export interface EventStoreFault {
@@ -117,6 +125,11 @@ export class FaultyReadModels implements ReadModelStore {
   async find(collection: string, options: FindOptions): Promise<ReadDoc[]> {
     this.check('reads');
     return this.inner.find(collection, options);
+  }
+
+  async aggregate(collection: string, options: AggregateOptions): Promise<Group[]> {
+    this.check('reads');
+    return this.inner.aggregate(collection, options);
   }
 
   async ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void> {

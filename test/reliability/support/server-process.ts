@@ -15,6 +15,8 @@ export interface ServerStartOptions {
   readonly routingFile: string;
   /** Added to (and overriding) the defaults: free ports, loopback, no DNS, no rate limit. */
   readonly env?: Record<string, string>;
+  /** Node flags, e.g. START_NODE_ARGS to run under the heap cap of `npm start`. */
+  readonly nodeArgs?: readonly string[];
 }
 
 /** The environment every reliability child runs with: the embedded stores, whatever the parent has set. */
@@ -39,7 +41,7 @@ export class ServerProcess {
       RATE_LIMIT_PER_SECOND: '0',
       ...options.env,
     });
-    const child = runChild(['serve'], env, { script: BIN });
+    const child = runChild(['serve'], env, { script: BIN, nodeArgs: [...(options.nodeArgs ?? [])] });
     const started = Date.now();
     let exited: ChildResult | undefined;
     void child.then((result) => (exited = result));

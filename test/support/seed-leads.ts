@@ -1,0 +1,96 @@
+import { type PostLeadCommand, decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
+import type { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
+import { leadStream } from '../../src/events/lead-events.js';
+import type { NormalisedLead } from '../../src/leads/lead.js';
+
+// Many leads written straight into the event store, as the service records them, for tests and
+// benches that need a large history: posting them one request at a time would take far longer.
+
+const pass = { result: 'pass' as const, provider: 'bench', detail: 'ok' };
+
+/** What varies from lead to lead beyond the fixed mix of outcomes. */
+export interface LeadShape {
+  /** When lead n was received. */
+  readonly receivedAt: (n: number) => Date;
+  readonly s1: (n: number) => string;
+}
+
+/** One lead a second from 2026-11-01, s1 among a thousand click ids. */
+export const BENCH_SHAPE: LeadShape = {
+  receivedAt: (n) => new Date(Date.UTC(2026, 10, 1) + n * 1000),
+  s1: (n) => `click-${n % 1000}`,
+};
+
+/**
+ * Lead n's post-time events: a tenth are duplicates (rejected), a quarter of the rest go to the
+ * unsold bucket, the others are sold for 25 to one of three buyers; five suppliers, twenty
+ * sources, four states.
+ */
+export function leadEvents(n: number, shape: LeadShape = BENCH_SHAPE) {
+  const lead: NormalisedLead = {
+    first_name: 'Ada', last_name: 'Lovelace', email: `ada.${n}@example.com`, mobile: '+12135550143', mobile_national: '2135550143',
+    zip: '90210', zip4: null, accident_state: ['CA', 'TX', 'NY', 'FL'][n % 4]!, certificate_url: 'https://cert.trustedform.com/x',
+    certificate_id: 'x', sid: `sid-${n % 20}`, s1: shape.s1(n), test: false,
+  };
+  const base = { leadId: n, supplier: `sup-${n % 5}`, keyId: 'k', now: shape.receivedAt(n), validation: { ok: true as const, lead } };
+  const command: PostLeadCommand =
+    n % 10 === 0
+      ? { ...base, duplicates: ['email'] }
+      : {
+          ...base,
+          enrichment: { phone: pass, email: pass, consent: pass },
+          routing: {
+            target: n % 4 === 1 ? { kind: 'bucket', id: 'unsold' } : { kind: 'buyer', id: `buyer-${n % 3}` },
+            price: 25, currency: 'USD', strategy: 'highest_price', version: 'bench',
+            candidates: [{ buyer: 'buyer-0', price: 25, eligible: true, reason: 'eligible' }],
+          },
+        };
+  return decide(command, initialLeadState);
+}
+
+export interface SeedOptions {
+  /** Stop after this many events (about: a lead's events are written together)… */
+  readonly events?: number;
+  /** …or after exactly this many leads. */
+  readonly leads?: number;
+  readonly firstLeadId?: number;
+  readonly shape?: LeadShape;
+}
+
+export interface Seeded {
+  readonly leads: number;
+  readonly events: number;
+  readonly sold: number;
+  readonly revenueCents: number;
+}
+
+/** Appends leads' events to the store, 200 writers at a time, as the service would. */
+export async function seedLeads(store: EmbeddedEventStore, options: SeedOptions): Promise<Seeded> {
+  const first = options.firstLeadId ?? 1;
+  const more = () => (options.leads !== undefined ? next < first + options.leads : written < (options.events ?? 0));
+  let written = 0;
+  let next = first;
+  let sold = 0;
+  let revenueCents = 0;
+  const writer = async () => {
+    while (more()) {
+      const n = next++;
+      const batch = leadEvents(n, options.shape);
+      written += batch.length;
+      for (const event of batch) {
+        if (event.type === 'LeadSold') {
+          sold += 1;
+          revenueCents += Math.round(event.data.revenue * 100);
+        }
+      }
+      await store.append(leadStream(n), batch, { expectedRevision: 'no_stream' });
+    }
+  };
+  await Promise.all(Array.from({ length: 200 }, writer));
+  return { leads: next - first, events: written, sold, revenueCents };
+}
+
+/** Appends about `events` lead events to the store, the first lead numbered `firstLeadId`. */
+export async function seedLeadEvents(store: EmbeddedEventStore, events: number, firstLeadId = 1): Promise<number> {
+  return (await seedLeads(store, { events, firstLeadId })).events;
+}
