@@ -1,11 +1,11 @@
 import { Ajv } from 'ajv';
 import type { FromSchema } from 'json-schema-to-ts';
-import { type EventStore, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/index.js';
+import type { EventStore } from '../event-store/index.js';
 import { type FeedbackRecorded, type LeadEvent, type LeadReturned, leadStream } from '../events/lead-events.js';
 import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
 import type { FieldError } from '../http/envelope.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
-import { MAX_RACES } from './streams.js';
+import { type Decider, handleCommand } from './handler.js';
 
 // What happens to a lead after its sale that a buyer asks for: acknowledging a pulled lead and
 // sending feedback. Both are decided on the lead's own stream, folded, and appended at the
@@ -23,7 +23,6 @@ export interface AfterSaleRequest {
 }
 
 export interface SaleState {
-  readonly revision: number;
   readonly supplier: string | null;
   /** The correlation id of the post that began the lead. */
   readonly correlationId: string | null;
@@ -37,19 +36,7 @@ export interface SaleState {
   readonly returned: boolean;
 }
 
-export function foldSale(events: readonly RecordedEvent[]): SaleState {
-  let state: SaleState = { revision: -1, supplier: null, correlationId: leadCorrelation(events[0]), buyer: null, revenue: 0, currency: 'USD', soldAt: null, test: false, delivered: null, attempts: 0, returned: false };
-  for (const recorded of events) {
-    const event = recorded as unknown as LeadEvent;
-    state = { ...state, revision: recorded.revision };
-    if (event.type === 'LeadReceived') state = { ...state, supplier: event.data.supplier, test: event.data.test };
-    if (event.type === 'LeadSold') state = { ...state, buyer: event.data.buyer, revenue: event.data.revenue, currency: event.data.currency, soldAt: Date.parse(event.data.sold_at) };
-    if (event.type === 'LeadDeliveryAttempted') state = { ...state, attempts: event.data.attempt };
-    if (event.type === 'LeadDelivered') state = { ...state, delivered: { at: event.data.delivered_at } };
-    if (event.type === 'LeadReturned') state = { ...state, returned: true };
-  }
-  return state;
-}
+const NO_SALE: SaleState = { supplier: null, correlationId: null, buyer: null, revenue: 0, currency: 'USD', soldAt: null, test: false, delivered: null, attempts: 0, returned: false };
 
 /** The buyer a principal acts for on this lead, or null when the lead does not exist for it. */
 function actingBuyer(principal: AfterSaleRequest['principal'], sale: SaleState): string | null {
@@ -67,46 +54,10 @@ export class AfterSaleError extends Error {
   }
 }
 
-async function onLead<T>(store: EventStore, request: AfterSaleRequest, leadId: number, decide: (sale: SaleState) => { events: LeadEvent[]; result: T }): Promise<T> {
-  for (let race = 0; race < MAX_RACES; race++) {
-    const events = await store.readStream(leadStream(leadId));
-    const sale = foldSale(events);
-    const { events: decided, result } = decide(sale);
-    if (decided.length === 0) return result;
-    const { principal, traceId, now } = request;
-    const metadata = leadEventMetadata(
-      {
-        traceId,
-        correlationId: sale.correlationId,
-        causationId: `request:${traceId}`,
-        supplierId: sale.supplier,
-        principal: { role: principal.role, id: principal.name, key_id: principal.keyId },
-      },
-      now,
-    );
-    try {
-      await store.append(leadStream(leadId), decided.map((event) => ({ type: event.type, data: event.data, metadata })), { expectedRevision: sale.revision });
-      return result;
-    } catch (error) {
-      if (!(error instanceof WrongExpectedRevisionError)) throw error;
-    }
-  }
-  throw new Error(`lead ${leadId} changed under ${MAX_RACES} attempts`);
-}
-
 /** POST /functions/deliveries/{id}/ack: the buyer has pulled the lead. Idempotent. */
-export function acknowledgeDelivery(store: EventStore, request: AfterSaleRequest, leadId: number): Promise<{ delivered_at: string }> {
-  return onLead(store, request, leadId, (sale) => {
-    const buyer = actingBuyer(request.principal, sale);
-    if (buyer === null) throw new AfterSaleError('NOT_FOUND');
-    if (sale.delivered) return { events: [], result: { delivered_at: sale.delivered.at } };
-    const delivered_at = request.now.toISOString();
-    const event: LeadEvent = {
-      type: 'LeadDelivered',
-      data: { lead_id: leadId, buyer, via: 'pull', attempt: sale.attempts + 1, status: null, latency_ms: null, delivered_at },
-    };
-    return { events: [event], result: { delivered_at } };
-  });
+export async function acknowledgeDelivery(store: EventStore, request: AfterSaleRequest, leadId: number): Promise<{ delivered_at: string }> {
+  const { state } = await handleCommand(store, leadStream(leadId), afterSaleDecider, { type: 'AcknowledgeDelivery', leadId, request }, { metadata: metadataFor(request) });
+  return { delivered_at: state.delivered!.at };
 }
 
 export const FEEDBACK_SCHEMA = {
@@ -139,25 +90,65 @@ function feedbackErrors(body: unknown): FieldError[] {
 }
 
 /** POST /functions/leads/{id}/feedback by the buyer that bought the lead. */
-export function recordFeedback(
+export async function recordFeedback(
   store: EventStore,
   routing: LoadedRoutingConfig,
   request: AfterSaleRequest,
   leadId: number,
   body: Record<string, unknown>,
 ): Promise<FeedbackRecorded['data']> {
-  const { principal, now } = request;
-  if (principal.role !== 'buyer' && principal.role !== 'admin') return Promise.reject(new AfterSaleError('FORBIDDEN'));
-  return onLead(store, request, leadId, (sale) => {
+  const command: AfterSaleCommand = { type: 'RecordFeedback', leadId, request, routing, body };
+  const { events } = await handleCommand(store, leadStream(leadId), afterSaleDecider, command, { metadata: metadataFor(request) });
+  return events[0]!.data as FeedbackRecorded['data'];
+}
+
+export type AfterSaleCommand =
+  | { readonly type: 'AcknowledgeDelivery'; readonly leadId: number; readonly request: AfterSaleRequest }
+  | {
+      readonly type: 'RecordFeedback';
+      readonly leadId: number;
+      readonly request: AfterSaleRequest;
+      /** The routing file in force: the buyer's return reasons and window. */
+      readonly routing: LoadedRoutingConfig;
+      readonly body: Record<string, unknown>;
+    };
+
+/** The lead's stream as the after-sale commands see it. Throws AfterSaleError to refuse. */
+export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> = {
+  initialState: NO_SALE,
+  evolve(state, event) {
+    switch (event.type) {
+      case 'LeadReceived':
+        return { ...state, supplier: event.data.supplier, test: event.data.test, correlationId: leadCorrelation(event) };
+      case 'LeadSold':
+        return { ...state, buyer: event.data.buyer, revenue: event.data.revenue, currency: event.data.currency, soldAt: Date.parse(event.data.sold_at) };
+      case 'LeadDeliveryAttempted':
+        return { ...state, attempts: event.data.attempt };
+      case 'LeadDelivered':
+        return { ...state, delivered: { at: event.data.delivered_at } };
+      case 'LeadReturned':
+        return { ...state, returned: true };
+      default:
+        return state;
+    }
+  },
+  decide(command, sale) {
+    const { principal, now } = command.request;
+    if (command.type === 'RecordFeedback' && principal.role !== 'buyer' && principal.role !== 'admin') throw new AfterSaleError('FORBIDDEN');
     const buyer = actingBuyer(principal, sale);
     if (buyer === null) throw new AfterSaleError('NOT_FOUND');
-    const errors = feedbackErrors(body);
+    const lead_id = command.leadId;
+    if (command.type === 'AcknowledgeDelivery') {
+      if (sale.delivered) return [];
+      return [{ type: 'LeadDelivered', data: { lead_id, buyer, via: 'pull', attempt: sale.attempts + 1, status: null, latency_ms: null, delivered_at: now.toISOString() } }];
+    }
+    const errors = feedbackErrors(command.body);
     if (errors.length > 0) throw new AfterSaleError('INVALID', errors);
-    const { type, reason } = body as FeedbackBody;
-    const recorded: FeedbackRecorded['data'] = { lead_id: leadId, buyer, type, reason: reason ?? null, recorded_at: now.toISOString() };
+    const { type, reason } = command.body as FeedbackBody;
+    const recorded: FeedbackRecorded['data'] = { lead_id, buyer, type, reason: reason ?? null, recorded_at: now.toISOString() };
     const events: LeadEvent[] = [{ type: 'FeedbackRecorded', data: recorded }];
     if (type === 'return') {
-      const config = routing.buyers.find((b) => b.id === buyer);
+      const config = command.routing.buyers.find((b) => b.id === buyer);
       const reasons = config?.return_reasons ?? [];
       if (reason === undefined || !reasons.includes(reason)) {
         throw new AfterSaleError('INVALID', [{ field: 'reason', code: 'invalid_value', message: `reason must be one of: ${reasons.join(', ') || '(this buyer takes no returns)'}` }]);
@@ -165,9 +156,24 @@ export function recordFeedback(
       if (sale.returned) throw new AfterSaleError('ALREADY_RETURNED');
       const windowMs = (config?.return_window_days ?? 7) * 86_400_000;
       if (sale.soldAt === null || now.getTime() - sale.soldAt > windowMs) throw new AfterSaleError('RETURN_WINDOW_CLOSED');
-      const returned: LeadReturned['data'] = { lead_id: leadId, buyer, revenue: sale.revenue, currency: sale.currency, reason, returned_at: recorded.recorded_at };
+      const returned: LeadReturned['data'] = { lead_id, buyer, revenue: sale.revenue, currency: sale.currency, reason, returned_at: recorded.recorded_at };
       events.push({ type: 'LeadReturned', data: returned });
     }
-    return { events, result: recorded };
-  });
+    return events;
+  },
+};
+
+/** The request behind the events and the lead they belong to, on every event appended. */
+function metadataFor({ principal, traceId, now }: AfterSaleRequest) {
+  return (sale: SaleState) =>
+    leadEventMetadata(
+      {
+        traceId,
+        correlationId: sale.correlationId,
+        causationId: `request:${traceId}`,
+        supplierId: sale.supplier,
+        principal: { role: principal.role, id: principal.name, key_id: principal.keyId },
+      },
+      now,
+    );
 }

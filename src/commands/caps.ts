@@ -1,8 +1,8 @@
-import { type EventStore, WrongExpectedRevisionError } from '../event-store/index.js';
-import { MAX_RACES } from './streams.js';
+import type { EventStore } from '../event-store/index.js';
+import { type Decider, type Folded, handleCommand, readFolded } from './handler.js';
 
 // Buyer caps. Each cap period of a buyer is a stream (`cap-acme-law-0-2026-11-21`); a sale takes
-// a slot by appending at the revision it read, so the count can never pass the cap, however many
+// a slot by a decision at the revision it read, so the count can never pass the cap, however many
 // posts or instances race for the last slot. What this instance has read of each stream is kept,
 // so a check reads only what others appended since.
 
@@ -14,10 +14,32 @@ export interface CapPeriod {
   readonly key: string;
 }
 
-interface Usage {
-  revision: number | 'no_stream';
-  used: number;
+export type CapEvent =
+  | { readonly type: 'CapSlotTaken'; readonly data: { readonly lead_id: number } }
+  | { readonly type: 'CapSlotReleased'; readonly data: { readonly lead_id: number } };
+
+/** Slots in use in one cap period. */
+export interface CapUsage {
+  readonly used: number;
 }
+
+export type CapCommand =
+  /** Sales that arrived together: as many as there is room for get a slot, in order. */
+  | { readonly type: 'TakeCapSlots'; readonly max: number; readonly leadIds: readonly number[] }
+  | { readonly type: 'ReleaseCapSlot'; readonly leadId: number };
+
+export const capDecider: Decider<CapCommand, CapUsage, CapEvent> = {
+  initialState: { used: 0 },
+  evolve: (state, event) => ({ used: state.used + (event.type === 'CapSlotTaken' ? 1 : -1) }),
+  decide(command, state) {
+    if (command.type === 'ReleaseCapSlot') return [{ type: 'CapSlotReleased', data: { lead_id: command.leadId } }];
+    const room = Math.max(0, command.max - state.used);
+    return command.leadIds.slice(0, room).map((lead_id) => ({ type: 'CapSlotTaken', data: { lead_id } }));
+  },
+};
+
+type Usage = Folded<CapUsage>;
+const UNREAD: Usage = { state: capDecider.initialState, revision: -1 };
 
 const MAX_CACHED_PERIODS = 10_000;
 
@@ -98,60 +120,27 @@ export class CapLedger {
   }
 
   private async grant(stream: string, group: PendingTake[]): Promise<void> {
-    for (let race = 0; race < MAX_RACES; race++) {
-      const usage = await this.catchUp(stream);
-      const room = Math.max(0, group[0]!.max - usage.used);
-      const granted = group.slice(0, room);
-      if (granted.length > 0) {
-        try {
-          const result = await this.store.append(
-            stream,
-            granted.map((take) => ({ type: 'CapSlotTaken', data: { lead_id: take.leadId } })),
-            { expectedRevision: usage.revision },
-          );
-          usage.revision = result.nextExpectedRevision;
-          usage.used += granted.length;
-        } catch (error) {
-          // Another instance took slots first: count them and decide again.
-          if (error instanceof WrongExpectedRevisionError) continue;
-          throw error;
-        }
-      }
-      group.forEach((take, index) => take.resolve(index < granted.length));
-      return;
-    }
-    throw new Error(`could not take a cap slot after ${MAX_RACES} races`);
+    const command: CapCommand = { type: 'TakeCapSlots', max: group[0]!.max, leadIds: group.map((take) => take.leadId) };
+    const handled = await handleCommand(this.store, stream, capDecider, command, { from: this.usage.get(stream) ?? UNREAD });
+    this.remember(stream, handled);
+    group.forEach((take, index) => take.resolve(index < handled.events.length));
   }
 
   private async give(stream: string, leadId: number): Promise<void> {
-    await this.store.append(stream, [{ type: 'CapSlotReleased', data: { lead_id: leadId } }]);
+    await handleCommand(this.store, stream, capDecider, { type: 'ReleaseCapSlot', leadId }, { from: this.usage.get(stream) ?? UNREAD });
   }
 
   /**
-   * The slots in use, counted from a copy of what this instance knows plus what was appended
-   * since. The shared count is left alone: only a stream's own take queue moves it, so a read
-   * racing an append can never count one slot twice.
+   * The slots in use, counted from what this instance knows plus what was appended since. The
+   * shared count is left alone: only a stream's own take queue moves it, so a read racing an
+   * append can never count one slot twice.
    */
   private async peek(stream: string): Promise<number> {
-    const known = this.usage.get(stream);
-    let used = known?.used ?? 0;
-    const fromRevision = known === undefined || known.revision === 'no_stream' ? 0 : known.revision + 1;
-    for (const event of await this.store.readStream(stream, { fromRevision })) used += event.type === 'CapSlotTaken' ? 1 : -1;
-    return used;
+    return (await readFolded(this.store, stream, capDecider, this.usage.get(stream) ?? UNREAD)).state.used;
   }
 
-  private async catchUp(stream: string): Promise<Usage> {
-    let usage = this.usage.get(stream);
-    if (!usage) {
-      if (this.usage.size >= MAX_CACHED_PERIODS) this.usage.delete(this.usage.keys().next().value!);
-      usage = { revision: 'no_stream', used: 0 };
-      this.usage.set(stream, usage);
-    }
-    const fromRevision = usage.revision === 'no_stream' ? 0 : usage.revision + 1;
-    for (const event of await this.store.readStream(stream, { fromRevision })) {
-      usage.used += event.type === 'CapSlotTaken' ? 1 : -1;
-      usage.revision = event.revision;
-    }
-    return usage;
+  private remember(stream: string, usage: Usage): void {
+    if (!this.usage.has(stream) && this.usage.size >= MAX_CACHED_PERIODS) this.usage.delete(this.usage.keys().next().value!);
+    this.usage.set(stream, { state: usage.state, revision: usage.revision });
   }
 }

@@ -1,16 +1,58 @@
-import { type EventStore, type RecordedEvent, WrongExpectedRevisionError } from '../event-store/index.js';
+import type { EventStore } from '../event-store/index.js';
 import { leadStream } from '../events/lead-events.js';
-import { MAX_RACES, hashedStream } from './streams.js';
+import { type Decider, handleCommand, readFolded } from './handler.js';
+import { hashedStream } from './streams.js';
 
 // Duplicate detection. Each normalised mobile and e-mail has a stream named by its hash; a lead
-// that is accepted holds a claim on both for the duplicate window. A claim is an append at the
+// that is accepted holds a claim on both for the duplicate window. A claim is decided at the
 // revision just read, so of two leads racing for one contact exactly one gets it (also across
 // instances on EventStoreDB); the other re-reads, sees the claim and is a duplicate.
 
-interface ContactClaimed {
-  readonly lead_id: number;
-  readonly claimed_at: string;
+export interface ContactClaimed {
+  readonly type: 'ContactClaimed';
+  readonly data: { readonly lead_id: number; readonly claimed_at: string };
 }
+
+export interface ContactReleased {
+  readonly type: 'ContactReleased';
+  readonly data: { readonly lead_id: number; readonly released_at: string };
+}
+
+export type ContactEvent = ContactClaimed | ContactReleased;
+
+/** The claim on the contact that was not given back, if any. */
+export interface ContactState {
+  readonly holder: ContactClaimed['data'] | null;
+}
+
+export type ContactCommand =
+  | {
+      readonly type: 'ClaimContact';
+      readonly leadId: number;
+      readonly now: Date;
+      readonly windowMs: number;
+      /** Whether an unexpired claim still holds: its lead was accepted, or is still being posted. It reads the lead's stream. */
+      readonly holds: (claim: ContactClaimed['data']) => Promise<boolean>;
+    }
+  | { readonly type: 'ReleaseContact'; readonly leadId: number; readonly now: Date };
+
+export const contactDecider: Decider<ContactCommand, ContactState, ContactEvent> = {
+  initialState: { holder: null },
+  evolve(state, event) {
+    if (event.type === 'ContactClaimed') return { holder: event.data };
+    if (event.type === 'ContactReleased' && state.holder?.lead_id === event.data.lead_id) return { holder: null };
+    return state;
+  },
+  async decide(command, { holder }) {
+    const at = command.now.toISOString();
+    if (command.type === 'ReleaseContact') {
+      return holder?.lead_id === command.leadId ? [{ type: 'ContactReleased', data: { lead_id: command.leadId, released_at: at } }] : [];
+    }
+    const unexpired = holder !== null && command.now.getTime() - Date.parse(holder.claimed_at) < command.windowMs;
+    if (unexpired && (await command.holds(holder))) return [];
+    return [{ type: 'ContactClaimed', data: { lead_id: command.leadId, claimed_at: at } }];
+  },
+};
 
 export type ContactKind = 'mobile' | 'email';
 
@@ -27,6 +69,7 @@ export type ContactClaims = { readonly claims: ContactClaim[] } | { readonly dup
 
 /** A lead whose stream is still missing this long after its claim will never be recorded. */
 export const CLAIM_IN_FLIGHT_MS = 10_000;
+const DAY_MS = 86_400_000;
 const RELEASE_RETRY_MS = 250;
 
 /**
@@ -44,32 +87,28 @@ export function retryWhileClaimsBlock(giveBack: () => Promise<void>): void {
   attempt();
 }
 
-/** The latest claim inside the window that was not released. */
-function latestClaim(events: RecordedEvent[], now: number, windowMs: number): ContactClaimed | null {
-  let holder: ContactClaimed | null = null;
-  for (const event of events) {
-    if (event.type === 'ContactClaimed') holder = event.data as ContactClaimed;
-    else if (event.type === 'ContactReleased' && holder?.lead_id === (event.data as { lead_id: number }).lead_id) holder = null;
-  }
-  return holder && now - Date.parse(holder.claimed_at) < windowMs ? holder : null;
-}
-
 export class ContactRegistry {
   constructor(private readonly store: EventStore) {}
 
-  private async held(events: RecordedEvent[], now: number, windowDays: number): Promise<boolean> {
-    const claim = latestClaim(events, now, windowDays * 86_400_000);
-    if (!claim) return false;
+  /** A claim holds while its lead is accepted, or while the lead may still be on its way. */
+  private async holds(claim: ContactClaimed['data'], now: Date): Promise<boolean> {
     const lead = await this.store.readStream(leadStream(claim.lead_id));
-    if (lead.length === 0) return now - Date.parse(claim.claimed_at) < CLAIM_IN_FLIGHT_MS;
+    if (lead.length === 0) return now.getTime() - Date.parse(claim.claimed_at) < CLAIM_IN_FLIGHT_MS;
     return !lead.some((event) => event.type === 'LeadRejected');
+  }
+
+  private async held(kind: ContactKind, value: string, now: Date, windowDays: number): Promise<boolean> {
+    const { state } = await readFolded(this.store, contactStream(kind, value), contactDecider);
+    // Held exactly when a claim would be refused: the decider says so without writing anything.
+    const claim = await contactDecider.decide({ type: 'ClaimContact', leadId: 0, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) }, state);
+    return claim.length === 0;
   }
 
   /** Which of the contacts are held by an accepted lead inside the window (none: not a duplicate)? Reads only. */
   async duplicates(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<ContactKind[]> {
     const held: ContactKind[] = [];
     for (const [kind, value] of contacts) {
-      if (await this.held(await this.store.readStream(contactStream(kind, value)), now.getTime(), windowDays)) held.push(kind);
+      if (await this.held(kind, value, now, windowDays)) held.push(kind);
     }
     return held;
   }
@@ -115,27 +154,15 @@ export class ContactRegistry {
   /** Gives the contacts back: the lead that held them was not accepted after all. */
   async release(claims: readonly ContactClaim[], now: Date): Promise<void> {
     for (const claim of claims) {
-      await this.store.append(claim.stream, [{ type: 'ContactReleased', data: { lead_id: claim.leadId, released_at: now.toISOString() } }]);
+      await handleCommand(this.store, claim.stream, contactDecider, { type: 'ReleaseContact', leadId: claim.leadId, now });
     }
   }
 
   private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | null> {
-    for (let race = 0; race < MAX_RACES; race++) {
-      // Most contacts have never been seen: the first try claims the stream as new, which needs no
-      // read (two reads per lead were 3–4% of a post). Only a stream that exists is read and checked.
-      const events = race === 0 ? [] : await this.store.readStream(stream);
-      if (await this.held(events, now.getTime(), windowDays)) return null;
-      const last = events.at(-1);
-      try {
-        const data: ContactClaimed = { lead_id: leadId, claimed_at: now.toISOString() };
-        const result = await this.store.append(stream, [{ type: 'ContactClaimed', data }], {
-          expectedRevision: last ? last.revision : 'no_stream',
-        });
-        return { stream, revision: result.nextExpectedRevision, leadId };
-      } catch (error) {
-        if (!(error instanceof WrongExpectedRevisionError)) throw error;
-      }
-    }
-    throw new Error(`could not claim a contact after ${MAX_RACES} races`);
+    const command: ContactCommand = { type: 'ClaimContact', leadId, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) };
+    // Most contacts have never been seen: the claim is first tried as a new stream, which needs no
+    // read (two reads per lead were 3–4% of a post). Only a stream that exists is read and checked.
+    const handled = await handleCommand(this.store, stream, contactDecider, command, { assumeNew: true });
+    return handled.events.length > 0 ? { stream, revision: handled.revision, leadId } : null;
   }
 }

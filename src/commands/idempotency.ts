@@ -1,10 +1,11 @@
 import { hash } from 'node:crypto';
-import { type EventStore, WrongExpectedRevisionError } from '../event-store/index.js';
+import type { EventStore } from '../event-store/index.js';
 import type { DecisionEnvelope } from '../http/envelope.js';
-import { MAX_RACES, hashedStream } from './streams.js';
+import { type Decider, handleCommand } from './handler.js';
+import { hashedStream } from './streams.js';
 
 // Idempotency-Key, per supplier, kept 72 h. The key's stream records a claim before the lead is
-// processed and the response after; the claim is an append at the revision read, so of several
+// processed and the response after; the claim is decided at the revision read, so of several
 // concurrent requests with one key exactly one processes the lead and the others see it in flight.
 
 export const IDEMPOTENCY_TTL_MS = 72 * 3_600_000;
@@ -27,22 +28,44 @@ type KeyState =
   | { readonly kind: 'in_flight'; readonly hash: string; readonly at: number }
   | { readonly kind: 'done'; readonly hash: string; readonly at: number; readonly response: StoredResponse };
 
-interface KeyEvent {
-  readonly type: string;
-  readonly data: { request_hash?: string; at: string; status?: number; envelope?: DecisionEnvelope };
+export type IdempotencyEvent =
+  | { readonly type: 'IdempotencyKeyClaimed'; readonly data: { readonly request_hash: string; readonly at: string } }
+  | { readonly type: 'IdempotentResponseRecorded'; readonly data: { readonly at: string } & StoredResponse }
+  | { readonly type: 'IdempotencyKeyReleased'; readonly data: { readonly at: string } };
+
+export type IdempotencyCommand =
+  | { readonly type: 'ClaimIdempotencyKey'; readonly hash: string; readonly now: number }
+  /** The claim made at `claimedAt` ends: with the response it led to, or released when nothing was recorded. */
+  | { readonly type: 'CompleteIdempotencyKey'; readonly claimedAt: number; readonly now: number; readonly response: StoredResponse }
+  | { readonly type: 'ReleaseIdempotencyKey'; readonly claimedAt: number; readonly now: number };
+
+/** Is the key taken: answered within its lifetime, or in flight and not stale? */
+function taken(state: KeyState, now: number): boolean {
+  if (state.kind === 'done') return now - state.at < IDEMPOTENCY_TTL_MS;
+  return state.kind === 'in_flight' && now - state.at < IN_FLIGHT_STALE_MS;
 }
 
-function fold(events: readonly KeyEvent[]): KeyState {
-  let state: KeyState = { kind: 'free' };
-  for (const { type, data } of events) {
-    if (type === 'IdempotencyKeyClaimed') state = { kind: 'in_flight', hash: data.request_hash!, at: Date.parse(data.at) };
-    else if (type === 'IdempotencyKeyReleased') state = { kind: 'free' };
-    else if (type === 'IdempotentResponseRecorded' && state.kind === 'in_flight') {
-      state = { kind: 'done', hash: state.hash, at: state.at, response: { status: data.status!, envelope: data.envelope! } };
+export const idempotencyDecider: Decider<IdempotencyCommand, KeyState, IdempotencyEvent> = {
+  initialState: { kind: 'free' },
+  evolve(state, { type, data }) {
+    if (type === 'IdempotencyKeyClaimed') return { kind: 'in_flight', hash: data.request_hash, at: Date.parse(data.at) };
+    if (type === 'IdempotencyKeyReleased') return { kind: 'free' };
+    if (type === 'IdempotentResponseRecorded' && state.kind === 'in_flight') {
+      return { kind: 'done', hash: state.hash, at: state.at, response: { status: data.status, envelope: data.envelope } };
     }
-  }
-  return state;
-}
+    return state;
+  },
+  decide(command, state) {
+    const at = new Date(command.now).toISOString();
+    if (command.type === 'ClaimIdempotencyKey') {
+      return taken(state, command.now) ? [] : [{ type: 'IdempotencyKeyClaimed', data: { request_hash: command.hash, at } }];
+    }
+    // A claim taken over after it went stale is no longer this request's to end.
+    if (state.kind !== 'in_flight' || state.at !== command.claimedAt) return [];
+    if (command.type === 'ReleaseIdempotencyKey') return [{ type: 'IdempotencyKeyReleased', data: { at } }];
+    return [{ type: 'IdempotentResponseRecorded', data: { at, ...command.response } }];
+  },
+};
 
 export const requestHash = (body: Buffer): string => hash('sha256', body, 'hex');
 
@@ -55,44 +78,20 @@ export class IdempotencyKeys {
   async claim(supplier: string, key: string, body: Buffer): Promise<IdempotencyClaim> {
     const stream = hashedStream('idempotency', supplier, key);
     const hash = requestHash(body);
-    for (let race = 0; race < MAX_RACES; race++) {
-      // A key is usually new: the first try claims it as a new stream without reading it.
-      const events = race === 0 ? [] : await this.store.readStream(stream);
-      const state = fold(events as unknown as KeyEvent[]);
-      const now = this.now();
-      if (state.kind === 'done' && now - state.at < IDEMPOTENCY_TTL_MS) {
-        return state.hash === hash ? { kind: 'replay', response: state.response } : { kind: 'other_body' };
-      }
-      if (state.kind === 'in_flight' && now - state.at < IN_FLIGHT_STALE_MS) {
-        return state.hash === hash ? { kind: 'in_flight' } : { kind: 'other_body' };
-      }
-      try {
-        const claimed = await this.store.append(
-          stream,
-          [{ type: 'IdempotencyKeyClaimed', data: { request_hash: hash, at: new Date(now).toISOString() } }],
-          { expectedRevision: events.length === 0 ? 'no_stream' : events.length - 1 },
-        );
-        const revision = claimed.nextExpectedRevision;
-        return {
-          kind: 'claimed',
-          complete: async (response) => {
-            await this.store.append(
-              stream,
-              [{ type: 'IdempotentResponseRecorded', data: { at: new Date(this.now()).toISOString(), ...response } }],
-              { expectedRevision: revision },
-            );
-          },
-          // Nothing was recorded (the store failed): let the client's retry go through at once.
-          abandon: async () => {
-            await this.store.append(stream, [{ type: 'IdempotencyKeyReleased', data: { at: new Date(this.now()).toISOString() } }], {
-              expectedRevision: revision,
-            });
-          },
-        };
-      } catch (error) {
-        if (!(error instanceof WrongExpectedRevisionError)) throw error;
-      }
+    // A key is usually new: the claim is first tried as a new stream, without reading it.
+    const claimed = await handleCommand(this.store, stream, idempotencyDecider, { type: 'ClaimIdempotencyKey', hash, now: this.now() }, { assumeNew: true });
+    const { state } = claimed;
+    if (claimed.events.length === 0) {
+      if (state.kind === 'free' || state.hash !== hash) return { kind: 'other_body' };
+      return state.kind === 'done' ? { kind: 'replay', response: state.response } : { kind: 'in_flight' };
     }
-    throw new Error(`could not claim an idempotency key after ${MAX_RACES} races`);
+    if (state.kind !== 'in_flight') throw new Error('a claimed idempotency key is in flight');
+    const end = (command: IdempotencyCommand) => handleCommand(this.store, stream, idempotencyDecider, command, { from: claimed }).then(() => {});
+    return {
+      kind: 'claimed',
+      complete: (response) => end({ type: 'CompleteIdempotencyKey', claimedAt: state.at, now: this.now(), response }),
+      // Nothing was recorded (the store failed): let the client's retry go through at once.
+      abandon: () => end({ type: 'ReleaseIdempotencyKey', claimedAt: state.at, now: this.now() }),
+    };
   }
 }

@@ -1,21 +1,39 @@
-import { type EventStore, WrongExpectedRevisionError } from '../event-store/index.js';
+import type { EventStore } from '../event-store/index.js';
+import { type Decider, type Folded, handleCommand, readFolded } from './handler.js';
 
 // lead_id comes from HiLo blocks: an instance reserves `blockSize` ids at a time in the
-// `lead-id-blocks` stream (guarded by expected revision, so two instances never get the same
+// `lead-id-blocks` stream (decided at the revision read, so two instances never get the same
 // block) and hands them out from memory, so a lead costs no round trip for its id.
 
 export const LEAD_ID_BLOCKS_STREAM = 'lead-id-blocks';
 
-interface LeadIdBlockReserved {
-  readonly from: number;
-  readonly to: number;
+export interface LeadIdBlockReserved {
+  readonly type: 'LeadIdBlockReserved';
+  readonly data: { readonly from: number; readonly to: number; readonly instance: string };
 }
+
+/** The highest id any instance has reserved. */
+export interface LeadIdBlocks {
+  readonly highest: number;
+}
+
+export interface ReserveLeadIdBlock {
+  readonly blockSize: number;
+  readonly instance: string;
+}
+
+export const leadIdBlocksDecider: Decider<ReserveLeadIdBlock, LeadIdBlocks, LeadIdBlockReserved> = {
+  initialState: { highest: 0 },
+  evolve: (state, event) => (event.type === 'LeadIdBlockReserved' ? { highest: Math.max(state.highest, event.data.to) } : state),
+  decide: (command, state) => [
+    { type: 'LeadIdBlockReserved', data: { from: state.highest + 1, to: state.highest + command.blockSize, instance: command.instance } },
+  ],
+};
 
 export class LeadIdAllocator {
   private next = 0;
   private end = 0;
-  private revision: number | 'no_stream' = 'no_stream';
-  private highest = 0;
+  private blocks: Folded<LeadIdBlocks> = { state: leadIdBlocksDecider.initialState, revision: -1 };
   private reserving: Promise<void> | undefined;
 
   constructor(
@@ -33,28 +51,13 @@ export class LeadIdAllocator {
   }
 
   private async reserve(): Promise<void> {
-    for (;;) {
-      const fromRevision = this.revision === 'no_stream' ? 0 : this.revision + 1;
-      for (const event of await this.store.readStream(LEAD_ID_BLOCKS_STREAM, { fromRevision })) {
-        this.highest = Math.max(this.highest, (event.data as LeadIdBlockReserved).to);
-        this.revision = event.revision;
-      }
-      const block: LeadIdBlockReserved = { from: this.highest + 1, to: this.highest + this.blockSize };
-      try {
-        const result = await this.store.append(
-          LEAD_ID_BLOCKS_STREAM,
-          [{ type: 'LeadIdBlockReserved', data: { ...block, instance: this.instance } }],
-          { expectedRevision: this.revision },
-        );
-        this.revision = result.nextExpectedRevision;
-        this.highest = block.to;
-        this.next = block.from;
-        this.end = block.to + 1;
-        return;
-      } catch (error) {
-        // Another instance took the next block first: read it and try for the one after.
-        if (!(error instanceof WrongExpectedRevisionError)) throw error;
-      }
-    }
+    // Catch up with the blocks other instances reserved since the last one (once per block, so
+    // cheap), which spares the conflict an append on stale knowledge would meet.
+    const known = await readFolded(this.store, LEAD_ID_BLOCKS_STREAM, leadIdBlocksDecider, this.blocks);
+    const handled = await handleCommand(this.store, LEAD_ID_BLOCKS_STREAM, leadIdBlocksDecider, { blockSize: this.blockSize, instance: this.instance }, { from: known });
+    const block = handled.events[0]!.data;
+    this.blocks = handled;
+    this.next = block.from;
+    this.end = block.to + 1;
   }
 }

@@ -4,6 +4,3 @@ import { hash } from 'node:crypto';
 export function hashedStream(prefix: string, ...parts: string[]): string {
   return `${prefix}-${hash('sha256', parts.join('\n'), 'hex')}`;
 }
-
-/** How many times an optimistic append is retried after losing a race before giving up. */
-export const MAX_RACES = 50;

@@ -1,4 +1,5 @@
 import type { LeadDelivered, LeadDeliveryAttempted, LeadDeliveryFailed, LeadEvent, LeadReceived, LeadSold } from '../events/lead-events.js';
+import type { Decider } from '../commands/handler.js';
 import { MAX_BACKOFF_MS } from './backoff.js';
 import { retryAfterMs } from './retry-after.js';
 
@@ -23,8 +24,6 @@ export interface ClaimedAttempt {
 }
 
 export interface DeliveryState {
-  /** The last revision of the lead's stream: where the next append must land. */
-  readonly revision: number | null;
   readonly received: LeadReceived['data'] | null;
   readonly sale: LeadSold['data'] | null;
   /** The trace of the request that sold the lead, carried onto the delivery events. */
@@ -42,12 +41,10 @@ export interface DeliveryState {
 export interface StreamEvent {
   readonly type: string;
   readonly data: unknown;
-  readonly revision: number;
   readonly metadata?: Record<string, unknown>;
 }
 
 export const initialDeliveryState: DeliveryState = {
-  revision: null,
   received: null,
   sale: null,
   traceId: null,
@@ -63,27 +60,26 @@ export function foldDelivery(events: readonly StreamEvent[]): DeliveryState {
 }
 
 function applyEvent(state: DeliveryState, recorded: StreamEvent): DeliveryState {
-  const next = { ...state, revision: recorded.revision };
   const event = { type: recorded.type, data: recorded.data } as LeadEvent;
   switch (event.type) {
     case 'LeadReceived':
-      return { ...next, received: event.data };
+      return { ...state, received: event.data };
     case 'LeadSold': {
       const trace = recorded.metadata?.trace_id;
-      return { ...next, sale: event.data, traceId: typeof trace === 'string' ? trace : null };
+      return { ...state, sale: event.data, traceId: typeof trace === 'string' ? trace : null };
     }
     case 'LeadDeliveryAttempted': {
       const { attempt, started_at, timeout_ms } = event.data;
-      return { ...next, lastAttempt: Math.max(state.lastAttempt, attempt), open: { attempt, started_at, timeout_ms } };
+      return { ...state, lastAttempt: Math.max(state.lastAttempt, attempt), open: { attempt, started_at, timeout_ms } };
     }
     case 'LeadDelivered':
-      return { ...next, open: closes(state, event.data.attempt), delivered: true, nextAttemptAt: null };
+      return { ...state, open: closes(state, event.data.attempt), delivered: true, nextAttemptAt: null };
     case 'LeadDeliveryFailed': {
       const final = event.data.next_attempt_at === null;
-      return { ...next, open: closes(state, event.data.attempt), failedFinally: state.failedFinally || final, nextAttemptAt: event.data.next_attempt_at };
+      return { ...state, open: closes(state, event.data.attempt), failedFinally: state.failedFinally || final, nextAttemptAt: event.data.next_attempt_at };
     }
     default:
-      return next;
+      return state;
   }
 }
 
@@ -184,3 +180,26 @@ export function outcomeOf(result: WireResult, context: OutcomeContext): Outcome 
   const next_attempt_at = final ? null : new Date(now.getTime() + (asked ?? context.retryInMs)).toISOString();
   return { type: 'LeadDeliveryFailed', data: { lead_id: sale.lead_id, buyer: sale.buyer, attempt, status, latency_ms, error, next_attempt_at, failed_at: at } };
 }
+
+export type DeliveryCommand =
+  /** Take the next attempt if one is due (recording a lost one first); nothing when none is. */
+  | { readonly type: 'ClaimAttempt'; readonly context: StepContext; readonly timeoutMs: number }
+  /** Record what the buyer's endpoint did with attempt n, unless the lead was settled or n taken for lost meanwhile. */
+  | { readonly type: 'RecordOutcome'; readonly attempt: number; readonly outcome: Outcome };
+
+export const deliveryDecider: Decider<DeliveryCommand, DeliveryState, LeadEvent> = {
+  initialState: initialDeliveryState,
+  evolve: (state, event) => applyEvent(state, event),
+  decide(command, state) {
+    if (command.type === 'RecordOutcome') {
+      if (state.delivered || state.failedFinally || state.open?.attempt !== command.attempt) return [];
+      return [command.outcome as LeadEvent];
+    }
+    const step = nextStep(state, command.context);
+    if (step.kind === 'skip') return [];
+    const events: LeadEvent[] = [];
+    if (step.lost) events.push({ type: 'LeadDeliveryFailed', data: step.lost });
+    if (step.kind === 'send') events.push({ type: 'LeadDeliveryAttempted', data: claimOf(state.sale!, step.attempt, command.context.now, command.timeoutMs) });
+    return events;
+  },
+};

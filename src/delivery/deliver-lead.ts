@@ -1,10 +1,11 @@
 import type { Agent } from 'node:https';
 import type { Logger } from 'pino';
-import { type EventData, type EventStore, WrongExpectedRevisionError } from '../event-store/port.js';
+import { type Folded, handleCommand, readFolded } from '../commands/handler.js';
+import type { EventStore } from '../event-store/port.js';
 import { leadStream } from '../events/lead-events.js';
 import { leadEventMetadata } from '../events/lead-metadata.js';
 import type { Buyer } from '../routing/load-config.js';
-import { type DeliveryState, type Outcome, claimOf, foldDelivery, nextStep, outcomeOf } from './attempt.js';
+import { type DeliveryState, type Outcome, deliveryDecider, nextStep, outcomeOf } from './attempt.js';
 import { deliveryBody, deliveryHeaders } from './payload.js';
 import { postWebhook } from './post-webhook.js';
 
@@ -36,35 +37,33 @@ export type AttemptReport =
   | { readonly kind: 'superseded'; readonly attempt: number };
 
 const RECORD_RETRIES = 3;
-const MAX_RACES = 20;
 
 export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<AttemptReport> {
   const stream = leadStream(leadId);
-  const state = foldDelivery(await deps.events.readStream(stream));
-  const buyer = state.sale ? deps.buyer(state.sale.buyer) : undefined;
+  const read = await readFolded(deps.events, stream, deliveryDecider);
+  const buyer = read.state.sale ? deps.buyer(read.state.sale.buyer) : undefined;
   // A buyer switched to pull (or removed) after the sale: nothing to POST; the row waits for it.
   if (!buyer || buyer.delivery.kind !== 'webhook') return { kind: 'skipped', reason: 'not_webhook' };
   const delivery = buyer.delivery;
   const startedAt = deps.now();
-  const step = nextStep(state, { now: startedAt, maxAttempts: delivery.max_attempts, lostAfterMs: deps.lostAfterMs });
+  const context = { now: startedAt, maxAttempts: delivery.max_attempts, lostAfterMs: deps.lostAfterMs };
+  const step = nextStep(read.state, context);
   if (step.kind === 'skip') return { kind: 'skipped', reason: step.reason };
-  const sale = state.sale!;
-  const received = state.received!;
-  const log = deps.logger?.child({ lead_id: leadId, buyer: sale.buyer });
 
-  const claim: EventData[] = [];
-  if (step.lost) claim.push(leadEvent('LeadDeliveryFailed', step.lost, state, startedAt));
-  if (step.kind === 'send') claim.push(leadEvent('LeadDeliveryAttempted', claimOf(sale, step.attempt, startedAt, delivery.timeout_ms), state, startedAt));
-  let claimedAt: number;
-  try {
-    claimedAt = (await deps.events.append(stream, claim, { expectedRevision: state.revision ?? 'no_stream' })).nextExpectedRevision;
-  } catch (error) {
-    // Another instance moved first; the next tick reads what it did.
-    if (error instanceof WrongExpectedRevisionError) return { kind: 'skipped', reason: 'claimed_elsewhere' };
-    throw error;
-  }
-  if (step.lost) log?.warn({ attempt: step.lost.attempt, final: step.kind === 'give_up' }, 'delivery attempt lost, outcome unknown');
-  if (step.kind === 'give_up') return { kind: 'recorded', attempt: step.lost.attempt, outcome: 'given_up', retryAt: null };
+  const claimed = await handleCommand(deps.events, stream, deliveryDecider, { type: 'ClaimAttempt', context, timeoutMs: delivery.timeout_ms }, {
+    from: read,
+    metadata: (state) => metadataOf(state, startedAt),
+  });
+  const attempted = claimed.events.find((event) => event.type === 'LeadDeliveryAttempted');
+  const lost = claimed.events.find((event) => event.type === 'LeadDeliveryFailed');
+  // Another instance moved first: it sends this attempt, or the next tick reads what it did.
+  if (claimed.events.length === 0) return { kind: 'skipped', reason: 'claimed_elsewhere' };
+  const sale = claimed.state.sale!;
+  const received = claimed.state.received!;
+  const log = deps.logger?.child({ lead_id: leadId, buyer: sale.buyer });
+  if (lost?.type === 'LeadDeliveryFailed') log?.warn({ attempt: lost.data.attempt, final: !attempted }, 'delivery attempt lost, outcome unknown');
+  if (attempted?.type !== 'LeadDeliveryAttempted') return { kind: 'recorded', attempt: lost!.data.attempt as number, outcome: 'given_up', retryAt: null };
+  const attempt = attempted.data.attempt;
 
   const secret = delivery.secret_env ? deps.env[delivery.secret_env] || null : null;
   if (delivery.secret_env && !secret) log?.warn({ secret_env: delivery.secret_env }, 'buyer secret variable is not set: delivery goes unsigned');
@@ -78,16 +77,16 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
   });
   const outcome = outcomeOf(result, {
     sale,
-    attempt: step.attempt,
+    attempt,
     maxAttempts: delivery.max_attempts,
     now: deps.now(),
-    retryInMs: deps.backoff(step.attempt),
+    retryInMs: deps.backoff(attempt),
   });
-  const recorded = await recordOutcome(deps, stream, step.attempt, outcome, state, claimedAt);
-  const summary = { attempt: step.attempt, status: outcome.data.status, latency_ms: outcome.data.latency_ms };
+  const recorded = await recordOutcome(deps, stream, attempt, outcome, claimed);
+  const summary = { attempt, status: outcome.data.status, latency_ms: outcome.data.latency_ms };
   if (!recorded) {
     log?.warn(summary, 'delivery outcome not recorded: the lead was settled or the attempt taken for lost meanwhile');
-    return { kind: 'superseded', attempt: step.attempt };
+    return { kind: 'superseded', attempt };
   }
   if (outcome.type === 'LeadDelivered') log?.info(summary, 'lead delivered');
   else {
@@ -96,40 +95,33 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
     log?.warn({ ...summary, ...code, error: outcome.data.error, next_attempt_at: outcome.data.next_attempt_at }, 'lead delivery failed');
   }
   const retryAt = outcome.type === 'LeadDeliveryFailed' ? outcome.data.next_attempt_at : null;
-  return { kind: 'recorded', attempt: step.attempt, outcome: outcome.type, retryAt };
+  return { kind: 'recorded', attempt, outcome: outcome.type, retryAt };
 }
 
 /**
- * Appends the outcome right after the claim. Other events may land on the stream meanwhile (the
- * buyer's feedback can arrive before its 200 does), so a conflict re-reads: as long as the claim
- * is still the open one and the lead is not settled, the outcome is still ours to record.
+ * Records the outcome right after the claim. Other events may land on the stream meanwhile (the
+ * buyer's feedback can arrive before its 200 does); the decider records it as long as the claim is
+ * still the open one and the lead is not settled. A store failure is retried a few times: left
+ * unrecorded, the attempt would read as lost and the lead be sent again.
  */
-async function recordOutcome(deps: DeliverDeps, stream: string, attempt: number, outcome: Outcome, state: DeliveryState, claimedAt: number): Promise<boolean> {
-  let expected = claimedAt;
-  let failures = 0;
-  for (let race = 0; race < MAX_RACES; ) {
+async function recordOutcome(deps: DeliverDeps, stream: string, attempt: number, outcome: Outcome, claimed: Folded<DeliveryState>): Promise<boolean> {
+  for (let failures = 0; ; failures++) {
     try {
-      await deps.events.append(stream, [leadEvent(outcome.type, outcome.data, state, deps.now())], { expectedRevision: expected });
-      return true;
+      const at = deps.now();
+      const handled = await handleCommand(deps.events, stream, deliveryDecider, { type: 'RecordOutcome', attempt, outcome }, {
+        from: claimed,
+        metadata: (state) => metadataOf(state, at),
+      });
+      return handled.events.length > 0;
     } catch (error) {
-      if (!(error instanceof WrongExpectedRevisionError)) {
-        // Unrecorded, the attempt would read as lost and the lead be sent again: worth a short wait.
-        if (++failures > RECORD_RETRIES) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** failures));
-        continue;
-      }
-      race += 1;
-      const now = foldDelivery(await deps.events.readStream(stream));
-      // Settled meanwhile (the buyer acknowledged it by pull) or taken for lost: not ours to record.
-      if (now.delivered || now.failedFinally || now.open?.attempt !== attempt || now.revision === null) return false;
-      expected = now.revision;
+      if (failures >= RECORD_RETRIES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** (failures + 1)));
     }
   }
-  return false;
 }
 
-function leadEvent(type: string, data: unknown, state: DeliveryState, at: Date): EventData {
+function metadataOf(state: DeliveryState, at: Date) {
   // The worker acts on the sale, not on a request: the sale's trace is both trace and correlation.
   const origin = { traceId: state.traceId, correlationId: state.traceId, causationId: `delivery:${state.sale?.lead_id ?? ''}`, supplierId: state.received?.supplier ?? null };
-  return { type, data, metadata: leadEventMetadata(origin, at) };
+  return leadEventMetadata(origin, at);
 }

@@ -1,7 +1,8 @@
-// Reading and writing the `api-keys` stream. Every change is read → decide → append at the
-// revision that was read, so two CLIs (or a CLI and an admin route) racing on keys never lose
-// an event or decide on stale state: the loser re-reads and decides again.
-import { type EventStore, WrongExpectedRevisionError } from '../event-store/index.js';
+// Reading and writing the `api-keys` stream. Every change goes through the command handler, so two
+// CLIs racing on keys never lose an event or decide on stale state: the loser re-reads and decides
+// again.
+import { type Decider, handleCommand } from '../commands/handler.js';
+import type { EventStore } from '../event-store/index.js';
 import { API_KEYS_STREAM, type ApiKeyEvent, foldKeys, initialKeyState, type KeyState } from './api-keys.js';
 
 export interface LoadedKeys {
@@ -20,27 +21,20 @@ export async function loadKeys(store: EventStore, from: LoadedKeys = NO_KEYS): P
   return { state: foldKeys(from.state, events), revision: last.revision };
 }
 
-const ATTEMPTS = 10;
+/** The `api-keys` stream as a decider: a command is a function of the keys as they stand. */
+export const keysDecider: Decider<(state: KeyState) => ApiKeyEvent[], KeyState, ApiKeyEvent> = {
+  initialState: initialKeyState,
+  evolve: (state, event) => foldKeys(state, [event]),
+  decide: (command, state) => command(state),
+};
 
 /** Runs a command function against the current stream and appends what it decides. */
 export async function changeKeys(
   store: EventStore,
   decide: (state: KeyState) => ApiKeyEvent[],
+  now: Date = new Date(),
 ): Promise<{ events: ApiKeyEvent[]; state: KeyState }> {
-  for (let attempt = 1; ; attempt++) {
-    const loaded = await loadKeys(store);
-    const events = decide(loaded.state);
-    if (events.length === 0) return { events, state: loaded.state };
-    try {
-      const metadata = { schema: 1, occurred_at: new Date().toISOString() };
-      await store.append(
-        API_KEYS_STREAM,
-        events.map((event) => ({ type: event.type, data: event.data, metadata })),
-        { expectedRevision: loaded.revision < 0 ? 'no_stream' : loaded.revision },
-      );
-      return { events, state: foldKeys(loaded.state, events) };
-    } catch (error) {
-      if (!(error instanceof WrongExpectedRevisionError) || attempt >= ATTEMPTS) throw error;
-    }
-  }
+  const metadata = { schema: 1, occurred_at: now.toISOString() };
+  const { events, state } = await handleCommand(store, API_KEYS_STREAM, keysDecider, decide, { metadata });
+  return { events, state };
 }

@@ -11,6 +11,7 @@ import {
 } from '../../http/envelope.js';
 import type { LeadValidation } from '../../leads/validate.js';
 import type { LeadEvent, RoutingCandidate } from '../../events/lead-events.js';
+import type { Decider } from '../handler.js';
 import type { ContactKind } from '../contacts.js';
 
 // The post-lead decider: decide(command, state) → events, evolve(state, event) → state. The I/O
@@ -165,6 +166,9 @@ export function evolve(state: LeadState, event: LeadEvent): LeadState {
 }
 
 export const foldLead = (events: readonly LeadEvent[]): LeadState => events.reduce(evolve, initialLeadState);
+
+/** The lead's own stream: written once, when the lead is posted. */
+export const leadDecider: Decider<PostLeadCommand, LeadState, LeadEvent> = { initialState: initialLeadState, evolve, decide };
 
 /** The decision envelope of a recorded lead, read off its folded state. */
 export function envelopeOf(state: LeadState, traceId: string): { status: number; envelope: DecisionEnvelope } {

@@ -13,7 +13,8 @@ import type { ContactClaim, ContactClaims, ContactKind, ContactRegistry } from '
 import { retryWhileClaimsBlock } from '../contacts.js';
 import type { IdempotencyKeys } from '../idempotency.js';
 import type { LeadIdAllocator } from '../lead-ids.js';
-import { type PostLeadCommand, type RoutingDecision, decide, envelopeOf, foldLead, initialLeadState } from './decider.js';
+import { type PostLeadCommand, type RoutingDecision, envelopeOf, leadDecider } from './decider.js';
+import { handleCommand } from '../handler.js';
 
 export interface PostLeadDeps {
   readonly store: EventStore;
@@ -74,25 +75,18 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     return { decision, reservation };
   }
 
-  async function record(request: PostLeadRequest, leadId: number, events: LeadEvent[]): Promise<PostLeadResponse> {
-    const occurredAt = new Date().toISOString();
-    await deps.store.append(
-      leadStream(leadId),
-      events.map((event) => ({
-        type: event.type,
-        data: event.data,
-        metadata: {
-          trace_id: request.traceId,
-          schema: LEAD_EVENT_SCHEMA,
-          occurred_at: occurredAt,
-          supplier_id: request.principal.name,
-          correlation_id: request.traceId,
-          causation_id: `request:${request.traceId}`,
-        },
-      })),
-      { expectedRevision: 'no_stream' },
-    );
-    return envelopeOf(foldLead(events), request.traceId);
+  async function record(request: PostLeadRequest, command: PostLeadCommand): Promise<PostLeadResponse> {
+    const metadata = {
+      trace_id: request.traceId,
+      schema: LEAD_EVENT_SCHEMA,
+      occurred_at: new Date().toISOString(),
+      supplier_id: request.principal.name,
+      correlation_id: request.traceId,
+      causation_id: `request:${request.traceId}`,
+    };
+    // A lead's stream is new by construction (its id was just reserved): no read before the append.
+    const { state } = await handleCommand(deps.store, leadStream(command.leadId), leadDecider, command, { assumeNew: true, metadata });
+    return envelopeOf(state, request.traceId);
   }
 
   async function processLead(request: PostLeadRequest): Promise<PostLeadResponse> {
@@ -100,7 +94,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const now = deps.now();
     const base = { leadId, supplier: request.principal.name, keyId: request.principal.keyId, now };
     const validation = deps.validate(request.body);
-    if (!validation.ok) return record(request, leadId, decide({ ...base, validation }, initialLeadState));
+    if (!validation.ok) return record(request, { ...base, validation });
 
     const lead = validation.lead;
     // One routing file for the whole lead, even if it is reloaded meanwhile.
@@ -115,7 +109,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       ? { duplicates: await deps.contacts.duplicates(contacts, now, windowDays) }
       : await deps.contacts.claim(contacts, leadId, now, windowDays);
     const duplicates = 'duplicates' in claimed ? claimed.duplicates : [];
-    if (duplicates.length > 0) return record(request, leadId, decide({ ...base, validation, duplicates }, initialLeadState));
+    if (duplicates.length > 0) return record(request, { ...base, validation, duplicates });
     const claims = 'claims' in claimed ? claimed.claims : [];
 
     let reservation: Reservation | null = null;
@@ -128,7 +122,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
         command = { ...command, routing: routed.decision };
       }
       // A rejected lead's claims need no release: a claim counts only while its lead is accepted.
-      return await record(request, leadId, decide(command, initialLeadState));
+      return await record(request, command);
     } catch (error) {
       giveBack(claims, reservation, leadId, now);
       throw error;

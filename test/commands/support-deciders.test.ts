@@ -1,0 +1,175 @@
+import { expect } from 'chai';
+import { AfterSaleError, type AfterSaleRequest, afterSaleDecider } from '../../src/commands/after-sale.js';
+import { capDecider } from '../../src/commands/caps.js';
+import { type ContactEvent, contactDecider } from '../../src/commands/contacts.js';
+import { IDEMPOTENCY_TTL_MS, IN_FLIGHT_STALE_MS, idempotencyDecider } from '../../src/commands/idempotency.js';
+import { leadIdBlocksDecider } from '../../src/commands/lead-ids.js';
+import { deliveryDecider } from '../../src/delivery/attempt.js';
+import type { LeadEvent } from '../../src/events/lead-events.js';
+import { revokeKey } from '../../src/keys/api-keys.js';
+import { keysDecider } from '../../src/keys/key-stream.js';
+import type { LoadedRoutingConfig } from '../../src/routing/load-config.js';
+import { deciderSpec } from '../support/decider-spec.js';
+
+// Each support stream's rules as given(events) / when(command) / then(events): the same deciders
+// the command handler runs against the store.
+
+const T0 = new Date('2026-11-21T15:00:00.000Z');
+const at = (ms: number) => new Date(T0.getTime() + ms);
+const DAY = 86_400_000;
+
+describe('contact stream decider', () => {
+  const { given } = deciderSpec(contactDecider);
+  const claimed = (lead_id: number, ms = 0): ContactEvent => ({ type: 'ContactClaimed', data: { lead_id, claimed_at: at(ms).toISOString() } });
+  const released = (lead_id: number): ContactEvent => ({ type: 'ContactReleased', data: { lead_id, released_at: T0.toISOString() } });
+  const claim = (leadId: number, nowMs: number, holds = true) => ({ type: 'ClaimContact' as const, leadId, now: at(nowMs), windowMs: 30 * DAY, holds: async () => holds });
+
+  it('a contact never seen is claimed', () => given().when(claim(2, 0)).then([claimed(2)]));
+  it('a contact an accepted lead holds within the window is not claimed: a duplicate', () => given(claimed(1)).when(claim(2, DAY)).thenNothing());
+  it('a claim past the window no longer holds', () => given(claimed(1)).when(claim(2, 31 * DAY)).then([claimed(2, 31 * DAY)]));
+  it('a claim whose lead was rejected (or never recorded) does not hold', () => given(claimed(1)).when(claim(2, DAY, false)).then([claimed(2, DAY)]));
+  it('a released claim does not hold, and its lead is not even looked up', () =>
+    given(claimed(1), released(1))
+      .when({ ...claim(2, DAY), holds: async () => expect.fail('a released claim needs no lookup') })
+      .then([claimed(2, DAY)]));
+  it('the holder releases its claim; anyone else releases nothing', async () => {
+    await given(claimed(1)).when({ type: 'ReleaseContact', leadId: 1, now: T0 }).then([released(1)]);
+    await given(claimed(1)).when({ type: 'ReleaseContact', leadId: 9, now: T0 }).thenNothing();
+  });
+});
+
+describe('cap period decider', () => {
+  const { given } = deciderSpec(capDecider);
+  const taken = (lead_id: number) => ({ type: 'CapSlotTaken' as const, data: { lead_id } });
+  const given2 = given(taken(1), taken(2));
+
+  it('sales that arrive together get the room there is, in order', () => given2.when({ type: 'TakeCapSlots', max: 3, leadIds: [3, 4, 5] }).then([taken(3)]));
+  it('a full cap takes nobody', () => given2.when({ type: 'TakeCapSlots', max: 2, leadIds: [3] }).thenNothing());
+  it('a slot given back is room again', () =>
+    given(taken(1), taken(2), { type: 'CapSlotReleased', data: { lead_id: 2 } }).when({ type: 'TakeCapSlots', max: 2, leadIds: [3] }).then([taken(3)]));
+  it('a release records the slot given back', () =>
+    given2.when({ type: 'ReleaseCapSlot', leadId: 2 }).then([{ type: 'CapSlotReleased', data: { lead_id: 2 } }]));
+});
+
+describe('idempotency key decider', () => {
+  const { given } = deciderSpec(idempotencyDecider);
+  const response = { status: 201, envelope: { code: 'SOLD' } } as never;
+  const claimedAt = (ms: number, request_hash = 'h1') => ({ type: 'IdempotencyKeyClaimed' as const, data: { request_hash, at: at(ms).toISOString() } });
+  const answered = (ms: number) => ({ type: 'IdempotentResponseRecorded' as const, data: { at: at(ms).toISOString(), ...(response as object) } }) as never;
+  const claim = (nowMs: number) => ({ type: 'ClaimIdempotencyKey' as const, hash: 'h1', now: at(nowMs).getTime() });
+
+  it('a new key is claimed', () => given().when(claim(0)).then([claimedAt(0)]));
+  it('a key in flight is not claimed again', () => given(claimedAt(0)).when(claim(1000)).thenNothing());
+  it('a claim gone stale (its process died) is taken over', () =>
+    given(claimedAt(0)).when(claim(IN_FLIGHT_STALE_MS + 1)).then([claimedAt(IN_FLIGHT_STALE_MS + 1)]));
+  it('an answered key replays for its lifetime, then is free again', async () => {
+    await given(claimedAt(0), answered(10)).when(claim(IDEMPOTENCY_TTL_MS - 1)).thenNothing();
+    await given(claimedAt(0), answered(10)).when(claim(IDEMPOTENCY_TTL_MS + 1)).then([claimedAt(IDEMPOTENCY_TTL_MS + 1)]);
+  });
+  it('its own claim is completed with the response, or released', async () => {
+    const claimedTime = at(0).getTime();
+    await given(claimedAt(0)).when({ type: 'CompleteIdempotencyKey', claimedAt: claimedTime, now: at(10).getTime(), response }).then([answered(10)]);
+    await given(claimedAt(0))
+      .when({ type: 'ReleaseIdempotencyKey', claimedAt: claimedTime, now: at(10).getTime() })
+      .then([{ type: 'IdempotencyKeyReleased', data: { at: at(10).toISOString() } }]);
+  });
+  it('a claim taken over by another request is no longer this one to complete', () =>
+    given(claimedAt(0), claimedAt(IN_FLIGHT_STALE_MS + 1)).when({ type: 'CompleteIdempotencyKey', claimedAt: at(0).getTime(), now: at(IN_FLIGHT_STALE_MS + 2).getTime(), response }).thenNothing());
+});
+
+describe('lead-id block decider', () => {
+  const { given } = deciderSpec(leadIdBlocksDecider);
+  const block = (from: number, to: number, instance = 'a') => ({ type: 'LeadIdBlockReserved' as const, data: { from, to, instance } });
+
+  it('the first block starts at 1', () => given().when({ blockSize: 100, instance: 'a' }).then([block(1, 100)]));
+  it('the next block starts after the highest any instance reserved', () =>
+    given(block(1, 100), block(101, 150, 'b')).when({ blockSize: 100, instance: 'a' }).then([block(151, 250)]));
+});
+
+describe('api-keys decider', () => {
+  const { given } = deciderSpec(keysDecider);
+  const issued = { type: 'ApiKeyIssued' as const, data: { id: 'abcdefabcdef', role: 'buyer' as const, name: 'acme-law', hash: 'x'.repeat(64), issued_at: T0.toISOString() } };
+
+  it('revoking an active key records it; revoking it again records nothing', async () => {
+    const revoke = (state: Parameters<typeof revokeKey>[0]) => revokeKey(state, { id: 'abcdefabcdef', now: T0.getTime() });
+    await given(issued).when(revoke).then([{ type: 'ApiKeyRevoked', data: { id: 'abcdefabcdef', revoked_at: T0.toISOString() } }]);
+    await given(issued, { type: 'ApiKeyRevoked', data: { id: 'abcdefabcdef', revoked_at: T0.toISOString() } }).when(revoke).thenNothing();
+  });
+});
+
+// A sold lead's stream, as the delivery worker and the buyer's requests see it.
+const received = {
+  type: 'LeadReceived' as const,
+  data: {
+    lead_id: 7, supplier: 'sup-1', key_id: 'k1', sid: 'src-1', s1: null, accident_state: 'CA', test: false, lead: null, received_at: T0.toISOString(),
+  },
+};
+const sold = { type: 'LeadSold' as const, data: { lead_id: 7, buyer: 'hook-buyer', revenue: 31.25, currency: 'USD', sold_at: T0.toISOString() } };
+const saleEvents: LeadEvent[] = [received, sold];
+
+describe('delivery decider', () => {
+  const { given } = deciderSpec(deliveryDecider);
+  const context = (nowMs: number) => ({ now: at(nowMs), maxAttempts: 2, lostAfterMs: 10_000 });
+  const attempted = (attempt: number, ms = 0): LeadEvent => ({
+    type: 'LeadDeliveryAttempted', data: { lead_id: 7, buyer: 'hook-buyer', attempt, started_at: at(ms).toISOString(), timeout_ms: 1000 },
+  });
+  const lost = (attempt: number, nowMs: number, final: boolean): LeadEvent => ({
+    type: 'LeadDeliveryFailed',
+    data: { lead_id: 7, buyer: 'hook-buyer', attempt, status: null, latency_ms: null, error: 'attempt_lost', next_attempt_at: final ? null : at(nowMs).toISOString(), failed_at: at(nowMs).toISOString() },
+  });
+  const deliveredData = { lead_id: 7, buyer: 'hook-buyer', via: 'webhook' as const, attempt: 1, status: 200, latency_ms: 5, delivered_at: at(100).toISOString() };
+  const delivered: LeadEvent = { type: 'LeadDelivered', data: deliveredData };
+
+  it('a fresh sale claims attempt 1', () => given(...saleEvents).when({ type: 'ClaimAttempt', context: context(0), timeoutMs: 1000 }).then([attempted(1)]));
+  it('an attempt in flight is not claimed again', () => given(...saleEvents, attempted(1)).when({ type: 'ClaimAttempt', context: context(500), timeoutMs: 1000 }).thenNothing());
+  it('an attempt lost in a crash is recorded as lost and the next one claimed', () =>
+    given(...saleEvents, attempted(1)).when({ type: 'ClaimAttempt', context: context(20_000), timeoutMs: 1000 }).then([lost(1, 20_000, false), { ...attempted(2, 20_000) }]));
+  it('a lost last attempt gives up', () =>
+    given(...saleEvents, attempted(1), lost(1, 1, false), attempted(2)).when({ type: 'ClaimAttempt', context: context(20_000), timeoutMs: 1000 }).then([lost(2, 20_000, true)]));
+  it('the outcome of the open attempt is recorded; once settled, nothing more', async () => {
+    const outcome = { type: 'LeadDelivered', data: deliveredData } as const;
+    await given(...saleEvents, attempted(1)).when({ type: 'RecordOutcome', attempt: 1, outcome }).then([delivered]);
+    await given(...saleEvents, attempted(1), delivered).when({ type: 'RecordOutcome', attempt: 1, outcome }).thenNothing();
+  });
+});
+
+describe('after-sale decider (acknowledgements, feedback, returns)', () => {
+  const { given } = deciderSpec(afterSaleDecider);
+  const request = (role: string, name: string, nowMs = 1000): AfterSaleRequest => ({ principal: { role, name, keyId: 'k9' }, traceId: 't'.repeat(32), now: at(nowMs) });
+  const routing = { buyers: [{ id: 'hook-buyer', return_reasons: ['bad_phone'], return_window_days: 7 }] } as unknown as LoadedRoutingConfig;
+  const feedback = (type: string, reason?: string, nowMs = 1000) => ({
+    type: 'RecordFeedback' as const, leadId: 7, request: request('buyer', 'hook-buyer', nowMs), routing, body: reason ? { type, reason } : { type },
+  });
+  const code = (expected: string) => (error: unknown) => expect((error as AfterSaleError).code).to.equal(expected);
+  const recorded = (type: string, reason: string | null, nowMs = 1000): LeadEvent => ({
+    type: 'FeedbackRecorded', data: { lead_id: 7, buyer: 'hook-buyer', type: type as never, reason, recorded_at: at(nowMs).toISOString() },
+  });
+
+  it('the buyer acknowledges a pulled lead once', async () => {
+    const ack = { type: 'AcknowledgeDelivery' as const, leadId: 7, request: request('buyer', 'hook-buyer') };
+    const ackd: LeadEvent = { type: 'LeadDelivered', data: { lead_id: 7, buyer: 'hook-buyer', via: 'pull', attempt: 1, status: null, latency_ms: null, delivered_at: at(1000).toISOString() } };
+    await given(...saleEvents).when(ack).then([ackd]);
+    await given(...saleEvents, ackd).when(ack).thenNothing();
+  });
+  it('another buyer, a supplier or an unsold lead: not found or forbidden', async () => {
+    await given(...saleEvents).when({ type: 'AcknowledgeDelivery', leadId: 7, request: request('buyer', 'other') }).thenThrows(code('NOT_FOUND'));
+    await given(received).when(feedback('conversion')).thenThrows(code('NOT_FOUND'));
+    await given(...saleEvents).when({ ...feedback('conversion'), request: request('supplier', 'sup-1') }).thenThrows(code('FORBIDDEN'));
+  });
+  it('a conversion is recorded; a return also reverses the revenue', async () => {
+    await given(...saleEvents).when(feedback('conversion')).then([recorded('conversion', null)]);
+    await given(...saleEvents)
+      .when(feedback('return', 'bad_phone'))
+      .then([
+        recorded('return', 'bad_phone'),
+        { type: 'LeadReturned', data: { lead_id: 7, buyer: 'hook-buyer', revenue: 31.25, currency: 'USD', reason: 'bad_phone', returned_at: at(1000).toISOString() } },
+      ]);
+  });
+  it('a return needs an allowed reason, comes once and within the window', async () => {
+    await given(...saleEvents).when(feedback('return', 'fraud')).thenThrows(code('INVALID'));
+    await given(...saleEvents, { type: 'LeadReturned', data: { lead_id: 7, buyer: 'hook-buyer', revenue: 31.25, currency: 'USD', reason: 'bad_phone', returned_at: T0.toISOString() } })
+      .when(feedback('return', 'bad_phone'))
+      .thenThrows(code('ALREADY_RETURNED'));
+    await given(...saleEvents).when(feedback('return', 'bad_phone', 8 * DAY)).thenThrows(code('RETURN_WINDOW_CLOSED'));
+  });
+});
