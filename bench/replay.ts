@@ -1,4 +1,6 @@
 import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
+import type { EventStore } from '../src/event-store/port.js';
+import { EVENT_CODEC, codedEventStore } from '../src/events/codec/index.js';
 import { PROJECTIONS, type Projection } from '../src/projections/projections.js';
 import { REBUILD_STORE_OPTIONS, rebuildProjections } from '../src/projections/rebuild.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
@@ -18,7 +20,7 @@ export interface ReplayResult {
 }
 
 /** Rebuilds `projections` from position 0 into fresh read models, side by side, as `leadpost replay` does. */
-async function timedRebuild(store: EmbeddedEventStore, readModels: EmbeddedReadModelStore, projections: readonly Projection[], tag: string): Promise<ReplayResult> {
+async function timedRebuild(store: EventStore, readModels: EmbeddedReadModelStore, projections: readonly Projection[], tag: string): Promise<ReplayResult> {
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const rebuilt = await rebuildProjections(store, readModels, projections, { tag: () => tag });
@@ -36,7 +38,7 @@ async function timedRebuild(store: EmbeddedEventStore, readModels: EmbeddedReadM
 }
 
 /** Each projection rebuilt alone, then all of them at once (what `leadpost replay` runs by default). */
-export async function replayEach(store: EmbeddedEventStore, readModels: EmbeddedReadModelStore, tag: string): Promise<ReplayResult[]> {
+export async function replayEach(store: EventStore, readModels: EmbeddedReadModelStore, tag: string): Promise<ReplayResult[]> {
   const results: ReplayResult[] = [];
   for (const projection of PROJECTIONS) results.push(await timedRebuild(store, readModels, [projection], `${tag}_one`));
   results.push(await timedRebuild(store, readModels, PROJECTIONS, `${tag}_all`));
@@ -53,7 +55,8 @@ export async function benchReplay(events: number): Promise<ReplayResult[]> {
   // As `leadpost replay` opens them.
   const readModels = EmbeddedReadModelStore.open(dir.path, REBUILD_STORE_OPTIONS);
   try {
-    return await replayEach(store, readModels, 'bench');
+    // The events through the codec, as every reader of the service sees them.
+    return await replayEach(codedEventStore(store, EVENT_CODEC), readModels, 'bench');
   } finally {
     await readModels.close();
     await store.close();

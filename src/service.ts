@@ -30,6 +30,7 @@ export interface ServiceOverrides {
   readonly now?: () => Date;
   readonly resolver?: MxResolver;
   readonly logger?: Logger;
+  /** A store from openEventStore (so behind the event codec), perhaps wrapped. */
   readonly store?: EventStore;
   readonly readModels?: ReadModelStore;
   /** false: no webhook delivery worker (tests that run their own, trusting a test CA). */

@@ -1,3 +1,4 @@
+import { EVENT_CODEC, codedEventStore } from '../events/codec/index.js';
 import { EmbeddedEventStore } from './embedded/embedded-event-store.js';
 import type { EventStore } from './port.js';
 
@@ -9,8 +10,16 @@ export interface EventStoreConfig {
   readonly eventStoreUrl?: string | undefined;
 }
 
-/** The store the configuration selects. The EventStoreDB client is loaded only when it is used. */
+/**
+ * The store the configuration selects, behind the event codec: whoever opens a store here (the
+ * service, every CLI command, a replay) appends and reads events in their current layout. The
+ * EventStoreDB client is loaded only when it is used.
+ */
 export async function openEventStore(config: EventStoreConfig): Promise<EventStore> {
+  return codedEventStore(await openAdapter(config), EVENT_CODEC);
+}
+
+async function openAdapter(config: EventStoreConfig): Promise<EventStore> {
   if (config.eventStoreUrl) {
     const { EventStoreDbEventStore } = await import('./eventstoredb.js');
     return EventStoreDbEventStore.connect(config.eventStoreUrl);

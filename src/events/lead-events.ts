@@ -3,7 +3,7 @@ import type { FieldError } from '../http/envelope.js';
 import type { NormalisedLead } from '../leads/lead.js';
 
 // The events of a lead's own stream, `lead-{lead_id}`. Facts, never rewritten: a
-// change of shape adds a schema version and an upcaster, it does not edit these.
+// change of shape adds a schema version and an upcaster (src/events/codec/), it does not edit these.
 
 export const LEAD_EVENT_SCHEMA = 1;
 

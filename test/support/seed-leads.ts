@@ -1,12 +1,14 @@
 import { type PostLeadCommand, decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
 import type { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
-import { leadStream } from '../../src/events/lead-events.js';
+import { LEAD_EVENT_SCHEMA, leadStream } from '../../src/events/lead-events.js';
 import type { NormalisedLead } from '../../src/leads/lead.js';
 
 // Many leads written straight into the event store, as the service records them, for tests and
 // benches that need a large history: posting them one request at a time would take far longer.
 
 const pass = { result: 'pass' as const, provider: 'bench', detail: 'ok' };
+/** The version the service stamps: readers take these events as current, with nothing to upcast. */
+const SEEDED_METADATA = { schema: LEAD_EVENT_SCHEMA };
 
 /** What varies from lead to lead beyond the fixed mix of outcomes. */
 export interface LeadShape {
@@ -83,7 +85,7 @@ export async function seedLeads(store: EmbeddedEventStore, options: SeedOptions)
           revenueCents += Math.round(event.data.revenue * 100);
         }
       }
-      await store.append(leadStream(n), batch, { expectedRevision: 'no_stream' });
+      await store.append(leadStream(n), batch.map((event) => ({ ...event, metadata: SEEDED_METADATA })), { expectedRevision: 'no_stream' });
     }
   };
   await Promise.all(Array.from({ length: 200 }, writer));

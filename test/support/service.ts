@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { loadServiceConfig } from '../../src/config.js';
 import type { MxResolver } from '../../src/enrichment/email.js';
-import type { EventStore } from '../../src/event-store/index.js';
+import { type EventStore, openEventStore } from '../../src/event-store/index.js';
 import { createLogger } from '../../src/http/logger.js';
 import { type Role, formatKey, issueKey, newKeyMaterial, revokeKey } from '../../src/keys/api-keys.js';
 import type { ReadModelStore } from '../../src/read-models/port.js';
@@ -29,7 +29,7 @@ export interface TestServiceOptions {
   readonly env?: Record<string, string>;
   readonly now?: () => Date;
   readonly resolver?: MxResolver;
-  /** Wraps the embedded store, e.g. to make it fail. */
+  /** Wraps the embedded store (behind the event codec, as the service opens it), e.g. to make it fail. */
   readonly wrapStore?: (store: EventStore) => EventStore;
   /** Wraps the embedded read-model store, e.g. to make it fail. */
   readonly wrapReadModels?: (store: ReadModelStore) => ReadModelStore;
@@ -132,8 +132,9 @@ export class TestService {
     const own: Array<{ close(): Promise<void> }> = [];
     let store: EventStore | undefined;
     if (options.wrapStore) {
-      const { EmbeddedEventStore } = await import('../../src/event-store/embedded/embedded-event-store.js');
-      const inner = await EmbeddedEventStore.open(dataDir);
+      // Opened as the service opens it (the embedded store behind the event codec), so a test's
+      // wrapper only adds its faults.
+      const inner = await openEventStore({ dataDir });
       own.push(inner);
       store = options.wrapStore(inner);
     }
