@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import type { RejectionCode } from '../../src/events/lead-events.js';
 import type { LeadView } from '../../src/projections/lead-view.js';
+import { leadViewFromEvents } from '../../src/projections/lead-view.js';
 import { leadsProjection } from '../../src/projections/projections.js';
 import {
   FAILING_PHONE,
@@ -215,5 +217,21 @@ describe('leads projection (the lead view)', function () {
       // Event by event, each in a batch of its own.
       await events.reduce((scenario, event) => scenario.when(event), spec.given()).then(oneBatch);
     });
+  });
+
+  describe('the view folded from a lead stream', function () {
+    // A lead the projection has not reached yet is read by folding its stream; both must agree.
+    const cases: Record<string, NewLeadEvent[]> = {
+      sold: [...soldLead(1, 'acme', 25), deliveryFailed(1, 'acme', 1, AT(5), { next_attempt_at: AT(6) }), leadDelivered(1, 'acme', 2, AT(6)), ...returned(1, 'acme', 25, 'fraud', AT(9))],
+      unsold: unsoldLead(1, 'unsold-ca'),
+      'sold test lead': soldLead(1, 'acme', 25, { test: true }),
+      'unsold test lead': unsoldLead(1, 'unsold-ca', { test: true }),
+      ...Object.fromEntries((['INVALID', 'DUPLICATE', 'VERIFICATION_FAILED'] as RejectionCode[]).map((code) => [code, rejectedLead(1, code)])),
+    };
+    for (const [name, events] of Object.entries(cases)) {
+      it(`equals the projected view: ${name}`, async function () {
+        await spec.given(...events).then({ leads: { '1': { ...leadViewFromEvents(recorded(...events)) } } });
+      });
+    }
   });
 });
