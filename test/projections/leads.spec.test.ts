@@ -1,0 +1,237 @@
+import { expect } from 'chai';
+import type { RejectionCode } from '../../src/events/lead-events.js';
+import type { LeadView } from '../../src/projections/lead-view.js';
+import { leadViewFromEvents } from '../../src/projections/lead-view.js';
+import { leadsProjection } from '../../src/projections/projections.js';
+import {
+  FAILING_PHONE,
+  type NewLeadEvent,
+  PASSING_CHECKS,
+  RECEIVED_AT,
+  REJECTION_ERRORS,
+  apiKeyIssued,
+  consumer,
+  deliveryAttempted,
+  deliveryFailed,
+  feedbackRecorded,
+  leadDelivered,
+  leadEnriched,
+  leadReceived,
+  leadRoutedToBuyer,
+  leadSold,
+  rejectedLead,
+  returned,
+  soldLead,
+  unsoldLead,
+} from '../support/lead-events.js';
+import { projectionSpec, recorded } from '../support/projection-spec.js';
+
+// The lead view (`leads`): one document per lead, what GET /functions/leads/{id} shows. Each spec
+// gives a lead's events and states the whole document they make.
+
+const spec = projectionSpec(leadsProjection);
+
+const AT = (minute: number) => `2026-11-20T15:${String(minute).padStart(2, '0')}:00.000Z`;
+
+/** The view of lead 1 as its LeadReceived makes it, with the fields later events changed. */
+function view(changes: Partial<Record<keyof LeadView, unknown>> = {}): Record<string, unknown> {
+  return {
+    lead_id: 1,
+    supplier: 'sup-a',
+    sid: 'sid-1',
+    s1: 'click-1',
+    accident_state: 'CA',
+    test: false,
+    received_at: RECEIVED_AT,
+    lead: consumer(),
+    lead_status: 'received',
+    code: null,
+    sold: false,
+    revenue: 0,
+    currency: 'USD',
+    buyer: null,
+    bucket: null,
+    errors: [],
+    enrichment: null,
+    delivery: null,
+    feedback: [],
+    returned: false,
+    ...changes,
+  };
+}
+
+const SOLD = { lead_status: 'sold', code: 'SOLD', sold: true, revenue: 25, buyer: 'acme', enrichment: PASSING_CHECKS, delivery: { status: 'pending', attempts: 0 } } as const;
+
+describe('leads projection (the lead view)', function () {
+  it('a lead received: its source, click id, state, time and consumer, nothing decided yet', async function () {
+    await spec.given(leadReceived(1)).then({ leads: { '1': view() } });
+  });
+
+  it('an accepted, sold lead: sold to the buyer at the revenue, with the checks, delivery pending', async function () {
+    await spec.given(...soldLead(1, 'acme', 25)).then({ leads: { '1': view(SOLD) } });
+  });
+
+  it('an accepted lead routed to a bucket: unsold, in the bucket, delivery pending for a pull', async function () {
+    await spec.given(...unsoldLead(1, 'unsold-ca')).then({
+      leads: { '1': view({ lead_status: 'unsold', code: 'UNSOLD', bucket: 'unsold-ca', enrichment: PASSING_CHECKS, delivery: { status: 'pending', attempts: 0 } }) },
+    });
+  });
+
+  describe('rejected leads', function () {
+    it('INVALID: the fields that passed, no consumer, the field errors', async function () {
+      await spec.given(...rejectedLead(1, 'INVALID')).then({
+        leads: { '1': view({ s1: null, accident_state: null, lead: null, lead_status: 'rejected', code: 'INVALID', errors: REJECTION_ERRORS.INVALID }) },
+      });
+    });
+
+    it('DUPLICATE: the matching field named, never enriched', async function () {
+      await spec.given(...rejectedLead(1, 'DUPLICATE')).then({
+        leads: { '1': view({ lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE }) },
+      });
+    });
+
+    it('VERIFICATION_FAILED: the failed check kept in the enrichment', async function () {
+      await spec.given(...rejectedLead(1, 'VERIFICATION_FAILED')).then({
+        leads: { '1': view({ lead_status: 'rejected', code: 'VERIFICATION_FAILED', errors: REJECTION_ERRORS.VERIFICATION_FAILED, enrichment: FAILING_PHONE }) },
+      });
+    });
+  });
+
+  describe('test leads', function () {
+    const testView = (changes: Partial<Record<keyof LeadView, unknown>>) => view({ test: true, lead: consumer({ test: true }), ...changes });
+
+    it('a sold test lead is flagged and shows no delivery: it is never delivered', async function () {
+      await spec.given(...soldLead(1, 'acme', 25, { test: true })).then({ leads: { '1': testView({ ...SOLD, delivery: null }) } });
+    });
+
+    it('an unsold test lead shows no delivery either', async function () {
+      await spec.given(...unsoldLead(1, 'unsold-ca', { test: true })).then({
+        leads: { '1': testView({ lead_status: 'unsold', code: 'UNSOLD', bucket: 'unsold-ca', enrichment: PASSING_CHECKS, delivery: null }) },
+      });
+    });
+  });
+
+  it('the enrichment: every check with its result, provider and detail, whatever the result', async function () {
+    const checks = {
+      phone: { result: 'pass', provider: 'libphonenumber', detail: 'mobile' },
+      email: { result: 'unknown', provider: 'dns-mx', detail: 'timeout' },
+      consent: { result: 'fail', provider: 'trustedform', detail: 'expired' },
+    } as const;
+    await spec.given(leadReceived(1), leadEnriched(1, checks)).then({ leads: { '1': view({ enrichment: checks }) } });
+  });
+
+  describe('delivery', function () {
+    it('an attempt taken does not change the view: it shows outcomes', async function () {
+      await spec.given(...soldLead(1, 'acme', 25), deliveryAttempted(1, 'acme', 1, AT(5))).then({ leads: { '1': view(SOLD) } });
+    });
+
+    it('a failed attempt with a retry due: pending, with the attempts made', async function () {
+      await spec
+        .given(...soldLead(1, 'acme', 25), deliveryAttempted(1, 'acme', 1, AT(5)), deliveryFailed(1, 'acme', 1, AT(5), { next_attempt_at: AT(6) }))
+        .then({ leads: { '1': view({ ...SOLD, delivery: { status: 'pending', attempts: 1 } }) } });
+    });
+
+    it('a final failure: failed, with every attempt counted', async function () {
+      await spec
+        .given(
+          ...soldLead(1, 'acme', 25),
+          deliveryFailed(1, 'acme', 1, AT(5), { next_attempt_at: AT(6) }),
+          deliveryFailed(1, 'acme', 2, AT(6), { next_attempt_at: AT(8), status: null }),
+          deliveryFailed(1, 'acme', 3, AT(8), { next_attempt_at: null, status: 400 }),
+        )
+        .then({ leads: { '1': view({ ...SOLD, delivery: { status: 'failed', attempts: 3 } }) } });
+    });
+
+    it('delivered on a retry: delivered, at the attempt that succeeded', async function () {
+      await spec
+        .given(...soldLead(1, 'acme', 25), deliveryFailed(1, 'acme', 1, AT(5), { next_attempt_at: AT(6) }), deliveryAttempted(1, 'acme', 2, AT(6)), leadDelivered(1, 'acme', 2, AT(6)))
+        .then({ leads: { '1': view({ ...SOLD, delivery: { status: 'delivered', attempts: 2 } }) } });
+    });
+
+    it('pulled and acknowledged by the buyer: delivered', async function () {
+      await spec
+        .given(...soldLead(1, 'acme', 25), leadDelivered(1, 'acme', 1, AT(7), { via: 'pull' }))
+        .then({ leads: { '1': view({ ...SOLD, delivery: { status: 'delivered', attempts: 1 } }) } });
+    });
+  });
+
+  describe('after the sale', function () {
+    it('feedback: each entry appended in the order recorded, reason kept', async function () {
+      await spec
+        .given(...soldLead(1, 'acme', 25), feedbackRecorded(1, 'acme', 'contacted', AT(10)), feedbackRecorded(1, 'acme', 'conversion', AT(20), 'policy_bound'))
+        .then({
+          leads: {
+            '1': view({
+              ...SOLD,
+              feedback: [
+                { buyer: 'acme', type: 'contacted', reason: null, recorded_at: AT(10) },
+                { buyer: 'acme', type: 'conversion', reason: 'policy_bound', recorded_at: AT(20) },
+              ],
+            }),
+          },
+        });
+    });
+
+    it('a return: the feedback with its reason, and the lead marked returned; the sale stays as it was', async function () {
+      await spec.given(...soldLead(1, 'acme', 25), ...returned(1, 'acme', 25, 'bad_phone', AT(30))).then({
+        leads: { '1': view({ ...SOLD, feedback: [{ buyer: 'acme', type: 'return', reason: 'bad_phone', recorded_at: AT(30) }], returned: true }) },
+      });
+    });
+  });
+
+  it('leads are kept apart, and events of other streams write nothing', async function () {
+    await spec.given(apiKeyIssued(), ...soldLead(1, 'acme', 25), ...rejectedLead(2, 'DUPLICATE', { supplier: 'sup-b' }), apiKeyIssued()).then({
+      leads: {
+        '1': view(SOLD),
+        '2': view({ lead_id: 2, supplier: 'sup-b', lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE }),
+      },
+    });
+  });
+
+  describe('replays and batches', function () {
+    const history = (): NewLeadEvent[] => [
+      ...soldLead(1, 'acme', 25),
+      ...soldLead(2, 'acme', 30, { test: true }),
+      ...unsoldLead(3, 'unsold-ca'),
+      deliveryFailed(1, 'acme', 1, AT(5), { next_attempt_at: AT(6) }),
+      leadDelivered(1, 'acme', 2, AT(6)),
+      feedbackRecorded(1, 'acme', 'contacted', AT(10)),
+      ...returned(1, 'acme', 25, 'bad_phone', AT(30)),
+    ];
+
+    it('the same events twice change nothing', async function () {
+      const events = recorded(...history());
+      const once = await spec.given(...events).rows();
+      expect(Object.keys(once.leads!)).to.deep.equal(['1', '2', '3']);
+      await spec.given(...events).when(...events).then(once);
+      // Also when only the events after some point come again (a commit lost after its writes).
+      await spec.given(...events).when(...events.slice(6)).then(once);
+    });
+
+    it('events arriving in a later batch give the rows of one batch, also for a test lead read back from its stream', async function () {
+      const events = history();
+      const later = (e: NewLeadEvent) => e.type !== 'LeadReceived' && e.type !== 'LeadEnriched';
+      const oneBatch = await spec.given(...events).rows();
+      expect(oneBatch.leads!['2']).to.include({ test: true, delivery: null });
+      await spec.given(...events.filter((e) => !later(e))).when(...events.filter(later)).then(oneBatch);
+      // Event by event, each in a batch of its own.
+      await events.reduce((scenario, event) => scenario.when(event), spec.given()).then(oneBatch);
+    });
+  });
+
+  describe('the view folded from a lead stream', function () {
+    // A lead the projection has not reached yet is read by folding its stream; both must agree.
+    const cases: Record<string, NewLeadEvent[]> = {
+      sold: [...soldLead(1, 'acme', 25), deliveryFailed(1, 'acme', 1, AT(5), { next_attempt_at: AT(6) }), leadDelivered(1, 'acme', 2, AT(6)), ...returned(1, 'acme', 25, 'fraud', AT(9))],
+      unsold: unsoldLead(1, 'unsold-ca'),
+      'sold test lead': soldLead(1, 'acme', 25, { test: true }),
+      'unsold test lead': unsoldLead(1, 'unsold-ca', { test: true }),
+      ...Object.fromEntries((['INVALID', 'DUPLICATE', 'VERIFICATION_FAILED'] as RejectionCode[]).map((code) => [code, rejectedLead(1, code)])),
+    };
+    for (const [name, events] of Object.entries(cases)) {
+      it(`equals the projected view: ${name}`, async function () {
+        await spec.given(...events).then({ leads: { '1': { ...leadViewFromEvents(recorded(...events)) } } });
+      });
+    }
+  });
+});
