@@ -49,8 +49,9 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     summary: 'Post a lead',
     description:
       'Authenticate → validate and normalise → dedupe → verify (phone, e-mail, consent) → route → record in one atomic append → answer. ' +
-      'The decision (accepted, sold, for how much) is in the response. Every field rule is in the Lead schema; every failing field is named in `errors`.',
-    roles: ['supplier'],
+      'The decision (accepted, sold, for how much) is in the response. Every field rule is in the Lead schema; every failing field is named in `errors`. ' +
+      'The lead\'s supplier is the key\'s name; an admin key may post too, and its name is then the supplier.',
+    roles: ['supplier', 'admin'],
     parameters: [ref('parameters', 'IdempotencyKey')],
     body: { schema: 'Lead', example: EXAMPLE_LEAD },
     success: { status: 201, description: 'Accepted: SOLD or UNSOLD.', content: json(schema('DecisionEnvelope')), headers: ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Idempotency-Replayed'] },
