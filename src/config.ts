@@ -48,6 +48,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
+/** The routing file the service loads (and `keys create --role buyer` checks buyer ids against). */
+export function routingFilePath(env: NodeJS.ProcessEnv = process.env): string {
+  return resolve(env.LEADPOST_ROUTING_FILE || 'config/routing.json');
+}
+
 export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
   const problems: string[] = [];
   const check = <T>(read: () => T, fallback: T): T => {
@@ -68,7 +73,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     tlsCertFile: env.TLS_CERT_FILE || undefined,
     tlsKeyFile: env.TLS_KEY_FILE || undefined,
     trustProxy: check(() => flag(env, 'TRUST_PROXY', false), false),
-    routingFile: resolve(env.LEADPOST_ROUTING_FILE || 'config/routing.json'),
+    routingFile: routingFilePath(env),
     bodyLimitBytes: check(() => integer(env, 'BODY_LIMIT_BYTES', 65536, 1024, 10 * 1024 * 1024), 0),
     headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 600_000), 10_000),
     requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000), 30_000),
