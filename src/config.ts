@@ -23,8 +23,10 @@ export interface ServiceConfig extends Config {
   /** A client must have sent all request headers within this long, the whole request within the next. */
   readonly headersTimeoutMs: number;
   readonly requestTimeoutMs: number;
-  /** Per API key; null: no limit. */
+  /** Lead posts per API key; null: no limit. */
   readonly rateLimit: { ratePerSecond: number; burst: number } | null;
+  /** Read-back requests per API key, a bucket apart from posts; null: no limit. */
+  readonly readRateLimit: { ratePerSecond: number; burst: number } | null;
   readonly leadIdBlockSize: number;
   readonly certificateHosts: readonly string[];
   readonly mxLookup: boolean;
@@ -65,6 +67,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
   };
   const base = check(() => loadConfig(env), { dataDir: '', eventStoreUrl: undefined, mongoUrl: undefined });
   const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', 50, 0, 1_000_000), 0);
+  const readRate = check(() => integer(env, 'READ_RATE_LIMIT_PER_SECOND', 20, 0, 1_000_000), 0);
   const config: ServiceConfig = {
     ...base,
     port: check(() => integer(env, 'PORT', 8443, 0, 65535), 0),
@@ -78,6 +81,8 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 600_000), 10_000),
     requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000), 30_000),
     rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
+    readRateLimit:
+      readRate === 0 ? null : { ratePerSecond: readRate, burst: check(() => integer(env, 'READ_RATE_LIMIT_BURST', readRate * 2, 1, 10_000_000), 1) },
     leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),
     certificateHosts: check(() => hostList(env, 'CERTIFICATE_HOSTS', 'cert.trustedform.com,ping.trustedform.com'), []),
     mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),

@@ -23,8 +23,10 @@ export interface AppDeps {
   postLead: PostLead;
   logger: Logger;
   limits?: { bodyBytes?: number };
-  /** Per API key. Omitted: DEFAULT_RATE_LIMIT; null: no limit. */
+  /** Lead posts per API key. Omitted: DEFAULT_RATE_LIMIT; null: no limit. */
   rateLimit?: RateLimitConfig | null;
+  /** Read-back requests per API key, in buckets of their own. Omitted: DEFAULT_READ_RATE_LIMIT; null: no limit. */
+  readRateLimit?: RateLimitConfig | null;
   /** Milliseconds on a clock that does not step back; only its differences are used. */
   now?: () => number;
   /** The read-back routes (DESIGN.md §4.2); omitted: only posting. */
@@ -37,12 +39,17 @@ export interface AppDeps {
 
 export const DEFAULT_BODY_BYTES = 64 * 1024;
 export const DEFAULT_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 50, burst: 100 };
+/** A report costs the store far more than a post: a lower rate, in buckets apart, so reading never starves posting. */
+export const DEFAULT_READ_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 20, burst: 40 };
 
 export function createApp(deps: AppDeps): Koa<ShellState> {
   const bodyBytes = deps.limits?.bodyBytes ?? DEFAULT_BODY_BYTES;
   if (!(Number.isInteger(bodyBytes) && bodyBytes > 0)) throw new RangeError('limits.bodyBytes must be a positive integer');
+  const now = deps.now ?? (() => performance.now());
   const limitConfig = deps.rateLimit === undefined ? DEFAULT_RATE_LIMIT : deps.rateLimit;
-  const buckets = limitConfig ? new TokenBuckets(limitConfig, deps.now ?? (() => performance.now())) : null;
+  const buckets = limitConfig ? new TokenBuckets(limitConfig, now) : null;
+  const readLimitConfig = deps.readRateLimit === undefined ? DEFAULT_READ_RATE_LIMIT : deps.readRateLimit;
+  const readBuckets = readLimitConfig ? new TokenBuckets(readLimitConfig, now) : null;
 
   const router = new Router<ShellState>();
   router.get('/healthz', (ctx) => {
@@ -60,7 +67,7 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
     postLeadHandler(deps.postLead, bodyBytes),
   );
 
-  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack);
+  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets));
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
   registerDocsRoutes(router);
   if (deps.ops) registerOpsRoutes(router, deps.ops);
