@@ -1,5 +1,7 @@
 import { resolve } from 'node:path';
 import { checkLogLevel } from './http/logger.js';
+import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT } from './http/rate-limit.js';
+import { DEFAULT_TIMEOUTS } from './http/server.js';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
 // so a command run beside the service opens the very stores the service uses. Each variable is
@@ -66,8 +68,8 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     }
   };
   const base = check(() => loadConfig(env), { dataDir: '', eventStoreUrl: undefined, mongoUrl: undefined });
-  const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', 50, 0, 1_000_000), 0);
-  const readRate = check(() => integer(env, 'READ_RATE_LIMIT_PER_SECOND', 20, 0, 1_000_000), 0);
+  const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', DEFAULT_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
+  const readRate = check(() => integer(env, 'READ_RATE_LIMIT_PER_SECOND', DEFAULT_READ_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
   const config: ServiceConfig = {
     ...base,
     port: check(() => integer(env, 'PORT', 8443, 0, 65535), 0),
@@ -78,8 +80,8 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     trustProxy: check(() => flag(env, 'TRUST_PROXY', false), false),
     routingFile: routingFilePath(env),
     bodyLimitBytes: check(() => integer(env, 'BODY_LIMIT_BYTES', 65536, 1024, 10 * 1024 * 1024), 0),
-    headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 600_000), 10_000),
-    requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000), 30_000),
+    headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', DEFAULT_TIMEOUTS.headersMs, 100, 600_000), DEFAULT_TIMEOUTS.headersMs),
+    requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', DEFAULT_TIMEOUTS.requestMs, 100, 600_000), DEFAULT_TIMEOUTS.requestMs),
     rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
     readRateLimit:
       readRate === 0 ? null : { ratePerSecond: readRate, burst: check(() => integer(env, 'READ_RATE_LIMIT_BURST', readRate * 2, 1, 10_000_000), 1) },

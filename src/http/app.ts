@@ -12,7 +12,7 @@ import { registerReadRoutes } from './read-routes.js';
 import { type AfterSaleDeps, registerAfterSaleRoutes } from './after-sale-routes.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import type { PostLead } from './post-lead-port.js';
-import { rateLimit, TokenBuckets, type RateLimitConfig } from './rate-limit.js';
+import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, rateLimit, TokenBuckets, type RateLimitConfig } from './rate-limit.js';
 import { shell } from './shell.js';
 import type { ShellState } from './state.js';
 import { registerDocsRoutes } from '../docs/routes.js';
@@ -38,9 +38,6 @@ export interface AppDeps {
 }
 
 export const DEFAULT_BODY_BYTES = 64 * 1024;
-export const DEFAULT_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 50, burst: 100 };
-/** A report costs the store far more than a post: a lower rate, in buckets apart, so reading never starves posting. */
-export const DEFAULT_READ_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 20, burst: 40 };
 
 export function createApp(deps: AppDeps): Koa<ShellState> {
   const bodyBytes = deps.limits?.bodyBytes ?? DEFAULT_BODY_BYTES;

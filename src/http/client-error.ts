@@ -4,9 +4,15 @@
 
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { noLeadEnvelope, type OutcomeCode } from './envelope.js';
+import { noLeadEnvelope, OUTCOMES, type OutcomeCode } from './envelope.js';
 import { JSON_CONTENT_TYPE, PLAIN_HTTP_SECURITY_HEADERS, SECURITY_HEADERS } from './security-headers.js';
 import { newTraceId } from './trace.js';
+
+/** Request headers larger than this are refused with 431 (the listeners' maxHeaderSize). */
+export const MAX_HEADER_BYTES = 16 * 1024;
+
+/** What the envelope says on a 431; the reference documentation shows the same. */
+export const HEADERS_TOO_LARGE_MESSAGE = `The request headers are larger than the limit (${MAX_HEADER_BYTES / 1024} KiB).`;
 
 interface Refusal {
   readonly status: number;
@@ -20,10 +26,10 @@ interface Refusal {
 // arrive in time is REQUEST_TIMEOUT, an `Error`: the same request sent faster may well succeed.
 function refusalFor(code: string | undefined): Refusal {
   if (code === 'HPE_HEADER_OVERFLOW') {
-    return { status: 431, reason: 'Request Header Fields Too Large', code: 'PAYLOAD_TOO_LARGE', message: 'The request headers are larger than the limit (16 KiB).' };
+    return { status: 431, reason: 'Request Header Fields Too Large', code: 'PAYLOAD_TOO_LARGE', message: HEADERS_TOO_LARGE_MESSAGE };
   }
   if (code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    return { status: 408, reason: 'Request Timeout', code: 'REQUEST_TIMEOUT', message: 'The request (headers or body) was not received in time; nothing was recorded. Retry it.' };
+    return { status: 408, reason: 'Request Timeout', code: 'REQUEST_TIMEOUT', message: OUTCOMES.REQUEST_TIMEOUT.message };
   }
   return { status: 400, reason: 'Bad Request', code: 'MALFORMED_JSON', message: 'The request is not valid HTTP/1.1.' };
 }
