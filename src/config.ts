@@ -1,6 +1,8 @@
 import { resolve } from 'node:path';
 import { checkLogLevel } from './http/logger.js';
 import { DEFAULT_PHONE_REGIONS, isPhoneRegion } from './leads/mobile.js';
+import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT } from './http/rate-limit.js';
+import { DEFAULT_TIMEOUTS } from './http/server.js';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
 // so a command run beside the service opens the very stores the service uses. Each variable is
@@ -24,8 +26,10 @@ export interface ServiceConfig extends Config {
   /** A client must have sent all request headers within this long, the whole request within the next. */
   readonly headersTimeoutMs: number;
   readonly requestTimeoutMs: number;
-  /** Per API key; null: no limit. */
+  /** Lead posts per API key; null: no limit. */
   readonly rateLimit: { ratePerSecond: number; burst: number } | null;
+  /** Read-back requests per API key, a bucket apart from posts; null: no limit. */
+  readonly readRateLimit: { ratePerSecond: number; burst: number } | null;
   readonly leadIdBlockSize: number;
   readonly certificateHosts: readonly string[];
   readonly mxLookup: boolean;
@@ -51,6 +55,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
+/** The routing file the service loads (and `keys create --role buyer` checks buyer ids against). */
+export function routingFilePath(env: NodeJS.ProcessEnv = process.env): string {
+  return resolve(env.LEADPOST_ROUTING_FILE || 'config/routing.json');
+}
+
 export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
   const problems: string[] = [];
   const check = <T>(read: () => T, fallback: T): T => {
@@ -62,7 +71,8 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     }
   };
   const base = check(() => loadConfig(env), { dataDir: '', eventStoreUrl: undefined, mongoUrl: undefined });
-  const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', 50, 0, 1_000_000), 0);
+  const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', DEFAULT_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
+  const readRate = check(() => integer(env, 'READ_RATE_LIMIT_PER_SECOND', DEFAULT_READ_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
   const config: ServiceConfig = {
     ...base,
     port: check(() => integer(env, 'PORT', 8443, 0, 65535), 0),
@@ -71,11 +81,13 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     tlsCertFile: env.TLS_CERT_FILE || undefined,
     tlsKeyFile: env.TLS_KEY_FILE || undefined,
     trustProxy: check(() => flag(env, 'TRUST_PROXY', false), false),
-    routingFile: resolve(env.LEADPOST_ROUTING_FILE || 'config/routing.json'),
+    routingFile: routingFilePath(env),
     bodyLimitBytes: check(() => integer(env, 'BODY_LIMIT_BYTES', 65536, 1024, 10 * 1024 * 1024), 0),
-    headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 600_000), 10_000),
-    requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 600_000), 30_000),
+    headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', DEFAULT_TIMEOUTS.headersMs, 100, 600_000), DEFAULT_TIMEOUTS.headersMs),
+    requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', DEFAULT_TIMEOUTS.requestMs, 100, 600_000), DEFAULT_TIMEOUTS.requestMs),
     rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
+    readRateLimit:
+      readRate === 0 ? null : { ratePerSecond: readRate, burst: check(() => integer(env, 'READ_RATE_LIMIT_BURST', readRate * 2, 1, 10_000_000), 1) },
     leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),
     certificateHosts: check(() => hostList(env, 'CERTIFICATE_HOSTS', 'cert.trustedform.com,ping.trustedform.com'), []),
     mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),

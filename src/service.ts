@@ -119,6 +119,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     logger,
     limits: { bodyBytes: config.bodyLimitBytes },
     rateLimit: config.rateLimit,
+    readRateLimit: config.readRateLimit,
     readBack,
     afterSale: { events: store, routing: () => routing, now },
     ops: { readiness, metrics, drain },

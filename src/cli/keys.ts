@@ -1,7 +1,7 @@
 // `leadpost keys …`: manage API keys in the event store the service reads. Usage is checked before
 // the store is opened, so a typo never creates a data dir or waits on a server.
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config.js';
+import { loadConfig, routingFilePath } from '../config.js';
 import { type EventStore, openEventStore } from '../event-store/index.js';
 import {
   formatKey,
@@ -19,15 +19,19 @@ import {
   rotateKey,
 } from '../keys/api-keys.js';
 import { changeKeys, loadKeys } from '../keys/key-stream.js';
+import { loadRoutingConfig } from '../routing/load-config.js';
 import type { CliIo } from './io.js';
 
 
 const USAGE = `usage: leadpost keys <command>
 
 commands:
-  create --role ROLE --name NAME [--json]  issue a key; ROLE is ${ROLES.join('|')};
+  create --role ROLE --name NAME [--force] [--json]
+                                           issue a key; ROLE is ${ROLES.join('|')};
                                            NAME is the principal (supplier id, buyer id):
-                                           1-64 of A-Z a-z 0-9 . _ -
+                                           1-64 of A-Z a-z 0-9 . _ -; a buyer id must be
+                                           in the routing file (LEADPOST_ROUTING_FILE,
+                                           default config/routing.json) unless --force
   list [--json]                            every key: id, role, name, status, issued_at
   revoke ID                                stop a key at once
   rotate ID [--grace SECONDS] [--json]     issue a replacement; the old key keeps working for the
@@ -41,7 +45,7 @@ const DEFAULT_GRACE_SECONDS = 86_400;
 
 type Command =
   | { readonly kind: 'help' }
-  | { readonly kind: 'create'; readonly role: string; readonly name: string; readonly json: boolean }
+  | { readonly kind: 'create'; readonly role: string; readonly name: string; readonly force: boolean; readonly json: boolean }
   | { readonly kind: 'list'; readonly json: boolean }
   | { readonly kind: 'revoke'; readonly id: string }
   | { readonly kind: 'rotate'; readonly id: string; readonly grace: number; readonly json: boolean };
@@ -49,7 +53,7 @@ type Command =
 class UsageError extends Error {}
 
 const FLAGS = {
-  create: { role: { type: 'string' }, name: { type: 'string' }, json: { type: 'boolean' } },
+  create: { role: { type: 'string' }, name: { type: 'string' }, force: { type: 'boolean' }, json: { type: 'boolean' } },
   list: { json: { type: 'boolean' } },
   revoke: {},
   rotate: { grace: { type: 'string' }, json: { type: 'boolean' } },
@@ -71,6 +75,7 @@ export async function runKeysCommand(args: string[], io: CliIo = { out: process.
   }
   let store: EventStore | undefined;
   try {
+    if (command.kind === 'create' && command.role === 'buyer' && !command.force) checkBuyerId(command.name, env);
     store = await openEventStore(loadConfig(env));
     await execute(command, store, io);
     return 0;
@@ -110,7 +115,7 @@ function parse(args: string[], env: NodeJS.ProcessEnv): Command {
       if (!isRole(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
       if (name === undefined) throw new UsageError('create needs --name');
       if (!isKeyName(name)) throw new UsageError('--name must be 1-64 characters of A-Z a-z 0-9 . _ -');
-      return { kind, role, name, json };
+      return { kind, role, name, force: values.force === true, json };
     }
     case 'list':
       return { kind, json };
@@ -118,6 +123,25 @@ function parse(args: string[], env: NodeJS.ProcessEnv): Command {
       return { kind, id: keyId(positionals[0]!) };
     case 'rotate':
       return { kind, id: keyId(positionals[0]!), grace: grace(values.grace as string | undefined, env), json };
+  }
+}
+
+/**
+ * A buyer key acts for the buyer of that id in the routing file: a typo would make a key that can
+ * read nothing and may not send feedback, silently. Checked before the store is opened, so a
+ * refused name leaves no trace; --force is for a buyer about to be added to the file.
+ */
+function checkBuyerId(name: string, env: NodeJS.ProcessEnv): void {
+  const file = routingFilePath(env);
+  let buyers: string[];
+  try {
+    buyers = loadRoutingConfig(file).buyers.map((buyer) => buyer.id);
+  } catch (error) {
+    throw new Error(`cannot check the buyer id against the routing file (${(error as Error).message}); fix it, or pass --force to create the key anyway`);
+  }
+  if (!buyers.includes(name)) {
+    const known = buyers.length > 0 ? `the buyers are ${buyers.join(', ')}` : 'it has no buyers';
+    throw new Error(`no buyer '${name}' in the routing file ${file} (${known}); pass --force to create the key anyway`);
   }
 }
 

@@ -11,14 +11,16 @@ const USAGE = `usage: leadpost <command> [options]
 
 commands:
   serve                                   run the service (what \`npm start\` runs)
-  keys create --role ROLE --name NAME [--json]
-                                          create an API key (roles: supplier, buyer, analyst, admin)
+  keys create --role ROLE --name NAME [--force] [--json]
+                                          create an API key (roles: supplier, buyer, analyst, admin;
+                                          a buyer id must be in the routing file unless --force)
   keys list [--json]                      list keys (never the key itself)
   keys revoke ID                          revoke a key (takes effect within a second)
   keys rotate ID [--grace SECONDS] [--json]
                                           issue a replacement; the old key works until the grace ends
   events STREAM [--json]                  print a stream's events (e.g. lead-42) for inspection
-  replay [--projection NAME]              rebuild read models from the events, then switch to them
+  replay [--projection NAME]              rebuild read models from the events, switch to them, and
+                                          remove the builds older than the previous one
   health [--ready]                        ask the local service for /healthz (/readyz); exit 0 when 200
   help [COMMAND]                          this text, or a command's
 

@@ -1,7 +1,7 @@
 import { loadConfig } from '../config.js';
 import type { CliIo } from './io.js';
 import { type Position, openEventStore } from '../event-store/index.js';
-import { PROJECTIONS, switchTag } from '../projections/index.js';
+import { PROJECTIONS, activeTag, dropBuildsOlderThan, switchTag } from '../projections/index.js';
 import { REBUILD_STORE_OPTIONS, type RebuildProgress, rebuildProjections } from '../projections/rebuild.js';
 import { openReadModelStore } from '../read-models/index.js';
 
@@ -11,6 +11,8 @@ Rebuilds read models from the event store into new collections (a new build of e
 all projections side by side from one read of the events, with progress, then switches the
 service over to them. A running service keeps answering from the
 old build until the new one has caught up, then follows the switch within a second.
+After the switch, builds older than the one served before it are removed: the new build and
+the previous one are kept.
 Projections: ${PROJECTIONS.map((p) => p.name).join(', ')} (default: all).`;
 
 /** A CLI's output, where stdout may be a terminal (a progress bar then). */
@@ -74,8 +76,11 @@ export async function runReplayCommand(args: string[], io: Io = { out: process.s
     const show = progress(io, await events.headPosition());
     const rebuilt = await rebuildProjections(events, readModels, selected, { onProgress: show });
     for (const { projection, tag } of rebuilt) {
+      const previous = await activeTag(readModels, projection);
       await switchTag(readModels, projection, tag);
       io.out.write(`${projection.name}: now served from build ${tag}\n`);
+      const dropped = await dropBuildsOlderThan(readModels, projection, previous);
+      if (dropped.length > 0) io.out.write(`${projection.name}: removed older builds ${dropped.join(', ')} (kept ${tag} and ${previous})\n`);
     }
     return 0;
   } finally {

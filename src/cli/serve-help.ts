@@ -16,7 +16,8 @@ with a message naming it (exit 1):
   TLS          TLS_CERT_FILE + TLS_KEY_FILE (PEM; else a self-signed one in the data dir)
   routing      LEADPOST_ROUTING_FILE (config/routing.json)
   requests     BODY_LIMIT_BYTES (65536), RATE_LIMIT_PER_SECOND (50; 0 = off),
-               RATE_LIMIT_BURST (twice the rate), LEAD_ID_BLOCK_SIZE (100),
+               RATE_LIMIT_BURST (twice the rate), READ_RATE_LIMIT_PER_SECOND (20; 0 = off),
+               READ_RATE_LIMIT_BURST (twice the rate), LEAD_ID_BLOCK_SIZE (100),
                HEADERS_TIMEOUT_MS (10000), REQUEST_TIMEOUT_MS (30000)
   verification CERTIFICATE_HOSTS (cert.trustedform.com,ping.trustedform.com), MX_LOOKUP (1),
                MX_TIMEOUT_MS (300; a mail route is cached 1 h, none 5 min, errors 30 s),

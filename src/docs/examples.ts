@@ -6,6 +6,7 @@
 import { decide, envelopeOf, foldLead, initialLeadState, type PostLeadCommand } from '../commands/post-lead/decider.js';
 import type { CheckResult, Enrichment } from '../enrichment/check.js';
 import { type DecisionEnvelope, noLeadEnvelope, OUTCOMES, type OutcomeCode } from '../http/envelope.js';
+import { HEADERS_TOO_LARGE_MESSAGE } from '../http/client-error.js';
 import { INVALID_INPUT_MESSAGE } from '../http/shell.js';
 import { createLeadValidator } from '../leads/validate.js';
 import { ReadBack, ReadBackInputError } from '../read-models/read-back.js';
@@ -67,10 +68,11 @@ async function badQueryErrors(): Promise<DecisionEnvelope['errors']> {
 }
 
 /**
- * Besides the outcome codes: IDEMPOTENCY_CONFLICT_OTHER_BODY (a reused key with another body, 422)
- * and INVALID_INPUT (a read-back query or feedback body that breaks a rule, 422 INVALID).
+ * Besides the outcome codes: IDEMPOTENCY_CONFLICT_OTHER_BODY (a reused key with another body, 422),
+ * INVALID_INPUT (a read-back query or feedback body that breaks a rule, 422 INVALID) and
+ * HEADERS_TOO_LARGE (request headers over the limit, 431 PAYLOAD_TOO_LARGE).
  */
-export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'INVALID_INPUT';
+export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'INVALID_INPUT' | 'HEADERS_TOO_LARGE';
 
 /** The example envelopes, one per ExampleName. */
 export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEnvelope>> {
@@ -88,6 +90,7 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
     acceptance: 'rejected',
     message: 'This Idempotency-Key was used with a different body.',
   });
+  examples.HEADERS_TOO_LARGE = noLeadEnvelope('PAYLOAD_TOO_LARGE', EXAMPLE_TRACE_ID, { message: HEADERS_TOO_LARGE_MESSAGE });
   examples.INVALID_INPUT = noLeadEnvelope('INVALID', EXAMPLE_TRACE_ID, { errors: await badQueryErrors(), message: INVALID_INPUT_MESSAGE });
   return examples;
 }

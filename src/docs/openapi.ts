@@ -7,7 +7,10 @@
 
 import { readFileSync } from 'node:fs';
 import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
+import { MAX_HEADER_BYTES } from '../http/client-error.js';
 import { OUTCOMES } from '../http/envelope.js';
+import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT } from '../http/rate-limit.js';
+import { DEFAULT_TIMEOUTS } from '../http/server.js';
 import { LEAD_SCHEMA } from '../leads/schema.js';
 import { ENVELOPE_SCHEMA, FIELD_ERROR_SCHEMA } from './envelope-schema.js';
 import { EXAMPLE_LEAD, type ExampleName, exampleEnvelopes } from './examples.js';
@@ -40,6 +43,7 @@ const headerRef = (name: string) => ref('headers', name.replaceAll('-', ''));
 /** The HTTP status an example answers with. */
 export function exampleStatus(name: ExampleName): number {
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY' || name === 'INVALID_INPUT') return 422;
+  if (name === 'HEADERS_TOO_LARGE') return 431;
   return OUTCOMES[name].status;
 }
 
@@ -60,6 +64,10 @@ function outcomeHeaders(names: readonly ExampleName[], route: RouteDoc): string[
 function describe(name: ExampleName): string {
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return '`IDEMPOTENCY_CONFLICT` — the Idempotency-Key was used before with another body (or is not 1–255 visible ASCII characters).';
   if (name === 'INVALID_INPUT') return '`INVALID` — a query parameter or body field breaks its rule; `errors` names each.';
+  if (name === 'HEADERS_TOO_LARGE') return `\`PAYLOAD_TOO_LARGE\` — the request headers are larger than ${MAX_HEADER_BYTES / 1024} KiB; the connection is closed.`;
+  if (name === 'REQUEST_TIMEOUT') {
+    return `\`REQUEST_TIMEOUT\` — ${OUTCOMES.REQUEST_TIMEOUT.message} The headers must arrive within HEADERS_TIMEOUT_MS, the whole request within REQUEST_TIMEOUT_MS; the connection is closed.`;
+  }
   return `\`${name}\` — ${OUTCOMES[name].message}`;
 }
 
@@ -80,8 +88,11 @@ function notReadyExample(envelope: unknown): Json {
   };
 }
 
+/** What any request can be answered with, whatever its route: these are decided before a route is known, or by a bug. */
+const EVERY_ROUTE: readonly ExampleName[] = ['HTTPS_REQUIRED', 'REQUEST_TIMEOUT', 'HEADERS_TOO_LARGE', 'INTERNAL_ERROR'];
+
 function errorResponses(route: RouteDoc, examples: Record<ExampleName, unknown>, body: Json): Record<string, Json> {
-  const names: ExampleName[] = [...route.outcomes.filter((n) => exampleStatus(n) !== route.success.status), 'HTTPS_REQUIRED', 'INTERNAL_ERROR'];
+  const names: ExampleName[] = [...route.outcomes.filter((n) => exampleStatus(n) !== route.success.status), ...EVERY_ROUTE];
   const byStatus = new Map<number, ExampleName[]>();
   for (const name of names) byStatus.set(exampleStatus(name), [...(byStatus.get(exampleStatus(name)) ?? []), name]);
   const responses: Record<string, Json> = {};
@@ -140,12 +151,14 @@ export const openApiPath = (routerPath: string): string => routerPath.replace(/:
 
 function outcomeTable(): string {
   const rows = Object.entries(OUTCOMES).map(([code, o]) => {
-    const status = code === 'IDEMPOTENCY_CONFLICT' ? '409 / 422' : String(o.status);
+    const status = code === 'IDEMPOTENCY_CONFLICT' ? '409 / 422' : code === 'PAYLOAD_TOO_LARGE' ? '413 / 431' : String(o.status);
     const response = code === 'IDEMPOTENCY_CONFLICT' ? 'Error / Failure' : { accepted: 'Success', rejected: 'Failure', error: 'Error' }[o.acceptance];
     return `| \`${code}\` | ${status} | ${response} | ${o.message} |`;
   });
   return ['| code | HTTP | Response | meaning |', '|---|---|---|---|', ...rows].join('\n');
 }
+
+const rate = (limit: { ratePerSecond: number; burst: number }) => `${limit.ratePerSecond}/s with bursts of ${limit.burst}`;
 
 const INTRODUCTION = `Suppliers post consumer leads and get the decision — accepted or not, sold or not, for how much — in the same response.
 
@@ -159,7 +172,13 @@ const INTRODUCTION = `Suppliers post consumer leads and get the decision — acc
 
 **Read-back** answers are eventually consistent (usually within tens of milliseconds) and carry the \`position\` in the event log they reflect. Lists are newest first (a report: in the order of its group key); pass \`next_cursor\` back as \`cursor\`.
 
-**Limits.** Bodies up to 64 KiB by default (\`413 PAYLOAD_TOO_LARGE\` beyond); a per-key rate limit (\`429 RATE_LIMITED\` with \`Retry-After\` and \`RateLimit-*\`). An unknown path is \`404 NOT_FOUND\`, a known path with another method \`405 METHOD_NOT_ALLOWED\` with \`Allow\`.
+**Limits.** Each is set by the operator; the defaults are given.
+
+- Rate, per API key, token buckets: lead posts ${rate(DEFAULT_RATE_LIMIT)} (\`RATE_LIMIT_PER_SECOND\`, \`RATE_LIMIT_BURST\`); read-back requests (the \`GET\` routes under \`/functions\`) ${rate(DEFAULT_READ_RATE_LIMIT)} (\`READ_RATE_LIMIT_PER_SECOND\`, \`READ_RATE_LIMIT_BURST\`), counted apart, so reading never uses up posting. Over a limit: \`429 RATE_LIMITED\` with \`Retry-After\` and \`RateLimit-*\`; every limited answer carries \`RateLimit-*\`. The limits are per instance of the service.
+- Body: 64 KiB (\`BODY_LIMIT_BYTES\`); beyond, \`413 PAYLOAD_TOO_LARGE\`. Request headers: ${MAX_HEADER_BYTES / 1024} KiB; beyond, \`431\` with the code \`PAYLOAD_TOO_LARGE\`.
+- Time: all headers within ${DEFAULT_TIMEOUTS.headersMs / 1000} s (\`HEADERS_TIMEOUT_MS\`), the whole request within ${DEFAULT_TIMEOUTS.requestMs / 1000} s (\`REQUEST_TIMEOUT_MS\`); else \`408 REQUEST_TIMEOUT\` (\`Response: Error\`: sent in time, the same request may succeed) and the connection is closed.
+
+An unknown path is \`404 NOT_FOUND\`, a known path with another method \`405 METHOD_NOT_ALLOWED\` with \`Allow\`.
 
 ## Outcome codes
 

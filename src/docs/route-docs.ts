@@ -25,7 +25,10 @@ export interface RouteDoc {
   readonly parameters?: readonly Json[];
   readonly body?: { readonly schema: string; readonly example?: unknown };
   readonly success: { readonly status: number; readonly description: string; readonly content: Json; readonly headers?: readonly string[] };
-  /** The envelope codes this route can answer with, besides HTTPS_REQUIRED and INTERNAL_ERROR (every route). */
+  /**
+   * The envelope codes this route can answer with, besides those every route can: HTTPS_REQUIRED,
+   * REQUEST_TIMEOUT (408), HEADERS_TOO_LARGE (431) and INTERNAL_ERROR.
+   */
   readonly outcomes: readonly ExampleName[];
 }
 
@@ -40,6 +43,8 @@ const PAGING = [
 ];
 const INSTANT = { type: 'string', description: 'ISO 8601 date or time.', examples: ['2026-11-21T00:00:00Z'] };
 const KEYED_ERRORS: readonly ExampleName[] = ['UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'];
+/** Sent on every answer of a rate-limited route that got past authentication. */
+const RATE_HEADERS = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] as const;
 
 export const ROUTE_DOCS: readonly RouteDoc[] = [
   {
@@ -49,11 +54,12 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     summary: 'Post a lead',
     description:
       'Authenticate → validate and normalise → dedupe → verify (phone, e-mail, consent) → route → record in one atomic append → answer. ' +
-      'The decision (accepted, sold, for how much) is in the response. Every field rule is in the Lead schema; every failing field is named in `errors`.',
-    roles: ['supplier'],
+      'The decision (accepted, sold, for how much) is in the response. Every field rule is in the Lead schema; every failing field is named in `errors`. ' +
+      'The lead\'s supplier is the key\'s name; an admin key may post too, and its name is then the supplier.',
+    roles: ['supplier', 'admin'],
     parameters: [ref('parameters', 'IdempotencyKey')],
     body: { schema: 'Lead', example: EXAMPLE_LEAD },
-    success: { status: 201, description: 'Accepted: SOLD or UNSOLD.', content: json(schema('DecisionEnvelope')), headers: ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Idempotency-Replayed'] },
+    success: { status: 201, description: 'Accepted: SOLD or UNSOLD.', content: json(schema('DecisionEnvelope')), headers: [...RATE_HEADERS, 'Idempotency-Replayed'] },
     outcomes: [
       'SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
       'RATE_LIMITED', 'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', ...KEYED_ERRORS,
@@ -69,8 +75,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'A lead just posted is readable at once (folded from its events if the read model has not reached it yet).',
     roles: ['supplier', 'buyer', 'analyst', 'admin'],
     parameters: [LEAD_ID],
-    success: { status: 200, description: 'The lead.', content: json(readBackBody({ lead: schema('LeadView') }, ['lead'])) },
-    outcomes: ['NOT_FOUND', 'UNAUTHORIZED', 'UNAVAILABLE'],
+    success: { status: 200, description: 'The lead.', content: json(readBackBody({ lead: schema('LeadView') }, ['lead'])), headers: RATE_HEADERS },
+    outcomes: ['NOT_FOUND', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
   {
     method: 'get',
@@ -87,8 +93,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       query('until', 'Created before.', INSTANT),
       ...PAGING,
     ],
-    success: { status: 200, description: 'A page of deliveries.', content: json(listBody('DeliveryRow')) },
-    outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'UNAVAILABLE'],
+    success: { status: 200, description: 'A page of deliveries.', content: json(listBody('DeliveryRow')), headers: RATE_HEADERS },
+    outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
   {
     method: 'get',
@@ -102,8 +108,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       query('since', 'Recorded at or after.', INSTANT),
       ...PAGING,
     ],
-    success: { status: 200, description: 'A page of feedback.', content: json(listBody('FeedbackRow')) },
-    outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'UNAVAILABLE'],
+    success: { status: 200, description: 'A page of feedback.', content: json(listBody('FeedbackRow')), headers: RATE_HEADERS },
+    outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
   {
     method: 'get',
@@ -132,9 +138,9 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
         ...json(listBody('ReportRow', { from: { type: 'string' }, to: { type: 'string' }, tz: { type: 'string' }, group_by: { type: 'array', items: { type: 'string', enum: GROUP_BY } } })),
         'text/csv': { schema: { type: 'string' }, example: 'day,received,accepted,sold,...\n2026-11-21,120,96,80,...\n' },
       },
-      headers: ['Content-Disposition'],
+      headers: ['Content-Disposition', ...RATE_HEADERS],
     },
-    outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'],
+    outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
   {
     method: 'post',

@@ -12,7 +12,7 @@ import { registerReadRoutes } from './read-routes.js';
 import { type AfterSaleDeps, registerAfterSaleRoutes } from './after-sale-routes.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import type { PostLead } from './post-lead-port.js';
-import { rateLimit, TokenBuckets, type RateLimitConfig } from './rate-limit.js';
+import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, rateLimit, TokenBuckets, type RateLimitConfig } from './rate-limit.js';
 import { shell } from './shell.js';
 import type { ShellState } from './state.js';
 import { registerDocsRoutes } from '../docs/routes.js';
@@ -23,8 +23,10 @@ export interface AppDeps {
   postLead: PostLead;
   logger: Logger;
   limits?: { bodyBytes?: number };
-  /** Per API key. Omitted: DEFAULT_RATE_LIMIT; null: no limit. */
+  /** Lead posts per API key. Omitted: DEFAULT_RATE_LIMIT; null: no limit. */
   rateLimit?: RateLimitConfig | null;
+  /** Read-back requests per API key, in buckets of their own. Omitted: DEFAULT_READ_RATE_LIMIT; null: no limit. */
+  readRateLimit?: RateLimitConfig | null;
   /** Milliseconds on a clock that does not step back; only its differences are used. */
   now?: () => number;
   /** The read-back routes; omitted: only posting. */
@@ -36,29 +38,33 @@ export interface AppDeps {
 }
 
 export const DEFAULT_BODY_BYTES = 64 * 1024;
-export const DEFAULT_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 50, burst: 100 };
 
 export function createApp(deps: AppDeps): Koa<ShellState> {
   const bodyBytes = deps.limits?.bodyBytes ?? DEFAULT_BODY_BYTES;
   if (!(Number.isInteger(bodyBytes) && bodyBytes > 0)) throw new RangeError('limits.bodyBytes must be a positive integer');
+  const now = deps.now ?? (() => performance.now());
   const limitConfig = deps.rateLimit === undefined ? DEFAULT_RATE_LIMIT : deps.rateLimit;
-  const buckets = limitConfig ? new TokenBuckets(limitConfig, deps.now ?? (() => performance.now())) : null;
+  const buckets = limitConfig ? new TokenBuckets(limitConfig, now) : null;
+  const readLimitConfig = deps.readRateLimit === undefined ? DEFAULT_READ_RATE_LIMIT : deps.readRateLimit;
+  const readBuckets = readLimitConfig ? new TokenBuckets(readLimitConfig, now) : null;
 
   const router = new Router<ShellState>();
   router.get('/healthz', (ctx) => {
     ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'up' };
   });
-  // The order is the contract's: who, may they, how often, then what they sent.
+  // The order is the contract's: who, may they, how often, then what they sent. An admin may do
+  // everything, posting too: the lead's supplier is then the admin key's name, as it is a supplier
+  // key's (so an operator testing by hand names the admin key like the supplier it stands for).
   router.post(
     '/functions/leads',
     authenticate(deps.authenticate),
-    requireRole('supplier'),
+    requireRole('supplier', 'admin'),
     rateLimit(buckets),
     requireJson(),
     postLeadHandler(deps.postLead, bodyBytes),
   );
 
-  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack);
+  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets));
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
   registerDocsRoutes(router);
   if (deps.ops) registerOpsRoutes(router, deps.ops);

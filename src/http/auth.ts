@@ -20,9 +20,11 @@ export function authenticate(lookup: Authenticate): Middleware<ShellState> {
   };
 }
 
-export function requireRole(role: Role): Middleware<ShellState> {
+/** Lets a key of one of these roles through; any other is FORBIDDEN. */
+export function requireRole(...roles: readonly Role[]): Middleware<ShellState> {
   return async (ctx, next) => {
-    if (ctx.state.principal?.role !== role) throw new ShellError('FORBIDDEN');
+    const role = ctx.state.principal?.role;
+    if (role === undefined || !roles.includes(role)) throw new ShellError('FORBIDDEN');
     return next();
   };
 }

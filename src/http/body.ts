@@ -5,6 +5,7 @@
 
 import type { IncomingMessage } from 'node:http';
 import type { Middleware } from 'koa';
+import { requestTimedOut } from './client-error.js';
 import { ShellError } from './errors.js';
 import type { ShellState } from './state.js';
 
@@ -58,7 +59,11 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       chunks.push(chunk);
     };
     const onEnd = (): void => finish(() => resolve(Buffer.concat(chunks, size)));
-    const onAbort = (): void => finish(() => reject(new ShellError('MALFORMED_JSON', {}, 'the request body ended early')));
+    // Cut off at REQUEST_TIMEOUT_MS (the client has its 408 already) or abandoned by the client.
+    const onAbort = (): void =>
+      finish(() =>
+        reject(requestTimedOut(req.socket) ? new ShellError('REQUEST_TIMEOUT', {}, 'the request body did not arrive in time') : new ShellError('MALFORMED_JSON', {}, 'the request body ended early')),
+      );
     req.on('data', onData).on('end', onEnd).on('error', onAbort).on('close', onAbort);
   });
 }

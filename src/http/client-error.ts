@@ -4,9 +4,15 @@
 
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { noLeadEnvelope, type OutcomeCode } from './envelope.js';
+import { noLeadEnvelope, OUTCOMES, type OutcomeCode } from './envelope.js';
 import { JSON_CONTENT_TYPE, PLAIN_HTTP_SECURITY_HEADERS, SECURITY_HEADERS } from './security-headers.js';
 import { newTraceId } from './trace.js';
+
+/** Request headers larger than this are refused with 431 (the listeners' maxHeaderSize). */
+export const MAX_HEADER_BYTES = 16 * 1024;
+
+/** What the envelope says on a 431; the reference documentation shows the same. */
+export const HEADERS_TOO_LARGE_MESSAGE = `The request headers are larger than the limit (${MAX_HEADER_BYTES / 1024} KiB).`;
 
 interface Refusal {
   readonly status: number;
@@ -15,21 +21,34 @@ interface Refusal {
   readonly message: string;
 }
 
-// The envelope has no code for these; the nearest existing code keeps clients' switch statements
-// closed, and the message says what actually happened.
+// Headers over the limit have no code of their own: the nearest one (too large) keeps clients'
+// switch statements closed, and the message says which part was too large. A request that did not
+// arrive in time is REQUEST_TIMEOUT, an `Error`: the same request sent faster may well succeed.
 function refusalFor(code: string | undefined): Refusal {
   if (code === 'HPE_HEADER_OVERFLOW') {
-    return { status: 431, reason: 'Request Header Fields Too Large', code: 'PAYLOAD_TOO_LARGE', message: 'The request headers are larger than the limit (16 KiB).' };
+    return { status: 431, reason: 'Request Header Fields Too Large', code: 'PAYLOAD_TOO_LARGE', message: HEADERS_TOO_LARGE_MESSAGE };
   }
   if (code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    return { status: 408, reason: 'Request Timeout', code: 'MALFORMED_JSON', message: 'The request was not received in time.' };
+    return { status: 408, reason: 'Request Timeout', code: 'REQUEST_TIMEOUT', message: OUTCOMES.REQUEST_TIMEOUT.message };
   }
   return { status: 400, reason: 'Bad Request', code: 'MALFORMED_JSON', message: 'The request is not valid HTTP/1.1.' };
+}
+
+/**
+ * Sockets whose request ran out of time. Node answers the deadline here, then aborts the request a
+ * route may still be reading; the body reader asks this set so that the request is logged and
+ * counted as the timeout it was, not as a body that merely ended early.
+ */
+const timedOut = new WeakSet<Socket>();
+
+export function requestTimedOut(socket: Socket | null | undefined): boolean {
+  return socket !== null && socket !== undefined && timedOut.has(socket);
 }
 
 export function clientErrorHandler(logger: Logger, secure: boolean): (error: NodeJS.ErrnoException, socket: Socket) => void {
   return (error, socket) => {
     const traceId = newTraceId();
+    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') timedOut.add(socket);
     logger.info({ trace_id: traceId, code: error.code ?? null }, 'client error');
     if (error.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();

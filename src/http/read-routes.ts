@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { Readable } from 'node:stream';
 import { ReadBackForbiddenError, ReadBackInputError, type ReadBack } from '../read-models/read-back.js';
 import { type GroupBy, type ReportRow, csvHeader, csvLine } from '../read-models/report.js';
@@ -26,27 +26,28 @@ async function guarded(run: () => Promise<void>): Promise<void> {
   }
 }
 
-export function registerReadRoutes(router: Router<ShellState>, lookup: Authenticate, readBack: ReadBack): void {
-  const auth = authenticate(lookup);
+/** `limit` runs after authentication: the key's read bucket (its own, apart from posting). */
+export function registerReadRoutes(router: Router<ShellState>, lookup: Authenticate, readBack: ReadBack, limit: Middleware<ShellState>): void {
+  const keyed = [authenticate(lookup), limit];
 
-  router.get('/functions/leads/:lead_id', auth, async (ctx) => {
+  router.get('/functions/leads/:lead_id', ...keyed, async (ctx) => {
     const c = ctx as unknown as Ctx;
     const lead = await readBack.lead(c.state.principal!, c.params.lead_id ?? '');
     if (!lead) throw new ShellError('NOT_FOUND');
     ok(c, { message: 'Lead found.', lead }, readBack);
   });
 
-  router.get('/functions/deliveries', auth, async (ctx) => {
+  router.get('/functions/deliveries', ...keyed, async (ctx) => {
     const c = ctx as unknown as Ctx;
     await guarded(async () => ok(c, { ...(await readBack.deliveries(c.state.principal!, c.query)) }, readBack));
   });
 
-  router.get('/functions/feedback', auth, async (ctx) => {
+  router.get('/functions/feedback', ...keyed, async (ctx) => {
     const c = ctx as unknown as Ctx;
     await guarded(async () => ok(c, { ...(await readBack.feedback(c.state.principal!, c.query)) }, readBack));
   });
 
-  router.get('/functions/reports/summary', auth, async (ctx) => {
+  router.get('/functions/reports/summary', ...keyed, async (ctx) => {
     const c = ctx as unknown as Ctx;
     await guarded(async () => {
       if (c.accepts('application/json', 'text/csv') === 'text/csv') {

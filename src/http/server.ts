@@ -5,7 +5,7 @@ import { createServer as createHttpServer, type RequestListener, type Server } f
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { clientErrorHandler } from './client-error.js';
+import { clientErrorHandler, MAX_HEADER_BYTES } from './client-error.js';
 import { plainHttpHandler } from './plain-http.js';
 
 export interface StartOptions {
@@ -45,7 +45,7 @@ export const DEFAULT_TIMEOUTS: Timeouts = { headersMs: 10_000, requestMs: 30_000
 // that a deadline is kept to within a second.
 function limits(timeouts: Timeouts) {
   return {
-    maxHeaderSize: 16 * 1024,
+    maxHeaderSize: MAX_HEADER_BYTES,
     // The shell answers a missing Host with the envelope; Node's own 400 has an empty body.
     requireHostHeader: false,
     headersTimeout: timeouts.headersMs,

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { type EventStore, type Position, START, comparePositions } from '../event-store/port.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import { PROJECTIONS, type Projection } from './projections.js';
-import { ProjectionRunner, collectionName } from './runner.js';
+import { ProjectionRunner, checkpointName, collectionName } from './runner.js';
 
 export { PROJECTIONS } from './projections.js';
 
@@ -28,6 +28,44 @@ export async function switchTag(readModels: ReadModelStore, projection: Projecti
   await readModels.commit(TAGS_CHECKPOINT, position, [
     { op: 'put', collection: TAGS, id: projection.name, position, doc: { tag, switched_at: new Date(now).toISOString() } },
   ]);
+}
+
+/** When a build of this version was made: `v1_r1700000000000` → its time; the version's own `v1` → 0. */
+function buildTime(projection: Projection, tag: string): number | undefined {
+  const own = versionTag(projection);
+  if (tag === own) return 0;
+  const match = new RegExp(`^${own}_r(\\d+)$`).exec(tag);
+  return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * Removes the builds of a projection that are older than `keep` (the build served before the last
+ * switch), so that disk use does not grow with every replay: what is left is the build switched to
+ * and the one before it, which a running instance that has not followed the switch yet still
+ * reads from (instances follow within a second). A build newer than `keep` that was never switched
+ * to (a replay still running, or one that failed) is left alone, and so is every build of another
+ * version, which an instance of other code may be serving. Returns the tags removed.
+ */
+export async function dropBuildsOlderThan(readModels: ReadModelStore, projection: Projection, keep: string): Promise<string[]> {
+  const keptTime = buildTime(projection, keep);
+  if (keptTime === undefined) return [];
+  const tags = new Set<string>();
+  for (const name of await readModels.collections()) {
+    for (const base of projection.collections) {
+      const prefix = `${base}_`;
+      if (!name.startsWith(prefix)) continue;
+      const tag = name.slice(prefix.length);
+      const time = buildTime(projection, tag);
+      if (time !== undefined && time < keptTime) tags.add(tag);
+    }
+  }
+  const dropped = [...tags].sort((a, b) => buildTime(projection, a)! - buildTime(projection, b)!);
+  for (const tag of dropped) {
+    for (const base of projection.collections) await readModels.drop(collectionName(base, tag));
+    // A build that never wrote a document (no feedback yet) has a checkpoint no collection names.
+    await readModels.resetCheckpoint(checkpointName(projection, tag));
+  }
+  return dropped;
 }
 
 /**

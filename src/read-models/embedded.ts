@@ -192,6 +192,15 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     });
   }
 
+  async collections(): Promise<string[]> {
+    // A table the commit thread is still creating is not there yet: let it finish first.
+    await this.thread?.idle();
+    return this.run(() => {
+      const tables = this.stmt('', `SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rm\\_%' ESCAPE '\\'`).pluck().all() as string[];
+      return tables.map((table) => table.slice('rm_'.length));
+    });
+  }
+
   async drop(collection: string): Promise<void> {
     await this.thread?.idle();
     return this.run(() => {

@@ -174,6 +174,13 @@ export class MongoReadModelStore implements ReadModelStore {
     });
   }
 
+  collections(): Promise<string[]> {
+    return this.run(async () => {
+      const names = (await this.db.listCollections({}, { nameOnly: true }).toArray()).map((c) => c.name);
+      return names.filter((name) => name.startsWith('rm_') && name !== 'rm_checkpoints').map((name) => name.slice('rm_'.length));
+    });
+  }
+
   drop(collection: string): Promise<void> {
     return this.run(async () => {
       // Checkpoints first: stopped in between, a replay over the old documents changes nothing,

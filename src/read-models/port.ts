@@ -107,6 +107,11 @@ export interface ReadModelStore {
   aggregate(collection: string, options: AggregateOptions): Promise<Group[]>;
   /** Creates the indexes `find` needs; each entry is a list of fields, compound in that order. */
   ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void>;
+  /**
+   * The collections that exist (made by a commit or `ensureIndexes`, not yet dropped), in no
+   * particular order: how `leadpost replay` finds the old builds it removes.
+   */
+  collections(): Promise<string[]>;
   /** Removes a collection and any projection checkpoint stored for it (a rebuild starts clean). */
   drop(collection: string): Promise<void>;
   /** Removes a projection's checkpoint. */

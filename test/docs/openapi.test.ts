@@ -89,10 +89,51 @@ describe('OpenAPI document', function () {
       visit(`#/components/responses/${name}`, { NotFound: 404, MethodNotAllowed: 405 }[name]!, response as Json);
     }
     for (const [code, outcome] of Object.entries(OUTCOMES)) {
-      const expected = code === 'IDEMPOTENCY_CONFLICT' ? [409, 422] : [outcome.status];
+      const expected = code === 'IDEMPOTENCY_CONFLICT' ? [409, 422] : code === 'PAYLOAD_TOO_LARGE' ? [413, 431] : [outcome.status];
       expect([...(found.get(code) ?? [])].sort(), code).to.deep.equal(expected);
     }
     expect(checked).to.be.greaterThan(Object.keys(OUTCOMES).length);
+  });
+
+  it('every route lists 408 REQUEST_TIMEOUT and 431; every route the rate limit guards lists 429 RATE_LIMITED with Retry-After', function () {
+    const exampleCodes = (response: Json | undefined) => Object.values((response?.content?.['application/json']?.examples ?? {}) as Json).map((e) => (e as Json).value.code);
+    const problems: string[] = [];
+    for (const [path, item] of Object.entries(doc.paths as Json)) {
+      for (const [method, operation] of Object.entries(item as Json)) {
+        const responses = (operation as Json).responses as Json;
+        const where = `${method.toUpperCase()} ${path}`;
+        if (!exampleCodes(responses['408']).includes('REQUEST_TIMEOUT')) problems.push(`${where}: no 408 REQUEST_TIMEOUT`);
+        if (!exampleCodes(responses['431']).includes('PAYLOAD_TOO_LARGE')) problems.push(`${where}: no 431 PAYLOAD_TOO_LARGE`);
+      }
+    }
+    // The guarded routes are read off the router: a route that gains the rate limit must document it.
+    const router = routerOf(fullApp() as never);
+    const guarded = router.stack
+      .filter((layer) => layer.stack.some((middleware) => middleware.name === 'rateLimited'))
+      .flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m) => [m.toLowerCase(), openApiPath(String(layer.path))] as const));
+    expect(guarded.map(([m, p]) => `${m} ${p}`).sort()).to.deep.equal(
+      ['post /functions/leads', 'get /functions/leads/{lead_id}', 'get /functions/deliveries', 'get /functions/feedback', 'get /functions/reports/summary'].sort(),
+    );
+    for (const [method, path] of guarded) {
+      const limited = (doc.paths as Json)[path]?.[method]?.responses?.['429'] as Json | undefined;
+      if (!exampleCodes(limited).includes('RATE_LIMITED')) problems.push(`${method.toUpperCase()} ${path}: no 429 RATE_LIMITED`);
+      else if (!Object.keys(limited!.headers).includes('Retry-After')) problems.push(`${method.toUpperCase()} ${path}: 429 without Retry-After`);
+    }
+    expect(problems).to.deep.equal([]);
+  });
+
+  it('the introduction states the rate limits (posts and reads, defaults and variables), the size limits and the timeouts', function () {
+    const text = doc.info.description as string;
+    for (const phrase of [
+      'RATE_LIMIT_PER_SECOND', 'RATE_LIMIT_BURST', '50/s with bursts of 100',
+      'READ_RATE_LIMIT_PER_SECOND', 'READ_RATE_LIMIT_BURST', '20/s with bursts of 40',
+      'BODY_LIMIT_BYTES', '413 PAYLOAD_TOO_LARGE', '16 KiB', '`431`',
+      'HEADERS_TIMEOUT_MS', 'REQUEST_TIMEOUT_MS', '408 REQUEST_TIMEOUT', '`429 RATE_LIMITED`',
+    ]) {
+      expect(text, phrase).to.contain(phrase);
+    }
+    expect(text).to.match(/\| `REQUEST_TIMEOUT` \| 408 \| Error \|/);
+    expect(text).to.match(/\| `PAYLOAD_TOO_LARGE` \| 413 \/ 431 \| Failure \|/);
   });
 
   it('every $ref resolves and every schema compiles as JSON Schema 2020-12', function () {

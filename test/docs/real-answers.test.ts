@@ -69,6 +69,9 @@ describe('OpenAPI document against real answers', function () {
     await call('GET', '/docs/openapi.json', {});
     await call('DELETE', '/functions/leads', as(supplier));
     await call('GET', '/functions/nothing-here', {});
+    // Refused by the listener before any route: documented on every route all the same.
+    const oversized = await call('GET', '/functions/deliveries', { ...as(analyst), 'x-filler': 'f'.repeat(20 * 1024) });
+    expect(oversized.status).to.equal(431);
     answers.push({ method: 'POST', path: '/functions/leads', reply: await svc.plainHttp('POST', '/functions/leads') });
   });
   after(async () => svc?.stop());

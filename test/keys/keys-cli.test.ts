@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runKeysCommand } from '../../src/cli/keys.js';
@@ -145,6 +145,44 @@ describe('leadpost keys', function () {
     expect(existsSync(data)).to.equal(false);
   });
 
+  describe('create --role buyer checks the buyer id against the routing file', function () {
+    let routingFile: string;
+    beforeEach(() => {
+      routingFile = join(dir.path, 'routing.json');
+      writeFileSync(routingFile, JSON.stringify({ buyers: [{ id: 'acme-law', price: 10 }, { id: 'lone-star', price: 5 }], buckets: [{ id: 'unsold', default: true }] }));
+    });
+
+    it('an id the file does not have exits 1 naming the known buyer ids, and creates nothing', async function () {
+      const data = join(dir.path, 'untouched');
+      const run = await keys(['create', '--role', 'buyer', '--name', 'acme-lawyers', '--json'], { LEADPOST_DATA_DIR: data, LEADPOST_ROUTING_FILE: routingFile });
+      expect(run.code).to.equal(1);
+      expect(run.out).to.deep.equal([]);
+      expect(run.err).to.contain("no buyer 'acme-lawyers'").and.to.contain(routingFile).and.to.contain('acme-law, lone-star').and.to.contain('--force');
+      expect(existsSync(data), 'no data dir made').to.equal(false);
+    });
+
+    it('an id the file has is created; --force creates one it does not have yet', async function () {
+      const env = { LEADPOST_ROUTING_FILE: routingFile };
+      expect(json<{ role: string; name: string }>(await keys(['create', '--role', 'buyer', '--name', 'lone-star', '--json'], env))).to.include({ role: 'buyer', name: 'lone-star' });
+      expect(json<{ role: string; name: string }>(await keys(['create', '--role', 'buyer', '--name', 'new-buyer', '--force', '--json'], env))).to.include({ name: 'new-buyer' });
+      // Only buyer ids are checked: a supplier id is the supplier's own choice.
+      expect((await keys(['create', '--role', 'supplier', '--name', 'anyone', '--json'], env)).code).to.equal(0);
+      const rows = json<Array<{ name: string }>>(await keys(['list', '--json']));
+      expect(rows.map((r) => r.name)).to.deep.equal(['lone-star', 'new-buyer', 'anyone']);
+    });
+
+    it('without LEADPOST_ROUTING_FILE the default config/routing.json is read; an unreadable file exits 1 pointing at --force', async function () {
+      const unset = await keys(['create', '--role', 'buyer', '--name', 'nobody-by-that-name']);
+      expect(unset.code).to.equal(1);
+      expect(unset.err).to.contain(join('config', 'routing.json')).and.to.contain('nationwide-leads');
+      const missing = join(dir.path, 'no-such-routing.json');
+      const run = await keys(['create', '--role', 'buyer', '--name', 'acme-law'], { LEADPOST_ROUTING_FILE: missing });
+      expect(run.code).to.equal(1);
+      expect(run.err).to.contain(missing).and.to.contain('cannot read the file').and.to.contain('--force');
+      expect((await keys(['create', '--role', 'buyer', '--name', 'acme-law', '--force'], { LEADPOST_ROUTING_FILE: missing })).code).to.equal(0);
+    });
+  });
+
   it('a pasted whole key is refused without echoing it', async function () {
     const { key } = json<{ key: string }>(await keys(['create', '--role', 'supplier', '--name', 'acme', '--json']));
     const run = await keys(['revoke', key]);
@@ -157,7 +195,7 @@ describe('leadpost keys', function () {
     for (const args of [['--help'], ['-h'], ['help'], ['create', '--help']]) {
       const run = await keys(args);
       expect(run.code).to.equal(0);
-      expect(run.out.join('\n')).to.contain('usage: leadpost keys').and.to.contain('rotate ID [--grace SECONDS]');
+      expect(run.out.join('\n')).to.contain('usage: leadpost keys').and.to.contain('rotate ID [--grace SECONDS]').and.to.contain('--force');
     }
   });
 

@@ -32,6 +32,8 @@ export const OUTCOME_TABLE: Readonly<Record<string, OutcomeRow>> = {
   NOT_FOUND: { status: [404], acceptance: 'rejected', recorded: false },
   METHOD_NOT_ALLOWED: { status: [405], acceptance: 'rejected', recorded: false },
   RATE_LIMITED: { status: [429], acceptance: 'error', recorded: false },
+  // Headers or body not received within HEADERS_TIMEOUT_MS / REQUEST_TIMEOUT_MS.
+  REQUEST_TIMEOUT: { status: [408], acceptance: 'error', recorded: false },
   // 409 in flight → error; 422 reused with another body (or a malformed key) → rejected.
   IDEMPOTENCY_CONFLICT: { status: [409, 422], acceptance: 'by-status', recorded: false },
   UNAVAILABLE: { status: [503], acceptance: 'error', recorded: false },

@@ -150,6 +150,23 @@ describe('POST /functions/leads: every outcome', function () {
     expectEnvelope(await svc.post(validLead(), { 'x-api-key': analyst }), 403, 'FORBIDDEN', 'rejected', false);
   });
 
+  it('an admin key may post: the lead is decided like any other and its supplier is the admin key\'s name', async function () {
+    const admin = await svc.key('admin', 'ops-desk');
+    const reply = await svc.post(validLead(), { 'x-api-key': admin });
+    expectEnvelope(reply, 201, 'SOLD', 'accepted', true);
+    const events = await svc.service.store.readStream(`lead-${reply.body.lead_id}`);
+    expect(events[0]!.metadata).to.include({ supplier_id: 'ops-desk' });
+    expect(events[0]!.data).to.include({ supplier: 'ops-desk' });
+    // Read back as that supplier: a supplier key of the same name sees it, another does not.
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    const asSupplier = await svc.request('GET', `/functions/leads/${reply.body.lead_id}`, { 'x-api-key': await svc.key('supplier', 'ops-desk') });
+    expect(asSupplier.status, asSupplier.text).to.equal(200);
+    expect(asSupplier.body.lead).to.include({ supplier: 'ops-desk', lead_status: 'sold' });
+    expect((await svc.request('GET', `/functions/leads/${reply.body.lead_id}`, { 'x-api-key': key })).status).to.equal(404);
+    // Only the buyer and analyst roles are refused.
+    expectEnvelope(await svc.post(validLead(), { 'x-api-key': await svc.key('buyer', 'acme-law') }), 403, 'FORBIDDEN', 'rejected', false);
+  });
+
   it('a revoked key stops working within a second without a refresh call', async function () {
     const doomed = await svc.key();
     await svc.revoke(doomed);

@@ -48,6 +48,48 @@ describe('leadpost replay', function () {
     }
   });
 
+  it('five replays leave two builds of each projection: the one switched to and the one before it', async function () {
+    const svc = await TestService.start();
+    try {
+      const key = await svc.key();
+      for (let i = 0; i < 5; i++) await svc.post(validLead(), { 'x-api-key': key });
+      await svc.service.projections.waitFor(await svc.service.store.headPosition());
+      const switched: string[] = [];
+      for (let round = 1; round <= 5; round++) {
+        const replay = await runChild(['replay'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
+        expect(replay.code, replay.stderr).to.equal(0);
+        const tag = /^leads: now served from build (v1_r\d+)$/.exec(replay.lines.find((l) => l.startsWith('leads: now served')) ?? '')?.[1];
+        expect(tag, replay.lines.join('\n')).to.be.a('string');
+        switched.push(tag!);
+        if (round >= 3) expect(replay.lines, `round ${round}`).to.include(`leads: removed older builds ${switched[round - 3]} (kept ${tag} and ${switched[round - 2]})`);
+        // The service follows each switch (within a second) before the next replay removes what it left.
+        const started = Date.now();
+        while (svc.service.projections.runner('leads')!.tag !== tag && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 50));
+        expect(svc.service.projections.runner('leads')!.tag).to.equal(tag);
+      }
+      const collections = await svc.service.readModels.collections();
+      for (const projection of PROJECTIONS) {
+        const builds = new Set(
+          projection.collections.flatMap((base) => collections.filter((c) => c.startsWith(`${base}_v`)).map((c) => c.slice(base.length + 1))),
+        );
+        const own = [...builds].filter((tag) => /^v1_r\d+$/.test(tag));
+        expect(own.length, `${projection.name}: ${[...builds].join(', ')}`).to.equal(2);
+        expect([...builds].sort(), projection.name).to.deep.equal(own.sort());
+        // The first build and the first three rebuilds are gone, their checkpoints with them.
+        for (const base of projection.collections) expect(collections).to.not.include(collectionName(base, 'v1'));
+        for (const tag of ['v1', ...switched.slice(0, 3)]) expect(await svc.service.readModels.checkpoint(`${projection.name}:${tag}`), `${projection.name}:${tag}`).to.equal(null);
+      }
+      expect(new Set(collections.filter((c) => c.startsWith('leads_')))).to.deep.equal(new Set(switched.slice(-2).map((tag) => collectionName('leads', tag))));
+      // Still answering from the newest build.
+      const posted = await svc.post(validLead(), { 'x-api-key': key });
+      await svc.service.projections.waitFor(await svc.service.store.headPosition());
+      const read = await svc.request('GET', `/functions/leads/${posted.body.lead_id}`, { 'x-api-key': key });
+      expect(read.status, read.text).to.equal(200);
+    } finally {
+      await svc.stop();
+    }
+  });
+
   it('--projection picks one; an unknown one is bad usage', async function () {
     const svc = await TestService.start();
     try {

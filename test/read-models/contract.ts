@@ -551,6 +551,20 @@ export function readModelStoreContract(name: string, open: () => Promise<ReadMod
         await store.drop(otherColl);
         expect(await store.checkpoint(bystander)).to.equal(null);
       });
+
+      it('collections lists what commits and ensureIndexes made, and no longer what was dropped', async function () {
+        const indexed = uniqueName('indexed');
+        expect(await store.collections()).to.not.include.members([coll]);
+        await commit(1, { op: 'put', collection: coll, id: 'x', position: at(1), doc: { a: 1 } });
+        await store.ensureIndexes(indexed, [['a']]);
+        expect(await store.collections()).to.include.members([coll, indexed]);
+        await store.drop(indexed);
+        const left = await store.collections();
+        expect(left).to.include(coll);
+        expect(left).to.not.include(indexed);
+        // Only collections: never the store's own bookkeeping.
+        expect(left).to.not.include('checkpoints');
+      });
     });
   });
 }

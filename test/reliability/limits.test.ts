@@ -14,6 +14,8 @@ import { leadNumber } from './support/leads.js';
 
 const RATE = 1;
 const BURST = 3;
+const READ_RATE = 1;
+const READ_BURST = 4;
 const BODY_LIMIT = 2048;
 const HEADERS_TIMEOUT_MS = 1000;
 const REQUEST_TIMEOUT_MS = 2000;
@@ -42,6 +44,8 @@ describe('reliability: limits (rate, body, headers, slow clients)', function () 
       env: {
         RATE_LIMIT_PER_SECOND: String(RATE),
         RATE_LIMIT_BURST: String(BURST),
+        READ_RATE_LIMIT_PER_SECOND: String(READ_RATE),
+        READ_RATE_LIMIT_BURST: String(READ_BURST),
         BODY_LIMIT_BYTES: String(BODY_LIMIT),
         HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
         REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
@@ -80,6 +84,53 @@ describe('reliability: limits (rate, body, headers, slow clients)', function () 
       const passed = replies.filter((r) => r.status === 201).length;
       expect(passed).to.be.within(BURST, BURST + refilled);
       for (const reply of replies.filter((r) => r.status !== 201)) expectEnvelope(reply, 429, 'RATE_LIMITED');
+    });
+  });
+
+  describe('per-key read rate limit (buckets apart from posting)', function () {
+    it('READ_RATE_LIMIT_PER_SECOND and READ_RATE_LIMIT_BURST: 20/s and twice the rate by default, 0 turns it off, a bad value is refused by name', function () {
+      expect(loadServiceConfig({}).readRateLimit).to.deep.equal({ ratePerSecond: 20, burst: 40 });
+      expect(loadServiceConfig({ READ_RATE_LIMIT_PER_SECOND: '5' }).readRateLimit).to.deep.equal({ ratePerSecond: 5, burst: 10 });
+      expect(loadServiceConfig({ READ_RATE_LIMIT_PER_SECOND: '0' }).readRateLimit).to.equal(null);
+      expect(loadServiceConfig({ READ_RATE_LIMIT_PER_SECOND: '0', RATE_LIMIT_PER_SECOND: '7' }).rateLimit).to.deep.equal({ ratePerSecond: 7, burst: 14 });
+      expect(() => loadServiceConfig({ READ_RATE_LIMIT_BURST: 'lots' })).to.throw(ConfigError, 'READ_RATE_LIMIT_BURST must be a whole number');
+    });
+
+    it('every read route spends the key\'s read bucket: the burst, then 429 RATE_LIMITED with Retry-After; its posts and other keys are unaffected', async function () {
+      const key = await svc.key('supplier', 'sup-reader');
+      const posted = await svc.post(lead(), { 'x-api-key': key });
+      expect(posted.status, posted.text).to.equal(201);
+      const reads = [`/functions/leads/${String(posted.body.lead_id)}`, '/functions/deliveries', '/functions/feedback', '/functions/reports/summary'];
+      for (const [i, path] of reads.entries()) {
+        const reply = await svc.request('GET', path, { 'x-api-key': key });
+        // The lead view may not have caught up yet (404 until it has): either way the request is counted.
+        expect(reply.status, `${path}: ${reply.text}`).to.be.oneOf([200, 404]);
+        expect(reply.headers, path).to.include({ 'ratelimit-limit': String(READ_BURST), 'ratelimit-remaining': String(READ_BURST - 1 - i) });
+      }
+      for (const path of reads) {
+        const limited = await svc.request('GET', path, { 'x-api-key': key });
+        expectEnvelope(limited, 429, 'RATE_LIMITED');
+        expect(limited.body).to.include({ acceptance: 'error', Response: 'Error', lead_id: null });
+        expect(limited.headers).to.include({ 'ratelimit-limit': String(READ_BURST), 'ratelimit-remaining': '0' });
+        expect(Number(limited.headers['retry-after'])).to.be.within(1, Math.ceil(1 / READ_RATE));
+      }
+      // Reading spent nothing of the post bucket: the rest of its burst still posts.
+      for (let i = 1; i < BURST; i++) {
+        const reply = await svc.post(lead(), { 'x-api-key': key });
+        expect(reply.status, reply.text).to.equal(201);
+        expect(reply.headers).to.include({ 'ratelimit-limit': String(BURST), 'ratelimit-remaining': String(BURST - 1 - i) });
+      }
+      // Another key reads from a bucket of its own.
+      expect((await svc.request('GET', '/functions/reports/summary', { 'x-api-key': await svc.key('analyst', 'ann-reader') })).status).to.equal(200);
+    });
+
+    it('posting does not spend the read bucket: a key whose posts are limited still reads', async function () {
+      const key = await svc.key('supplier', 'sup-poster');
+      const replies = await Promise.all(Array.from({ length: BURST + 2 }, () => svc.post(lead(), { 'x-api-key': key })));
+      expect(replies.some((r) => r.status === 429)).to.equal(true);
+      const read = await svc.request('GET', '/functions/reports/summary', { 'x-api-key': key });
+      expect(read.status, read.text).to.equal(200);
+      expect(read.headers).to.include({ 'ratelimit-limit': String(READ_BURST), 'ratelimit-remaining': String(READ_BURST - 1) });
     });
   });
 
@@ -147,9 +198,8 @@ describe('reliability: limits (rate, body, headers, slow clients)', function () 
       `POST /functions/leads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-KEY: ${apiKey}\r\nContent-Length: ${length}\r\n\r\n`;
 
     /**
-     * Cut off: answered 408 with the envelope and closed, or simply closed; never served. (The
-     * contract has no code for a timeout; the service answers 408 with the nearest one,
-     * MALFORMED_JSON, which the outcome table pairs with 400 — the one mismatch expected.)
+     * Cut off: answered 408 REQUEST_TIMEOUT with the envelope (an `Error`: the same request sent in
+     * time may succeed) and closed, or simply closed; never served.
      */
     function expectCutOff(exchange: RawExchange, deadlineMs: number, label: string): void {
       expect(exchange.closedByServer, `${label}: closed by the server`).to.equal(true);
@@ -158,8 +208,8 @@ describe('reliability: limits (rate, body, headers, slow clients)', function () 
       expect(exchange.responses.length, `${label}: at most one answer`).to.be.at.most(1);
       for (const response of exchange.responses) {
         const reply = asReply(response);
-        expect(reply.status, reply.text).to.equal(408);
-        expect(envelopeProblems(reply)).to.deep.equal(['MALFORMED_JSON with HTTP 408']);
+        expectEnvelope(reply, 408, 'REQUEST_TIMEOUT');
+        expect(reply.body).to.include({ acceptance: 'error', Response: 'Error', lead_id: null });
         expect(reply.headers.connection).to.equal('close');
       }
     }
@@ -177,6 +227,16 @@ describe('reliability: limits (rate, body, headers, slow clients)', function () 
       ]);
       expectCutOff(slow, REQUEST_TIMEOUT_MS, 'slow body');
       expectCutOff(short, REQUEST_TIMEOUT_MS, 'short body');
+      // The post route was reading those bodies when the deadline cut them off: its access log
+      // lines (written once the aborted reads fail, just after the client sees the close) say 408
+      // too, not a malformed body.
+      const logged = () =>
+        svc.logs
+          .map((text) => JSON.parse(text) as { msg?: string; route?: string; status?: number; key_id?: string })
+          .filter((line) => line.msg === 'request' && line.route === '/functions/leads' && line.key_id === key.split('_')[1]);
+      const since = Date.now();
+      while (logged().length < 2 && Date.now() - since < 5000) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(logged().map((line) => line.status)).to.deep.equal([408, 408]);
     });
 
     it('40 slow connections do not hold up other clients: normal posts are answered while every slow one is still open', async function () {

@@ -29,6 +29,7 @@ const pointer = (...parts: string[]) => parts.map((p) => p.replaceAll('~', '~0')
 export function exampleCode(name: ExampleName): string {
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return 'IDEMPOTENCY_CONFLICT';
   if (name === 'INVALID_INPUT') return 'INVALID';
+  if (name === 'HEADERS_TOO_LARGE') return 'PAYLOAD_TOO_LARGE';
   return name;
 }
 

@@ -117,6 +117,7 @@ export class TestService {
       HTTP_PORT: '0',
       HOST: '127.0.0.1',
       RATE_LIMIT_PER_SECOND: '0',
+      READ_RATE_LIMIT_PER_SECOND: '0',
       ...options.env,
     });
     const logs: string[] = [];

@@ -117,6 +117,11 @@ export class FaultyReadModels implements ReadModelStore {
     return this.inner.checkpoint(projection);
   }
 
+  async collections(): Promise<string[]> {
+    this.check('reads');
+    return this.inner.collections();
+  }
+
   async get(collection: string, id: string): Promise<ReadDoc | null> {
     this.check('reads');
     return this.inner.get(collection, id);

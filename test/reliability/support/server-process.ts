@@ -39,6 +39,7 @@ export class ServerProcess {
       HOST: '127.0.0.1',
       MX_LOOKUP: '0',
       RATE_LIMIT_PER_SECOND: '0',
+      READ_RATE_LIMIT_PER_SECOND: '0',
       ...options.env,
     });
     const child = runChild(['serve'], env, { script: BIN, nodeArgs: [...(options.nodeArgs ?? [])] });
