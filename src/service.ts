@@ -3,7 +3,7 @@ import { CapLedger } from './commands/caps.js';
 import { ContactRegistry } from './commands/contacts.js';
 import { IdempotencyKeys } from './commands/idempotency.js';
 import { LeadIdAllocator } from './commands/lead-ids.js';
-import { createPostLead } from './commands/post-lead/service.js';
+import { createPostLead } from './commands/post-lead/post-lead.js';
 import type { ServiceConfig } from './config.js';
 import type { MxResolver } from './enrichment/email.js';
 import { createDefaultEnricher } from './enrichment/enricher.js';

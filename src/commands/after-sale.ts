@@ -3,7 +3,7 @@ import type { FromSchema } from 'json-schema-to-ts';
 import type { EventStore } from '../event-store/index.js';
 import { type FeedbackRecorded, type LeadEvent, type LeadReturned, leadStream } from '../events/lead-events.js';
 import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
-import type { FieldError } from '../http/envelope.js';
+import type { FieldError } from '../leads/outcome.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
 import { type Decider, handleCommand } from './handler.js';
 

@@ -1,42 +1,45 @@
 import { hash } from 'node:crypto';
 import type { EventStore } from '../event-store/index.js';
-import type { DecisionEnvelope } from '../http/envelope.js';
+import type { LeadOutcome } from '../leads/outcome.js';
 import { type Decider, handleCommand } from './handler.js';
 import { hashedStream } from './streams.js';
 
 // Idempotency-Key, per supplier, kept 72 h. The key's stream records a claim before the lead is
-// processed and the response after; the claim is decided at the revision read, so of several
+// processed and its outcome after; the claim is decided at the revision read, so of several
 // concurrent requests with one key exactly one processes the lead and the others see it in flight.
+// What is kept is the outcome and the trace of the request that made it, not an HTTP answer: the
+// shell renders a replay exactly as it rendered the original.
 
 export const IDEMPOTENCY_TTL_MS = 72 * 3_600_000;
 /** A claim older than this with no response is from a process that died: it may be taken over. */
 export const IN_FLIGHT_STALE_MS = 30_000;
 
-export interface StoredResponse {
-  readonly status: number;
-  readonly envelope: DecisionEnvelope;
+/** The answer the first request with the key got. */
+export interface IdempotentAnswer {
+  readonly outcome: LeadOutcome;
+  readonly traceId: string;
 }
 
 export type IdempotencyClaim =
-  | { readonly kind: 'claimed'; complete(response: StoredResponse): Promise<void>; abandon(): Promise<void> }
-  | { readonly kind: 'replay'; readonly response: StoredResponse }
+  | { readonly kind: 'claimed'; complete(answer: IdempotentAnswer): Promise<void>; abandon(): Promise<void> }
+  | { readonly kind: 'replay'; readonly answer: IdempotentAnswer }
   | { readonly kind: 'in_flight' }
   | { readonly kind: 'other_body' };
 
 type KeyState =
   | { readonly kind: 'free' }
   | { readonly kind: 'in_flight'; readonly hash: string; readonly at: number }
-  | { readonly kind: 'done'; readonly hash: string; readonly at: number; readonly response: StoredResponse };
+  | { readonly kind: 'done'; readonly hash: string; readonly at: number; readonly answer: IdempotentAnswer };
 
 export type IdempotencyEvent =
   | { readonly type: 'IdempotencyKeyClaimed'; readonly data: { readonly request_hash: string; readonly at: string } }
-  | { readonly type: 'IdempotentResponseRecorded'; readonly data: { readonly at: string } & StoredResponse }
+  | { readonly type: 'IdempotentResponseRecorded'; readonly data: { readonly at: string; readonly outcome: LeadOutcome; readonly trace_id: string } }
   | { readonly type: 'IdempotencyKeyReleased'; readonly data: { readonly at: string } };
 
 export type IdempotencyCommand =
   | { readonly type: 'ClaimIdempotencyKey'; readonly hash: string; readonly now: number }
   /** The claim made at `claimedAt` ends: with the response it led to, or released when nothing was recorded. */
-  | { readonly type: 'CompleteIdempotencyKey'; readonly claimedAt: number; readonly now: number; readonly response: StoredResponse }
+  | { readonly type: 'CompleteIdempotencyKey'; readonly claimedAt: number; readonly now: number; readonly answer: IdempotentAnswer }
   | { readonly type: 'ReleaseIdempotencyKey'; readonly claimedAt: number; readonly now: number };
 
 /** Is the key taken: answered within its lifetime, or in flight and not stale? */
@@ -51,7 +54,7 @@ export const idempotencyDecider: Decider<IdempotencyCommand, KeyState, Idempoten
     if (type === 'IdempotencyKeyClaimed') return { kind: 'in_flight', hash: data.request_hash, at: Date.parse(data.at) };
     if (type === 'IdempotencyKeyReleased') return { kind: 'free' };
     if (type === 'IdempotentResponseRecorded' && state.kind === 'in_flight') {
-      return { kind: 'done', hash: state.hash, at: state.at, response: { status: data.status, envelope: data.envelope } };
+      return { kind: 'done', hash: state.hash, at: state.at, answer: { outcome: data.outcome, traceId: data.trace_id } };
     }
     return state;
   },
@@ -63,7 +66,7 @@ export const idempotencyDecider: Decider<IdempotencyCommand, KeyState, Idempoten
     // A claim taken over after it went stale is no longer this request's to end.
     if (state.kind !== 'in_flight' || state.at !== command.claimedAt) return [];
     if (command.type === 'ReleaseIdempotencyKey') return [{ type: 'IdempotencyKeyReleased', data: { at } }];
-    return [{ type: 'IdempotentResponseRecorded', data: { at, ...command.response } }];
+    return [{ type: 'IdempotentResponseRecorded', data: { at, outcome: command.answer.outcome, trace_id: command.answer.traceId } }];
   },
 };
 
@@ -83,13 +86,13 @@ export class IdempotencyKeys {
     const { state } = claimed;
     if (claimed.events.length === 0) {
       if (state.kind === 'free' || state.hash !== hash) return { kind: 'other_body' };
-      return state.kind === 'done' ? { kind: 'replay', response: state.response } : { kind: 'in_flight' };
+      return state.kind === 'done' ? { kind: 'replay', answer: state.answer } : { kind: 'in_flight' };
     }
     if (state.kind !== 'in_flight') throw new Error('a claimed idempotency key is in flight');
     const end = (command: IdempotencyCommand) => handleCommand(this.store, stream, idempotencyDecider, command, { from: claimed }).then(() => {});
     return {
       kind: 'claimed',
-      complete: (response) => end({ type: 'CompleteIdempotencyKey', claimedAt: state.at, now: this.now(), response }),
+      complete: (answer) => end({ type: 'CompleteIdempotencyKey', claimedAt: state.at, now: this.now(), answer }),
       // Nothing was recorded (the store failed): let the client's retry go through at once.
       abandon: () => end({ type: 'ReleaseIdempotencyKey', claimedAt: state.at, now: this.now() }),
     };

@@ -1,11 +1,11 @@
 // Examples for the reference documentation, made by the code that makes real responses: a lead's
-// envelope comes from the decider (decide → fold → envelopeOf) fed by the real lead validator, a
+// envelope comes from the decider (decide → fold → outcomeOf → leadEnvelope) fed by the real lead validator, a
 // response without a lead from noLeadEnvelope. An example cannot show a field the service does
 // not send, or miss one it does.
 
-import { decide, envelopeOf, foldLead, initialLeadState, type PostLeadCommand } from '../commands/post-lead/decider.js';
+import { decide, foldLead, initialLeadState, outcomeOf, type PostLeadCommand } from '../commands/post-lead/decider.js';
 import type { CheckResult, Enrichment } from '../enrichment/check.js';
-import { type DecisionEnvelope, noLeadEnvelope, OUTCOMES, type OutcomeCode } from '../http/envelope.js';
+import { type DecisionEnvelope, leadEnvelope, noLeadEnvelope, OUTCOMES, type OutcomeCode } from '../http/envelope.js';
 import { HEADERS_TOO_LARGE_MESSAGE } from '../http/client-error.js';
 import { INVALID_INPUT_MESSAGE } from '../http/shell.js';
 import { createLeadValidator } from '../leads/validate.js';
@@ -40,7 +40,7 @@ function decided(lead: Readonly<Record<string, unknown>>, rest: Partial<PostLead
     validation: createLeadValidator()(lead),
     ...rest,
   };
-  return envelopeOf(foldLead(decide(command, initialLeadState)), EXAMPLE_TRACE_ID).envelope;
+  return leadEnvelope(outcomeOf(foldLead(decide(command, initialLeadState))), EXAMPLE_TRACE_ID);
 }
 
 const routing = (kind: 'buyer' | 'bucket', id: string, price: number): PostLeadCommand['routing'] => ({

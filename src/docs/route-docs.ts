@@ -3,7 +3,7 @@
 // the components built from the ajv schemas, query parameters use the read-back code's lists.
 
 import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
-import type { Role } from '../http/principal.js';
+import type { Role } from '../keys/principal.js';
 import { DEFAULT_LIMIT, DELIVERY_STATUSES, MAX_LIMIT, REPORT_TEST_MODES } from '../read-models/read-back.js';
 import { GROUP_BY } from '../read-models/report.js';
 import { EXAMPLE_LEAD, type ExampleName } from './examples.js';

@@ -1,5 +1,5 @@
 import type { Enrichment } from '../enrichment/check.js';
-import type { FieldError } from '../http/envelope.js';
+import type { FieldError } from '../leads/outcome.js';
 import type { NormalisedLead } from '../leads/lead.js';
 
 // The events of a lead's own stream, `lead-{lead_id}`. Facts, never rewritten: a

@@ -11,7 +11,7 @@ import { postLeadHandler } from './post-lead-route.js';
 import { registerReadRoutes } from './read-routes.js';
 import { type AfterSaleDeps, registerAfterSaleRoutes } from './after-sale-routes.js';
 import type { ReadBack } from '../read-models/read-back.js';
-import type { PostLead } from './post-lead-port.js';
+import type { PostLead } from '../commands/post-lead/port.js';
 import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, rateLimit, TokenBuckets, type RateLimitConfig } from './rate-limit.js';
 import { shell } from './shell.js';
 import type { ShellState } from './state.js';

@@ -1,6 +1,6 @@
 import type { Middleware } from 'koa';
 import { ShellError } from './errors.js';
-import type { Principal, Role } from './principal.js';
+import type { Principal, Role } from '../keys/principal.js';
 import type { ShellState } from './state.js';
 
 export type Authenticate = (key: string | undefined) => Principal | null;

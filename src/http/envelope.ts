@@ -1,14 +1,8 @@
 // The decision envelope: every response of the service carries all of its fields.
+import { type Acceptance, CURRENCY, type FieldError, LEAD_OUTCOMES, type LeadOutcome, type LeadStatus } from '../leads/outcome.js';
 
-export type Acceptance = 'accepted' | 'rejected' | 'error';
-export type LeadStatus = 'sold' | 'unsold' | 'rejected';
+export type { Acceptance, FieldError, LeadStatus } from '../leads/outcome.js';
 export type ResponseWord = 'Success' | 'Failure' | 'Error';
-
-export interface FieldError {
-  readonly field: string;
-  readonly code: string;
-  readonly message: string;
-}
 
 export interface DecisionEnvelope {
   ok: boolean;
@@ -32,13 +26,13 @@ interface Outcome {
   readonly message: string;
 }
 
-/** Every outcome code with its HTTP status, acceptance and default message. */
+/** Every outcome code with its HTTP status, acceptance and default message: a lead's outcomes come from the domain. */
 export const OUTCOMES = {
-  SOLD: { status: 201, acceptance: 'accepted', message: 'Lead accepted and sold.' },
-  UNSOLD: { status: 201, acceptance: 'accepted', message: 'Lead accepted; no buyer took it.' },
-  INVALID: { status: 422, acceptance: 'rejected', message: 'Lead rejected: one or more fields are invalid.' },
-  VERIFICATION_FAILED: { status: 422, acceptance: 'rejected', message: 'Lead rejected: phone or e-mail verification failed.' },
-  DUPLICATE: { status: 409, acceptance: 'rejected', message: 'Lead rejected: the same mobile or e-mail was accepted recently.' },
+  SOLD: { status: 201, ...LEAD_OUTCOMES.SOLD },
+  UNSOLD: { status: 201, ...LEAD_OUTCOMES.UNSOLD },
+  INVALID: { status: 422, ...LEAD_OUTCOMES.INVALID },
+  VERIFICATION_FAILED: { status: 422, ...LEAD_OUTCOMES.VERIFICATION_FAILED },
+  DUPLICATE: { status: 409, ...LEAD_OUTCOMES.DUPLICATE },
   MALFORMED_JSON: { status: 400, acceptance: 'rejected', message: 'The body is not a JSON object.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, acceptance: 'rejected', message: 'Content-Type must be application/json.' },
   PAYLOAD_TOO_LARGE: { status: 413, acceptance: 'rejected', message: 'The body is larger than the limit.' },
@@ -60,10 +54,26 @@ export type OutcomeCode = keyof typeof OUTCOMES;
 
 const RESPONSE_WORD: Record<Acceptance, ResponseWord> = { accepted: 'Success', rejected: 'Failure', error: 'Error' };
 
-export const CURRENCY = 'USD';
-
-/** Money in the envelope: a number with at most 2 decimals. */
-export const money = (amount: number): number => Math.round(amount * 100) / 100;
+/** The envelope of a recorded lead: its outcome, as the domain folded it from the lead's events. */
+export function leadEnvelope(outcome: LeadOutcome, traceId: string): DecisionEnvelope {
+  const { acceptance, message } = LEAD_OUTCOMES[outcome.code];
+  const envelope: DecisionEnvelope = {
+    ok: acceptance === 'accepted',
+    trace_id: traceId,
+    acceptance,
+    lead_id: outcome.lead_id,
+    lead_status: outcome.lead_status,
+    sold: outcome.sold,
+    revenue: outcome.revenue,
+    currency: outcome.currency,
+    code: outcome.code,
+    message,
+    Response: RESPONSE_WORD[acceptance],
+  };
+  if (outcome.errors) envelope.errors = [...outcome.errors];
+  if (outcome.test) envelope.test = true;
+  return envelope;
+}
 
 /**
  * The envelope of a response that recorded no lead (auth, body, routing and store failures).
@@ -93,6 +103,3 @@ export function noLeadEnvelope(
   return envelope;
 }
 
-export function responseWord(acceptance: Acceptance): ResponseWord {
-  return RESPONSE_WORD[acceptance];
-}

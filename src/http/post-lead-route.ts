@@ -1,11 +1,35 @@
 import type { Middleware } from 'koa';
 import { readBody, parseJsonObject } from './body.js';
-import type { PostLead } from './post-lead-port.js';
+import type { PostLead, PostLeadResult } from '../commands/post-lead/port.js';
+import { type DecisionEnvelope, leadEnvelope, noLeadEnvelope, OUTCOMES } from './envelope.js';
 import type { ShellState } from './state.js';
 
-// The shell owns framing and the headers it sets last (security, trace id, type); a command that
-// returned one of these would either be overwritten or corrupt the response.
-const RESERVED = new Set(['content-type', 'content-length', 'transfer-encoding', 'connection', 'x-trace-id']);
+// The post-lead command (src/commands/post-lead/post-lead.ts) answers in the domain's terms; this
+// route alone turns its answer into a status, headers and the decision envelope.
+
+interface Answer {
+  readonly status: number;
+  readonly envelope: DecisionEnvelope;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+export function answerOf(result: PostLeadResult, traceId: string): Answer {
+  if (result.kind === 'recorded') {
+    const answer = { status: OUTCOMES[result.outcome.code].status, envelope: leadEnvelope(result.outcome, result.traceId) };
+    return result.replayed ? { ...answer, headers: { 'Idempotency-Replayed': 'true' } } : answer;
+  }
+  switch (result.reason) {
+    case 'in_flight':
+      return { status: 409, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId), headers: { 'Retry-After': '1' } };
+    case 'other_body':
+      return { status: 422, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, { acceptance: 'rejected', message: 'This Idempotency-Key was used with a different body.' }) };
+    case 'malformed_key':
+      return {
+        status: 422,
+        envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, { acceptance: 'rejected', message: 'Idempotency-Key must be 1 to 255 visible ASCII characters.' }),
+      };
+  }
+}
 
 export function postLeadHandler(postLead: PostLead, bodyBytes: number): Middleware<ShellState> {
   return async (ctx) => {
@@ -13,17 +37,11 @@ export function postLeadHandler(postLead: PostLead, bodyBytes: number): Middlewa
     if (!principal) throw new Error('post-lead route reached without a principal');
     const rawBody = await readBody(ctx.req, bodyBytes);
     const body = parseJsonObject(rawBody);
-    const response = await postLead({
-      principal,
-      traceId: ctx.state.traceId,
-      body,
-      rawBody,
-      idempotencyKey: ctx.get('Idempotency-Key') || undefined,
-    });
-    for (const [name, value] of Object.entries(response.headers ?? {})) {
-      if (!RESERVED.has(name.toLowerCase())) ctx.set(name, value);
-    }
-    ctx.status = response.status;
-    ctx.body = response.envelope;
+    const traceId = ctx.state.traceId;
+    const result = await postLead({ principal, traceId, body, rawBody, idempotencyKey: ctx.get('Idempotency-Key') || undefined });
+    const answer = answerOf(result, traceId);
+    for (const [name, value] of Object.entries(answer.headers ?? {})) ctx.set(name, value);
+    ctx.status = answer.status;
+    ctx.body = answer.envelope;
   };
 }

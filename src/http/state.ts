@@ -1,4 +1,4 @@
-import type { Principal } from './principal.js';
+import type { Principal } from '../keys/principal.js';
 
 /** What the shell keeps on `ctx.state` for the middlewares after it and for the access log. */
 export interface ShellState {

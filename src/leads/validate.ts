@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject } from 'ajv';
 import type { PhoneNumber } from 'libphonenumber-js/max';
 import { type CertificateUrlParse, DEFAULT_CERTIFICATE_HOSTS, parseCertificateUrl } from '../enrichment/consent.js';
-import type { FieldError } from '../http/envelope.js';
+import type { FieldError } from './outcome.js';
 import type { NormalisedLead } from './lead.js';
 import { DEFAULT_PHONE_REGIONS, parseMobile } from './mobile.js';
 import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, type PostedLead } from './schema.js';

@@ -1,7 +1,7 @@
 import type { EventStore, Position } from '../event-store/port.js';
 import { leadStream } from '../events/lead-events.js';
-import type { FieldError } from '../http/envelope.js';
-import type { Principal } from '../http/principal.js';
+import type { FieldError } from '../leads/outcome.js';
+import type { Principal } from '../keys/principal.js';
 import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
 import type { AggregateOptions, Filter, GroupValue, ReadDoc, ReadModelStore } from './port.js';
 import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, daySteps, keyOrder, reportRow, startOfLocalDay } from './report.js';

@@ -6,10 +6,18 @@ import {
   LeadAlreadyRecordedError,
   type PostLeadCommand,
   type RoutingDecision,
+  type LeadState,
   decide,
-  envelopeOf,
   foldLead,
+  outcomeOf,
 } from '../../src/commands/post-lead/decider.js';
+import { OUTCOMES, leadEnvelope } from '../../src/http/envelope.js';
+
+/** What the service answers for a lead in this state: the domain's outcome, rendered by the HTTP shell. */
+const envelopeOf = (state: LeadState, traceId: string) => {
+  const outcome = outcomeOf(state);
+  return { status: OUTCOMES[outcome.code].status, envelope: leadEnvelope(outcome, traceId) };
+};
 
 // given(events) / when(command) / then(events), and the envelope folded from them.
 const given = (events: LeadEvent[]) => ({

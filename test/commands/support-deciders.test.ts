@@ -53,9 +53,9 @@ describe('cap period decider', () => {
 
 describe('idempotency key decider', () => {
   const { given } = deciderSpec(idempotencyDecider);
-  const response = { status: 201, envelope: { code: 'SOLD' } } as never;
+  const answer = { outcome: { lead_id: 1, code: 'SOLD', lead_status: 'sold', sold: true, revenue: 10, currency: 'USD' }, traceId: 't'.repeat(32) } as const;
   const claimedAt = (ms: number, request_hash = 'h1') => ({ type: 'IdempotencyKeyClaimed' as const, data: { request_hash, at: at(ms).toISOString() } });
-  const answered = (ms: number) => ({ type: 'IdempotentResponseRecorded' as const, data: { at: at(ms).toISOString(), ...(response as object) } }) as never;
+  const answered = (ms: number) => ({ type: 'IdempotentResponseRecorded' as const, data: { at: at(ms).toISOString(), outcome: answer.outcome, trace_id: answer.traceId } });
   const claim = (nowMs: number) => ({ type: 'ClaimIdempotencyKey' as const, hash: 'h1', now: at(nowMs).getTime() });
 
   it('a new key is claimed', () => given().when(claim(0)).then([claimedAt(0)]));
@@ -68,13 +68,13 @@ describe('idempotency key decider', () => {
   });
   it('its own claim is completed with the response, or released', async () => {
     const claimedTime = at(0).getTime();
-    await given(claimedAt(0)).when({ type: 'CompleteIdempotencyKey', claimedAt: claimedTime, now: at(10).getTime(), response }).then([answered(10)]);
+    await given(claimedAt(0)).when({ type: 'CompleteIdempotencyKey', claimedAt: claimedTime, now: at(10).getTime(), answer }).then([answered(10)]);
     await given(claimedAt(0))
       .when({ type: 'ReleaseIdempotencyKey', claimedAt: claimedTime, now: at(10).getTime() })
       .then([{ type: 'IdempotencyKeyReleased', data: { at: at(10).toISOString() } }]);
   });
   it('a claim taken over by another request is no longer this one to complete', () =>
-    given(claimedAt(0), claimedAt(IN_FLIGHT_STALE_MS + 1)).when({ type: 'CompleteIdempotencyKey', claimedAt: at(0).getTime(), now: at(IN_FLIGHT_STALE_MS + 2).getTime(), response }).thenNothing());
+    given(claimedAt(0), claimedAt(IN_FLIGHT_STALE_MS + 1)).when({ type: 'CompleteIdempotencyKey', claimedAt: at(0).getTime(), now: at(IN_FLIGHT_STALE_MS + 2).getTime(), answer }).thenNothing());
 });
 
 describe('lead-id block decider', () => {

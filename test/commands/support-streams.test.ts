@@ -5,7 +5,7 @@ import { IdempotencyKeys } from '../../src/commands/idempotency.js';
 import { LeadIdAllocator } from '../../src/commands/lead-ids.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import type { EventStore } from '../../src/event-store/index.js';
-import type { DecisionEnvelope } from '../../src/http/envelope.js';
+import type { IdempotentAnswer } from '../../src/commands/idempotency.js';
 import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
 
@@ -190,7 +190,7 @@ describe('support streams (on the embedded store)', function () {
   });
 
   describe('idempotency keys', function () {
-    const envelope = { ok: true, code: 'SOLD' } as unknown as DecisionEnvelope;
+    const answer: IdempotentAnswer = { outcome: { lead_id: 1, code: 'SOLD', lead_status: 'sold', sold: true, revenue: 10, currency: 'USD' }, traceId: 'a'.repeat(32) };
     it('claim, complete, replay; another body conflicts; in flight is seen as such', async function () {
       const keys = new IdempotencyKeys(store, () => now.getTime());
       const body = Buffer.from('{"a":1}');
@@ -198,9 +198,9 @@ describe('support streams (on the embedded store)', function () {
       expect(first.kind).to.equal('claimed');
       expect((await keys.claim('sup', 'k-1', body)).kind).to.equal('in_flight');
       expect((await keys.claim('sup', 'k-1', Buffer.from('{"a":2}'))).kind).to.equal('other_body');
-      if (first.kind === 'claimed') await first.complete({ status: 201, envelope });
+      if (first.kind === 'claimed') await first.complete(answer);
       const replay = await keys.claim('sup', 'k-1', body);
-      expect(replay).to.deep.equal({ kind: 'replay', response: { status: 201, envelope } });
+      expect(replay).to.deep.equal({ kind: 'replay', answer });
       // Per supplier: another supplier's same key is its own.
       expect((await keys.claim('other', 'k-1', body)).kind).to.equal('claimed');
     });
@@ -220,7 +220,7 @@ describe('support streams (on the embedded store)', function () {
       const keys = new IdempotencyKeys(store, () => clock);
       const body = Buffer.from('{}');
       const first = await keys.claim('sup', 'k-2', body);
-      if (first.kind === 'claimed') await first.complete({ status: 201, envelope });
+      if (first.kind === 'claimed') await first.complete(answer);
       clock += 72 * 3_600_000 + 1;
       expect((await keys.claim('sup', 'k-2', body)).kind).to.equal('claimed');
       clock += 31_000;

@@ -7,8 +7,8 @@ import { Writable } from 'node:stream';
 import { createApp, type AppDeps } from '../../src/http/app.js';
 import type { DecisionEnvelope } from '../../src/http/envelope.js';
 import { createLogger } from '../../src/http/logger.js';
-import type { PostLead, PostLeadRequest } from '../../src/http/post-lead-port.js';
-import type { Principal } from '../../src/http/principal.js';
+import type { PostLead, PostLeadRequest, PostLeadResult } from '../../src/commands/post-lead/port.js';
+import type { Principal } from '../../src/keys/principal.js';
 import { startServers, type RunningServers } from '../../src/http/server.js';
 import { loadOrCreateTls, type TlsMaterial } from '../../src/http/tls.js';
 import { tempDir } from '../support/tmp.js';
@@ -51,6 +51,12 @@ export function soldEnvelope(traceId: string): DecisionEnvelope {
   };
 }
 
+/** What the post-lead command answers for a sold lead: the shell renders soldEnvelope from it. */
+export function soldResult(traceId: string, replayed = false): PostLeadResult {
+  const outcome = { lead_id: 42, code: 'SOLD', lead_status: 'sold', sold: true, revenue: 12.5, currency: 'USD' } as const;
+  return { kind: 'recorded', outcome, traceId, replayed };
+}
+
 export interface TestServer {
   readonly httpsPort: number;
   readonly httpPort: number;
@@ -76,7 +82,7 @@ export async function startTestServer(
   });
   const logger = createLogger({ destination, level: 'debug' });
   const calls: PostLeadRequest[] = [];
-  let stub: PostLead = async (req) => ({ status: 201, envelope: soldEnvelope(req.traceId) });
+  let stub: PostLead = async (req) => soldResult(req.traceId);
   const app = createApp({
     authenticate: (key) => KEYS.get(key ?? '') ?? null,
     postLead: (req) => {

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { EventStoreUnavailableError } from '../../src/event-store/port.js';
 import {
   BUYER_KEY, collect, ENVELOPE_FIELDS, postLeadTo, startTestServer, SUPPLIER, SUPPLIER_KEY,
-  soldEnvelope, type Reply, type TestServer,
+  soldResult, type Reply, type TestServer,
 } from './helpers.js';
 
 const LEAD = JSON.stringify({ first_name: 'Ada', last_name: 'Lovelace', email: 'ada@example.com' });
@@ -27,15 +27,11 @@ describe('http: POST /functions/leads', () => {
   afterEach(() => server.close());
 
   it('hands the principal, trace id, parsed body, raw bytes and idempotency key to postLead and sends its answer', async () => {
-    server.respondWith(async (req) => ({
-      status: 201,
-      envelope: soldEnvelope(req.traceId),
-      headers: { 'Idempotency-Replayed': 'true', 'Content-Type': 'text/html', 'X-Trace-Id': 'forged' },
-    }));
+    server.respondWith(async (req) => soldResult(req.traceId, true));
     const reply = await postLeadTo(server.httpsPort, LEAD, { 'idempotency-key': 'abc-123' });
     expect(reply.status).to.equal(201);
     expect(reply.headers['idempotency-replayed']).to.equal('true');
-    expect(reply.headers['content-type'], 'the command may not change the framing').to.equal('application/json; charset=utf-8');
+    expect(reply.headers['content-type']).to.equal('application/json; charset=utf-8');
     const body = reply.json();
     expect(body).to.include({ ok: true, code: 'SOLD', lead_id: 42, revenue: 12.5 });
     expect(reply.headers['x-trace-id']).to.equal(body.trace_id);
@@ -242,8 +238,11 @@ describe('http: POST /functions/leads', () => {
       expect((logged?.err as { stack?: string }).stack).to.match(/post-lead\.test\.(ts|js)/);
     });
 
-    it('500 when the command answers with an impossible status', async () => {
-      server.respondWith(async (req) => ({ status: 99, envelope: soldEnvelope(req.traceId) }));
+    it('500 when the command answers with an outcome the service does not have', async () => {
+      server.respondWith(async (req) => {
+        const sold = soldResult(req.traceId);
+        return sold.kind === 'recorded' ? { ...sold, outcome: { ...sold.outcome, code: 'NO_SUCH_OUTCOME' as never } } : sold;
+      });
       expectEnvelope(await postLeadTo(server.httpsPort, LEAD), 500, 'INTERNAL_ERROR');
     });
   });

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import {
-  ENVELOPE_FIELDS, postLeadTo, SECURITY_HEADERS, send, soldEnvelope, startTestServer, SUPPLIER_KEY, type Reply, type TestServer,
+  ENVELOPE_FIELDS, postLeadTo, SECURITY_HEADERS, send, soldResult, startTestServer, SUPPLIER_KEY, type Reply, type TestServer,
 } from './helpers.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -61,7 +61,7 @@ describe('http: routes, headers and trace ids', () => {
     try {
       expectSecurityHeaders(await postLeadTo(server.httpsPort, '{}'));
     } finally {
-      server.respondWith(async (req) => ({ status: 201, envelope: soldEnvelope(req.traceId) }));
+      server.respondWith(async (req) => soldResult(req.traceId));
     }
   });
 

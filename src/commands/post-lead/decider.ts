@@ -1,14 +1,5 @@
 import type { Enrichment } from '../../enrichment/check.js';
-import { verificationFailed } from '../../enrichment/enricher.js';
-import {
-  CURRENCY,
-  type DecisionEnvelope,
-  type FieldError,
-  OUTCOMES,
-  type OutcomeCode,
-  money,
-  responseWord,
-} from '../../http/envelope.js';
+import { CURRENCY, type FieldError, type LeadOutcome, type LeadOutcomeCode, money } from '../../leads/outcome.js';
 import type { LeadValidation } from '../../leads/validate.js';
 import type { LeadEvent, RoutingCandidate } from '../../events/lead-events.js';
 import type { Decider } from '../handler.js';
@@ -45,7 +36,7 @@ export interface LeadState {
   readonly leadId: number | null;
   readonly test: boolean;
   readonly status: 'none' | 'received' | 'routed' | 'rejected' | 'unsold' | 'sold';
-  readonly code: OutcomeCode | null;
+  readonly code: LeadOutcomeCode | null;
   readonly errors: FieldError[];
   readonly buyer: string | null;
   readonly bucket: string | null;
@@ -120,12 +111,14 @@ export function decide(command: PostLeadCommand, state: LeadState): LeadEvent[] 
   }
   if (!command.enrichment) throw new Error('a valid, non-duplicate lead needs its enrichment');
   const enriched: LeadEvent = { type: 'LeadEnriched', data: { lead_id, checks: command.enrichment } };
-  if (verificationFailed(command.enrichment)) {
+  const routing = command.routing;
+  // The post path routes only a lead whose phone and e-mail checks did not fail (the rule is
+  // verificationFailed, applied once, there): a lead not routed is rejected, naming each check.
+  if (!routing) {
     const errors = (['phone', 'email'] as const).filter((check) => command.enrichment![check].result === 'fail').map((check) => VERIFICATION_ERRORS[check]);
+    if (errors.length === 0) throw new Error('a verified lead needs its routing decision');
     return [received, enriched, { type: 'LeadRejected', data: { lead_id, code: 'VERIFICATION_FAILED', errors, rejected_at: at } }];
   }
-  const routing = command.routing;
-  if (!routing) throw new Error('a verified lead needs its routing decision');
   const routed: LeadEvent = {
     type: 'LeadRouted',
     data: {
@@ -170,25 +163,18 @@ export const foldLead = (events: readonly LeadEvent[]): LeadState => events.redu
 /** The lead's own stream: written once, when the lead is posted. */
 export const leadDecider: Decider<PostLeadCommand, LeadState, LeadEvent> = { initialState: initialLeadState, evolve, decide };
 
-/** The decision envelope of a recorded lead, read off its folded state. */
-export function envelopeOf(state: LeadState, traceId: string): { status: number; envelope: DecisionEnvelope } {
+/** The outcome of a recorded lead, read off its folded state. */
+export function outcomeOf(state: LeadState): LeadOutcome {
   if (state.code === null || state.leadId === null) throw new Error('the lead has no outcome yet');
-  const outcome = OUTCOMES[state.code];
-  const accepted = outcome.acceptance === 'accepted';
-  const envelope: DecisionEnvelope = {
-    ok: accepted,
-    trace_id: traceId,
-    acceptance: outcome.acceptance,
+  const sold = state.status === 'sold';
+  return {
     lead_id: state.leadId,
-    lead_status: state.status === 'sold' ? 'sold' : state.status === 'unsold' ? 'unsold' : 'rejected',
-    sold: state.status === 'sold',
-    revenue: state.status === 'sold' ? money(state.revenue) : 0,
-    currency: state.currency,
     code: state.code,
-    message: outcome.message,
-    Response: responseWord(outcome.acceptance),
+    lead_status: sold ? 'sold' : state.status === 'unsold' ? 'unsold' : 'rejected',
+    sold,
+    revenue: sold ? money(state.revenue) : 0,
+    currency: state.currency,
+    ...(state.code === 'INVALID' || state.errors.length > 0 ? { errors: state.errors } : {}),
+    ...(state.test ? { test: true as const } : {}),
   };
-  if (state.code === 'INVALID' || state.errors.length > 0) envelope.errors = state.errors;
-  if (state.test) envelope.test = true;
-  return { status: outcome.status, envelope };
 }

@@ -1,13 +1,14 @@
 import { LEAD_EVENT_SCHEMA, type LeadEvent } from '../lead-events.js';
 import { EventCodec, type Upcaster } from './codec.js';
+import { idempotentResponseV0 } from './idempotent-response-v0.js';
 import { leadReceivedV0 } from './lead-received-v0.js';
 
 export { EventCodec, EventDecodeError, EventEncodeError, UpcastError, type Upcaster, type EventCodecOptions } from './codec.js';
 export { codedEventStore } from './coded-event-store.js';
 
 // The versions and upcasters of leadpost's events (docs/events.md, "Schema versions and
-// upcasting", tells their history). Types not listed here (the support streams, the API keys)
-// have never changed layout: they pass through as stored, and the first change of one lists it.
+// upcasting", tells their history). Types not listed here (the other support-stream events, the
+// API keys) have never changed layout: they pass through as stored, and the first change of one lists it.
 
 /** The current version of every event of a lead's stream: a type missing here fails to compile. */
 const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
@@ -26,7 +27,10 @@ const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
 /** Version 1 only began stamping the version: apart from LeadReceived the data did not change. */
 const stampedOnly = (type: string): Upcaster => ({ type, from: 0, to: 1, up: (data) => data });
 
+/** Support-stream events whose layout changed: the idempotency stream once kept an HTTP answer. */
+const SUPPORT_EVENT_VERSIONS = { IdempotentResponseRecorded: 1 };
+
 export const EVENT_CODEC = new EventCodec({
-  current: LEAD_EVENT_VERSIONS,
-  upcasters: [leadReceivedV0, ...Object.keys(LEAD_EVENT_VERSIONS).filter((type) => type !== 'LeadReceived').map(stampedOnly)],
+  current: { ...LEAD_EVENT_VERSIONS, ...SUPPORT_EVENT_VERSIONS },
+  upcasters: [leadReceivedV0, idempotentResponseV0, ...Object.keys(LEAD_EVENT_VERSIONS).filter((type) => type !== 'LeadReceived').map(stampedOnly)],
 });

@@ -1,0 +1,174 @@
+import type { Enrichment } from '../../enrichment/check.js';
+import { verificationFailed } from '../../enrichment/enricher.js';
+import type { EventStore } from '../../event-store/index.js';
+import { LEAD_EVENT_SCHEMA, type RoutingCandidate, leadStream } from '../../events/lead-events.js';
+import type { NormalisedLead } from '../../leads/lead.js';
+import type { LeadOutcome } from '../../leads/outcome.js';
+import type { LeadValidation } from '../../leads/validate.js';
+import type { LoadedRoutingConfig } from '../../routing/load-config.js';
+import { capPeriods, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
+import type { CapLedger, CapPeriod } from '../caps.js';
+import { type ContactClaim, type ContactKind, type ContactRegistry, retryWhileClaimsBlock } from '../contacts.js';
+import { handleCommand } from '../handler.js';
+import type { IdempotencyKeys } from '../idempotency.js';
+import type { LeadIdAllocator } from '../lead-ids.js';
+import { type PostLeadCommand, type RoutingDecision, leadDecider, outcomeOf } from './decider.js';
+import type { PostLead, PostLeadRequest, PostLeadResult } from './port.js';
+
+// POST /functions/leads behind the HTTP shell (src/http/post-lead-route.ts), in the order a lead
+// is decided: Idempotency-Key → validate and normalise → dedupe → enrich → route → one atomic
+// append of the lead's events → the outcome folded from them. Each stage either ends the lead
+// (recording why) or hands its finding to the next; the decider turns the findings into events.
+
+export interface PostLeadDeps {
+  readonly store: EventStore;
+  readonly leadIds: LeadIdAllocator;
+  readonly validate: (body: Readonly<Record<string, unknown>>) => LeadValidation;
+  readonly enrich: (lead: NormalisedLead) => Promise<Enrichment>;
+  /** The routing file in force (read per lead, so a reload needs no restart). */
+  readonly routing: () => LoadedRoutingConfig;
+  readonly contacts: ContactRegistry;
+  readonly caps: CapLedger;
+  readonly idempotency: IdempotencyKeys;
+  readonly now: () => Date;
+}
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+/** The cap slots a sale took, to give back if its lead is not recorded (none for a test lead). */
+interface Reservation {
+  readonly buyer: string;
+  readonly caps: readonly CapPeriod[];
+}
+
+export function createPostLead(deps: PostLeadDeps): PostLead {
+  const route = createRouter(deps.caps);
+
+  return async function postLead(request) {
+    // 1. Idempotency-Key: of several requests with one key, the first records the lead and the
+    //    others get its answer, as it was.
+    const key = request.idempotencyKey;
+    if (key === undefined) return recorded(await decideLead(request), request.traceId);
+    if (!IDEMPOTENCY_KEY.test(key)) return conflict('malformed_key');
+    const claim = await deps.idempotency.claim(request.principal.name, key, request.rawBody);
+    if (claim.kind === 'replay') return { kind: 'recorded', outcome: claim.answer.outcome, traceId: claim.answer.traceId, replayed: true };
+    if (claim.kind !== 'claimed') return conflict(claim.kind);
+    let outcome: LeadOutcome;
+    try {
+      outcome = await decideLead(request);
+    } catch (error) {
+      await claim.abandon().catch(() => {});
+      throw error;
+    }
+    // The lead is durable whether or not this lands; a replay then re-runs the key after it goes stale.
+    await claim.complete({ outcome, traceId: request.traceId }).catch(() => {});
+    return recorded(outcome, request.traceId);
+  };
+
+  async function decideLead(request: PostLeadRequest): Promise<LeadOutcome> {
+    // One clock and one routing file for the whole lead, even if the file is reloaded meanwhile.
+    const now = deps.now();
+    const routing = deps.routing();
+    const leadId = await deps.leadIds.nextId();
+    const who = { leadId, supplier: request.principal.name, keyId: request.principal.keyId, now };
+    const record = (command: PostLeadCommand) => recordLead(request, command);
+
+    // 2. Validate and normalise: every failing field is named at once.
+    const validation = deps.validate(request.body);
+    if (!validation.ok) return record({ ...who, validation });
+    const lead = validation.lead;
+
+    // 3. Dedupe: an accepted lead claims its mobile and e-mail for the duplicate window. A test
+    //    lead is checked against real claims but takes none, so test traffic never blocks a real lead.
+    const contacts: Array<[ContactKind, string]> = [
+      ['mobile', lead.mobile],
+      ['email', lead.email],
+    ];
+    const claimed = lead.test
+      ? { duplicates: await deps.contacts.duplicates(contacts, now, routing.duplicate_window_days) }
+      : await deps.contacts.claim(contacts, leadId, now, routing.duplicate_window_days);
+    if ('duplicates' in claimed && claimed.duplicates.length > 0) return record({ ...who, validation, duplicates: claimed.duplicates });
+    const claims = 'claims' in claimed ? claimed.claims : [];
+
+    let reservation: Reservation | null = null;
+    try {
+      // 4. Enrich: phone, e-mail and consent checks; a phone or e-mail that fails rejects the lead.
+      //    A rejected lead's claims need no release: a claim counts only while its lead is accepted.
+      const enrichment = await deps.enrich(lead);
+      if (verificationFailed(enrichment)) return await record({ ...who, validation, enrichment });
+
+      // 5. Route: the buyers that may take it, ranked, the first with room in its caps; else a bucket.
+      const routed = await route(routing, lead, enrichment, leadId, now);
+      reservation = routed.reservation;
+
+      // 6. One atomic append of the lead's events, and the outcome folded from them.
+      return await record({ ...who, validation, enrichment, routing: routed.decision });
+    } catch (error) {
+      giveBack(claims, reservation, leadId, now);
+      throw error;
+    }
+  }
+
+  async function recordLead(request: PostLeadRequest, command: PostLeadCommand): Promise<LeadOutcome> {
+    const metadata = {
+      trace_id: request.traceId,
+      schema: LEAD_EVENT_SCHEMA,
+      occurred_at: command.now.toISOString(),
+      supplier_id: request.principal.name,
+      correlation_id: request.traceId,
+      causation_id: `request:${request.traceId}`,
+    };
+    // A lead's stream is new by construction (its id was just reserved): no read before the append.
+    const { state } = await handleCommand(deps.store, leadStream(command.leadId), leadDecider, command, { assumeNew: true, metadata });
+    return outcomeOf(state);
+  }
+
+  /** Contact claims and cap slots of a lead that was not recorded go back, so the supplier's retry is not refused. */
+  function giveBack(claims: ContactClaim[], reservation: Reservation | null, leadId: number, now: Date): void {
+    retryWhileClaimsBlock(async () => {
+      await deps.contacts.release(claims, now);
+      if (reservation) await deps.caps.release(reservation.buyer, reservation.caps, leadId);
+    });
+  }
+}
+
+const recorded = (outcome: LeadOutcome, traceId: string): PostLeadResult => ({ kind: 'recorded', outcome, traceId, replayed: false });
+const conflict = (reason: 'in_flight' | 'other_body' | 'malformed_key'): PostLeadResult => ({ kind: 'idempotency_conflict', reason });
+
+/**
+ * The routing stage: filters and strategy rank the buyers (pure, in src/routing), then the first
+ * buyer with room in every cap takes the lead and a slot in each. A test lead meets a full cap as
+ * a real lead would, but only looks: it takes no slot.
+ */
+function createRouter(caps: CapLedger) {
+  let roundRobinTurn = 0;
+  return async function route(config: LoadedRoutingConfig, lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date) {
+    const decisions = evaluateBuyers(config, lead, enrichment, now);
+    // evaluateBuyers made these objects for this lead alone; a buyer found full is replaced below.
+    const candidates: RoutingCandidate[] = [...decisions];
+    let winner: { buyer: string; price: number } | null = null;
+    let reservation: Reservation | null = null;
+    for (const buyerId of rankEligible(config, decisions, roundRobinTurn++)) {
+      const buyer = config.buyers.find((b) => b.id === buyerId)!;
+      const periods = capPeriods(buyer, now);
+      const room = periods.length === 0 || (lead.test ? await caps.hasRoom(buyerId, periods) : await caps.reserve(buyerId, periods, leadId));
+      if (room) {
+        winner = { buyer: buyerId, price: buyer.price };
+        if (!lead.test && periods.length > 0) reservation = { buyer: buyerId, caps: periods };
+        break;
+      }
+      const index = candidates.findIndex((c) => c.buyer === buyerId);
+      const full = periods.map((c) => `${c.key} cap ${c.max}`).join(', ');
+      candidates[index] = { ...candidates[index]!, eligible: false, reason: 'cap_reached', detail: full };
+    }
+    const decision: RoutingDecision = {
+      target: winner ? { kind: 'buyer', id: winner.buyer } : { kind: 'bucket', id: chooseBucket(config, lead) },
+      price: winner?.price ?? 0,
+      currency: config.currency,
+      strategy: config.strategy,
+      version: config.version,
+      candidates,
+    };
+    return { decision, reservation };
+  };
+}

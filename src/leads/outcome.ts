@@ -1,0 +1,42 @@
+// What became of a posted lead, in the lead business's terms: the outcome code, whether the lead
+// was accepted, the money, and every field that failed. HTTP turns an outcome into a status and
+// the decision envelope; the domain never knows either.
+
+export type Acceptance = 'accepted' | 'rejected' | 'error';
+export type LeadStatus = 'sold' | 'unsold' | 'rejected';
+
+/** A named failing input: which field, a stable code, and a message that never echoes the value. */
+export interface FieldError {
+  readonly field: string;
+  readonly code: string;
+  readonly message: string;
+}
+
+/** Every outcome of a recorded lead, with whether it counts as accepted and its default message. */
+export const LEAD_OUTCOMES = {
+  SOLD: { acceptance: 'accepted', message: 'Lead accepted and sold.' },
+  UNSOLD: { acceptance: 'accepted', message: 'Lead accepted; no buyer took it.' },
+  INVALID: { acceptance: 'rejected', message: 'Lead rejected: one or more fields are invalid.' },
+  VERIFICATION_FAILED: { acceptance: 'rejected', message: 'Lead rejected: phone or e-mail verification failed.' },
+  DUPLICATE: { acceptance: 'rejected', message: 'Lead rejected: the same mobile or e-mail was accepted recently.' },
+} as const satisfies Record<string, { acceptance: Acceptance; message: string }>;
+
+export type LeadOutcomeCode = keyof typeof LEAD_OUTCOMES;
+
+/** The answer to a lead post, folded from the lead's events. */
+export interface LeadOutcome {
+  readonly lead_id: number;
+  readonly code: LeadOutcomeCode;
+  readonly lead_status: LeadStatus;
+  readonly sold: boolean;
+  readonly revenue: number;
+  readonly currency: string;
+  /** Every field that failed (INVALID), or each one concerned (DUPLICATE, VERIFICATION_FAILED). */
+  readonly errors?: readonly FieldError[];
+  readonly test?: true;
+}
+
+export const CURRENCY = 'USD';
+
+/** Money as the service states it: a number with at most 2 decimals. */
+export const money = (amount: number): number => Math.round(amount * 100) / 100;
