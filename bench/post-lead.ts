@@ -155,7 +155,7 @@ export function posts(
 }
 
 /** `posts` for `seconds` after a warm-up, with the server's CPU time over the measured part. */
-export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number) {
+async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number) {
   await posts(url, headers, body, counter, { duration: warmup });
   counter.measuring = true;
   const cpuBefore = cpuSeconds(serverPid);

@@ -38,7 +38,7 @@ async function timedRebuild(store: EventStore, readModels: EmbeddedReadModelStor
 }
 
 /** Each projection rebuilt alone, then all of them at once (what `leadpost replay` runs by default). */
-export async function replayEach(store: EventStore, readModels: EmbeddedReadModelStore, tag: string): Promise<ReplayResult[]> {
+async function replayEach(store: EventStore, readModels: EmbeddedReadModelStore, tag: string): Promise<ReplayResult[]> {
   const results: ReplayResult[] = [];
   for (const projection of PROJECTIONS) results.push(await timedRebuild(store, readModels, [projection], `${tag}_one`));
   results.push(await timedRebuild(store, readModels, PROJECTIONS, `${tag}_all`));

@@ -71,7 +71,7 @@ export const FEEDBACK_SCHEMA = {
   },
 } as const;
 
-export type FeedbackBody = FromSchema<typeof FEEDBACK_SCHEMA>;
+type FeedbackBody = FromSchema<typeof FEEDBACK_SCHEMA>;
 
 const validateFeedback = new Ajv({ allErrors: true, strict: true }).compile<FeedbackBody>(FEEDBACK_SCHEMA);
 

@@ -43,7 +43,7 @@ const UNREAD: Usage = { state: capDecider.initialState, revision: -1 };
 
 const MAX_CACHED_PERIODS = 10_000;
 
-export const capStream = (buyer: string, cap: CapPeriod): string => `cap-${buyer}-${cap.index}-${cap.key}`;
+const capStream = (buyer: string, cap: CapPeriod): string => `cap-${buyer}-${cap.index}-${cap.key}`;
 
 interface PendingTake {
   readonly leadId: number;

@@ -13,7 +13,7 @@ export interface ContactClaimed {
   readonly data: { readonly lead_id: number; readonly claimed_at: string };
 }
 
-export interface ContactReleased {
+interface ContactReleased {
   readonly type: 'ContactReleased';
   readonly data: { readonly lead_id: number; readonly released_at: string };
 }
@@ -68,7 +68,7 @@ export interface ContactClaim {
 export type ContactClaims = { readonly claims: ContactClaim[] } | { readonly duplicates: ContactKind[] };
 
 /** A lead whose stream is still missing this long after its claim will never be recorded. */
-export const CLAIM_IN_FLIGHT_MS = 10_000;
+const CLAIM_IN_FLIGHT_MS = 10_000;
 const DAY_MS = 86_400_000;
 const RELEASE_RETRY_MS = 250;
 

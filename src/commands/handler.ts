@@ -19,7 +19,7 @@ export interface DomainEvent<Type extends string = string, Data = unknown> {
 }
 
 /** An event as a fold sees it: read from the store (with its metadata) or just decided. */
-export type StreamEvent<Event extends DomainEvent> = Event & { readonly metadata?: EventMetadata };
+type StreamEvent<Event extends DomainEvent> = Event & { readonly metadata?: EventMetadata };
 
 export interface Decider<Command, State, Event extends DomainEvent> {
   readonly initialState: State;

@@ -15,9 +15,9 @@ import { retryAfterMs } from './retry-after.js';
 // buyer drops the copy.
 
 /** How long after its time box a claimed attempt with no outcome counts as lost, not in flight on another instance. */
-export const LOST_AFTER_MS = 30_000;
+const LOST_AFTER_MS = 30_000;
 
-export interface ClaimedAttempt {
+interface ClaimedAttempt {
   readonly attempt: number;
   readonly started_at: string;
   readonly timeout_ms: number;
@@ -44,7 +44,7 @@ export interface StreamEvent {
   readonly metadata?: Record<string, unknown>;
 }
 
-export const initialDeliveryState: DeliveryState = {
+const initialDeliveryState: DeliveryState = {
   received: null,
   sale: null,
   traceId: null,
@@ -85,7 +85,7 @@ function applyEvent(state: DeliveryState, recorded: StreamEvent): DeliveryState 
 
 const closes = (state: DeliveryState, attempt: number) => (state.open?.attempt === attempt ? null : state.open);
 
-export type SkipReason = 'not_sold' | 'test_lead' | 'delivered' | 'failed' | 'not_due' | 'in_flight';
+type SkipReason = 'not_sold' | 'test_lead' | 'delivered' | 'failed' | 'not_due' | 'in_flight';
 
 export type Step =
   | { readonly kind: 'skip'; readonly reason: SkipReason }
@@ -128,7 +128,7 @@ export function nextStep(state: DeliveryState, context: StepContext): Step {
   return { kind: 'send', attempt: state.lastAttempt + 1, lost: null };
 }
 
-export function claimOf(sale: LeadSold['data'], attempt: number, startedAt: Date, timeoutMs: number): LeadDeliveryAttempted['data'] {
+function claimOf(sale: LeadSold['data'], attempt: number, startedAt: Date, timeoutMs: number): LeadDeliveryAttempted['data'] {
   return { lead_id: sale.lead_id, buyer: sale.buyer, attempt, started_at: startedAt.toISOString(), timeout_ms: timeoutMs };
 }
 
@@ -157,7 +157,7 @@ export interface OutcomeContext {
  * Answers that say "not now" rather than "no": request timeout, too early, too many requests, and
  * every 5xx. Any other answer (a 4xx, or a redirect we do not follow) would come back the same.
  */
-export function retryableStatus(status: number): boolean {
+function retryableStatus(status: number): boolean {
   return status === 408 || status === 425 || status === 429 || (status >= 500 && status < 600);
 }
 

@@ -6,7 +6,7 @@ import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from './signature.js
 // and the price the buyer pays. Internal fields (certificate id, test flag, key id) stay home.
 
 /** The consumer fields a buyer receives. */
-export type DeliveredLead = Pick<
+type DeliveredLead = Pick<
   NormalisedLead,
   'first_name' | 'last_name' | 'email' | 'mobile' | 'mobile_national' | 'zip' | 'zip4' | 'accident_state' | 'certificate_url'
 >;
@@ -43,7 +43,7 @@ export function deliveryBody(received: LeadReceived['data'], sale: LeadSold['dat
 }
 
 /** The same key on every attempt of a lead, so the buyer can drop a copy we could not know it had. */
-export const idempotencyKey = (leadId: number): string => `lead-${leadId}`;
+const idempotencyKey = (leadId: number): string => `lead-${leadId}`;
 
 export function deliveryHeaders(leadId: number, body: string, now: Date, secret: string | null): Record<string, string> {
   const timestamp = String(Math.floor(now.getTime() / 1000));

@@ -6,7 +6,7 @@
 import type { FromSchema } from 'json-schema-to-ts';
 import { type DecisionEnvelope, OUTCOMES, type OutcomeCode } from '../http/envelope.js';
 
-export const OUTCOME_CODES = Object.keys(OUTCOMES) as OutcomeCode[];
+const OUTCOME_CODES = Object.keys(OUTCOMES) as OutcomeCode[];
 
 export const FIELD_ERROR_SCHEMA = {
   type: 'object',

@@ -11,7 +11,7 @@ import { INVALID_INPUT_MESSAGE } from '../http/shell.js';
 import { createLeadValidator } from '../leads/validate.js';
 import { ReadBack, ReadBackInputError } from '../read-models/read-back.js';
 
-export const EXAMPLE_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+const EXAMPLE_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 
 export const EXAMPLE_LEAD = {
   first_name: 'Ada',

@@ -25,7 +25,7 @@ import {
 } from './read-back-schemas.js';
 import { type Json, ROUTE_DOCS, type RouteDoc, ref, schema } from './route-docs.js';
 
-export { ROUTE_DOCS, UNDOCUMENTED_ROUTES } from './route-docs.js';
+export {  UNDOCUMENTED_ROUTES } from './route-docs.js';
 
 
 const HEADERS: Readonly<Record<string, Json>> = {
@@ -41,7 +41,7 @@ const HEADERS: Readonly<Record<string, Json>> = {
 const headerRef = (name: string) => ref('headers', name.replaceAll('-', ''));
 
 /** The HTTP status an example answers with. */
-export function exampleStatus(name: ExampleName): number {
+function exampleStatus(name: ExampleName): number {
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY' || name === 'INVALID_INPUT') return 422;
   if (name === 'HEADERS_TOO_LARGE') return 431;
   return OUTCOMES[name].status;

@@ -34,7 +34,7 @@ export interface RouteDoc {
 
 export const ref = (kind: string, name: string) => ({ $ref: `#/components/${kind}/${name}` });
 export const schema = (name: string) => ref('schemas', name);
-export const json = (body: Json) => ({ 'application/json': { schema: body } });
+const json = (body: Json) => ({ 'application/json': { schema: body } });
 const query = (name: string, description: string, body: Json) => ({ name, in: 'query', required: false, description, schema: body });
 const LEAD_ID = { name: 'lead_id', in: 'path', required: true, schema: { type: 'integer', minimum: 1 } };
 const PAGING = [

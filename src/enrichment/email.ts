@@ -42,9 +42,9 @@ export interface EmailVerifierOptions {
 }
 
 /** Defaults of the cache: a found route an hour, no route 5 minutes, a DNS error 30 s. */
-export const MX_CACHE_TTL_MS = 60 * 60 * 1000;
-export const MX_NEGATIVE_TTL_MS = 5 * 60 * 1000;
-export const MX_ERROR_TTL_MS = 30 * 1000;
+const MX_CACHE_TTL_MS = 60 * 60 * 1000;
+const MX_NEGATIVE_TTL_MS = 5 * 60 * 1000;
+const MX_ERROR_TTL_MS = 30 * 1000;
 /** How long the canary's verdict on DNS is kept. */
 const CANARY_TTL_MS = 60 * 1000;
 
@@ -60,7 +60,7 @@ export function isDisposableDomain(domain: string): boolean {
 }
 
 /** The production resolver: its own timeout and a single try, so it never outlives the verifier's time box by much. */
-export function createDnsMxResolver(options: { timeoutMs?: number; servers?: readonly string[] } = {}): MxResolver {
+function createDnsMxResolver(options: { timeoutMs?: number; servers?: readonly string[] } = {}): MxResolver {
   const resolver = new Resolver({ timeout: options.timeoutMs ?? 300, tries: 1 });
   if (options.servers) resolver.setServers([...options.servers]);
   return {

@@ -95,7 +95,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null;
 }
 
-export function isWrongExpectedVersion(error: unknown): error is { actualVersion: CurrentRevision } {
+function isWrongExpectedVersion(error: unknown): error is { actualVersion: CurrentRevision } {
   return isObject(error) && error.type === ErrorType.WRONG_EXPECTED_VERSION && 'actualVersion' in error;
 }
 

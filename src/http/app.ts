@@ -37,7 +37,7 @@ export interface AppDeps {
   ops?: OpsDeps;
 }
 
-export const DEFAULT_BODY_BYTES = 64 * 1024;
+const DEFAULT_BODY_BYTES = 64 * 1024;
 
 export function createApp(deps: AppDeps): Koa<ShellState> {
   const bodyBytes = deps.limits?.bodyBytes ?? DEFAULT_BODY_BYTES;

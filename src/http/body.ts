@@ -12,7 +12,7 @@ import type { ShellState } from './state.js';
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** `application/json`, any case, optionally with a UTF-8 charset (RFC 8259 allows no other). */
-export function isJsonContentType(header: string | undefined): boolean {
+function isJsonContentType(header: string | undefined): boolean {
   if (!header) return false;
   const [type = '', ...parameters] = header.split(';');
   if (type.trim().toLowerCase() !== 'application/json') return false;

@@ -1,8 +1,8 @@
 // The decision envelope: every response of the service carries all of its fields.
 import { type Acceptance, CURRENCY, type FieldError, LEAD_OUTCOMES, type LeadOutcome, type LeadStatus } from '../leads/outcome.js';
 
-export type { Acceptance, FieldError, LeadStatus } from '../leads/outcome.js';
-export type ResponseWord = 'Success' | 'Failure' | 'Error';
+export type { Acceptance, FieldError,  } from '../leads/outcome.js';
+type ResponseWord = 'Success' | 'Failure' | 'Error';
 
 export interface DecisionEnvelope {
   ok: boolean;

@@ -13,7 +13,7 @@ interface Answer {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-export function answerOf(result: PostLeadResult, traceId: string): Answer {
+function answerOf(result: PostLeadResult, traceId: string): Answer {
   if (result.kind === 'recorded') {
     const answer = { status: OUTCOMES[result.outcome.code].status, envelope: leadEnvelope(result.outcome, result.traceId) };
     return result.replayed ? { ...answer, headers: { 'Idempotency-Replayed': 'true' } } : answer;

@@ -8,15 +8,15 @@ export const API_KEYS_STREAM = 'api-keys';
 export const ROLES = ['supplier', 'buyer', 'analyst', 'admin'] as const;
 export type Role = (typeof ROLES)[number];
 
-export interface ApiKeyIssued {
+interface ApiKeyIssued {
   readonly type: 'ApiKeyIssued';
   readonly data: { readonly id: string; readonly role: Role; readonly name: string; readonly hash: string; readonly issued_at: string };
 }
-export interface ApiKeyRevoked {
+interface ApiKeyRevoked {
   readonly type: 'ApiKeyRevoked';
   readonly data: { readonly id: string; readonly revoked_at: string };
 }
-export interface ApiKeyRotated {
+interface ApiKeyRotated {
   readonly type: 'ApiKeyRotated';
   readonly data: { readonly id: string; readonly replaced_by: string; readonly expires_at: string };
 }
@@ -106,7 +106,7 @@ const isString = (value: unknown): value is string => typeof value === 'string';
  * Whether a recorded event is a well-formed key event. Anything else in the stream (a future
  * event type, a damaged record) is skipped rather than allowed to stall the fold.
  */
-export function isApiKeyEvent(event: { type: string; data: unknown }): event is ApiKeyEvent {
+function isApiKeyEvent(event: { type: string; data: unknown }): event is ApiKeyEvent {
   const data = event.data as Record<string, unknown> | null;
   if (typeof data !== 'object' || data === null || !isString(data.id)) return false;
   switch (event.type) {

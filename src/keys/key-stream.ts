@@ -11,7 +11,7 @@ export interface LoadedKeys {
   readonly revision: number;
 }
 
-export const NO_KEYS: LoadedKeys = { state: initialKeyState, revision: -1 };
+const NO_KEYS: LoadedKeys = { state: initialKeyState, revision: -1 };
 
 /** Folds the events after `from` into it: the whole stream when `from` is omitted. */
 export async function loadKeys(store: EventStore, from: LoadedKeys = NO_KEYS): Promise<LoadedKeys> {

@@ -29,7 +29,7 @@ const MAX_FIELD_NAME = 64;
 // alphabetic (or punycode) top-level label. Quoted local parts and IP literals are not leads.
 const EMAIL = /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+(?:[a-z]{2,63}|xn--[a-z0-9-]{1,59})$/;
 
-export function isLeadEmail(value: string): boolean {
+function isLeadEmail(value: string): boolean {
   const at = value.lastIndexOf('@');
   return value.length <= 254 && at > 0 && at <= 64 && EMAIL.test(value);
 }

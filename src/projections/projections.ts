@@ -174,7 +174,7 @@ export const feedbackProjection: Projection = {
 };
 
 /** Report dimensions, in the order of a bucket's key after its hour. Never s1: see reportsProjection. */
-export const REPORT_DIMENSIONS = ['supplier', 'sid', 'state', 'buyer', 'test'] as const;
+const REPORT_DIMENSIONS = ['supplier', 'sid', 'state', 'buyer', 'test'] as const;
 
 /**
  * Report counters twice: in hourly buckets by the dimensions above, whose number grows with time

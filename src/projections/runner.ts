@@ -34,7 +34,7 @@ export interface ProjectionStatus {
 
 const MAX_REMEMBERED_LEADS = 10_000;
 const MAX_BACKOFF_MS = 5000;
-export const LAG_COUNT_LIMIT = 10_000;
+const LAG_COUNT_LIMIT = 10_000;
 
 /** Physical collection names of a projection build: `leads_v1`, `leads_v1_r1732233000`. */
 export const collectionName = (base: string, tag: string): string => `${base}_${tag}`;

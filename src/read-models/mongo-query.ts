@@ -58,7 +58,7 @@ export interface LeadingWindow {
 }
 
 /** Documents whose `field` lies in the window; null sorts first, as in the key order. */
-export function windowQuery(field: string, window: LeadingWindow): Document | null {
+function windowQuery(field: string, window: LeadingWindow): Document | null {
   const { from, to } = window;
   if (to === null) return { [field]: null };
   const range: Document = {};

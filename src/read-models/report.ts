@@ -7,7 +7,7 @@ import { localTime, pad } from '../routing/local-time.js';
 export const GROUP_BY = ['day', 'sid', 's1', 'state', 'buyer', 'supplier'] as const;
 export type GroupBy = (typeof GROUP_BY)[number];
 
-export const REJECTION_CODES = ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE'] as const;
+const REJECTION_CODES = ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE'] as const;
 
 export interface ReportBucket {
   readonly hour: string;

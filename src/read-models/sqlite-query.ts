@@ -9,7 +9,7 @@ import { type Predicate, type Scalar, checkFindOptions, checkQueryField, predica
 // number, true never equals 1); json_extract would blur those, so every comparison also checks
 // json_type. The index still narrows on the json_extract part.
 
-export type Param = string | number | null;
+type Param = string | number | null;
 
 export interface SqlPart {
   readonly sql: string;
@@ -17,7 +17,7 @@ export interface SqlPart {
 }
 
 /** The SQL expression for a field: the `id` column for `_id`, else the JSON value at its path. */
-export function fieldExpr(field: string): string {
+function fieldExpr(field: string): string {
   checkQueryField(field);
   return field === '_id' ? 'id' : `json_extract(doc, '$.${field}')`;
 }

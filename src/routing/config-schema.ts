@@ -4,17 +4,17 @@
 import { Ajv, type JSONSchemaType } from 'ajv';
 import { US_STATE_CODES } from '../leads/us-states.js';
 
-export const STRATEGIES = ['highest_price', 'priority', 'round_robin'] as const;
+const STRATEGIES = ['highest_price', 'priority', 'round_robin'] as const;
 export type Strategy = (typeof STRATEGIES)[number];
 
-export const CAP_PERIODS = ['hour', 'day', 'week', 'month'] as const;
+const CAP_PERIODS = ['hour', 'day', 'week', 'month'] as const;
 export type CapPeriod = (typeof CAP_PERIODS)[number];
 
 export const WEEKDAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'] as const;
 export type Weekday = (typeof WEEKDAYS)[number];
 
 /** `not_fail` also takes a lead whose check came back `unknown` (provider down, DNS timeout). */
-export const REQUIREMENTS = ['pass', 'not_fail'] as const;
+const REQUIREMENTS = ['pass', 'not_fail'] as const;
 export type Requirement = (typeof REQUIREMENTS)[number];
 
 export const DEFAULTS = {
@@ -32,7 +32,7 @@ export const DEFAULTS = {
   bucket: { id: 'unsold', default: true },
 } as const;
 
-export interface CapEntry {
+interface CapEntry {
   readonly period: CapPeriod;
   readonly max: number;
   readonly tz?: string;
@@ -45,11 +45,11 @@ export interface HoursEntry {
   readonly end: string;
 }
 
-export interface PullDeliveryEntry {
+interface PullDeliveryEntry {
   readonly kind: 'pull';
 }
 
-export interface WebhookDeliveryEntry {
+interface WebhookDeliveryEntry {
   readonly kind: 'webhook';
   readonly url: string;
   readonly timeout_ms?: number;
@@ -59,7 +59,7 @@ export interface WebhookDeliveryEntry {
 
 export type DeliveryEntry = PullDeliveryEntry | WebhookDeliveryEntry;
 
-export interface RequireEntry {
+interface RequireEntry {
   readonly phone?: Requirement;
   readonly email?: Requirement;
   readonly consent?: Requirement;
@@ -205,7 +205,7 @@ const BUCKET = {
   additionalProperties: false,
 } as const;
 
-export const routingFileSchema = {
+const routingFileSchema = {
   $id: 'https://leadpost.example/schemas/routing.json',
   type: 'object',
   properties: {

@@ -9,7 +9,7 @@ import {
   type RoutingFile, type Strategy, type Weekday,
 } from './config-schema.js';
 
-export interface Cap {
+interface Cap {
   readonly period: CapPeriod;
   readonly max: number;
   readonly tz: string;
@@ -24,7 +24,7 @@ export interface Hours {
   readonly end: string;
 }
 
-export type Delivery =
+type Delivery =
   | { readonly kind: 'pull' }
   | { readonly kind: 'webhook'; readonly url: string; readonly timeout_ms: number; readonly max_attempts: number; readonly secret_env: string | null };
 
@@ -50,7 +50,7 @@ export interface Buyer {
   readonly return_reasons: readonly string[];
 }
 
-export interface Bucket {
+interface Bucket {
   readonly id: string;
   readonly default: boolean;
   readonly states: readonly string[] | null;
@@ -163,7 +163,7 @@ function versionOf(content: Buffer | string): string {
 }
 
 /** Key order and whitespace do not change the rules, so they do not change the version either. */
-export function canonicalJson(value: unknown): string {
+function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const fields = Object.entries(value)

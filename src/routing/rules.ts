@@ -6,7 +6,7 @@ import type { CapPeriod, Requirement } from './config-schema.js';
 import type { Buyer, Hours, RoutingConfig } from './load-config.js';
 import { isoWeek, localTime, pad } from './local-time.js';
 
-export type SkipReason = 'inactive' | 'state_not_allowed' | 'zip_not_allowed' | 'requirement_failed' | 'outside_hours' | 'cap_reached';
+type SkipReason = 'inactive' | 'state_not_allowed' | 'zip_not_allowed' | 'requirement_failed' | 'outside_hours' | 'cap_reached';
 
 export interface CandidateDecision {
   readonly buyer: string;
@@ -96,7 +96,7 @@ export function capPeriods(buyer: Buyer, now: Date): CapPeriodSlot[] {
 
 // In the hour repeated when DST ends, both real hours share one key: the cap then covers two
 // hours, which can only under-sell, never exceed it.
-export function periodKey(period: CapPeriod, now: Date, tz: string): string {
+function periodKey(period: CapPeriod, now: Date, tz: string): string {
   const t = localTime(now, tz);
   const month = `${pad(t.year, 4)}-${pad(t.month)}`;
   switch (period) {

@@ -13,7 +13,7 @@ import type { BuyerEndpoint } from './buyer-endpoint.js';
 // buyer (ZIPs 10…), plus delivery workers wired as `leadpost serve` wires its own.
 
 export const HOOK_BUYER = 'hook-buyer';
-export const PULL_BUYER = 'pull-buyer';
+const PULL_BUYER = 'pull-buyer';
 export const SECRET_ENV = 'X_SECRET';
 
 export interface WebhookOptions {

@@ -2,7 +2,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
+type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
 
 export interface ProviderServer {
   readonly url: string;

@@ -17,8 +17,8 @@ export const SUPPLIER_KEY = 'lp_test_supplier_5f2d9c1e7a';
 export const SUPPLIER_2_KEY = 'lp_test_supplier_2_0c4be19d77';
 export const BUYER_KEY = 'lp_test_buyer_83b1f0aa42';
 export const SUPPLIER: Principal = { keyId: 'key-sup-1', role: 'supplier', name: 'supplier-1' };
-export const SUPPLIER_2: Principal = { keyId: 'key-sup-2', role: 'supplier', name: 'supplier-2' };
-export const BUYER: Principal = { keyId: 'key-buy-1', role: 'buyer', name: 'buyer-1' };
+const SUPPLIER_2: Principal = { keyId: 'key-sup-2', role: 'supplier', name: 'supplier-2' };
+const BUYER: Principal = { keyId: 'key-buy-1', role: 'buyer', name: 'buyer-1' };
 
 export const ENVELOPE_FIELDS = [
   'ok', 'trace_id', 'acceptance', 'lead_id', 'lead_status', 'sold', 'revenue', 'currency', 'code', 'message', 'Response',
@@ -44,7 +44,7 @@ export function testTls(): Promise<TlsMaterial> {
   return sharedTls;
 }
 
-export function soldEnvelope(traceId: string): DecisionEnvelope {
+function soldEnvelope(traceId: string): DecisionEnvelope {
   return {
     ok: true, trace_id: traceId, acceptance: 'accepted', lead_id: 42, lead_status: 'sold', sold: true,
     revenue: 12.5, currency: 'USD', code: 'SOLD', message: 'Lead accepted and sold.', Response: 'Success',

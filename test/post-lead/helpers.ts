@@ -5,9 +5,9 @@
 import type { RecordedEvent } from '../../src/event-store/index.js';
 import { CERT_URL, ENVELOPE_FIELDS, type Reply, type TestService, leadWith, testMobile } from '../support/service.js';
 
-export { CERT_URL, ENVELOPE_FIELDS };
+export { CERT_URL,  };
 
-export interface OutcomeRow {
+interface OutcomeRow {
   /** HTTP statuses the code may come with (first: the contract's). */
   readonly status: readonly number[];
   readonly acceptance: 'accepted' | 'rejected' | 'error' | 'by-status';
@@ -16,7 +16,7 @@ export interface OutcomeRow {
 }
 
 /** The outcomes of a lead post: code, status, acceptance, whether a lead is recorded. */
-export const OUTCOME_TABLE: Readonly<Record<string, OutcomeRow>> = {
+const OUTCOME_TABLE: Readonly<Record<string, OutcomeRow>> = {
   SOLD: { status: [201], acceptance: 'accepted', recorded: true },
   UNSOLD: { status: [201], acceptance: 'accepted', recorded: true },
   INVALID: { status: [422], acceptance: 'rejected', recorded: true },

@@ -72,12 +72,15 @@ describe('leadpost replay', function () {
         const builds = new Set(
           projection.collections.flatMap((base) => collections.filter((c) => c.startsWith(`${base}_v`)).map((c) => c.slice(base.length + 1))),
         );
-        const own = [...builds].filter((tag) => /^v1_r\d+$/.test(tag));
+        // Each projection builds under its own version (`v2_r…` for a projection at version 2).
+        const version = versionTag(projection);
+        const own = [...builds].filter((tag) => new RegExp(`^${version}_r\\d+$`).test(tag));
         expect(own.length, `${projection.name}: ${[...builds].join(', ')}`).to.equal(2);
         expect([...builds].sort(), projection.name).to.deep.equal(own.sort());
         // The first build and the first three rebuilds are gone, their checkpoints with them.
-        for (const base of projection.collections) expect(collections).to.not.include(collectionName(base, 'v1'));
-        for (const tag of ['v1', ...switched.slice(0, 3)]) expect(await svc.service.readModels.checkpoint(`${projection.name}:${tag}`), `${projection.name}:${tag}`).to.equal(null);
+        for (const base of projection.collections) expect(collections).to.not.include(collectionName(base, version));
+        const dropped = [version, ...switched.slice(0, 3).map((tag) => tag.replace(/^v1_/, `${version}_`))];
+        for (const tag of dropped) expect(await svc.service.readModels.checkpoint(`${projection.name}:${tag}`), `${projection.name}:${tag}`).to.equal(null);
       }
       expect(new Set(collections.filter((c) => c.startsWith('leads_')))).to.deep.equal(new Set(switched.slice(-2).map((tag) => collectionName('leads', tag))));
       // Still answering from the newest build.

@@ -79,7 +79,7 @@ export function leadReceived(leadId: number, fields: ReceivedFields = {}): NewLe
 }
 
 /** A lead that failed validation: only the fields that passed are kept, and no consumer. */
-export function invalidLeadReceived(leadId: number, fields: ReceivedFields = {}): NewLeadEvent<LeadReceived> {
+function invalidLeadReceived(leadId: number, fields: ReceivedFields = {}): NewLeadEvent<LeadReceived> {
   const { supplier = 'sup-a', sid = 'sid-1', s1 = null, accident_state = null, test = false, received_at = RECEIVED_AT } = fields;
   return stamp({ type: 'LeadReceived', data: { lead_id: leadId, supplier, key_id: 'key-1', sid, s1, accident_state, test, lead: null, received_at } }, received_at, supplier);
 }
@@ -91,7 +91,7 @@ export const REJECTION_ERRORS: Readonly<Record<RejectionCode, FieldError[]>> = {
   DUPLICATE: [{ field: 'mobile', code: 'duplicate', message: 'mobile matches a lead accepted within the duplicate window' }],
 };
 
-export function leadRejected(leadId: number, code: RejectionCode, at = RECEIVED_AT): NewLeadEvent<LeadRejected> {
+function leadRejected(leadId: number, code: RejectionCode, at = RECEIVED_AT): NewLeadEvent<LeadRejected> {
   return stamp({ type: 'LeadRejected', data: { lead_id: leadId, code, errors: REJECTION_ERRORS[code], rejected_at: at } }, at);
 }
 
@@ -110,7 +110,7 @@ export function leadRoutedToBuyer(leadId: number, buyer: string, price: number, 
   );
 }
 
-export function leadRoutedToBucket(leadId: number, bucket: string, at = RECEIVED_AT): NewLeadEvent<LeadRouted> {
+function leadRoutedToBucket(leadId: number, bucket: string, at = RECEIVED_AT): NewLeadEvent<LeadRouted> {
   return stamp(
     { type: 'LeadRouted', data: { lead_id: leadId, target: { kind: 'bucket', id: bucket }, price: 0, currency: 'USD', strategy: 'highest_price', routing_version: 'r1', candidates: [] } },
     at,

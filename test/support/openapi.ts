@@ -84,4 +84,4 @@ export class DocumentReader {
   }
 }
 
-export { openApiPath };
+;

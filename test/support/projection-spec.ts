@@ -22,7 +22,7 @@ import { tempDir } from './tmp.js';
 //     .then({ leads: { '1': { ... } } });
 
 /** Documents by id, per base collection name (`leads`, not `leads_v1`), without their `_id`. */
-export type Rows = Record<string, Record<string, Record<string, unknown>>>;
+type Rows = Record<string, Record<string, Record<string, unknown>>>;
 
 type SpecEvent = NewLeadEvent | OtherStreamEvent | RecordedEvent;
 
@@ -35,7 +35,7 @@ export const eventIdAt = (position: number): string => `01937a4e-0000-7000-8000-
 const positionAt = (n: number): Position => ({ commit: n, prepare: n });
 
 /** `$all` as far as a spec goes: every event it has recorded, with its stream revision and position. */
-export class EventLog {
+class EventLog {
   private readonly all: RecordedEvent[] = [];
   private readonly revisions = new Map<string, number>();
   private last = 0;
@@ -83,7 +83,7 @@ export const recorded = (...events: Array<NewLeadEvent | OtherStreamEvent>): Rec
 
 const TAG = 'spec';
 
-export interface Scenario {
+interface Scenario {
   /** Events handled in a later batch, by a runner that has just started (it remembers no lead). */
   when(...events: SpecEvent[]): Scenario;
   /** Every document of every collection of the projection, exactly; a collection left out must be empty. */

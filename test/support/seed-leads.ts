@@ -11,14 +11,14 @@ const pass = { result: 'pass' as const, provider: 'bench', detail: 'ok' };
 const SEEDED_METADATA = { schema: LEAD_EVENT_SCHEMA };
 
 /** What varies from lead to lead beyond the fixed mix of outcomes. */
-export interface LeadShape {
+interface LeadShape {
   /** When lead n was received. */
   readonly receivedAt: (n: number) => Date;
   readonly s1: (n: number) => string;
 }
 
 /** One lead a second from 2026-11-01, s1 among a thousand click ids. */
-export const BENCH_SHAPE: LeadShape = {
+const BENCH_SHAPE: LeadShape = {
   receivedAt: (n) => new Date(Date.UTC(2026, 10, 1) + n * 1000),
   s1: (n) => `click-${n % 1000}`,
 };
@@ -28,7 +28,7 @@ export const BENCH_SHAPE: LeadShape = {
  * unsold bucket, the others are sold for 25 to one of three buyers; five suppliers, twenty
  * sources, four states.
  */
-export function leadEvents(n: number, shape: LeadShape = BENCH_SHAPE) {
+function leadEvents(n: number, shape: LeadShape = BENCH_SHAPE) {
   const lead: NormalisedLead = {
     first_name: 'Ada', last_name: 'Lovelace', email: `ada.${n}@example.com`, mobile: '+12135550143', mobile_national: '2135550143',
     zip: '90210', zip4: null, accident_state: ['CA', 'TX', 'NY', 'FL'][n % 4]!, certificate_url: 'https://cert.trustedform.com/x',

@@ -41,7 +41,7 @@ export interface TestServiceOptions {
 export const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
 
 /** Every domain has an MX record, except those named `no-mx.…`, which do not exist. */
-export const FAKE_DNS: MxResolver = {
+const FAKE_DNS: MxResolver = {
   resolveMx: async (domain) => {
     if (domain.startsWith('no-mx.')) throw Object.assign(new Error('no such domain'), { code: 'ENOTFOUND' });
     return [{ exchange: `mx.${domain}`, priority: 10 }];

@@ -139,7 +139,7 @@ export function decide(command: PostLeadCommand, state: LeadState): LeadEvent[] 
   return [received, enriched, routed, sold];
 }
 
-export function evolve(state: LeadState, event: LeadEvent): LeadState {
+function evolve(state: LeadState, event: LeadEvent): LeadState {
   switch (event.type) {
     case 'LeadReceived':
       return { ...state, leadId: event.data.lead_id, test: event.data.test, status: 'received' };

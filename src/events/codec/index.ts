@@ -3,7 +3,7 @@ import { EventCodec, type Upcaster } from './codec.js';
 import { idempotentResponseV0 } from './idempotent-response-v0.js';
 import { leadReceivedV0 } from './lead-received-v0.js';
 
-export { EventCodec, EventDecodeError, EventEncodeError, UpcastError, type Upcaster, type EventCodecOptions } from './codec.js';
+export { EventCodec, EventDecodeError, EventEncodeError, UpcastError, type Upcaster,  } from './codec.js';
 export { codedEventStore } from './coded-event-store.js';
 
 // The versions and upcasters of leadpost's events (docs/events.md, "Schema versions and

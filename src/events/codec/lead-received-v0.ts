@@ -9,7 +9,7 @@ import { UpcastError, type Upcaster } from './codec.js';
 // releases took North American (+1) numbers only.
 
 /** The normalised lead of a version-0 LeadReceived. */
-export interface LeadV0 {
+interface LeadV0 {
   readonly first_name: string;
   readonly last_name: string;
   readonly email: string;

@@ -65,7 +65,7 @@ export interface RawExchange {
 }
 
 /** Splits a byte stream into the HTTP/1.1 responses in it (each framed by its Content-Length). */
-export function parseResponses(data: Buffer): { responses: RawResponse[]; trailing: string } {
+function parseResponses(data: Buffer): { responses: RawResponse[]; trailing: string } {
   const responses: RawResponse[] = [];
   let offset = 0;
   for (;;) {

@@ -9,7 +9,7 @@ import type { Reply } from '../../support/service.js';
 import { CERT_URL, Rng, uniqueLead, withRawMembers } from '../../post-lead/helpers.js';
 import { type Client, rawExchange, toReply } from './client.js';
 
-export const LIMIT = 64 * 1024;
+const LIMIT = 64 * 1024;
 
 const LEAD_FIELDS = new Set(['first_name', 'last_name', 'email', 'mobile', 'zip', 'accident_state', 'certificate_url', 'sid', 's1', 'test', 'xxTrustedFormCertUrl']);
 const REQUIRED = ['first_name', 'last_name', 'email', 'mobile', 'zip', 'accident_state', 'certificate_url', 'sid'];

@@ -5,7 +5,7 @@ import type { EventStore, RecordedEvent } from '../../../src/event-store/index.j
 import { leadWith, testMobile } from '../../support/service.js';
 
 /** The events one post appends, in one atomic append, for each recorded outcome (decider.ts). */
-export const POST_TIME_EVENTS: Readonly<Record<string, readonly string[]>> = {
+const POST_TIME_EVENTS: Readonly<Record<string, readonly string[]>> = {
   SOLD: ['LeadReceived', 'LeadEnriched', 'LeadRouted', 'LeadSold'],
   UNSOLD: ['LeadReceived', 'LeadEnriched', 'LeadRouted'],
   INVALID: ['LeadReceived', 'LeadRejected'],
@@ -97,7 +97,7 @@ export interface Totals {
   revenue: number;
 }
 
-export function emptyTotals(): Totals {
+function emptyTotals(): Totals {
   return { received: 0, accepted: 0, sold: 0, unsold: 0, rejected: 0, rejected_INVALID: 0, rejected_VERIFICATION_FAILED: 0, rejected_DUPLICATE: 0, revenue: 0 };
 }
 

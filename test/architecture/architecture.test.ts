@@ -52,3 +52,15 @@ describe('layers', function () {
     }
   });
 });
+
+describe('dead code', function () {
+  this.timeout(120_000);
+
+  it('knip finds no unused file and no export or type used only in its own file', async () => {
+    const knip = join(ROOT, 'node_modules/knip/bin/knip.js');
+    const run = await exec(process.execPath, [knip, '--include', 'exports,types,files', '--no-progress'], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 }).catch(
+      (error: { stdout?: string; stderr?: string; code?: number }) => ({ stdout: `${error.stdout ?? ''}${error.stderr ?? ''}`, failed: error.code }),
+    );
+    expect(run.stdout.trim(), 'knip.json says what knip reads').to.equal('');
+  });
+});
