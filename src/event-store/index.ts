@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import { EmbeddedEventStore } from './embedded/embedded-event-store.js';
 import type { EventStore } from './port.js';
 
@@ -9,11 +10,16 @@ export interface EventStoreConfig {
   readonly eventStoreUrl?: string | undefined;
 }
 
+export interface OpenEventStoreOptions {
+  /** Where EventStoreDB's `$all` subscriptions say that they resubscribe after a drop. */
+  readonly logger?: Logger | undefined;
+}
+
 /** The store the configuration selects. The EventStoreDB client is loaded only when it is used. */
-export async function openEventStore(config: EventStoreConfig): Promise<EventStore> {
+export async function openEventStore(config: EventStoreConfig, options: OpenEventStoreOptions = {}): Promise<EventStore> {
   if (config.eventStoreUrl) {
     const { EventStoreDbEventStore } = await import('./eventstoredb.js');
-    return EventStoreDbEventStore.connect(config.eventStoreUrl);
+    return EventStoreDbEventStore.connect(config.eventStoreUrl, { logger: options.logger });
   }
   return EmbeddedEventStore.open(config.dataDir);
 }
