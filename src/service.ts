@@ -73,7 +73,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   };
   const metrics = new ServiceMetrics({ projections: projectionStatuses });
   // Every append of the service goes through this decorator, so /metrics counts them all.
-  const store = countingEventStore(overrides.store ?? (await openEventStore(config)), metrics.countAppend);
+  const store = countingEventStore(overrides.store ?? (await openEventStore(config, { logger })), metrics.countAppend);
   const keys = await KeyRing.open(store, { onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
   const readModels = overrides.readModels ?? (await openReadModelStore(config));
   const projections = new Projections(store, readModels, logger);

@@ -135,7 +135,7 @@ export const READINESS_CHECKS_SCHEMA = {
             properties: {
               projection: { type: 'string' },
               caught_up: { type: 'boolean' },
-              events_behind: { type: 'integer' },
+              events_behind: { type: 'integer', description: 'Events not yet projected: counted up to 100, estimated from $all positions beyond' },
               lag_seconds: { type: 'number' },
             },
           },

@@ -9,6 +9,15 @@
 //   'wrong-expected-version'), whose `actualVersion` is a bigint or the string 'no_stream'.
 // - Subscriptions never resubscribe by themselves, and caught-up / fell-behind / checkpoint
 //   messages are emitted as events, not yielded; only resolved events are iterated.
+// - `dispose()` cancels every call in flight, and a read or subscription cancelled by the client
+//   ends like a complete one (the cancellation error is swallowed); calls made afterwards still
+//   run. Closing is therefore ours to enforce.
+// - A JSON event's data (and a non-Uint8Array metadata) is JSON.stringify'd inside the promise
+//   executor of the append: a value that does not serialise there never settles the append and
+//   surfaces as an unhandled rejection. Events are serialised here first.
+// - Batch appends (servers 21.10+) report a server that is not ready or busy in-band, as an
+//   `UnknownError` "Could not recognize Server Is Not Ready" / "… Server Is Busy", without a code.
+import type { Logger } from 'pino';
 import {
   ANY,
   BACKWARDS,
@@ -25,6 +34,7 @@ import {
   type AllStreamSubscription,
   type AppendExpectedRevision,
   type CurrentRevision,
+  type EventData as ClientEventData,
   type JSONType,
   type Position as ClientPosition,
   type ReadAllOptions as ClientReadAllOptions,
@@ -49,21 +59,48 @@ import {
   type SubscribeOptions,
   WrongExpectedRevisionError,
   comparePositions,
+  expectedRevisionMatches,
 } from './port.js';
+import { notJsonError } from './event-json.js';
 
 const READ_PAGE = 500;
 const HEAD_PAGE = 100;
 const MIN_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 5000;
 // gRPC status codes; @grpc/grpc-js is only a transitive dependency, so it is not imported.
+const GRPC_CANCELLED = 1;
 const GRPC_DEADLINE_EXCEEDED = 4;
+const GRPC_RESOURCE_EXHAUSTED = 8;
 const GRPC_UNAVAILABLE = 14;
+const RETRYABLE_CODES: ReadonlySet<unknown> = new Set([GRPC_CANCELLED, GRPC_DEADLINE_EXCEEDED, GRPC_RESOURCE_EXHAUSTED, GRPC_UNAVAILABLE]);
 const RETRYABLE_TYPES: ReadonlySet<unknown> = new Set([
   ErrorType.UNAVAILABLE,
   ErrorType.DEADLINE_EXCEEDED,
   ErrorType.TIMEOUT, // the server's own commit/prepare timeout: the append may be retried with the same ids
   ErrorType.NOT_LEADER, // the client reconnects to the leader on the next call
+  ErrorType.CANCELLED, // the server cancelled the call (shutting down, leader change); the client reconnects
 ]);
+/**
+ * What the server says when it cannot take a request for now (its NotHandled reasons). Through a
+ * unary or streaming call they come as gRPC UNAVAILABLE (or UNKNOWN for the missing leader); a
+ * batch append carries them in-band, and the client turns them into an UnknownError
+ * "Could not recognize <message>".
+ */
+const SERVER_NOT_READY_MESSAGES: ReadonlySet<string> = new Set([
+  'Server Is Not Ready',
+  'Server Is Busy',
+  'Server Is Too Busy',
+  'No leader info available in response',
+]);
+/** RESOURCE_EXHAUSTED for a message over the size limit: retrying the same call cannot help. */
+const MESSAGE_TOO_LARGE = /larger than|exceeds the maximum/i;
+
+/** Where a dropped `$all` subscription says that it resubscribes (pino's logger fits). */
+export type AdapterLogger = Pick<Logger, 'warn'>;
+
+export interface EventStoreDbOptions {
+  readonly logger?: AdapterLogger | undefined;
+}
 
 export function toClientExpectedRevision(expected: ExpectedRevision): AppendExpectedRevision {
   switch (expected) {
@@ -99,12 +136,25 @@ function isWrongExpectedVersion(error: unknown): error is { actualVersion: Curre
   return isObject(error) && error.type === ErrorType.WRONG_EXPECTED_VERSION && 'actualVersion' in error;
 }
 
+/** The server's own text of a client error: without the client's or gRPC's prefix. */
+function serverMessage(message: string): string {
+  return message.replace(/^Could not recognize /, '').replace(/^\d+ [A-Z_]+: /, '');
+}
+
+/**
+ * Whether a client error means "not now" rather than "never": the server is down, unreachable,
+ * starting, busy, electing a leader, or cancelled the call. Such errors become
+ * EventStoreUnavailableError (a 503 with Retry-After); anything else (access denied, a bad
+ * request, an invalid position) is a fault that a retry would only repeat.
+ */
 export function isUnavailable(error: unknown): boolean {
   if (!isObject(error)) return false;
   if (RETRYABLE_TYPES.has(error.type)) return true;
-  if (error.code === GRPC_UNAVAILABLE || error.code === GRPC_DEADLINE_EXCEEDED) return true;
+  const message = typeof error.message === 'string' ? error.message : '';
+  if (RETRYABLE_CODES.has(error.code)) return !(error.code === GRPC_RESOURCE_EXHAUSTED && MESSAGE_TOO_LARGE.test(message));
+  if (error.type === ErrorType.UNKNOWN && SERVER_NOT_READY_MESSAGES.has(serverMessage(message))) return true;
   // Cluster discovery gives up with a plain Error.
-  return typeof error.message === 'string' && error.message.startsWith('Failed to discover');
+  return message.startsWith('Failed to discover');
 }
 
 /** Our error for a client error: revision conflicts and outages become port errors, the rest pass through. */
@@ -117,6 +167,34 @@ export function translateError(error: unknown, streamId?: string, expected?: Exp
     return new EventStoreUnavailableError(`EventStoreDB: ${message}`, { cause: error });
   }
   return error;
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * The events as the client sends them, serialised here so that a value JSON cannot hold fails this
+ * append with a clear error instead of the client's promise executor. The client stringifies JSON
+ * data itself, so it gets the parsed copy of our text (which always serialises, to the same text);
+ * metadata goes as bytes, which the client passes through when their constructor is Uint8Array.
+ */
+function toProposedEvents(streamId: string, events: readonly EventData[]): ClientEventData[] {
+  return events.map(({ id, type, data, metadata }) => {
+    let dataText: string | undefined;
+    let metadataText: string | undefined;
+    try {
+      dataText = JSON.stringify(data);
+      metadataText = metadata === undefined ? undefined : JSON.stringify(metadata);
+    } catch (error) {
+      throw notJsonError(streamId, type, error);
+    }
+    if (dataText === undefined || (metadata !== undefined && metadataText === undefined)) throw notJsonError(streamId, type);
+    return jsonEvent({
+      id: id ?? newEventId(),
+      type,
+      data: JSON.parse(dataText) as JSONType,
+      metadata: metadataText === undefined ? undefined : utf8.encode(metadataText),
+    });
+  });
 }
 
 function toMetadata(metadata: unknown): EventMetadata {
@@ -149,61 +227,76 @@ async function collect<T>(source: AsyncIterable<T>): Promise<T[]> {
   return items;
 }
 
+/** The embedded store's answer to a call after close, so both adapters refuse it the same way. */
+function closedError(cause?: unknown): EventStoreUnavailableError {
+  return new EventStoreUnavailableError('the event store is closed', cause === undefined ? undefined : { cause });
+}
+
 export class EventStoreDbEventStore implements EventStore {
   readonly #client: EventStoreDBClient;
+  readonly #logger: AdapterLogger | undefined;
   readonly #subscriptions = new Set<EventStoreDbSubscription>();
+  /** Appends sent to the server and not yet answered: close lets them finish. */
+  readonly #appends = new Set<Promise<unknown>>();
+  /** No new call is accepted. */
   #closed = false;
+  /** The client is being disposed of: a call still running has been cut short. */
+  #disposed = false;
+  #closing: Promise<void> | undefined;
 
   /** Takes the client it will dispose of on close; `connect` is the usual way in. */
-  constructor(client: EventStoreDBClient) {
+  constructor(client: EventStoreDBClient, options: EventStoreDbOptions = {}) {
     this.#client = client;
+    this.#logger = options.logger;
   }
 
-  static async connect(connectionString: string): Promise<EventStoreDbEventStore> {
-    return new EventStoreDbEventStore(EventStoreDBClient.connectionString(connectionString));
+  static async connect(connectionString: string, options: EventStoreDbOptions = {}): Promise<EventStoreDbEventStore> {
+    return new EventStoreDbEventStore(EventStoreDBClient.connectionString(connectionString), options);
   }
 
   async append(streamId: string, events: readonly EventData[], options: AppendOptions = {}): Promise<AppendResult> {
+    if (this.#closed) throw closedError();
     const expected = options.expectedRevision ?? 'any';
-    const proposed = events.map(({ id, type, data, metadata }) =>
-      jsonEvent({ id: id ?? newEventId(), type, data: data as JSONType, metadata }),
-    );
-    try {
-      const result = await this.#client.appendToStream(streamId, proposed, { expectedRevision: toClientExpectedRevision(expected) });
-      return {
-        nextExpectedRevision: Number(result.nextExpectedRevision),
-        position: result.position ? fromClientPosition(result.position) : await this.headPosition(),
-      };
-    } catch (error) {
-      throw translateError(error, streamId, expected);
-    }
+    const proposed = toProposedEvents(streamId, events);
+    // The server answers an empty append with revision 0 for a stream that does not exist; the
+    // port's answer (the embedded store's) is the stream's revision as it is, -1 when missing.
+    if (proposed.length === 0) return this.#call(() => this.#appendNothing(streamId, expected));
+    const appending = this.#appendEvents(streamId, proposed, expected);
+    this.#appends.add(appending);
+    const settled = () => void this.#appends.delete(appending);
+    appending.then(settled, settled);
+    return appending;
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
+    if (this.#closed) throw closedError();
     if (options.maxCount !== undefined && options.maxCount <= 0) return [];
-    try {
-      const read = this.#client.readStream(streamId, {
-        direction: FORWARDS,
-        fromRevision: options.fromRevision === undefined ? CLIENT_START : BigInt(options.fromRevision),
-        maxCount: options.maxCount,
-      });
-      const events: RecordedEvent[] = [];
-      for await (const resolved of read) if (resolved.event) events.push(toRecordedEvent(resolved.event));
-      return events;
-    } catch (error) {
-      if (isObject(error) && error.type === ErrorType.STREAM_NOT_FOUND) return [];
-      throw translateError(error);
-    }
+    return this.#call(async () => {
+      try {
+        const read = this.#client.readStream(streamId, {
+          direction: FORWARDS,
+          fromRevision: options.fromRevision === undefined ? CLIENT_START : BigInt(options.fromRevision),
+          maxCount: options.maxCount,
+        });
+        const events: RecordedEvent[] = [];
+        for await (const resolved of read) if (resolved.event) events.push(toRecordedEvent(resolved.event));
+        return events;
+      } catch (error) {
+        if (isObject(error) && error.type === ErrorType.STREAM_NOT_FOUND) return [];
+        throw error;
+      }
+    });
   }
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+    if (this.#closed) throw closedError();
     const limit = options.maxCount ?? Infinity;
     if (limit <= 0) return [];
-    // One more than wanted, because the first event of a page may be the one we start after.
-    const pageSize = Math.max(2, Math.min(READ_PAGE, limit + 1));
-    const events: RecordedEvent[] = [];
-    let after = options.fromPosition ?? START;
-    try {
+    return this.#call(async () => {
+      // One more than wanted, because the first event of a page may be the one we start after.
+      const pageSize = Math.max(2, Math.min(READ_PAGE, limit + 1));
+      const events: RecordedEvent[] = [];
+      let after = options.fromPosition ?? START;
       for (;;) {
         const page = await this.#readAllPage({ direction: FORWARDS, fromPosition: toClientReadPosition(after), maxCount: pageSize });
         const pageStart = after;
@@ -219,50 +312,109 @@ export class EventStoreDbEventStore implements EventStore {
         // System events are filtered here, not on the server, so a short page (not a short result) marks the end.
         if (page.length < pageSize || comparePositions(after, pageStart) <= 0) return events;
       }
-    } catch (error) {
-      throw translateError(error);
-    }
+    });
   }
 
   subscribeToAll(options: SubscribeOptions = {}): AllSubscription {
-    const subscription = new EventStoreDbSubscription(this.#client, options.fromPosition ?? START, () =>
-      this.#subscriptions.delete(subscription),
-    );
-    if (this.#closed) void subscription.unsubscribe();
-    else this.#subscriptions.add(subscription);
+    const subscription = new EventStoreDbSubscription(this.#client, options.fromPosition ?? START, {
+      closed: () => this.#closed,
+      logger: this.#logger,
+      onEnd: () => this.#subscriptions.delete(subscription),
+    });
+    if (!this.#closed) this.#subscriptions.add(subscription);
     return subscription;
   }
 
   async headPosition(): Promise<Position> {
-    let from: ReadPosition = END;
-    let before: Position | undefined;
+    if (this.#closed) throw closedError();
+    return this.#call(() => this.#head());
+  }
+
+  /**
+   * Like the embedded store: ends the subscriptions, refuses new calls, lets the appends already
+   * sent finish, then disposes of the client, which cuts the reads still running short (they fail).
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all([...this.#subscriptions].map((subscription) => subscription.unsubscribe()));
+    await Promise.allSettled([...this.#appends]);
+    this.#disposed = true;
+    await this.#client.dispose();
+  }
+
+  /**
+   * Runs a call of the client, translating its errors. A read the disposal cut short ends in the
+   * client as if it were complete, so anything still running when disposal began fails instead of
+   * returning part of an answer.
+   */
+  async #call<T>(run: () => Promise<T>): Promise<T> {
+    let result: T;
     try {
-      // The tail of `$all` can be system events (stats, scavenges); walk back to the last one readers see.
-      for (;;) {
-        const page = await this.#readAllPage({ direction: BACKWARDS, fromPosition: from, maxCount: HEAD_PAGE });
-        let oldest = before;
-        for (const resolved of page) {
-          if (!resolved.event) continue;
-          const position = fromClientPosition(resolved.event.position);
-          // Whether a backwards read repeats the event it starts at is not documented; skip it if so.
-          if (before && comparePositions(position, before) >= 0) continue;
-          if (isUserEvent(resolved)) return position;
-          oldest = position;
-        }
-        if (page.length < HEAD_PAGE || !oldest || (before && comparePositions(oldest, before) >= 0)) return START;
-        before = oldest;
-        from = toClientReadPosition(oldest);
-      }
+      result = await run();
     } catch (error) {
+      if (this.#disposed) throw closedError(error);
       throw translateError(error);
+    }
+    if (this.#disposed) throw closedError();
+    return result;
+  }
+
+  async #appendEvents(streamId: string, proposed: ClientEventData[], expected: ExpectedRevision): Promise<AppendResult> {
+    try {
+      const result = await this.#client.appendToStream(streamId, proposed, { expectedRevision: toClientExpectedRevision(expected) });
+      return {
+        nextExpectedRevision: Number(result.nextExpectedRevision),
+        // Part of the append: close waits for it, so the head read is not cut short.
+        position: result.position ? fromClientPosition(result.position) : await this.#head(),
+      };
+    } catch (error) {
+      throw translateError(error, streamId, expected);
     }
   }
 
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await Promise.all([...this.#subscriptions].map((subscription) => subscription.unsubscribe()));
-    await this.#client.dispose();
+  async #appendNothing(streamId: string, expected: ExpectedRevision): Promise<AppendResult> {
+    const actual = await this.#lastRevision(streamId);
+    if (!expectedRevisionMatches(expected, actual)) throw new WrongExpectedRevisionError(streamId, expected, actual);
+    return { nextExpectedRevision: actual === 'no_stream' ? -1 : actual, position: await this.#head() };
+  }
+
+  /** The stream's last revision, from one event read backwards. */
+  async #lastRevision(streamId: string): Promise<number | 'no_stream'> {
+    try {
+      for await (const resolved of this.#client.readStream(streamId, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
+        if (resolved.event) return Number(resolved.event.revision);
+      }
+      return 'no_stream';
+    } catch (error) {
+      if (isObject(error) && error.type === ErrorType.STREAM_NOT_FOUND) return 'no_stream';
+      throw error;
+    }
+  }
+
+  async #head(): Promise<Position> {
+    let from: ReadPosition = END;
+    let before: Position | undefined;
+    // The tail of `$all` can be system events (stats, scavenges); walk back to the last one readers see.
+    for (;;) {
+      const page = await this.#readAllPage({ direction: BACKWARDS, fromPosition: from, maxCount: HEAD_PAGE });
+      let oldest = before;
+      for (const resolved of page) {
+        if (!resolved.event) continue;
+        const position = fromClientPosition(resolved.event.position);
+        // Whether a backwards read repeats the event it starts at is not documented; skip it if so.
+        if (before && comparePositions(position, before) >= 0) continue;
+        if (isUserEvent(resolved)) return position;
+        oldest = position;
+      }
+      if (page.length < HEAD_PAGE || !oldest || (before && comparePositions(oldest, before) >= 0)) return START;
+      before = oldest;
+      from = toClientReadPosition(oldest);
+    }
   }
 
   #readAllPage(options: ClientReadAllOptions): Promise<AllStreamResolvedEvent[]> {
@@ -270,24 +422,33 @@ export class EventStoreDbEventStore implements EventStore {
   }
 }
 
+interface SubscriptionContext {
+  /** Whether the store is closed: a subscription started after that fails as the embedded one does. */
+  readonly closed: () => boolean;
+  readonly logger: AdapterLogger | undefined;
+  readonly onEnd: () => void;
+}
+
 /**
- * One logical subscription over a series of client subscriptions: when one drops, the next starts
- * after the last event seen, so nothing is skipped, and anything at or before it is dropped, so
- * nothing is delivered twice. Single consumer.
+ * One logical subscription over a series of client subscriptions: when one drops because the
+ * server is unavailable, the next starts after the last event seen, so nothing is skipped, and
+ * anything at or before it is dropped, so nothing is delivered twice. Any other failure (access
+ * denied, an invalid position, a bad request) ends the iteration with that error, as the embedded
+ * subscription does, so the projection runner reports it. Single consumer.
  */
 class EventStoreDbSubscription implements AllSubscription {
   readonly #client: EventStoreDBClient;
-  readonly #onEnd: () => void;
+  readonly #context: SubscriptionContext;
   #after: Position;
   #current: AllStreamSubscription | undefined;
   #stopped = false;
   #iterating = false;
   #wake: (() => void) | undefined;
 
-  constructor(client: EventStoreDBClient, fromPosition: Position, onEnd: () => void) {
+  constructor(client: EventStoreDBClient, fromPosition: Position, context: SubscriptionContext) {
     this.#client = client;
     this.#after = fromPosition;
-    this.#onEnd = onEnd;
+    this.#context = context;
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<RecordedEvent, void, undefined> {
@@ -296,7 +457,9 @@ class EventStoreDbSubscription implements AllSubscription {
     let backoff = MIN_BACKOFF_MS;
     try {
       while (!this.#stopped) {
+        if (this.#context.closed()) throw closedError();
         let current: AllStreamSubscription | undefined;
+        let failure: { error: unknown } | undefined;
         try {
           current = this.#client.subscribeToAll({ fromPosition: toClientReadPosition(this.#after), filter: excludeSystemEvents() });
           this.#current = current;
@@ -311,21 +474,27 @@ class EventStoreDbSubscription implements AllSubscription {
             backoff = MIN_BACKOFF_MS;
             if (isUserEvent(resolved)) yield toRecordedEvent(resolved.event);
           }
-        } catch {
-          // A dropped subscription (server restart, network): resubscribed below unless we stopped.
+        } catch (error) {
+          failure = { error };
         } finally {
           this.#current = undefined;
           // Leaving the loop does not cancel the gRPC call; only unsubscribe does.
           await current?.unsubscribe().catch(() => {});
         }
         if (this.#stopped) break;
+        if (failure && !isUnavailable(failure.error)) throw translateError(failure.error);
+        // Dropped (server restart, network) or ended by the server: resubscribe after the last event seen.
+        this.#context.logger?.warn(
+          { err: failure?.error, after: this.#after, retryInMs: backoff },
+          failure ? 'EventStoreDB $all subscription dropped; resubscribing' : 'EventStoreDB $all subscription ended by the server; resubscribing',
+        );
         await this.#sleep(backoff);
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
       }
     } finally {
       // Also reached when the consumer breaks out of its loop: that ends the subscription for good.
       this.#stopped = true;
-      this.#onEnd();
+      this.#context.onEnd();
     }
   }
 
@@ -333,7 +502,7 @@ class EventStoreDbSubscription implements AllSubscription {
     this.#stopped = true;
     this.#wake?.();
     await this.#current?.unsubscribe().catch(() => {});
-    if (!this.#iterating) this.#onEnd();
+    if (!this.#iterating) this.#context.onEnd();
   }
 
   #sleep(ms: number): Promise<void> {

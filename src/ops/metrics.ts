@@ -120,7 +120,7 @@ export class ServiceMetrics {
         },
       });
     gauge('leadpost_projection_lag_seconds', 'Age of the oldest event a projection has not handled yet (0 when caught up)', (s) => s.lagSeconds);
-    gauge('leadpost_projection_events_behind', 'Events a projection has not handled yet (counted up to 10000)', (s) => s.eventsBehind);
+    gauge('leadpost_projection_events_behind', 'Events a projection has not handled yet: counted up to 100, estimated from $all positions beyond', (s) => s.eventsBehind);
     gauge('leadpost_projection_position', 'Commit position a projection has reached in $all', (s) => s.position.commit);
   }
 }

@@ -26,7 +26,10 @@ export interface ProjectionStatus {
   readonly tag: string;
   readonly position: Position;
   readonly caughtUp: boolean;
-  /** Events not yet projected, counted up to LAG_COUNT_LIMIT (a larger backlog reads as that). */
+  /**
+   * Events not yet projected: counted exactly up to LAG_SAMPLE, estimated from `$all` positions
+   * beyond that (see estimateEventsBehind).
+   */
   readonly eventsBehind: number;
   /** Seconds between the newest event in the store and the last one this projection committed. */
   readonly lagSeconds: number;
@@ -34,11 +37,34 @@ export interface ProjectionStatus {
 
 const MAX_REMEMBERED_LEADS = 10_000;
 const MAX_BACKOFF_MS = 5000;
-const LAG_COUNT_LIMIT = 10_000;
+/**
+ * Events a status reads after the checkpoint: the oldest gives the lag in seconds, and a backlog
+ * this small is counted exactly. A probe or a scrape reads no more than this per projection, however
+ * far behind it is.
+ */
+export const LAG_SAMPLE = 100;
 
 /** Physical collection names of a projection build: `leads_v1`, `leads_v1_r1732233000`. */
 export const collectionName = (base: string, tag: string): string => `${base}_${tag}`;
 export const checkpointName = (projection: Projection, tag: string): string => `${projection.name}:${tag}`;
+
+/**
+ * How many events lie after a checkpoint up to `head`, from the first of them (`sample`, at most
+ * LAG_SAMPLE read from the checkpoint): exact when the sample holds them all; otherwise the sample
+ * plus the rest of the way to the head at the rate the sample advanced through commit positions.
+ * Positions grow by a store's own unit (a commit number in the embedded store, a byte offset in
+ * EventStoreDB) and by uneven steps, so beyond the sample this is an estimate; when the whole
+ * sample sits in one commit there is no rate, and it says only that more are behind.
+ */
+export function estimateEventsBehind(sample: readonly RecordedEvent[], head: Position): number {
+  const first = sample[0];
+  const last = sample.at(-1);
+  if (!first || !last || sample.length < LAG_SAMPLE || comparePositions(last.position, head) >= 0) return sample.length;
+  const span = last.position.commit - first.position.commit;
+  const rest = head.commit - last.position.commit;
+  if (span <= 0 || rest <= 0) return sample.length + 1;
+  return sample.length + Math.max(1, Math.round((rest * (sample.length - 1)) / span));
+}
 
 /**
  * Runs one projection: subscribes to `$all` after its checkpoint, handles events in order, and
@@ -136,10 +162,10 @@ export class ProjectionRunner {
     let lagSeconds = 0;
     let eventsBehind = 0;
     if (!caughtUp) {
-      const behind = await this.events.readAll({ fromPosition: this.committed, maxCount: LAG_COUNT_LIMIT });
-      eventsBehind = behind.length;
+      const sample = await this.events.readAll({ fromPosition: this.committed, maxCount: LAG_SAMPLE });
+      eventsBehind = estimateEventsBehind(sample, head);
       // How long the oldest event not yet projected has been waiting.
-      lagSeconds = behind[0] ? Math.max(0, (Date.now() - behind[0].created) / 1000) : 0;
+      lagSeconds = sample[0] ? Math.max(0, (Date.now() - sample[0].created) / 1000) : 0;
     }
     return { projection: this.projection.name, tag: this.tag, position: this.committed, caughtUp, eventsBehind, lagSeconds };
   }

@@ -117,6 +117,46 @@ export function eventStoreContract(name: string, open: () => Promise<EventStore>
       it('reads a stream that does not exist as empty', async function () {
         expect(await store.readStream(stream('missing'))).to.deep.equal([]);
       });
+
+      it("an append of no events writes nothing and answers the stream's revision as it is (-1 when missing) and the head", async function () {
+        await store.append(stream('other'), [event('X')]);
+        const head = await store.headPosition();
+        for (const expectedRevision of ['any', 'no_stream'] as const) {
+          expect(await store.append(stream('empty'), [], { expectedRevision })).to.deep.equal({ nextExpectedRevision: -1, position: head });
+        }
+        expect(await store.readStream(stream('empty'))).to.deep.equal([]);
+        await store.append(stream('empty'), [event('E0'), event('E1')], { expectedRevision: 'no_stream' });
+        const headAfter = await store.headPosition();
+        for (const expectedRevision of ['any', 'stream_exists', 1] as const) {
+          expect(await store.append(stream('empty'), [], { expectedRevision })).to.deep.equal({ nextExpectedRevision: 1, position: headAfter });
+        }
+        const checks: Array<[string, 'no_stream' | 'stream_exists' | number, number | 'no_stream']> = [
+          [stream('missing'), 'stream_exists', 'no_stream'],
+          [stream('missing'), 0, 'no_stream'],
+          [stream('empty'), 'no_stream', 1],
+          [stream('empty'), 0, 1],
+        ];
+        for (const [streamId, expected, actual] of checks) {
+          const error = await rejection(store.append(streamId, [], { expectedRevision: expected }));
+          expect(error).to.be.instanceOf(WrongExpectedRevisionError);
+          expect(error).to.include({ streamId, expected, actual });
+        }
+        expect(await store.readStream(stream('empty'))).to.have.length(2);
+        expect(await store.headPosition()).to.deep.equal(headAfter);
+      });
+
+      it('refuses data or metadata JSON cannot hold with a TypeError naming the event, and writes nothing', async function () {
+        const cyclic: Record<string, unknown> = {};
+        cyclic.self = cyclic;
+        const unstorable = [{ data: undefined }, { data: { amount: 10n } }, { data: cyclic }, { data: {}, metadata: { trace: 1n } }];
+        for (const bad of unstorable) {
+          // A good event beside the bad one: the append is refused whole.
+          const error = await rejection(store.append(stream('json'), [event('Good'), { type: 'Bad', ...bad }]));
+          expect(error).to.be.instanceOf(TypeError);
+          expect(error.message).to.contain(`cannot append Bad to ${stream('json')}`);
+        }
+        expect(await store.readStream(stream('json'))).to.deep.equal([]);
+      });
     });
 
     describe('expected revision', function () {

@@ -1,11 +1,11 @@
 import { expect } from 'chai';
 import { type PostLeadCommand, decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
-import { type EventStore, comparePositions } from '../../src/event-store/index.js';
+import { type EventStore, type RecordedEvent, comparePositions } from '../../src/event-store/index.js';
 import { leadStream } from '../../src/events/lead-events.js';
 import type { NormalisedLead } from '../../src/leads/lead.js';
 import { PROJECTIONS } from '../../src/projections/projections.js';
-import { ProjectionRunner, checkpointName, collectionName } from '../../src/projections/runner.js';
+import { LAG_SAMPLE, ProjectionRunner, checkpointName, collectionName, estimateEventsBehind } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import type { ReadModelStore } from '../../src/read-models/port.js';
 import { overriding } from '../support/overriding.js';
@@ -209,5 +209,62 @@ describe('projection runner', function () {
     const behind = await runner.status();
     expect(behind).to.include({ caughtUp: false, eventsBehind: 2 });
     expect(behind.lagSeconds).to.be.within(0, 5);
+  });
+});
+
+describe('projection lag', function () {
+  const dir = tempDir('projection-lag');
+  after(() => dir.remove());
+
+  it('a status far behind reads one page of at most LAG_SAMPLE events, and estimates the rest from positions', async function () {
+    const events = await EmbeddedEventStore.open(dir.path);
+    const readModels = EmbeddedReadModelStore.open(dir.path);
+    try {
+      // 1,200 appends of 1 to 7 events (4,800 in all): a backlog of uneven commits.
+      const sizes = Array.from({ length: 1200 }, (_, i) => (i % 7) + 1);
+      await Promise.all(
+        sizes.map((size, i) => events.append(`lag-${i}`, Array.from({ length: size }, (_, k) => ({ type: 'Noted', data: { k } })), { expectedRevision: 'no_stream' })),
+      );
+      const total = sizes.reduce((a, b) => a + b, 0);
+      let reads = 0;
+      let eventsRead = 0;
+      const counting = overriding(events, {
+        readAll: async (options?: Parameters<EventStore['readAll']>[0]) => {
+          reads++;
+          const page = await events.readAll(options);
+          eventsRead += page.length;
+          return page;
+        },
+        readStream: async (...args: Parameters<EventStore['readStream']>) => {
+          reads++;
+          const stream = await events.readStream(...args);
+          eventsRead += stream.length;
+          return stream;
+        },
+      });
+      const runner = new ProjectionRunner(counting, readModels, PROJECTIONS[0]!, 'lag');
+      await runner.prepare();
+      const status = await runner.status();
+      expect(reads).to.equal(1);
+      expect(eventsRead).to.be.at.most(LAG_SAMPLE);
+      expect(status.caughtUp).to.equal(false);
+      expect(status.eventsBehind).to.be.within(total * 0.8, total * 1.2);
+      expect(status.lagSeconds).to.be.within(0, 60);
+    } finally {
+      await readModels.close();
+      await events.close();
+    }
+  });
+
+  it('estimateEventsBehind: exact for a short backlog, the sample rate beyond it, "more" when the sample has no rate', function () {
+    const at = (commit: number, prepare = 0) => ({ position: { commit, prepare } }) as RecordedEvent;
+    // `count` events from commit 10 on, `perCommit` to a commit.
+    const sample = (count: number, perCommit: number) => Array.from({ length: count }, (_, i) => at(10 + Math.floor(i / perCommit), i % perCommit));
+    expect(estimateEventsBehind([], { commit: 9, prepare: 0 })).to.equal(0);
+    expect(estimateEventsBehind(sample(40, 2), { commit: 29, prepare: 1 })).to.equal(40);
+    // 100 events in commits 10 to 59, 950 commits more to the head: about 1,900 more at 2 per commit.
+    expect(estimateEventsBehind(sample(LAG_SAMPLE, 2), { commit: 1009, prepare: 1 })).to.be.within(1980, 2040);
+    // The whole sample inside one commit: no rate, only that more are behind.
+    expect(estimateEventsBehind(sample(LAG_SAMPLE, LAG_SAMPLE), { commit: 500, prepare: 0 })).to.equal(LAG_SAMPLE + 1);
   });
 });
