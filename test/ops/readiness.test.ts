@@ -9,7 +9,7 @@ import { ENVELOPE_FIELDS, TestService, validLead } from '../support/service.js';
 
 const status = (projection: string, lagSeconds: number): ProjectionStatus => ({
   projection,
-  tag: 'v1',
+  build: 'v1',
   position: { commit: 1, prepare: 1 },
   caughtUp: lagSeconds === 0,
   eventsBehind: lagSeconds === 0 ? 0 : 7,
