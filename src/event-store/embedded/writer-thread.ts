@@ -154,7 +154,7 @@ function write(appends: readonly AppendRequest[]): AppendOutcome[] {
 const port = parentPort!;
 
 /** Takes every batch already queued for this thread, so that they share one commit. */
-function drain(first: WriteBatch): WriteBatch[] {
+function gatherGroup(first: WriteBatch): WriteBatch[] {
   const batches = [first];
   for (let next = receiveMessageOnPort(port); next; next = receiveMessageOnPort(port)) {
     if (next.message === 'close') {
@@ -176,7 +176,7 @@ function close(): void {
 
 port.on('message', (message: WriteBatch | 'close') => {
   if (message === 'close') return close();
-  const batches = drain(message);
+  const batches = gatherGroup(message);
   const outcomes = write(batches.flatMap((batch) => batch.appends));
   let index = 0;
   for (const batch of batches) {
