@@ -5,10 +5,10 @@ import { ProjectionRunner } from './runner.js';
 import { versionBuild } from './index.js';
 
 /**
- * How a rebuild opens an embedded read-model store. A rebuild writes all over its tables, and at a
- * million events a 64 MiB page cache made it 27% faster than the service's 16 MiB; and the rebuild
- * is the only writer of its new builds, so its commits can be stored on their own thread while the
- * next batch is folded.
+ * How a rebuild opens an embedded read-model store. A rebuild writes all over its tables, so it
+ * keeps more of them in its page cache than the service, which keeps the default for its memory;
+ * and the rebuild is the only writer of its new builds, so its commits can be stored on their own
+ * thread while the next batch is folded.
  */
 export const REBUILD_STORE_OPTIONS = { cacheMiB: 64, commitThread: true } as const;
 
@@ -37,9 +37,9 @@ export interface RebuiltProjection {
 
 /**
  * Rebuilds projections from the first event into new builds, all at once from one read of `$all`:
- * each event is read and decoded once and handed to every projection (reading and decoding were
- * about 40% of a rebuild run one projection at a time, and runners each following `$all` on their
- * own drift apart and read it again). Indexes are created after the rebuild has caught up, over
+ * each event is read and decoded once and handed to every projection (reading and decoding are a
+ * large part of a rebuild, and runners each following `$all` on their own drift apart and read it
+ * again). Indexes are created after the rebuild has caught up, over
  * full tables, unless the store pipelines its commits (then its commit thread maintains them).
  * Events appended meanwhile are followed until every build has caught up with the head; switching
  * the service over is the caller's choice. A failed read-model commit fails the rebuild (run it
