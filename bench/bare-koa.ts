@@ -9,9 +9,9 @@ import { tempDir } from '../test/support/tmp.js';
 // same JSON body and answering 201, with nothing else. It runs in its own process, like the
 // service, so that the load client does not share its event loop.
 //
-// With BARE_DURABLE=1 it also makes, per request, the durable appends a sold post makes (measured
-// from the service's metrics: 3.1 appends and 7 events per post): two one-event contact claims,
-// one after the other, then the lead's five events. That is the floor of any service that must
+// With BARE_DURABLE=1 it also makes, per request, the durable appends a sold post makes (as the
+// service's metrics count them): two one-event contact claims, one after the other, then the
+// lead's five events. That is the floor of any service that must
 // record a post on disk before answering, on this machine and this store.
 
 const dir = tempDir('bench-bare');

@@ -1,6 +1,6 @@
 import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
 import { type Position, comparePositions } from '../src/event-store/port.js';
-import { versionTag } from '../src/projections/index.js';
+import { versionBuild } from '../src/projections/index.js';
 import { leadsProjection } from '../src/projections/projections.js';
 import { checkpointName } from '../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
@@ -24,7 +24,7 @@ async function post(url: string, apiKey: string, from: number, amount: number): 
 /** Waits until the service's lead-view projection has committed everything up to `head`. */
 async function projected(dataDir: string, head: Position): Promise<void> {
   const readModels = EmbeddedReadModelStore.open(dataDir);
-  const checkpoint = checkpointName(leadsProjection, versionTag(leadsProjection));
+  const checkpoint = checkpointName(leadsProjection, versionBuild(leadsProjection));
   try {
     for (;;) {
       const reached = await readModels.checkpoint(checkpoint);

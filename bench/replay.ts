@@ -20,10 +20,10 @@ export interface ReplayResult {
 }
 
 /** Rebuilds `projections` from position 0 into fresh read models, side by side, as `leadpost replay` does. */
-async function timedRebuild(store: EventStore, readModels: EmbeddedReadModelStore, projections: readonly Projection[], tag: string): Promise<ReplayResult> {
+async function timedRebuild(store: EventStore, readModels: EmbeddedReadModelStore, projections: readonly Projection[], build: string): Promise<ReplayResult> {
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
-  const rebuilt = await rebuildProjections(store, readModels, projections, { tag: () => tag });
+  const rebuilt = await rebuildProjections(store, readModels, projections, { build: () => build });
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const events = rebuilt[0]!.events;
@@ -38,10 +38,10 @@ async function timedRebuild(store: EventStore, readModels: EmbeddedReadModelStor
 }
 
 /** Each projection rebuilt alone, then all of them at once (what `leadpost replay` runs by default). */
-async function replayEach(store: EventStore, readModels: EmbeddedReadModelStore, tag: string): Promise<ReplayResult[]> {
+async function replayEach(store: EventStore, readModels: EmbeddedReadModelStore, build: string): Promise<ReplayResult[]> {
   const results: ReplayResult[] = [];
-  for (const projection of PROJECTIONS) results.push(await timedRebuild(store, readModels, [projection], `${tag}_one`));
-  results.push(await timedRebuild(store, readModels, PROJECTIONS, `${tag}_all`));
+  for (const projection of PROJECTIONS) results.push(await timedRebuild(store, readModels, [projection], `${build}_one`));
+  results.push(await timedRebuild(store, readModels, PROJECTIONS, `${build}_all`));
   return results;
 }
 

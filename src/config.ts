@@ -1,8 +1,7 @@
 import { resolve } from 'node:path';
-import { checkLogLevel } from './http/logger.js';
+import { pino } from 'pino';
 import { DEFAULT_PHONE_REGIONS, isPhoneRegion } from './leads/mobile.js';
-import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT } from './http/rate-limit.js';
-import { DEFAULT_TIMEOUTS } from './http/server.js';
+import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from './limits.js';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
 // so a command run beside the service opens the very stores the service uses. Each variable is
@@ -98,7 +97,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
     readyMaxLagSeconds: check(() => integer(env, 'READY_MAX_LAG_SECONDS', 30, 1, 86_400), 30),
   };
-  // Read again by the logger; checked here so that it is reported with every other bad variable.
+  // Read again by the logger (src/http/logger.ts); checked here so that it is reported with every other bad variable.
   check(() => checkLogLevel(env.LOG_LEVEL || 'info'), 'info');
   if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
     problems.push('TLS_CERT_FILE and TLS_KEY_FILE must be given together');
@@ -107,6 +106,14 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
   if (config.headersTimeoutMs > config.requestTimeoutMs) problems.push('HEADERS_TIMEOUT_MS must not be more than REQUEST_TIMEOUT_MS');
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   return config;
+}
+
+/** Throws, naming LOG_LEVEL, for a level pino does not have (its own message does not say where the value came from). */
+export function checkLogLevel(level: string): string {
+  if (!Object.hasOwn(pino.levels.values, level) && level !== 'silent') {
+    throw new Error(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(', ')} or silent, not '${level}'`);
+  }
+  return level;
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {

@@ -1,7 +1,7 @@
 import { randomFillSync } from 'node:crypto';
 
-// Random bytes for ids (event ids, trace ids) drawn from a pool filled 4 KiB at a time: asking
-// the OS for 16 bytes per id showed up in profiles of both appends and requests. Not for secrets:
+// Random bytes for ids (event ids, trace ids) drawn from a pool filled 4 KiB at a time, rather
+// than a call into the OS for 16 bytes per id: every request and every append needs ids. Not for secrets:
 // API key secrets come from crypto.randomBytes directly.
 const POOL_SIZE = 4096;
 const pool = Buffer.alloc(POOL_SIZE);

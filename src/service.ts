@@ -21,7 +21,7 @@ import type { ReadModelStore } from './read-models/port.js';
 import { createLeadValidator } from './leads/validate.js';
 import { loadRoutingConfig } from './routing/load-config.js';
 import { countingEventStore } from './ops/counting-event-store.js';
-import { Drain } from './ops/drain.js';
+import { ShutdownFlag } from './ops/shutdown-flag.js';
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
 
@@ -51,7 +51,7 @@ export interface RunningService {
 }
 
 /** Requests in flight at shutdown get this long; the rest of the 10 s budget is for the workers and stores. */
-const DRAIN_GRACE_MS = 7_000;
+const IN_FLIGHT_GRACE_MS = 7_000;
 
 /** A resolver for machines without DNS: every lookup fails at once, so e-mail MX checks say unknown. */
 const dnsDisabled = () => Promise.reject(Object.assign(new Error('MX lookups are disabled'), { code: 'EREFUSED' }));
@@ -85,13 +85,13 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     position: () => projections.position(),
   });
   const now = overrides.now ?? (() => new Date());
-  const drain = new Drain();
+  const shutdown = new ShutdownFlag();
   const readiness = new ReadinessProbe({
     events: store,
     readModels,
     projections: projectionStatuses,
     maxLagSeconds: config.readyMaxLagSeconds,
-    draining: () => drain.draining,
+    shuttingDown: () => shutdown.shuttingDown,
     logger,
   });
 
@@ -122,7 +122,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     readRateLimit: config.readRateLimit,
     readBack,
     afterSale: { events: store, routing: () => routing, now },
-    ops: { readiness, metrics, drain },
+    ops: { readiness, metrics, shutdown },
   });
   const closeStores = async () => {
     await keys.close();
@@ -184,10 +184,10 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     metrics,
     close: async () => {
       const started = Date.now();
-      drain.start();
+      shutdown.raise();
       // Appends of requests in flight and of delivery attempts land before the stores close.
-      const finishing = Promise.all([servers.close(DRAIN_GRACE_MS), delivery?.stop()]);
-      logger.info({ grace_ms: DRAIN_GRACE_MS }, 'leadpost stopping: no new connections, finishing requests in flight');
+      const finishing = Promise.all([servers.close(IN_FLIGHT_GRACE_MS), delivery?.stop()]);
+      logger.info({ grace_ms: IN_FLIGHT_GRACE_MS }, 'leadpost stopping: no new connections, finishing requests in flight');
       await finishing;
       await closeStores();
       logger.info({ ms: Date.now() - started }, 'leadpost stopped');

@@ -1,7 +1,7 @@
 // A bounded cache of recent entries with O(1) eviction: when the young generation is full it
 // becomes the old one and the previous old one is dropped, so between `capacity` and twice that
-// many of the newest entries are kept. Evicting a Map's oldest entry one at a time was measured at
-// a fifth of a rebuild (the Map skips deleted slots from its start on every lookup of the oldest).
+// many of the newest entries are kept. Evicting a Map's oldest entry one at a time is not O(1): the
+// Map skips the deleted slots from its start on every lookup of the oldest.
 export class TwoGenerationCache<K, V> {
   private young = new Map<K, V>();
   private old = new Map<K, V>();

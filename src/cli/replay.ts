@@ -1,7 +1,7 @@
 import { loadConfig } from '../config.js';
 import type { CliIo } from './io.js';
 import { type Position, openEventStore } from '../event-store/index.js';
-import { PROJECTIONS, activeTag, dropBuildsOlderThan, switchTag } from '../projections/index.js';
+import { PROJECTIONS, dropBuildsOlderThan, servedBuild, switchBuild } from '../projections/index.js';
 import { REBUILD_STORE_OPTIONS, type RebuildProgress, rebuildProjections } from '../projections/rebuild.js';
 import { openReadModelStore } from '../read-models/index.js';
 
@@ -75,12 +75,12 @@ export async function runReplayCommand(args: string[], io: Io = { out: process.s
   try {
     const show = progress(io, await events.headPosition());
     const rebuilt = await rebuildProjections(events, readModels, selected, { onProgress: show });
-    for (const { projection, tag } of rebuilt) {
-      const previous = await activeTag(readModels, projection);
-      await switchTag(readModels, projection, tag);
-      io.out.write(`${projection.name}: now served from build ${tag}\n`);
+    for (const { projection, build } of rebuilt) {
+      const previous = await servedBuild(readModels, projection);
+      await switchBuild(readModels, projection, build);
+      io.out.write(`${projection.name}: now served from build ${build}\n`);
       const dropped = await dropBuildsOlderThan(readModels, projection, previous);
-      if (dropped.length > 0) io.out.write(`${projection.name}: removed older builds ${dropped.join(', ')} (kept ${tag} and ${previous})\n`);
+      if (dropped.length > 0) io.out.write(`${projection.name}: removed older builds ${dropped.join(', ')} (kept ${build} and ${previous})\n`);
     }
     return 0;
   } finally {

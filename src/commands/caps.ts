@@ -99,11 +99,12 @@ export class CapLedger {
       const queue = this.waiting.get(stream) ?? [];
       queue.push({ leadId, max, resolve, reject });
       this.waiting.set(stream, queue);
-      if (!this.busy.has(stream)) void this.drain(stream);
+      if (!this.busy.has(stream)) void this.grantWaiting(stream);
     });
   }
 
-  private async drain(stream: string): Promise<void> {
+  /** Grants the takes waiting on a stream, a group per append, until none is left. */
+  private async grantWaiting(stream: string): Promise<void> {
     this.busy.add(stream);
     try {
       for (let group = this.waiting.get(stream); group && group.length > 0; group = this.waiting.get(stream)) {

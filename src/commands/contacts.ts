@@ -161,7 +161,7 @@ export class ContactRegistry {
   private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | null> {
     const command: ContactCommand = { type: 'ClaimContact', leadId, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) };
     // Most contacts have never been seen: the claim is first tried as a new stream, which needs no
-    // read (two reads per lead were 3–4% of a post). Only a stream that exists is read and checked.
+    // read before the append. Only a stream that exists is read and checked.
     const handled = await handleCommand(this.store, stream, contactDecider, command, { assumeNew: true });
     return handled.events.length > 0 ? { stream, revision: handled.revision, leadId } : null;
   }

@@ -1,8 +1,8 @@
 import { drawRandom16, randomPool } from '../random-pool.js';
 
-// A uuid v7 per event, written here rather than by the uuid package: four ids per append made
-// uuid's v7 (a Uint8Array per id, then formatting all 16 bytes) about 14% of an append's time on
-// the main thread. The layout is uuid's own (RFC 9562 with its 32-bit sequence in rand_a and
+// A uuid v7 per event, written here rather than by the uuid package, whose v7 makes a Uint8Array
+// per id and formats all 16 bytes: a post appends several events, and all of that is on the main
+// thread, in the way of requests. The layout is uuid's own (RFC 9562 with its 32-bit sequence in rand_a and
 // rand_b, so ids made in the same millisecond still sort in order); the formatted timestamp is
 // reused for every id of the same millisecond.
 

@@ -1,8 +1,8 @@
 // Rejections decided by the shell itself travel as ShellError so that one middleware turns every
 // failure, expected or not, into the envelope; nothing downstream writes an error body by hand.
+// A store that cannot be reached is no ShellError: the shell asks isStoreUnavailable
+// (src/store-unavailable.ts), which the append metrics share.
 
-import { EventStoreUnavailableError } from '../event-store/port.js';
-import { ReadModelUnavailableError } from '../read-models/port.js';
 import type { FieldError, OutcomeCode } from './envelope.js';
 
 export class ShellError extends Error {
@@ -18,22 +18,4 @@ export class ShellError extends Error {
   ) {
     super(detail ?? code);
   }
-}
-
-const MAX_CAUSE_DEPTH = 8;
-
-/**
- * A store that cannot be reached — the event store or the read-model store a read-back route
- * reads — is retryable (503), whether the command let the store's error through or wrapped it: the
- * cause chain is searched. The name check covers a second copy of a port module (e.g. two installs
- * in a monorepo) where `instanceof` would fail.
- */
-export function isUnavailable(error: unknown): boolean {
-  let current: unknown = error;
-  for (let depth = 0; current instanceof Error && depth < MAX_CAUSE_DEPTH; depth++) {
-    if (current instanceof EventStoreUnavailableError || current.name === 'EventStoreUnavailableError') return true;
-    if (current instanceof ReadModelUnavailableError || current.name === 'ReadModelUnavailableError') return true;
-    current = current.cause;
-  }
-  return false;
 }

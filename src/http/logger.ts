@@ -1,4 +1,5 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
+import { checkLogLevel } from '../config.js';
 
 // The access log is built not to carry secrets or PII; redaction is the second line of defence for
 // a log call somewhere else that passes a request or a lead by mistake.
@@ -21,14 +22,6 @@ export interface LoggerOptions {
   /** Defaults to stdout. Tests pass a stream to read what was logged. */
   readonly destination?: DestinationStream;
   readonly env?: NodeJS.ProcessEnv;
-}
-
-/** Throws, naming LOG_LEVEL, for a level pino does not have (its own message does not say where the value came from). */
-export function checkLogLevel(level: string): string {
-  if (!Object.hasOwn(pino.levels.values, level) && level !== 'silent') {
-    throw new Error(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(', ')} or silent, not '${level}'`);
-  }
-  return level;
 }
 
 export function createLogger(options: LoggerOptions = {}): Logger {

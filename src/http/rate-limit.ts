@@ -2,21 +2,9 @@
 // ever holds authenticated key ids, so it is bounded by the number of issued keys.
 
 import type { Middleware } from 'koa';
+import type { RateLimitConfig } from '../limits.js';
 import { ShellError } from './errors.js';
 import type { ShellState } from './state.js';
-
-export interface RateLimitConfig {
-  readonly ratePerSecond: number;
-  readonly burst: number;
-}
-
-/** Lead posts per key (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST). */
-export const DEFAULT_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 50, burst: 100 };
-/**
- * Read-back requests per key (READ_RATE_LIMIT_PER_SECOND, READ_RATE_LIMIT_BURST). A report costs
- * the store far more than a post: a lower rate, in buckets apart, so reading never starves posting.
- */
-export const DEFAULT_READ_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 20, burst: 40 };
 
 export interface TakeResult {
   readonly allowed: boolean;

@@ -5,6 +5,7 @@ import { createServer as createHttpServer, type RequestListener, type Server } f
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { DEFAULT_TIMEOUTS, type Timeouts } from '../limits.js';
 import { clientErrorHandler, MAX_HEADER_BYTES } from './client-error.js';
 import { plainHttpHandler } from './plain-http.js';
 
@@ -30,15 +31,6 @@ export interface RunningServers {
   /** Stops accepting at once; requests in flight get `graceMs` (default 10 s) to finish, then their connections are cut. */
   close(graceMs?: number): Promise<void>;
 }
-
-export interface Timeouts {
-  /** All request headers must have arrived within this long (slowloris). */
-  readonly headersMs: number;
-  /** The whole request, body included, within this long (a slow or short body). */
-  readonly requestMs: number;
-}
-
-export const DEFAULT_TIMEOUTS: Timeouts = { headersMs: 10_000, requestMs: 30_000 };
 
 // Node enforces both timeouts only when it next sweeps its connections (every 30 s by default),
 // which would let a slow client hold a socket up to 30 s past its deadline; sweep often enough

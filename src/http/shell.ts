@@ -6,7 +6,8 @@ import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { logAccess } from './access-log.js';
 import { noLeadEnvelope, OUTCOMES, type OutcomeCode } from './envelope.js';
-import { isUnavailable, ShellError } from './errors.js';
+import { isStoreUnavailable } from '../store-unavailable.js';
+import { ShellError } from './errors.js';
 import { JSON_CONTENT_TYPE, SECURITY_HEADERS } from './security-headers.js';
 import type { ShellState } from './state.js';
 import { traceIdFrom } from './trace.js';
@@ -57,7 +58,7 @@ function respondWithError(ctx: Context, error: unknown, traceId: string, logger:
     headers = error.headers;
     errors = error.errors;
     message = error.publicMessage;
-  } else if (isUnavailable(error)) {
+  } else if (isStoreUnavailable(error)) {
     code = 'UNAVAILABLE';
     headers = { 'Retry-After': '1' };
     logger.warn({ trace_id: traceId, err: error }, 'store unavailable');

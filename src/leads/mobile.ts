@@ -14,9 +14,8 @@ export function isPhoneRegion(code: string): boolean {
   return /^[A-Z]{2}$/.test(code) && isSupportedCountry(code);
 }
 
-// Parsing a number with libphonenumber (and deciding it is valid) was done twice per lead, once by
-// validation and again by the phone check, about 2% of a post. Validation keeps what it parsed for
-// the phone check, by E.164 number; a check of a number it never saw parses it itself.
+// Parsing a number with libphonenumber (and deciding it is valid) is costly, and both validation
+// and the phone check need it for every lead. Validation keeps what it parsed for the phone check, by E.164 number; a check of a number it never saw parses it itself.
 const recent = new TwoGenerationCache<string, PhoneNumber>(1024);
 
 /** A dialable number: international, or a bare national number taken as US (+1). Whether its region is allowed is the validator's rule. */

@@ -2,7 +2,7 @@
 // commit) stay as they are: every caller of the service's store goes through this one object.
 
 import { type EventStore, WrongExpectedRevisionError } from '../event-store/port.js';
-import { isUnavailable } from '../http/errors.js';
+import { isStoreUnavailable } from '../store-unavailable.js';
 
 /** ok: written; conflict: the expected revision did not match (normal under races); unavailable: store down. */
 export type AppendResultLabel = 'ok' | 'conflict' | 'unavailable' | 'error';
@@ -17,7 +17,7 @@ export function countingEventStore(store: EventStore, count: AppendCounter): Eve
         count('ok', events.length);
         return result;
       } catch (error) {
-        count(error instanceof WrongExpectedRevisionError ? 'conflict' : isUnavailable(error) ? 'unavailable' : 'error', 0);
+        count(error instanceof WrongExpectedRevisionError ? 'conflict' : isStoreUnavailable(error) ? 'unavailable' : 'error', 0);
         throw error;
       }
     },

@@ -14,7 +14,8 @@ export interface ReadinessDeps {
   readonly projections: () => Promise<ProjectionStatus[]>;
   /** A projection further behind than this (oldest unprojected event, seconds) makes the instance not ready. */
   readonly maxLagSeconds: number;
-  readonly draining: () => boolean;
+  /** True once the service has begun to shut down. */
+  readonly shuttingDown: () => boolean;
   /** Per check; defaults to 2000. */
   readonly timeoutMs?: number;
   readonly logger?: Logger;
@@ -70,7 +71,7 @@ export class ReadinessProbe {
       this.reach('read_models', () => this.deps.readModels.checkpoint('readyz')),
       this.projections(),
     ]);
-    const shutdown: Check = this.deps.draining() ? { ok: false, detail: 'shutting down' } : { ok: true, detail: 'serving' };
+    const shutdown: Check = this.deps.shuttingDown() ? { ok: false, detail: 'shutting down' } : { ok: true, detail: 'serving' };
     const checks = { shutdown, event_store: eventStore, read_models: readModels, projections };
     return { ready: Object.values(checks).every((check) => check.ok), checks };
   }

@@ -6,14 +6,14 @@ import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import { noLeadEnvelope } from '../http/envelope.js';
 import type { ShellState } from '../http/state.js';
-import type { Drain } from './drain.js';
 import type { ServiceMetrics } from './metrics.js';
 import type { ReadinessProbe } from './readiness.js';
+import type { ShutdownFlag } from './shutdown-flag.js';
 
 export interface OpsDeps {
   readonly readiness: ReadinessProbe;
   readonly metrics: ServiceMetrics;
-  readonly drain: Drain;
+  readonly shutdown: ShutdownFlag;
 }
 
 export function registerOpsRoutes(router: Router<ShellState>, deps: OpsDeps): void {
@@ -40,6 +40,6 @@ export function registerOpsRoutes(router: Router<ShellState>, deps: OpsDeps): vo
 /** Outside the shell: the latency it measures and the connection it closes include the shell's work. */
 export function opsMiddleware(deps: OpsDeps): Middleware {
   const measure = deps.metrics.middleware();
-  const drain = deps.drain.middleware();
-  return (ctx, next) => measure(ctx, () => drain(ctx, next));
+  const closeWhenShuttingDown = deps.shutdown.middleware();
+  return (ctx, next) => measure(ctx, () => closeWhenShuttingDown(ctx, next));
 }

@@ -12,8 +12,8 @@ export type MaybePromise<T> = T | Promise<T>;
 export interface ProjectionContext {
   /**
    * The LeadReceived of a lead: from memory when the lead's events arrived together (almost
-   * always, and then synchronously: a rebuild handles a million events and a promise per event
-   * was a measurable part of it), else read from its stream.
+   * always, and then synchronously: a rebuild handles every event of the store, and a promise
+   * per event would add work to each), else read from its stream.
    */
   received(leadId: number): MaybePromise<LeadReceived['data'] | null>;
   /** The physical name of one of this projection's collections in the version being built. */

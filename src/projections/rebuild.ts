@@ -2,13 +2,13 @@ import { type EventStore, type Position, START, comparePositions } from '../even
 import type { ReadModelStore } from '../read-models/port.js';
 import type { Projection } from './projections.js';
 import { ProjectionRunner } from './runner.js';
-import { versionTag } from './index.js';
+import { versionBuild } from './index.js';
 
 /**
- * How a rebuild opens an embedded read-model store. A rebuild writes all over its tables, and at a
- * million events a 64 MiB page cache made it 27% faster than the service's 16 MiB; and the rebuild
- * is the only writer of its new builds, so its commits can be stored on their own thread while the
- * next batch is folded.
+ * How a rebuild opens an embedded read-model store. A rebuild writes all over its tables, so it
+ * keeps more of them in its page cache than the service, which keeps the default for its memory;
+ * and the rebuild is the only writer of its new builds, so its commits can be stored on their own
+ * thread while the next batch is folded.
  */
 export const REBUILD_STORE_OPTIONS = { cacheMiB: 64, commitThread: true } as const;
 
@@ -23,23 +23,23 @@ export interface RebuildProgress {
 export interface RebuildOptions {
   /** Events per read-model commit. */
   readonly batchSize?: number;
-  /** Tag of the builds; default `v<version>_r<now>`, a new build beside the served one. */
-  readonly tag?: (projection: Projection) => string;
+  /** Name of each projection's build; default `v<version>_r<now>`, a new build beside the served one. */
+  readonly build?: (projection: Projection) => string;
   readonly onProgress?: (progress: RebuildProgress) => void;
 }
 
 export interface RebuiltProjection {
   readonly projection: Projection;
-  readonly tag: string;
+  readonly build: string;
   readonly position: Position;
   readonly events: number;
 }
 
 /**
  * Rebuilds projections from the first event into new builds, all at once from one read of `$all`:
- * each event is read and decoded once and handed to every projection (reading and decoding were
- * about 40% of a rebuild run one projection at a time, and runners each following `$all` on their
- * own drift apart and read it again). Indexes are created after the rebuild has caught up, over
+ * each event is read and decoded once and handed to every projection (reading and decoding are a
+ * large part of a rebuild, and runners each following `$all` on their own drift apart and read it
+ * again). Indexes are created after the rebuild has caught up, over
  * full tables, unless the store pipelines its commits (then its commit thread maintains them).
  * Events appended meanwhile are followed until every build has caught up with the head; switching
  * the service over is the caller's choice. A failed read-model commit fails the rebuild (run it
@@ -52,10 +52,10 @@ export async function rebuildProjections(
   options: RebuildOptions = {},
 ): Promise<RebuiltProjection[]> {
   const started = Date.now();
-  const tagOf = options.tag ?? ((projection: Projection) => `${versionTag(projection)}_r${started}`);
+  const buildOf = options.build ?? ((projection: Projection) => `${versionBuild(projection)}_r${started}`);
   const runners = projections.map(
     (projection) =>
-      new ProjectionRunner(events, readModels, projection, tagOf(projection), {
+      new ProjectionRunner(events, readModels, projection, buildOf(projection), {
         batchSize: options.batchSize ?? 5000,
         // A store that pipelines commits writes on its own thread, which has time to spare while
         // this one folds: it keeps the indexes as it goes. Otherwise they are built at the end.
@@ -93,5 +93,5 @@ export async function rebuildProjections(
     await runner.createIndexes();
     options.onProgress?.({ projection: runner.projection.name, position: runner.position, events: runner.handledEvents, done: true });
   }
-  return runners.map((runner) => ({ projection: runner.projection, tag: runner.tag, position: runner.position, events: runner.handledEvents }));
+  return runners.map((runner) => ({ projection: runner.projection, build: runner.build, position: runner.position, events: runner.handledEvents }));
 }

@@ -23,7 +23,7 @@ export interface RunnerOptions {
 
 export interface ProjectionStatus {
   readonly projection: string;
-  readonly tag: string;
+  readonly build: string;
   readonly position: Position;
   readonly caughtUp: boolean;
   /**
@@ -45,8 +45,8 @@ const MAX_BACKOFF_MS = 5000;
 export const LAG_SAMPLE = 100;
 
 /** Physical collection names of a projection build: `leads_v1`, `leads_v1_r1732233000`. */
-export const collectionName = (base: string, tag: string): string => `${base}_${tag}`;
-export const checkpointName = (projection: Projection, tag: string): string => `${projection.name}:${tag}`;
+export const collectionName = (base: string, build: string): string => `${base}_${build}`;
+export const checkpointName = (projection: Projection, build: string): string => `${projection.name}:${build}`;
 
 /**
  * How many events lie after a checkpoint up to `head`, from the first of them (`sample`, at most
@@ -94,27 +94,27 @@ export class ProjectionRunner {
     private readonly events: EventStore,
     private readonly readModels: ReadModelStore,
     readonly projection: Projection,
-    readonly tag: string,
+    readonly build: string,
     private readonly options: RunnerOptions = {},
   ) {
     this.context = {
-      collection: (base) => collectionName(base, tag),
+      collection: (base) => collectionName(base, build),
       received: (leadId) => this.received(leadId),
     };
   }
 
   async prepare(): Promise<Position> {
     for (const [base, indexes] of Object.entries(this.projection.indexes)) {
-      await this.readModels.ensureIndexes(collectionName(base, this.tag), this.options.deferIndexes ? [] : indexes);
+      await this.readModels.ensureIndexes(collectionName(base, this.build), this.options.deferIndexes ? [] : indexes);
     }
-    this.advance((await this.readModels.checkpoint(checkpointName(this.projection, this.tag))) ?? START);
+    this.advance((await this.readModels.checkpoint(checkpointName(this.projection, this.build))) ?? START);
     return this.committed;
   }
 
   /** Creates the indexes a `deferIndexes` runner left out (harmless when they exist). */
   async createIndexes(): Promise<void> {
     for (const [base, indexes] of Object.entries(this.projection.indexes)) {
-      await this.readModels.ensureIndexes(collectionName(base, this.tag), indexes);
+      await this.readModels.ensureIndexes(collectionName(base, this.build), indexes);
     }
   }
 
@@ -167,7 +167,7 @@ export class ProjectionRunner {
       // How long the oldest event not yet projected has been waiting.
       lagSeconds = sample[0] ? Math.max(0, (Date.now() - sample[0].created) / 1000) : 0;
     }
-    return { projection: this.projection.name, tag: this.tag, position: this.committed, caughtUp, eventsBehind, lagSeconds };
+    return { projection: this.projection.name, build: this.build, position: this.committed, caughtUp, eventsBehind, lagSeconds };
   }
 
   private async run(): Promise<void> {
@@ -223,7 +223,7 @@ export class ProjectionRunner {
     if (!position) return this.flushing;
     if (this.readModels.pipelinedCommits) return this.pipeline(position, writes);
     this.flushing = this.flushing.then(async () => {
-      await this.readModels.commit(checkpointName(this.projection, this.tag), position, writes);
+      await this.readModels.commit(checkpointName(this.projection, this.build), position, writes);
       this.advance(position);
       this.options.onProgress?.(position, this.handled);
     });
@@ -237,7 +237,7 @@ export class ProjectionRunner {
    */
   private pipeline(position: Position, writes: ReadWrite[]): Promise<void> {
     const previous = this.lastCommit;
-    const committing = this.readModels.commit(checkpointName(this.projection, this.tag), position, writes).then(() => {
+    const committing = this.readModels.commit(checkpointName(this.projection, this.build), position, writes).then(() => {
       this.advance(position);
       this.options.onProgress?.(position, this.handled);
     });

@@ -7,8 +7,8 @@ import { withoutId } from './validate.js';
 //
 // New documents are made by spreading the write's fields rather than adding them one by one: V8
 // turns an object that gets more than about a dozen properties through computed keys into a
-// dictionary, and such documents were twice as slow to fold and markedly slower to stringify
-// (a rebuild folds and stringifies every document).
+// dictionary, and such documents are slower to fold and to stringify (a rebuild folds and
+// stringifies every document).
 
 export type Doc = Record<string, unknown>;
 

@@ -25,7 +25,7 @@ export interface EmbeddedReadModelOptions {
   readonly busyTimeoutMs?: number;
   /**
    * SQLite's page cache for this connection; better-sqlite3's default (16 MiB) when not given. A rebuild writes
-   * documents all over several tables, and at a million events a 64 MiB cache made it 27% faster;
+   * documents all over several tables, and a larger cache keeps more of them in memory;
    * the service keeps the default, for its memory.
    */
   readonly cacheMiB?: number;

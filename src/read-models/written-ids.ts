@@ -1,6 +1,6 @@
 // The documents a store has written, as a Bloom filter: "no" is certain, "maybe" needs a look at
 // the table. A rebuild writes hundreds of thousands of new documents into tables that started
-// empty, and looking each one up first, only to find nothing, was a tenth of its main thread.
+// empty, and looking each one up first, only to find nothing, is a read wasted per document.
 
 const BITS = 2 ** 25; // 4 MiB: under 0.01% false "maybe" at a million documents, and it degrades gracefully.
 const PROBES = 4;

@@ -26,8 +26,8 @@ function formatter(tz: string): Intl.DateTimeFormat {
 
 /**
  * The last answer per zone, by UTC minute. Every zone's offset is a whole number of minutes, so one
- * UTC minute is one local minute everywhere and the answer is exact; formatToParts cost about
- * 25 µs of every post in the profile (caps and hours ask for each buyer).
+ * UTC minute is one local minute everywhere and the answer is exact. formatToParts is slow, and
+ * every post asks it for each buyer (caps and hours), mostly within the same minute.
  */
 const lastByZone = new Map<string, { minute: number; time: LocalTime }>();
 

@@ -10,9 +10,9 @@ import { OUTCOMES } from '../../src/http/envelope.js';
 import { createLogger } from '../../src/http/logger.js';
 import { LEAD_SCHEMA } from '../../src/leads/schema.js';
 import { createLeadValidator } from '../../src/leads/validate.js';
-import { Drain } from '../../src/ops/drain.js';
 import { ServiceMetrics } from '../../src/ops/metrics.js';
 import { ReadinessProbe } from '../../src/ops/readiness.js';
+import { ShutdownFlag } from '../../src/ops/shutdown-flag.js';
 import { ReadBack } from '../../src/read-models/read-back.js';
 import { DocumentReader, exampleCode, routerOf, routesOf } from '../support/openapi.js';
 
@@ -30,9 +30,9 @@ function fullApp() {
     readBack: new ReadBack({ events: {} as EventStore, readModels: {} as never, collection: unused, position: unused }),
     afterSale: { events: {} as EventStore, routing: unused, now: () => new Date() },
     ops: {
-      readiness: new ReadinessProbe({ events: {} as EventStore, readModels: {} as never, projections: unused, maxLagSeconds: 30, draining: () => false }),
+      readiness: new ReadinessProbe({ events: {} as EventStore, readModels: {} as never, projections: unused, maxLagSeconds: 30, shuttingDown: () => false }),
       metrics: new ServiceMetrics({ runtime: false }),
-      drain: new Drain(),
+      shutdown: new ShutdownFlag(),
     },
   });
 }

@@ -9,7 +9,7 @@ import { ENVELOPE_FIELDS, TestService, validLead } from '../support/service.js';
 
 const status = (projection: string, lagSeconds: number): ProjectionStatus => ({
   projection,
-  tag: 'v1',
+  build: 'v1',
   position: { commit: 1, prepare: 1 },
   caughtUp: lagSeconds === 0,
   eventsBehind: lagSeconds === 0 ? 0 : 7,
@@ -89,10 +89,10 @@ describe('health and readiness', function () {
     const readModels = { checkpoint: async () => null };
 
     it('says not ready while shutting down', async function () {
-      let draining = false;
-      const probe = new ReadinessProbe({ events: store, readModels, projections: async () => [status('leads', 0)], maxLagSeconds: 30, draining: () => draining });
+      let shuttingDown = false;
+      const probe = new ReadinessProbe({ events: store, readModels, projections: async () => [status('leads', 0)], maxLagSeconds: 30, shuttingDown: () => shuttingDown });
       expect((await probe.check()).ready).to.equal(true);
-      draining = true;
+      shuttingDown = true;
       const result = await probe.check();
       expect(result.ready).to.equal(false);
       expect(result.checks.shutdown).to.deep.equal({ ok: false, detail: 'shutting down' });
@@ -104,7 +104,7 @@ describe('health and readiness', function () {
         readModels,
         projections: async () => [status('leads', 0)],
         maxLagSeconds: 30,
-        draining: () => false,
+        shuttingDown: () => false,
         timeoutMs: 50,
       });
       const started = Date.now();
@@ -119,12 +119,12 @@ describe('health and readiness', function () {
         readModels,
         projections: async () => [status('leads', 0), status('reports', 42.5)],
         maxLagSeconds: 30,
-        draining: () => false,
+        shuttingDown: () => false,
       });
       const result = await late.check();
       expect(result.ready).to.equal(false);
       expect(result.checks.projections.detail).to.equal('behind by more than 30 s: reports 42.5 s');
-      const none = new ReadinessProbe({ events: store, readModels, projections: async () => [], maxLagSeconds: 30, draining: () => false });
+      const none = new ReadinessProbe({ events: store, readModels, projections: async () => [], maxLagSeconds: 30, shuttingDown: () => false });
       expect((await none.check()).checks.projections).to.include({ ok: false, detail: 'no projection is running' });
     });
 
@@ -135,7 +135,7 @@ describe('health and readiness', function () {
         readModels,
         projections: async () => [status('leads', 0)],
         maxLagSeconds: 30,
-        draining: () => false,
+        shuttingDown: () => false,
       });
       await Promise.all([probe.check(), probe.check(), probe.check()]);
       expect(reads).to.equal(1);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { fileURLToPath } from 'node:url';
-import { PROJECTIONS, versionTag } from '../../src/projections/index.js';
+import { PROJECTIONS, versionBuild } from '../../src/projections/index.js';
 import { collectionName } from '../../src/projections/runner.js';
 import { runChild } from '../support/child.js';
 import { TestService, validLead } from '../support/service.js';
@@ -16,32 +16,32 @@ describe('leadpost replay', function () {
       const key = await svc.key();
       for (let i = 0; i < 30; i++) await svc.post(validLead({ accident_state: i % 3 ? 'CA' : 'TX', zip: i % 3 ? '90210' : '75001' }), { 'x-api-key': key });
       await svc.service.projections.waitFor(await svc.service.store.headPosition());
-      const oldTags = Object.fromEntries(svc.service.projections.all.map((r) => [r.projection.name, r.tag]));
+      const oldBuilds = Object.fromEntries(svc.service.projections.all.map((r) => [r.projection.name, r.build]));
       // Each projection serves the build of its own version.
-      expect(oldTags).to.deep.equal(Object.fromEntries(PROJECTIONS.map((p) => [p.name, versionTag(p)])));
+      expect(oldBuilds).to.deep.equal(Object.fromEntries(PROJECTIONS.map((p) => [p.name, versionBuild(p)])));
 
       const replay = await runChild(['replay'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
       expect(replay.code, replay.stderr).to.equal(0);
       // Not a terminal: plain progress lines, one final line per projection, then the switch.
       for (const name of ['leads', 'deliveries', 'feedback', 'reports']) {
         expect(replay.lines.some((l) => l.startsWith(`${name}: 100.0%`) && /events\/s ETA/.test(l))).to.equal(true);
-        expect(replay.lines.some((l) => new RegExp(`^${name}: now served from build ${oldTags[name]}_r\\d+$`).test(l))).to.equal(true);
+        expect(replay.lines.some((l) => new RegExp(`^${name}: now served from build ${oldBuilds[name]}_r\\d+$`).test(l))).to.equal(true);
       }
 
       // The running service follows the switch within a second or two, and answers the same.
       const started = Date.now();
-      while (svc.service.projections.all.some((r) => r.tag === oldTags[r.projection.name]) && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 100));
-      for (const runner of svc.service.projections.all) expect(runner.tag).to.match(new RegExp(`^${oldTags[runner.projection.name]}_r\\d+$`));
+      while (svc.service.projections.all.some((r) => r.build === oldBuilds[r.projection.name]) && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 100));
+      for (const runner of svc.service.projections.all) expect(runner.build).to.match(new RegExp(`^${oldBuilds[runner.projection.name]}_r\\d+$`));
       for (const [name, base] of [['leads', 'leads'], ['deliveries', 'deliveries'], ['reports', 'report_buckets'], ['reports', 'report_leads']] as const) {
-        const read = (tag: string) => svc.service.readModels.find(collectionName(base, tag), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
-        const rebuilt = await read(svc.service.projections.runner(name)!.tag);
+        const read = (build: string) => svc.service.readModels.find(collectionName(base, build), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
+        const rebuilt = await read(svc.service.projections.runner(name)!.build);
         expect(rebuilt.length).to.be.above(0);
-        expect(rebuilt, `${name} rebuilt equals live`).to.deep.equal(await read(oldTags[name]!));
+        expect(rebuilt, `${name} rebuilt equals live`).to.deep.equal(await read(oldBuilds[name]!));
       }
       // New leads land in the new build.
       const posted = await svc.post(validLead(), { 'x-api-key': key });
       await svc.service.projections.waitFor(await svc.service.store.headPosition());
-      const view = await svc.service.readModels.get(collectionName('leads', svc.service.projections.runner('leads')!.tag), String(posted.body.lead_id));
+      const view = await svc.service.readModels.get(collectionName('leads', svc.service.projections.runner('leads')!.build), String(posted.body.lead_id));
       expect(view).to.include({ lead_status: 'sold' });
     } finally {
       await svc.stop();
@@ -58,14 +58,14 @@ describe('leadpost replay', function () {
       for (let round = 1; round <= 5; round++) {
         const replay = await runChild(['replay'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
         expect(replay.code, replay.stderr).to.equal(0);
-        const tag = /^leads: now served from build (v1_r\d+)$/.exec(replay.lines.find((l) => l.startsWith('leads: now served')) ?? '')?.[1];
-        expect(tag, replay.lines.join('\n')).to.be.a('string');
-        switched.push(tag!);
-        if (round >= 3) expect(replay.lines, `round ${round}`).to.include(`leads: removed older builds ${switched[round - 3]} (kept ${tag} and ${switched[round - 2]})`);
+        const build = /^leads: now served from build (v1_r\d+)$/.exec(replay.lines.find((l) => l.startsWith('leads: now served')) ?? '')?.[1];
+        expect(build, replay.lines.join('\n')).to.be.a('string');
+        switched.push(build!);
+        if (round >= 3) expect(replay.lines, `round ${round}`).to.include(`leads: removed older builds ${switched[round - 3]} (kept ${build} and ${switched[round - 2]})`);
         // The service follows each switch (within a second) before the next replay removes what it left.
         const started = Date.now();
-        while (svc.service.projections.runner('leads')!.tag !== tag && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 50));
-        expect(svc.service.projections.runner('leads')!.tag).to.equal(tag);
+        while (svc.service.projections.runner('leads')!.build !== build && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 50));
+        expect(svc.service.projections.runner('leads')!.build).to.equal(build);
       }
       const collections = await svc.service.readModels.collections();
       for (const projection of PROJECTIONS) {
@@ -73,16 +73,16 @@ describe('leadpost replay', function () {
           projection.collections.flatMap((base) => collections.filter((c) => c.startsWith(`${base}_v`)).map((c) => c.slice(base.length + 1))),
         );
         // Each projection builds under its own version (`v2_r…` for a projection at version 2).
-        const version = versionTag(projection);
-        const own = [...builds].filter((tag) => new RegExp(`^${version}_r\\d+$`).test(tag));
+        const version = versionBuild(projection);
+        const own = [...builds].filter((build) => new RegExp(`^${version}_r\\d+$`).test(build));
         expect(own.length, `${projection.name}: ${[...builds].join(', ')}`).to.equal(2);
         expect([...builds].sort(), projection.name).to.deep.equal(own.sort());
         // The first build and the first three rebuilds are gone, their checkpoints with them.
         for (const base of projection.collections) expect(collections).to.not.include(collectionName(base, version));
-        const dropped = [version, ...switched.slice(0, 3).map((tag) => tag.replace(/^v1_/, `${version}_`))];
-        for (const tag of dropped) expect(await svc.service.readModels.checkpoint(`${projection.name}:${tag}`), `${projection.name}:${tag}`).to.equal(null);
+        const dropped = [version, ...switched.slice(0, 3).map((build) => build.replace(/^v1_/, `${version}_`))];
+        for (const build of dropped) expect(await svc.service.readModels.checkpoint(`${projection.name}:${build}`), `${projection.name}:${build}`).to.equal(null);
       }
-      expect(new Set(collections.filter((c) => c.startsWith('leads_')))).to.deep.equal(new Set(switched.slice(-2).map((tag) => collectionName('leads', tag))));
+      expect(new Set(collections.filter((c) => c.startsWith('leads_')))).to.deep.equal(new Set(switched.slice(-2).map((build) => collectionName('leads', build))));
       // Still answering from the newest build.
       const posted = await svc.post(validLead(), { 'x-api-key': key });
       await svc.service.projections.waitFor(await svc.service.store.headPosition());

@@ -32,21 +32,21 @@ function leadCommand(i: number): PostLeadCommand {
   return { ...base, enrichment, routing: { target, price: 10 + i, currency: 'USD', strategy: 'highest_price', version: 'v', candidates: [] } };
 }
 
-async function snapshot(readModels: ReadModelStore, tag: string): Promise<Record<string, unknown[]>> {
+async function snapshot(readModels: ReadModelStore, build: string): Promise<Record<string, unknown[]>> {
   const out: Record<string, unknown[]> = {};
   for (const projection of PROJECTIONS) {
     for (const base of projection.collections) {
-      const docs = await readModels.find(collectionName(base, tag), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
+      const docs = await readModels.find(collectionName(base, build), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
       out[base] = docs;
     }
   }
   return out;
 }
 
-async function runAll(events: EventStore, readModels: ReadModelStore, tag: string, options: { batchSize?: number } = {}): Promise<void> {
+async function runAll(events: EventStore, readModels: ReadModelStore, build: string, options: { batchSize?: number } = {}): Promise<void> {
   const head = await events.headPosition();
   for (const projection of PROJECTIONS) {
-    const runner = new ProjectionRunner(events, readModels, projection, tag, { batchSize: options.batchSize ?? 500, flushMs: 5 });
+    const runner = new ProjectionRunner(events, readModels, projection, build, { batchSize: options.batchSize ?? 500, flushMs: 5 });
     runner.start();
     await runner.waitFor(head);
     await runner.stop();
@@ -130,7 +130,7 @@ describe('projection runner', function () {
       const store = overriding(events, { headPosition: async () => (await appended, events.headPosition()) });
       const rebuilt = await rebuildProjections(store, readModels, PROJECTIONS, {
         batchSize: 20,
-        tag: () => 'side',
+        build: () => 'side',
         onProgress: ({ projection, done }) => {
           const bases = PROJECTIONS.find((p) => p.name === projection)!.collections;
           for (const base of bases) {
@@ -147,7 +147,7 @@ describe('projection runner', function () {
       });
       expect(checkedDuring).to.be.above(0);
       const head = await events.headPosition();
-      expect(rebuilt.map((r) => [r.projection.name, r.tag, r.position])).to.deep.equal(PROJECTIONS.map((p) => [p.name, 'side', head]));
+      expect(rebuilt.map((r) => [r.projection.name, r.build, r.position])).to.deep.equal(PROJECTIONS.map((p) => [p.name, 'side', head]));
       await runAll(events, readModels, 'reference');
       const side = await snapshot(readModels, 'side');
       expect(side).to.deep.equal(await snapshot(readModels, 'reference'));
@@ -182,7 +182,7 @@ describe('projection runner', function () {
           return threaded.commit(...args).finally(() => inFlight--);
         },
       });
-      await rebuildProjections(events, counting, PROJECTIONS, { batchSize: 7, tag: () => 'piped' });
+      await rebuildProjections(events, counting, PROJECTIONS, { batchSize: 7, build: () => 'piped' });
       expect(mostInFlight).to.be.at.least(2);
     } finally {
       await threaded.close();

@@ -4,7 +4,7 @@ import { Agent, request } from 'node:https';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { formatKey, issueKey, newKeyMaterial } from '../../src/keys/api-keys.js';
 import { changeKeys } from '../../src/keys/key-stream.js';
-import { PROJECTIONS, versionTag } from '../../src/projections/index.js';
+import { PROJECTIONS, versionBuild } from '../../src/projections/index.js';
 import { reportsProjection } from '../../src/projections/projections.js';
 import { REBUILD_STORE_OPTIONS, rebuildProjections } from '../../src/projections/rebuild.js';
 import { checkpointName } from '../../src/projections/runner.js';
@@ -67,10 +67,10 @@ describe('reports over 200,000 leads, served under the heap cap of npm start', f
       seeded = await seedLeads(store, { leads: LEADS, shape });
       // Projected as `leadpost replay` would, into the builds the service serves. The other read
       // models are not read here: their builds start empty at the head, with nothing to replay.
-      await rebuildProjections(store, readModels, [reportsProjection], { tag: versionTag });
+      await rebuildProjections(store, readModels, [reportsProjection], { build: versionBuild });
       const head = await store.headPosition();
       for (const projection of PROJECTIONS) {
-        if (projection !== reportsProjection) await readModels.commit(checkpointName(projection, versionTag(projection)), head, []);
+        if (projection !== reportsProjection) await readModels.commit(checkpointName(projection, versionBuild(projection)), head, []);
       }
     } finally {
       await readModels.close();

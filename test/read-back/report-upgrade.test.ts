@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { PROJECTIONS, switchTag, versionTag } from '../../src/projections/index.js';
+import { PROJECTIONS, switchBuild, versionBuild } from '../../src/projections/index.js';
 import { reportsProjection } from '../../src/projections/projections.js';
 import { checkpointName, collectionName } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
@@ -30,16 +30,16 @@ describe('reports projection upgrade', function () {
     // checkpoint at the head, a replayed build switched to; and nothing of this version's build.
     const readModels = EmbeddedReadModelStore.open(dir.path);
     try {
-      for (const base of reportsProjection.collections) await readModels.drop(collectionName(base, versionTag(reportsProjection)));
-      const head = (await readModels.checkpoint(checkpointName(PROJECTIONS[0]!, versionTag(PROJECTIONS[0]!))))!;
-      for (const tag of ['v1', 'v1_r1']) {
+      for (const base of reportsProjection.collections) await readModels.drop(collectionName(base, versionBuild(reportsProjection)));
+      const head = (await readModels.checkpoint(checkpointName(PROJECTIONS[0]!, versionBuild(PROJECTIONS[0]!))))!;
+      for (const build of ['v1', 'v1_r1']) {
         const hour = `${today}T00`;
         const doc = { hour, supplier: 'sup-a', sid: 'src-1', s1: 'old-shape', state: 'CA', buyer: null, test: false, received: 99, accepted: 99, unsold: 99 };
-        await readModels.commit(checkpointName(reportsProjection, tag), head, [
-          { op: 'put', collection: collectionName('report_buckets', tag), id: JSON.stringify([hour, 'sup-a', 'src-1', 'old-shape', 'CA', null, false]), position: head, doc },
+        await readModels.commit(checkpointName(reportsProjection, build), head, [
+          { op: 'put', collection: collectionName('report_buckets', build), id: JSON.stringify([hour, 'sup-a', 'src-1', 'old-shape', 'CA', null, false]), position: head, doc },
         ]);
       }
-      await switchTag(readModels, reportsProjection, 'v1_r1');
+      await switchBuild(readModels, reportsProjection, 'v1_r1');
     } finally {
       await readModels.close();
     }
@@ -47,8 +47,8 @@ describe('reports projection upgrade', function () {
     svc = await TestService.start({ dataDir: dir.path });
     try {
       const runner = svc.service.projections.runner('reports')!;
-      expect(runner.tag).to.equal(versionTag(reportsProjection));
-      expect(runner.tag).to.not.match(/^v1/);
+      expect(runner.build).to.equal(versionBuild(reportsProjection));
+      expect(runner.build).to.not.match(/^v1/);
       await runner.waitFor(await svc.service.store.headPosition());
       const reply = await svc.request('GET', `/functions/reports/summary?from=${today}&to=${today}&group_by=s1`, { 'x-api-key': key });
       expect(reply.status, reply.text).to.equal(200);

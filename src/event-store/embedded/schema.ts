@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 // oldest through `previous`, which replaces layout 1's (stream_id, last_revision) index: streams
 // are read backwards from their newest commit only as far as the revision asked for. Layout 1 had
 // four B-trees per new stream (stream rowid, name index, commit rowid, commit index); removing two
-// cut the WAL pages each group commit writes and sped appends up by 10–20%.
+// cuts the WAL pages each commit writes.
 const LAYOUT = 2;
 
 const CREATE_STREAMS = (table: string) => `

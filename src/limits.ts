@@ -1,0 +1,26 @@
+// The defaults of the limits the HTTPS API enforces, where the configuration (which reads the
+// variables that change them) and src/http (which applies them) both see them, and the OpenAPI
+// document states them.
+
+export interface RateLimitConfig {
+  readonly ratePerSecond: number;
+  readonly burst: number;
+}
+
+/** Lead posts per key (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST). */
+export const DEFAULT_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 50, burst: 100 };
+/**
+ * Read-back requests per key (READ_RATE_LIMIT_PER_SECOND, READ_RATE_LIMIT_BURST). A report costs
+ * the store far more than a post: a lower rate, in buckets apart, so reading never starves posting.
+ */
+export const DEFAULT_READ_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 20, burst: 40 };
+
+export interface Timeouts {
+  /** All request headers must have arrived within this long (slowloris). */
+  readonly headersMs: number;
+  /** The whole request, body included, within this long (a slow or short body). */
+  readonly requestMs: number;
+}
+
+/** HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS. */
+export const DEFAULT_TIMEOUTS: Timeouts = { headersMs: 10_000, requestMs: 30_000 };
