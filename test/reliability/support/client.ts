@@ -94,6 +94,8 @@ export interface RawOptions {
   readonly timeoutMs?: number;
   /** Written one after another, `gapMs` apart (a slow client). */
   readonly gapMs?: number;
+  /** Each part after the first is written once the server has answered every part before it (a keep-alive client). */
+  readonly afterAnswer?: boolean;
   /** Half-close after the last write. Default false: a client that keeps its side open. */
   readonly end?: boolean;
 }
@@ -119,12 +121,22 @@ export function rawExchange(port: number, parts: ReadonlyArray<string | Buffer>,
           return;
         }
         socket.write(part);
-        if (options.gapMs) writer = setTimeout(writeNext, options.gapMs);
+        if (options.afterAnswer) awaitingAnswers = index;
+        else if (options.gapMs) writer = setTimeout(writeNext, options.gapMs);
         else writeNext();
       };
+      next = writeNext;
       writeNext();
     });
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    let awaitingAnswers = 0;
+    let next: (() => void) | undefined;
+    socket.on('data', (chunk: Buffer) => {
+      chunks.push(chunk);
+      if (awaitingAnswers > 0 && parseResponses(Buffer.concat(chunks)).responses.length >= awaitingAnswers) {
+        awaitingAnswers = 0;
+        next?.();
+      }
+    });
     socket.on('error', () => {});
     socket.on('close', () => {
       clearTimeout(timer);
