@@ -79,9 +79,13 @@ export const deliveriesProjection: Projection = {
   version: 1,
   collections: ['deliveries'],
   indexes: {
+    // One per filter the deliveries list takes (buyer and bucket with or without a status), each
+    // ending in created_at: a page is then a range of an index read in order, never a sort.
     deliveries: [
       ['created_at'],
       ['supplier', 'created_at'],
+      ['buyer', 'created_at'],
+      ['bucket', 'created_at'],
       ['buyer', 'status', 'created_at'],
       ['bucket', 'status', 'created_at'],
       ['status', 'created_at'],

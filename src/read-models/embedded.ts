@@ -73,7 +73,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   private readonly docStatementCache = new Map<string, DocStatements>();
   private readonly commitTransaction: Database.Transaction<(projection: string, checkpoint: Position, writes: readonly ReadWrite[], created: string[]) => void>;
   /** Several reads that must see one state of the file. */
-  private readonly snapshot: Database.Transaction<(read: () => Group[]) => Group[]>;
+  private readonly snapshot: <T>(read: () => T) => T;
   private closed = false;
   private readonly thread: CommitThreadClient | undefined;
   /** With a commit thread: the newest text of each document sent to it and not yet stored, by table. */
@@ -89,7 +89,8 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     options: EmbeddedReadModelOptions,
   ) {
     this.commitTransaction = db.transaction((projection, checkpoint, writes, created) => this.apply(projection, checkpoint, writes, created));
-    this.snapshot = db.transaction((read) => read());
+    const snapshot = db.transaction((read: () => unknown) => read());
+    this.snapshot = <T>(read: () => T) => snapshot(read) as T;
     this.pipelinedCommits = options.commitThread === true;
     if (options.commitThread) {
       const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? 10_000, cacheMiB: options.cacheMiB };
@@ -144,11 +145,18 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   find(collection: string, options: FindOptions): Promise<ReadDoc[]> {
     return this.run(() => {
       const table = tableName(collection);
-      const { sql, params } = findSql(table, options);
-      return this.read(table, [], () => {
-        const rows = this.stmt(table, sql).all(...params) as Array<{ id: string; doc: string }>;
-        return rows.map((row) => toReadDoc(row.id, row.doc));
-      });
+      const statements = findSql(table, options);
+      const readPage = () => {
+        const docs: ReadDoc[] = [];
+        for (const { sql, params } of statements) {
+          if (docs.length >= options.limit) break;
+          const rows = this.stmt(table, sql).all(...params, options.limit - docs.length) as Array<{ id: string; doc: string }>;
+          for (const row of rows) docs.push(toReadDoc(row.id, row.doc));
+        }
+        return docs;
+      };
+      // Statements of one page see one state of the file.
+      return this.read(table, [], () => (statements.length > 1 ? this.snapshot(readPage) : readPage()));
     });
   }
 

@@ -1,10 +1,14 @@
 import {
   type Document,
+  MongoBulkWriteError,
   MongoError,
+  MongoErrorLabel,
   MongoNetworkError,
   MongoNotConnectedError,
+  MongoServerClosedError,
   MongoServerSelectionError,
   MongoTopologyClosedError,
+  MongoWriteConcernError,
 } from 'mongodb';
 import type { AggregateOptions, FindOptions, GroupKeyPart, GroupValue, ReadWrite } from './port.js';
 import { POSITION_FIELD, checkFindOptions, checkQueryField, predicates, withoutId } from './validate.js';
@@ -20,18 +24,21 @@ export function toMongoFilter(filter: FindOptions['filter']): Document {
 }
 
 /**
- * Documents strictly after (value, id) in the sort order. Descending, documents without the field
- * sort last and match no range, so they are asked for explicitly (the embedded store does the same).
+ * Documents strictly after (value, id) in the sort order, as alternatives that each read a bounded
+ * range of an index on (filter fields…, sort field, _id): beyond the value; at the value and beyond
+ * the id; and, descending, without the field (those sort last and match no range). Each carries
+ * the filter, so the query is one `$or` at its top: MongoDB plans every branch as an index range
+ * of its own and merges them in sort order, and a deep page reads about a page of index entries
+ * instead of every one ahead of the cursor. Null when there is no cursor.
  */
-export function keysetQuery(options: Pick<FindOptions, 'sort' | 'after'>): Document | null {
+export function keysetBranches(options: Pick<FindOptions, 'sort' | 'after'>): Document[] | null {
   const { after, sort } = options;
   if (!after) return null;
   const beyond = sort.direction === 'asc' ? '$gt' : '$lt';
-  if (sort.field === '_id') return { _id: { [beyond]: after.id } };
-  const or: Document[] = [{ [sort.field]: { [beyond]: after.value } }];
-  if (sort.direction === 'desc') or.push({ [sort.field]: null });
-  or.push({ [sort.field]: after.value, _id: { [beyond]: after.id } });
-  return { $or: or };
+  if (sort.field === '_id') return [{ _id: { [beyond]: after.id } }];
+  const branches: Document[] = [{ [sort.field]: { [beyond]: after.value } }, { [sort.field]: after.value, _id: { [beyond]: after.id } }];
+  if (sort.direction === 'desc') branches.push({ [sort.field]: null });
+  return branches;
 }
 
 export interface MongoFind {
@@ -43,9 +50,10 @@ export interface MongoFind {
 export function findQuery(options: FindOptions): MongoFind {
   checkFindOptions(options);
   const filter = toMongoFilter(options.filter);
-  const keyset = keysetQuery(options);
   // $and rather than a merge: the filter may constrain the sort field too.
-  const query = keyset ? (Object.keys(filter).length ? { $and: [filter, keyset] } : keyset) : filter;
+  const within = (branch: Document) => (Object.keys(filter).length ? { $and: [filter, branch] } : branch);
+  const branches = keysetBranches(options)?.map(within);
+  const query = !branches ? filter : branches.length === 1 ? branches[0]! : { $or: branches };
   const dir = options.sort.direction === 'asc' ? 1 : -1;
   const sort: Record<string, 1 | -1> = options.sort.field === '_id' ? { _id: dir } : { [options.sort.field]: dir, _id: dir };
   return { query, sort, limit: options.limit };
@@ -162,18 +170,66 @@ export function isDuplicateKeyError(error: unknown): boolean {
   return typeof keyPattern !== 'object' || keyPattern === null || Object.keys(keyPattern).join() === '_id';
 }
 
-/** The server cannot be reached or is between primaries: the caller should retry later. */
+/**
+ * Server codes of a failover, a shutdown or an unreachable member, as the driver itself retries
+ * reads on them (it exports no list of them), and of a write concern not met in time.
+ */
+const UNAVAILABLE_CODES = new Set([
+  6, // HostUnreachable
+  7, // HostNotFound
+  64, // WriteConcernTimeout
+  89, // NetworkTimeout
+  91, // ShutdownInProgress
+  134, // ReadConcernMajorityNotAvailableYet
+  189, // PrimarySteppedDown
+  262, // ExceededTimeLimit
+  9001, // SocketException
+  10058, // LegacyNotPrimary
+  10107, // NotWritablePrimary
+  11600, // InterruptedAtShutdown
+  11602, // InterruptedDueToReplStateChange
+  13435, // NotPrimaryNoSecondaryOk
+  13436, // NotPrimaryOrSecondary
+]);
+
+/** Labels the driver or server put on an error worth retrying later: the same call may succeed then. */
+const UNAVAILABLE_LABELS = [MongoErrorLabel.RetryableWriteError, MongoErrorLabel.TransientTransactionError, MongoErrorLabel.UnknownTransactionCommitResult];
+
+/**
+ * The server cannot be reached, is between primaries or shutting down, or did not replicate a
+ * write as asked: the caller should retry later. Reads carry no labels, and a bulk write wraps the
+ * server's error in its own class (keeping its code and labels), so codes are read as well as labels.
+ */
 export function isUnavailable(error: unknown): boolean {
   if (
     error instanceof MongoNetworkError ||
     error instanceof MongoServerSelectionError ||
     error instanceof MongoTopologyClosedError ||
-    error instanceof MongoNotConnectedError
+    error instanceof MongoNotConnectedError ||
+    error instanceof MongoServerClosedError ||
+    error instanceof MongoWriteConcernError
   ) {
     return true;
   }
-  // Left on an error after the driver's own retry: a step-down, a shutdown, a write conflict storm.
-  return error instanceof MongoError && (error.hasErrorLabel('RetryableWriteError') || error.hasErrorLabel('TransientTransactionError'));
+  if (!(error instanceof MongoError)) return false;
+  if (UNAVAILABLE_LABELS.some((label) => error.hasErrorLabel(label))) return true;
+  if (typeof error.code === 'number' && UNAVAILABLE_CODES.has(error.code)) return true;
+  // A bulk write applied on the primary but not replicated as its write concern asks.
+  return error instanceof MongoBulkWriteError && (error.err !== undefined || hasWriteConcernError(error.result));
+}
+
+function hasWriteConcernError(result: unknown): boolean {
+  const read = (result as { getWriteConcernError?: unknown } | undefined)?.getWriteConcernError;
+  return typeof read === 'function' && read.call(result) !== undefined;
+}
+
+/**
+ * The hosts of a connection string, for messages: never its credentials (cut at the last `@`, so
+ * that a password holding a `/` cannot leak either), path or options.
+ */
+export function hostsOfUrl(url: string): string {
+  const rest = url.replace(/^mongodb(\+srv)?:\/\//, '');
+  return rest.slice(rest.lastIndexOf('@') + 1).split(/[/?]/)[0] || 'localhost';
 }
 
 /**

@@ -1,4 +1,5 @@
-import { type AnyBulkWriteOperation, type ClientSession, type Collection, type Db, type Document, MongoClient, MongoServerError } from 'mongodb';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type AnyBulkWriteOperation, type ClientSession, type Collection, type Db, type Document, MongoBulkWriteError, MongoClient, MongoServerError } from 'mongodb';
 import type { Position } from '../event-store/port.js';
 import {
   type LeadingWindow,
@@ -7,6 +8,7 @@ import {
   databaseNameFromUrl,
   findQuery,
   guardFilter,
+  hostsOfUrl,
   isDuplicateKeyError,
   isUnavailable,
   leadingQuery,
@@ -40,6 +42,9 @@ interface CheckpointDoc {
 }
 
 const NAMESPACE_NOT_FOUND = 26;
+const NAMESPACE_EXISTS = 48;
+const CHECKPOINTS = 'rm_checkpoints';
+const DEFAULT_PRIMARY_WAIT_MS = 30_000;
 /** Documents per batch while walking the first key field: bounds what one getMore brings into memory. */
 const LEADING_BATCH = 1000;
 
@@ -58,16 +63,24 @@ function translate(error: unknown): unknown {
 export interface MongoReadModelOptions {
   /** Overrides the database in the URL's path; `leadpost` when neither names one. */
   readonly dbName?: string;
+  /**
+   * How long `connect` waits for a writable primary (a server still starting, a replica set not yet
+   * initiated or still electing one) before it fails; 30 s when not given.
+   */
+  readonly primaryWaitMs?: number;
 }
 
 /**
  * Read models in MongoDB: `rm_<collection>` holds `{_id, _pos, ...fields}`, `rm_checkpoints` holds
  * `{_id: projection, commit, prepare}`. On a replica set (or mongos) a commit is one transaction;
- * a standalone server has none, so writes go one by one and the checkpoint last, and the `_pos`
- * guard on each document is what makes replaying the commit after a crash harmless.
+ * a standalone server has none, so the writes go as one ordered bulk write per collection and the
+ * checkpoint last, and the `_pos` guard on each document is what makes replaying the commit after
+ * a crash harmless.
  */
 export class MongoReadModelStore implements ReadModelStore {
   private closed = false;
+  /** Collections known to exist, so that a transaction never has to create one. */
+  private readonly existing = new Set<string>();
 
   private constructor(
     private readonly client: MongoClient,
@@ -76,12 +89,18 @@ export class MongoReadModelStore implements ReadModelStore {
     readonly transactional: boolean,
   ) {}
 
-  static async connect(url: string, options: MongoReadModelOptions = {}): Promise<MongoReadModelStore> {
+  static connect(url: string, options: MongoReadModelOptions = {}): Promise<MongoReadModelStore> {
     // ignoreUndefined: a field set to undefined is left out, as JSON.stringify does in the embedded store.
-    const client = new MongoClient(url, { ignoreUndefined: true });
+    return MongoReadModelStore.open(new MongoClient(url, { ignoreUndefined: true }), url, options);
+  }
+
+  /**
+   * The store over a client not yet connected (`connect` makes one from the URL): connects it and
+   * waits for a writable primary. `url` names the server in messages (its credentials never).
+   */
+  static async open(client: MongoClient, url: string, options: MongoReadModelOptions = {}): Promise<MongoReadModelStore> {
     try {
-      await client.connect();
-      const hello = await client.db('admin').command({ hello: 1 });
+      const hello = await waitForWritablePrimary(client, hostsOfUrl(url), options.primaryWaitMs ?? DEFAULT_PRIMARY_WAIT_MS);
       const transactional = typeof hello.setName === 'string' || hello.msg === 'isdbgrid';
       return new MongoReadModelStore(client, client.db(options.dbName ?? databaseNameFromUrl(url) ?? 'leadpost'), transactional);
     } catch (error) {
@@ -95,11 +114,12 @@ export class MongoReadModelStore implements ReadModelStore {
       checkProjection(projection);
       checkPosition(checkpoint, 'checkpoint');
       writes.forEach(checkWrite);
-      if (!this.transactional) return this.commitOneByOne(projection, checkpoint, writes);
+      if (!this.transactional) return this.apply(projection, checkpoint, writes);
+      await this.createCollections(writes);
       const session = this.client.startSession();
       try {
         // The callback may run more than once (transient errors): it keeps no state between runs.
-        await session.withTransaction((s) => this.commitInTransaction(s, projection, checkpoint, writes));
+        await session.withTransaction((s) => this.apply(projection, checkpoint, writes, s));
       } finally {
         await session.endSession();
       }
@@ -171,6 +191,7 @@ export class MongoReadModelStore implements ReadModelStore {
         const keys = Object.fromEntries([...fields, '_id'].map((field) => [field, 1 as const]));
         await target.createIndex(keys);
       }
+      this.existing.add(target.collectionName);
     });
   }
 
@@ -186,6 +207,7 @@ export class MongoReadModelStore implements ReadModelStore {
       // Checkpoints first: stopped in between, a replay over the old documents changes nothing,
       // whereas a kept checkpoint over an empty collection would never fill it again.
       await this.checkpoints().deleteMany({ collections: collection });
+      this.existing.delete(this.collection(collection).collectionName);
       try {
         await this.collection(collection).drop();
       } catch (error) {
@@ -206,35 +228,33 @@ export class MongoReadModelStore implements ReadModelStore {
     await this.client.close();
   }
 
-  private async commitOneByOne(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void> {
-    for (const write of writes) {
-      const key = positionKey(write.position);
-      const filter = guardFilter(write.id, key);
-      const mongoWrite = toMongoWrite(write, key);
-      const target = this.collection(write.collection);
-      // A first collision may come from another writer inserting the document just now; once it
-      // exists, a second one can only mean the document has seen this position.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          if ('replacement' in mongoWrite) await target.replaceOne(filter, mongoWrite.replacement, { upsert: true });
-          else await target.updateOne(filter, mongoWrite.update, { upsert: true });
-          break;
-        } catch (error) {
-          if (!isDuplicateKeyError(error)) throw error;
-          if (attempt === 2) break;
-        }
+  /**
+   * Creates the collections a transaction is about to write, outside it: servers before 4.4 refuse
+   * to create one inside a transaction, and a cross-shard transaction still does. Once per
+   * collection for the life of the store; one made meanwhile by another writer is as good.
+   */
+  private async createCollections(writes: readonly ReadWrite[]): Promise<void> {
+    for (const name of new Set([CHECKPOINTS, ...writes.map((w) => this.collection(w.collection).collectionName)])) {
+      if (this.existing.has(name)) continue;
+      try {
+        await this.db.createCollection(name);
+      } catch (error) {
+        if (!(error instanceof MongoServerError && error.code === NAMESPACE_EXISTS)) throw error;
       }
+      this.existing.add(name);
     }
-    await this.moveCheckpoint(projection, checkpoint, writes);
   }
 
   /**
-   * A failed write aborts a MongoDB transaction, so the guard cannot be left to collide on `_id`
-   * as it does outside one: each document's position is read first and writes it has seen are
-   * skipped. A concurrent writer to the same document makes the transaction conflict and retry.
+   * Applies the writes and moves the checkpoint, in a transaction when given its session: one
+   * query per collection reads the position each document has seen, the writes a document has
+   * seen are skipped, and the rest go as one ordered bulk write per collection. Inside a
+   * transaction a failed write would abort it, so the guard cannot be left to collide on `_id`; a
+   * concurrent writer to the same document makes the transaction conflict and retry instead.
+   * Outside one, every write still carries its guard, for a document moved on since it was read.
    */
-  private async commitInTransaction(session: ClientSession, projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void> {
-    const seen = await this.positions(session, writes);
+  private async apply(projection: string, checkpoint: Position, writes: readonly ReadWrite[], session?: ClientSession): Promise<void> {
+    const seen = await this.positions(writes, session);
     const batches = new Map<string, Array<AnyBulkWriteOperation<StoredDoc>>>();
     for (const write of writes) {
       const key = positionKey(write.position);
@@ -247,12 +267,16 @@ export class MongoReadModelStore implements ReadModelStore {
       batch.push(bulkOperation(guardFilter(write.id, key), toMongoWrite(write, key)));
     }
     // Each collection's writes stay in order; writes to different collections touch different documents.
-    for (const [collection, batch] of batches) await this.collection(collection).bulkWrite(batch, { session, ordered: true });
+    for (const [collection, batch] of batches) {
+      const target = this.collection(collection);
+      if (session) await target.bulkWrite(batch, { session, ordered: true });
+      else await bulkWriteOutsideTransaction(target, batch);
+    }
     await this.moveCheckpoint(projection, checkpoint, writes, session);
   }
 
   /** The `_pos` of every document the writes touch, by collection and id; missing documents are absent. */
-  private async positions(session: ClientSession, writes: readonly ReadWrite[]): Promise<Map<string, Map<string, string>>> {
+  private async positions(writes: readonly ReadWrite[], session?: ClientSession): Promise<Map<string, Map<string, string>>> {
     const ids = new Map<string, Set<string>>();
     for (const write of writes) {
       let set = ids.get(write.collection);
@@ -262,7 +286,7 @@ export class MongoReadModelStore implements ReadModelStore {
     const seen = new Map<string, Map<string, string>>();
     for (const [collection, set] of ids) {
       const docs = await this.collection(collection)
-        .find({ _id: { $in: [...set] } }, { session, projection: { [POSITION_FIELD]: 1 } })
+        .find({ _id: { $in: [...set] } }, { ...(session ? { session } : {}), projection: { [POSITION_FIELD]: 1 } })
         .toArray();
       const positions = new Map<string, string>();
       for (const doc of docs) if (typeof doc[POSITION_FIELD] === 'string') positions.set(doc._id, doc[POSITION_FIELD]);
@@ -283,7 +307,7 @@ export class MongoReadModelStore implements ReadModelStore {
   }
 
   private checkpoints(): Collection<CheckpointDoc> {
-    return this.db.collection<CheckpointDoc>('rm_checkpoints');
+    return this.db.collection<CheckpointDoc>(CHECKPOINTS);
   }
 
   private async run<T>(body: () => Promise<T>): Promise<T> {
@@ -301,4 +325,74 @@ function bulkOperation(filter: Document, write: MongoWrite): AnyBulkWriteOperati
   return 'replacement' in write
     ? { replaceOne: { filter, replacement: write.replacement, upsert: true } }
     : { updateOne: { filter, update: write.update, upsert: true } };
+}
+
+/**
+ * An ordered bulk write of guarded upserts outside a transaction. One that collides on `_id` found
+ * the document past its position: another writer moved it on after its position was read, or
+ * inserted it just then. The write is sent again, with the ones after it (the server stopped at
+ * it): a second collision means the document has seen its position, and the write is skipped.
+ */
+async function bulkWriteOutsideTransaction(target: Collection<StoredDoc>, operations: Array<AnyBulkWriteOperation<StoredDoc>>): Promise<void> {
+  let from = 0;
+  let collided = -1;
+  while (from < operations.length) {
+    try {
+      await target.bulkWrite(from === 0 ? operations : operations.slice(from), { ordered: true });
+      return;
+    } catch (error) {
+      const index = duplicateKeyIndex(error);
+      if (index === undefined) throw error;
+      const at = from + index;
+      from = at === collided ? at + 1 : at;
+      collided = at;
+    }
+  }
+}
+
+/** The index of the write an ordered bulk write stopped at on an `_id` collision, if that is why it stopped. */
+function duplicateKeyIndex(error: unknown): number | undefined {
+  if (!(error instanceof MongoBulkWriteError)) return undefined;
+  const first = [error.writeErrors].flat()[0];
+  return first && isDuplicateKeyError(first.err) ? first.index : undefined;
+}
+
+/** What a `hello` says about why it is not a writable primary, for the message of a connect that gave up. */
+function notPrimary(hello: Document): string {
+  if (hello.isreplicaset === true && typeof hello.setName !== 'string') return 'its replica set is not initiated';
+  if (hello.secondary === true) return 'it answers as a secondary';
+  return 'it has no writable primary';
+}
+
+/**
+ * The `hello` of a writable primary. Whether commits run in transactions is decided from it once,
+ * for the life of the store, so a replica set that has no primary yet (not initiated, it answers
+ * without a set name, like a standalone server) must not be taken for one: connect waits, with
+ * backoff (100 ms doubling to 2 s), while the server is unavailable or answers without a writable
+ * primary, and gives up after `waitMs` naming the server (not its credentials).
+ */
+async function waitForWritablePrimary(client: MongoClient, hosts: string, waitMs: number): Promise<Document> {
+  const deadline = Date.now() + waitMs;
+  let delay = 100;
+  for (;;) {
+    let reason: string;
+    let cause: unknown;
+    try {
+      await client.connect();
+      const hello = await client.db('admin').command({ hello: 1 });
+      if (hello.isWritablePrimary === true) return hello;
+      reason = notPrimary(hello);
+    } catch (error) {
+      if (!isUnavailable(error)) throw error;
+      reason = (error as Error).message;
+      cause = error;
+    }
+    const left = deadline - Date.now();
+    if (left <= 0) {
+      const message = `MongoDB at ${hosts} has no writable primary after ${Math.round(waitMs / 100) / 10} s: ${reason}`;
+      throw new ReadModelUnavailableError(message, cause === undefined ? undefined : { cause });
+    }
+    await sleep(Math.min(delay, left));
+    delay = Math.min(delay * 2, 2_000);
+  }
 }

@@ -52,34 +52,43 @@ function predicateSql(p: Predicate, params: Param[]): string {
 }
 
 /**
- * Documents strictly after the cursor in the sort order. Descending, documents without the field
- * sort last (as in MongoDB) and are below any cursor value, so they are included explicitly.
+ * Documents strictly after the cursor, as the conditions of the statements that read them in
+ * order: `field > x OR (field = x AND id > y)` (ascending; `<` descending) is written as the range
+ * `field >= x` with the tie broken inside it, which SQLite reads as a bounded range of an index on
+ * (filter fields…, field, id), so a deep page reads about a page of entries rather than every one
+ * ahead of the cursor. Descending, documents without the field sort last and are below any value:
+ * a second statement reads them, along the same index, once the range is exhausted.
  */
-function keysetSql(options: FindOptions, params: Param[]): string | null {
+function keysetArms(options: FindOptions): Array<{ where: string; params: Param[]; order?: string }> {
   const { after, sort } = options;
-  if (!after) return null;
+  if (!after) return [{ where: '', params: [] }];
   const beyond = sort.direction === 'asc' ? '>' : '<';
-  if (sort.field === '_id') {
-    params.push(after.id);
-    return `id ${beyond} ?`;
-  }
+  if (sort.field === '_id') return [{ where: `id ${beyond} ?`, params: [after.id] }];
   const expr = fieldExpr(sort.field);
-  params.push(after.value, after.value, after.id);
-  const nulls = sort.direction === 'desc' ? ` OR ${expr} IS NULL` : '';
-  return `(${expr} ${beyond} ?${nulls} OR (${expr} = ? AND id ${beyond} ?))`;
+  const arms: Array<{ where: string; params: Param[]; order?: string }> = [
+    { where: `${expr} ${beyond}= ? AND (${expr} ${beyond} ? OR id ${beyond} ?)`, params: [after.value, after.value, after.id] },
+  ];
+  // Ordered by id alone: the field is null throughout, and SQLite would sort rather than see it.
+  if (sort.direction === 'desc') arms.push({ where: `${expr} IS NULL`, params: [], order: 'id DESC' });
+  return arms;
 }
 
-export function findSql(table: string, options: FindOptions): SqlPart {
+/**
+ * The statements that read one page, in order: the caller runs each in turn until it has `limit`
+ * documents. Each ends in `LIMIT ?`, which the caller binds to what is left of the page.
+ */
+export function findSql(table: string, options: FindOptions): SqlPart[] {
   checkFindOptions(options);
-  const params: Param[] = [];
-  const where = predicates(options.filter).map((p) => predicateSql(p, params));
-  const keyset = keysetSql(options, params);
-  if (keyset) where.push(keyset);
   const dir = options.sort.direction === 'asc' ? 'ASC' : 'DESC';
   const order = options.sort.field === '_id' ? `id ${dir}` : `${fieldExpr(options.sort.field)} ${dir}, id ${dir}`;
-  params.push(options.limit);
-  const sql = `SELECT id, doc FROM "${table}"${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ?`;
-  return { sql, params };
+  return keysetArms(options).map((arm) => {
+    const params: Param[] = [];
+    const where = predicates(options.filter).map((p) => predicateSql(p, params));
+    if (arm.where) where.push(arm.where);
+    params.push(...arm.params);
+    const sql = `SELECT id, doc FROM "${table}"${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY ${arm.order ?? order} LIMIT ?`;
+    return { sql, params };
+  });
 }
 
 /** An index over the fields in order, then `id`, so that ties in a sort are read in index order too. */

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { runInNewContext } from 'node:vm';
 import { parse } from 'yaml';
 import { loadServiceConfig } from '../../src/config.js';
 
@@ -62,6 +63,77 @@ describe('deployment files', function () {
     for (const volume of ['eventstore-data', 'mongodb-data', 'leadpost-data']) expect(compose.volumes).to.have.property(volume);
     // Longer than the 10 s the service takes to drain, so a stop never ends in SIGKILL.
     expect(Number.parseInt(service.stop_grace_period, 10)).to.be.greaterThan(10);
+  });
+
+  it('MongoDB runs as a replica set and is healthy only once its member is the writable primary', function () {
+    const mongodb = compose.services.mongodb as Json;
+    expect(mongodb.command).to.include.ordered.members(['--replSet', 'rs0']);
+    const test = mongodb.healthcheck.test as string[];
+    expect(test.slice(0, 2)).to.deep.equal(['CMD', 'mongosh']);
+    const script = test[test.indexOf('--eval') + 1]!;
+    expect(script).to.contain('db.hello().isWritablePrimary');
+    // The script as mongosh runs it, against a member in each state it passes through.
+    const exitCode = (member: { initiated: boolean; primary: boolean }) => {
+      const initiated: unknown[] = [];
+      const context = {
+        rs: {
+          status: () => {
+            if (!member.initiated) throw new Error('MongoServerError: no replset config has been received');
+            return { ok: 1 };
+          },
+          initiate: (config: unknown) => initiated.push(config),
+        },
+        db: { hello: () => ({ isWritablePrimary: member.primary, ...(member.initiated ? { setName: 'rs0' } : {}) }) },
+        quit: (code = 0) => {
+          throw { exit: code };
+        },
+      };
+      try {
+        runInNewContext(script, context);
+        return { code: 0, initiated };
+      } catch (thrown) {
+        if (typeof thrown === 'object' && thrown !== null && 'exit' in thrown) return { code: thrown.exit, initiated };
+        return { code: 1, initiated };
+      }
+    };
+    const fresh = exitCode({ initiated: false, primary: false });
+    expect(fresh.code).to.not.equal(0);
+    expect(JSON.stringify(fresh.initiated)).to.equal(JSON.stringify([{ _id: 'rs0', members: [{ _id: 0, host: 'mongodb:27017' }] }]));
+    expect(exitCode({ initiated: true, primary: false })).to.deep.equal({ code: 1, initiated: [] });
+    expect(exitCode({ initiated: true, primary: true })).to.deep.equal({ code: 0, initiated: [] });
+  });
+
+  it('the adapters workflow starts EventStoreDB and a MongoDB replica set, then runs npm ci and npm test with both URLs', function () {
+    const workflow = parse(read('.github/workflows/adapters.yml')) as Json;
+    expect(workflow.on).to.include.keys('push', 'pull_request');
+    const jobs = Object.values(workflow.jobs as Record<string, Json>);
+    expect(jobs).to.have.length(1);
+    const job = jobs[0]!;
+    // EventStoreDB as docker-compose.yml runs it.
+    const eventstore = job.services.eventstore as Json;
+    expect(eventstore.image).to.equal(compose.services.eventstore.image);
+    expect(eventstore.image).to.equal('eventstore/eventstore:24.10');
+    expect(eventstore.env).to.deep.equal(compose.services.eventstore.environment);
+    expect(eventstore.ports).to.include('2113:2113');
+    const steps = job.steps as Json[];
+    const runs = steps.map((step) => (typeof step.run === 'string' ? step.run : ''));
+    const step = (pattern: RegExp) => runs.findIndex((run) => pattern.test(run));
+    const mongo = step(/docker run .*mongo:7 .*--replSet rs0/);
+    const initiate = step(/rs\.initiate\(/);
+    const primary = step(/isWritablePrimary/);
+    const ci = runs.indexOf('npm ci');
+    const test = runs.indexOf('npm test');
+    expect(mongo, 'mongo:7 started with --replSet rs0').to.be.greaterThan(-1);
+    expect(initiate, 'a step initiates the replica set').to.be.greaterThan(mongo);
+    expect(primary, 'and waits for its primary').to.be.at.least(initiate);
+    expect(ci, 'npm ci').to.be.greaterThan(primary);
+    expect(test, 'npm test').to.be.greaterThan(ci);
+    // Both suites run: the URLs reach npm test, and the service would accept them too.
+    const env = { ...workflow.env, ...job.env, ...steps[test]!.env } as Record<string, string>;
+    expect(env.EVENTSTORE_URL).to.equal('esdb://localhost:2113?tls=false');
+    expect(env.MONGODB_URL).to.match(/^mongodb:\/\/localhost:27017\/\w+\?directConnection=true$/);
+    const config = loadServiceConfig({ EVENTSTORE_URL: env.EVENTSTORE_URL, MONGODB_URL: env.MONGODB_URL });
+    expect([config.eventStoreUrl, config.mongoUrl]).to.deep.equal([env.EVENTSTORE_URL, env.MONGODB_URL]);
   });
 
   it('the Dockerfile builds in one stage and runs as non-root node in a slim one, with a health check the CLI has', function () {

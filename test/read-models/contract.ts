@@ -403,6 +403,23 @@ export function readModelStoreContract(name: string, open: () => Promise<ReadMod
         });
         expect(ids(rest)).to.deep.equal(['norank']);
       });
+
+      it('descending, a page that runs past the last value goes on into the documents without the field, by id', async function () {
+        await commit(
+          2,
+          ...['nr1', 'nr3', 'nr2'].map((id): ReadWrite => ({ op: 'put', collection: coll, id, position: at(2), doc: { group: 'odd', rank: null } })),
+          { op: 'put', collection: coll, id: 'nr0', position: at(2), doc: { group: 'odd' } },
+        );
+        const page = (after: ReadDoc, limit: number, filter: Record<string, unknown> = { group: 'odd' }) =>
+          store.find(coll, { filter: filter as never, sort: { field: 'rank', direction: 'desc' }, after: { value: after.rank as number, id: after._id }, limit }).then(ids);
+        const first = await store.find(coll, { filter: { group: 'odd' }, sort: { field: 'rank', direction: 'desc' }, limit: 10 });
+        expect(ids(first)).to.deep.equal(['doc23', 'doc15', 'doc07', 'doc21', 'doc13', 'doc05', 'doc19', 'doc11', 'doc03', 'doc17']);
+        // The cursor sits inside a run of ties (rank 1: doc17, doc09, doc01).
+        expect(await page(first.at(-1)!, 4)).to.deep.equal(['doc09', 'doc01', 'nr3', 'nr2']);
+        expect(await page(first.at(-1)!, 10)).to.deep.equal(['doc09', 'doc01', 'nr3', 'nr2', 'nr1', 'nr0']);
+        // A filter on the sort field itself keeps out what it excludes, nulls included.
+        expect(await page(first[4]!, 10, { group: 'odd', rank: { $gte: 2 } })).to.deep.equal(['doc05', 'doc19', 'doc11', 'doc03']);
+      });
     });
 
     describe('aggregate', function () {

@@ -4,6 +4,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Position } from '../../src/event-store/port.js';
 import { READ_MODELS_FILE } from '../../src/read-models/embedded-schema.js';
+import { deliveriesProjection } from '../../src/projections/projections.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { ReadModelUnavailableError, type ReadWrite } from '../../src/read-models/port.js';
 import { aggregateSql, findSql, leadingValuesSql } from '../../src/read-models/sqlite-query.js';
@@ -195,16 +196,20 @@ describe('embedded read-model store (SQLite)', function () {
 
     describe('queries', function () {
       it('binds every value as a parameter', function () {
-        const { sql, params } = findSql('rm_x', {
+        const [range, nulls] = findSql('rm_x', {
           filter: { status: `it's`, n: { $gte: 5, $lt: 9 }, tag: { $in: ['a', 2, null, true] }, flag: false },
           sort: { field: 'created_at', direction: 'desc' },
           after: { value: '2024-01-01', id: 'id-9' },
           limit: 10,
         });
-        expect(sql).not.to.include(`it's`);
-        expect(sql).not.to.include('2024-01-01');
-        expect(sql).not.to.include('id-9');
-        expect(params).to.deep.equal([`it's`, 5, 9, 'a', 2, '2024-01-01', '2024-01-01', 'id-9', 10]);
+        for (const { sql } of [range!, nulls!]) {
+          expect(sql).not.to.include(`it's`);
+          expect(sql).not.to.include('2024-01-01');
+          expect(sql).not.to.include('id-9');
+          expect(sql).to.match(/LIMIT \?$/);
+        }
+        expect(range!.params).to.deep.equal([`it's`, 5, 9, 'a', 2, '2024-01-01', '2024-01-01', 'id-9']);
+        expect(nulls!.params).to.deep.equal([`it's`, 5, 9, 'a', 2]);
       });
 
       it('uses the expression indexes for filters and sorts', async function () {
@@ -213,8 +218,8 @@ describe('embedded read-model store (SQLite)', function () {
         const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
         try {
           const plan = (options: Parameters<typeof findSql>[1]) => {
-            const { sql, params } = findSql(`rm_${coll}`, options);
-            return (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+            const { sql, params } = findSql(`rm_${coll}`, options)[0]!;
+            return (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params, 10) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
           };
           const bySupplier = plan({ filter: { supplier: 's' }, sort: { field: 'created_at', direction: 'desc' }, after: { value: 'y', id: 'b' }, limit: 10 });
           expect(bySupplier).to.include(`ix_rm_${coll}(supplier,created_at)`);
@@ -222,6 +227,30 @@ describe('embedded read-model store (SQLite)', function () {
           expect(plan({ filter: { 'delivery.status': 'ok' }, sort: { field: '_id', direction: 'asc' }, limit: 10 })).to.include(
             `ix_rm_${coll}(delivery.status)`,
           );
+        } finally {
+          raw.close();
+        }
+      });
+
+      it('a page of deliveries by buyer or bucket, with or without a status, is a bounded range of an index, read in order', async function () {
+        await store.ensureIndexes(coll, deliveriesProjection.indexes.deliveries!);
+        await store.commit(projection, at(1), [{ op: 'put', collection: coll, id: 'a', position: at(1), doc: { buyer: 'b', bucket: 'k', status: 'pending', created_at: 'x' } }]);
+        const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+        try {
+          const table = `rm_${coll}`;
+          const plans = (options: Parameters<typeof findSql>[1]) =>
+            findSql(table, options).map(({ sql, params }) => (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params, 51) as Array<{ detail: string }>).map((r) => r.detail));
+          const sort = { field: 'created_at', direction: 'desc' } as const;
+          const after = { value: '2024-05-01T00:00:00.000Z', id: '1234' };
+          for (const field of ['buyer', 'bucket']) {
+            // The first page walks the index from its newest entry; a later one starts at its cursor.
+            expect(plans({ filter: { [field]: 'x' }, sort, limit: 51 }), field).to.deep.equal([[`SEARCH ${table} USING INDEX ix_${table}(${field},created_at) (<expr>=?)`]]);
+            const [range, nulls] = plans({ filter: { [field]: 'x' }, sort, after, limit: 51 });
+            expect(range, field).to.deep.equal([`SEARCH ${table} USING INDEX ix_${table}(${field},created_at) (<expr>=? AND <expr><?)`]);
+            expect(nulls, field).to.deep.equal([`SEARCH ${table} USING INDEX ix_${table}(${field},created_at) (<expr>=? AND <expr>=?)`]);
+            const [withStatus] = plans({ filter: { [field]: 'x', status: 'failed' }, sort, after, limit: 51 });
+            expect(withStatus, field).to.deep.equal([`SEARCH ${table} USING INDEX ix_${table}(${field},status,created_at) (<expr>=? AND <expr>=? AND <expr><?)`]);
+          }
         } finally {
           raw.close();
         }

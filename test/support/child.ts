@@ -29,7 +29,9 @@ const APPEND_CHILD = fileURLToPath(new URL('../event-store/append-child.js', imp
 /** Runs `append-child.js` (or another script) in a separate node process, line by line. */
 export function runChild(args: string[], env: NodeJS.ProcessEnv, options: { script?: string; nodeArgs?: string[] } = {}): RunningChild {
   const child = spawn(process.execPath, ['--enable-source-maps', ...(options.nodeArgs ?? []), options.script ?? APPEND_CHILD, ...args], {
-    env: { ...process.env, ...env },
+    // The embedded stores of its data dir unless the test names a server: EVENTSTORE_URL and
+    // MONGODB_URL, set for a whole `npm test` to run the contract suites, are not inherited.
+    env: { ...process.env, EVENTSTORE_URL: '', MONGODB_URL: '', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   const lines: string[] = [];
