@@ -249,6 +249,17 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
   },
   {
     method: 'get',
+    path: '/console',
+    tag: 'Operations',
+    summary: 'The web console',
+    description:
+      'A page for people: reports as charts and a table with CSV download, deliveries, a lead\'s timeline from its events, readiness. ' +
+      'Sign-in is an API key, kept in the browser tab\'s session storage and sent as X-API-KEY to the routes above: the console adds no authority. Served by the service itself (no CDN).',
+    success: { status: 200, description: 'HTML.', content: { 'text/html': { schema: { type: 'string' } } } },
+    outcomes: [],
+  },
+  {
+    method: 'get',
     path: '/docs/openapi.json',
     tag: 'Operations',
     summary: 'This reference, as OpenAPI 3.1',
@@ -258,5 +269,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
   },
 ];
 
-/** Routes of the router that are not API: the docs page's script and style files. */
-export const UNDOCUMENTED_ROUTES: ReadonlyArray<{ readonly method: Method; readonly path: string }> = [{ method: 'get', path: '/docs/assets/:file' }];
+/** Routes of the router that are not API: the script and style files of the docs page and the console. */
+export const UNDOCUMENTED_ROUTES: ReadonlyArray<{ readonly method: Method; readonly path: string }> = [
+  { method: 'get', path: '/docs/assets/:file' },
+  { method: 'get', path: '/console/:file' },
+];
