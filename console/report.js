@@ -72,7 +72,7 @@ export async function renderReport(main, _params, current) {
     ]);
     if (!current()) return;
     for (const chart of charts) chart.destroy();
-    charts = [dailyChart(daily, days.items), groupChart(bars, groups.items, dimension)];
+    charts = [dailyChart(daily, everyDay(days.head.from, days.head.to, days.items)), groupChart(bars, groups.items, dimension)];
     dailyBox.dataset.totals = JSON.stringify(chartTotals(charts[0]));
     barsBox.dataset.totals = JSON.stringify(chartTotals(charts[1]));
     barsTitle.textContent = `By ${dimensionName().toLowerCase()}${groups.items.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
@@ -98,6 +98,17 @@ export async function renderReport(main, _params, current) {
     }
   });
   await show().catch((error) => (status.textContent = explain(error)));
+}
+
+/** One row per day of the range, a day without leads as zeros, so the time axis has no gaps. */
+function everyDay(from, to, rows) {
+  const byDay = new Map(rows.map((row) => [row.day, row]));
+  const days = [];
+  for (let t = Date.parse(`${from}T00:00:00Z`); t <= Date.parse(`${to}T00:00:00Z`); t += 86_400_000) {
+    const day = new Date(t).toISOString().slice(0, 10);
+    days.push(byDay.get(day) ?? { day });
+  }
+  return days;
 }
 
 /** What a chart holds, summed per dataset: read from the chart itself, so tests see what it draws. */

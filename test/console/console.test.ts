@@ -102,6 +102,7 @@ describe('the console in a browser', function () {
     expect(response?.headers()['content-security-policy']).to.contain("style-src 'self';").and.contain("script-src 'self';").and.not.contain('unsafe');
     const keyInput = page.getByLabel('API key');
     await keyInput.waitFor();
+    expect(await page.locator('#nav').isVisible(), 'no pages before signing in').to.equal(false);
     await shoot(page, 'sign-in', () => keyInput.waitFor());
     expect(await unlabelled(page)).to.deep.equal([]);
 
@@ -189,6 +190,8 @@ describe('the console in a browser', function () {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByLabel('API key').waitFor();
     expect(await page.evaluate('sessionStorage.length')).to.equal(0);
+    expect(await page.locator('#nav').isVisible()).to.equal(false);
+    expect(await page.getByRole('button', { name: 'Sign out' }).isVisible()).to.equal(false);
 
     expect(elsewhere, 'requests to other origins').to.deep.equal([]);
     expect(problems).to.deep.equal([]);
