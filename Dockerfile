@@ -18,6 +18,7 @@ COPY tsconfig.json ./
 COPY src ./src
 COPY bin ./bin
 COPY config ./config
+COPY console ./console
 RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
@@ -31,6 +32,7 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/config ./config
+COPY --from=build /app/console ./console
 # The data dir holds the embedded stores and the self-signed certificate: the only place written.
 RUN mkdir -p /data && chown node:node /data
 USER node

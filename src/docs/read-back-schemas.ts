@@ -74,6 +74,26 @@ export const LEAD_VIEW_SCHEMA = {
   },
 };
 
+export const LEAD_EVENT_SCHEMA = {
+  type: 'object',
+  required: ['revision', 'type', 'occurred_at', 'trace_id', 'data'],
+  properties: {
+    revision: { type: 'integer', minimum: 0, description: 'Place in the lead\'s stream, from 0.' },
+    type: {
+      type: 'string',
+      examples: ['LeadReceived', 'LeadRejected', 'LeadEnriched', 'LeadRouted', 'LeadSold', 'LeadDeliveryAttempted', 'LeadDelivered', 'LeadDeliveryFailed', 'FeedbackRecorded', 'LeadReturned'],
+    },
+    occurred_at: { type: 'string', format: 'date-time' },
+    trace_id: { ...nullable('string'), description: 'The trace of the request that appended it (X-Trace-Id of that answer).' },
+    data: {
+      type: 'object',
+      description:
+        'The event as recorded. LeadRouted has `candidates`: each buyer with price, eligible and reason. ' +
+        'In LeadReceived, `lead` holds the consumer fields only for those who may see them; others get accident_state, sid, s1, test.',
+    },
+  },
+};
+
 export const DELIVERY_ROW_SCHEMA = {
   type: 'object',
   required: ['lead_id', 'buyer', 'bucket', 'status', 'attempts'],

@@ -80,6 +80,25 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
   },
   {
     method: 'get',
+    path: '/functions/leads/:lead_id/events',
+    tag: 'Read-back',
+    summary: 'Read a lead\'s events',
+    description:
+      'The lead\'s event stream in order: why it was rejected, each check\'s result, which buyers were considered and why each was or was not eligible, each delivery attempt, feedback. ' +
+      'Visible to whoever may read the lead (else 404). The consumer fields of `LeadReceived` (names, e-mail, mobile, zip, certificate) only for the supplier that sent it, the buyer that bought it, and admin; ' +
+      'an analyst gets `lead` with its routing fields only (accident_state, sid, s1, test). Read from the stream itself, so a lead just posted is complete here.',
+    roles: ['supplier', 'buyer', 'analyst', 'admin'],
+    parameters: [LEAD_ID],
+    success: {
+      status: 200,
+      description: 'The events, oldest first.',
+      content: json(readBackBody({ lead_id: { type: 'integer' }, items: { type: 'array', items: schema('LeadEvent') } }, ['lead_id', 'items'])),
+      headers: RATE_HEADERS,
+    },
+    outcomes: ['NOT_FOUND', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
+  },
+  {
+    method: 'get',
     path: '/functions/deliveries',
     tag: 'Read-back',
     summary: 'List deliveries',
@@ -230,6 +249,17 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
   },
   {
     method: 'get',
+    path: '/console',
+    tag: 'Operations',
+    summary: 'The web console',
+    description:
+      'A page for people: reports as charts and a table with CSV download, deliveries, a lead\'s timeline from its events, readiness. ' +
+      'Sign-in is an API key, kept in the browser tab\'s session storage and sent as X-API-KEY to the routes above: the console adds no authority. Served by the service itself (no CDN).',
+    success: { status: 200, description: 'HTML.', content: { 'text/html': { schema: { type: 'string' } } } },
+    outcomes: [],
+  },
+  {
+    method: 'get',
     path: '/docs/openapi.json',
     tag: 'Operations',
     summary: 'This reference, as OpenAPI 3.1',
@@ -239,5 +269,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
   },
 ];
 
-/** Routes of the router that are not API: the docs page's script and style files. */
-export const UNDOCUMENTED_ROUTES: ReadonlyArray<{ readonly method: Method; readonly path: string }> = [{ method: 'get', path: '/docs/assets/:file' }];
+/** Routes of the router that are not API: the script and style files of the docs page and the console. */
+export const UNDOCUMENTED_ROUTES: ReadonlyArray<{ readonly method: Method; readonly path: string }> = [
+  { method: 'get', path: '/docs/assets/:file' },
+  { method: 'get', path: '/console/:file' },
+];

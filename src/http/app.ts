@@ -17,6 +17,7 @@ import { rateLimit, TokenBuckets } from './rate-limit.js';
 import { shell } from './shell.js';
 import type { ShellState } from './state.js';
 import { registerDocsRoutes } from '../docs/routes.js';
+import { registerConsoleRoutes } from '../console/routes.js';
 import { type OpsDeps, opsMiddleware, registerOpsRoutes } from '../ops/routes.js';
 
 export interface AppDeps {
@@ -68,6 +69,7 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
   if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets));
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
   registerDocsRoutes(router);
+  registerConsoleRoutes(router);
   if (deps.ops) registerOpsRoutes(router, deps.ops);
 
   const app = new Koa<ShellState>();

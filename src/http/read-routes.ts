@@ -37,6 +37,13 @@ export function registerReadRoutes(router: Router<ShellState>, lookup: Authentic
     ok(c, { message: 'Lead found.', lead }, readBack);
   });
 
+  router.get('/functions/leads/:lead_id/events', ...keyed, async (ctx) => {
+    const c = ctx as unknown as Ctx;
+    const events = await readBack.leadEvents(c.state.principal!, c.params.lead_id ?? '');
+    if (!events) throw new ShellError('NOT_FOUND');
+    ok(c, { message: 'Events of the lead.', lead_id: Number(c.params.lead_id), items: events }, readBack);
+  });
+
   router.get('/functions/deliveries', ...keyed, async (ctx) => {
     const c = ctx as unknown as Ctx;
     await guarded(async () => ok(c, { ...(await readBack.deliveries(c.state.principal!, c.query)) }, readBack));

@@ -45,6 +45,36 @@ const seesPii = (principal: Principal, view: { supplier?: unknown; buyer?: unkno
   (principal.role === 'supplier' && view.supplier === principal.name) ||
   (principal.role === 'buyer' && view.buyer === principal.name);
 
+/** Who may read a lead at all: a buyer only once it bought it. */
+const mayRead = (principal: Principal, view: { supplier?: unknown; buyer?: unknown; lead_status?: unknown }) =>
+  principal.role === 'admin' ||
+  principal.role === 'analyst' ||
+  (principal.role === 'supplier' && view.supplier === principal.name) ||
+  (principal.role === 'buyer' && view.buyer === principal.name && view.lead_status === 'sold');
+
+/** One event of a lead as the events route gives it. */
+interface LeadEventRow {
+  readonly revision: number;
+  readonly type: string;
+  readonly occurred_at: string;
+  readonly trace_id: string | null;
+  readonly data: unknown;
+}
+
+/**
+ * The fields of a received lead that are not personal data: kept for callers without the right to
+ * it. A list of what may stay, so a consumer field added later is hidden until named here.
+ */
+const ROUTING_FIELDS = ['accident_state', 'sid', 's1', 'test'] as const;
+
+function withoutConsumer(type: string, data: unknown): unknown {
+  if (type !== 'LeadReceived' || typeof data !== 'object' || data === null) return data;
+  const received = data as { lead?: Record<string, unknown> | null };
+  if (!received.lead) return data;
+  const lead = received.lead;
+  return { ...received, lead: Object.fromEntries(ROUTING_FIELDS.filter((field) => field in lead).map((field) => [field, lead[field]])) };
+}
+
 function one(query: Query, name: string, errors: FieldError[]): string | undefined {
   const value = query[name];
   if (Array.isArray(value)) {
@@ -117,13 +147,7 @@ export class ReadBack {
     let view = (await this.deps.readModels.get(this.deps.collection('leads'), leadId)) as unknown as LeadView | null;
     // Read-your-writes: a lead the projection has not reached yet is folded from its own stream.
     view ??= leadViewFromEvents(await this.deps.events.readStream(leadStream(Number(leadId))));
-    if (!view) return null;
-    const visible =
-      principal.role === 'admin' ||
-      principal.role === 'analyst' ||
-      (principal.role === 'supplier' && view.supplier === principal.name) ||
-      (principal.role === 'buyer' && view.buyer === principal.name && view.lead_status === 'sold');
-    if (!visible) return null;
+    if (!view || !mayRead(principal, view)) return null;
     const checks = view.enrichment as Record<string, { result?: string }> | null;
     return {
       lead_id: view.lead_id,
@@ -145,6 +169,26 @@ export class ReadBack {
       feedback: view.feedback ?? [],
       lead: seesPii(principal, view) ? view.lead : null,
     };
+  }
+
+  /**
+   * The lead's stream in revision order, for whoever may read the lead; null when it does not
+   * exist for the caller. Folded from the stream itself, so it is never behind the read model.
+   * Without the right to the lead's personal data, LeadReceived keeps only its routing fields.
+   */
+  async leadEvents(principal: Principal, leadId: string): Promise<LeadEventRow[] | null> {
+    if (!/^[1-9]\d{0,15}$/.test(leadId)) return null;
+    const recorded = await this.deps.events.readStream(leadStream(Number(leadId)));
+    const view = leadViewFromEvents(recorded);
+    if (!view || !mayRead(principal, view)) return null;
+    const pii = seesPii(principal, view);
+    return recorded.map((event) => ({
+      revision: event.revision,
+      type: event.type,
+      occurred_at: typeof event.metadata.occurred_at === 'string' ? event.metadata.occurred_at : new Date(event.created).toISOString(),
+      trace_id: typeof event.metadata.trace_id === 'string' ? event.metadata.trace_id : null,
+      data: pii ? event.data : withoutConsumer(event.type, event.data),
+    }));
   }
 
   async deliveries(principal: Principal, query: Query): Promise<Page<Record<string, unknown>>> {

@@ -1,19 +1,12 @@
 import { expect } from 'chai';
-import { existsSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
 import { type Browser, chromium } from 'playwright-core';
 import { OUTCOMES } from '../../src/http/envelope.js';
+import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
 import { TestService } from '../support/service.js';
 
-// /docs in a real browser: Debian's chromium, driven by playwright-core, against the running
-// service. The page must render from the service alone (nothing from another origin, nothing the
-// CSP blocks) and show the lead post and every outcome code. CI installs chromium (README, .ci/run).
-
-/** CHROMIUM_PATH, else the first `chromium` on PATH (Debian puts it in /usr/bin). */
-const CHROMIUM =
-  process.env.CHROMIUM_PATH ??
-  (process.env.PATH ?? '').split(delimiter).map((dir) => join(dir, 'chromium')).find((file) => existsSync(file)) ??
-  '/usr/bin/chromium';
+// /docs in a real browser against the running service. The page must render from the service
+// alone (nothing from another origin, nothing the CSP blocks) and show the lead post and every
+// outcome code.
 
 describe('/docs in a browser', function () {
   this.timeout(90_000);
@@ -21,10 +14,7 @@ describe('/docs in a browser', function () {
   let browser: Browser | undefined;
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      console.warn(`      skipped: no Chromium at ${CHROMIUM}; install it (apt-get install chromium) or set CHROMIUM_PATH`);
-      this.skip();
-    }
+    skipWithoutChromium(this);
     svc = await TestService.start();
     browser = await chromium.launch({ executablePath: CHROMIUM });
   });

@@ -51,6 +51,8 @@ describe('OpenAPI document against real answers', function () {
 
     await call('GET', `/functions/leads/${leadId}`, as(supplier));
     await call('GET', '/functions/leads/999999', as(supplier));
+    await call('GET', `/functions/leads/${leadId}/events`, as(analyst));
+    await call('GET', '/functions/leads/999999/events', as(supplier));
     await call('GET', '/functions/deliveries?status=pending', as(buyer));
     await call('GET', '/functions/deliveries?limit=0', as(analyst));
     await call('GET', '/functions/reports/summary?group_by=day,sid', as(analyst));

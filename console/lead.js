@@ -1,0 +1,95 @@
+// One lead: its outcome, then its timeline from GET /functions/leads/{id}/events — what was
+// received, each check's result, every routing candidate with why it was or was not eligible,
+// each delivery attempt, and the buyer's feedback. Without an id: a form to open a lead by id.
+
+import { getJson, explain, ApiError } from './api.js';
+import { h, field, money, time } from './dom.js';
+
+export async function renderLead(main, [id], current) {
+  const input = h('input', { type: 'text', name: 'lead_id', inputmode: 'numeric', pattern: '[1-9][0-9]{0,15}', required: true, value: id ?? '' });
+  const form = h('form', { class: 'card filters', 'aria-label': 'Open a lead' }, field('Lead id', input), h('button', { type: 'submit' }, 'Open'));
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    location.hash = `#/leads/${input.value.trim()}`;
+  });
+  main.append(h('h1', {}, id ? `Lead ${id}` : 'Lead'), form);
+  if (!id) return input.focus();
+
+  let lead;
+  let events;
+  try {
+    [{ lead }, { items: events }] = await Promise.all([getJson(`/functions/leads/${id}`), getJson(`/functions/leads/${id}/events`)]);
+  } catch (error) {
+    if (!current()) return;
+    const missing = error instanceof ApiError && error.status === 404;
+    main.append(h('p', { class: 'error', role: 'alert' }, missing ? `No lead ${id} that this key may see.` : explain(error)));
+    return;
+  }
+  if (!current()) return;
+  main.append(h('section', { class: 'card', 'aria-label': 'Outcome' }, summary(lead)), h('section', { class: 'card' }, h('h2', {}, 'Timeline'), timeline(events)));
+}
+
+function summary(lead) {
+  const where = lead.buyer ? `buyer ${lead.buyer}` : lead.bucket ? `bucket ${lead.bucket}` : '—';
+  const items = [
+    ['Status', lead.lead_status],
+    ['Code', lead.code ?? '—'],
+    ['Sold to', where],
+    ['Revenue', `${money(lead.revenue)} ${lead.currency ?? ''}`],
+    ['Supplier', lead.supplier],
+    ['Source (sid / s1)', `${lead.sid ?? '—'} / ${lead.s1 ?? '—'}`],
+    ['Received', time(lead.received_at)],
+    ['Checks', lead.enrichment ? Object.entries(lead.enrichment).map(([k, v]) => `${k} ${v ?? '—'}`).join(', ') : '—'],
+    ['Delivery', lead.delivery ? `${lead.delivery.status}, ${lead.delivery.attempts} attempt(s)` : '—'],
+    ['Test lead', lead.test ? 'yes' : 'no'],
+  ];
+  return h('dl', { class: 'summary', id: 'lead-summary' }, items.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))));
+}
+
+const yesNo = (ok) => h('span', { class: ok ? 'yes' : 'no' }, ok ? 'yes' : 'no');
+
+/** What each event type says, as elements; an unknown type shows its data as JSON. */
+const DETAILS = {
+  LeadReceived: (d) => [
+    h('p', {}, `From ${d.supplier}, sid ${d.sid ?? '—'}, s1 ${d.s1 ?? '—'}, state ${d.accident_state ?? '—'}${d.test ? ', test lead' : ''}.`),
+    d.lead?.email ? h('p', { class: 'muted' }, `Consumer: ${d.lead.first_name} ${d.lead.last_name}, ${d.lead.email}, ${d.lead.mobile}`) : null,
+  ],
+  LeadRejected: (d) => [h('p', {}, `Rejected: ${d.code}.`), h('ul', {}, (d.errors ?? []).map((e) => h('li', {}, `${e.field}: ${e.message}`)))],
+  LeadEnriched: (d) =>
+    h('ul', { class: 'checks' }, Object.entries(d.checks ?? {}).map(([name, c]) => h('li', { 'data-check': name }, `${name}: `, h('span', { class: c.result === 'pass' ? 'yes' : c.result === 'fail' ? 'no' : '' }, c.result), ` (${c.detail}, ${c.provider})`))),
+  LeadRouted: (d) => [
+    h('p', {}, `To ${d.target.kind} ${d.target.id} at ${money(d.price)} ${d.currency}, strategy ${d.strategy}, routing ${d.routing_version}.`),
+    h(
+      'div',
+      { class: 'table-wrap' },
+      h(
+        'table',
+        { class: 'candidates', 'aria-label': 'Routing candidates' },
+        h('thead', {}, h('tr', {}, ['Buyer', 'Price', 'Eligible', 'Reason'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, (d.candidates ?? []).map((c) => h('tr', { 'data-buyer': c.buyer }, h('td', {}, c.buyer), h('td', { class: 'num' }, money(c.price)), h('td', {}, yesNo(c.eligible)), h('td', {}, c.detail ? `${c.reason} (${c.detail})` : c.reason)))),
+      ),
+    ),
+  ],
+  LeadSold: (d) => h('p', {}, `Sold to ${d.buyer} for ${money(d.revenue)} ${d.currency}.`),
+  LeadDeliveryAttempted: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} (timeout ${d.timeout_ms} ms).`),
+  LeadDelivered: (d) => h('p', {}, `Delivered to ${d.buyer} by ${d.via}, attempt ${d.attempt}${d.status ? `, HTTP ${d.status}` : ''}${d.latency_ms != null ? `, ${d.latency_ms} ms` : ''}.`),
+  LeadDeliveryFailed: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} failed: ${d.error}${d.status ? ` (HTTP ${d.status})` : ''}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
+  FeedbackRecorded: (d) => h('p', {}, `${d.buyer}: ${d.type}${d.reason ? ` (${d.reason})` : ''}.`),
+  LeadReturned: (d) => h('p', {}, `Returned by ${d.buyer} (${d.reason}): ${money(d.revenue)} ${d.currency} reversed.`),
+};
+const TONE = { LeadRejected: 'bad', LeadDeliveryFailed: 'bad', LeadReturned: 'bad', LeadSold: 'good', LeadDelivered: 'good' };
+
+function timeline(events) {
+  return h(
+    'ol',
+    { class: 'timeline', id: 'timeline' },
+    events.map((event) =>
+      h(
+        'li',
+        { class: TONE[event.type], 'data-type': event.type },
+        h('div', {}, h('span', { class: 'type' }, event.type), ' ', h('span', { class: 'when' }, `#${event.revision} · ${time(event.occurred_at)}`)),
+        (DETAILS[event.type] ?? ((d) => h('pre', {}, JSON.stringify(d, null, 2))))(event.data),
+      ),
+    ),
+  );
+}

@@ -1,0 +1,224 @@
+import { expect } from 'chai';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
+import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { TestService, validLead } from '../support/service.js';
+
+// The console in a real browser against the running service, real keys and real leads: an
+// analyst signs in, the report's charts and table hold exactly what the report API answers, a
+// delivery row opens its lead's timeline with every routing candidate and its reason, and signing
+// out forgets the key. Any console error, page error, CSP violation or request to another origin
+// fails the test. Screenshots of each page at a laptop's and a phone's size go to SHOTS.
+
+const SHOTS = 'test-results/console';
+const SIZES = { laptop: { width: 1280, height: 800 }, phone: { width: 390, height: 844 } } as const;
+const routing = {
+  buyers: [
+    { id: 'ca-buyer', price: 40, states: ['CA'] },
+    { id: 'ny-buyer', price: 30.5, states: ['NY'] },
+  ],
+  buckets: [{ id: 'unsold', default: true }],
+};
+
+type Totals = Record<string, number>;
+
+function sum(rows: Array<Record<string, unknown>>, fields: readonly string[]): Totals {
+  const totals: Totals = {};
+  for (const field of fields) totals[field] = Math.round(rows.reduce((s, row) => s + (typeof row[field] === 'number' ? (row[field] as number) : 0), 0) * 100) / 100;
+  return totals;
+}
+
+describe('the console in a browser', function () {
+  this.timeout(120_000);
+  let svc: TestService | undefined;
+  let browser: Browser | undefined;
+  let origin: string;
+  const keys: Record<string, string> = {};
+  const leads: Record<string, number> = {};
+
+  before(async function () {
+    skipWithoutChromium(this);
+    svc = await TestService.start({ routing });
+    origin = `https://127.0.0.1:${svc.port}`;
+    keys.supA = await svc.key('supplier', 'sup-a');
+    keys.supB = await svc.key('supplier', 'sup-b');
+    keys.analyst = await svc.key('analyst', 'ann');
+    const post = async (name: string, key: string, lead: Record<string, unknown>) => {
+      leads[name] = (await svc!.post(lead, { 'x-api-key': key })).body.lead_id as number;
+    };
+    await post('caSold', keys.supA, validLead({ sid: 'google' }));
+    await post('caSold2', keys.supA, validLead({ sid: 'google' }));
+    await post('nySold', keys.supA, validLead({ accident_state: 'NY', zip: '10001', sid: 'bing' }));
+    await post('txUnsold', keys.supB, validLead({ accident_state: 'TX', zip: '75001', sid: 'meta' }));
+    await post('invalid', keys.supB, validLead({ zip: 'bad', sid: 'meta' }));
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    browser = await chromium.launch({ executablePath: CHROMIUM });
+    mkdirSync(SHOTS, { recursive: true });
+  });
+  after(async () => {
+    await browser?.close();
+    await svc?.stop();
+  });
+
+  /** A page that records everything the test must fail on. */
+  async function watched(context: BrowserContext): Promise<{ page: Page; problems: string[]; elsewhere: string[] }> {
+    const page = await context.newPage();
+    const problems: string[] = [];
+    const elsewhere: string[] = [];
+    page.on('request', (req) => {
+      const url = req.url();
+      if (!url.startsWith(origin) && !url.startsWith('data:') && !url.startsWith('blob:')) elsewhere.push(url);
+    });
+    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    page.on('console', (message) => {
+      if (message.type() === 'error' || /Content.Security.Policy/i.test(message.text())) problems.push(`console: ${message.text()}`);
+    });
+    // Added by the browser driver, not the page, so the page's CSP does not apply to it.
+    await page.addInitScript(
+      "document.addEventListener('securitypolicyviolation', (event) => console.error('CSP violation: ' + event.violatedDirective + ' ' + event.blockedURI))",
+    );
+    return { page, problems, elsewhere };
+  }
+
+  async function shoot(page: Page, name: string, ready: () => Promise<unknown>): Promise<void> {
+    for (const [size, viewport] of Object.entries(SIZES)) {
+      await page.setViewportSize(viewport);
+      await ready();
+      await page.screenshot({ path: join(SHOTS, `${name}-${size}.png`), fullPage: true });
+    }
+    await page.setViewportSize(SIZES.laptop);
+  }
+
+  /** The form controls without a label. */
+  const unlabelled = (page: Page) => page.evaluate("[...document.querySelectorAll('input, select')].filter((c) => !c.labels || c.labels.length === 0).map((c) => c.outerHTML)");
+
+  it('an analyst signs in by keyboard; the report, a lead from the deliveries and sign-out work and match the API', async function () {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop, acceptDownloads: true });
+    const { page, problems, elsewhere } = await watched(context);
+
+    const response = await page.goto(`${origin}/console`);
+    expect(response?.status()).to.equal(200);
+    expect(response?.headers()['content-security-policy']).to.contain("style-src 'self';").and.contain("script-src 'self';").and.not.contain('unsafe');
+    const keyInput = page.getByLabel('API key');
+    await keyInput.waitFor();
+    expect(await page.locator('#nav').isVisible(), 'no pages before signing in').to.equal(false);
+    await shoot(page, 'sign-in', () => keyInput.waitFor());
+    expect(await unlabelled(page)).to.deep.equal([]);
+
+    // A wrong key is refused and not kept.
+    await keyInput.fill('lp_nope_nope');
+    await keyInput.press('Enter');
+    await page.getByRole('alert').filter({ hasText: 'not accepted' }).waitFor();
+    expect(await page.evaluate('sessionStorage.length')).to.equal(0);
+    // Chromium logs the refused request itself; that one line is expected, nothing else.
+    expect(problems).to.deep.equal(['console: Failed to load resource: the server responded with a status of 401 (Unauthorized)']);
+    problems.length = 0;
+    await keyInput.fill(keys.analyst!);
+    await keyInput.press('Enter');
+
+    // The report: the charts and the table hold the report API's totals for the same query.
+    const daily = page.locator('#chart-daily[data-totals]');
+    await daily.waitFor();
+    await page.locator('#report-totals').waitFor();
+    expect(await page.evaluate("sessionStorage.getItem('leadpost.apiKey')")).to.equal(keys.analyst);
+    const query = new URLSearchParams({
+      from: await page.getByLabel('From', { exact: true }).inputValue(),
+      to: await page.getByLabel('To', { exact: true }).inputValue(),
+      tz: await page.getByLabel('Time zone', { exact: true }).inputValue(),
+    });
+    const report = async (groupBy: string) => {
+      const reply = await svc!.request('GET', `/functions/reports/summary?${query}&group_by=${groupBy}&limit=500`, { 'x-api-key': keys.analyst! });
+      expect(reply.status).to.equal(200);
+      return reply.body.items as Array<Record<string, unknown>>;
+    };
+    const byDay = sum(await report('day'), ['received', 'accepted', 'sold', 'revenue']);
+    const bySid = await report('sid');
+    expect(byDay).to.deep.equal({ received: 5, accepted: 4, sold: 3, revenue: 110.5 });
+    expect(JSON.parse((await daily.getAttribute('data-totals'))!)).to.deep.equal(byDay);
+    expect(JSON.parse((await page.locator('#chart-groups').getAttribute('data-totals'))!)).to.deep.equal(sum(bySid, ['received', 'sold']));
+    const footer: Totals = {};
+    for (const field of ['received', 'accepted', 'sold', 'unsold', 'rejected', 'returned', 'revenue', 'net_revenue']) {
+      footer[field] = Number((await page.locator(`#report-totals [data-field="${field}"]`).innerText()).replaceAll(',', ''));
+    }
+    expect(footer).to.deep.equal(sum(bySid, Object.keys(footer)));
+    expect(await page.locator('#report-table tbody tr').count()).to.equal(bySid.length);
+    expect(await page.locator('#readiness').innerText()).to.match(/^Ready · projection lag/);
+    expect(await unlabelled(page)).to.deep.equal([]);
+
+    // The CSV button downloads what the API gives as CSV.
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download CSV' }).click()]);
+    const csv = await svc!.request('GET', `/functions/reports/summary?${query}&group_by=sid`, { 'x-api-key': keys.analyst!, accept: 'text/csv' });
+    expect(readFileSync((await download.path())!, 'utf8')).to.equal(csv.text);
+    expect(download.suggestedFilename()).to.match(/^leadpost-report-.*\.csv$/);
+    await shoot(page, 'report', () => daily.waitFor());
+
+    // Deliveries: a click on a row opens its lead; the timeline shows each candidate and its reason.
+    await page.getByRole('link', { name: 'Deliveries' }).click();
+    const row = page.locator(`#deliveries-table tr[data-lead="${leads.caSold}"]`);
+    await row.waitFor();
+    await shoot(page, 'deliveries', () => row.waitFor());
+    await row.locator('td').nth(3).click();
+    await page.waitForURL(`**/console#/leads/${leads.caSold}`);
+    const timeline = page.locator('#timeline');
+    await timeline.waitFor();
+    const events = await svc!.request('GET', `/functions/leads/${leads.caSold}/events`, { 'x-api-key': keys.analyst! });
+    const items = events.body.items as Array<{ type: string; data: { candidates?: Array<{ buyer: string; eligible: boolean; reason: string }> } }>;
+    expect(await timeline.locator(':scope > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-type')))).to.deep.equal(items.map((e) => e.type));
+    const candidates = items.find((e) => e.type === 'LeadRouted')!.data.candidates!;
+    expect(candidates.map((c) => c.buyer)).to.deep.equal(['ca-buyer', 'ny-buyer']);
+    for (const candidate of candidates) {
+      const cells = await timeline.locator(`table.candidates tr[data-buyer="${candidate.buyer}"] td`).allInnerTexts();
+      expect(cells[2], candidate.buyer).to.equal(candidate.eligible ? 'yes' : 'no');
+      expect(cells[3], candidate.buyer).to.contain(candidate.reason);
+    }
+    expect(await timeline.locator('[data-check="phone"]').innerText()).to.match(/^phone: pass/);
+    expect(await page.locator('#lead-summary').innerText()).to.contain('buyer ca-buyer');
+    expect(await page.locator('main').innerText(), 'an analyst sees no consumer field').to.not.contain('Lovelace');
+    await shoot(page, 'lead', () => timeline.waitFor());
+
+    // A lead opened by id from the keyboard: the rejected one shows why.
+    await page.getByRole('link', { name: 'Lead', exact: true }).click();
+    const idInput = page.getByLabel('Lead id');
+    await idInput.fill(String(leads.invalid));
+    await idInput.press('Enter');
+    await page.locator('#timeline [data-type="LeadRejected"]').waitFor();
+    expect(await page.locator('#timeline').innerText()).to.contain('Rejected: INVALID').and.contain('zip');
+    expect(await unlabelled(page)).to.deep.equal([]);
+
+    // Sign-out forgets the key.
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('API key').waitFor();
+    expect(await page.evaluate('sessionStorage.length')).to.equal(0);
+    expect(await page.locator('#nav').isVisible()).to.equal(false);
+    expect(await page.getByRole('button', { name: 'Sign out' }).isVisible()).to.equal(false);
+
+    expect(elsewhere, 'requests to other origins').to.deep.equal([]);
+    expect(problems).to.deep.equal([]);
+    await context.close();
+  });
+
+  it('first load: page weight and time to the first chart, measured in this test service', async function () {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page, problems, elsewhere } = await watched(context);
+    await page.addInitScript(`sessionStorage.setItem('leadpost.apiKey', ${JSON.stringify(keys.analyst)})`);
+    await page.goto(`${origin}/console#/report`);
+    await page.locator('#chart-daily[data-totals]').waitFor();
+    // Run in the page (this project's TypeScript has no DOM types, so it is passed as text).
+    const measured = (await page.evaluate(`(() => {
+      const navigation = performance.getEntriesByType('navigation')[0];
+      const assets = performance.getEntriesByType('resource').filter((r) => new URL(r.name).pathname.startsWith('/console/'));
+      return {
+        bytes: navigation.transferSize + assets.reduce((s, r) => s + r.transferSize, 0),
+        files: assets.length + 1,
+        firstChartMs: Math.round(performance.getEntriesByName('leadpost:first-chart')[0].startTime),
+      };
+    })()`)) as { bytes: number; files: number; firstChartMs: number };
+    writeFileSync(join(SHOTS, 'first-load.json'), `${JSON.stringify(measured, null, 2)}\n`);
+    console.log(`      first load of /console: ${measured.files} files, ${measured.bytes} bytes; first chart after ${measured.firstChartMs} ms`);
+    expect(measured.bytes).to.be.greaterThan(200_000).and.lessThan(400_000);
+    expect(elsewhere).to.deep.equal([]);
+    expect(problems).to.deep.equal([]);
+    await context.close();
+  });
+});
