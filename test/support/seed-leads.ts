@@ -7,7 +7,7 @@ import type { NormalisedLead } from '../../src/leads/lead.js';
 // benches that need a large history: posting them one request at a time would take far longer.
 
 const pass = { result: 'pass' as const, provider: 'bench', detail: 'ok' };
-/** The version the service stamps: readers take these events as current, with nothing to upcast. */
+/** Version 1: LeadReceived reads as an older release wrote it (in clear, upcast to 2), the rest as current. */
 const SEEDED_METADATA = { schema: LEAD_EVENT_SCHEMA };
 
 /** What varies from lead to lead beyond the fixed mix of outcomes. */
