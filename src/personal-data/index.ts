@@ -3,7 +3,7 @@ import { PersonalDataKeys } from './data-keys.js';
 import type { DataKeyStore } from './key-store.js';
 import { MASTER_KEY_FILE, loadOrCreateMasterKey } from './master-key.js';
 
-export { type DataKey, PersonalDataKeys, UnknownDataKeyError } from './data-keys.js';
+export { PersonalDataKeys, UnknownDataKeyError } from './data-keys.js';
 export { MasterKeyError } from './master-key.js';
 
 export interface PersonalDataConfig {
@@ -15,7 +15,7 @@ export interface PersonalDataConfig {
 }
 
 /** The master key file the configuration names. */
-export const masterKeyPath = (config: PersonalDataConfig): string => config.masterKeyFile ?? join(config.dataDir, MASTER_KEY_FILE);
+const masterKeyPath = (config: PersonalDataConfig): string => config.masterKeyFile ?? join(config.dataDir, MASTER_KEY_FILE);
 
 /**
  * The data keys of personal data: the master key (made on the first start) and the key store the
