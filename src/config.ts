@@ -1,4 +1,4 @@
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { checkLogLevel } from './http/logger.js';
 import { DEFAULT_PHONE_REGIONS, isPhoneRegion } from './leads/mobile.js';
 import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT } from './http/rate-limit.js';
@@ -54,7 +54,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.LEADPOST_DATA_DIR || './data');
   return {
     dataDir,
-    masterKeyFile: resolve(dataDir, env.LEADPOST_MASTER_KEY_FILE || 'master.key'),
+    masterKeyFile: env.LEADPOST_MASTER_KEY_FILE ? resolve(env.LEADPOST_MASTER_KEY_FILE) : join(dataDir, 'master.key'),
     eventStoreUrl: optionalUrl(env, 'EVENTSTORE_URL', ['esdb:', 'esdb+discover:']),
     mongoUrl: optionalUrl(env, 'MONGODB_URL', ['mongodb:', 'mongodb+srv:']),
   };
