@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { EventStoreUnavailableError } from '../event-store/port.js';
 import { TwoGenerationCache } from '../two-generation-cache.js';
 import { KEY_BYTES, open, packSealed, seal, unpackSealed } from './aes-gcm.js';
 import type { DataKeyStore } from './key-store.js';
@@ -15,6 +16,9 @@ import type { DataKeyStore } from './key-store.js';
 // The cache keeps unwrapped keys (and which ids were destroyed) in memory. Keys are only destroyed
 // by an erasure, which evicts them here; another process's cache keeps a destroyed key until it
 // restarts or evicts it.
+//
+// A key store that cannot be written or read (disk full, server down) fails the append or read
+// that needed it as the event store being unavailable would: retryable, a 503 for a request.
 
 export interface DataKey {
   /** 32 hex digits: what an encrypted field names its key by. */
@@ -110,7 +114,11 @@ export class PersonalDataKeys {
   private async makeBatch(): Promise<void> {
     const batch: DataKey[] = [];
     for (let i = 0; i < this.batchSize; i++) batch.push({ id: randomBytes(16).toString('hex'), key: randomBytes(KEY_BYTES) });
-    await this.store.create(batch.map(({ id, key }) => ({ id, wrapped: packSealed(seal(this.masterKey, key, wrapAad(id))) })));
+    try {
+      await this.store.create(batch.map(({ id, key }) => ({ id, wrapped: packSealed(seal(this.masterKey, key, wrapAad(id))) })));
+    } catch (error) {
+      throw new EventStoreUnavailableError(`the key store cannot store new data keys: ${(error as Error).message}`, { cause: error });
+    }
     for (const key of batch) this.cache.set(key.id, key);
     this.pool.push(...batch);
   }
@@ -123,7 +131,8 @@ export class PersonalDataKeys {
     try {
       found = await this.store.fetch(ids);
     } catch (error) {
-      for (const waiting of wanted.values()) for (const w of waiting) w.reject(error);
+      const unavailable = new EventStoreUnavailableError(`the key store cannot be read: ${(error as Error).message}`, { cause: error });
+      for (const waiting of wanted.values()) for (const w of waiting) w.reject(unavailable);
       return;
     }
     for (const [id, waiting] of wanted) {

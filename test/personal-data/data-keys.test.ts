@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
+import { EventStoreUnavailableError } from '../../src/event-store/port.js';
 import { PersonalDataKeys, UnknownDataKeyError } from '../../src/personal-data/index.js';
 import { EmbeddedKeyStore } from '../../src/personal-data/embedded-key-store.js';
 import type { DataKeyStore, StoredKey } from '../../src/personal-data/key-store.js';
@@ -86,6 +87,27 @@ describe('data keys: the pool and the cache', function () {
     expect(error).to.be.instanceOf(UnknownDataKeyError);
     expect(error.message).to.contain(unknown);
     await other.close();
+    await keys.close();
+  });
+
+  it('a key store that cannot write or read fails the post or read as an unavailable store would (retryable); the next try can succeed', async function () {
+    const inner = EmbeddedKeyStore.open(dir.path);
+    let broken = true;
+    const full = Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+    const store: DataKeyStore = {
+      create: (keys) => (broken ? Promise.reject(full) : inner.create(keys)),
+      fetch: (ids) => (broken ? Promise.reject(full) : inner.fetch(ids)),
+      destroy: (ids) => inner.destroy(ids),
+      secret: (name, candidate) => inner.secret(name, candidate),
+      close: () => inner.close(),
+    };
+    const keys = new PersonalDataKeys(store, master, { batchSize: 4 });
+    const failed = await rejection(Promise.resolve(keys.take()));
+    expect(failed).to.be.instanceOf(EventStoreUnavailableError);
+    expect(failed.message).to.equal('the key store cannot store new data keys: database or disk is full');
+    expect(await rejection(Promise.resolve(keys.get(randomBytes(16).toString('hex'))))).to.be.instanceOf(EventStoreUnavailableError);
+    broken = false;
+    expect((await keys.take()).key.length).to.equal(32);
     await keys.close();
   });
 
