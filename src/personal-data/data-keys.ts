@@ -29,7 +29,7 @@ export interface DataKey {
 export interface DataKeysOptions {
   /** Keys made and stored at a time. */
   readonly batchSize?: number;
-  /** Unwrapped keys kept in memory (between this many and twice as many). */
+  /** Unwrapped keys kept in memory (between this many and twice as many, a few hundred bytes each). */
   readonly cacheSize?: number;
 }
 
@@ -61,7 +61,7 @@ export class PersonalDataKeys {
     options: DataKeysOptions = {},
   ) {
     this.batchSize = options.batchSize ?? 256;
-    this.cache = new TwoGenerationCache(options.cacheSize ?? 50_000);
+    this.cache = new TwoGenerationCache(options.cacheSize ?? 10_000);
   }
 
   /** A key for a new lead: from memory, unless the pool is empty (then after the next batch is stored). */
