@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import type { AllSubscription, EventData, EventMetadata, EventStore, RecordedEvent } from '../../src/event-store/port.js';
 import { START } from '../../src/event-store/port.js';
 import { EVENT_CODEC, EventCodec, EventDecodeError, EventEncodeError, UpcastError, type Upcaster, codedEventStore } from '../../src/events/codec/index.js';
+import type { Sealer } from '../../src/events/codec/codec.js';
 import { LEAD_EVENT_SCHEMA } from '../../src/events/lead-events.js';
 
 // The codec alone: what passes through untouched (and must stay the same object: it is on the
@@ -201,6 +202,52 @@ describe('coded event store', function () {
     expect(error).to.be.instanceOf(EventDecodeError);
     expect(error!.message).to.match(/^cannot read Thing schema 0 of stream thing-7@3 .*: the upcaster from schema 0 to 1 failed: no title$/);
     expect(fake.unsubscribed()).to.equal(1);
+  });
+
+  describe('a type with a sealer that needs the key store (a promise)', function () {
+    /** Seals `secret` into `sealed` (reversed), later; opening fails for `bad`. */
+    const sealer: Sealer = {
+      type: 'Thing',
+      since: 1,
+      seal: (data) => {
+        const { secret, ...rest } = data as { secret?: string };
+        return secret === undefined ? data : Promise.resolve({ ...rest, sealed: [...secret].reverse().join('') });
+      },
+      open: (data) => {
+        const { sealed, ...rest } = data as { sealed?: string };
+        if (sealed === undefined) return data;
+        return sealed === 'bad' ? Promise.reject(new UpcastError('the envelope does not open')) : Promise.resolve({ ...rest, secret: [...sealed].reverse().join('') });
+      },
+    };
+    const sealing = new EventCodec({ current: { Thing: 1 }, sealers: [sealer] });
+
+    it('appends sealed events and reads them open, on every read; an event with nothing sealed stays the same object', async function () {
+      const plain = recorded('Thing', { n: 1 }, { schema: 1 });
+      const events = [recorded('Thing', { n: 2, sealed: 'cba' }, { schema: 1 }), plain];
+      const fake = fakeStore(events);
+      const coded = codedEventStore(fake.store, sealing);
+      const read = await coded.readStream('thing-1');
+      expect(read[0]!.data).to.deep.equal({ n: 2, secret: 'abc' });
+      expect(read[1]).to.equal(plain);
+      expect((await coded.readAll())[0]!.data).to.deep.equal({ n: 2, secret: 'abc' });
+      const seen: unknown[] = [];
+      for await (const event of coded.subscribeToAll()) seen.push(event.data);
+      expect(seen).to.deep.equal([{ n: 2, secret: 'abc' }, { n: 1 }]);
+      await coded.append('thing-1', [{ type: 'Thing', data: { secret: 'xyz' } }]);
+      expect(fake.appended[0]).to.deep.equal([{ type: 'Thing', data: { sealed: 'zyx' }, metadata: { schema: 1 } }]);
+    });
+
+    it('a sealed event that does not open ends a subscription with the error naming it, and is unsubscribed', async function () {
+      const fake = fakeStore([recorded('Thing', { n: 1 }, { schema: 1 }), recorded('Thing', { sealed: 'bad' }, { schema: 1 }, 'thing-9')]);
+      const seen: unknown[] = [];
+      const error = await (async () => {
+        for await (const event of codedEventStore(fake.store, sealing).subscribeToAll()) seen.push(event.data);
+      })().then(() => null, (e: unknown) => e as Error);
+      expect(seen).to.deep.equal([{ n: 1 }]);
+      expect(error).to.be.instanceOf(EventDecodeError);
+      expect(error!.message).to.match(/^cannot read Thing schema 1 of stream thing-9@3 .*: its personal data cannot be opened: the envelope does not open$/);
+      expect(fake.unsubscribed()).to.equal(1);
+    });
   });
 });
 
