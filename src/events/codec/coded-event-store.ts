@@ -37,7 +37,20 @@ export interface CodedEventStoreOptions {
 }
 
 export function codedEventStore(store: EventStore, codec: EventCodec, options: CodedEventStoreOptions = {}): EventStore {
-  const decode = (event: RecordedEvent) => codec.decode(event.streamId, event);
+  // The embedded store hands the same recorded objects of its recent commits to every reader (the
+  // four projections, read-your-writes), so an event that needed work (unsealing, upcasting) is
+  // decoded once per process, not once per reader. Entries go when the store lets the object go.
+  // An erasure must start a new memo, as it must empty the data-key cache.
+  const memo = new WeakMap<RecordedEvent, RecordedEvent | Promise<RecordedEvent>>();
+  const decode = (event: RecordedEvent): RecordedEvent | Promise<RecordedEvent> => {
+    const known = memo.get(event);
+    if (known !== undefined) return known;
+    const decoded = codec.decode(event.streamId, event);
+    if (decoded === event) return decoded;
+    memo.set(event, decoded);
+    if (decoded instanceof Promise) decoded.then((value) => memo.set(event, value), () => memo.delete(event));
+    return decoded;
+  };
   return {
     append: async (streamId, events, appendOptions) => {
       const encoded = mapSame(events, (event) => codec.encode(streamId, event));
