@@ -37,6 +37,16 @@ export async function getJson(path) {
   return body;
 }
 
+/** POST a JSON body (or none); rejects with ApiError when the answer is not 2xx. */
+export async function postJson(path, body) {
+  const headers = { 'X-API-KEY': session.key ?? '', Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(path, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  const answer = await response.json().catch(() => null);
+  if (!response.ok) throw new ApiError(response.status, answer);
+  return answer;
+}
+
 /** GET a route as CSV: the body as a Blob and the file name the service suggests. */
 export async function getCsv(path) {
   const response = await call(path, 'text/csv');

@@ -1,26 +1,39 @@
 // The console's shell: sign-in, sign-out, the readiness line and hash routing to the pages.
-// Each page is a module exporting render(main, params); a page for another role is one more
-// entry in PAGES and one more link in index.html's nav.
+// Each page is a module exporting render(main, params, current, me); which pages a key has comes
+// from GET /functions/me (its role, and for a buyer how it takes delivery). That only decides what
+// to show: every call the pages make is checked by the service against the key itself.
 
 import { getJson, explain, readiness, session, ApiError } from './api.js';
 import { h, field } from './dom.js';
 import { renderReport } from './report.js';
 import { renderDeliveries } from './deliveries.js';
 import { renderLead } from './lead.js';
+import { renderLeads } from './leads.js';
+import { renderPulls, renderBought } from './buyer.js';
 
-// Analyst and admin pages. Still to come, each behind its own hash: a supplier's leads and why
-// they were rejected (#/supplier), a buyer's deliveries, pulls and returns (#/buyer), and the
-// admin's erasure requests (#/erasure).
+const READERS = ['supplier', 'analyst', 'admin'];
+const ALL = ['supplier', 'buyer', 'analyst', 'admin'];
+// Still to come, behind its own hash: the admin's erasure requests (#/erasure).
 const PAGES = [
-  { pattern: /^#\/report$/, nav: '#/report', render: renderReport },
-  { pattern: /^#\/deliveries$/, nav: '#/deliveries', render: renderDeliveries },
-  { pattern: /^#\/leads(?:\/([1-9]\d{0,15}))?$/, nav: '#/leads', render: renderLead },
+  { pattern: /^#\/report$/, nav: '#/report', roles: READERS, render: renderReport },
+  { pattern: /^#\/leads$/, nav: '#/leads', roles: READERS, render: renderLeads },
+  { pattern: /^#\/deliveries$/, nav: '#/deliveries', roles: ALL, render: renderDeliveries },
+  { pattern: /^#\/bought$/, nav: '#/bought', roles: ['buyer'], render: renderBought },
+  { pattern: /^#\/pulls$/, nav: '#/pulls', roles: ['buyer'], pullOnly: true, render: renderPulls },
+  // A lead's page is reached from a list, so it has no link of its own; it lights the list's.
+  { pattern: /^#\/leads\/([1-9]\d{0,15})$/, nav: null, roles: ALL, render: renderLead },
 ];
+const HOME = { supplier: '#/leads', buyer: '#/bought', analyst: '#/report', admin: '#/report' };
+
+/** Who the key is (GET /functions/me), asked once per sign-in. */
+let me = null;
+const has = (page) => page.roles.includes(me.role) && (!page.pullOnly || me.buyer?.delivery === 'pull');
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 const signOutButton = document.getElementById('sign-out');
 const readinessLine = document.getElementById('readiness');
+const who = document.getElementById('who');
 
 function signInPage() {
   nav.hidden = true;
@@ -40,12 +53,14 @@ function signInPage() {
     event.preventDefault();
     session.signIn(input.value.trim());
     try {
-      // Any keyed read answers 200 for a valid key of any role, 401 for one that is not.
-      await getJson('/functions/deliveries?limit=1');
-      if (!PAGES.some((p) => p.pattern.test(location.hash))) location.hash = '#/report';
+      // 200 for a valid key of any role, 401 for one that is not.
+      me = await getJson('/functions/me');
+      const page = PAGES.find((p) => p.pattern.test(location.hash));
+      if (!page || !has(page)) location.hash = HOME[me.role];
       else route();
     } catch (error) {
       session.signOut();
+      me = null;
       message.textContent = error instanceof ApiError && error.status === 401 ? 'That key was not accepted.' : explain(error);
     }
   });
@@ -71,24 +86,38 @@ async function showReadiness() {
 let rendering = 0;
 async function route() {
   if (!session.key) return signInPage();
-  nav.hidden = false;
-  signOutButton.hidden = false;
+  if (!me) {
+    try {
+      me = await getJson('/functions/me');
+    } catch (error) {
+      // A key revoked since this tab signed in: back to the sign-in page.
+      if (error instanceof ApiError && error.status === 401) session.signOut();
+      else main.replaceChildren(h('p', { class: 'error', role: 'alert' }, explain(error)));
+      if (!session.key) signInPage();
+      return;
+    }
+  }
   const page = PAGES.find((p) => p.pattern.test(location.hash));
-  if (!page) {
-    location.hash = '#/report';
+  if (!page || !has(page)) {
+    location.hash = HOME[me.role];
     return;
   }
+  nav.hidden = false;
+  signOutButton.hidden = false;
+  who.textContent = `${me.name} (${me.role})`;
+  const current = page.nav ?? (me.role === 'buyer' ? '#/bought' : '#/leads');
   for (const link of nav.querySelectorAll('a')) {
-    if (link.getAttribute('href') === page.nav) link.setAttribute('aria-current', 'page');
+    link.hidden = !PAGES.some((p) => p.nav === link.getAttribute('href') && has(p));
+    if (link.getAttribute('href') === current) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');
   }
   const params = page.pattern.exec(location.hash).slice(1);
   const mine = ++rendering;
   main.replaceChildren();
-  main.dataset.page = page.nav.slice(2);
+  main.dataset.page = page.nav ? page.nav.slice(2) : 'lead';
   void showReadiness();
   try {
-    await page.render(main, params, () => mine === rendering);
+    await page.render(main, params, () => mine === rendering, me);
   } catch (error) {
     if (mine === rendering) main.append(h('p', { class: 'error', role: 'alert' }, explain(error)));
   }
@@ -96,6 +125,8 @@ async function route() {
 
 signOutButton.addEventListener('click', () => {
   session.signOut();
+  me = null;
+  who.textContent = '';
   location.hash = '';
   route();
 });

@@ -1,19 +1,14 @@
 // One lead: its outcome, then its timeline from GET /functions/leads/{id}/events — what was
 // received, each check's result, every routing candidate with why it was or was not eligible,
-// each delivery attempt, and the buyer's feedback. Without an id: a form to open a lead by id.
+// each delivery attempt, and the buyer's feedback. For the buyer that bought it, the return form.
 
 import { getJson, explain, ApiError } from './api.js';
-import { h, field, money, time } from './dom.js';
+import { h, money, time } from './dom.js';
+import { openLeadForm } from './leads.js';
+import { returnForm } from './buyer.js';
 
-export async function renderLead(main, [id], current) {
-  const input = h('input', { type: 'text', name: 'lead_id', inputmode: 'numeric', pattern: '[1-9][0-9]{0,15}', required: true, value: id ?? '' });
-  const form = h('form', { class: 'card filters', 'aria-label': 'Open a lead' }, field('Lead id', input), h('button', { type: 'submit' }, 'Open'));
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    location.hash = `#/leads/${input.value.trim()}`;
-  });
-  main.append(h('h1', {}, id ? `Lead ${id}` : 'Lead'), form);
-  if (!id) return input.focus();
+export async function renderLead(main, [id], current, me) {
+  main.append(h('h1', {}, `Lead ${id}`), openLeadForm(id));
 
   let lead;
   let events;
@@ -22,11 +17,16 @@ export async function renderLead(main, [id], current) {
   } catch (error) {
     if (!current()) return;
     const missing = error instanceof ApiError && error.status === 404;
-    main.append(h('p', { class: 'error', role: 'alert' }, missing ? `No lead ${id} that this key may see.` : explain(error)));
+    main.append(h('p', { class: 'error', role: 'alert', id: 'lead-missing' }, missing ? `Lead ${id} not found: there is no such lead, or this key may not see it.` : explain(error)));
     return;
   }
   if (!current()) return;
-  main.append(h('section', { class: 'card', 'aria-label': 'Outcome' }, summary(lead)), h('section', { class: 'card' }, h('h2', {}, 'Timeline'), timeline(events)));
+  const mine = me.role === 'buyer' && lead.buyer === me.name;
+  main.append(
+    h('section', { class: 'card', 'aria-label': 'Outcome' }, summary(lead)),
+    mine ? returnForm(lead, me) : null,
+    h('section', { class: 'card' }, h('h2', {}, 'Timeline'), timeline(events)),
+  );
 }
 
 function summary(lead) {

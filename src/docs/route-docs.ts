@@ -4,7 +4,7 @@
 
 import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
 import type { Role } from '../keys/principal.js';
-import { DEFAULT_LIMIT, DELIVERY_STATUSES, MAX_LIMIT, REPORT_TEST_MODES } from '../read-models/read-back.js';
+import { DEFAULT_LIMIT, DELIVERY_STATUSES, LEAD_STATUSES, MAX_LIMIT, REPORT_TEST_MODES } from '../read-models/read-back.js';
 import { GROUP_BY } from '../read-models/report.js';
 import { EXAMPLE_LEAD, type ExampleName } from './examples.js';
 import { listBody, readBackBody } from './read-back-schemas.js';
@@ -64,6 +64,27 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
       'RATE_LIMITED', 'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', ...KEYED_ERRORS,
     ],
+  },
+  {
+    method: 'get',
+    path: '/functions/leads',
+    tag: 'Read-back',
+    summary: 'List leads',
+    description:
+      'Lead views, newest first by received_at: a supplier gets its own leads, a buyer the leads it bought, an analyst or admin every lead. ' +
+      'Each row is the lead view of GET /functions/leads/{lead_id} with the same rule for consumer fields (`lead` is null for an analyst, and for a buyer or supplier on a lead not its own). ' +
+      'A rejected lead carries its `errors`, each failing field named.',
+    roles: ['supplier', 'buyer', 'analyst', 'admin'],
+    parameters: [
+      query('status', 'Lead status.', { type: 'string', enum: LEAD_STATUSES }),
+      query('code', 'Outcome code of the post.', { type: 'string', pattern: '^[A-Z][A-Z_]{0,39}$', examples: ['INVALID', 'SOLD'] }),
+      query('sid', 'Supplier source id.', { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$' }),
+      query('since', 'Received at or after.', INSTANT),
+      query('until', 'Received before.', INSTANT),
+      ...PAGING,
+    ],
+    success: { status: 200, description: 'A page of leads.', content: json(listBody('LeadView')), headers: RATE_HEADERS },
+    outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
   {
     method: 'get',
@@ -206,6 +227,45 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'INVALID_INPUT', 'RETURN_WINDOW_CLOSED', 'ALREADY_RETURNED', 'NOT_FOUND', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
       ...KEYED_ERRORS,
     ],
+  },
+  {
+    method: 'get',
+    path: '/functions/me',
+    tag: 'Read-back',
+    summary: 'Who this key is',
+    description:
+      'The key\'s role, principal name and key id; for a buyer key also its terms from the routing file in force: return reasons, return window and how it takes delivery (pull or webhook), ' +
+      'nothing secret (no URL, no secret). The console uses it to show the pages a role has; it grants nothing, every route checks the key itself.',
+    roles: ['supplier', 'buyer', 'analyst', 'admin'],
+    success: {
+      status: 200,
+      description: 'The key\'s principal.',
+      content: json({
+        type: 'object',
+        required: ['ok', 'trace_id', 'code', 'message', 'role', 'name', 'key_id'],
+        properties: {
+          ok: { const: true },
+          trace_id: { type: 'string' },
+          code: { const: 'OK' },
+          message: { type: 'string' },
+          role: { type: 'string', enum: ['supplier', 'buyer', 'analyst', 'admin'] },
+          name: { type: 'string', description: 'The supplier, buyer or person the key acts for.' },
+          key_id: { type: 'string' },
+          buyer: {
+            type: ['object', 'null'],
+            description: 'Buyer keys only: the buyer in the routing file in force (null when the file no longer names it).',
+            required: ['id', 'return_reasons', 'return_window_days', 'delivery'],
+            properties: {
+              id: { type: 'string' },
+              return_reasons: { type: 'array', items: { type: 'string' } },
+              return_window_days: { type: 'integer', minimum: 0 },
+              delivery: { type: 'string', enum: ['pull', 'webhook'] },
+            },
+          },
+        },
+      }),
+    },
+    outcomes: ['UNAUTHORIZED', 'UNAVAILABLE'],
   },
   {
     method: 'get',

@@ -10,6 +10,7 @@ import { notFoundOrNotAllowed } from './fallback.js';
 import { postLeadHandler } from './post-lead-route.js';
 import { registerReadRoutes } from './read-routes.js';
 import { type AfterSaleDeps, registerAfterSaleRoutes } from './after-sale-routes.js';
+import { registerMeRoute } from './me-route.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import type { PostLead } from '../commands/post-lead/port.js';
 import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, type RateLimitConfig } from '../limits.js';
@@ -68,6 +69,7 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
 
   if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets));
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
+  if (deps.afterSale) registerMeRoute(router, deps.authenticate, deps.afterSale.routing);
   registerDocsRoutes(router);
   registerConsoleRoutes(router);
   if (deps.ops) registerOpsRoutes(router, deps.ops);

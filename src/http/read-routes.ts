@@ -30,6 +30,11 @@ async function guarded(run: () => Promise<void>): Promise<void> {
 export function registerReadRoutes(router: Router<ShellState>, lookup: Authenticate, readBack: ReadBack, limit: Middleware<ShellState>): void {
   const keyed = [authenticate(lookup), limit];
 
+  router.get('/functions/leads', ...keyed, async (ctx) => {
+    const c = ctx as unknown as Ctx;
+    await guarded(async () => ok(c, { ...(await readBack.leads(c.state.principal!, c.query)) }, readBack));
+  });
+
   router.get('/functions/leads/:lead_id', ...keyed, async (ctx) => {
     const c = ctx as unknown as Ctx;
     const lead = await readBack.lead(c.state.principal!, c.params.lead_id ?? '');

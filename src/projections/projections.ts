@@ -56,7 +56,23 @@ export const leadsProjection: Projection = {
   name: 'leads',
   version: 1,
   collections: ['leads'],
-  indexes: { leads: [['supplier', 'lead_id']] },
+  // One per filter the leads list takes within each caller's scope, each ending in received_at (its
+  // order). The runner creates missing indexes when it opens a build, so adding one here needs no
+  // new version: an existing build gets it on the next start.
+  indexes: {
+    leads: [
+      ['supplier', 'lead_id'],
+      ['received_at'],
+      ['supplier', 'received_at'],
+      ['supplier', 'lead_status', 'received_at'],
+      ['supplier', 'code', 'received_at'],
+      ['supplier', 'sid', 'received_at'],
+      ['buyer', 'lead_status', 'received_at'],
+      ['lead_status', 'received_at'],
+      ['code', 'received_at'],
+      ['sid', 'received_at'],
+    ],
+  },
   handle(event, context) {
     if (!LEAD_EVENTS.has(event.type)) return NONE;
     const lead = asLead(event);

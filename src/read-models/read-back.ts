@@ -40,6 +40,11 @@ export const DEFAULT_LIMIT = 50;
 export const MAX_LIMIT = 500;
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'];
 export const REPORT_TEST_MODES = ['exclude', 'only', 'include'];
+export const LEAD_STATUSES = ['received', 'sold', 'unsold', 'rejected'];
+/** An outcome code: SOLD, UNSOLD, INVALID, DUPLICATE, … (upper case and underscores). */
+const OUTCOME_CODE = /^[A-Z][A-Z_]{0,39}$/;
+/** A source id as a lead may carry it. */
+const SOURCE_ID = /^[A-Za-z0-9._-]{1,64}$/;
 const seesPii = (principal: Principal, view: { supplier?: unknown; buyer?: unknown }) =>
   principal.role === 'admin' ||
   (principal.role === 'supplier' && view.supplier === principal.name) ||
@@ -148,27 +153,7 @@ export class ReadBack {
     // Read-your-writes: a lead the projection has not reached yet is folded from its own stream.
     view ??= leadViewFromEvents(await this.deps.events.readStream(leadStream(Number(leadId))));
     if (!view || !mayRead(principal, view)) return null;
-    const checks = view.enrichment as Record<string, { result?: string }> | null;
-    return {
-      lead_id: view.lead_id,
-      supplier: view.supplier,
-      sid: view.sid,
-      s1: view.s1,
-      lead_status: view.lead_status,
-      code: view.code,
-      sold: view.sold,
-      revenue: view.revenue,
-      currency: view.currency,
-      buyer: view.buyer,
-      bucket: view.bucket,
-      test: view.test,
-      received_at: view.received_at,
-      errors: view.errors,
-      enrichment: checks ? { phone: checks.phone?.result ?? null, email: checks.email?.result ?? null, consent: checks.consent?.result ?? null } : null,
-      delivery: view.delivery,
-      feedback: view.feedback ?? [],
-      lead: seesPii(principal, view) ? view.lead : null,
-    };
+    return leadRow(principal, view);
   }
 
   /**
@@ -189,6 +174,42 @@ export class ReadBack {
       trace_id: typeof event.metadata.trace_id === 'string' ? event.metadata.trace_id : null,
       data: pii ? event.data : withoutConsumer(event.type, event.data),
     }));
+  }
+
+  /**
+   * The leads the caller may read, newest first: a supplier its own, a buyer those it bought, an
+   * analyst or admin all; each row is the lead view with the same rule for consumer fields.
+   */
+  async leads(principal: Principal, query: Query): Promise<Page<Record<string, unknown>>> {
+    const errors: FieldError[] = [];
+    const filter: Record<string, Filter[string]> = {};
+    const status = one(query, 'status', errors);
+    if (status !== undefined) {
+      if (LEAD_STATUSES.includes(status)) filter.lead_status = status;
+      else errors.push({ field: 'status', code: 'invalid_value', message: `status must be one of ${LEAD_STATUSES.join(', ')}` });
+    }
+    const code = one(query, 'code', errors);
+    if (code !== undefined) {
+      if (OUTCOME_CODE.test(code)) filter.code = code;
+      else errors.push({ field: 'code', code: 'invalid_format', message: 'code must be an outcome code, e.g. INVALID or SOLD' });
+    }
+    const sid = one(query, 'sid', errors);
+    if (sid !== undefined) {
+      if (SOURCE_ID.test(sid)) filter.sid = sid;
+      else errors.push({ field: 'sid', code: 'invalid_format', message: 'sid must be 1 to 64 letters, digits, dots, underscores or hyphens' });
+    }
+    const since = instant(query, 'since', errors);
+    const until = instant(query, 'until', errors);
+    if (since || until) filter.received_at = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
+    const limit = limitOf(query, errors);
+    const after = cursorOf(query, errors);
+    if (errors.length > 0) throw new ReadBackInputError(errors);
+    if (principal.role === 'buyer') {
+      // A buyer reads a lead only once it bought it: a lead routed to it but not sold is not its.
+      if (status !== undefined && status !== 'sold') return { items: [], next_cursor: null };
+      filter.lead_status = 'sold';
+    }
+    return this.newestFirst(principal, 'leads', 'received_at', filter, limit, after, (doc) => leadRow(principal, doc as unknown as LeadView));
   }
 
   async deliveries(principal: Principal, query: Query): Promise<Page<Record<string, unknown>>> {
@@ -241,7 +262,7 @@ export class ReadBack {
   /** One page of a list, newest first, with the caller's scope forced onto the filter. */
   private async newestFirst(
     principal: Principal,
-    base: 'deliveries' | 'feedback',
+    base: 'leads' | 'deliveries' | 'feedback',
     sortField: string,
     filter: Record<string, Filter[string]>,
     limit: number,
@@ -371,6 +392,31 @@ export class ReadBack {
     }
     return steps;
   }
+}
+
+/** The lead view as the caller may see it: consumer fields only for those who may see them. */
+function leadRow(principal: Principal, view: LeadView): Record<string, unknown> {
+  const checks = view.enrichment as Record<string, { result?: string }> | null;
+  return {
+    lead_id: view.lead_id,
+    supplier: view.supplier,
+    sid: view.sid,
+    s1: view.s1,
+    lead_status: view.lead_status,
+    code: view.code,
+    sold: view.sold,
+    revenue: view.revenue,
+    currency: view.currency,
+    buyer: view.buyer,
+    bucket: view.bucket,
+    test: view.test,
+    received_at: view.received_at,
+    errors: view.errors,
+    enrichment: checks ? { phone: checks.phone?.result ?? null, email: checks.email?.result ?? null, consent: checks.consent?.result ?? null } : null,
+    delivery: view.delivery,
+    feedback: view.feedback ?? [],
+    lead: seesPii(principal, view) ? view.lead : null,
+  };
 }
 
 export interface ReportHead {

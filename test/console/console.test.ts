@@ -15,7 +15,7 @@ const SHOTS = 'test-results/console';
 const SIZES = { laptop: { width: 1280, height: 800 }, phone: { width: 390, height: 844 } } as const;
 const routing = {
   buyers: [
-    { id: 'ca-buyer', price: 40, states: ['CA'] },
+    { id: 'ca-buyer', price: 40, states: ['CA'], return_reasons: ['bad_phone', 'fraud'] },
     { id: 'ny-buyer', price: 30.5, states: ['NY'] },
   ],
   buckets: [{ id: 'unsold', default: true }],
@@ -44,6 +44,7 @@ describe('the console in a browser', function () {
     keys.supA = await svc.key('supplier', 'sup-a');
     keys.supB = await svc.key('supplier', 'sup-b');
     keys.analyst = await svc.key('analyst', 'ann');
+    keys.caBuyer = await svc.key('buyer', 'ca-buyer');
     const post = async (name: string, key: string, lead: Record<string, unknown>) => {
       leads[name] = (await svc!.post(lead, { 'x-api-key': key })).body.lead_id as number;
     };
@@ -178,7 +179,7 @@ describe('the console in a browser', function () {
     await shoot(page, 'lead', () => timeline.waitFor());
 
     // A lead opened by id from the keyboard: the rejected one shows why.
-    await page.getByRole('link', { name: 'Lead', exact: true }).click();
+    await page.getByRole('link', { name: 'Leads', exact: true }).click();
     const idInput = page.getByLabel('Lead id');
     await idInput.fill(String(leads.invalid));
     await idInput.press('Enter');
@@ -195,6 +196,147 @@ describe('the console in a browser', function () {
 
     expect(elsewhere, 'requests to other origins').to.deep.equal([]);
     expect(problems).to.deep.equal([]);
+    await context.close();
+  });
+
+  /** Signs in through the form and waits for the role's first page. */
+  async function signIn(page: Page, key: string, first: string): Promise<void> {
+    await page.goto(`${origin}/console`);
+    const keyInput = page.getByLabel('API key');
+    await keyInput.fill(key);
+    await keyInput.press('Enter');
+    await page.waitForURL(`**/console${first}`);
+  }
+
+  const visibleNav = (page: Page) => page.locator('#nav a:visible').allInnerTexts();
+  const api = async (path: string, key: string) => {
+    const reply = await svc!.request('GET', path, { 'x-api-key': key });
+    expect(reply.status, path).to.equal(200);
+    return reply.body;
+  };
+  const settled = async () => svc!.service.projections.waitFor(await svc!.service.store.headPosition());
+
+  it('a supplier sees only its own leads, filters them, and why they were rejected matches the report', async function () {
+    // Two rejected leads of its own: one failing on zip, one on zip and e-mail.
+    leads.aZip = (await svc!.post(validLead({ zip: 'bad', sid: 'google' }), { 'x-api-key': keys.supA! })).body.lead_id as number;
+    leads.aZipEmail = (await svc!.post(validLead({ zip: 'bad', email: 'nope', sid: 'bing' }), { 'x-api-key': keys.supA! })).body.lead_id as number;
+    await settled();
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page, problems, elsewhere } = await watched(context);
+    await signIn(page, keys.supA!, '#/leads');
+    expect(await visibleNav(page)).to.deep.equal(['Leads', 'Report', 'Deliveries']);
+
+    // Its leads: exactly what the API lists for its key, never another supplier's.
+    const table = page.locator('#leads-table');
+    await page.locator('#rejections-by-code[data-totals]').waitFor();
+    await table.locator('tbody tr').first().waitFor();
+    const shown = async () => (await table.locator('tbody tr').evaluateAll((rows) => rows.map((r) => Number(r.getAttribute('data-lead')))));
+    const from = await page.getByLabel('From (UTC)').inputValue();
+    const to = await page.getByLabel('To (UTC)').inputValue();
+    const until = new Date(Date.parse(`${to}T00:00:00Z`) + 86_400_000).toISOString();
+    const listed = await api(`/functions/leads?since=${from}T00:00:00Z&until=${until}`, keys.supA!);
+    const own = (listed.items as Array<{ lead_id: number }>).map((r) => r.lead_id);
+    expect(own).to.have.members([leads.caSold, leads.caSold2, leads.nySold, leads.aZip, leads.aZipEmail]);
+    expect(await shown()).to.deep.equal(own);
+    expect(await shown()).to.not.include(leads.txUnsold).and.not.include(leads.invalid);
+
+    // By code: the report's counts for the same days; by field: the rejected leads in the table.
+    const report = await api(`/functions/reports/summary?from=${from}&to=${to}&tz=UTC&group_by=day&limit=500`, keys.supA!);
+    const rows = report.items as Array<Record<string, number>>;
+    const fromReport = Object.fromEntries(
+      ['rejected', 'rejected_INVALID', 'rejected_VERIFICATION_FAILED', 'rejected_DUPLICATE'].map((f) => [f, rows.reduce((s, r) => s + (r[f] ?? 0), 0)]),
+    );
+    expect(fromReport).to.include({ rejected: 2, rejected_INVALID: 2 });
+    expect(JSON.parse((await page.locator('#rejections-by-code').getAttribute('data-totals'))!)).to.deep.equal(fromReport);
+    expect(await page.locator('#rejections-by-code tr[data-code="INVALID"] td').innerText()).to.equal('2');
+    expect(await page.locator('#rejections-by-field tr[data-field="zip"] td').innerText()).to.equal('2');
+    expect(await page.locator('#rejections-by-field tr[data-field="email"] td').innerText()).to.equal('1');
+    expect(await page.locator('#rejections-by-field').innerText()).to.contain('rejected leads shown');
+    expect(await unlabelled(page)).to.deep.equal([]);
+    await shoot(page, 'supplier-leads', () => table.locator('tbody tr').first().waitFor());
+
+    // Filtered to its rejected leads from one source.
+    await page.getByLabel('Status').selectOption('rejected');
+    await page.getByLabel('Source (sid)').fill('bing');
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.locator('main [role="status"]', { hasText: /^1 lead shown/ }).waitFor();
+    expect(await shown()).to.deep.equal([leads.aZipEmail]);
+    expect(await page.locator('#rejections-by-field tr[data-field="zip"] td').innerText()).to.equal('1');
+
+    // A row opens its lead; another supplier's lead, opened by its id, is not found.
+    await table.locator(`tr[data-lead="${leads.aZipEmail}"] td`).nth(2).click();
+    await page.waitForURL(`**/console#/leads/${leads.aZipEmail}`);
+    await page.locator('#timeline [data-type="LeadRejected"]').waitFor();
+    await page.goto(`${origin}/console#/leads/${leads.invalid}`);
+    await page.locator('#lead-missing').waitFor();
+    expect(await page.locator('#lead-missing').innerText()).to.contain(`Lead ${leads.invalid} not found`);
+    expect(await page.locator('#timeline').count()).to.equal(0);
+    await shoot(page, 'supplier-lead-not-found', () => page.locator('#lead-missing').waitFor());
+
+    expect(elsewhere).to.deep.equal([]);
+    // Chromium logs the two refused reads of the other supplier's lead (lead and events); nothing else.
+    expect(problems).to.deep.equal(Array(2).fill('console: Failed to load resource: the server responded with a status of 404 (Not Found)'));
+    await context.close();
+  });
+
+  it('a pull buyer acknowledges a pending pull and returns a bought lead with one of its reasons', async function () {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page, problems, elsewhere } = await watched(context);
+    await signIn(page, keys.caBuyer!, '#/bought');
+    expect(await visibleNav(page)).to.deep.equal(['Deliveries', 'Bought', 'Pulls']);
+
+    // Bought: the leads the API lists for its key.
+    const bought = page.locator('#bought-table');
+    await bought.locator('tbody tr').first().waitFor();
+    const boughtIds = ((await api('/functions/leads', keys.caBuyer!)).items as Array<{ lead_id: number }>).map((r) => r.lead_id);
+    expect(boughtIds).to.deep.equal([leads.caSold2, leads.caSold]);
+    expect(await bought.locator('tbody tr').evaluateAll((rows) => rows.map((r) => Number(r.getAttribute('data-lead'))))).to.deep.equal(boughtIds);
+    await shoot(page, 'buyer-bought', () => bought.locator('tbody tr').first().waitFor());
+
+    // Pulls: acknowledging one takes it off the list, and the API shows it delivered.
+    await page.getByRole('link', { name: 'Pulls' }).click();
+    const pull = page.locator(`#pulls-table tr[data-lead="${leads.caSold}"]`);
+    await pull.waitFor();
+    expect(await page.locator(`#pulls-table tr[data-lead="${leads.caSold2}"]`).count()).to.equal(1);
+    expect(await unlabelled(page)).to.deep.equal([]);
+    await shoot(page, 'buyer-pulls', () => pull.waitFor());
+    await page.getByRole('button', { name: `Acknowledge lead ${leads.caSold}` }).click();
+    await pull.waitFor({ state: 'detached' });
+    expect(await page.locator('main [role="status"]').innerText()).to.contain(`Lead ${leads.caSold} acknowledged`);
+    await settled();
+    const pending = ((await api('/functions/deliveries?status=pending', keys.caBuyer!)).items as Array<{ lead_id: number }>).map((r) => r.lead_id);
+    expect(pending).to.deep.equal([leads.caSold2]);
+    const delivered = (await api('/functions/deliveries?status=delivered', keys.caBuyer!)).items as Array<{ lead_id: number; status: string }>;
+    expect(delivered.map((r) => r.lead_id)).to.deep.equal([leads.caSold]);
+
+    // A return with one of its own reasons; the report then counts it; a second is refused in words.
+    await page.goto(`${origin}/console#/leads/${leads.caSold}`);
+    const reason = page.getByLabel('Reason');
+    await reason.waitFor();
+    expect(await reason.locator('option').evaluateAll((os) => os.map((o) => o.getAttribute('value')))).to.deep.equal(['', 'bad_phone', 'fraud']);
+    await shoot(page, 'buyer-lead-return', () => reason.waitFor());
+    await reason.selectOption('fraud');
+    await page.getByRole('button', { name: 'Return', exact: true }).click();
+    const answer = page.locator('#return-answer');
+    await page.locator('#return-answer', { hasText: /^Returned \(fraud\)/ }).waitFor();
+    await settled();
+    const query = `from=${new Date(Date.now() - 86_400_000).toISOString().slice(0, 10)}&to=${new Date(Date.now() + 86_400_000).toISOString().slice(0, 10)}&group_by=buyer`;
+    const byBuyer = (await api(`/functions/reports/summary?${query}`, keys.analyst!)).items as Array<Record<string, unknown>>;
+    expect(byBuyer.find((r) => r.buyer === 'ca-buyer')).to.include({ sold: 2, returned: 1 });
+    await page.getByRole('button', { name: 'Return', exact: true }).click();
+    await page.locator('#return-answer', { hasText: 'already been returned' }).waitFor();
+    expect(await answer.getAttribute('class')).to.contain('error');
+
+    // A lead it did not buy is not found for it.
+    await page.goto(`${origin}/console#/leads/${leads.nySold}`);
+    await page.locator('#lead-missing').waitFor();
+
+    expect(elsewhere).to.deep.equal([]);
+    expect(problems).to.deep.equal([
+      'console: Failed to load resource: the server responded with a status of 409 (Conflict)',
+      'console: Failed to load resource: the server responded with a status of 404 (Not Found)',
+      'console: Failed to load resource: the server responded with a status of 404 (Not Found)',
+    ]);
     await context.close();
   });
 

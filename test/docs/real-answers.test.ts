@@ -54,6 +54,11 @@ describe('OpenAPI document against real answers', function () {
     await call('GET', `/functions/leads/${leadId}/events`, as(analyst));
     await call('GET', '/functions/leads/999999/events', as(supplier));
     await call('GET', '/functions/deliveries?status=pending', as(buyer));
+    await call('GET', '/functions/leads?status=rejected', as(supplier));
+    await call('GET', '/functions/leads', as(buyer));
+    await call('GET', '/functions/leads?status=lost&limit=0', as(analyst));
+    await call('GET', '/functions/me', as(buyer));
+    await call('GET', '/functions/me', as(supplier));
     await call('GET', '/functions/deliveries?limit=0', as(analyst));
     await call('GET', '/functions/reports/summary?group_by=day,sid', as(analyst));
     await call('GET', '/functions/reports/summary', { ...as(analyst), accept: 'text/csv' });

@@ -189,9 +189,10 @@ describe('POST /functions/leads: every outcome', function () {
 
   it('NOT_FOUND 404 and METHOD_NOT_ALLOWED 405', async function () {
     expectEnvelope(await svc.request('GET', '/nope'), 404, 'NOT_FOUND', 'rejected', false);
-    const wrongMethod = await svc.request('GET', '/functions/leads');
+    // GET lists leads; DELETE is no method of the route.
+    const wrongMethod = await svc.request('DELETE', '/functions/leads');
     expectEnvelope(wrongMethod, 405, 'METHOD_NOT_ALLOWED', 'rejected', false);
-    expect(wrongMethod.headers.allow).to.contain('POST');
+    expect(wrongMethod.headers.allow).to.contain('POST').and.contain('GET');
   });
 
   it('RATE_LIMITED 429 with Retry-After once a key spends its burst', async function () {

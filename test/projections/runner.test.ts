@@ -4,7 +4,7 @@ import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-even
 import { type EventStore, type RecordedEvent, comparePositions } from '../../src/event-store/index.js';
 import { leadStream } from '../../src/events/lead-events.js';
 import type { NormalisedLead } from '../../src/leads/lead.js';
-import { PROJECTIONS } from '../../src/projections/projections.js';
+import { PROJECTIONS, leadsProjection } from '../../src/projections/projections.js';
 import { LAG_SAMPLE, ProjectionRunner, checkpointName, collectionName, estimateEventsBehind } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import type { ReadModelStore } from '../../src/read-models/port.js';
@@ -117,6 +117,28 @@ describe('projection runner', function () {
     }
     await runAll(events, readModels, 'third', { batchSize: 7 });
     expect(await snapshot(readModels, 'third')).to.deep.equal(await snapshot(readModels, 'first'));
+  });
+
+  it('an index added to a projection reaches a build already in service when it is opened again, without a new version or a rebuild', async function () {
+    const head = await events.headPosition();
+    // The build as an older release made it, with fewer indexes.
+    const older = { ...leadsProjection, indexes: { leads: leadsProjection.indexes.leads!.slice(0, 1) } };
+    const first = new ProjectionRunner(events, readModels, older, 'grown', { batchSize: 500, flushMs: 5 });
+    first.start();
+    await first.waitFor(head);
+    await first.stop();
+    const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+    const indexes = () =>
+      raw.prepare<[string], string>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name LIKE 'ix_%'").pluck().all(`rm_${collectionName('leads', 'grown')}`);
+    try {
+      expect(indexes()).to.have.length(1);
+      const reopened = new ProjectionRunner(events, readModels, leadsProjection, 'grown', { batchSize: 500, flushMs: 5 });
+      // It resumes where the build was, rather than folding the events again.
+      expect(comparePositions(await reopened.prepare(), head)).to.equal(0);
+      expect(indexes()).to.have.length(leadsProjection.indexes.leads!.length);
+    } finally {
+      raw.close();
+    }
   });
 
   it('rebuilt side by side, from one read: equal to one-at-a-time builds, indexed only once caught up, and following appends made meanwhile', async function () {

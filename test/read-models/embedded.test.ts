@@ -4,7 +4,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Position } from '../../src/event-store/port.js';
 import { READ_MODELS_FILE } from '../../src/read-models/embedded-schema.js';
-import { deliveriesProjection } from '../../src/projections/projections.js';
+import { deliveriesProjection, leadsProjection } from '../../src/projections/projections.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { ReadModelUnavailableError, type ReadWrite } from '../../src/read-models/port.js';
 import { aggregateSql, findSql, leadingValuesSql } from '../../src/read-models/sqlite-query.js';
@@ -250,6 +250,38 @@ describe('embedded read-model store (SQLite)', function () {
             expect(nulls, field).to.deep.equal([`SEARCH ${table} USING INDEX ix_${table}(${field},created_at) (<expr>=? AND <expr>=?)`]);
             const [withStatus] = plans({ filter: { [field]: 'x', status: 'failed' }, sort, after, limit: 51 });
             expect(withStatus, field).to.deep.equal([`SEARCH ${table} USING INDEX ix_${table}(${field},status,created_at) (<expr>=? AND <expr>=? AND <expr><?)`]);
+          }
+        } finally {
+          raw.close();
+        }
+      });
+
+      it('a page of leads, in each scope and by each filter of the leads list, is a range of an index read in order', async function () {
+        await store.ensureIndexes(coll, leadsProjection.indexes.leads!);
+        const doc = { supplier: 's', buyer: 'b', lead_status: 'sold', code: 'SOLD', sid: 'g', received_at: 'x' };
+        await store.commit(projection, at(1), [{ op: 'put', collection: coll, id: 'a', position: at(1), doc }]);
+        const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+        try {
+          const table = `rm_${coll}`;
+          const plan = (filter: Record<string, string>) => {
+            const { sql, params } = findSql(table, { filter, sort: { field: 'received_at', direction: 'desc' }, after: { value: '2026-01-01', id: '9' }, limit: 51 })[0]!;
+            return (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params, 51) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+          };
+          const cases: Array<[Record<string, string>, string]> = [
+            [{}, 'received_at'],
+            [{ supplier: 's' }, 'supplier,received_at'],
+            [{ supplier: 's', lead_status: 'rejected' }, 'supplier,lead_status,received_at'],
+            [{ supplier: 's', code: 'INVALID' }, 'supplier,code,received_at'],
+            [{ supplier: 's', sid: 'g' }, 'supplier,sid,received_at'],
+            [{ buyer: 'b', lead_status: 'sold' }, 'buyer,lead_status,received_at'],
+            [{ lead_status: 'rejected' }, 'lead_status,received_at'],
+            [{ code: 'INVALID' }, 'code,received_at'],
+            [{ sid: 'g' }, 'sid,received_at'],
+          ];
+          for (const [filter, index] of cases) {
+            const detail = plan(filter);
+            expect(detail, JSON.stringify(filter)).to.include(`USING INDEX ix_${table}(${index})`);
+            expect(detail, JSON.stringify(filter)).not.to.include('TEMP B-TREE');
           }
         } finally {
           raw.close();

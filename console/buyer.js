@@ -1,0 +1,166 @@
+// A buyer's pages. Pulls: the leads waiting for it (GET /functions/deliveries?status=pending), each
+// with the consumer's details and an Acknowledge button (POST /functions/deliveries/{id}/ack).
+// Bought: the leads it bought (GET /functions/leads), each opening the lead's page, where the
+// return form is. The return form itself lives here: a select of the buyer's own return reasons
+// (from GET /functions/me) and the service's answer in words.
+
+import { getJson, postJson, explain, ApiError } from './api.js';
+import { h, field, select, money, time } from './dom.js';
+import { leadTable } from './leads.js';
+
+export async function renderPulls(main, _params, current, me) {
+  main.append(h('h1', {}, 'Pending pulls'));
+  if (me.buyer?.delivery !== 'pull') {
+    main.append(h('p', { class: 'muted' }, 'Your leads are delivered to your webhook: there is nothing to pull here.'));
+    return;
+  }
+  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  const body = h('tbody');
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More');
+  main.append(
+    h('p', { class: 'muted' }, 'Leads sold to you and waiting to be taken. Acknowledge each once your system has it: it then counts as delivered.'),
+    message,
+    h(
+      'section',
+      { class: 'card table-wrap' },
+      h(
+        'table',
+        { id: 'pulls-table', 'aria-label': 'Pending pulls' },
+        h('thead', {}, h('tr', {}, ['Lead', 'Sold', 'Name', 'E-mail', 'Mobile', 'ZIP', 'State', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        body,
+      ),
+      h('p', {}, more),
+    ),
+  );
+
+  const status = () => {
+    message.textContent = body.children.length === 0 ? 'No pending pulls.' : `${body.children.length} pending pulls shown.`;
+  };
+  async function acknowledge(row, button) {
+    button.disabled = true;
+    try {
+      const answer = await postJson(`/functions/deliveries/${row.lead_id}/ack`);
+      button.closest('tr').remove();
+      status();
+      message.textContent = `Lead ${row.lead_id} acknowledged: delivered ${time(answer.delivery.delivered_at)}. ${message.textContent}`;
+    } catch (error) {
+      button.disabled = false;
+      message.textContent = `Lead ${row.lead_id} was not acknowledged: ${explain(error)}`;
+    }
+  }
+
+  let cursor = null;
+  async function load() {
+    const query = new URLSearchParams({ status: 'pending', limit: '50', ...(cursor ? { cursor } : {}) });
+    const page = await getJson(`/functions/deliveries?${query}`);
+    if (!current()) return;
+    for (const row of page.items) {
+      const lead = row.lead ?? {};
+      const button = h('button', { type: 'button', 'aria-label': `Acknowledge lead ${row.lead_id}` }, 'Acknowledge');
+      button.addEventListener('click', () => acknowledge(row, button));
+      body.append(
+        h(
+          'tr',
+          { 'data-lead': row.lead_id },
+          h('td', {}, h('a', { href: `#/leads/${row.lead_id}` }, row.lead_id)),
+          h('td', {}, time(row.created_at)),
+          h('td', {}, [lead.first_name, lead.last_name].filter(Boolean).join(' ')),
+          h('td', {}, lead.email ?? ''),
+          h('td', {}, lead.mobile ?? ''),
+          h('td', {}, lead.zip ?? ''),
+          h('td', {}, lead.accident_state ?? ''),
+          h('td', {}, button),
+        ),
+      );
+    }
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+    status();
+  }
+  more.addEventListener('click', () => load().catch((error) => (message.textContent = explain(error))));
+  await load();
+}
+
+const BOUGHT_COLUMNS = [
+  ['Lead', (r) => h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id)],
+  ['Received', (r) => time(r.received_at)],
+  ['Name', (r) => [r.lead?.first_name, r.lead?.last_name].filter(Boolean).join(' ')],
+  ['State', (r) => r.lead?.accident_state ?? ''],
+  ['Price', (r) => money(r.revenue), 'num'],
+  ['Delivery', (r) => r.delivery?.status ?? ''],
+  ['Feedback', (r) => (r.feedback ?? []).map((f) => (f.reason ? `${f.type} (${f.reason})` : f.type)).join(', ')],
+];
+
+export async function renderBought(main, _params, current) {
+  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More');
+  const { table, body, add } = leadTable('bought-table', 'Bought leads', BOUGHT_COLUMNS);
+  main.append(
+    h('h1', {}, 'Bought leads'),
+    h('p', { class: 'muted' }, 'The leads sold to you, newest first. Open one to see its timeline or to return it.'),
+    message,
+    h('section', { class: 'card table-wrap' }, table, h('p', {}, more)),
+  );
+  let cursor = null;
+  async function load() {
+    const query = new URLSearchParams({ limit: '50', ...(cursor ? { cursor } : {}) });
+    const page = await getJson(`/functions/leads?${query}`);
+    if (!current()) return;
+    add(page.items);
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+    message.textContent = body.children.length === 0 ? 'No leads bought yet.' : `${body.children.length} leads shown.`;
+  }
+  more.addEventListener('click', () => load().catch((error) => (message.textContent = explain(error))));
+  await load();
+}
+
+/** The service's refusal of a return, in words. */
+function refusal(error, me) {
+  if (!(error instanceof ApiError)) return explain(error);
+  switch (error.body.code) {
+    case 'ALREADY_RETURNED':
+      return 'This lead has already been returned: a lead can be returned once.';
+    case 'RETURN_WINDOW_CLOSED':
+      return `This lead is past your return window (${me.buyer?.return_window_days ?? '?'} days after the sale): it can no longer be returned.`;
+    case 'INVALID': {
+      const fields = (error.body.errors ?? []).map((e) => `${e.field}: ${e.message}`).join('; ');
+      return `The return was refused: ${fields || error.message}`;
+    }
+    case 'NOT_FOUND':
+      return 'This lead is not one you bought.';
+    default:
+      return explain(error);
+  }
+}
+
+/** The return form for a lead the buyer bought; the timeline shows the return on the next visit. */
+export function returnForm(lead, me) {
+  const reasons = me.buyer?.return_reasons ?? [];
+  const reason = select('reason', [['', 'Choose a reason…'], ...reasons.map((r) => [r, r.replaceAll('_', ' ')])], '');
+  reason.required = true;
+  const answer = h('p', { role: 'alert', id: 'return-answer', class: 'wide' });
+  const form = h(
+    'form',
+    { class: 'card filters', id: 'return-form', 'aria-labelledby': 'return-title' },
+    h('h2', { id: 'return-title', class: 'wide' }, 'Return this lead'),
+    h('p', { class: 'muted wide' }, `Within ${me.buyer?.return_window_days ?? '?'} days of the sale, once, for one of your reasons. The sale's revenue is reversed in the reports.`),
+    field('Reason', reason),
+    h('button', { type: 'submit' }, 'Return'),
+    answer,
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    answer.className = 'wide';
+    answer.textContent = 'Sending…';
+    try {
+      await postJson(`/functions/leads/${lead.lead_id}/feedback`, { type: 'return', reason: reason.value });
+      answer.className = 'wide ok';
+      answer.textContent = `Returned (${reason.value}). The sale's revenue is reversed in the reports.`;
+    } catch (error) {
+      answer.className = 'wide error';
+      answer.textContent = refusal(error, me);
+    }
+  });
+  return form;
+}

@@ -1,0 +1,163 @@
+// Leads, newest first (GET /functions/leads): a supplier sees its own, an analyst or admin every
+// lead. Filters by status, outcome code, source and received date; a row opens the lead's page.
+// Below the filters, why leads were rejected: per rejection code over the date range, from the
+// summary report (the same numbers as GET /functions/reports/summary), and per field over the
+// rejected leads listed, from each lead's errors.
+
+import { getAll, getJson, explain } from './api.js';
+import { h, field, select, count, money, time } from './dom.js';
+
+const STATUSES = [['', 'Any'], ['sold', 'Sold'], ['unsold', 'Unsold'], ['rejected', 'Rejected'], ['received', 'Received']];
+const CODES = [['', 'Any'], ['SOLD', 'SOLD'], ['UNSOLD', 'UNSOLD'], ['INVALID', 'INVALID'], ['VERIFICATION_FAILED', 'VERIFICATION_FAILED'], ['DUPLICATE', 'DUPLICATE']];
+const REJECTION_CODES = ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE'];
+
+const utcDay = (date) => date.toISOString().slice(0, 10);
+const nextDay = (day) => utcDay(new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000));
+
+/** The lead-id form: open any lead this key may see by its id. */
+export function openLeadForm(id = '') {
+  const input = h('input', { type: 'text', name: 'lead_id', inputmode: 'numeric', pattern: '[1-9][0-9]{0,15}', required: true, value: id });
+  const form = h('form', { class: 'card filters', 'aria-label': 'Open a lead' }, field('Lead id', input), h('button', { type: 'submit' }, 'Open'));
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    location.hash = `#/leads/${input.value.trim()}`;
+  });
+  return form;
+}
+
+/** A table of lead views whose rows open the lead's page; `columns` are [heading, cell(row)]. */
+export function leadTable(id, label, columns) {
+  const body = h('tbody');
+  const table = h('table', { id, 'aria-label': label }, h('thead', {}, h('tr', {}, columns.map(([t, , cls]) => h('th', { scope: 'col', class: cls }, t)))), body);
+  body.addEventListener('click', (event) => {
+    const row = event.target.closest('tr[data-lead]');
+    if (row && !event.target.closest('a, button, select, input')) location.hash = `#/leads/${row.dataset.lead}`;
+  });
+  const add = (rows) => {
+    for (const row of rows) {
+      body.append(h('tr', { class: 'opens', 'data-lead': row.lead_id }, columns.map(([, cell, cls]) => h('td', { class: cls }, cell(row)))));
+    }
+  };
+  return { table, body, add };
+}
+
+const LEAD_COLUMNS = [
+  ['Lead', (r) => h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id)],
+  ['Received', (r) => time(r.received_at)],
+  ['Status', (r) => r.lead_status],
+  ['Code', (r) => r.code ?? ''],
+  ['Source', (r) => r.sid ?? ''],
+  ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? ''],
+  ['Revenue', (r) => money(r.revenue), 'num'],
+  ['Failing fields', (r) => (r.errors ?? []).map((e) => e.field).join(', ')],
+];
+
+export async function renderLeads(main, _params, current, me) {
+  const today = utcDay(new Date());
+  const from = h('input', { type: 'date', name: 'from', required: true, value: utcDay(new Date(Date.now() - 6 * 86_400_000)) });
+  const to = h('input', { type: 'date', name: 'to', required: true, value: today });
+  const status = select('status', STATUSES, '');
+  const code = select('code', CODES, '');
+  const sid = h('input', { type: 'text', name: 'sid', pattern: '[A-Za-z0-9._\\-]{1,64}', autocomplete: 'off' });
+  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More');
+  const form = h(
+    'form',
+    { class: 'card filters', 'aria-label': 'Lead filters' },
+    field('From (UTC)', from),
+    field('To (UTC)', to),
+    field('Status', status),
+    field('Code', code),
+    field('Source (sid)', sid),
+    h('button', { type: 'submit' }, 'Show'),
+  );
+  const byCode = h('div', { id: 'rejections-by-code' });
+  const byField = h('div', { id: 'rejections-by-field' });
+  const { table, body, add } = leadTable('leads-table', 'Leads', LEAD_COLUMNS);
+  main.append(
+    h('h1', {}, me.role === 'supplier' ? 'Your leads' : 'Leads'),
+    form,
+    h(
+      'section',
+      { class: 'card', 'aria-labelledby': 'why-title' },
+      h('h2', { id: 'why-title' }, 'Why leads were rejected'),
+      h('div', { class: 'why' }, byCode, byField),
+    ),
+    message,
+    h('section', { class: 'card table-wrap' }, table, h('p', {}, more)),
+    openLeadForm(),
+  );
+
+  let cursor = null;
+  let shown = [];
+  const range = () => ({ since: `${from.value}T00:00:00Z`, until: `${nextDay(to.value)}T00:00:00Z` });
+
+  async function load(reset) {
+    if (reset) {
+      cursor = null;
+      shown = [];
+      body.replaceChildren();
+    }
+    message.textContent = 'Loading…';
+    const query = new URLSearchParams({
+      limit: '50',
+      ...range(),
+      ...(status.value ? { status: status.value } : {}),
+      ...(code.value ? { code: code.value } : {}),
+      ...(sid.value.trim() ? { sid: sid.value.trim() } : {}),
+      ...(cursor ? { cursor } : {}),
+    });
+    const page = await getJson(`/functions/leads?${query}`);
+    if (!current()) return;
+    add(page.items);
+    shown.push(...page.items);
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+    const n = shown.length;
+    message.textContent = n === 0 ? 'No leads.' : `${n} lead${n === 1 ? '' : 's'} shown${cursor ? ' (more with the button below the table)' : ''}.`;
+    showFields();
+  }
+
+  /** Per field, how many of the rejected leads shown failed on it. */
+  function showFields() {
+    const rejected = shown.filter((lead) => lead.lead_status === 'rejected');
+    const fields = new Map();
+    for (const lead of rejected) for (const name of new Set((lead.errors ?? []).map((e) => e.field))) fields.set(name, (fields.get(name) ?? 0) + 1);
+    const rows = [...fields].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+    byField.replaceChildren(
+      h('h3', {}, 'By field'),
+      h('p', { class: 'muted' }, `Counts the ${count(rejected.length)} rejected leads shown in the table below (a lead counts once per field it failed on).`),
+      rows.length === 0
+        ? h('p', { class: 'muted' }, 'No failing fields among the leads shown.')
+        : h('table', { 'aria-label': 'Rejected leads by field' }, h('tbody', {}, rows.map(([name, n]) => h('tr', { 'data-field': name }, h('th', { scope: 'row' }, name), h('td', { class: 'num' }, count(n)))))),
+    );
+  }
+
+  /** Per rejection code over the date range, from the report (UTC days, every source). */
+  async function loadCodes() {
+    const report = await getAll('/functions/reports/summary', { from: from.value, to: to.value, tz: 'UTC', group_by: 'day' });
+    if (!current()) return;
+    const sums = Object.fromEntries(['rejected', ...REJECTION_CODES.map((c) => `rejected_${c}`)].map((name) => [name, report.items.reduce((s, row) => s + (row[name] ?? 0), 0)]));
+    byCode.replaceChildren(
+      h('h3', {}, 'By code'),
+      h('p', { class: 'muted' }, `Every lead rejected from ${from.value} to ${to.value} (UTC), from the report: ${count(sums.rejected)} in all.`),
+      h(
+        'table',
+        { 'aria-label': 'Rejected leads by code' },
+        h('tbody', {}, REJECTION_CODES.map((c) => h('tr', { 'data-code': c }, h('th', { scope: 'row' }, c), h('td', { class: 'num' }, count(sums[`rejected_${c}`]))))),
+      ),
+    );
+    byCode.dataset.totals = JSON.stringify(sums);
+  }
+
+  const run = () =>
+    Promise.all([load(true), loadCodes()]).catch((error) => {
+      if (current()) message.textContent = explain(error);
+    });
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    run();
+  });
+  more.addEventListener('click', () => load(false).catch((error) => (message.textContent = explain(error))));
+  await run();
+}
