@@ -107,7 +107,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     description:
       'The lead\'s event stream in order: why it was rejected, each check\'s result, which buyers were considered and why each was or was not eligible, each delivery attempt, feedback. ' +
       'Visible to whoever may read the lead (else 404). The consumer fields of `LeadReceived` (names, e-mail, mobile, zip, certificate) only for the supplier that sent it, the buyer that bought it, and admin; ' +
-      'an analyst gets `lead` with its routing fields only (accident_state, sid, s1, test). Read from the stream itself, so a lead just posted is complete here.',
+      'an analyst gets `lead` with its routing fields only (accident_state, sid, s1, test). A buyer sees only its own routing candidate, never the other buyers or their prices, and not the supplier\'s key id. ' +
+      'Read from the stream itself, so a lead just posted is complete here.',
     roles: ['supplier', 'buyer', 'analyst', 'admin'],
     parameters: [LEAD_ID],
     success: {

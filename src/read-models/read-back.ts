@@ -80,6 +80,25 @@ function withoutConsumer(type: string, data: unknown): unknown {
   return { ...received, lead: Object.fromEntries(ROUTING_FIELDS.filter((field) => field in lead).map((field) => [field, lead[field]])) };
 }
 
+/**
+ * A buyer sees its own place among a lead's routing candidates, not the other buyers or what they
+ * would have paid, nor which of the supplier's keys sent the lead.
+ */
+function forBuyer(buyer: string, type: string, data: unknown): unknown {
+  if (typeof data !== 'object' || data === null) return data;
+  if (type === 'LeadRouted') {
+    const routed = data as { candidates?: Array<{ buyer?: unknown }> };
+    return Array.isArray(routed.candidates) ? { ...routed, candidates: routed.candidates.filter((c) => c.buyer === buyer) } : data;
+  }
+  if (type === 'LeadReceived') {
+    const { key_id: _keyId, ...received } = data as Record<string, unknown>;
+    return received;
+  }
+  return data;
+}
+
+const visible = (principal: Principal, type: string, data: unknown): unknown => (principal.role === 'buyer' ? forBuyer(principal.name, type, data) : data);
+
 function one(query: Query, name: string, errors: FieldError[]): string | undefined {
   const value = query[name];
   if (Array.isArray(value)) {
@@ -172,7 +191,7 @@ export class ReadBack {
       type: event.type,
       occurred_at: typeof event.metadata.occurred_at === 'string' ? event.metadata.occurred_at : new Date(event.created).toISOString(),
       trace_id: typeof event.metadata.trace_id === 'string' ? event.metadata.trace_id : null,
-      data: pii ? event.data : withoutConsumer(event.type, event.data),
+      data: visible(principal, event.type, pii ? event.data : withoutConsumer(event.type, event.data)),
     }));
   }
 

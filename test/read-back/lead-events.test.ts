@@ -79,6 +79,18 @@ describe('GET /functions/leads/{id}/events', function () {
     }
   });
 
+  it('the buyer sees only its own routing candidate, never the other buyers or their prices, nor the supplier\'s key', async function () {
+    const { status, items } = await events(sold, keys.caBuyer!);
+    expect(status).to.equal(200);
+    const routed = items.find((item) => item.type === 'LeadRouted')!;
+    expect((routed.data.candidates as Array<{ buyer: string }>).map((c) => c.buyer)).to.deep.equal(['ca-buyer']);
+    expect(JSON.stringify(items)).to.not.include('ny-buyer');
+    expect(items[0]!.data).to.not.have.property('key_id');
+    // The supplier that sent it still sees every candidate.
+    const own = await events(sold, keys.supA!);
+    expect((own.items.find((item) => item.type === 'LeadRouted')!.data.candidates as unknown[]).length).to.equal(2);
+  });
+
   it('another supplier and a buyer that did not buy it get 404, as for an unknown lead', async function () {
     for (const key of [keys.supB!, keys.nyBuyer!]) {
       const { status, body } = await events(sold, key);
