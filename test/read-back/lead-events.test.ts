@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { TestService, validLead } from '../support/service.js';
+import { roleKeys } from './role-keys.js';
 
 // GET /functions/leads/{id}/events through the real HTTPS server: the lead's stream in order,
 // with the lead view's visibility and the lead view's rule for personal data.
@@ -24,12 +25,7 @@ describe('GET /functions/leads/{id}/events', function () {
 
   before(async function () {
     svc = await TestService.start({ routing });
-    keys.supA = await svc.key('supplier', 'sup-a');
-    keys.supB = await svc.key('supplier', 'sup-b');
-    keys.caBuyer = await svc.key('buyer', 'ca-buyer');
-    keys.nyBuyer = await svc.key('buyer', 'ny-buyer');
-    keys.analyst = await svc.key('analyst', 'ann');
-    keys.admin = await svc.key('admin', 'root');
+    Object.assign(keys, await roleKeys(svc));
     const reply = await svc.post(validLead(), { 'x-api-key': keys.supA! });
     sold = reply.body.lead_id as number;
     soldTrace = reply.body.trace_id as string;

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { TestService, validLead } from '../support/service.js';
+import { roleKeys } from './role-keys.js';
 
 // GET /functions/leads and GET /functions/me through the real HTTPS server: each role lists only
 // the leads it may read, newest first, filtered and paged like every list, with the lead view's
@@ -27,12 +28,7 @@ describe('GET /functions/leads', function () {
 
   before(async function () {
     svc = await TestService.start({ routing, env: { NY_BUYER_SECRET: 'x'.repeat(32) } });
-    keys.supA = await svc.key('supplier', 'sup-a');
-    keys.supB = await svc.key('supplier', 'sup-b');
-    keys.caBuyer = await svc.key('buyer', 'ca-buyer');
-    keys.nyBuyer = await svc.key('buyer', 'ny-buyer');
-    keys.analyst = await svc.key('analyst', 'ann');
-    keys.admin = await svc.key('admin', 'root');
+    Object.assign(keys, await roleKeys(svc));
     const post = async (name: string, key: string, lead: Record<string, unknown>) => {
       const reply = await svc.post(lead, { 'x-api-key': key });
       ids[name] = reply.body.lead_id as number;

@@ -4,6 +4,7 @@ import sinon from 'sinon';
 import { ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { type GroupBy, type ReportBucket, startOfLocalDay, summarise } from '../../src/read-models/report.js';
 import { TestService, validLead } from '../support/service.js';
+import { roleKeys } from './role-keys.js';
 
 // The read-back routes through the real HTTPS server, the embedded stores and the running
 // projections: each route, each scope rule, pagination, CSV, read-your-writes.
@@ -23,12 +24,7 @@ describe('read-back routes', function () {
 
   before(async function () {
     svc = await TestService.start({ routing });
-    keys.supA = await svc.key('supplier', 'sup-a');
-    keys.supB = await svc.key('supplier', 'sup-b');
-    keys.caBuyer = await svc.key('buyer', 'ca-buyer');
-    keys.nyBuyer = await svc.key('buyer', 'ny-buyer');
-    keys.analyst = await svc.key('analyst', 'ann');
-    keys.admin = await svc.key('admin', 'root');
+    Object.assign(keys, await roleKeys(svc));
     const post = async (name: string, key: string, lead: Record<string, unknown>) => {
       const reply = await svc.post(lead, { 'x-api-key': key });
       leads[name] = reply.body.lead_id as number;
