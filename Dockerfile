@@ -33,7 +33,9 @@ COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/config ./config
 COPY --from=build /app/console ./console
-# The data dir holds the embedded stores and the self-signed certificate: the only place written.
+# The data dir holds the embedded stores, the key store and master key of personal data (mount
+# the master key from a secret store in production: LEADPOST_MASTER_KEY_FILE) and the
+# self-signed certificate: the only place written.
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

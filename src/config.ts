@@ -1,7 +1,8 @@
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { pino } from 'pino';
 import { DEFAULT_PHONE_REGIONS, isPhoneRegion } from './leads/mobile.js';
 import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from './limits.js';
+import { masterKeyFileProblem } from './personal-data/master-key.js';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
 // so a command run beside the service opens the very stores the service uses. Each variable is
@@ -11,6 +12,8 @@ export interface Config {
   readonly dataDir: string;
   readonly eventStoreUrl: string | undefined;
   readonly mongoUrl: string | undefined;
+  /** LEADPOST_MASTER_KEY_FILE: the master key of personal data; master.key in the data dir when unset. */
+  readonly masterKeyFile: string;
 }
 
 export interface ServiceConfig extends Config {
@@ -47,8 +50,10 @@ export class ConfigError extends Error {
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const dataDir = resolve(env.LEADPOST_DATA_DIR || './data');
   return {
-    dataDir: resolve(env.LEADPOST_DATA_DIR || './data'),
+    dataDir,
+    masterKeyFile: env.LEADPOST_MASTER_KEY_FILE ? resolve(env.LEADPOST_MASTER_KEY_FILE) : join(dataDir, 'master.key'),
     eventStoreUrl: optionalUrl(env, 'EVENTSTORE_URL', ['esdb:', 'esdb+discover:']),
     mongoUrl: optionalUrl(env, 'MONGODB_URL', ['mongodb:', 'mongodb+srv:']),
   };
@@ -69,7 +74,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
       return fallback;
     }
   };
-  const base = check(() => loadConfig(env), { dataDir: '', eventStoreUrl: undefined, mongoUrl: undefined });
+  const base = check(() => loadConfig(env), { dataDir: '', masterKeyFile: '', eventStoreUrl: undefined, mongoUrl: undefined });
   const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', DEFAULT_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
   const readRate = check(() => integer(env, 'READ_RATE_LIMIT_PER_SECOND', DEFAULT_READ_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
   const config: ServiceConfig = {
@@ -97,6 +102,8 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
     readyMaxLagSeconds: check(() => integer(env, 'READY_MAX_LAG_SECONDS', 30, 1, 86_400), 30),
   };
+  const masterKeyProblem = base.masterKeyFile ? masterKeyFileProblem(base.masterKeyFile) : undefined;
+  if (masterKeyProblem) problems.push(masterKeyProblem);
   // Read again by the logger (src/http/logger.ts); checked here so that it is reported with every other bad variable.
   check(() => checkLogLevel(env.LOG_LEVEL || 'info'), 'info');
   if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {

@@ -12,6 +12,8 @@ Configured by the environment; every variable is checked at start and a bad one 
 with a message naming it (exit 1):
 
   stores       LEADPOST_DATA_DIR (./data), EVENTSTORE_URL (esdb://…), MONGODB_URL (mongodb://…)
+  encryption   LEADPOST_MASTER_KEY_FILE (<data dir>/master.key: 32 bytes, mode 0600, made on
+               the first start; wraps the keys of personal data: back it up, apart from the data)
   listeners    PORT (8443), HTTP_PORT (8080), HOST (all interfaces), TRUST_PROXY (0)
   TLS          TLS_CERT_FILE + TLS_KEY_FILE (PEM; else a self-signed one in the data dir)
   routing      LEADPOST_ROUTING_FILE (config/routing.json)

@@ -1,5 +1,5 @@
 import type { LeadReceived, LeadSold } from '../events/lead-events.js';
-import type { NormalisedLead } from '../leads/lead.js';
+import { type NormalisedLead, isErased } from '../leads/lead.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from './signature.js';
 
 // What a buyer's endpoint receives: the lead as we normalised it, the supplier's tracking fields
@@ -28,7 +28,8 @@ export function deliveryBody(received: LeadReceived['data'], sale: LeadSold['dat
     s1: received.s1,
     price: sale.revenue,
     currency: sale.currency,
-    lead: lead && {
+    // An erased lead has no personal data left to deliver.
+    lead: lead === null || isErased(lead) ? null : {
       first_name: lead.first_name,
       last_name: lead.last_name,
       email: lead.email,

@@ -69,7 +69,8 @@ export const LEAD_VIEW_SCHEMA = {
     feedback: { type: 'array', items: ref('FeedbackRow') },
     lead: {
       type: ['object', 'null'],
-      description: 'The normalised consumer fields; only for the supplier that sent it, the buyer that bought it, and admin.',
+      description:
+        'The normalised consumer fields; only for the supplier that sent it, the buyer that bought it, and admin. Once the lead\'s personal data was erased, it has no name, e-mail, mobile or certificate, and `erased: true`.',
     },
   },
 };

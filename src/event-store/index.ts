@@ -1,5 +1,6 @@
-import { EVENT_CODEC, codedEventStore } from '../events/codec/index.js';
+import { codedEventStore, eventCodec } from '../events/codec/index.js';
 import type { Logger } from 'pino';
+import { openPersonalDataKeys } from '../personal-data/index.js';
 import { EmbeddedEventStore } from './embedded/embedded-event-store.js';
 import type { EventStore } from './port.js';
 
@@ -9,6 +10,10 @@ export interface EventStoreConfig {
   readonly dataDir: string;
   /** `esdb://…`: use EventStoreDB instead of the embedded store. */
   readonly eventStoreUrl?: string | undefined;
+  /** The key store of personal data is a MongoDB collection when set, else keys.db in the data dir. */
+  readonly mongoUrl?: string | undefined;
+  /** The master key that wraps the data keys; master.key in the data dir when unset. */
+  readonly masterKeyFile?: string | undefined;
 }
 
 export interface OpenEventStoreOptions {
@@ -17,12 +22,19 @@ export interface OpenEventStoreOptions {
 }
 
 /**
- * The store the configuration selects, behind the event codec: whoever opens a store here (the
- * service, every CLI command, a replay) appends and reads events in their current layout. The
- * EventStoreDB client is loaded only when it is used.
+ * The store the configuration selects, behind the event codec with the key store of personal
+ * data: whoever opens a store here (the service, every CLI command, a replay) appends events with
+ * their personal fields encrypted, and reads them in their current layout and in clear. Closing
+ * the store closes the key store. The EventStoreDB client is loaded only when it is used.
  */
 export async function openEventStore(config: EventStoreConfig, options: OpenEventStoreOptions = {}): Promise<EventStore> {
-  return codedEventStore(await openAdapter(config, options), EVENT_CODEC);
+  const keys = await openPersonalDataKeys(config);
+  try {
+    return codedEventStore(await openAdapter(config, options), eventCodec(keys), { alsoClose: () => keys.close() });
+  } catch (error) {
+    await keys.close();
+    throw error;
+  }
 }
 
 async function openAdapter(config: EventStoreConfig, options: OpenEventStoreOptions): Promise<EventStore> {

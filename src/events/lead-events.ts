@@ -1,11 +1,17 @@
 import type { Enrichment } from '../enrichment/check.js';
 import type { FieldError } from '../leads/outcome.js';
-import type { NormalisedLead } from '../leads/lead.js';
+import type { ErasedLead, NormalisedLead } from '../leads/lead.js';
 
 // The events of a lead's own stream, `lead-{lead_id}`. Facts, never rewritten: a
 // change of shape adds a schema version and an upcaster (src/events/codec/), it does not edit these.
 
 export const LEAD_EVENT_SCHEMA = 1;
+
+/**
+ * LeadReceived is at version 2: its personal fields are stored encrypted (the codec seals and opens
+ * them, so its data reads as in version 1). The post leaves its version to the codec.
+ */
+export const LEAD_RECEIVED_SCHEMA = 2;
 
 export const leadStream = (leadId: number): string => `lead-${leadId}`;
 
@@ -21,8 +27,11 @@ export interface LeadReceived {
     readonly s1: string | null;
     readonly accident_state: string | null;
     readonly test: boolean;
-    /** The normalised lead; null when it failed validation (nothing trustworthy to keep). */
-    readonly lead: NormalisedLead | null;
+    /**
+     * The normalised lead; null when it failed validation (nothing trustworthy to keep). Without
+     * its personal fields, and with `erased: true`, once its data key was destroyed.
+     */
+    readonly lead: NormalisedLead | ErasedLead | null;
     readonly received_at: string;
   };
 }

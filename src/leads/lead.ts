@@ -22,3 +22,13 @@ export interface NormalisedLead {
   readonly s1: string | null;
   readonly test: boolean;
 }
+
+/** The fields that identify the consumer: encrypted in the event store, gone once erased. */
+export const PERSONAL_FIELDS = ['first_name', 'last_name', 'email', 'mobile', 'mobile_national', 'certificate_url', 'certificate_id'] as const;
+
+type PersonalField = (typeof PERSONAL_FIELDS)[number];
+
+/** A lead whose personal data was erased (its data key destroyed): the rest of it, and `erased: true`. */
+export type ErasedLead = Omit<NormalisedLead, PersonalField> & { readonly erased: true };
+
+export const isErased = (lead: NormalisedLead | ErasedLead): lead is ErasedLead => 'erased' in lead && lead.erased === true;

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import type { AllSubscription, EventData, EventMetadata, EventStore, RecordedEvent } from '../../src/event-store/port.js';
 import { START } from '../../src/event-store/port.js';
 import { EVENT_CODEC, EventCodec, EventDecodeError, EventEncodeError, UpcastError, type Upcaster, codedEventStore } from '../../src/events/codec/index.js';
+import type { Sealer } from '../../src/events/codec/codec.js';
 import { LEAD_EVENT_SCHEMA } from '../../src/events/lead-events.js';
 
 // The codec alone: what passes through untouched (and must stay the same object: it is on the
@@ -13,6 +14,12 @@ function recorded(type: string, data: unknown, metadata: EventMetadata = {}, str
 }
 
 /** A type at version 2 whose field was renamed (0 → 1) and then nested (1 → 2). */
+/** A codec result that needed no key store: it is there at once, not a promise. */
+function now<T>(value: T | Promise<T>): T {
+  if (value instanceof Promise) throw new Error('expected the result at once, not a promise');
+  return value;
+}
+
 const renamed: Upcaster = { type: 'Thing', from: 0, to: 1, up: (data) => ({ name: (data as { title: string }).title }) };
 const nested: Upcaster = {
   type: 'Thing',
@@ -41,7 +48,7 @@ describe('event codec', function () {
 
     it('upcasts through every version in order; an event without a schema is version 0', function () {
       const v0 = recorded('Thing', { title: 'a' }, { supplier_id: 'sup-1' });
-      const decoded = codec.decode('thing-1', v0);
+      const decoded = now(codec.decode('thing-1', v0));
       expect(decoded.data).to.deep.equal({ label: { name: 'a' }, by: 'sup-1' });
       expect(decoded.metadata).to.deep.equal({ supplier_id: 'sup-1', schema: 2, stored_schema: 0 });
       expect({ ...decoded, data: null, metadata: null }).to.deep.equal({ ...v0, data: null, metadata: null });
@@ -49,7 +56,7 @@ describe('event codec', function () {
       expect(v0.data).to.deep.equal({ title: 'a' });
       expect(v0.metadata).to.deep.equal({ supplier_id: 'sup-1' });
 
-      const v1 = codec.decode('thing-1', recorded('Thing', { name: 'b' }, { schema: 1 }));
+      const v1 = now(codec.decode('thing-1', recorded('Thing', { name: 'b' }, { schema: 1 })));
       expect(v1.data).to.deep.equal({ label: { name: 'b' }, by: null });
       expect(v1.metadata).to.deep.equal({ schema: 2, stored_schema: 1 });
     });
@@ -95,7 +102,7 @@ describe('event codec', function () {
       const bare = { type: 'Thing', data: { label: { name: 'a' } }, metadata: { trace_id: 't' } };
       expect(codec.encode('thing-1', bare)).to.deep.equal({ ...bare, metadata: { trace_id: 't', schema: 2 } });
       expect(bare.metadata).to.deep.equal({ trace_id: 't' });
-      expect(codec.encode('thing-1', { type: 'Thing', data: {} }).metadata).to.deep.equal({ schema: 2 });
+      expect(now(codec.encode('thing-1', { type: 'Thing', data: {} })).metadata).to.deep.equal({ schema: 2 });
     });
 
     it('refuses an event written in another schema than its current one', function () {
@@ -114,13 +121,14 @@ describe('event codec', function () {
       expect(() => new EventCodec({ current: {}, upcasters: [renamed] })).to.throw(/no current schema/);
     });
 
-    it("every lead event is at the lead's schema and reads from version 0", function () {
-      for (const type of ['LeadReceived', 'LeadRejected', 'LeadEnriched', 'LeadRouted', 'LeadSold', 'LeadDeliveryAttempted', 'LeadDelivered', 'LeadDeliveryFailed', 'FeedbackRecorded', 'LeadReturned']) {
+    it("every lead event is at the lead's schema (LeadReceived one above: its personal fields are encrypted) and reads from version 0", function () {
+      expect(EVENT_CODEC.currentSchema('LeadReceived')).to.equal(LEAD_EVENT_SCHEMA + 1);
+      for (const type of ['LeadRejected', 'LeadEnriched', 'LeadRouted', 'LeadSold', 'LeadDeliveryAttempted', 'LeadDelivered', 'LeadDeliveryFailed', 'FeedbackRecorded', 'LeadReturned']) {
         expect(EVENT_CODEC.currentSchema(type), type).to.equal(LEAD_EVENT_SCHEMA);
       }
       // Before they carried a schema, a buyer's feedback and return were appended with bare metadata.
       const bare = recorded('FeedbackRecorded', { lead_id: 1, buyer: 'b', type: 'return', reason: null, recorded_at: 'x' });
-      const decoded = EVENT_CODEC.decode('lead-1', bare);
+      const decoded = now(EVENT_CODEC.decode('lead-1', bare));
       expect(decoded.data).to.equal(bare.data);
       expect(decoded.metadata).to.deep.equal({ schema: LEAD_EVENT_SCHEMA, stored_schema: 0 });
     });
@@ -194,6 +202,52 @@ describe('coded event store', function () {
     expect(error).to.be.instanceOf(EventDecodeError);
     expect(error!.message).to.match(/^cannot read Thing schema 0 of stream thing-7@3 .*: the upcaster from schema 0 to 1 failed: no title$/);
     expect(fake.unsubscribed()).to.equal(1);
+  });
+
+  describe('a type with a sealer that needs the key store (a promise)', function () {
+    /** Seals `secret` into `sealed` (reversed), later; opening fails for `bad`. */
+    const sealer: Sealer = {
+      type: 'Thing',
+      since: 1,
+      seal: (data) => {
+        const { secret, ...rest } = data as { secret?: string };
+        return secret === undefined ? data : Promise.resolve({ ...rest, sealed: [...secret].reverse().join('') });
+      },
+      open: (data) => {
+        const { sealed, ...rest } = data as { sealed?: string };
+        if (sealed === undefined) return data;
+        return sealed === 'bad' ? Promise.reject(new UpcastError('the envelope does not open')) : Promise.resolve({ ...rest, secret: [...sealed].reverse().join('') });
+      },
+    };
+    const sealing = new EventCodec({ current: { Thing: 1 }, sealers: [sealer] });
+
+    it('appends sealed events and reads them open, on every read; an event with nothing sealed stays the same object', async function () {
+      const plain = recorded('Thing', { n: 1 }, { schema: 1 });
+      const events = [recorded('Thing', { n: 2, sealed: 'cba' }, { schema: 1 }), plain];
+      const fake = fakeStore(events);
+      const coded = codedEventStore(fake.store, sealing);
+      const read = await coded.readStream('thing-1');
+      expect(read[0]!.data).to.deep.equal({ n: 2, secret: 'abc' });
+      expect(read[1]).to.equal(plain);
+      expect((await coded.readAll())[0]!.data).to.deep.equal({ n: 2, secret: 'abc' });
+      const seen: unknown[] = [];
+      for await (const event of coded.subscribeToAll()) seen.push(event.data);
+      expect(seen).to.deep.equal([{ n: 2, secret: 'abc' }, { n: 1 }]);
+      await coded.append('thing-1', [{ type: 'Thing', data: { secret: 'xyz' } }]);
+      expect(fake.appended[0]).to.deep.equal([{ type: 'Thing', data: { sealed: 'zyx' }, metadata: { schema: 1 } }]);
+    });
+
+    it('a sealed event that does not open ends a subscription with the error naming it, and is unsubscribed', async function () {
+      const fake = fakeStore([recorded('Thing', { n: 1 }, { schema: 1 }), recorded('Thing', { sealed: 'bad' }, { schema: 1 }, 'thing-9')]);
+      const seen: unknown[] = [];
+      const error = await (async () => {
+        for await (const event of codedEventStore(fake.store, sealing).subscribeToAll()) seen.push(event.data);
+      })().then(() => null, (e: unknown) => e as Error);
+      expect(seen).to.deep.equal([{ n: 1 }]);
+      expect(error).to.be.instanceOf(EventDecodeError);
+      expect(error!.message).to.match(/^cannot read Thing schema 1 of stream thing-9@3 .*: its personal data cannot be opened: the envelope does not open$/);
+      expect(fake.unsubscribed()).to.equal(1);
+    });
   });
 });
 

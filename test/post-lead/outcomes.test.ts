@@ -49,7 +49,9 @@ describe('POST /functions/leads: every outcome', function () {
     expect(reply.body).to.include({ lead_status: 'sold', sold: true, revenue: 42.5, currency: 'USD' });
     const events = await svc.service.store.readStream(`lead-${reply.body.lead_id}`);
     expect(events.map((e) => e.type)).to.deep.equal(['LeadReceived', 'LeadEnriched', 'LeadRouted', 'LeadSold']);
-    expect(events[0]!.metadata).to.include({ trace_id: reply.body.trace_id, schema: 1, supplier_id: 'sup-1' });
+    // LeadReceived is at version 2 (its personal fields encrypted), the lead's other events at 1.
+    expect(events[0]!.metadata).to.include({ trace_id: reply.body.trace_id, schema: 2, supplier_id: 'sup-1' });
+    expect(events[1]!.metadata).to.include({ trace_id: reply.body.trace_id, schema: 1, supplier_id: 'sup-1' });
   });
 
   it('UNSOLD 201: no buyer eligible → the matching bucket', async function () {

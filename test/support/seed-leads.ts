@@ -1,5 +1,5 @@
 import { type PostLeadCommand, decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
-import type { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
+import type { EventStore } from '../../src/event-store/port.js';
 import { LEAD_EVENT_SCHEMA, leadStream } from '../../src/events/lead-events.js';
 import type { NormalisedLead } from '../../src/leads/lead.js';
 
@@ -7,7 +7,7 @@ import type { NormalisedLead } from '../../src/leads/lead.js';
 // benches that need a large history: posting them one request at a time would take far longer.
 
 const pass = { result: 'pass' as const, provider: 'bench', detail: 'ok' };
-/** The version the service stamps: readers take these events as current, with nothing to upcast. */
+/** Version 1: LeadReceived reads as an older release wrote it (in clear, upcast to 2), the rest as current. */
 const SEEDED_METADATA = { schema: LEAD_EVENT_SCHEMA };
 
 /** What varies from lead to lead beyond the fixed mix of outcomes. */
@@ -57,6 +57,12 @@ export interface SeedOptions {
   readonly leads?: number;
   readonly firstLeadId?: number;
   readonly shape?: LeadShape;
+  /**
+   * The store is behind the event codec (from openEventStore): the codec stamps each type's
+   * version and encrypts each lead's personal fields, as for a post. Else the events are written
+   * raw at version 1, LeadReceived in clear as an older release wrote it.
+   */
+  readonly viaCodec?: boolean;
 }
 
 export interface Seeded {
@@ -67,7 +73,7 @@ export interface Seeded {
 }
 
 /** Appends leads' events to the store, 200 writers at a time, as the service would. */
-export async function seedLeads(store: EmbeddedEventStore, options: SeedOptions): Promise<Seeded> {
+export async function seedLeads(store: Pick<EventStore, 'append'>, options: SeedOptions): Promise<Seeded> {
   const first = options.firstLeadId ?? 1;
   const more = () => (options.leads !== undefined ? next < first + options.leads : written < (options.events ?? 0));
   let written = 0;
@@ -85,7 +91,7 @@ export async function seedLeads(store: EmbeddedEventStore, options: SeedOptions)
           revenueCents += Math.round(event.data.revenue * 100);
         }
       }
-      await store.append(leadStream(n), batch.map((event) => ({ ...event, metadata: SEEDED_METADATA })), { expectedRevision: 'no_stream' });
+      await store.append(leadStream(n), batch.map((event) => ({ ...event, metadata: options.viaCodec ? {} : SEEDED_METADATA })), { expectedRevision: 'no_stream' });
     }
   };
   await Promise.all(Array.from({ length: 200 }, writer));
@@ -93,6 +99,6 @@ export async function seedLeads(store: EmbeddedEventStore, options: SeedOptions)
 }
 
 /** Appends about `events` lead events to the store, the first lead numbered `firstLeadId`. */
-export async function seedLeadEvents(store: EmbeddedEventStore, events: number, firstLeadId = 1): Promise<number> {
-  return (await seedLeads(store, { events, firstLeadId })).events;
+export async function seedLeadEvents(store: Pick<EventStore, 'append'>, events: number, firstLeadId = 1, viaCodec = false): Promise<number> {
+  return (await seedLeads(store, { events, firstLeadId, viaCodec })).events;
 }

@@ -1,7 +1,7 @@
 import type { Enrichment } from '../../enrichment/check.js';
 import { verificationFailed } from '../../enrichment/enricher.js';
 import type { EventStore } from '../../event-store/index.js';
-import { LEAD_EVENT_SCHEMA, type RoutingCandidate, leadStream } from '../../events/lead-events.js';
+import { type RoutingCandidate, leadStream } from '../../events/lead-events.js';
 import type { NormalisedLead } from '../../leads/lead.js';
 import type { LeadOutcome } from '../../leads/outcome.js';
 import type { LeadValidation } from '../../leads/validate.js';
@@ -110,9 +110,10 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
   }
 
   async function recordLead(request: PostLeadRequest, command: PostLeadCommand): Promise<LeadOutcome> {
+    // No `schema`: the events of one append share this metadata, and LeadReceived is at a version
+    // of its own; the event codec stamps each event's current version.
     const metadata = {
       trace_id: request.traceId,
-      schema: LEAD_EVENT_SCHEMA,
       occurred_at: command.now.toISOString(),
       supplier_id: request.principal.name,
       correlation_id: request.traceId,

@@ -4,9 +4,11 @@ import type { EventData, EventMetadata, RecordedEvent } from '../../event-store/
 // from the form the domain reads. Events are facts and never rewritten: when the layout of a type
 // changes, the type's version (`metadata.schema`) goes up by one and an upcaster turns data of
 // the old version into the new one as it is read, so every reader (commands, projections, the
-// CLI, a replay) only ever sees the current layout. Later transforms of the stored form (such as
-// encrypting personal fields) belong here too, on both sides: encode before the store, decode
-// (then upcast) after it.
+// CLI, a replay) only ever sees the current layout. The stored form of a type may also be sealed
+// (its personal fields encrypted, src/events/codec/lead-received-sealer.ts): sealed on encode
+// after the version is stamped, opened on decode before any upcasting. Sealing and opening may
+// need the key store, so they may return a promise; everything else stays synchronous, and an
+// event with nothing to seal or open is returned as the same object.
 
 /** Turns the data of one type from version `from` into version `to` (always `from + 1`). */
 export interface Upcaster {
@@ -17,11 +19,32 @@ export interface Upcaster {
   up(data: unknown, metadata: EventMetadata): unknown;
 }
 
+/** Where a sealed event belongs: its ciphertext is bound to these, so it cannot be moved. */
+export interface SealContext {
+  readonly streamId: string;
+  readonly type: string;
+}
+
+/** Seals the personal fields of one type's data as it is stored, and opens them as it is read. */
+export interface Sealer {
+  readonly type: string;
+  /** The first version whose stored data is sealed; older versions were written in clear. */
+  readonly since: number;
+  /** The data as stored (the same object when there is nothing to seal). */
+  seal(data: unknown, context: SealContext): unknown;
+  /** The data in clear, or as erased when its key was destroyed (the same object when nothing was sealed). Throws UpcastError when it cannot be opened. */
+  open(data: unknown, context: SealContext): unknown;
+}
+
 export interface EventCodecOptions {
   /** The current version of each type the codec knows. Types not named pass through as stored. */
   readonly current: Readonly<Record<string, number>>;
   readonly upcasters?: readonly Upcaster[];
+  readonly sealers?: readonly Sealer[];
 }
+
+/** A value, or a promise of one when it needed the key store. */
+export type MaybePromise<T> = T | Promise<T>;
 
 /**
  * An event could not be read in the current layout. It names the event (type, version, stream,
@@ -66,6 +89,7 @@ export class EventCodec {
   private readonly current: ReadonlyMap<string, number>;
   /** Upcasters by type, then by the version they read. */
   private readonly upcasters = new Map<string, Map<number, Upcaster>>();
+  private readonly sealers = new Map<string, Sealer>();
 
   constructor(options: EventCodecOptions) {
     this.current = new Map(Object.entries(options.current));
@@ -83,6 +107,12 @@ export class EventCodec {
       if (byVersion.has(from)) throw new Error(`two upcasters of ${type} from schema ${from}`);
       this.upcasters.set(type, byVersion.set(from, upcaster));
     }
+    for (const sealer of options.sealers ?? []) {
+      const current = this.current.get(sealer.type);
+      if (current === undefined || sealer.since > current) throw new Error(`a sealer of ${sealer.type} must start at a version up to its current one`);
+      if (this.sealers.has(sealer.type)) throw new Error(`two sealers of ${sealer.type}`);
+      this.sealers.set(sealer.type, sealer);
+    }
   }
 
   /** The current version of a type, or undefined when the codec does not know it. */
@@ -92,27 +122,53 @@ export class EventCodec {
 
   /**
    * The event as it is stored. An event of a known type gets its current version stamped when it
-   * has none; it is returned as is (the same object) when it already carries it.
+   * has none; it is returned as is (the same object) when it already carries it and has nothing
+   * to seal. A type with a sealer has its personal fields sealed (a promise when the key pool
+   * had to be refilled first).
    */
-  encode(streamId: string, event: EventData): EventData {
+  encode(streamId: string, event: EventData): MaybePromise<EventData> {
     const current = this.current.get(event.type);
     if (current === undefined) return event;
     const schema = event.metadata?.schema;
-    if (schema === current) return event;
-    if (schema !== undefined) throw new EventEncodeError(streamId, event.type, schema, current);
-    return { ...event, metadata: { ...event.metadata, schema: current } };
+    if (schema !== current && schema !== undefined) throw new EventEncodeError(streamId, event.type, schema, current);
+    const stamped = schema === current ? event : { ...event, metadata: { ...event.metadata, schema: current } };
+    const sealer = this.sealers.get(event.type);
+    if (!sealer) return stamped;
+    const sealed = sealer.seal(stamped.data, { streamId, type: event.type });
+    const withData = (data: unknown): EventData => (data === stamped.data ? stamped : { ...stamped, data });
+    return sealed instanceof Promise ? sealed.then(withData) : withData(sealed);
   }
 
   /**
    * The event in its type's current layout. The usual case, an event written in the current
    * version or of a type the codec does not know, is one lookup and a comparison, and returns the
    * same object. An older event is upcast one version at a time; its metadata then says the
-   * current version and, in `stored_schema`, the one it was written with.
+   * current version and, in `stored_schema`, the one it was written with. A sealed event is
+   * opened first (a promise when its key was not in memory).
    */
-  decode(streamId: string, recorded: RecordedEvent): RecordedEvent {
+  decode(streamId: string, recorded: RecordedEvent): MaybePromise<RecordedEvent> {
     const current = this.current.get(recorded.type);
     if (current === undefined) return recorded;
     const schema = recorded.metadata.schema ?? 0;
+    const sealer = this.sealers.get(recorded.type);
+    if (sealer && typeof schema === 'number' && schema >= sealer.since && schema <= current) {
+      const fail = (error: unknown) => {
+        throw error instanceof UpcastError
+          ? new EventDecodeError(streamId, recorded.type, schema, `its personal data cannot be opened: ${error.message}`, { revision: recorded.revision, eventId: recorded.id })
+          : error;
+      };
+      const opened = (data: unknown): RecordedEvent => {
+        const clear = data === recorded.data ? recorded : { ...recorded, data };
+        return schema === current ? clear : this.upcast(streamId, clear, schema, current);
+      };
+      let data: unknown;
+      try {
+        data = sealer.open(recorded.data, { streamId, type: recorded.type });
+      } catch (error) {
+        return fail(error);
+      }
+      return data instanceof Promise ? data.then(opened, fail) : opened(data);
+    }
     if (schema === current) return recorded;
     return this.upcast(streamId, recorded, schema, current);
   }

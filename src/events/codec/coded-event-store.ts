@@ -1,5 +1,5 @@
 import type { AllSubscription, EventData, EventStore, RecordedEvent } from '../../event-store/port.js';
-import type { EventCodec } from './codec.js';
+import type { EventCodec, MaybePromise } from './codec.js';
 
 // The EventStore port with the codec on both sides: appends are encoded, and every read (a stream,
 // `$all`, a subscription) is decoded. The store factory wraps every store it opens in it, so the
@@ -7,50 +7,66 @@ import type { EventCodec } from './codec.js';
 //
 // It is on the post path and under every replay, so it copies nothing in the usual case: an event
 // already in its current layout is the same object, and a batch where nothing changed is the
-// same array.
+// same array. Sealed events (personal data) are encoded and decoded in the same pass; a batch
+// waits for the key store only when a key was not in memory, and then for all of them at once.
 
-/** `items` with `map` applied, or `items` itself when `map` returned every item unchanged. */
-function mapSame<T>(items: readonly T[], map: (item: T) => T): readonly T[] {
-  let out: T[] | undefined;
+/**
+ * `items` with `map` applied, or `items` itself when `map` returned every item unchanged; a
+ * promise only when `map` returned one.
+ */
+function mapSame<T>(items: readonly T[], map: (item: T) => MaybePromise<T>): MaybePromise<readonly T[]> {
+  let out: Array<MaybePromise<T>> | undefined;
+  let waiting = false;
   for (let i = 0; i < items.length; i++) {
     const item = items[i]!;
     const mapped = map(item);
+    if (mapped instanceof Promise) waiting = true;
     if (out) out.push(mapped);
     else if (mapped !== item) {
       out = items.slice(0, i);
       out.push(mapped);
     }
   }
-  return out ?? items;
+  if (!out) return items;
+  return waiting ? Promise.all(out) : (out as T[]);
 }
 
-export function codedEventStore(store: EventStore, codec: EventCodec): EventStore {
+export interface CodedEventStoreOptions {
+  /** Closed after the store: what the codec holds open (the key store). */
+  readonly alsoClose?: () => Promise<void>;
+}
+
+export function codedEventStore(store: EventStore, codec: EventCodec, options: CodedEventStoreOptions = {}): EventStore {
   // The embedded store hands the same recorded objects of its recent commits to every reader (the
-  // four projections, read-your-writes), so an event that needed upcasting is decoded once per
-  // process, not once per reader. Entries go when the store lets the object go.
-  const memo = new WeakMap<RecordedEvent, RecordedEvent>();
-  const decode = (event: RecordedEvent): RecordedEvent => {
+  // four projections, read-your-writes), so an event that needed work (unsealing, upcasting) is
+  // decoded once per process, not once per reader. Entries go when the store lets the object go.
+  // An erasure must start a new memo, as it must empty the data-key cache.
+  const memo = new WeakMap<RecordedEvent, RecordedEvent | Promise<RecordedEvent>>();
+  const decode = (event: RecordedEvent): RecordedEvent | Promise<RecordedEvent> => {
     const known = memo.get(event);
     if (known !== undefined) return known;
     const decoded = codec.decode(event.streamId, event);
-    if (decoded !== event) memo.set(event, decoded);
+    if (decoded === event) return decoded;
+    memo.set(event, decoded);
+    if (decoded instanceof Promise) decoded.then((value) => memo.set(event, value), () => memo.delete(event));
     return decoded;
   };
   return {
-    append: (streamId, events, options) => {
-      let encoded: readonly EventData[];
-      try {
-        encoded = mapSame(events, (event) => codec.encode(streamId, event));
-      } catch (error) {
-        return Promise.reject(error);
-      }
-      return store.append(streamId, encoded, options);
+    append: async (streamId, events, appendOptions) => {
+      const encoded = mapSame(events, (event) => codec.encode(streamId, event));
+      return store.append(streamId, encoded instanceof Promise ? await encoded : encoded, appendOptions);
     },
-    readStream: async (streamId, options) => mapSame(await store.readStream(streamId, options), decode) as RecordedEvent[],
-    readAll: async (options) => mapSame(await store.readAll(options), decode) as RecordedEvent[],
-    subscribeToAll: (options) => decodedSubscription(store.subscribeToAll(options), decode),
+    readStream: async (streamId, readOptions) => (await mapSame(await store.readStream(streamId, readOptions), decode)) as RecordedEvent[],
+    readAll: async (readOptions) => (await mapSame(await store.readAll(readOptions), decode)) as RecordedEvent[],
+    subscribeToAll: (subscribeOptions) => decodedSubscription(store.subscribeToAll(subscribeOptions), decode),
     headPosition: () => store.headPosition(),
-    close: () => store.close(),
+    close: async () => {
+      try {
+        await store.close();
+      } finally {
+        await options.alsoClose?.();
+      }
+    },
   };
 }
 
@@ -59,23 +75,26 @@ export function codedEventStore(store: EventStore, codec: EventCodec): EventStor
  * subscription (so the store stops feeding it) and reaches the consumer's `for await` as the
  * decode error, which names the event: the projection runner logs it and resubscribes.
  */
-function decodedSubscription(inner: AllSubscription, decode: (event: RecordedEvent) => RecordedEvent): AllSubscription {
+function decodedSubscription(inner: AllSubscription, decode: (event: RecordedEvent) => MaybePromise<RecordedEvent>): AllSubscription {
   return {
     unsubscribe: () => inner.unsubscribe(),
     [Symbol.asyncIterator](): AsyncIterator<RecordedEvent> {
       const events = inner[Symbol.asyncIterator]();
       const decoded = (result: IteratorResult<RecordedEvent>): IteratorResult<RecordedEvent> | Promise<IteratorResult<RecordedEvent>> => {
         if (result.done) return result;
-        let event: RecordedEvent;
-        try {
-          event = decode(result.value);
-        } catch (error) {
-          return inner.unsubscribe().then(
+        const fail = (error: unknown) =>
+          inner.unsubscribe().then(
             () => Promise.reject(error),
             () => Promise.reject(error),
           );
+        const done = (event: RecordedEvent): IteratorResult<RecordedEvent> => (event === result.value ? result : { done: false, value: event });
+        let event: MaybePromise<RecordedEvent>;
+        try {
+          event = decode(result.value);
+        } catch (error) {
+          return fail(error);
         }
-        return event === result.value ? result : { done: false, value: event };
+        return event instanceof Promise ? event.then(done, fail) : done(event);
       };
       return {
         next: () => events.next().then(decoded),

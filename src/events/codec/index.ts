@@ -1,6 +1,8 @@
-import { LEAD_EVENT_SCHEMA, type LeadEvent } from '../lead-events.js';
+import type { PersonalDataKeys } from '../../personal-data/index.js';
+import { LEAD_EVENT_SCHEMA, LEAD_RECEIVED_SCHEMA, type LeadEvent } from '../lead-events.js';
 import { EventCodec, type Upcaster } from './codec.js';
 import { idempotentResponseV0 } from './idempotent-response-v0.js';
+import { leadReceivedSealer } from './lead-received-sealer.js';
 import { leadReceivedV0 } from './lead-received-v0.js';
 
 export { EventCodec, EventDecodeError, EventEncodeError, UpcastError, type Upcaster,  } from './codec.js';
@@ -12,7 +14,7 @@ export { codedEventStore } from './coded-event-store.js';
 
 /** The current version of every event of a lead's stream: a type missing here fails to compile. */
 const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
-  LeadReceived: LEAD_EVENT_SCHEMA,
+  LeadReceived: LEAD_RECEIVED_SCHEMA,
   LeadRejected: LEAD_EVENT_SCHEMA,
   LeadEnriched: LEAD_EVENT_SCHEMA,
   LeadRouted: LEAD_EVENT_SCHEMA,
@@ -27,10 +29,28 @@ const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
 /** Version 1 only began stamping the version: apart from LeadReceived the data did not change. */
 const stampedOnly = (type: string): Upcaster => ({ type, from: 0, to: 1, up: (data) => data });
 
+/** Version 2 of LeadReceived only encrypted the personal fields: a version-1 event is read as written, in clear. */
+const leadReceivedV1: Upcaster = { type: 'LeadReceived', from: 1, to: 2, up: (data) => data };
+
 /** Support-stream events whose layout changed: the idempotency stream once kept an HTTP answer. */
 const SUPPORT_EVENT_VERSIONS = { IdempotentResponseRecorded: 1 };
 
-export const EVENT_CODEC = new EventCodec({
-  current: { ...LEAD_EVENT_VERSIONS, ...SUPPORT_EVENT_VERSIONS },
-  upcasters: [leadReceivedV0, idempotentResponseV0, ...Object.keys(LEAD_EVENT_VERSIONS).filter((type) => type !== 'LeadReceived').map(stampedOnly)],
-});
+/**
+ * The codec of leadpost's events, sealing personal data with `keys`. Without keys (a benchmark
+ * measuring what encryption costs) leads are written in clear, and an encrypted one cannot be read.
+ */
+export function eventCodec(keys: PersonalDataKeys | null): EventCodec {
+  return new EventCodec({
+    current: { ...LEAD_EVENT_VERSIONS, ...SUPPORT_EVENT_VERSIONS },
+    upcasters: [
+      leadReceivedV0,
+      leadReceivedV1,
+      idempotentResponseV0,
+      ...Object.keys(LEAD_EVENT_VERSIONS).filter((type) => type !== 'LeadReceived').map(stampedOnly),
+    ],
+    sealers: [leadReceivedSealer(keys)],
+  });
+}
+
+/** The codec without data keys: versions and upcasters only. */
+export const EVENT_CODEC = eventCodec(null);

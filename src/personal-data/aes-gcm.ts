@@ -1,0 +1,43 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+
+// AES-256-GCM, the one cipher of personal data: data keys wrapped under the master key, and the
+// personal fields of an event under its lead's data key. A fresh 96-bit IV per message (keys are
+// random and each encrypts few messages, so random IVs never come near GCM's limits); the
+// additional data binds a ciphertext to where it belongs, so it cannot be moved elsewhere.
+
+export const KEY_BYTES = 32;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+export interface Sealed {
+  readonly iv: Buffer;
+  readonly ct: Buffer;
+  readonly tag: Buffer;
+}
+
+export function seal(key: Buffer, plaintext: Buffer, aad: Buffer): Sealed {
+  const iv = randomBytes(IV_BYTES);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  cipher.setAAD(aad);
+  const ct = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  return { iv, ct, tag: cipher.getAuthTag() };
+}
+
+/** The plaintext; throws when the key, the additional data or any byte is not what was sealed. */
+export function open(key: Buffer, sealed: Sealed, aad: Buffer): Buffer {
+  if (sealed.iv.length !== IV_BYTES || sealed.tag.length !== TAG_BYTES) throw new Error('the IV or tag has the wrong length');
+  const decipher = createDecipheriv('aes-256-gcm', key, sealed.iv, { authTagLength: TAG_BYTES });
+  decipher.setAAD(aad);
+  decipher.setAuthTag(sealed.tag);
+  return Buffer.concat([decipher.update(sealed.ct), decipher.final()]);
+}
+
+/** One buffer, `iv | ct | tag`: how a wrapped key is stored. */
+export function packSealed(sealed: Sealed): Buffer {
+  return Buffer.concat([sealed.iv, sealed.ct, sealed.tag]);
+}
+
+export function unpackSealed(packed: Buffer): Sealed {
+  if (packed.length < IV_BYTES + TAG_BYTES) throw new Error('a wrapped key is too short');
+  return { iv: packed.subarray(0, IV_BYTES), ct: packed.subarray(IV_BYTES, packed.length - TAG_BYTES), tag: packed.subarray(packed.length - TAG_BYTES) };
+}

@@ -1,0 +1,100 @@
+import Database from 'better-sqlite3';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { join } from 'node:path';
+import { type DataKeyStore, KeyIdTakenError, type StoredKey, checkKeyIds } from './key-store.js';
+
+// The embedded key store: its own SQLite file, keys.db in the data dir, never the event store's.
+// What makes a destroy real on disk: secure_delete overwrites a deleted row's bytes in the page
+// with zeros; the page's earlier image stays in the WAL until a checkpoint copies the WAL back, so
+// a destroy ends with a TRUNCATE checkpoint, which also empties the WAL file. synchronous=FULL: a
+// key is on disk before the events that need it are written.
+
+export const KEYS_FILE = 'keys.db';
+
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS data_keys (id TEXT PRIMARY KEY, wrapped BLOB NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS destroyed_keys (id TEXT PRIMARY KEY, destroyed_at INTEGER NOT NULL) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+`;
+
+export class EmbeddedKeyStore implements DataKeyStore {
+  private constructor(private readonly db: Database.Database) {}
+
+  static open(dataDir: string): EmbeddedKeyStore {
+    mkdirSync(dataDir, { recursive: true });
+    const file = join(dataDir, KEYS_FILE);
+    // Made owner-only before SQLite opens it: its -wal and -shm files take the same mode.
+    closeSync(openSync(file, 'a', 0o600));
+    const db = new Database(file);
+    try {
+      db.pragma('busy_timeout = 10000');
+      db.pragma('secure_delete = ON');
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = FULL');
+      db.exec(SCHEMA);
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+    return new EmbeddedKeyStore(db);
+  }
+
+  async create(keys: readonly StoredKey[]): Promise<void> {
+    checkKeyIds(keys.map((k) => k.id));
+    const ids = JSON.stringify(keys.map((k) => k.id));
+    const insert = this.db.prepare('INSERT OR IGNORE INTO data_keys (id, wrapped, created_at) VALUES (?, ?, ?)');
+    const taken = this.db.prepare<{ ids: string }, { id: string }>(
+      'SELECT id FROM data_keys WHERE id IN (SELECT value FROM json_each(@ids)) UNION SELECT id FROM destroyed_keys WHERE id IN (SELECT value FROM json_each(@ids))',
+    );
+    this.db.transaction(() => {
+      const clashes = taken.all({ ids }).map((row) => row.id);
+      if (clashes.length > 0) throw new KeyIdTakenError(clashes);
+      const now = Date.now();
+      for (const key of keys) {
+        if (insert.run(key.id, key.wrapped, now).changes !== 1) throw new KeyIdTakenError([key.id]);
+      }
+    }).immediate();
+  }
+
+  async fetch(ids: readonly string[]): Promise<Map<string, Buffer | null>> {
+    checkKeyIds(ids);
+    const json = JSON.stringify(ids);
+    const found = new Map<string, Buffer | null>();
+    const read = this.db.transaction(() => {
+      for (const row of this.db.prepare<[string], { id: string; wrapped: Buffer }>('SELECT id, wrapped FROM data_keys WHERE id IN (SELECT value FROM json_each(?))').all(json)) {
+        found.set(row.id, row.wrapped);
+      }
+      for (const row of this.db.prepare<[string], { id: string }>('SELECT id FROM destroyed_keys WHERE id IN (SELECT value FROM json_each(?))').all(json)) {
+        found.set(row.id, null);
+      }
+    });
+    read.deferred();
+    return found;
+  }
+
+  async destroy(ids: readonly string[]): Promise<void> {
+    checkKeyIds(ids);
+    const json = JSON.stringify(ids);
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM data_keys WHERE id IN (SELECT value FROM json_each(?))').run(json);
+      this.db.prepare('INSERT OR IGNORE INTO destroyed_keys (id, destroyed_at) SELECT value, ? FROM json_each(?)').run(Date.now(), json);
+    }).immediate();
+    // Copies the zeroed pages into keys.db and empties the WAL, where the keys' old pages were.
+    // A reader of another connection in the middle of a read can keep it from finishing; the next
+    // destroy (or SQLite's own checkpoints) completes it.
+    this.db.pragma('wal_checkpoint(TRUNCATE)');
+  }
+
+  async secret(name: string, candidate: Buffer): Promise<Buffer> {
+    const row = this.db.transaction(() => {
+      this.db.prepare('INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)').run(name, candidate);
+      return this.db.prepare<[string], { value: Buffer }>('SELECT value FROM secrets WHERE name = ?').get(name);
+    }).immediate();
+    if (!row) throw new Error(`the secret ${name} could not be stored`);
+    return row.value;
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}

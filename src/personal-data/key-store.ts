@@ -1,0 +1,45 @@
+// The key store: where the data keys of personal data live, apart from the event store, because
+// it must be able to really delete. Events are never rewritten, so a lead's personal data is
+// erased by destroying its data key (crypto-shredding); the event keeps only ciphertext that
+// nothing can open any more. Keys are stored wrapped by the master key (src/personal-data/
+// master-key.ts): a copy of the key store alone opens nothing.
+//
+// A destroyed id is remembered (a tombstone: the id and when, never the key), so that an event
+// whose key was destroyed reads as erased while an id the store never had is an error (a key
+// store that is not the one the events were written with), and so that a destroyed id is never
+// stored again.
+
+/** A data key as the store keeps it: its id (32 hex digits, random) and the key wrapped by the master key. */
+export interface StoredKey {
+  readonly id: string;
+  readonly wrapped: Buffer;
+}
+
+export interface DataKeyStore {
+  /**
+   * Stores new keys: all or none, durable when the promise resolves. Rejects with KeyIdTakenError
+   * when an id is already stored or was destroyed.
+   */
+  create(keys: readonly StoredKey[]): Promise<void>;
+  /** The wrapped key of each id asked for that is stored; null for an id that was destroyed; an id never stored is absent. */
+  fetch(ids: readonly string[]): Promise<Map<string, Buffer | null>>;
+  /** Destroys the keys (idempotent: an id already destroyed, or never stored, is only remembered as destroyed). */
+  destroy(ids: readonly string[]): Promise<void>;
+  /** The secret stored under `name`: `candidate` when the name had none (it is stored, once), else the one stored first. */
+  secret(name: string, candidate: Buffer): Promise<Buffer>;
+  close(): Promise<void>;
+}
+
+export class KeyIdTakenError extends Error {
+  override readonly name = 'KeyIdTakenError';
+  constructor(readonly ids: readonly string[]) {
+    super(`data key ids already stored or destroyed: ${ids.join(', ')}`);
+  }
+}
+
+const KEY_ID = /^[0-9a-f]{32}$/;
+
+export function checkKeyIds(ids: readonly string[]): void {
+  const bad = ids.filter((id) => typeof id !== 'string' || !KEY_ID.test(id));
+  if (bad.length > 0) throw new TypeError(`a data key id is 32 lower-case hex digits, not ${bad.map((id) => JSON.stringify(id)).join(', ')}`);
+}

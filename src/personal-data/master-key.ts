@@ -1,0 +1,96 @@
+import { randomBytes } from 'node:crypto';
+import { type Stats, statSync } from 'node:fs';
+import { link, mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { KEY_BYTES } from './aes-gcm.js';
+
+// The master key wraps every data key in the key store. It is a file of 32 random bytes, named by
+// LEADPOST_MASTER_KEY_FILE (default: master.key in the data dir): made on the first start, as the
+// self-signed TLS certificate is, so a fresh checkout runs with no setup; in production it is
+// mounted from a secret store, away from the data it protects. Losing it makes every lead's
+// personal data unreadable, so a file that is not exactly a key is refused, never replaced.
+
+export const MASTER_KEY_FILE = 'master.key';
+
+export class MasterKeyError extends Error {
+  override readonly name = 'MasterKeyError';
+}
+
+export async function loadOrCreateMasterKey(file: string): Promise<Buffer> {
+  const found = await statIfExists(file);
+  if (!found) await createKeyFile(file);
+  return readKeyFile(file);
+}
+
+async function statIfExists(file: string) {
+  try {
+    return await stat(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw refused(file, `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`, error);
+  }
+}
+
+// Written aside with mode 0600 from the start, then linked into place: a link fails when the name
+// exists, so two processes starting at once never overwrite each other's key (the loser reads
+// the winner's), and a crash never leaves a half-written key under the name.
+async function createKeyFile(file: string): Promise<void> {
+  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+  const temporary = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const handle = await open(temporary, 'wx', 0o600);
+  try {
+    await handle.writeFile(randomBytes(KEY_BYTES));
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await link(temporary, file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw refused(file, `cannot be created (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`, error);
+  } finally {
+    await unlink(temporary).catch(() => {});
+  }
+}
+
+/** What is wrong with the file as it is, if anything. */
+function problemOf(info: Stats): string | undefined {
+  if (!info.isFile()) return 'is not a file';
+  if ((info.mode & 0o077) !== 0) return `may be read or written by others than its owner (mode ${(info.mode & 0o777).toString(8).padStart(4, '0')}): make it 0600 or 0400`;
+  if (info.size !== KEY_BYTES) return `must hold exactly ${KEY_BYTES} bytes, not ${info.size}`;
+  return undefined;
+}
+
+/**
+ * Why the master key file cannot be used, checked with the other settings before anything
+ * starts; undefined when it is fine or does not exist yet (the first start makes it).
+ */
+export function masterKeyFileProblem(file: string): string | undefined {
+  let info: Stats;
+  try {
+    info = statSync(file);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' ? undefined : refused(file, `cannot be read (${code ?? 'unknown error'})`).message;
+  }
+  const problem = problemOf(info);
+  return problem === undefined ? undefined : refused(file, problem).message;
+}
+
+async function readKeyFile(file: string): Promise<Buffer> {
+  const info = await statIfExists(file);
+  if (!info) throw refused(file, 'does not exist');
+  const problem = problemOf(info);
+  if (problem !== undefined) throw refused(file, problem);
+  let key: Buffer;
+  try {
+    key = await readFile(file);
+  } catch (error) {
+    throw refused(file, `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`, error);
+  }
+  if (key.length !== KEY_BYTES) throw refused(file, `must hold exactly ${KEY_BYTES} bytes, not ${key.length}`);
+  return key;
+}
+
+const refused = (file: string, why: string, cause?: unknown) =>
+  new MasterKeyError(`the master key file ${file} (LEADPOST_MASTER_KEY_FILE) ${why}`, cause === undefined ? undefined : { cause });

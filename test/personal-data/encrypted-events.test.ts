@@ -1,0 +1,236 @@
+import { expect } from 'chai';
+import { cpSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { runEventsCommand } from '../../src/cli/events.js';
+import { deliveryBody } from '../../src/delivery/payload.js';
+import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
+import { type EventStore, type RecordedEvent, openEventStore } from '../../src/event-store/index.js';
+import { EventDecodeError } from '../../src/events/codec/index.js';
+import { type LeadReceived, type LeadSold, leadStream } from '../../src/events/lead-events.js';
+import { PERSONAL_FIELDS } from '../../src/leads/lead.js';
+import { openPersonalDataKeys } from '../../src/personal-data/index.js';
+import { leadViewFromEvents } from '../../src/projections/lead-view.js';
+import { TestService, leadWith, testMobile } from '../support/service.js';
+import { tempDir } from '../support/tmp.js';
+
+// The personal fields of a lead are encrypted in the event store: no byte of a consumer's name,
+// e-mail or mobile is in events.db, yet every reader gets the lead whole; destroying a lead's data
+// key erases its personal data and nothing else.
+
+interface Consumer {
+  readonly first_name: string;
+  readonly last_name: string;
+  readonly email: string;
+  readonly mobile: string;
+  readonly national: string;
+}
+
+const run = Date.now() % 1_000_000;
+const CONSUMERS: Consumer[] = [
+  ['Wilhelmina', 'Quartermaine'],
+  ['Bartholomew', 'Featherstonehaugh'],
+  ['Evangeline', 'Montgomery-Smythe'],
+].map(([first_name, last_name], i) => {
+  const mobile = testMobile(run * 10 + i);
+  return { first_name: first_name!, last_name: last_name!, email: `${first_name!.toLowerCase()}.${run}@example.com`, mobile, national: mobile.slice(2) };
+});
+
+/** Every byte sequence that would give a consumer away: each value in UTF-8 and in UTF-16LE. */
+function needles(consumer: Consumer): Array<{ what: string; bytes: Buffer }> {
+  return (['first_name', 'last_name', 'email', 'mobile', 'national'] as const).flatMap((field) => [
+    { what: `${field} (UTF-8)`, bytes: Buffer.from(consumer[field], 'utf8') },
+    { what: `${field} (UTF-16LE)`, bytes: Buffer.from(consumer[field], 'utf16le') },
+  ]);
+}
+
+/** What of `consumer` is found in the files: empty when nothing. */
+function found(files: string[], consumer: Consumer): string[] {
+  const contents = files.filter(existsSync).map((file) => ({ file, bytes: readFileSync(file) }));
+  return needles(consumer).flatMap(({ what, bytes }) => contents.filter((c) => c.bytes.includes(bytes)).map((c) => `${what} in ${c.file}`));
+}
+
+async function eventsJson(dataDir: string, stream: string): Promise<RecordedEvent[]> {
+  let out = '';
+  const io = { out: { write: (t: string) => (out += t) }, err: { write: () => true } };
+  expect(await runEventsCommand([stream, '--json'], io, { LEADPOST_DATA_DIR: dataDir })).to.equal(0);
+  return out
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as RecordedEvent);
+}
+
+const receivedOf = (events: RecordedEvent[]) => events.find((e) => e.type === 'LeadReceived') as unknown as RecordedEvent<'LeadReceived', LeadReceived['data']>;
+
+describe('personal data encrypted in the event store', function () {
+  this.timeout(60_000);
+  const dir = tempDir('encrypted-events');
+  const leadIds: number[] = [];
+  after(() => dir.remove());
+
+  before(async function () {
+    const svc = await TestService.start({ dataDir: dir.path });
+    try {
+      const key = await svc.key();
+      const admin = await svc.key('admin', 'root');
+      for (const consumer of CONSUMERS) {
+        const reply = await svc.post(leadWith(consumer.email, consumer.mobile, { first_name: consumer.first_name, last_name: consumer.last_name }), { 'x-api-key': key });
+        expect(reply.status, reply.text).to.equal(201);
+        leadIds.push(reply.body.lead_id as number);
+      }
+      // Read back whole over HTTP, by an admin: the view folded from the decrypted events.
+      for (const [i, consumer] of CONSUMERS.entries()) {
+        const reply = await svc.request('GET', `/functions/leads/${leadIds[i]}`, { 'x-api-key': admin });
+        expect(reply.status, reply.text).to.equal(200);
+        expect((reply.body.lead as { lead: Record<string, unknown> }).lead).to.include({
+          first_name: consumer.first_name,
+          last_name: consumer.last_name,
+          email: consumer.email,
+          mobile: consumer.mobile,
+          mobile_national: consumer.national,
+          zip: '90210',
+          accident_state: 'CA',
+        });
+      }
+    } finally {
+      // Stopping closes events.db: its WAL is checkpointed into it.
+      await svc.stop();
+    }
+  });
+
+  it('no byte of any consumer (names, e-mail, mobile in E.164 and national) is in events.db or its WAL, nor in keys.db', function () {
+    const files = ['events.db', 'events.db-wal', 'keys.db', 'keys.db-wal'].map((f) => join(dir.path, f));
+    expect(existsSync(files[0]!)).to.equal(true);
+    for (const consumer of CONSUMERS) expect(found(files, consumer), consumer.email).to.deep.equal([]);
+  });
+
+  it('the stored LeadReceived holds one envelope in place of the personal fields, the rest clear', async function () {
+    const raw = await EmbeddedEventStore.open(dir.path);
+    try {
+      const [event] = await raw.readStream(leadStream(leadIds[0]!), { maxCount: 1 });
+      expect(event!.metadata.schema).to.equal(2);
+      const lead = (event!.data as { lead: Record<string, unknown> }).lead;
+      for (const field of PERSONAL_FIELDS) expect(lead, field).to.not.have.property(field);
+      expect(lead).to.include({ zip: '90210', zip4: null, accident_state: 'CA', sid: 'src-1', s1: 'click-1', test: false });
+      expect(lead.pii).to.have.all.keys('v', 'key', 'iv', 'ct', 'tag');
+      expect(lead.pii).to.include({ v: 1 });
+    } finally {
+      await raw.close();
+    }
+  });
+
+  it('`leadpost events --json` prints each lead whole, in clear', async function () {
+    for (const [i, consumer] of CONSUMERS.entries()) {
+      const received = receivedOf(await eventsJson(dir.path, leadStream(leadIds[i]!)));
+      expect(received.metadata).to.include({ schema: 2 });
+      expect(received.data.lead).to.include({ first_name: consumer.first_name, last_name: consumer.last_name, email: consumer.email, mobile: consumer.mobile, mobile_national: consumer.national });
+    }
+  });
+
+  it("an envelope moved to another lead's event does not open: an error naming the event, not its data", async function () {
+    // A copy of the data dir, so the same keys; the envelope is appended to another stream.
+    const other = tempDir('encrypted-moved');
+    try {
+      cpSync(dir.path, other.path, { recursive: true });
+      const raw = await EmbeddedEventStore.open(other.path);
+      const [first] = await raw.readStream(leadStream(leadIds[0]!), { maxCount: 1 });
+      await raw.close();
+      const moved = await EmbeddedEventStore.open(other.path);
+      await moved.append('lead-999999', [{ type: first!.type, data: first!.data, metadata: first!.metadata }], { expectedRevision: 'no_stream' });
+      await moved.close();
+      const store = await openEventStore({ dataDir: other.path });
+      try {
+        const error = await store.readStream('lead-999999').then(
+          () => null,
+          (e: unknown) => e as Error,
+        );
+        expect(error).to.be.instanceOf(EventDecodeError);
+        expect(error!.message).to.match(/^cannot read LeadReceived schema 2 of stream lead-999999@0 .*: its personal data cannot be opened: the envelope does not open with data key [0-9a-f]{32}/);
+        for (const consumer of CONSUMERS) expect(error!.message).to.not.contain(consumer.email);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      other.remove();
+    }
+  });
+
+  describe("after one lead's data key is destroyed", function () {
+    before(async function () {
+      const raw = await EmbeddedEventStore.open(dir.path);
+      const [first] = await raw.readStream(leadStream(leadIds[1]!), { maxCount: 1 });
+      await raw.close();
+      const keys = await openPersonalDataKeys({ dataDir: dir.path });
+      try {
+        await keys.destroy([(first!.data as { lead: { pii: { key: string } } }).lead.pii.key]);
+      } finally {
+        await keys.close();
+      }
+    });
+
+    it('its LeadReceived reads with no personal field and erased: true; the other leads read whole', async function () {
+      const store = await openEventStore({ dataDir: dir.path });
+      let events: RecordedEvent[];
+      try {
+        events = await store.readStream(leadStream(leadIds[1]!));
+        const all = await store.readAll();
+        expect(all.filter((e) => e.type === 'LeadReceived').length).to.be.at.least(3);
+      } finally {
+        await store.close();
+      }
+      const erased = receivedOf(events).data;
+      expect(erased.lead).to.deep.equal({ zip: '90210', zip4: null, accident_state: 'CA', sid: 'src-1', s1: 'click-1', test: false, erased: true });
+      expect(erased).to.include({ lead_id: leadIds[1], supplier: 'sup-1', accident_state: 'CA' });
+
+      // Readers cope: the lead view shows the erased lead, a delivery carries no consumer.
+      expect(leadViewFromEvents(events)!.lead).to.deep.equal(erased.lead);
+      const sale = events.find((e) => e.type === 'LeadSold')!.data as LeadSold['data'];
+      expect(deliveryBody(erased, sale).lead).to.equal(null);
+
+      for (const i of [0, 2]) {
+        const whole = receivedOf(await eventsJson(dir.path, leadStream(leadIds[i]!)));
+        expect(whole.data.lead).to.include({ first_name: CONSUMERS[i]!.first_name, email: CONSUMERS[i]!.email, mobile: CONSUMERS[i]!.mobile });
+      }
+      const shown = receivedOf(await eventsJson(dir.path, leadStream(leadIds[1]!)));
+      expect(shown.data.lead).to.deep.include({ erased: true });
+      expect(JSON.stringify(shown)).to.not.contain(CONSUMERS[1]!.email);
+    });
+
+    it('the service starts on the same data and serves the other leads whole', async function () {
+      const svc = await TestService.start({ dataDir: dir.path });
+      try {
+        const admin = await svc.key('admin', 'root');
+        const reply = await svc.request('GET', `/functions/leads/${leadIds[2]}`, { 'x-api-key': admin });
+        expect(reply.status).to.equal(200);
+        expect((reply.body.lead as { lead: Record<string, unknown> }).lead).to.include({ email: CONSUMERS[2]!.email });
+      } finally {
+        await svc.stop();
+      }
+    });
+  });
+});
+
+describe('a LeadReceived written in clear by an older release (version 1)', function () {
+  it('reads as written, with its version upcast to 2', async function () {
+    const dir = tempDir('clear-v1');
+    let store: EventStore | undefined;
+    try {
+      const lead = {
+        first_name: 'Ada', last_name: 'Lovelace', email: 'ada.v1@example.com', mobile: '+12135550143', mobile_national: '2135550143',
+        zip: '90210', zip4: null, accident_state: 'CA', certificate_url: 'https://cert.trustedform.com/x', certificate_id: 'x', sid: 'src-1', s1: null, test: false,
+      };
+      const data: LeadReceived['data'] = { lead_id: 7, supplier: 'sup-1', key_id: 'k', sid: 'src-1', s1: null, accident_state: 'CA', test: false, lead, received_at: '2026-01-05T17:00:00.000Z' };
+      const raw = await EmbeddedEventStore.open(dir.path);
+      await raw.append(leadStream(7), [{ type: 'LeadReceived', data, metadata: { schema: 1, trace_id: 't' } }], { expectedRevision: 'no_stream' });
+      await raw.close();
+      store = await openEventStore({ dataDir: dir.path });
+      const [event] = await store.readStream(leadStream(7));
+      expect(event!.data).to.deep.equal(data);
+      expect(event!.metadata).to.deep.equal({ schema: 2, stored_schema: 1, trace_id: 't' });
+      const [printed] = await eventsJson(dir.path, leadStream(7));
+      expect(printed!.data).to.deep.equal(data);
+    } finally {
+      await store?.close();
+      dir.remove();
+    }
+  });
+});

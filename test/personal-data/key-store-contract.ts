@@ -1,0 +1,98 @@
+import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
+import { type DataKeyStore, KeyIdTakenError, type StoredKey } from '../../src/personal-data/key-store.js';
+
+// The behaviour every key-store adapter must have. Ids are random, so the suite also runs
+// against a shared server.
+
+const newKey = (): StoredKey => ({ id: randomBytes(16).toString('hex'), wrapped: randomBytes(60) });
+
+export async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected the promise to reject');
+}
+
+export function keyStoreContract(name: string, open: () => Promise<DataKeyStore>): void {
+  describe(`DataKeyStore contract: ${name}`, function () {
+    let store: DataKeyStore;
+    beforeEach(async () => (store = await open()));
+    afterEach(async () => store.close());
+
+    it('stores a batch of keys and fetches them by id; an id never stored is absent', async function () {
+      const keys = [newKey(), newKey(), newKey()];
+      await store.create(keys);
+      const unknown = newKey().id;
+      const found = await store.fetch([keys[0]!.id, keys[2]!.id, unknown]);
+      expect([...found.keys()].sort()).to.deep.equal([keys[0]!.id, keys[2]!.id].sort());
+      expect(found.get(keys[0]!.id)!.equals(keys[0]!.wrapped)).to.equal(true);
+      expect(found.get(keys[2]!.id)!.equals(keys[2]!.wrapped)).to.equal(true);
+      expect(found.has(unknown)).to.equal(false);
+    });
+
+    it('keys are there for the next connection: durable when create resolves', async function () {
+      const key = newKey();
+      await store.create([key]);
+      const other = await open();
+      try {
+        expect((await other.fetch([key.id])).get(key.id)!.equals(key.wrapped)).to.equal(true);
+      } finally {
+        await other.close();
+      }
+    });
+
+    it('destroys keys: they fetch as null (destroyed), twice is no error, the others stay', async function () {
+      const [a, b, c] = [newKey(), newKey(), newKey()];
+      await store.create([a, b, c]);
+      await store.destroy([a.id, b.id]);
+      await store.destroy([a.id]);
+      const found = await store.fetch([a.id, b.id, c.id]);
+      expect(found.get(a.id)).to.equal(null);
+      expect(found.get(b.id)).to.equal(null);
+      expect(found.get(c.id)!.equals(c.wrapped)).to.equal(true);
+    });
+
+    it('refuses to store an id it holds or destroyed, storing none of that batch', async function () {
+      const [held, gone, fresh] = [newKey(), newKey(), newKey()];
+      await store.create([held, gone]);
+      await store.destroy([gone.id]);
+      const again = await rejection(store.create([{ id: gone.id, wrapped: randomBytes(60) }]));
+      expect(again).to.be.instanceOf(KeyIdTakenError);
+      expect((await store.fetch([gone.id])).get(gone.id)).to.equal(null);
+      const clash = await rejection(store.create([{ ...held, wrapped: randomBytes(60) }, fresh]));
+      expect(clash).to.be.instanceOf(KeyIdTakenError);
+      expect((await store.fetch([held.id])).get(held.id)!.equals(held.wrapped)).to.equal(true);
+      const late = newKey();
+      expect(await rejection(store.create([late, { ...held, wrapped: randomBytes(60) }]))).to.be.instanceOf(KeyIdTakenError);
+      expect((await store.fetch([late.id, fresh.id])).size).to.equal(0);
+    });
+
+    it('destroying an id it never stored remembers it as destroyed, so it is never stored later', async function () {
+      const never = newKey();
+      await store.destroy([never.id]);
+      expect((await store.fetch([never.id])).get(never.id)).to.equal(null);
+      expect(await rejection(store.create([never]))).to.be.instanceOf(KeyIdTakenError);
+    });
+
+    it('refuses an id that is not 32 hex digits', async function () {
+      expect(await rejection(store.fetch(['../etc']))).to.be.instanceOf(TypeError);
+      expect(await rejection(store.create([{ id: 'ABC', wrapped: randomBytes(60) }]))).to.be.instanceOf(TypeError);
+    });
+
+    it('keeps a named secret: the first one stored is the one every later call gets', async function () {
+      const name = `hmac-${randomBytes(4).toString('hex')}`;
+      const first = randomBytes(60);
+      expect((await store.secret(name, first)).equals(first)).to.equal(true);
+      expect((await store.secret(name, randomBytes(60))).equals(first)).to.equal(true);
+      const other = await open();
+      try {
+        expect((await other.secret(name, randomBytes(60))).equals(first)).to.equal(true);
+      } finally {
+        await other.close();
+      }
+    });
+  });
+}

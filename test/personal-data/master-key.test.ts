@@ -1,0 +1,104 @@
+import { expect } from 'chai';
+import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ConfigError, loadConfig, loadServiceConfig } from '../../src/config.js';
+import { openEventStore } from '../../src/event-store/index.js';
+import { leadStream } from '../../src/events/lead-events.js';
+import { MasterKeyError } from '../../src/personal-data/index.js';
+import { loadOrCreateMasterKey } from '../../src/personal-data/master-key.js';
+import { runChild } from '../support/child.js';
+import { tempDir } from '../support/tmp.js';
+import { rejection } from './key-store-contract.js';
+
+const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
+
+describe('the master key (LEADPOST_MASTER_KEY_FILE)', function () {
+  let dir: ReturnType<typeof tempDir>;
+  beforeEach(() => (dir = tempDir('master-key')));
+  afterEach(() => dir.remove());
+
+  it('is made on the first start in the data dir: 32 random bytes, mode 0600, the same afterwards', async function () {
+    const file = join(dir.path, 'master.key');
+    expect(loadConfig({ LEADPOST_DATA_DIR: dir.path }).masterKeyFile).to.equal(file);
+    const key = await loadOrCreateMasterKey(file);
+    expect(key.length).to.equal(32);
+    expect(statSync(file).mode & 0o777).to.equal(0o600);
+    expect((await loadOrCreateMasterKey(file)).equals(key)).to.equal(true);
+    expect(readFileSync(file).equals(key)).to.equal(true);
+  });
+
+  it('two processes starting at once end with one key', async function () {
+    const file = join(dir.path, 'nested', 'master.key');
+    const keys = await Promise.all(Array.from({ length: 8 }, () => loadOrCreateMasterKey(file)));
+    for (const key of keys) expect(key.equals(keys[0]!)).to.equal(true);
+  });
+
+  it('a file of the wrong size, readable by others, not a file, or unreadable is refused, never replaced', async function () {
+    const short = join(dir.path, 'short.key');
+    writeFileSync(short, Buffer.alloc(31), { mode: 0o600 });
+    expect((await rejection(loadOrCreateMasterKey(short))).message).to.equal(
+      `the master key file ${short} (LEADPOST_MASTER_KEY_FILE) must hold exactly 32 bytes, not 31`,
+    );
+    expect(readFileSync(short).length).to.equal(31);
+
+    const shared = join(dir.path, 'shared.key');
+    writeFileSync(shared, Buffer.alloc(32), { mode: 0o600 });
+    chmodSync(shared, 0o640);
+    const error = await rejection(loadOrCreateMasterKey(shared));
+    expect(error).to.be.instanceOf(MasterKeyError);
+    expect(error.message).to.equal(`the master key file ${shared} (LEADPOST_MASTER_KEY_FILE) may be read or written by others than its owner (mode 0640): make it 0600 or 0400`);
+
+    const folder = join(dir.path, 'folder.key');
+    mkdirSync(folder);
+    expect((await rejection(loadOrCreateMasterKey(folder))).message).to.match(/folder\.key \(LEADPOST_MASTER_KEY_FILE\) is not a file$/);
+
+    const under = join(short, 'master.key');
+    expect((await rejection(loadOrCreateMasterKey(under))).message).to.match(/short\.key\/master\.key \(LEADPOST_MASTER_KEY_FILE\) cannot be read \(ENOTDIR\)$/);
+  });
+
+  it('is checked with the other settings: a bad one stops `leadpost serve` with its message, exit 1', async function () {
+    const file = join(dir.path, 'elsewhere.key');
+    writeFileSync(file, Buffer.alloc(32), { mode: 0o644 });
+    chmodSync(file, 0o644);
+    const env = { LEADPOST_DATA_DIR: dir.path, LEADPOST_MASTER_KEY_FILE: file, PORT: 'eighty' };
+    const error = (() => {
+      try {
+        loadServiceConfig(env);
+        return null;
+      } catch (e) {
+        return e as Error;
+      }
+    })();
+    expect(error).to.be.instanceOf(ConfigError);
+    expect(error!.message).to.contain('PORT must be a whole number').and.contain(`the master key file ${file} (LEADPOST_MASTER_KEY_FILE) may be read or written by others`);
+
+    const served = await runChild(['serve'], { ...env, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1' }, { script: BIN });
+    expect(served.code).to.equal(1);
+    expect(served.stderr).to.contain(`the master key file ${file} (LEADPOST_MASTER_KEY_FILE) may be read or written by others than its owner (mode 0644)`);
+    expect(served.stderr).to.not.contain('    at ');
+  });
+
+  it('wraps the data keys: the key store opened with another master key reads no lead, and says why', async function () {
+    const store = await openEventStore({ dataDir: dir.path });
+    await store.append(leadStream(1), [{ type: 'LeadReceived', data: receivedData(), metadata: {} }]);
+    await store.close();
+    const other = join(dir.path, 'other.key');
+    writeFileSync(other, Buffer.alloc(32, 7), { mode: 0o600 });
+    const wrong = await openEventStore({ dataDir: dir.path, masterKeyFile: other });
+    try {
+      const error = await rejection(wrong.readStream(leadStream(1)));
+      expect(error.message).to.match(/^data key [0-9a-f]{32} does not open with the master key \(LEADPOST_MASTER_KEY_FILE is not the key it was stored with\)$/);
+    } finally {
+      await wrong.close();
+    }
+  });
+});
+
+function receivedData() {
+  const lead = {
+    first_name: 'Ada', last_name: 'Lovelace', email: 'ada@example.com', mobile: '+12135550143', mobile_national: '2135550143',
+    zip: '90210', zip4: null, accident_state: 'CA', certificate_url: 'https://cert.trustedform.com/x', certificate_id: 'x', sid: 's', s1: null, test: false,
+  };
+  return { lead_id: 1, supplier: 'sup-1', key_id: 'k', sid: 's', s1: null, accident_state: 'CA', test: false, lead, received_at: '2026-01-05T17:00:00.000Z' };
+}
