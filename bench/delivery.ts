@@ -25,6 +25,7 @@ export async function benchDelivery(leads: number, suppliers = 20): Promise<Deli
   const routing = loadRoutingConfig(join(svc.dataDir, 'routing.json'));
   const worker = new DeliveryWorker({
     events: svc.service.store,
+    personalData: svc.service.personalData,
     readModels: svc.service.readModels,
     deliveries: () => svc.service.projections.collection('deliveries'),
     routing: () => routing,

@@ -155,7 +155,7 @@ export function posts(
 }
 
 /** `posts` for `seconds` after a warm-up, with the server's CPU time over the measured part. */
-async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number) {
+export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number) {
   await posts(url, headers, body, counter, { duration: warmup });
   counter.measuring = true;
   const cpuBefore = cpuSeconds(serverPid);
@@ -163,7 +163,7 @@ async function load(url: string, headers: Record<string, string>, body: (n: numb
   return { result, serverCpuSeconds: cpuSeconds(serverPid) - cpuBefore };
 }
 
-function loadResult(name: string, { result, serverCpuSeconds }: { result: autocannon.Result; serverCpuSeconds: number }, serverPid: number, lags: number[]): LoadResult {
+export function loadResult(name: string, { result, serverCpuSeconds }: { result: autocannon.Result; serverCpuSeconds: number }, serverPid: number, lags: number[]): LoadResult {
   return {
     case: name,
     requestsPerSecond: Math.round(result.requests.average),
@@ -199,8 +199,11 @@ export async function benchBareKoa(seconds: number, warmup: number, durable = fa
   }
 }
 
-/** A `leadpost serve` child on a fresh data dir with one supplier key and one buyer that buys every CA lead. */
-export async function startBenchService(): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; stop(): Promise<void> }> {
+/**
+ * A `leadpost serve` child on a fresh data dir with one supplier key and one buyer that buys every
+ * CA lead; `script`: another entry point taking the same environment (serve-in-clear.ts).
+ */
+export async function startBenchService(script?: string): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; stop(): Promise<void> }> {
   const dir = tempDir('bench-post');
   const routing = join(dir.path, 'routing.json');
   writeFileSync(routing, JSON.stringify({ buyers: [{ id: 'bench-buyer', price: 25, states: ['CA'], caps: [{ period: 'day', max: 100_000_000 }] }] }));
@@ -210,7 +213,7 @@ export async function startBenchService(): Promise<{ url: string; apiKey: string
   await store.close();
 
   const [port, httpPort] = [await freePort(), await freePort()];
-  const server = runChild(['serve'], {
+  const server = runChild(script ? [] : ['serve'], {
     LEADPOST_DATA_DIR: dir.path,
     LEADPOST_ROUTING_FILE: routing,
     PORT: String(port),
@@ -218,7 +221,7 @@ export async function startBenchService(): Promise<{ url: string; apiKey: string
     HOST: '127.0.0.1',
     RATE_LIMIT_PER_SECOND: '0',
     LOG_LEVEL: 'warn',
-  }, { script: BIN, nodeArgs: [...START_NODE_ARGS, ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])] });
+  }, { script: script ?? BIN, nodeArgs: [...START_NODE_ARGS, ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])] });
   await listening(port);
   process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
   return {

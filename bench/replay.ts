@@ -47,7 +47,7 @@ async function replayEach(store: EventStore, readModels: EmbeddedReadModelStore,
 export async function benchReplay(events: number): Promise<ReplayResult[]> {
   const dir = tempDir('bench-replay');
   // As the service and `leadpost replay` open it: behind the event codec, with the key store, so
-  // the leads are written with their personal fields encrypted and the replay decrypts them.
+  // the leads are written with their personal fields encrypted (the replay leaves them sealed).
   const store = await openEventStore({ dataDir: dir.path });
   const started = performance.now();
   const written = await seedLeadEvents(store, events, 1, true);

@@ -1,4 +1,5 @@
 import { benchDelivery } from './delivery.js';
+import { benchEncryption } from './encryption.js';
 import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
 import { type LoadResult, benchBareKoa, benchPostLead } from './post-lead.js';
@@ -38,6 +39,12 @@ const parts: Record<string, () => Promise<void>> = {
       `service / bare (means of the two rounds): throughput ${ratio('service', 'requestsPerSecond').toFixed(2)}x (target >= 0.70x), p99 ${ratio('service', 'p99Ms').toFixed(1)}x (target <= 2x)`,
     );
     console.log(`durability floor / bare: throughput ${ratio('floor', 'requestsPerSecond').toFixed(2)}x, p99 ${ratio('floor', 'p99Ms').toFixed(1)}x`);
+  },
+  encryption: async () => {
+    console.log('\nPOST /functions/leads with personal data encrypted, and with the codec sealing nothing, alternated three times');
+    const cost = await benchEncryption(Number(process.env.BENCH_LOAD_SECONDS ?? 15), 3);
+    console.table(cost.rounds);
+    console.log(`server CPU per post, encrypted / in clear: ${cost.cpuRatio.toFixed(3)}x (target <= 1.05x: ${cost.cpuRatio <= 1.05 ? 'met' : 'not met'})`);
   },
   memory: async () => {
     const httpLeads = Number(process.env.BENCH_MEMORY_HTTP_LEADS ?? 100_000);

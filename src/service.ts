@@ -8,6 +8,8 @@ import type { ServiceConfig } from './config.js';
 import type { MxResolver } from './enrichment/email.js';
 import { createDefaultEnricher } from './enrichment/enricher.js';
 import { type EventStore, openEventStore } from './event-store/index.js';
+import { type PersonalDataKeys, openPersonalDataKeys } from './personal-data/index.js';
+import { ContactHashes } from './personal-data/contact-hashes.js';
 import { createApp } from './http/app.js';
 import { DeliveryWorker } from './delivery/webhook-worker.js';
 import { createLogger } from './http/logger.js';
@@ -41,6 +43,10 @@ export interface RunningService {
   readonly httpsPort: number;
   readonly httpPort: number;
   readonly store: EventStore;
+  /** The data keys that seal and open the consumers' personal data. */
+  readonly personalData: PersonalDataKeys;
+  /** The keyed names of the contact streams. */
+  readonly contactHashes: ContactHashes;
   readonly keys: KeyRing;
   readonly readModels: ReadModelStore;
   readonly projections: Projections;
@@ -73,13 +79,17 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   };
   const metrics = new ServiceMetrics({ projections: projectionStatuses });
   // Every append of the service goes through this decorator, so /metrics counts them all.
-  const store = countingEventStore(overrides.store ?? (await openEventStore(config, { logger })), metrics.countAppend);
+  // One set of data keys seals new leads and opens them for the readers allowed to see them.
+  const personalData = await openPersonalDataKeys(config);
+  const store = countingEventStore(overrides.store ?? (await openEventStore(config, { logger, personalData })), metrics.countAppend);
+  const contactHashes = await ContactHashes.open(personalData, store, overrides.now);
   const keys = await KeyRing.open(store, { onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
   const readModels = overrides.readModels ?? (await openReadModelStore(config));
   const projections = new Projections(store, readModels, logger);
   await projections.start();
   const readBack = new ReadBack({
     events: store,
+    personalData,
     readModels,
     collection: (base) => projections.collection(base),
     position: () => projections.position(),
@@ -108,7 +118,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       emailProviderUrl: config.emailVerifierUrl,
     }),
     routing: () => routing,
-    contacts: new ContactRegistry(store),
+    contacts: new ContactRegistry(store, contactHashes),
     caps: new CapLedger(store),
     idempotency: new IdempotencyKeys(store, () => now().getTime()),
     now,
@@ -129,6 +139,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     await projections.stop();
     if (!overrides.readModels) await readModels.close();
     if (!overrides.store) await store.close();
+    await personalData.close();
   };
   const servers = await startServers({
     app,
@@ -151,6 +162,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       ? null
       : new DeliveryWorker({
           events: store,
+          personalData,
           readModels,
           deliveries: () => projections.collection('deliveries'),
           routing: () => routing,
@@ -177,6 +189,8 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     httpsPort: servers.httpsPort,
     httpPort: servers.httpPort,
     store,
+    personalData,
+    contactHashes,
     keys,
     readModels,
     projections,

@@ -1,11 +1,22 @@
 import { loadConfig } from '../config.js';
-import { openEventStore } from '../event-store/index.js';
+import { type RecordedEvent, openEventStore } from '../event-store/index.js';
+import { openLead } from '../events/codec/index.js';
+import type { StoredLead } from '../leads/lead.js';
+import { type PersonalDataKeys, openPersonalDataKeys } from '../personal-data/index.js';
 import type { CliIo } from './io.js';
 
 const USAGE = `usage: leadpost events STREAM [--json]
 
 Prints the events of one stream (e.g. lead-42, api-keys, lead-id-blocks) in revision order:
-revision, type, time and data, then the metadata. --json: one JSON object per line.`;
+revision, type, time and data, then the metadata. --json: one JSON object per line.
+A lead's personal fields are shown opened (or as erased: true once erased).`;
+
+/** The event with a LeadReceived's personal fields opened, for the engineer at the machine. */
+async function opened(keys: PersonalDataKeys, event: RecordedEvent): Promise<RecordedEvent> {
+  const data = event.data as { lead_id?: unknown; lead?: unknown } | null;
+  if (event.type !== 'LeadReceived' || !data || typeof data.lead !== 'object' || data.lead === null || typeof data.lead_id !== 'number') return event;
+  return { ...event, data: { ...data, lead: await openLead(keys, data.lead_id, data.lead as StoredLead) } };
+}
 
 /** `leadpost events STREAM`: a stream's events, for inspection by an engineer. */
 export async function runEventsCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
@@ -20,9 +31,14 @@ export async function runEventsCommand(args: string[], io: CliIo = { out: proces
     return 2;
   }
   const stream = rest[0]!;
-  const store = await openEventStore(loadConfig(env));
+  const config = loadConfig(env);
+  const keys = await openPersonalDataKeys(config);
+  const store = await openEventStore(config, { personalData: keys }).catch(async (error: unknown) => {
+    await keys.close();
+    throw error;
+  });
   try {
-    const events = await store.readStream(stream);
+    const events = await Promise.all((await store.readStream(stream)).map((event) => opened(keys, event)));
     if (events.length === 0) {
       io.err.write(`leadpost events: stream '${stream}' has no events\n`);
       return 1;
@@ -38,5 +54,6 @@ export async function runEventsCommand(args: string[], io: CliIo = { out: proces
     return 0;
   } finally {
     await store.close();
+    await keys.close();
   }
 }

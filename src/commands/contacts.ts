@@ -1,9 +1,10 @@
 import type { EventStore } from '../event-store/index.js';
 import { leadStream } from '../events/lead-events.js';
 import { type Decider, handleCommand, readFolded } from './handler.js';
-import { hashedStream } from './streams.js';
+import type { ContactHashes, ContactKind } from '../personal-data/contact-hashes.js';
 
-// Duplicate detection. Each normalised mobile and e-mail has a stream named by its hash; a lead
+// Duplicate detection. Each normalised mobile and e-mail has a stream named by its keyed hash
+// (src/personal-data/contact-hashes.ts); a lead
 // that is accepted holds a claim on both for the duplicate window. A claim is decided at the
 // revision just read, so of two leads racing for one contact exactly one gets it (also across
 // instances on EventStoreDB); the other re-reads, sees the claim and is a duplicate.
@@ -54,9 +55,7 @@ export const contactDecider: Decider<ContactCommand, ContactState, ContactEvent>
   },
 };
 
-export type ContactKind = 'mobile' | 'email';
-
-export const contactStream = (kind: ContactKind, value: string): string => hashedStream('contact', kind, value);
+export type { ContactKind };
 
 export interface ContactClaim {
   readonly stream: string;
@@ -88,7 +87,10 @@ export function retryWhileClaimsBlock(giveBack: () => Promise<void>): void {
 }
 
 export class ContactRegistry {
-  constructor(private readonly store: EventStore) {}
+  constructor(
+    private readonly store: EventStore,
+    private readonly hashes: ContactHashes,
+  ) {}
 
   /** A claim holds while its lead is accepted, or while the lead may still be on its way. */
   private async holds(claim: ContactClaimed['data'], now: Date): Promise<boolean> {
@@ -98,7 +100,13 @@ export class ContactRegistry {
   }
 
   private async held(kind: ContactKind, value: string, now: Date, windowDays: number): Promise<boolean> {
-    const { state } = await readFolded(this.store, contactStream(kind, value), contactDecider);
+    if (await this.heldIn(this.hashes.stream(kind, value), now, windowDays)) return true;
+    const older = this.hashes.olderStream(kind, value, now, windowDays);
+    return older !== null && (await this.heldIn(older, now, windowDays));
+  }
+
+  private async heldIn(stream: string, now: Date, windowDays: number): Promise<boolean> {
+    const { state } = await readFolded(this.store, stream, contactDecider);
     // Held exactly when a claim would be refused: the decider says so without writing anything.
     const claim = await contactDecider.decide({ type: 'ClaimContact', leadId: 0, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) }, state);
     return claim.length === 0;
@@ -123,7 +131,9 @@ export class ContactRegistry {
     let firstHeld = -1;
     try {
       for (const [index, [kind, value]] of contacts.entries()) {
-        const claim = await this.claimOne(contactStream(kind, value), leadId, now, windowDays);
+        // A claim made before keyed hashes, under the old name, still counts for one window.
+        const older = this.hashes.olderStream(kind, value, now, windowDays);
+        const claim = older !== null && (await this.heldIn(older, now, windowDays)) ? null : await this.claimOne(this.hashes.stream(kind, value), leadId, now, windowDays);
         if (!claim) {
           firstHeld = index;
           break;

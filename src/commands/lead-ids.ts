@@ -5,7 +5,7 @@ import { type Decider, type Folded, handleCommand, readFolded } from './handler.
 // `lead-id-blocks` stream (decided at the revision read, so two instances never get the same
 // block) and hands them out from memory, so a lead costs no round trip for its id.
 
-const LEAD_ID_BLOCKS_STREAM = 'lead-id-blocks';
+export const LEAD_ID_BLOCKS_STREAM = 'lead-id-blocks';
 
 export interface LeadIdBlockReserved {
   readonly type: 'LeadIdBlockReserved';

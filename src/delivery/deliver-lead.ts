@@ -4,6 +4,8 @@ import { type Folded, handleCommand, readFolded } from '../commands/handler.js';
 import type { EventStore } from '../event-store/port.js';
 import { leadStream } from '../events/lead-events.js';
 import { leadEventMetadata } from '../events/lead-metadata.js';
+import { openLead } from '../events/codec/index.js';
+import type { PersonalDataKeys } from '../personal-data/index.js';
 import type { Buyer } from '../routing/load-config.js';
 import { type DeliveryState, type Outcome, deliveryDecider, nextStep, outcomeOf } from './attempt.js';
 import { deliveryBody, deliveryHeaders } from './payload.js';
@@ -14,6 +16,8 @@ import { postWebhook } from './post-webhook.js';
 
 export interface DeliverDeps {
   readonly events: EventStore;
+  /** Opens the lead's personal fields for the buyer's payload. */
+  readonly personalData: PersonalDataKeys;
   /** The buyer as the current routing file has it, or undefined once it is gone. */
   readonly buyer: (id: string) => Buyer | undefined;
   readonly env: NodeJS.ProcessEnv;
@@ -67,7 +71,8 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
 
   const secret = delivery.secret_env ? deps.env[delivery.secret_env] || null : null;
   if (delivery.secret_env && !secret) log?.warn({ secret_env: delivery.secret_env }, 'buyer secret variable is not set: delivery goes unsigned');
-  const body = JSON.stringify(deliveryBody(received, sale));
+  const lead = received.lead === null ? null : await openLead(deps.personalData, leadId, received.lead);
+  const body = JSON.stringify(deliveryBody(received, lead, sale));
   const result = await postWebhook({
     url: delivery.url,
     body,

@@ -1,5 +1,5 @@
 import type { LeadReceived, LeadSold } from '../events/lead-events.js';
-import { type NormalisedLead, isErased } from '../leads/lead.js';
+import { type ErasedLead, type NormalisedLead, isErased } from '../leads/lead.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from './signature.js';
 
 // What a buyer's endpoint receives: the lead as we normalised it, the supplier's tracking fields
@@ -20,8 +20,8 @@ export interface DeliveryBody {
   readonly lead: DeliveredLead | null;
 }
 
-export function deliveryBody(received: LeadReceived['data'], sale: LeadSold['data']): DeliveryBody {
-  const lead = received.lead;
+/** The body of a delivery; `lead` is the received lead opened (its personal fields in clear, or erased). */
+export function deliveryBody(received: LeadReceived['data'], lead: NormalisedLead | ErasedLead | null, sale: LeadSold['data']): DeliveryBody {
   return {
     lead_id: sale.lead_id,
     sid: received.sid,

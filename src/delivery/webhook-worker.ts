@@ -1,3 +1,4 @@
+import type { PersonalDataKeys } from '../personal-data/index.js';
 import { rootCertificates } from 'node:tls';
 import { Agent } from 'node:https';
 import type { Logger } from 'pino';
@@ -14,6 +15,8 @@ import { type AttemptReport, deliverLead } from './deliver-lead.js';
 
 export interface DeliveryWorkerDeps {
   readonly events: EventStore;
+  /** Opens each lead's personal fields for its buyer's payload. */
+  readonly personalData: PersonalDataKeys;
   readonly readModels: ReadModelStore;
   /** The physical name of the deliveries collection being served. */
   readonly deliveries: () => string;
@@ -142,6 +145,7 @@ export class DeliveryWorker {
     const run = deliverLead(
       {
         events: this.deps.events,
+        personalData: this.deps.personalData,
         buyer: (id) => routing.buyers.find((b) => b.id === id),
         env: this.deps.env ?? process.env,
         now: () => this.now(),

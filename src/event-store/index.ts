@@ -1,6 +1,6 @@
 import { codedEventStore, eventCodec } from '../events/codec/index.js';
 import type { Logger } from 'pino';
-import { openPersonalDataKeys } from '../personal-data/index.js';
+import { type PersonalDataKeys, openPersonalDataKeys } from '../personal-data/index.js';
 import { EmbeddedEventStore } from './embedded/embedded-event-store.js';
 import type { EventStore } from './port.js';
 
@@ -19,20 +19,25 @@ export interface EventStoreConfig {
 export interface OpenEventStoreOptions {
   /** Where EventStoreDB's `$all` subscriptions say that they resubscribe after a drop. */
   readonly logger?: Logger | undefined;
+  /** The data keys to seal with, when the caller also opens leads with them (it closes them); else the store opens its own. */
+  readonly personalData?: PersonalDataKeys | undefined;
 }
 
 /**
  * The store the configuration selects, behind the event codec with the key store of personal
  * data: whoever opens a store here (the service, every CLI command, a replay) appends events with
- * their personal fields encrypted, and reads them in their current layout and in clear. Closing
- * the store closes the key store. The EventStoreDB client is loaded only when it is used.
+ * their personal fields encrypted, and reads them in their current layout, personal fields still
+ * sealed (openLead opens them). Closing the store closes the key store it opened itself. The
+ * EventStoreDB client is loaded only when it is used.
  */
 export async function openEventStore(config: EventStoreConfig, options: OpenEventStoreOptions = {}): Promise<EventStore> {
-  const keys = await openPersonalDataKeys(config);
+  const given = options.personalData;
+  const keys = given ?? (await openPersonalDataKeys(config));
+  const closeKeys = () => (given ? Promise.resolve() : keys.close());
   try {
-    return codedEventStore(await openAdapter(config, options), eventCodec(keys), { alsoClose: () => keys.close() });
+    return codedEventStore(await openAdapter(config, options), eventCodec(keys), { alsoClose: closeKeys });
   } catch (error) {
-    await keys.close();
+    await closeKeys();
     throw error;
   }
 }

@@ -1,6 +1,6 @@
 import type { Enrichment } from '../enrichment/check.js';
 import type { FieldError } from '../leads/outcome.js';
-import type { ErasedLead, NormalisedLead } from '../leads/lead.js';
+import type { StoredLead } from '../leads/lead.js';
 
 // The events of a lead's own stream, `lead-{lead_id}`. Facts, never rewritten: a
 // change of shape adds a schema version and an upcaster (src/events/codec/), it does not edit these.
@@ -28,10 +28,10 @@ export interface LeadReceived {
     readonly accident_state: string | null;
     readonly test: boolean;
     /**
-     * The normalised lead; null when it failed validation (nothing trustworthy to keep). Without
-     * its personal fields, and with `erased: true`, once its data key was destroyed.
+     * The normalised lead; null when it failed validation (nothing trustworthy to keep). Appended
+     * in clear; stored, and read back, with its personal fields sealed (openLead opens them).
      */
-    readonly lead: NormalisedLead | ErasedLead | null;
+    readonly lead: StoredLead | null;
     readonly received_at: string;
   };
 }

@@ -28,6 +28,22 @@ export const PERSONAL_FIELDS = ['first_name', 'last_name', 'email', 'mobile', 'm
 
 type PersonalField = (typeof PERSONAL_FIELDS)[number];
 
+/** The personal fields of a lead, encrypted with its data key (AES-256-GCM); binary parts in base64. */
+export interface PiiEnvelope {
+  readonly v: 1;
+  /** The data key's id. */
+  readonly key: string;
+  readonly iv: string;
+  readonly ct: string;
+  readonly tag: string;
+}
+
+/** A lead as stored and read back from the event store: the personal fields sealed in `pii`. */
+type SealedLead = Omit<NormalisedLead, PersonalField> & { readonly pii: PiiEnvelope };
+
+/** A lead as events hold it: in clear when appended (and in events written before encryption), sealed when read back. */
+export type StoredLead = NormalisedLead | SealedLead;
+
 /** A lead whose personal data was erased (its data key destroyed): the rest of it, and `erased: true`. */
 export type ErasedLead = Omit<NormalisedLead, PersonalField> & { readonly erased: true };
 

@@ -1,5 +1,8 @@
 import type { EventStore, Position } from '../event-store/port.js';
 import { leadStream } from '../events/lead-events.js';
+import { openLead } from '../events/codec/index.js';
+import type { StoredLead } from '../leads/lead.js';
+import type { PersonalDataKeys } from '../personal-data/index.js';
 import type { FieldError } from '../leads/outcome.js';
 import type { Principal } from '../keys/principal.js';
 import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
@@ -21,6 +24,8 @@ export class ReadBackForbiddenError extends Error {}
 
 export interface ReadBackDeps {
   readonly events: EventStore;
+  /** Opens the personal fields of a lead for callers allowed to see them. */
+  readonly personalData: PersonalDataKeys;
   readonly readModels: ReadModelStore;
   /** The physical collection a projection's base collection is served from now (blue/green). */
   readonly collection: (base: 'leads' | 'deliveries' | 'report_buckets' | 'report_leads' | 'feedback') => string;
@@ -145,10 +150,10 @@ function cursorOf(query: Query, errors: FieldError[]): { value: string; id: stri
 
 const encodeCursor = (value: unknown, id: string) => Buffer.from(JSON.stringify([value, id])).toString('base64url');
 
-function page<T>(docs: ReadDoc[], limit: number, sortField: string, map: (doc: ReadDoc) => T): Page<T> {
+async function page<T>(docs: ReadDoc[], limit: number, sortField: string, map: (doc: ReadDoc) => T | Promise<T>): Promise<Page<T>> {
   const items = docs.slice(0, limit);
   const last = items.at(-1);
-  return { items: items.map(map), next_cursor: docs.length > limit && last ? encodeCursor(last[sortField], last._id) : null };
+  return { items: await Promise.all(items.map(map)), next_cursor: docs.length > limit && last ? encodeCursor(last[sortField], last._id) : null };
 }
 
 function strip({ _id, ...rest }: ReadDoc): Record<string, unknown> {
@@ -172,7 +177,7 @@ export class ReadBack {
     // Read-your-writes: a lead the projection has not reached yet is folded from its own stream.
     view ??= leadViewFromEvents(await this.deps.events.readStream(leadStream(Number(leadId))));
     if (!view || !mayRead(principal, view)) return null;
-    return leadRow(principal, view);
+    return this.leadRow(principal, view);
   }
 
   /**
@@ -186,13 +191,15 @@ export class ReadBack {
     const view = leadViewFromEvents(recorded);
     if (!view || !mayRead(principal, view)) return null;
     const pii = seesPii(principal, view);
-    return recorded.map((event) => ({
-      revision: event.revision,
-      type: event.type,
-      occurred_at: typeof event.metadata.occurred_at === 'string' ? event.metadata.occurred_at : new Date(event.created).toISOString(),
-      trace_id: typeof event.metadata.trace_id === 'string' ? event.metadata.trace_id : null,
-      data: visible(principal, event.type, pii ? event.data : withoutConsumer(event.type, event.data)),
-    }));
+    return Promise.all(
+      recorded.map(async (event) => ({
+        revision: event.revision,
+        type: event.type,
+        occurred_at: typeof event.metadata.occurred_at === 'string' ? event.metadata.occurred_at : new Date(event.created).toISOString(),
+        trace_id: typeof event.metadata.trace_id === 'string' ? event.metadata.trace_id : null,
+        data: visible(principal, event.type, pii ? await this.openReceived(event.type, event.data) : withoutConsumer(event.type, event.data)),
+      })),
+    );
   }
 
   /**
@@ -228,7 +235,7 @@ export class ReadBack {
       if (status !== undefined && status !== 'sold') return { items: [], next_cursor: null };
       filter.lead_status = 'sold';
     }
-    return this.newestFirst(principal, 'leads', 'received_at', filter, limit, after, (doc) => leadRow(principal, doc as unknown as LeadView));
+    return this.newestFirst(principal, 'leads', 'received_at', filter, limit, after, (doc) => this.leadRow(principal, doc as unknown as LeadView));
   }
 
   async deliveries(principal: Principal, query: Query): Promise<Page<Record<string, unknown>>> {
@@ -250,10 +257,11 @@ export class ReadBack {
     const after = cursorOf(query, errors);
     if (errors.length > 0) throw new ReadBackInputError(errors);
 
-    return this.newestFirst(principal, 'deliveries', 'created_at', filter, limit, after, (doc) => {
+    return this.newestFirst(principal, 'deliveries', 'created_at', filter, limit, after, async (doc) => {
       const row = strip(doc);
       delete row.supplier;
       if (!(principal.role === 'admin' || (principal.role === 'buyer' && doc.buyer === principal.name))) delete row.lead;
+      else row.lead = await this.open(doc.lead_id, doc.lead);
       return row;
     });
   }
@@ -286,7 +294,7 @@ export class ReadBack {
     filter: Record<string, Filter[string]>,
     limit: number,
     after: { value: string; id: string } | undefined,
-    row: (doc: ReadDoc) => Record<string, unknown>,
+    row: (doc: ReadDoc) => Record<string, unknown> | Promise<Record<string, unknown>>,
   ): Promise<Page<Record<string, unknown>>> {
     // The caller's scope wins over whatever it asked for.
     if (principal.role === 'supplier') filter.supplier = principal.name;
@@ -411,31 +419,44 @@ export class ReadBack {
     }
     return steps;
   }
-}
 
-/** The lead view as the caller may see it: consumer fields only for those who may see them. */
-function leadRow(principal: Principal, view: LeadView): Record<string, unknown> {
-  const checks = view.enrichment as Record<string, { result?: string }> | null;
-  return {
-    lead_id: view.lead_id,
-    supplier: view.supplier,
-    sid: view.sid,
-    s1: view.s1,
-    lead_status: view.lead_status,
-    code: view.code,
-    sold: view.sold,
-    revenue: view.revenue,
-    currency: view.currency,
-    buyer: view.buyer,
-    bucket: view.bucket,
-    test: view.test,
-    received_at: view.received_at,
-    errors: view.errors,
-    enrichment: checks ? { phone: checks.phone?.result ?? null, email: checks.email?.result ?? null, consent: checks.consent?.result ?? null } : null,
-    delivery: view.delivery,
-    feedback: view.feedback ?? [],
-    lead: seesPii(principal, view) ? view.lead : null,
-  };
+  /** The lead view as the caller may see it: consumer fields only for those who may see them. */
+  private async leadRow(principal: Principal, view: LeadView): Promise<Record<string, unknown>> {
+    const checks = view.enrichment as Record<string, { result?: string }> | null;
+    return {
+      lead_id: view.lead_id,
+      supplier: view.supplier,
+      sid: view.sid,
+      s1: view.s1,
+      lead_status: view.lead_status,
+      code: view.code,
+      sold: view.sold,
+      revenue: view.revenue,
+      currency: view.currency,
+      buyer: view.buyer,
+      bucket: view.bucket,
+      test: view.test,
+      received_at: view.received_at,
+      errors: view.errors,
+      enrichment: checks ? { phone: checks.phone?.result ?? null, email: checks.email?.result ?? null, consent: checks.consent?.result ?? null } : null,
+      delivery: view.delivery,
+      feedback: view.feedback ?? [],
+      lead: seesPii(principal, view) ? await this.open(view.lead_id, view.lead) : null,
+    };
+  }
+
+  /** A stored lead with its personal fields opened (or marked erased); null for no lead. */
+  private async open(leadId: unknown, lead: unknown): Promise<unknown> {
+    if (typeof lead !== 'object' || lead === null || typeof leadId !== 'number') return lead ?? null;
+    return openLead(this.deps.personalData, leadId, lead as StoredLead);
+  }
+
+  /** A LeadReceived's data with its lead opened, for a caller allowed to see it; other events as they are. */
+  private async openReceived(type: string, data: unknown): Promise<unknown> {
+    if (type !== 'LeadReceived') return data;
+    const received = data as { lead_id?: unknown; lead?: unknown };
+    return received.lead ? { ...received, lead: await this.open(received.lead_id, received.lead) } : data;
+  }
 }
 
 export interface ReportHead {

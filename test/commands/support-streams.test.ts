@@ -1,6 +1,8 @@
 import { expect } from 'chai';
+import { hash } from 'node:crypto';
 import { CapLedger } from '../../src/commands/caps.js';
-import { ContactRegistry, contactStream } from '../../src/commands/contacts.js';
+import { ContactRegistry } from '../../src/commands/contacts.js';
+import { ContactHashes } from '../../src/personal-data/contact-hashes.js';
 import { IdempotencyKeys } from '../../src/commands/idempotency.js';
 import { LeadIdAllocator } from '../../src/commands/lead-ids.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
@@ -8,6 +10,9 @@ import type { EventStore } from '../../src/event-store/index.js';
 import type { IdempotentAnswer } from '../../src/commands/idempotency.js';
 import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
+
+const HASHES = ContactHashes.withSecret(Buffer.alloc(32, 9));
+const contactStream = (kind: 'mobile' | 'email', value: string) => HASHES.stream(kind, value);
 
 describe('support streams (on the embedded store)', function () {
   const dir = tempDir('support');
@@ -45,14 +50,17 @@ describe('support streams (on the embedded store)', function () {
   });
 
   describe('contacts (duplicates)', function () {
-    it('names streams by hash, never by the value, and apart per kind', function () {
+    it('names streams by a keyed hash, never by the value, apart per kind and per secret', function () {
       expect(contactStream('mobile', '+12025550143')).to.match(/^contact-[0-9a-f]{64}$/);
       expect(contactStream('mobile', '+12025550143')).to.not.contain('2025550143');
       expect(contactStream('email', 'x')).to.not.equal(contactStream('mobile', 'x'));
+      // Without the secret, hashing every phone number does not find the stream.
+      expect(contactStream('mobile', '+12025550143')).to.not.equal(`contact-${hash('sha256', 'mobile\n+12025550143', 'hex')}`);
+      expect(ContactHashes.withSecret(Buffer.alloc(32, 1)).stream('mobile', '+12025550143')).to.not.equal(contactStream('mobile', '+12025550143'));
     });
 
     it('of 20 concurrent claims on one contact exactly one wins', async function () {
-      const registry = new ContactRegistry(store);
+      const registry = new ContactRegistry(store, HASHES);
       const results = await Promise.all(
         Array.from({ length: 20 }, (_, i) => registry.claim([['mobile', '+13105550100'], ['email', `x${i}@example.com`]], 1000 + i, now, 30)),
       );
@@ -66,7 +74,7 @@ describe('support streams (on the embedded store)', function () {
 
     it('a new contact is claimed without reading its stream; one seen before is read and checked', async function () {
       const { store: counted, reads } = countingReads();
-      const registry = new ContactRegistry(counted);
+      const registry = new ContactRegistry(counted, HASHES);
       await store.append('lead-7001', [{ type: 'LeadReceived', data: { lead_id: 7001 } }, { type: 'LeadSold', data: { lead_id: 7001 } }]);
       const contacts: Array<['mobile' | 'email', string]> = [['mobile', '+13105550177'], ['email', 'new-7001@example.com']];
       expect(await registry.claim(contacts, 7001, now, 30)).to.have.property('claims').with.length(2);
@@ -81,7 +89,7 @@ describe('support streams (on the embedded store)', function () {
       store.append(`lead-${leadId}`, [{ type: 'LeadReceived', data: { lead_id: leadId } }, { type, data: { lead_id: leadId } }]);
 
     it('a claim outside the window or released is no longer a duplicate', async function () {
-      const registry = new ContactRegistry(store);
+      const registry = new ContactRegistry(store, HASHES);
       await recordLead(5001, 'LeadSold');
       const claimed = await registry.claim([['email', 'old@example.com']], 5001, now, 30);
       const claims = 'claims' in claimed ? claimed.claims : [];
@@ -94,7 +102,7 @@ describe('support streams (on the embedded store)', function () {
     });
 
     it('a claim counts only while its lead is accepted: rejected or never recorded leads do not block', async function () {
-      const registry = new ContactRegistry(store);
+      const registry = new ContactRegistry(store, HASHES);
       await recordLead(5002, 'LeadRejected');
       expect(await registry.claim([['email', 'rejected@example.com']], 5002, now, 30)).to.have.property('claims').with.length(1);
       expect(await registry.duplicates([['email', 'rejected@example.com']], now, 30)).to.deep.equal([]);
@@ -106,7 +114,7 @@ describe('support streams (on the embedded store)', function () {
     });
 
     it('a duplicate names every contact held, and claims none of them', async function () {
-      const registry = new ContactRegistry(store);
+      const registry = new ContactRegistry(store, HASHES);
       await recordLead(5101, 'LeadSold');
       const held: Array<['mobile' | 'email', string]> = [['mobile', '+13105550181'], ['email', 'held-5101@example.com']];
       expect(await registry.claim(held, 5101, now, 30)).to.have.property('claims');

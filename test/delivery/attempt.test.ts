@@ -6,6 +6,7 @@ import { deliveryBody, deliveryHeaders } from '../../src/delivery/payload.js';
 import { retryAfterMs } from '../../src/delivery/retry-after.js';
 import { signDelivery, verifyDelivery } from '../../src/delivery/signature.js';
 import type { LeadReceived, LeadSold } from '../../src/events/lead-events.js';
+import type { NormalisedLead } from '../../src/leads/lead.js';
 
 // The decisions of a delivery attempt on plain events: no store, no network.
 
@@ -196,7 +197,7 @@ describe('delivery: backoff', () => {
 
 describe('delivery: body, headers and signature', () => {
   it('the body carries the normalised consumer fields, the tracking fields and the price, nothing internal', () => {
-    const body = deliveryBody(received, sale);
+    const body = deliveryBody(received, received.lead as NormalisedLead, sale);
     expect(body).to.deep.equal({
       lead_id: 7, sid: 'src-1', s1: 'click-1', price: 31.25, currency: 'USD',
       lead: {

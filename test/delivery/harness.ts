@@ -65,6 +65,7 @@ export class DeliveryHarness {
     });
     const worker = new DeliveryWorker({
       events: this.svc.service.store,
+      personalData: this.svc.service.personalData,
       readModels: this.svc.service.readModels,
       deliveries: () => this.svc.service.projections.collection('deliveries'),
       routing: () => this.routing,

@@ -113,6 +113,7 @@ describe('delivery: restarts and several workers', function () {
     const agent = new Agent({ ca: [...rootCertificates, endpoint.cert] });
     const deps = {
       events: h.svc.service.store,
+      personalData: h.svc.service.personalData,
       buyer: (id: string) => h.routing.buyers.find((b) => b.id === id),
       env: {},
       now: () => new Date(),

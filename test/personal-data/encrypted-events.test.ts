@@ -1,15 +1,14 @@
 import { expect } from 'chai';
-import { cpSync, existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { cpSync, existsSync, readFileSync, readdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { runEventsCommand } from '../../src/cli/events.js';
 import { deliveryBody } from '../../src/delivery/payload.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { type EventStore, type RecordedEvent, openEventStore } from '../../src/event-store/index.js';
-import { EventDecodeError } from '../../src/events/codec/index.js';
+import { SealedLeadError, openLead } from '../../src/events/codec/index.js';
 import { type LeadReceived, type LeadSold, leadStream } from '../../src/events/lead-events.js';
-import { PERSONAL_FIELDS } from '../../src/leads/lead.js';
+import { type ErasedLead, PERSONAL_FIELDS } from '../../src/leads/lead.js';
 import { openPersonalDataKeys } from '../../src/personal-data/index.js';
-import { leadViewFromEvents } from '../../src/projections/lead-view.js';
 import { TestService, leadWith, testMobile } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
 
@@ -41,6 +40,13 @@ function needles(consumer: Consumer): Array<{ what: string; bytes: Buffer }> {
     { what: `${field} (UTF-8)`, bytes: Buffer.from(consumer[field], 'utf8') },
     { what: `${field} (UTF-16LE)`, bytes: Buffer.from(consumer[field], 'utf16le') },
   ]);
+}
+
+/** Every file under `dir`, in every folder. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name));
 }
 
 /** What of `consumer` is found in the files: empty when nothing. */
@@ -97,10 +103,23 @@ describe('personal data encrypted in the event store', function () {
     }
   });
 
-  it('no byte of any consumer (names, e-mail, mobile in E.164 and national) is in events.db or its WAL, nor in keys.db', function () {
-    const files = ['events.db', 'events.db-wal', 'keys.db', 'keys.db-wal'].map((f) => join(dir.path, f));
-    expect(existsSync(files[0]!)).to.equal(true);
+  it('no byte of any consumer (names, e-mail, mobile in E.164 and national) is in any file of the data dir: events, read models, keys, TLS', function () {
+    const files = filesUnder(dir.path);
+    expect(files.map((f) => relative(dir.path, f))).to.include.members(['events.db', 'keys.db']);
+    expect(files.map((f) => relative(dir.path, f))).to.include.members(['readmodels.db', 'tls/key.pem']);
     for (const consumer of CONSUMERS) expect(found(files, consumer), consumer.email).to.deep.equal([]);
+  });
+
+  it('the projections keep the envelope, never the fields: the lead view row holds it sealed', async function () {
+    const svc = await TestService.start({ dataDir: dir.path });
+    try {
+      const row = await svc.service.readModels.get(svc.service.projections.collection('leads'), String(leadIds[0]));
+      const lead = row!.lead as Record<string, unknown>;
+      for (const field of PERSONAL_FIELDS) expect(lead, field).to.not.have.property(field);
+      expect(lead.pii).to.include({ v: 1 });
+    } finally {
+      await svc.stop();
+    }
   });
 
   it('the stored LeadReceived holds one envelope in place of the personal fields, the rest clear', async function () {
@@ -126,7 +145,7 @@ describe('personal data encrypted in the event store', function () {
     }
   });
 
-  it("an envelope moved to another lead's event does not open: an error naming the event, not its data", async function () {
+  it("an envelope moved to another lead's event does not open: an error naming the lead, not its data", async function () {
     // A copy of the data dir, so the same keys; the envelope is appended to another stream.
     const other = tempDir('encrypted-moved');
     try {
@@ -138,15 +157,21 @@ describe('personal data encrypted in the event store', function () {
       await moved.append('lead-999999', [{ type: first!.type, data: first!.data, metadata: first!.metadata }], { expectedRevision: 'no_stream' });
       await moved.close();
       const store = await openEventStore({ dataDir: other.path });
+      const keys = await openPersonalDataKeys({ dataDir: other.path });
       try {
-        const error = await store.readStream('lead-999999').then(
-          () => null,
-          (e: unknown) => e as Error,
-        );
-        expect(error).to.be.instanceOf(EventDecodeError);
-        expect(error!.message).to.match(/^cannot read LeadReceived schema 2 of stream lead-999999@0 .*: its personal data cannot be opened: the envelope does not open with data key [0-9a-f]{32}/);
+        // Reading it is fine (projections never open it); opening it is not.
+        const [event] = await store.readStream('lead-999999');
+        const error = await Promise.resolve()
+          .then(() => openLead(keys, 999999, (event!.data as LeadReceived['data']).lead!))
+          .then(
+            () => null,
+            (e: unknown) => e as Error,
+          );
+        expect(error).to.be.instanceOf(SealedLeadError);
+        expect(error!.message).to.match(/^the personal data of lead-999999 does not open with data key [0-9a-f]{32}/);
         for (const consumer of CONSUMERS) expect(error!.message).to.not.contain(consumer.email);
       } finally {
+        await keys.close();
         await store.close();
       }
     } finally {
@@ -167,24 +192,23 @@ describe('personal data encrypted in the event store', function () {
       }
     });
 
-    it('its LeadReceived reads with no personal field and erased: true; the other leads read whole', async function () {
+    it('its lead opens with no personal field and erased: true; the other leads open whole', async function () {
       const store = await openEventStore({ dataDir: dir.path });
+      const keys = await openPersonalDataKeys({ dataDir: dir.path });
       let events: RecordedEvent[];
+      let opened: unknown;
       try {
         events = await store.readStream(leadStream(leadIds[1]!));
-        const all = await store.readAll();
-        expect(all.filter((e) => e.type === 'LeadReceived').length).to.be.at.least(3);
+        opened = await openLead(keys, leadIds[1]!, receivedOf(events).data.lead!);
       } finally {
+        await keys.close();
         await store.close();
       }
-      const erased = receivedOf(events).data;
-      expect(erased.lead).to.deep.equal({ zip: '90210', zip4: null, accident_state: 'CA', sid: 'src-1', s1: 'click-1', test: false, erased: true });
-      expect(erased).to.include({ lead_id: leadIds[1], supplier: 'sup-1', accident_state: 'CA' });
+      expect(opened).to.deep.equal({ zip: '90210', zip4: null, accident_state: 'CA', sid: 'src-1', s1: 'click-1', test: false, erased: true });
 
-      // Readers cope: the lead view shows the erased lead, a delivery carries no consumer.
-      expect(leadViewFromEvents(events)!.lead).to.deep.equal(erased.lead);
+      // A delivery of it carries no consumer.
       const sale = events.find((e) => e.type === 'LeadSold')!.data as LeadSold['data'];
-      expect(deliveryBody(erased, sale).lead).to.equal(null);
+      expect(deliveryBody(receivedOf(events).data, opened as ErasedLead, sale).lead).to.equal(null);
 
       for (const i of [0, 2]) {
         const whole = receivedOf(await eventsJson(dir.path, leadStream(leadIds[i]!)));
@@ -202,6 +226,8 @@ describe('personal data encrypted in the event store', function () {
         const reply = await svc.request('GET', `/functions/leads/${leadIds[2]}`, { 'x-api-key': admin });
         expect(reply.status).to.equal(200);
         expect((reply.body.lead as { lead: Record<string, unknown> }).lead).to.include({ email: CONSUMERS[2]!.email });
+        const erased = await svc.request('GET', `/functions/leads/${leadIds[1]}`, { 'x-api-key': admin });
+        expect((erased.body.lead as { lead: Record<string, unknown> }).lead).to.deep.equal({ zip: '90210', zip4: null, accident_state: 'CA', sid: 'src-1', s1: 'click-1', test: false, erased: true });
       } finally {
         await svc.stop();
       }

@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig, loadServiceConfig } from '../../src/config.js';
 import { openEventStore } from '../../src/event-store/index.js';
-import { leadStream } from '../../src/events/lead-events.js';
-import { MasterKeyError } from '../../src/personal-data/index.js';
+import { type LeadReceived, leadStream } from '../../src/events/lead-events.js';
+import { openLead } from '../../src/events/codec/index.js';
+import { MasterKeyError, openPersonalDataKeys } from '../../src/personal-data/index.js';
 import { loadOrCreateMasterKey } from '../../src/personal-data/master-key.js';
 import { runChild } from '../support/child.js';
 import { tempDir } from '../support/tmp.js';
@@ -86,10 +87,13 @@ describe('the master key (LEADPOST_MASTER_KEY_FILE)', function () {
     const other = join(dir.path, 'other.key');
     writeFileSync(other, Buffer.alloc(32, 7), { mode: 0o600 });
     const wrong = await openEventStore({ dataDir: dir.path, masterKeyFile: other });
+    const wrongKeys = await openPersonalDataKeys({ dataDir: dir.path, masterKeyFile: other });
     try {
-      const error = await rejection(wrong.readStream(leadStream(1)));
+      const [event] = await wrong.readStream(leadStream(1));
+      const error = await rejection(Promise.resolve().then(() => openLead(wrongKeys, 1, (event!.data as LeadReceived['data']).lead!)));
       expect(error.message).to.match(/^data key [0-9a-f]{32} does not open with the master key \(LEADPOST_MASTER_KEY_FILE is not the key it was stored with\)$/);
     } finally {
+      await wrongKeys.close();
       await wrong.close();
     }
   });

@@ -2,6 +2,8 @@
 // The HTTP contract written out again here (not imported from src, so a drift in src is caught), an
 // envelope checker, deterministic unique leads, a seeded generator and event-stream readers.
 
+import { openLead } from '../../src/events/codec/index.js';
+import type { LeadReceived } from '../../src/events/lead-events.js';
 import type { RecordedEvent } from '../../src/event-store/index.js';
 import { CERT_URL, ENVELOPE_FIELDS, type Reply, type TestService, leadWith, testMobile } from '../support/service.js';
 
@@ -137,8 +139,16 @@ export function withRawMembers(lead: Record<string, unknown>, ...members: string
 
 // ---------------------------------------------------------------------------------------------
 
+/** The lead's events, its LeadReceived's personal fields opened as a reader allowed to see them would. */
 export async function leadEvents(svc: TestService, leadId: number): Promise<RecordedEvent[]> {
-  return svc.service.store.readStream(`lead-${leadId}`);
+  const events = await svc.service.store.readStream(`lead-${leadId}`);
+  return Promise.all(
+    events.map(async (event) => {
+      const data = event.data as LeadReceived['data'];
+      if (event.type !== 'LeadReceived' || !data.lead) return event;
+      return { ...event, data: { ...data, lead: await openLead(svc.service.personalData, leadId, data.lead) } };
+    }),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

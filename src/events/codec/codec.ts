@@ -5,10 +5,11 @@ import type { EventData, EventMetadata, RecordedEvent } from '../../event-store/
 // changes, the type's version (`metadata.schema`) goes up by one and an upcaster turns data of
 // the old version into the new one as it is read, so every reader (commands, projections, the
 // CLI, a replay) only ever sees the current layout. The stored form of a type may also be sealed
-// (its personal fields encrypted, src/events/codec/lead-received-sealer.ts): sealed on encode
-// after the version is stamped, opened on decode before any upcasting. Sealing and opening may
-// need the key store, so they may return a promise; everything else stays synchronous, and an
-// event with nothing to seal or open is returned as the same object.
+// (its personal fields encrypted, src/events/codec/lead-received-sealer.ts) on encode, after the
+// version is stamped; sealing may need the key store, so encode may return a promise. Decoding
+// never opens sealed fields: the few readers that show personal data open them (openLead), so
+// projections and replays, which never need them, pay nothing for encryption. An event with
+// nothing to seal or upcast is returned as the same object.
 
 /** Turns the data of one type from version `from` into version `to` (always `from + 1`). */
 export interface Upcaster {
@@ -25,15 +26,11 @@ export interface SealContext {
   readonly type: string;
 }
 
-/** Seals the personal fields of one type's data as it is stored, and opens them as it is read. */
+/** Seals the personal fields of one type's data as it is stored (they are opened by the readers that show them). */
 export interface Sealer {
   readonly type: string;
-  /** The first version whose stored data is sealed; older versions were written in clear. */
-  readonly since: number;
   /** The data as stored (the same object when there is nothing to seal). */
   seal(data: unknown, context: SealContext): unknown;
-  /** The data in clear, or as erased when its key was destroyed (the same object when nothing was sealed). Throws UpcastError when it cannot be opened. */
-  open(data: unknown, context: SealContext): unknown;
 }
 
 export interface EventCodecOptions {
@@ -109,7 +106,7 @@ export class EventCodec {
     }
     for (const sealer of options.sealers ?? []) {
       const current = this.current.get(sealer.type);
-      if (current === undefined || sealer.since > current) throw new Error(`a sealer of ${sealer.type} must start at a version up to its current one`);
+      if (current === undefined) throw new Error(`a sealer of ${sealer.type}, a type with no current schema`);
       if (this.sealers.has(sealer.type)) throw new Error(`two sealers of ${sealer.type}`);
       this.sealers.set(sealer.type, sealer);
     }
@@ -143,32 +140,14 @@ export class EventCodec {
    * The event in its type's current layout. The usual case, an event written in the current
    * version or of a type the codec does not know, is one lookup and a comparison, and returns the
    * same object. An older event is upcast one version at a time; its metadata then says the
-   * current version and, in `stored_schema`, the one it was written with. A sealed event is
-   * opened first (a promise when its key was not in memory).
+   * current version and, in `stored_schema`, the one it was written with. Sealed personal data
+   * stays sealed: only the few readers that show it open it (openLead), so that projections and
+   * replays, which never need it, pay nothing for it.
    */
-  decode(streamId: string, recorded: RecordedEvent): MaybePromise<RecordedEvent> {
+  decode(streamId: string, recorded: RecordedEvent): RecordedEvent {
     const current = this.current.get(recorded.type);
     if (current === undefined) return recorded;
     const schema = recorded.metadata.schema ?? 0;
-    const sealer = this.sealers.get(recorded.type);
-    if (sealer && typeof schema === 'number' && schema >= sealer.since && schema <= current) {
-      const fail = (error: unknown) => {
-        throw error instanceof UpcastError
-          ? new EventDecodeError(streamId, recorded.type, schema, `its personal data cannot be opened: ${error.message}`, { revision: recorded.revision, eventId: recorded.id })
-          : error;
-      };
-      const opened = (data: unknown): RecordedEvent => {
-        const clear = data === recorded.data ? recorded : { ...recorded, data };
-        return schema === current ? clear : this.upcast(streamId, clear, schema, current);
-      };
-      let data: unknown;
-      try {
-        data = sealer.open(recorded.data, { streamId, type: recorded.type });
-      } catch (error) {
-        return fail(error);
-      }
-      return data instanceof Promise ? data.then(opened, fail) : opened(data);
-    }
     if (schema === current) return recorded;
     return this.upcast(streamId, recorded, schema, current);
   }

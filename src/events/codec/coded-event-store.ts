@@ -7,8 +7,8 @@ import type { EventCodec, MaybePromise } from './codec.js';
 //
 // It is on the post path and under every replay, so it copies nothing in the usual case: an event
 // already in its current layout is the same object, and a batch where nothing changed is the
-// same array. Sealed events (personal data) are encoded and decoded in the same pass; a batch
-// waits for the key store only when a key was not in memory, and then for all of them at once.
+// same array. Sealing (personal data) happens on append only; a batch waits for the key store only
+// when the pool of new data keys ran dry. Reads never touch the key store.
 
 /**
  * `items` with `map` applied, or `items` itself when `map` returned every item unchanged; a
@@ -38,17 +38,14 @@ export interface CodedEventStoreOptions {
 
 export function codedEventStore(store: EventStore, codec: EventCodec, options: CodedEventStoreOptions = {}): EventStore {
   // The embedded store hands the same recorded objects of its recent commits to every reader (the
-  // four projections, read-your-writes), so an event that needed work (unsealing, upcasting) is
-  // decoded once per process, not once per reader. Entries go when the store lets the object go.
-  // An erasure must start a new memo, as it must empty the data-key cache.
-  const memo = new WeakMap<RecordedEvent, RecordedEvent | Promise<RecordedEvent>>();
-  const decode = (event: RecordedEvent): RecordedEvent | Promise<RecordedEvent> => {
+  // four projections, read-your-writes), so an event that needed upcasting is upcast once per
+  // process, not once per reader. Entries go when the store lets the object go.
+  const memo = new WeakMap<RecordedEvent, RecordedEvent>();
+  const decode = (event: RecordedEvent): RecordedEvent => {
     const known = memo.get(event);
     if (known !== undefined) return known;
     const decoded = codec.decode(event.streamId, event);
-    if (decoded === event) return decoded;
-    memo.set(event, decoded);
-    if (decoded instanceof Promise) decoded.then((value) => memo.set(event, value), () => memo.delete(event));
+    if (decoded !== event) memo.set(event, decoded);
     return decoded;
   };
   return {
@@ -56,8 +53,8 @@ export function codedEventStore(store: EventStore, codec: EventCodec, options: C
       const encoded = mapSame(events, (event) => codec.encode(streamId, event));
       return store.append(streamId, encoded instanceof Promise ? await encoded : encoded, appendOptions);
     },
-    readStream: async (streamId, readOptions) => (await mapSame(await store.readStream(streamId, readOptions), decode)) as RecordedEvent[],
-    readAll: async (readOptions) => (await mapSame(await store.readAll(readOptions), decode)) as RecordedEvent[],
+    readStream: async (streamId, readOptions) => mapSame(await store.readStream(streamId, readOptions), decode) as RecordedEvent[],
+    readAll: async (readOptions) => mapSame(await store.readAll(readOptions), decode) as RecordedEvent[],
     subscribeToAll: (subscribeOptions) => decodedSubscription(store.subscribeToAll(subscribeOptions), decode),
     headPosition: () => store.headPosition(),
     close: async () => {
@@ -75,7 +72,7 @@ export function codedEventStore(store: EventStore, codec: EventCodec, options: C
  * subscription (so the store stops feeding it) and reaches the consumer's `for await` as the
  * decode error, which names the event: the projection runner logs it and resubscribes.
  */
-function decodedSubscription(inner: AllSubscription, decode: (event: RecordedEvent) => MaybePromise<RecordedEvent>): AllSubscription {
+function decodedSubscription(inner: AllSubscription, decode: (event: RecordedEvent) => RecordedEvent): AllSubscription {
   return {
     unsubscribe: () => inner.unsubscribe(),
     [Symbol.asyncIterator](): AsyncIterator<RecordedEvent> {
@@ -87,14 +84,13 @@ function decodedSubscription(inner: AllSubscription, decode: (event: RecordedEve
             () => Promise.reject(error),
             () => Promise.reject(error),
           );
-        const done = (event: RecordedEvent): IteratorResult<RecordedEvent> => (event === result.value ? result : { done: false, value: event });
-        let event: MaybePromise<RecordedEvent>;
+        let event: RecordedEvent;
         try {
           event = decode(result.value);
         } catch (error) {
           return fail(error);
         }
-        return event instanceof Promise ? event.then(done, fail) : done(event);
+        return event === result.value ? result : { done: false, value: event };
       };
       return {
         next: () => events.next().then(decoded),

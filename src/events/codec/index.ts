@@ -7,6 +7,7 @@ import { leadReceivedV0 } from './lead-received-v0.js';
 
 export { EventCodec, EventDecodeError, EventEncodeError, UpcastError, type Upcaster,  } from './codec.js';
 export { codedEventStore } from './coded-event-store.js';
+export { SealedLeadError, openLead } from './lead-received-sealer.js';
 
 // The versions and upcasters of leadpost's events (docs/events.md, "Schema versions and
 // upcasting", tells their history). Types not listed here (the other support-stream events, the

@@ -1,0 +1,37 @@
+import { fileURLToPath } from 'node:url';
+import { type LoadResult, load, loadResult, sellableLead, startBenchService } from './post-lead.js';
+
+// What encryption of personal data costs a post: the service as it runs, and the same service
+// whose codec seals nothing (serve-in-clear.ts), alternated under the same load, so that a slow
+// spell of a shared machine does not land on one side only.
+
+const IN_CLEAR = fileURLToPath(new URL('./serve-in-clear.js', import.meta.url));
+
+async function once(name: string, script: string | undefined, seconds: number, warmup: number): Promise<LoadResult> {
+  const service = await startBenchService(script);
+  try {
+    const measured = await load(service.url, { 'x-api-key': service.apiKey }, sellableLead, seconds, warmup, { n: 0 }, service.pid);
+    return loadResult(name, measured, service.pid, []);
+  } finally {
+    await service.stop();
+  }
+}
+
+export interface EncryptionCost {
+  readonly rounds: LoadResult[];
+  /** Server CPU per post, encrypted over in clear, from the means of the rounds. */
+  readonly cpuRatio: number;
+}
+
+export async function benchEncryption(seconds: number, warmup: number, rounds = 3): Promise<EncryptionCost> {
+  const results: LoadResult[] = [];
+  for (let round = 0; round < rounds; round++) {
+    results.push(await once('personal data encrypted (as served)', undefined, seconds, warmup));
+    results.push(await once('personal data in clear (codec seals nothing)', IN_CLEAR, seconds, warmup));
+  }
+  const mean = (prefix: string) => {
+    const of = results.filter((r) => r.case.startsWith(prefix)).map((r) => r.serverCpuUsPerRequest);
+    return of.reduce((a, b) => a + b, 0) / of.length;
+  };
+  return { rounds: results, cpuRatio: mean('personal data encrypted') / mean('personal data in clear') };
+}
