@@ -18,7 +18,8 @@ const ALL = ['supplier', 'buyer', 'analyst', 'admin'];
 // `{ pattern: /^#\/erasure$/, nav: '#/erasure', label: 'Erasure requests', roles: ['admin'], … }`).
 const PAGES = [
   { pattern: /^#\/leads$/, nav: '#/leads', label: 'Leads', roles: READERS, render: renderLeads },
-  { pattern: /^#\/report$/, nav: '#/report', label: 'Report', roles: READERS, render: renderReport },
+  // A report's query may follow its hash (#/report?from=…&to=…&tz=…&group_by=…): a link to it shows it.
+  { pattern: /^#\/report(?:\?(.*))?$/, nav: '#/report', label: 'Report', roles: READERS, render: renderReport },
   { pattern: /^#\/deliveries$/, nav: '#/deliveries', label: 'Deliveries', roles: ALL, render: renderDeliveries },
   { pattern: /^#\/bought$/, nav: '#/bought', label: 'Bought', roles: ['buyer'], render: renderBought },
   { pattern: /^#\/pulls$/, nav: '#/pulls', label: 'Pulls', roles: ['buyer'], pullOnly: true, render: renderPulls },

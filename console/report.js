@@ -27,14 +27,33 @@ function totals(rows, fields = [...COUNTS, ...MONEY]) {
 
 let charts = [];
 
-export async function renderReport(main, _params, current) {
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+/**
+ * The report's query from the hash (#/report?from=…), each value kept only if the form can show it;
+ * what is missing or unusable takes the form's default: the last seven days in the browser's zone.
+ */
+function asked(search, zone) {
+  const query = new URLSearchParams(search ?? '');
+  const tz = query.get('tz');
+  const dimension = query.get('group_by');
+  return {
+    from: DAY.test(query.get('from') ?? '') ? query.get('from') : localDay(zone, new Date(Date.now() - 6 * 86_400_000)),
+    to: DAY.test(query.get('to') ?? '') ? query.get('to') : localDay(zone),
+    tz: tz && timeZones(zone).some(([v]) => v === tz) ? tz : zone,
+    groupBy: DIMENSIONS.some(([v]) => v === dimension) ? dimension : 'sid',
+  };
+}
+
+export async function renderReport(main, [search], current) {
   for (const chart of charts) chart.destroy();
   charts = [];
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
-  const to = h('input', { type: 'date', name: 'to', required: true, value: localDay(zone) });
-  const from = h('input', { type: 'date', name: 'from', required: true, value: localDay(zone, new Date(Date.now() - 6 * 86_400_000)) });
-  const tz = select('tz', timeZones(zone), zone);
-  const groupBy = select('group_by', DIMENSIONS, 'sid');
+  const initial = asked(search, zone);
+  const to = h('input', { type: 'date', name: 'to', required: true, value: initial.to });
+  const from = h('input', { type: 'date', name: 'from', required: true, value: initial.from });
+  const tz = select('tz', timeZones(zone), initial.tz);
+  const groupBy = select('group_by', DIMENSIONS, initial.groupBy);
   const csvButton = h('button', { type: 'button', class: 'secondary' }, 'Download CSV');
   const status = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
   const form = h(
@@ -83,6 +102,8 @@ export async function renderReport(main, _params, current) {
 
   form.addEventListener('submit', (event) => {
     event.preventDefault();
+    // The address names the report shown, to bookmark or send; replaced, so no page change follows.
+    history.replaceState(null, '', `#/report?${new URLSearchParams({ ...query(), group_by: groupBy.value })}`);
     show().catch((error) => (status.textContent = explain(error)));
   });
   csvButton.addEventListener('click', async () => {

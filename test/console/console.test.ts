@@ -415,6 +415,7 @@ describe('the console in a browser', function () {
     expect(await tabTo(page, 'Show')).to.deep.equal(['Show']);
     await page.keyboard.press('Enter');
     await page.locator('#chart-groups').locator('xpath=..').getByRole('heading', { name: 'By state' }).waitFor();
+    expect(new URL(page.url()).hash, 'the address names the report shown').to.match(/^#\/report\?from=\d{4}-\d\d-\d\d&to=\d{4}-\d\d-\d\d&tz=[^&]+&group_by=state$/);
     const query = new URLSearchParams({
       from: await page.getByLabel('From', { exact: true }).inputValue(),
       to: await page.getByLabel('To', { exact: true }).inputValue(),
@@ -439,7 +440,7 @@ describe('the console in a browser', function () {
     await page.getByRole('link', { name: 'Skip to content' }).focus();
     await page.keyboard.press('Enter');
     expect(await focused(page)).to.equal('main');
-    expect(page.url()).to.match(/#\/report$/);
+    expect(new URL(page.url()).hash).to.match(/^#\/report\?.*group_by=state$/);
     expect(await page.getByLabel('Group by').inputValue()).to.equal('state');
     expect(await tabTo(page, 'From')).to.deep.equal(['From']);
 
@@ -497,8 +498,16 @@ describe('the console in a browser', function () {
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
     const { page, problems, elsewhere } = await watched(context);
     await page.addInitScript(`sessionStorage.setItem('leadpost.apiKey', ${JSON.stringify(keys.analyst)})`);
-    await page.goto(`${origin}/console#/report`);
+    // A 30-day report by state, named by its address (as the console bench opens it).
+    const to = new Date().toISOString().slice(0, 10);
+    const from = new Date(Date.now() - 29 * 86_400_000).toISOString().slice(0, 10);
+    await page.goto(`${origin}/console#/report?from=${from}&to=${to}&tz=UTC&group_by=state`);
     await page.locator('#chart-daily[data-totals]').waitFor();
+    expect(await page.getByLabel('From', { exact: true }).inputValue()).to.equal(from);
+    expect(await page.getByLabel('To', { exact: true }).inputValue()).to.equal(to);
+    expect(await page.getByLabel('Time zone').inputValue()).to.equal('UTC');
+    expect(await page.getByLabel('Group by').inputValue()).to.equal('state');
+    expect(await page.locator('#report-table tbody tr').count()).to.equal(3);
     // Run in the page (this project's TypeScript has no DOM types, so it is passed as text).
     const measured = (await page.evaluate(`(() => {
       const navigation = performance.getEntriesByType('navigation')[0];
