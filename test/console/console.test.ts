@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
@@ -514,6 +514,10 @@ describe('the console in a browser', function () {
     expect((await svc!.request('GET', '/console/chart.umd.js', { 'if-none-match': String(plain.headers.etag) })).status).to.equal(304);
     expect((await svc!.request('GET', '/console/chart.umd.js', { 'if-none-match': String(zipped.headers.etag) })).status).to.equal(200);
     expect((await svc!.request('GET', '/console/nope.js', { 'accept-encoding': 'gzip' })).status).to.equal(404);
+    // The page asks for every module up front (app.js's imports would otherwise wait for app.js).
+    const page = (await svc!.request('GET', '/console')).text;
+    const preloaded = [...page.matchAll(/<link rel="modulepreload" href="\/console\/([a-z-]+\.js)">/g)].map((m) => m[1]);
+    expect(preloaded).to.have.members(readdirSync('console').filter((name) => name.endsWith('.js') && name !== 'app.js'));
   });
 
   it('first load: page weight and time to the first chart, measured in this test service', async function () {
