@@ -1,3 +1,4 @@
+import { benchConsole } from './console.js';
 import { benchDelivery } from './delivery.js';
 import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
@@ -38,6 +39,14 @@ const parts: Record<string, () => Promise<void>> = {
       `service / bare (means of the two rounds): throughput ${ratio('service', 'requestsPerSecond').toFixed(2)}x (target >= 0.70x), p99 ${ratio('service', 'p99Ms').toFixed(1)}x (target <= 2x)`,
     );
     console.log(`durability floor / bare: throughput ${ratio('floor', 'requestsPerSecond').toFixed(2)}x, p99 ${ratio('floor', 'p99Ms').toFixed(1)}x`);
+  },
+  console: async () => {
+    const leads = Number(process.env.BENCH_CONSOLE_LEADS ?? 1_000_000);
+    const loads = Number(process.env.BENCH_CONSOLE_LOADS ?? 5);
+    console.log(`\nConsole: an analyst's 30-day report by source in headless Chromium, on a store of ${leads.toLocaleString('en-US')} leads; ${loads} cold loads, each then reloaded`);
+    const { rows, summary } = await benchConsole(leads, loads);
+    console.table(rows);
+    console.table(summary);
   },
   memory: async () => {
     const httpLeads = Number(process.env.BENCH_MEMORY_HTTP_LEADS ?? 100_000);
