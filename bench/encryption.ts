@@ -8,7 +8,7 @@ import { type LoadResult, load, loadResult, sellableLead, startBenchService } fr
 const IN_CLEAR = fileURLToPath(new URL('./serve-in-clear.js', import.meta.url));
 
 async function once(name: string, script: string | undefined, seconds: number, warmup: number): Promise<LoadResult> {
-  const service = await startBenchService(script);
+  const service = await startBenchService({ script });
   try {
     const measured = await load(service.url, { 'x-api-key': service.apiKey }, sellableLead, seconds, warmup, { n: 0 }, service.pid);
     return loadResult(name, measured, service.pid, []);

@@ -4,7 +4,7 @@ import { type AddressInfo, connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
-import { formatKey, issueKey, newKeyMaterial } from '../src/keys/api-keys.js';
+import { type Role, formatKey, issueKey, newKeyMaterial } from '../src/keys/api-keys.js';
 import { changeKeys } from '../src/keys/key-stream.js';
 import { START_NODE_ARGS, runChild } from '../test/support/child.js';
 import { CERT_URL } from '../test/support/service.js';
@@ -12,7 +12,7 @@ import { tempDir } from '../test/support/tmp.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { percentile } from './stats.js';
 
-const BIN = fileURLToPath(new URL('../../bin/leadpost.js', import.meta.url));
+export const BIN = fileURLToPath(new URL('../../bin/leadpost.js', import.meta.url));
 
 export interface LoadResult {
   readonly case: string;
@@ -199,21 +199,33 @@ export async function benchBareKoa(seconds: number, warmup: number, durable = fa
   }
 }
 
-/**
- * A `leadpost serve` child on a fresh data dir with one supplier key and one buyer that buys every
- * CA lead; `script`: another entry point taking the same environment (serve-in-clear.ts).
- */
-export async function startBenchService(script?: string): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; stop(): Promise<void> }> {
+interface BenchServiceOptions {
+  /** The role of the key the bench gets (a supplier's by default, to post leads). */
+  readonly role?: Role;
+  /** Runs on the data dir before `serve` starts, e.g. to fill its stores. */
+  readonly prepare?: (dataDir: string) => Promise<void>;
+  /** Another entry point taking the same environment as `serve` (serve-in-clear.ts). */
+  readonly script?: string;
+}
+
+/** A `leadpost serve` child on a fresh data dir with one key and one buyer that buys every CA lead. */
+export async function startBenchService(options: BenchServiceOptions = {}): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; stop(): Promise<void> }> {
   const dir = tempDir('bench-post');
   const routing = join(dir.path, 'routing.json');
   writeFileSync(routing, JSON.stringify({ buyers: [{ id: 'bench-buyer', price: 25, states: ['CA'], caps: [{ period: 'day', max: 100_000_000 }] }] }));
   const store = await EmbeddedEventStore.open(dir.path);
   const { id, secret } = newKeyMaterial();
-  await changeKeys(store, (state) => issueKey(state, { role: 'supplier', name: 'bench', now: Date.now(), id, secret }));
+  await changeKeys(store, (state) => issueKey(state, { role: options.role ?? 'supplier', name: 'bench', now: Date.now(), id, secret }));
   await store.close();
+  try {
+    await options.prepare?.(dir.path);
+  } catch (error) {
+    dir.remove();
+    throw error;
+  }
 
   const [port, httpPort] = [await freePort(), await freePort()];
-  const server = runChild(script ? [] : ['serve'], {
+  const server = runChild(options.script ? [] : ['serve'], {
     LEADPOST_DATA_DIR: dir.path,
     LEADPOST_ROUTING_FILE: routing,
     PORT: String(port),
@@ -221,7 +233,7 @@ export async function startBenchService(script?: string): Promise<{ url: string;
     HOST: '127.0.0.1',
     RATE_LIMIT_PER_SECOND: '0',
     LOG_LEVEL: 'warn',
-  }, { script: script ?? BIN, nodeArgs: [...START_NODE_ARGS, ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])] });
+  }, { script: options.script ?? BIN, nodeArgs: [...START_NODE_ARGS, ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])] });
   await listening(port);
   process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
   return {

@@ -1,3 +1,4 @@
+import { benchConsole } from './console.js';
 import { benchDelivery } from './delivery.js';
 import { benchEncryption } from './encryption.js';
 import { benchEventStore } from './event-store.js';
@@ -45,6 +46,14 @@ const parts: Record<string, () => Promise<void>> = {
     const cost = await benchEncryption(Number(process.env.BENCH_LOAD_SECONDS ?? 15), 3);
     console.table(cost.rounds);
     console.log(`server CPU per post, encrypted / in clear: ${cost.cpuRatio.toFixed(3)}x (target <= 1.05x: ${cost.cpuRatio <= 1.05 ? 'met' : 'not met'})`);
+  },
+  console: async () => {
+    const leads = Number(process.env.BENCH_CONSOLE_LEADS ?? 1_000_000);
+    const loads = Number(process.env.BENCH_CONSOLE_LOADS ?? 5);
+    console.log(`\nConsole: an analyst's 30-day report by source in headless Chromium, on a store of ${leads.toLocaleString('en-US')} leads; ${loads} cold loads, each then reloaded`);
+    const { rows, summary } = await benchConsole(leads, loads);
+    console.table(rows);
+    console.table(summary);
   },
   memory: async () => {
     const httpLeads = Number(process.env.BENCH_MEMORY_HTTP_LEADS ?? 100_000);

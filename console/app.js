@@ -13,13 +13,16 @@ import { renderPulls, renderBought } from './buyer.js';
 
 const READERS = ['supplier', 'analyst', 'admin'];
 const ALL = ['supplier', 'buyer', 'analyst', 'admin'];
-// Still to come, behind its own hash: the admin's erasure requests (#/erasure).
+// The pages, in the order of the nav. A page with a `label` has a nav link, shown to its roles
+// only; a page for one more role is one more entry here (the admin's erasure requests will be
+// `{ pattern: /^#\/erasure$/, nav: '#/erasure', label: 'Erasure requests', roles: ['admin'], … }`).
 const PAGES = [
-  { pattern: /^#\/report$/, nav: '#/report', roles: READERS, render: renderReport },
-  { pattern: /^#\/leads$/, nav: '#/leads', roles: READERS, render: renderLeads },
-  { pattern: /^#\/deliveries$/, nav: '#/deliveries', roles: ALL, render: renderDeliveries },
-  { pattern: /^#\/bought$/, nav: '#/bought', roles: ['buyer'], render: renderBought },
-  { pattern: /^#\/pulls$/, nav: '#/pulls', roles: ['buyer'], pullOnly: true, render: renderPulls },
+  { pattern: /^#\/leads$/, nav: '#/leads', label: 'Leads', roles: READERS, render: renderLeads },
+  // A report's query may follow its hash (#/report?from=…&to=…&tz=…&group_by=…): a link to it shows it.
+  { pattern: /^#\/report(?:\?(.*))?$/, nav: '#/report', label: 'Report', roles: READERS, render: renderReport },
+  { pattern: /^#\/deliveries$/, nav: '#/deliveries', label: 'Deliveries', roles: ALL, render: renderDeliveries },
+  { pattern: /^#\/bought$/, nav: '#/bought', label: 'Bought', roles: ['buyer'], render: renderBought },
+  { pattern: /^#\/pulls$/, nav: '#/pulls', label: 'Pulls', roles: ['buyer'], pullOnly: true, render: renderPulls },
   // A lead's page is reached from a list, so it has no link of its own; it lights the list's.
   { pattern: /^#\/leads\/([1-9]\d{0,15})$/, nav: null, roles: ALL, render: renderLead },
 ];
@@ -106,15 +109,16 @@ async function route() {
   signOutButton.hidden = false;
   who.textContent = `${me.name} (${me.role})`;
   const current = page.nav ?? (me.role === 'buyer' ? '#/bought' : '#/leads');
-  for (const link of nav.querySelectorAll('a')) {
-    link.hidden = !PAGES.some((p) => p.nav === link.getAttribute('href') && has(p));
-    if (link.getAttribute('href') === current) link.setAttribute('aria-current', 'page');
-    else link.removeAttribute('aria-current');
-  }
+  nav.replaceChildren(
+    ...PAGES.filter((p) => p.label && has(p)).map((p) => h('a', { href: p.nav, 'aria-current': p.nav === current ? 'page' : undefined }, p.label)),
+  );
   const params = page.pattern.exec(location.hash).slice(1);
   const mine = ++rendering;
   main.replaceChildren();
   main.dataset.page = page.nav ? page.nav.slice(2) : 'lead';
+  // A new page starts the keyboard at its content: the next Tab is its first control, not the
+  // header's links again, and a screen reader reads from the page's heading.
+  main.focus({ preventScroll: true });
   void showReadiness();
   try {
     await page.render(main, params, () => mine === rendering, me);
@@ -129,6 +133,12 @@ signOutButton.addEventListener('click', () => {
   who.textContent = '';
   location.hash = '';
   route();
+});
+// The skip link's target is an element, not a page: followed as a link it would change the hash
+// and so the page. It moves the focus to the content instead.
+document.querySelector('.skip').addEventListener('click', (event) => {
+  event.preventDefault();
+  main.focus();
 });
 window.addEventListener('hashchange', route);
 route();

@@ -40,7 +40,12 @@ export async function renderPulls(main, _params, current, me) {
     button.disabled = true;
     try {
       const answer = await postJson(`/functions/deliveries/${row.lead_id}/ack`);
-      button.closest('tr').remove();
+      // The focused button goes with its row: the keyboard moves on to the next pull's button (or
+      // the one before, or the page), not back to the top of the document.
+      const tr = button.closest('tr');
+      const next = (tr.nextElementSibling ?? tr.previousElementSibling)?.querySelector('button') ?? button.closest('main');
+      tr.remove();
+      next.focus();
       status();
       message.textContent = `Lead ${row.lead_id} acknowledged: delivered ${time(answer.delivery.delivered_at)}. ${message.textContent}`;
     } catch (error) {

@@ -22,7 +22,7 @@ export async function renderDeliveries(main, _params, current) {
       h(
         'table',
         { id: 'deliveries-table', 'aria-label': 'Deliveries' },
-        h('thead', {}, h('tr', {}, ['Lead', 'Buyer', 'Bucket', 'Status', 'Attempts', 'Last attempt', 'Last status'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('thead', {}, h('tr', {}, ['Lead', 'Buyer', 'Bucket', 'Status', 'Attempts', 'Last attempt', 'Last status'].map((t) => h('th', { scope: 'col', class: t === 'Attempts' ? 'num' : undefined }, t)))),
         body,
       ),
       h('p', {}, more),

@@ -22,11 +22,14 @@ export async function renderLead(main, [id], current, me) {
   }
   if (!current()) return;
   const mine = me.role === 'buyer' && lead.buyer === me.name;
-  main.append(
+  // Only the sections this key has: main.append would write a null as the text "null".
+  const sections = [
     h('section', { class: 'card', 'aria-label': 'Outcome' }, summary(lead)),
+    lead.lead ? consumer(lead.lead) : null,
     mine ? returnForm(lead, me) : null,
     h('section', { class: 'card' }, h('h2', {}, 'Timeline'), timeline(events)),
-  );
+  ];
+  main.append(...sections.filter(Boolean));
 }
 
 function summary(lead) {
@@ -44,6 +47,27 @@ function summary(lead) {
     ['Test lead', lead.test ? 'yes' : 'no'],
   ];
   return h('dl', { class: 'summary', id: 'lead-summary' }, items.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))));
+}
+
+/**
+ * The consumer's details, for those the service gives them to (an admin, the lead's supplier, the
+ * buyer that bought it); for anyone else the lead carries none and this card is not drawn.
+ */
+function consumer(person) {
+  const items = [
+    ['Name', [person.first_name, person.last_name].filter(Boolean).join(' ')],
+    ['E-mail', person.email],
+    ['Mobile', person.mobile],
+    ['ZIP', person.zip4 ? `${person.zip}-${person.zip4}` : person.zip],
+    ['Accident state', person.accident_state],
+    ['Consent certificate', person.certificate_url],
+  ];
+  return h(
+    'section',
+    { class: 'card', 'aria-labelledby': 'consumer-title' },
+    h('h2', { id: 'consumer-title' }, 'Consumer (personal data)'),
+    h('dl', { class: 'summary', id: 'lead-consumer' }, items.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value ?? '—')))),
+  );
 }
 
 const yesNo = (ok) => h('span', { class: ok ? 'yes' : 'no' }, ok ? 'yes' : 'no');

@@ -12,9 +12,19 @@ const BAR_LIMIT = 20;
 
 const localDay = (tz, date = new Date()) => new Intl.DateTimeFormat('en-CA', { timeZone: tz, year: 'numeric', month: '2-digit', day: '2-digit' }).format(date);
 
-function timeZones(current) {
+function timeZones(...current) {
   const zones = typeof Intl.supportedValuesOf === 'function' ? Intl.supportedValuesOf('timeZone') : [];
-  return [...new Set(['UTC', current, ...zones])].map((zone) => [zone, zone]);
+  return [...new Set(['UTC', ...current, ...zones])].map((zone) => [zone, zone]);
+}
+
+/** A time zone the browser knows, as the service will (both take IANA names). */
+function knownZone(tz) {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Sums of the counters and money of some rows, money to the cent. */
@@ -27,14 +37,37 @@ function totals(rows, fields = [...COUNTS, ...MONEY]) {
 
 let charts = [];
 
-export async function renderReport(main, _params, current) {
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+/**
+ * The report's query from the hash (#/report?from=…), each value kept only if the form can show it;
+ * what is missing or unusable takes the form's default: the last seven days in the browser's zone.
+ */
+function asked(search, zone) {
+  const query = new URLSearchParams(search ?? '');
+  const tz = query.get('tz');
+  const dimension = query.get('group_by');
+  return {
+    from: DAY.test(query.get('from') ?? '') ? query.get('from') : localDay(zone, new Date(Date.now() - 6 * 86_400_000)),
+    to: DAY.test(query.get('to') ?? '') ? query.get('to') : localDay(zone),
+    tz: tz && knownZone(tz) ? tz : zone,
+    groupBy: DIMENSIONS.some(([v]) => v === dimension) ? dimension : 'sid',
+  };
+}
+
+export async function renderReport(main, [search], current) {
   for (const chart of charts) chart.destroy();
   charts = [];
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
-  const to = h('input', { type: 'date', name: 'to', required: true, value: localDay(zone) });
-  const from = h('input', { type: 'date', name: 'from', required: true, value: localDay(zone, new Date(Date.now() - 6 * 86_400_000)) });
-  const tz = select('tz', timeZones(zone), zone);
-  const groupBy = select('group_by', DIMENSIONS, 'sid');
+  const initial = asked(search, zone);
+  // Asked for before the page is built (the time-zone list alone is some 400 options): these two
+  // answers are what the first chart waits for.
+  const first = fetchReport(initial);
+  first.catch(() => {}); // handled where it is awaited, in show()
+  const to = h('input', { type: 'date', name: 'to', required: true, value: initial.to });
+  const from = h('input', { type: 'date', name: 'from', required: true, value: initial.from });
+  const tz = select('tz', timeZones(zone, initial.tz), initial.tz);
+  const groupBy = select('group_by', DIMENSIONS, initial.groupBy);
   const csvButton = h('button', { type: 'button', class: 'secondary' }, 'Download CSV');
   const status = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
   const form = h(
@@ -63,13 +96,10 @@ export async function renderReport(main, _params, current) {
   const query = () => ({ from: from.value, to: to.value, tz: tz.value });
   const dimensionName = () => DIMENSIONS.find(([v]) => v === groupBy.value)[1];
 
-  async function show() {
+  async function show(answer = fetchReport({ ...query(), groupBy: groupBy.value })) {
     status.textContent = 'Loading…';
     const dimension = groupBy.value;
-    const [days, groups] = await Promise.all([
-      getAll('/functions/reports/summary', { ...query(), group_by: 'day' }),
-      getAll('/functions/reports/summary', { ...query(), group_by: dimension }),
-    ]);
+    const [days, groups] = await answer;
     if (!current()) return;
     for (const chart of charts) chart.destroy();
     charts = [dailyChart(daily, everyDay(days.head.from, days.head.to, days.items)), groupChart(bars, groups.items, dimension)];
@@ -83,6 +113,8 @@ export async function renderReport(main, _params, current) {
 
   form.addEventListener('submit', (event) => {
     event.preventDefault();
+    // The address names the report shown, to bookmark or send; replaced, so no page change follows.
+    history.replaceState(null, '', `#/report?${new URLSearchParams({ ...query(), group_by: groupBy.value })}`);
     show().catch((error) => (status.textContent = explain(error)));
   });
   csvButton.addEventListener('click', async () => {
@@ -97,7 +129,15 @@ export async function renderReport(main, _params, current) {
       status.textContent = explain(error);
     }
   });
-  await show().catch((error) => (status.textContent = explain(error)));
+  await show(first).catch((error) => (status.textContent = explain(error)));
+}
+
+/** The two reports a page shows: by day for the time series, by the chosen grouping for the bars and table. */
+function fetchReport({ from, to, tz, groupBy }) {
+  return Promise.all([
+    getAll('/functions/reports/summary', { from, to, tz, group_by: 'day' }),
+    getAll('/functions/reports/summary', { from, to, tz, group_by: groupBy }),
+  ]);
 }
 
 /** One row per day of the range, a day without leads as zeros, so the time axis has no gaps. */

@@ -315,7 +315,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     summary: 'The web console',
     description:
       'A page for people: reports as charts and a table with CSV download, deliveries, a lead\'s timeline from its events, readiness. ' +
-      'Sign-in is an API key, kept in the browser tab\'s session storage and sent as X-API-KEY to the routes above: the console adds no authority. Served by the service itself (no CDN).',
+      'Sign-in is an API key, kept in the browser tab\'s session storage and sent as X-API-KEY to the routes above: the console adds no authority. Served by the service itself (no CDN). ' +
+      'The page and its files are sent gzipped to a client whose Accept-Encoding takes gzip (Vary: Accept-Encoding), with Cache-Control: no-cache and an ETag per encoding (304 while unchanged).',
     success: { status: 200, description: 'HTML.', content: { 'text/html': { schema: { type: 'string' } } } },
     outcomes: [],
   },
