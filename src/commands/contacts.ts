@@ -43,14 +43,15 @@ export const contactDecider: Decider<ContactCommand, ContactState, ContactEvent>
     if (event.type === 'ContactReleased' && state.holder?.lead_id === event.data.lead_id) return { holder: null };
     return state;
   },
-  async decide(command, { holder }) {
+  decide(command, { holder }) {
     const at = command.now.toISOString();
     if (command.type === 'ReleaseContact') {
       return holder?.lead_id === command.leadId ? [{ type: 'ContactReleased', data: { lead_id: command.leadId, released_at: at } }] : [];
     }
+    const claim: ContactEvent[] = [{ type: 'ContactClaimed', data: { lead_id: command.leadId, claimed_at: at } }];
     const unexpired = holder !== null && command.now.getTime() - Date.parse(holder.claimed_at) < command.windowMs;
-    if (unexpired && (await command.holds(holder))) return [];
-    return [{ type: 'ContactClaimed', data: { lead_id: command.leadId, claimed_at: at } }];
+    // Only an unexpired claim needs its lead's stream read; a new contact is decided at once.
+    return unexpired ? command.holds(holder).then((holds) => (holds ? [] : claim)) : claim;
   },
 };
 
