@@ -209,9 +209,12 @@ export class EmbeddedEventStore implements EventStore {
     }
     return new Promise<AppendResult>((resolve, reject) => {
       this.pending.push({ request, resolve, reject });
-      // Sent once this turn of the event loop has run its callbacks: the appends of every request
-      // handled in it go in one message, not one message each.
-      if (this.pending.length === 1) setImmediate(() => this.flush());
+      if (this.pending.length > 1) return;
+      // An idle writer gets the append at once. A busy one would only queue it behind its commit:
+      // the appends of every request handled meanwhile go in one message, sent when the writer
+      // answers or this turn of the event loop ends, whichever is first (not one message each).
+      if (this.inFlight.size === 0) queueMicrotask(() => this.flush());
+      else setImmediate(() => this.flush());
     });
   }
 
@@ -458,6 +461,8 @@ export class EmbeddedEventStore implements EventStore {
       this.inFlight.delete(result.batch);
       appends?.forEach((append, index) => this.answer(append, result.outcomes[index]!));
     }
+    // The writer is free: what gathered while it committed goes now.
+    this.flush();
     for (const subscription of this.subscriptions) subscription.notify();
   }
 
