@@ -1,6 +1,7 @@
 import { benchDelivery } from './delivery.js';
 import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
+import { profileAreas } from './profile-areas.js';
 import { type LoadResult, benchBareKoa, benchPostLead } from './post-lead.js';
 import { benchReplay } from './replay.js';
 
@@ -44,6 +45,14 @@ const parts: Record<string, () => Promise<void>> = {
     for (const { name, value, met, target } of targets) console.log(`${name}: ${value.toFixed(2)}x (target ${target}) ${met(value) ? 'met' : 'not met'}`);
     console.log(`durability floor / bare: throughput ${ratio('floor', 'bare', 'requestsPerSecond').toFixed(2)}x, p99 ${ratio('floor', 'bare', 'p99Ms').toFixed(1)}x, CPU per request ${ratio('floor', 'bare', 'serverCpuUsPerRequest').toFixed(1)}x`);
   },
+  // Not a measurement: reads the server profiles a post-lead run left in BENCH_PROFILE_DIR.
+  'profile-areas': async () => {
+    const dir = process.env.BENCH_PROFILE_DIR;
+    if (!dir) throw new Error('profile-areas reads the .cpuprofile files in BENCH_PROFILE_DIR');
+    const { busyMs, startupMs, areas } = profileAreas(dir);
+    console.log(`\nServer main thread, busy ${busyMs} ms after start-up (${startupMs} ms): share of each area`);
+    console.table(areas);
+  },
   memory: async () => {
     const httpLeads = Number(process.env.BENCH_MEMORY_HTTP_LEADS ?? 100_000);
     const totalLeads = Number(process.env.BENCH_MEMORY_LEADS ?? 1_000_000);
@@ -53,7 +62,8 @@ const parts: Record<string, () => Promise<void>> = {
 };
 
 const wanted = process.argv.slice(2);
-for (const name of wanted.length > 0 ? wanted : Object.keys(parts)) {
+// Every measurement by default; profile-areas only when named.
+for (const name of wanted.length > 0 ? wanted : Object.keys(parts).filter((part) => part !== 'profile-areas')) {
   const part = parts[name];
   if (!part) {
     console.error(`unknown bench part '${name}'; parts: ${Object.keys(parts).join(', ')}`);
