@@ -24,6 +24,8 @@ export interface LoadResult {
   readonly serverRssMb: number;
   /** The server process's CPU time (all threads) per answered request: what one request costs it. */
   readonly serverCpuUsPerRequest: number;
+  /** The part of it on the main thread (the rest is the event store's writer thread, and libuv's). */
+  readonly mainThreadCpuUs: number;
   /** From a lead's 201 to its view in the read model, for every 20th lead. */
   readonly lagP50Ms: number;
   readonly lagP99Ms: number;
@@ -121,11 +123,14 @@ export interface LoadCounter {
   measuring?: boolean;
 }
 
-/** CPU seconds (user + system, every thread) a process has used so far. */
-function cpuSeconds(pid: number): number {
+/** CPU seconds (user + system) a process has used so far: every thread, and its main thread alone. */
+function cpuSeconds(pid: number): { all: number; main: number } {
   // Fields 14 and 15 of /proc/PID/stat, after the command name in parentheses; in clock ticks (100/s).
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+  const ticks = (file: string) => {
+    const fields = readFileSync(file, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  };
+  return { all: ticks(`/proc/${pid}/stat`), main: ticks(`/proc/${pid}/task/${pid}/stat`) };
 }
 
 /** POSTs from 50 keep-alive connections over HTTPS, for a duration or a number of requests; body n for the n-th. */
@@ -160,10 +165,17 @@ export async function load(url: string, headers: Record<string, string>, body: (
   counter.measuring = true;
   const cpuBefore = cpuSeconds(serverPid);
   const result = await posts(url, headers, body, counter, { duration: seconds });
-  return { result, serverCpuSeconds: cpuSeconds(serverPid) - cpuBefore };
+  const cpuAfter = cpuSeconds(serverPid);
+  return { result, serverCpuSeconds: cpuAfter.all - cpuBefore.all, mainThreadCpuSeconds: cpuAfter.main - cpuBefore.main };
 }
 
-export function loadResult(name: string, { result, serverCpuSeconds }: { result: autocannon.Result; serverCpuSeconds: number }, serverPid: number, lags: number[]): LoadResult {
+export function loadResult(
+  name: string,
+  { result, serverCpuSeconds, mainThreadCpuSeconds }: { result: autocannon.Result; serverCpuSeconds: number; mainThreadCpuSeconds: number },
+  serverPid: number,
+  lags: number[],
+): LoadResult {
+  const perRequest = (cpuSeconds: number) => Math.round((cpuSeconds * 1e6) / Math.max(1, result.requests.total));
   return {
     case: name,
     requestsPerSecond: Math.round(result.requests.average),
@@ -172,7 +184,8 @@ export function loadResult(name: string, { result, serverCpuSeconds }: { result:
     non2xx: result.non2xx,
     errors: result.errors,
     serverRssMb: rssMb(serverPid),
-    serverCpuUsPerRequest: Math.round((serverCpuSeconds * 1e6) / Math.max(1, result.requests.total)),
+    serverCpuUsPerRequest: perRequest(serverCpuSeconds),
+    mainThreadCpuUs: perRequest(mainThreadCpuSeconds),
     lagP50Ms: Math.round(percentile(lags, 50)),
     lagP99Ms: Math.round(percentile(lags, 99)),
     lagSamples: lags.length,

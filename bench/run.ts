@@ -3,6 +3,7 @@ import { benchDelivery } from './delivery.js';
 import { benchEncryption } from './encryption.js';
 import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
+import { profileAreas } from './profile-areas.js';
 import { type LoadResult, benchBareKoa, benchPostLead } from './post-lead.js';
 import { benchReplay } from './replay.js';
 
@@ -35,11 +36,24 @@ const parts: Record<string, () => Promise<void>> = {
     }
     console.table(rounds.flatMap((r) => [r.bare, r.floor, r.service]));
     const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-    const ratio = (of: 'floor' | 'service', field: 'requestsPerSecond' | 'p99Ms') => mean(rounds.map((r) => r[of][field])) / mean(rounds.map((r) => r.bare[field]));
-    console.log(
-      `service / bare (means of the two rounds): throughput ${ratio('service', 'requestsPerSecond').toFixed(2)}x (target >= 0.70x), p99 ${ratio('service', 'p99Ms').toFixed(1)}x (target <= 2x)`,
-    );
-    console.log(`durability floor / bare: throughput ${ratio('floor', 'requestsPerSecond').toFixed(2)}x, p99 ${ratio('floor', 'p99Ms').toFixed(1)}x`);
+    const ratio = (of: 'floor' | 'service', to: 'bare' | 'floor', field: 'requestsPerSecond' | 'p99Ms' | 'serverCpuUsPerRequest') =>
+      mean(rounds.map((r) => r[of][field])) / mean(rounds.map((r) => r[to][field]));
+    // The post path's targets, each a ratio of means from this run's rounds.
+    const targets = [
+      { name: 'throughput, service / durability floor', value: ratio('service', 'floor', 'requestsPerSecond'), met: (v: number) => v >= 0.5, target: '>= 0.50x' },
+      { name: 'p99, service / durability floor', value: ratio('service', 'floor', 'p99Ms'), met: (v: number) => v <= 2, target: '<= 2.00x' },
+      { name: 'server CPU per request, service / bare', value: ratio('service', 'bare', 'serverCpuUsPerRequest'), met: (v: number) => v <= 3, target: '<= 3.00x' },
+    ];
+    for (const { name, value, met, target } of targets) console.log(`${name}: ${value.toFixed(2)}x (target ${target}) ${met(value) ? 'met' : 'not met'}`);
+    console.log(`durability floor / bare: throughput ${ratio('floor', 'bare', 'requestsPerSecond').toFixed(2)}x, p99 ${ratio('floor', 'bare', 'p99Ms').toFixed(1)}x, CPU per request ${ratio('floor', 'bare', 'serverCpuUsPerRequest').toFixed(1)}x`);
+  },
+  // Not a measurement: reads the server profiles a post-lead run left in BENCH_PROFILE_DIR.
+  'profile-areas': async () => {
+    const dir = process.env.BENCH_PROFILE_DIR;
+    if (!dir) throw new Error('profile-areas reads the .cpuprofile files in BENCH_PROFILE_DIR');
+    const { busyMs, startupMs, areas } = profileAreas(dir);
+    console.log(`\nServer main thread, busy ${busyMs} ms after start-up (${startupMs} ms): share of each area`);
+    console.table(areas);
   },
   encryption: async () => {
     console.log('\nPOST /functions/leads with personal data encrypted, and with the codec sealing nothing, alternated three times');
@@ -64,7 +78,8 @@ const parts: Record<string, () => Promise<void>> = {
 };
 
 const wanted = process.argv.slice(2);
-for (const name of wanted.length > 0 ? wanted : Object.keys(parts)) {
+// Every measurement by default; profile-areas only when named.
+for (const name of wanted.length > 0 ? wanted : Object.keys(parts).filter((part) => part !== 'profile-areas')) {
   const part = parts[name];
   if (!part) {
     console.error(`unknown bench part '${name}'; parts: ${Object.keys(parts).join(', ')}`);

@@ -86,7 +86,9 @@ export async function handleCommand<Command, State, Event extends DomainEvent>(
   const believed = options.from ?? (options.assumeNew ? { state: decider.initialState, revision: -1 } : undefined);
   let folded = believed ?? (await readFolded(store, stream, decider));
   for (let race = 0; race < MAX_RACES; race++) {
-    const events = await decider.decide(command, folded.state);
+    // Most deciders answer at once; awaiting an array would still cost a turn of the microtask queue.
+    const decided = decider.decide(command, folded.state);
+    const events = Array.isArray(decided) ? decided : await decided;
     if (events.length === 0) return { ...folded, events };
     const metadata = typeof options.metadata === 'function' ? options.metadata(folded.state) : options.metadata;
     const data: EventData[] = events.map((event) => (metadata ? { type: event.type, data: event.data, metadata } : { type: event.type, data: event.data }));

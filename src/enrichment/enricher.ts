@@ -26,43 +26,54 @@ function isCheckResult(value: unknown): value is CheckResult {
 }
 
 const timedOut = (verifier: Verifier<string>): CheckResult => ({ result: 'unknown', provider: verifier.name, detail: 'timeout' });
-
-/** One verifier's answer, or `unknown` when it throws, answers nonsense or misses the lead's deadline. */
-function runCheck(verifier: Verifier<string>, input: string, signal: AbortSignal, deadline: Promise<void>): Promise<CheckResult> {
-  const checked = Promise.resolve()
-    .then(() => verifier.verify(input, signal))
-    .then(
-      (r) => (isCheckResult(r) ? r : { result: 'unknown', provider: verifier.name, detail: 'provider_error' } as const),
-      () => ({ result: 'unknown', provider: verifier.name, detail: 'provider_error' } as const),
-    );
-  return Promise.race([checked, deadline.then(() => timedOut(verifier))]);
-}
+const providerError = (verifier: Verifier<string>): CheckResult => ({ result: 'unknown', provider: verifier.name, detail: 'provider_error' });
 
 export function createEnricher(options: EnricherOptions): Enricher {
   const timeoutMs = options.timeoutMs ?? 1000;
-  return async (lead) => {
-    // One deadline and one abort signal for the three checks, which start together: a controller
-    // and a timer per check would be three of each on every post, for the same deadline.
-    const controller = new AbortController();
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
+  const verifiers = [options.phone, options.email, options.consent] as const;
+  return (lead) =>
+    new Promise<Enrichment>((resolve) => {
+      // One deadline, one abort signal and one promise for the three checks, which start together.
+      // Each answer is taken by a callback: a chain of promises per check (and a race of each
+      // against the deadline) made some twenty promises a post, for checks that usually answer at once.
+      const controller = new AbortController();
+      const inputs = [lead.mobile, lead.email, lead.certificate_url] as const;
+      const results: Array<CheckResult | undefined> = [undefined, undefined, undefined];
+      let waiting = verifiers.length;
+      let settled = false;
+      const settle = (): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        const [phone, email, consent] = verifiers.map((verifier, index) => results[index] ?? timedOut(verifier));
+        resolve({ phone: phone!, email: email!, consent: consent! });
+      };
+      const timer = setTimeout(() => {
         // Settle first: the abort may make a verifier reject, and that must not count as a provider error.
-        resolve();
+        settle();
         controller.abort(new Error('verification timed out'));
       }, timeoutMs);
+      verifiers.forEach((verifier, index) => {
+        // An answer after the deadline is ignored: the check is `unknown` (timeout) already.
+        const take = (result: CheckResult): void => {
+          if (settled) return;
+          results[index] = result;
+          if (--waiting === 0) settle();
+        };
+        // A verifier that throws, rejects or answers nonsense is `unknown` (provider_error).
+        let answer: Promise<CheckResult>;
+        try {
+          answer = verifier.verify(inputs[index]!, controller.signal);
+        } catch {
+          take(providerError(verifier));
+          return;
+        }
+        Promise.resolve(answer).then(
+          (result) => take(isCheckResult(result) ? result : providerError(verifier)),
+          () => take(providerError(verifier)),
+        );
+      });
     });
-    try {
-      const [phone, email, consent] = await Promise.all([
-        runCheck(options.phone, lead.mobile, controller.signal, deadline),
-        runCheck(options.email, lead.email, controller.signal, deadline),
-        runCheck(options.consent, lead.certificate_url, controller.signal, deadline),
-      ]);
-      return { phone, email, consent };
-    } finally {
-      clearTimeout(timer);
-    }
-  };
 }
 
 export interface DefaultEnricherOptions {

@@ -25,7 +25,7 @@ function isJsonContentType(header: string | undefined): boolean {
 }
 
 export function requireJson(): Middleware<ShellState> {
-  return async (ctx, next) => {
+  return (ctx, next) => {
     if (!isJsonContentType(ctx.get('Content-Type') || undefined)) throw new ShellError('UNSUPPORTED_MEDIA_TYPE');
     return next();
   };

@@ -58,7 +58,7 @@ export class TokenBuckets {
 /** Runs after authentication: the bucket is the key's, never the caller's IP. */
 export function rateLimit(buckets: TokenBuckets | null): Middleware<ShellState> {
   // Named: the docs tests find the routes it guards by it (they must document 429).
-  return async function rateLimited(ctx, next) {
+  return function rateLimited(ctx, next) {
     if (!buckets || !ctx.state.principal) return next();
     const result = buckets.take(ctx.state.principal.keyId);
     const headers: Record<string, string> = {

@@ -3,7 +3,7 @@
 // projection names and delivery outcomes: small fixed sets, and never a URL, key, supplier,
 // buyer or consumer value, so no PII can reach a scrape and no client can grow the label space.
 
-import type { Middleware } from 'koa';
+import type { Context } from 'koa';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AttemptReport } from '../delivery/deliver-lead.js';
 import { routePattern } from '../http/shell.js';
@@ -66,23 +66,16 @@ export class ServiceMetrics {
     if (options.runtime !== false) collectDefaultMetrics({ register: this.registry });
   }
 
-  /** Outermost middleware: sees the status and envelope the shell settled on. */
-  middleware(): Middleware {
-    return async (ctx, next) => {
-      const started = performance.now();
-      try {
-        await next();
-      } finally {
-        const route = routePattern(ctx) ?? 'unmatched';
-        const method = METHODS.has(ctx.method) ? ctx.method : 'OTHER';
-        this.requests.observe({ method, route, status: String(ctx.status) }, (performance.now() - started) / 1000);
-        if (route === POST_LEAD_ROUTE && method === 'POST') {
-          const code = (ctx.body as { code?: unknown } | null)?.code;
-          const replayed = ctx.response.get('Idempotency-Replayed') === 'true' ? 'true' : 'false';
-          if (typeof code === 'string') this.leads.inc({ code, replayed });
-        }
-      }
-    };
+  /** A request answered, `started` at performance.now() when it came in; called by the outermost middleware, which sees the status and envelope the shell settled on. */
+  observeRequest(ctx: Context, started: number): void {
+    const route = routePattern(ctx) ?? 'unmatched';
+    const method = METHODS.has(ctx.method) ? ctx.method : 'OTHER';
+    this.requests.observe({ method, route, status: String(ctx.status) }, (performance.now() - started) / 1000);
+    if (route === POST_LEAD_ROUTE && method === 'POST') {
+      const code = (ctx.body as { code?: unknown } | null)?.code;
+      const replayed = ctx.response.get('Idempotency-Replayed') === 'true' ? 'true' : 'false';
+      if (typeof code === 'string') this.leads.inc({ code, replayed });
+    }
   }
 
   readonly countAppend = (result: AppendResultLabel, events: number): void => {

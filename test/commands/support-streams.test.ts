@@ -85,6 +85,27 @@ describe('support streams (on the embedded store)', function () {
       expect(reads.get(contactStream('mobile', '+13105550177'))).to.equal(1);
     });
 
+    it("a lead's contacts are claimed side by side, each append under way before the other lands", async function () {
+      let inFlight = 0;
+      let most = 0;
+      const registry = new ContactRegistry(
+        overriding(store, {
+          append: async (name, events, options) => {
+            most = Math.max(most, ++inFlight);
+            try {
+              return await store.append(name, events, options);
+            } finally {
+              inFlight -= 1;
+            }
+          },
+        }),
+        HASHES,
+      );
+      const claimed = await registry.claim([['mobile', '+13105550191'], ['email', 'side-7101@example.com']], 7101, now, 30);
+      expect(claimed).to.have.property('claims').with.length(2);
+      expect(most).to.equal(2);
+    });
+
     const recordLead = (leadId: number, type: string) =>
       store.append(`lead-${leadId}`, [{ type: 'LeadReceived', data: { lead_id: leadId } }, { type, data: { lead_id: leadId } }]);
 

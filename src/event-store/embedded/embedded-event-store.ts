@@ -209,7 +209,12 @@ export class EmbeddedEventStore implements EventStore {
     }
     return new Promise<AppendResult>((resolve, reject) => {
       this.pending.push({ request, resolve, reject });
-      if (this.pending.length === 1) queueMicrotask(() => this.flush());
+      if (this.pending.length > 1) return;
+      // An idle writer gets the append at once. A busy one would only queue it behind its commit:
+      // the appends of every request handled meanwhile go in one message, sent when the writer
+      // answers or this turn of the event loop ends, whichever is first (not one message each).
+      if (this.inFlight.size === 0) queueMicrotask(() => this.flush());
+      else setImmediate(() => this.flush());
     });
   }
 
@@ -399,7 +404,7 @@ export class EmbeddedEventStore implements EventStore {
         this.writerLost(worker, error);
       });
       worker.once('exit', (code) => this.writerLost(worker, new Error(`writer thread exited with code ${code}`)));
-      worker.on('message', (message: WriteBatchResult | 'ready') => {
+      worker.on('message', (message: readonly WriteBatchResult[] | 'ready') => {
         if (message === 'ready') {
           this.worker = worker;
           this.starting = undefined;
@@ -433,6 +438,10 @@ export class EmbeddedEventStore implements EventStore {
     if (this.pending.length > 0) queueMicrotask(() => this.flush());
     const batch = this.nextBatch++;
     this.inFlight.set(batch, appends);
+    if (this.worker) {
+      this.worker.postMessage({ batch, appends: appends.map((append) => append.request) } satisfies WriteBatch);
+      return;
+    }
     this.writer().then(
       (worker) => {
         const message: WriteBatch = { batch, appends: appends.map((append) => append.request) };
@@ -445,11 +454,15 @@ export class EmbeddedEventStore implements EventStore {
     );
   }
 
-  private settle(result: WriteBatchResult): void {
-    const appends = this.inFlight.get(result.batch);
-    this.inFlight.delete(result.batch);
-    if (!appends) return;
-    appends.forEach((append, index) => this.answer(append, result.outcomes[index]!));
+  /** The answers of one group commit: every batch it held. */
+  private settle(results: readonly WriteBatchResult[]): void {
+    for (const result of results) {
+      const appends = this.inFlight.get(result.batch);
+      this.inFlight.delete(result.batch);
+      appends?.forEach((append, index) => this.answer(append, result.outcomes[index]!));
+    }
+    // The writer is free: what gathered while it committed goes now.
+    this.flush();
     for (const subscription of this.subscriptions) subscription.notify();
   }
 

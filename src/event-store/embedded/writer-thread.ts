@@ -178,12 +178,14 @@ port.on('message', (message: WriteBatch | 'close') => {
   if (message === 'close') return close();
   const batches = gatherGroup(message);
   const outcomes = write(batches.flatMap((batch) => batch.appends));
+  // One answer for the whole group: a message per batch cost both threads a message each.
   let index = 0;
-  for (const batch of batches) {
-    const result: WriteBatchResult = { batch: batch.batch, outcomes: outcomes.slice(index, index + batch.appends.length) };
+  const results = batches.map((batch): WriteBatchResult => {
+    const result = { batch: batch.batch, outcomes: outcomes.slice(index, index + batch.appends.length) };
     index += batch.appends.length;
-    port.postMessage(result);
-  }
+    return result;
+  });
+  port.postMessage(results);
   if (closing) close();
 });
 port.postMessage('ready');
