@@ -93,9 +93,15 @@ export class LeaseKeeper {
 
   private schedule(): void {
     if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.beating = this.beatSafely().finally(() => this.schedule());
-    }, this.options.heartbeatMs ?? LEASE_HEARTBEAT_MS);
+    const heartbeatMs = this.options.heartbeatMs ?? LEASE_HEARTBEAT_MS;
+    // A standby asks again just after the holder's time runs out, if that comes before the next beat.
+    const untilFree = this.token === undefined && this.seen ? this.seen.expiresAt - Date.now() + 5 : heartbeatMs;
+    this.timer = setTimeout(
+      () => {
+        this.beating = this.beatSafely().finally(() => this.schedule());
+      },
+      Math.max(50, Math.min(heartbeatMs, untilFree)),
+    );
     this.timer.unref();
   }
 
