@@ -113,13 +113,20 @@ export class LeaseKeeper {
   private async beat(): Promise<void> {
     const asked = Date.now();
     let lease: Lease;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      lease = await this.options.leases.acquireLease(this.options.name, this.options.holder, this.ttlMs);
+      // An answer later than the lease's time is no answer: the beat ends, and so may stop().
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${this.ttlMs} ms`)), this.ttlMs);
+      });
+      lease = await Promise.race([this.options.leases.acquireLease(this.options.name, this.options.holder, this.ttlMs), late]);
     } catch (error) {
       // Whether it is still held cannot be said: the work stops, and starts again once a beat can.
       this.options.logger?.warn({ err: error, lease: this.options.name }, 'lease renewal failed');
       await this.lose('the renewal failed');
       return;
+    } finally {
+      clearTimeout(timer);
     }
     if (this.stopped && this.token === undefined) {
       // stop() came while asking: a lease just taken is given up by stop() itself.

@@ -1,0 +1,141 @@
+import { expect } from 'chai';
+import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
+import { type Fence, type Lease, ReadModelUnavailableError } from '../../src/read-models/port.js';
+import { LeaseKeeper } from '../../src/roles/lease-keeper.js';
+import { overriding } from '../support/overriding.js';
+import { tempDir } from '../support/tmp.js';
+
+// The keeper of one lease, on the real embedded store with a short lease (300 ms, a beat every
+// 50 ms): the work runs only while the lease is held, stops at once when a renewal fails or finds
+// another holder, stops when no renewal comes back in time, and passes to a standby when it stops.
+
+const TTL_MS = 300;
+const BEAT_MS = 50;
+
+/** Work that records when it runs, under which fence. */
+class Work {
+  readonly log: string[] = [];
+  running: Fence | null = null;
+  lost: (() => void) | null = null;
+
+  async start(fence: Fence, lost: () => void): Promise<void> {
+    this.running = fence;
+    this.lost = lost;
+    this.log.push(`start ${fence.token}`);
+  }
+
+  async stop(): Promise<void> {
+    this.log.push(`stop ${this.running?.token}`);
+    this.running = null;
+  }
+}
+
+async function until(what: string, probe: () => boolean, withinMs = 3000): Promise<number> {
+  const started = Date.now();
+  while (!probe()) {
+    if (Date.now() - started > withinMs) throw new Error(`${what}: not within ${withinMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  return Date.now() - started;
+}
+
+describe('lease keeper', function () {
+  const dir = tempDir('lease-keeper');
+  let first: EmbeddedReadModelStore;
+  let second: EmbeddedReadModelStore;
+  let lease: string;
+  let n = 0;
+  const keepers: LeaseKeeper[] = [];
+  const keeper = (store: Pick<EmbeddedReadModelStore, 'acquireLease' | 'releaseLease'>, holder: string, work: Work) => {
+    const made = new LeaseKeeper({ leases: store, name: lease, holder, work, ttlMs: TTL_MS, heartbeatMs: BEAT_MS });
+    keepers.push(made);
+    return made;
+  };
+
+  beforeEach(function () {
+    // Two connections, as two processes have.
+    first = EmbeddedReadModelStore.open(dir.path);
+    second = EmbeddedReadModelStore.open(dir.path);
+    lease = `work-${++n}`;
+  });
+  afterEach(async function () {
+    for (const k of keepers.splice(0)) await k.stop();
+    await first.close();
+    await second.close();
+  });
+  after(() => dir.remove());
+
+  it('one of two runs the work; when it stops it gives the lease up and the standby starts at the next beat', async function () {
+    const [a, b] = [new Work(), new Work()];
+    const keeperA = keeper(first, 'host:1:a', a);
+    await keeperA.start();
+    const keeperB = keeper(second, 'host:2:b', b);
+    await keeperB.start();
+    expect(a.running).to.include({ lease, holder: 'host:1:a' });
+    expect(b.running).to.equal(null);
+    expect(keeperA.status()).to.deep.equal({ lease, held: true, holder: 'host:1:a' });
+    expect(keeperB.status()).to.deep.equal({ lease, held: false, holder: 'host:1:a' });
+    // Several beats later, still the same holder and token: renewals keep it.
+    await new Promise((resolve) => setTimeout(resolve, TTL_MS * 2));
+    expect(a.log).to.deep.equal([`start ${a.running!.token}`]);
+    expect(b.log).to.deep.equal([]);
+    await keeperA.stop();
+    expect(a.running).to.equal(null);
+    const tookMs = await until('the standby runs the work', () => b.running !== null);
+    // Given up, not run out: the standby did not wait for the time to live (at least 250 ms after the last renewal).
+    expect(tookMs).to.be.below(TTL_MS / 2);
+    expect(b.running!.token).to.be.above(Number(a.log[0]!.split(' ')[1]));
+    expect(keeperB.status()).to.deep.equal({ lease, held: true, holder: 'host:2:b' });
+  });
+
+  it('a renewal that fails stops the work at once; it starts again once a renewal succeeds', async function () {
+    const work = new Work();
+    let failing = false;
+    const flaky = overriding(first, {
+      acquireLease: async (name: string, holder: string, ttlMs: number): Promise<Lease> => {
+        if (failing) throw new ReadModelUnavailableError('injected: the read-model store is unreachable');
+        return first.acquireLease(name, holder, ttlMs);
+      },
+    });
+    await keeper(flaky, 'host:1:a', work).start();
+    expect(work.running).to.not.equal(null);
+    failing = true;
+    // The next beat, well before the lease would run out.
+    expect(await until('the work stops', () => work.running === null)).to.be.below(TTL_MS / 2);
+    failing = false;
+    await until('the work runs again', () => work.running !== null);
+  });
+
+  it('a renewal that never comes back stops the work when the lease runs out, and a standby takes it then', async function () {
+    const [a, b] = [new Work(), new Work()];
+    let hang = false;
+    const cutOff = overriding(first, {
+      acquireLease: (name: string, holder: string, ttlMs: number): Promise<Lease> => (hang ? new Promise<Lease>(() => {}) : first.acquireLease(name, holder, ttlMs)),
+    });
+    await keeper(cutOff, 'host:1:a', a).start();
+    await keeper(second, 'host:2:b', b).start();
+    hang = true;
+    const stoppedAfter = await until('the cut-off holder stops', () => a.running === null);
+    expect(stoppedAfter).to.be.at.most(TTL_MS + BEAT_MS * 2);
+    await until('the standby runs the work', () => b.running !== null);
+    // The cut-off holder had stopped before the standby began.
+    expect(a.log.at(-1)).to.match(/^stop /);
+  });
+
+  it('a renewal that finds another holder stops the work at once, and so does a write that finds the lease gone', async function () {
+    const work = new Work();
+    let stolen = false;
+    const store = overriding(first, {
+      acquireLease: async (name: string, holder: string, ttlMs: number): Promise<Lease> =>
+        stolen ? { name, holder: 'thief:9:z', token: 99, expiresAt: Date.now() + ttlMs } : first.acquireLease(name, holder, ttlMs),
+    });
+    await keeper(store, 'host:1:a', work).start();
+    stolen = true;
+    expect(await until('the work stops', () => work.running === null)).to.be.below(TTL_MS / 2);
+    stolen = false;
+    await until('the work runs again', () => work.running !== null);
+    // The work's own write found the lease gone (a fenced commit refused): it stops without waiting for a beat.
+    work.lost!();
+    await until('the work stops', () => work.running === null, BEAT_MS);
+  });
+});
