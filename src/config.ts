@@ -173,9 +173,9 @@ function regionList(env: NodeJS.ProcessEnv, name: string, fallback: readonly str
 function roleList(env: NodeJS.ProcessEnv, name: string): Set<ServiceRole> {
   const raw = env[name];
   if (raw === undefined || raw.trim() === '') return new Set(SERVICE_ROLES);
-  const roles = raw.split(',').map((r) => r.trim().toLowerCase());
+  const roles = raw.split(',').map((r) => r.trim().toLowerCase()).filter(Boolean);
   const bad = roles.filter((r) => !(SERVICE_ROLES as readonly string[]).includes(r));
-  if (bad.length > 0) throw new ConfigError(`${name} must be a comma-separated list of ${SERVICE_ROLES.join(', ')}, not '${raw}'`);
+  if (roles.length === 0 || bad.length > 0) throw new ConfigError(`${name} must be a comma-separated list of ${SERVICE_ROLES.join(', ')}, not '${raw}'`);
   return new Set(roles as ServiceRole[]);
 }
 
