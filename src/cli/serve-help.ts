@@ -11,7 +11,7 @@ exits 0, all within 10 s.
 --roles (or LEADPOST_ROLES; default all three) says what this process does, so that many API
 instances can share one store: api serves the HTTP API; projector runs the projections and
 delivery the webhook worker, each only while this process holds that role's lease in the
-read-model store (renewed every 1 s, lasting 3 s: a standby takes over within about 4 s of the
+read-model store (renewed every 1 s, lasting 3 s: a standby takes over within about 3 s of the
 holder's death, at once after a clean stop). Without api the listeners answer only /healthz,
 /readyz and /metrics, which say which roles run and whether this process holds each lease.
 
