@@ -28,7 +28,7 @@ import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import type { ReadModelStore } from '../../src/read-models/port.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 import { deliveryRouting } from '../delivery/harness.js';
-import { validLead } from '../support/service.js';
+import { leadWith, testMobile } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
 import { Client } from './support/client.js';
 import { leadStreams } from './support/leads.js';
@@ -36,6 +36,9 @@ import { ServerProcess, writeRouting } from './support/server-process.js';
 
 const IN_FLIGHT = 6;
 const TAKEOVER_MS = 5000;
+
+/** The n-th lead of this test: sellable to the webhook buyer, its contacts unique in the test's data dir. */
+const lead = (n: number) => leadWith(`roles.${n}@example.com`, testMobile(n), { zip: '90210' });
 
 /** The pid in a lease holder id (`host:pid:nonce`). */
 const pidOf = (holder: string | null | undefined): number | null => (holder ? Number(holder.split(':').at(-2)) : null);
@@ -119,7 +122,7 @@ describe('roles: many API processes, one projector and one delivery worker by le
       expect((await roles(worker.active)).roles.leases).to.deep.equal([{ lease: 'delivery', held: true, holder: await holderOf('delivery') }]);
       expect((await roles(apis[0]!)).roles).to.deep.include({ roles: ['api'], leases: [] });
       // Without the api role, only the operator's routes answer.
-      expect((await client.post(projector.standby.httpsPort, validLead(), { 'x-api-key': key })).body).to.include({ code: 'NOT_FOUND' });
+      expect((await client.post(projector.standby.httpsPort, lead(0), { 'x-api-key': key })).body).to.include({ code: 'NOT_FOUND' });
 
       // The load: posts to both API processes, each lead read back at once from the one that answered.
       const answered: Array<{ leadId: number; code: string }> = [];
@@ -128,8 +131,9 @@ describe('roles: many API processes, one projector and one delivery worker by le
       let n = 0;
       const load = async () => {
         while (loading) {
-          const api = apis[n++ % apis.length]!;
-          const reply = await client.post(api.httpsPort, validLead(), { 'x-api-key': key });
+          n += 1;
+          const api = apis[n % apis.length]!;
+          const reply = await client.post(api.httpsPort, lead(n), { 'x-api-key': key });
           if (reply.status !== 201) {
             problems.push(`post: ${reply.status} ${reply.text}`);
             continue;
