@@ -16,7 +16,13 @@ export interface Config {
   readonly masterKeyFile: string;
 }
 
+/** What a `leadpost serve` process does: serve the API, run the projections, run the webhook delivery worker. */
+export const SERVICE_ROLES = ['api', 'projector', 'delivery'] as const;
+type ServiceRole = (typeof SERVICE_ROLES)[number];
+
 export interface ServiceConfig extends Config {
+  /** LEADPOST_ROLES (or `serve --roles`); every role by default. */
+  readonly roles: ReadonlySet<ServiceRole>;
   readonly port: number;
   readonly httpPort: number;
   readonly host: string | undefined;
@@ -79,6 +85,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
   const readRate = check(() => integer(env, 'READ_RATE_LIMIT_PER_SECOND', DEFAULT_READ_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
   const config: ServiceConfig = {
     ...base,
+    roles: check(() => roleList(env, 'LEADPOST_ROLES'), new Set(SERVICE_ROLES)),
     port: check(() => integer(env, 'PORT', 8443, 0, 65535), 0),
     httpPort: check(() => integer(env, 'HTTP_PORT', 8080, 0, 65535), 0),
     host: env.HOST || undefined,
@@ -168,6 +175,15 @@ function regionList(env: NodeJS.ProcessEnv, name: string, fallback: readonly str
     throw new ConfigError(`${name} must be a comma-separated list of ISO 3166 region codes (e.g. US,CA)${bad.length > 0 ? `, not '${bad.join("', '")}'` : ''}`);
   }
   return codes;
+}
+
+function roleList(env: NodeJS.ProcessEnv, name: string): Set<ServiceRole> {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return new Set(SERVICE_ROLES);
+  const roles = raw.split(',').map((r) => r.trim().toLowerCase()).filter(Boolean);
+  const bad = roles.filter((r) => !(SERVICE_ROLES as readonly string[]).includes(r));
+  if (roles.length === 0 || bad.length > 0) throw new ConfigError(`${name} must be a comma-separated list of ${SERVICE_ROLES.join(', ')}, not '${raw}'`);
+  return new Set(roles as ServiceRole[]);
 }
 
 function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {

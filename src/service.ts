@@ -4,13 +4,13 @@ import { ContactRegistry } from './commands/contacts.js';
 import { IdempotencyKeys } from './commands/idempotency.js';
 import { LeadIdAllocator } from './commands/lead-ids.js';
 import { createPostLead } from './commands/post-lead/post-lead.js';
-import type { ServiceConfig } from './config.js';
+import { SERVICE_ROLES, type ServiceConfig } from './config.js';
 import type { MxResolver } from './enrichment/email.js';
 import { createDefaultEnricher } from './enrichment/enricher.js';
 import { type EventStore, openEventStore } from './event-store/index.js';
 import { type PersonalDataKeys, openPersonalDataKeys } from './personal-data/index.js';
 import { ContactHashes } from './personal-data/contact-hashes.js';
-import { createApp } from './http/app.js';
+import { createApp, createOpsApp } from './http/app.js';
 import { DeliveryWorker } from './delivery/webhook-worker.js';
 import { createLogger } from './http/logger.js';
 import { startServers } from './http/server.js';
@@ -26,6 +26,7 @@ import { countingEventStore } from './ops/counting-event-store.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
+import { LeaseKeeper, type LeaseStatus, leaseHolderId } from './roles/lease-keeper.js';
 
 /** What tests replace: things outside the service (clock, DNS) and where logs go. */
 export interface ServiceOverrides {
@@ -50,8 +51,9 @@ export interface RunningService {
   readonly keys: KeyRing;
   readonly readModels: ReadModelStore;
   readonly projections: Projections;
-  readonly delivery: DeliveryWorker | null;
   readonly metrics: ServiceMetrics;
+  /** The leases this process keeps (projector, delivery), as it sees them now. */
+  leases(): LeaseStatus[];
   /** Drains: stops accepting, lets requests in flight finish, stops the workers, closes the stores. */
   close(): Promise<void>;
 }
@@ -70,14 +72,14 @@ const NO_DNS: MxResolver = { resolveMx: dnsDisabled, resolveAddresses: dnsDisabl
  */
 export async function startService(config: ServiceConfig, overrides: ServiceOverrides = {}): Promise<RunningService> {
   const logger = overrides.logger ?? createLogger();
+  const roles = config.roles;
   const routing = loadRoutingConfig(config.routingFile);
   const tls = await loadOrCreateTls({ dataDir: config.dataDir, certFile: config.tlsCertFile, keyFile: config.tlsKeyFile });
-  // One head read for every runner's status (a scrape or a readiness probe asks for all of them).
-  const projectionStatuses = async () => {
-    const head = await store.headPosition();
-    return Promise.all(projections.all.map((runner) => runner.status(head)));
-  };
-  const metrics = new ServiceMetrics({ projections: projectionStatuses });
+  // One head read for every projection's status (a scrape or a readiness probe asks for all of them).
+  const projectionStatuses = async () => projections.statuses(await store.headPosition());
+  const keepers: LeaseKeeper[] = [];
+  const leases = () => keepers.map((keeper) => keeper.status());
+  const metrics = new ServiceMetrics({ projections: projectionStatuses, roles: { all: SERVICE_ROLES, running: [...roles], leases } });
   // Every append of the service goes through this decorator, so /metrics counts them all.
   // One set of data keys seals new leads and opens them for the readers allowed to see them.
   const personalData = await openPersonalDataKeys(config);
@@ -85,8 +87,23 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const contactHashes = await ContactHashes.open(personalData, store, overrides.now);
   const keys = await KeyRing.open(store, { onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
   const readModels = overrides.readModels ?? (await openReadModelStore(config));
+  // Every instance follows which build of each projection is served; only the one holding the
+  // projector lease runs them, its commits fenced by that lease.
   const projections = new Projections(store, readModels, logger);
   await projections.start();
+  const holder = leaseHolderId();
+  const projector = roles.has('projector')
+    ? new LeaseKeeper({
+        leases: readModels,
+        name: 'projector',
+        holder,
+        logger,
+        work: { start: (fence, lost) => projections.run(fence, lost), stop: () => projections.pause() },
+      })
+    : null;
+  if (projector) keepers.push(projector);
+  // A free lease is taken at the first beat: a single instance answers from running projections at once.
+  await projector?.start();
   const readBack = new ReadBack({
     events: store,
     personalData,
@@ -100,42 +117,47 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     events: store,
     readModels,
     projections: projectionStatuses,
+    projectionsHere: () => projections.active,
+    roles: { running: [...roles], leases },
     maxLagSeconds: config.readyMaxLagSeconds,
     shuttingDown: () => shutdown.shuttingDown,
     logger,
   });
+  const ops = { readiness, metrics, shutdown };
 
-  const postLead = createPostLead({
-    store,
-    leadIds: new LeadIdAllocator(store, config.leadIdBlockSize, `pid-${process.pid}`),
-    validate: createLeadValidator({ allowedCertificateHosts: config.certificateHosts, allowedPhoneRegions: config.phoneRegions }),
-    enrich: createDefaultEnricher({
-      resolver: overrides.resolver ?? (config.mxLookup ? undefined : NO_DNS),
-      mxTimeoutMs: config.mxTimeoutMs,
-      mxCanaryDomain: config.mxCanaryDomain,
-      allowedCertificateHosts: config.certificateHosts,
-      phoneProviderUrl: config.phoneVerifierUrl,
-      emailProviderUrl: config.emailVerifierUrl,
-    }),
-    routing: () => routing,
-    contacts: new ContactRegistry(store, contactHashes),
-    caps: new CapLedger(store),
-    idempotency: new IdempotencyKeys(store, () => now().getTime()),
-    now,
-  });
-  const app = createApp({
-    authenticate: (key) => keys.authenticate(key),
-    postLead,
-    logger,
-    limits: { bodyBytes: config.bodyLimitBytes },
-    rateLimit: config.rateLimit,
-    readRateLimit: config.readRateLimit,
-    readBack,
-    afterSale: { events: store, routing: () => routing, now },
-    ops: { readiness, metrics, shutdown },
-  });
+  const app = roles.has('api')
+    ? createApp({
+        authenticate: (key) => keys.authenticate(key),
+        postLead: createPostLead({
+          store,
+          leadIds: new LeadIdAllocator(store, config.leadIdBlockSize, `pid-${process.pid}`),
+          validate: createLeadValidator({ allowedCertificateHosts: config.certificateHosts, allowedPhoneRegions: config.phoneRegions }),
+          enrich: createDefaultEnricher({
+            resolver: overrides.resolver ?? (config.mxLookup ? undefined : NO_DNS),
+            mxTimeoutMs: config.mxTimeoutMs,
+            mxCanaryDomain: config.mxCanaryDomain,
+            allowedCertificateHosts: config.certificateHosts,
+            phoneProviderUrl: config.phoneVerifierUrl,
+            emailProviderUrl: config.emailVerifierUrl,
+          }),
+          routing: () => routing,
+          contacts: new ContactRegistry(store, contactHashes),
+          caps: new CapLedger(store),
+          idempotency: new IdempotencyKeys(store, () => now().getTime()),
+          now,
+        }),
+        logger,
+        limits: { bodyBytes: config.bodyLimitBytes },
+        rateLimit: config.rateLimit,
+        readRateLimit: config.readRateLimit,
+        readBack,
+        afterSale: { events: store, routing: () => routing, now },
+        ops,
+      })
+    : createOpsApp({ logger, ops });
   const closeStores = async () => {
     await keys.close();
+    await projector?.stop();
     await projections.stop();
     if (!overrides.readModels) await readModels.close();
     if (!overrides.store) await store.close();
@@ -156,24 +178,43 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     await closeStores();
     throw error;
   });
-  // Started after the listeners, so that a failed start leaves no worker running.
+  // Started after the listeners, so that a failed start leaves no worker running. The worker runs
+  // only while this instance holds the delivery lease; a new one each time it takes it.
+  let worker: DeliveryWorker | null = null;
   const delivery =
-    overrides.deliveryWorker === false
+    overrides.deliveryWorker === false || !roles.has('delivery')
       ? null
-      : new DeliveryWorker({
-          events: store,
-          personalData,
-          readModels,
-          deliveries: () => projections.collection('deliveries'),
-          routing: () => routing,
-          env: process.env,
-          now,
-          logger: logger.child({ component: 'delivery' }),
-          onAttempt: metrics.countDeliveryAttempt,
+      : new LeaseKeeper({
+          leases: readModels,
+          name: 'delivery',
+          holder,
+          logger,
+          work: {
+            start: async () => {
+              worker = new DeliveryWorker({
+                events: store,
+                personalData,
+                readModels,
+                deliveries: () => projections.collection('deliveries'),
+                routing: () => routing,
+                env: process.env,
+                now,
+                logger: logger.child({ component: 'delivery' }),
+                onAttempt: metrics.countDeliveryAttempt,
+              });
+              worker.start();
+            },
+            stop: async () => {
+              const stopping = worker;
+              worker = null;
+              await stopping?.stop();
+            },
+          },
         });
-  delivery?.start();
+  if (delivery) keepers.push(delivery);
+  await delivery?.start();
   // A sale reaches the deliveries read model within milliseconds: look then, not at the next poll.
-  if (delivery) projections.onCommit((name) => name === 'deliveries' && delivery.wake());
+  projections.onCommit((name) => name === 'deliveries' && worker?.wake());
   logger.info(
     {
       https_port: servers.httpsPort,
@@ -182,6 +223,9 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       data_dir: config.dataDir,
       routing_version: routing.version,
       self_signed: tls.selfSigned,
+      roles: [...roles],
+      lease_holder: holder,
+      leases: leases(),
     },
     'leadpost listening',
   );
@@ -194,8 +238,8 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     keys,
     readModels,
     projections,
-    delivery,
     metrics,
+    leases,
     close: async () => {
       const started = Date.now();
       shutdown.raise();

@@ -10,7 +10,8 @@ import { SERVE_USAGE } from './serve-help.js';
 const USAGE = `usage: leadpost <command> [options]
 
 commands:
-  serve                                   run the service (what \`npm start\` runs)
+  serve [--roles api,projector,delivery]  run the service (what \`npm start\` runs); --roles: what this
+                                          process does (default all; see \`leadpost serve --help\`)
   keys create --role ROLE --name NAME [--force] [--json]
                                           create an API key (roles: supplier, buyer, analyst, admin;
                                           a buyer id must be in the routing file unless --force)
@@ -35,7 +36,7 @@ export async function main(args: string[]): Promise<number> {
   const [command] = args;
   switch (command) {
     case 'serve':
-      return args.includes('--help') || args.includes('-h') ? (console.log(SERVE_USAGE), 0) : serve();
+      return args.includes('--help') || args.includes('-h') ? (console.log(SERVE_USAGE), 0) : serve(args.slice(1));
     case 'keys':
       return runKeysCommand(args.slice(1));
     case 'events':
@@ -60,7 +61,24 @@ export async function main(args: string[]): Promise<number> {
   }
 }
 
-async function serve(): Promise<number> {
+/** `--roles LIST` or `--roles=LIST` overrides LEADPOST_ROLES; null when the arguments are not serve's. */
+function serveEnv(args: string[]): NodeJS.ProcessEnv | null {
+  let roles: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--roles' && args[i + 1] !== undefined && !args[i + 1]!.startsWith('--')) roles = args[++i];
+    else if (arg.startsWith('--roles=')) roles = arg.slice('--roles='.length);
+    else return null;
+  }
+  return roles === undefined ? process.env : { ...process.env, LEADPOST_ROLES: roles };
+}
+
+async function serve(args: string[]): Promise<number> {
+  const env = serveEnv(args);
+  if (!env) {
+    console.error(`leadpost: serve takes only --roles LIST\n\n${SERVE_USAGE}`);
+    return 2;
+  }
   // Listen for the stop signal before anything starts: a SIGTERM that arrives while the service is
   // starting would otherwise find no handler and kill the process mid-way.
   const stopped = new Promise<void>((resolve) => {
@@ -78,7 +96,7 @@ async function serve(): Promise<number> {
   });
   let service;
   try {
-    service = await startService(loadServiceConfig());
+    service = await startService(loadServiceConfig(env));
   } catch (error) {
     // A bad setting or routing file is the operator's to fix: say which, without a stack trace.
     if (error instanceof ConfigError || error instanceof RoutingConfigError) {

@@ -1,12 +1,19 @@
 // `leadpost serve --help`: what serve reads from the environment. The README's table says more;
 // a test checks that every variable the configuration reads is named both here and there.
 
-export const SERVE_USAGE = `usage: leadpost serve
+export const SERVE_USAGE = `usage: leadpost serve [--roles api,projector,delivery]
 
 Runs the service: HTTPS on PORT, plain HTTP on HTTP_PORT (answers 403 HTTPS_REQUIRED), the
 projections and the webhook delivery worker. Stops on SIGTERM or SIGINT: stops accepting
 connections, finishes requests in flight (up to 7 s), stops the workers, closes the stores,
 exits 0, all within 10 s.
+
+--roles (or LEADPOST_ROLES; default all three) says what this process does, so that many API
+instances can share one store: api serves the HTTP API; projector runs the projections and
+delivery the webhook worker, each only while this process holds that role's lease in the
+read-model store (renewed every 1 s, lasting 3 s: a standby takes over within about 3 s of the
+holder's death, at once after a clean stop). Without api the listeners answer only /healthz,
+/readyz and /metrics, which say which roles run and whether this process holds each lease.
 
 Configured by the environment; every variable is checked at start and a bad one stops serve
 with a message naming it (exit 1):
@@ -14,6 +21,7 @@ with a message naming it (exit 1):
   stores       LEADPOST_DATA_DIR (./data), EVENTSTORE_URL (esdb://…), MONGODB_URL (mongodb://…)
   encryption   LEADPOST_MASTER_KEY_FILE (<data dir>/master.key: 32 bytes, mode 0600, made on
                the first start; wraps the keys of personal data: back it up, apart from the data)
+  roles        LEADPOST_ROLES (api,projector,delivery; --roles overrides it)
   listeners    PORT (8443), HTTP_PORT (8080), HOST (all interfaces), TRUST_PROXY (0)
   TLS          TLS_CERT_FILE + TLS_KEY_FILE (PEM; else a self-signed one in the data dir)
   routing      LEADPOST_ROUTING_FILE (config/routing.json)

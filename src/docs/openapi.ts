@@ -84,6 +84,14 @@ function notReadyExample(envelope: unknown): Json {
         ...check(false, 'behind by more than 30 s: leads 42.5 s'),
         items: [{ projection: 'leads', caught_up: false, events_behind: 5120, lag_seconds: 42.5 }],
       },
+      roles: {
+        ...check(true, 'api, projector (holds the lease), delivery (standby; web-2:4242:9f3a1c holds the lease)'),
+        roles: ['api', 'projector', 'delivery'],
+        leases: [
+          { lease: 'projector', held: true, holder: 'web-1:3131:04be7d' },
+          { lease: 'delivery', held: false, holder: 'web-2:4242:9f3a1c' },
+        ],
+      },
     },
   };
 }

@@ -7,6 +7,7 @@ import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
 import { DELIVERY_STATUSES } from '../read-models/read-back.js';
 import { GROUP_BY, METRICS } from '../read-models/report.js';
 import { READINESS_CHECKS } from '../ops/readiness.js';
+import { SERVICE_ROLES } from '../config.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const nullable = (type: string, extra: Record<string, unknown> = {}) => ({ type: [type, 'null'], ...extra });
@@ -158,6 +159,26 @@ export const READINESS_CHECKS_SCHEMA = {
               caught_up: { type: 'boolean' },
               events_behind: { type: 'integer', description: 'Events not yet projected: counted up to 100, estimated from $all positions beyond' },
               lag_seconds: { type: 'number' },
+            },
+          },
+        },
+      },
+    },
+    roles: {
+      ...CHECK,
+      description: 'What this instance runs (always ok): its roles, and for the projector and delivery roles whether it holds the lease or stands by',
+      properties: {
+        ...CHECK.properties,
+        roles: { type: 'array', items: { type: 'string', enum: [...SERVICE_ROLES] } },
+        leases: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['lease', 'held', 'holder'],
+            properties: {
+              lease: { type: 'string', enum: ['projector', 'delivery'] },
+              held: { type: 'boolean', description: 'Whether this instance holds the lease and runs the work' },
+              holder: nullable('string', { description: 'host:pid:nonce of the holder as this instance last saw it; null when nobody holds it' }),
             },
           },
         },

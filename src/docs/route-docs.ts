@@ -284,6 +284,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     summary: 'Readiness',
     description:
       'Ready to take traffic: the event store and read-model store answer, every projection runs within READY_MAX_LAG_SECONDS of the newest event, and the instance is not shutting down. ' +
+      'The lag counts only on the instance that runs the projections (holds the projector lease); others report it without turning unready. ' +
+      'checks.roles says which roles the process runs and, per lease, whether it holds it or who does. ' +
       'When not ready: 503 UNAVAILABLE, the message naming each failing check.',
     success: { status: 200, description: 'Ready.', content: json(schema('Readiness')) },
     outcomes: ['UNAVAILABLE'],

@@ -51,10 +51,7 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
   const readLimitConfig = deps.readRateLimit === undefined ? DEFAULT_READ_RATE_LIMIT : deps.readRateLimit;
   const readBuckets = readLimitConfig ? new TokenBuckets(readLimitConfig, now) : null;
 
-  const router = new Router<ShellState>();
-  router.get('/healthz', (ctx) => {
-    ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'up' };
-  });
+  const router = healthRouter();
   // The order is the contract's: who, may they, how often, then what they sent. An admin may do
   // everything, posting too: the lead's supplier is then the admin key's name, as it is a supplier
   // key's (so an operator testing by hand names the admin key like the supplier it stands for).
@@ -72,14 +69,34 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
   if (deps.afterSale) registerMeRoute(router, deps.authenticate, deps.afterSale.routing);
   registerDocsRoutes(router);
   registerConsoleRoutes(router);
-  if (deps.ops) registerOpsRoutes(router, deps.ops);
+  return assemble(router, deps.logger, deps.ops);
+}
 
+/**
+ * The application of a process that does not serve the API (`serve --roles projector,delivery`):
+ * only /healthz, /readyz and /metrics, so that an operator can see what it runs and whether it
+ * holds a lease; every other path is the NOT_FOUND envelope.
+ */
+export function createOpsApp(deps: { logger: Logger; ops: OpsDeps }): Koa<ShellState> {
+  return assemble(healthRouter(), deps.logger, deps.ops);
+}
+
+function healthRouter(): Router<ShellState> {
+  const router = new Router<ShellState>();
+  router.get('/healthz', (ctx) => {
+    ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'up' };
+  });
+  return router;
+}
+
+function assemble(router: Router<ShellState>, logger: Logger, ops: OpsDeps | undefined): Koa<ShellState> {
+  if (ops) registerOpsRoutes(router, ops);
   const app = new Koa<ShellState>();
   // Koa's default handler prints to stderr; the shell already answered, so this only records
   // failures after the response started (a socket torn down mid-write).
-  app.on('error', (error: unknown) => deps.logger.warn({ err: error }, 'response failed after the shell'));
-  if (deps.ops) app.use(opsMiddleware(deps.ops));
-  app.use(shell(deps.logger));
+  app.on('error', (error: unknown) => logger.warn({ err: error }, 'response failed after the shell'));
+  if (ops) app.use(opsMiddleware(ops));
+  app.use(shell(logger));
   app.use(router.routes());
   app.use(notFoundOrNotAllowed(router));
   return app;

@@ -8,6 +8,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { AttemptReport } from '../delivery/deliver-lead.js';
 import { routePattern } from '../http/shell.js';
 import type { ProjectionStatus } from '../projections/runner.js';
+import type { LeaseStatus } from '../roles/lease-keeper.js';
 import type { AppendResultLabel } from './counting-event-store.js';
 
 const POST_LEAD_ROUTE = '/functions/leads';
@@ -18,6 +19,8 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 export interface ServiceMetricsOptions {
   /** The status of every running projection, read at each scrape. */
   readonly projections?: () => Promise<ProjectionStatus[]>;
+  /** The roles this process runs (`serve --roles`), and the leases it keeps for them. */
+  readonly roles?: { readonly all: readonly string[]; readonly running: readonly string[]; readonly leases: () => LeaseStatus[] };
   /** Process and Node.js runtime metrics (memory, event-loop delay, …); defaults to true. */
   readonly runtime?: boolean;
 }
@@ -63,6 +66,7 @@ export class ServiceMetrics {
       registers,
     });
     if (options.projections) this.projectionGauges(options.projections);
+    if (options.roles) this.roleGauges(options.roles);
     if (options.runtime !== false) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -90,6 +94,20 @@ export class ServiceMetrics {
 
   async render(): Promise<{ contentType: string; body: string }> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  private roleGauges(roles: NonNullable<ServiceMetricsOptions['roles']>): void {
+    const role = new Gauge({ name: 'leadpost_role', help: 'Roles this process runs (1) or not (0): api, projector, delivery', labelNames: ['role'], registers: [this.registry] });
+    for (const name of roles.all) role.set({ role: name }, roles.running.includes(name) ? 1 : 0);
+    new Gauge({
+      name: 'leadpost_lease_held',
+      help: 'Whether this process holds the lease of a role it runs (1: it does the work; 0: it stands by)',
+      labelNames: ['lease'],
+      registers: [this.registry],
+      collect() {
+        for (const lease of roles.leases()) this.set({ lease: lease.lease }, lease.held ? 1 : 0);
+      },
+    });
   }
 
   private projectionGauges(statuses: () => Promise<ProjectionStatus[]>): void {

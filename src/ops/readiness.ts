@@ -1,11 +1,15 @@
 // GET /readyz: may this instance take traffic? Yes when both stores answer, every projection is
 // running and no further behind than the threshold, and the process is not shutting down. Each
 // check is time-boxed, so a hung store makes the probe say "no" quickly instead of hanging it.
+// Projections another instance runs (this one does not hold the projector lease) are reported with
+// their lag but do not make this one unready: its posts do not depend on them, and taking every
+// API instance out of a load balancer because the projector fell behind would stop posting too.
 
 import type { Logger } from 'pino';
 import type { EventStore } from '../event-store/port.js';
 import type { ProjectionStatus } from '../projections/runner.js';
 import type { ReadModelStore } from '../read-models/port.js';
+import type { LeaseStatus } from '../roles/lease-keeper.js';
 
 export interface ReadinessDeps {
   readonly events: Pick<EventStore, 'headPosition'>;
@@ -16,6 +20,10 @@ export interface ReadinessDeps {
   readonly maxLagSeconds: number;
   /** True once the service has begun to shut down. */
   readonly shuttingDown: () => boolean;
+  /** The roles this process runs, and the leases it keeps for them; omitted: every role, no leases. */
+  readonly roles?: { readonly running: readonly string[]; readonly leases: () => LeaseStatus[] };
+  /** Whether this instance runs the projections itself; omitted: it does. */
+  readonly projectionsHere?: () => boolean;
   /** Per check; defaults to 2000. */
   readonly timeoutMs?: number;
   readonly logger?: Logger;
@@ -31,6 +39,12 @@ export interface ProjectionCheck extends Check {
   readonly items: Array<{ projection: string; caught_up: boolean; events_behind: number; lag_seconds: number }>;
 }
 
+/** What this instance runs: informational, always ok (a standby is as ready as the holder). */
+export interface RolesCheck extends Check {
+  readonly roles: string[];
+  readonly leases: Array<{ lease: string; held: boolean; holder: string | null }>;
+}
+
 export interface Readiness {
   readonly ready: boolean;
   readonly checks: {
@@ -38,10 +52,11 @@ export interface Readiness {
     readonly event_store: Check;
     readonly read_models: Check;
     readonly projections: ProjectionCheck;
+    readonly roles: RolesCheck;
   };
 }
 
-export const READINESS_CHECKS = ['shutdown', 'event_store', 'read_models', 'projections'] as const;
+export const READINESS_CHECKS = ['shutdown', 'event_store', 'read_models', 'projections', 'roles'] as const;
 
 class TimeoutError extends Error {}
 
@@ -72,8 +87,19 @@ export class ReadinessProbe {
       this.projections(),
     ]);
     const shutdown: Check = this.deps.shuttingDown() ? { ok: false, detail: 'shutting down' } : { ok: true, detail: 'serving' };
-    const checks = { shutdown, event_store: eventStore, read_models: readModels, projections };
+    const checks = { shutdown, event_store: eventStore, read_models: readModels, projections, roles: this.roles() };
     return { ready: Object.values(checks).every((check) => check.ok), checks };
+  }
+
+  private roles(): RolesCheck {
+    const running = [...(this.deps.roles?.running ?? ['api', 'projector', 'delivery'])];
+    const leases = this.deps.roles?.leases() ?? [];
+    const described = running.map((role) => {
+      const lease = leases.find((l) => l.lease === role);
+      if (!lease) return role;
+      return `${role} (${lease.held ? 'holds the lease' : lease.holder ? `standby; ${lease.holder} holds the lease` : 'standby; the lease is free'})`;
+    });
+    return { ok: true, detail: described.join(', '), roles: running, leases: leases.map((l) => ({ lease: l.lease, held: l.held, holder: l.holder })) };
   }
 
   private get timeoutMs(): number {
@@ -107,11 +133,12 @@ export class ReadinessProbe {
       lag_seconds: Math.round(s.lagSeconds * 1000) / 1000,
     }));
     if (items.length === 0) return { ok: false, detail: 'no projection is running', items };
+    const here = this.deps.projectionsHere?.() ?? true;
     const late = items.filter((item) => item.lag_seconds > this.deps.maxLagSeconds);
     if (late.length > 0) {
       const which = late.map((item) => `${item.projection} ${item.lag_seconds} s`).join(', ');
-      return { ok: false, detail: `behind by more than ${this.deps.maxLagSeconds} s: ${which}`, items };
+      return { ok: !here, detail: `${here ? '' : 'run by another instance, '}behind by more than ${this.deps.maxLagSeconds} s: ${which}`, items };
     }
-    return { ok: true, detail: `running, within ${this.deps.maxLagSeconds} s`, items };
+    return { ok: true, detail: `${here ? 'running' : 'run by another instance'}, within ${this.deps.maxLagSeconds} s`, items };
   }
 }

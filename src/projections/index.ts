@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import { type EventStore, type Position, START, comparePositions } from '../event-store/port.js';
-import type { ReadModelStore } from '../read-models/port.js';
+import type { Fence, ReadModelStore } from '../read-models/port.js';
 import { PROJECTIONS, type Projection } from './projections.js';
-import { ProjectionRunner, checkpointName, collectionName } from './runner.js';
+import { ProjectionRunner, type ProjectionStatus, checkpointName, collectionName, projectionStatus } from './runner.js';
 
 export { PROJECTIONS } from './projections.js';
 
@@ -77,14 +77,24 @@ export async function dropBuildsOlderThan(readModels: ReadModelStore, projection
 }
 
 /**
- * Every projection of the service, running inside `leadpost serve`. Each serves the build last
- * switched to; when `leadpost replay` has rebuilt one and switched to it, the running service notices
- * within a second, moves its runner onto the new build and answers from it.
+ * Every projection of the service inside `leadpost serve`. Each serves the build last switched to;
+ * when `leadpost replay` has rebuilt one and switched to it, every instance notices within a
+ * second and reads from the new build. Only the instance holding the projector lease runs the
+ * projections (`run`, fenced by that lease); the others follow the builds and read the stored
+ * checkpoints, for the position their answers reflect and for their lag.
  */
 export class Projections {
+  /** The runners while this instance runs the projections; none otherwise. */
   private runners = new Map<string, ProjectionRunner>();
+  /** The build each projection is served from. */
+  private readonly builds = new Map<string, string>();
+  /** Each projection's stored checkpoint, as last read (while another instance runs them). */
+  private readonly stored = new Map<string, Position>();
+  private running: { fence: Fence | undefined; onLeaseLost: () => void } | undefined;
   private timer: NodeJS.Timeout | undefined;
   private checking: Promise<void> = Promise.resolve();
+  /** run, pause and a switch of builds, one at a time: none may find the runners half made. */
+  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly events: EventStore,
@@ -108,10 +118,17 @@ export class Projections {
     return this.runners.get(name);
   }
 
+  /** Whether this instance runs the projections now. */
+  get active(): boolean {
+    return this.running !== undefined;
+  }
+
+  /** Learns the served builds and their checkpoints, and follows switches from then on. */
   async start(): Promise<void> {
-    for (const projection of PROJECTIONS) await this.serve(projection, await servedBuild(this.readModels, projection));
+    for (const projection of PROJECTIONS) this.builds.set(projection.name, await servedBuild(this.readModels, projection));
+    await this.readCheckpoints();
     const poll = () => {
-      this.checking = this.followSwitches().catch((error: unknown) => this.logger?.warn({ err: error }, 'projection tag check failed'));
+      this.checking = this.exclusive(() => this.followSwitches()).catch((error: unknown) => this.logger?.warn({ err: error }, 'projection tag check failed'));
       void this.checking.then(() => {
         if (this.timer) this.timer = setTimeout(poll, this.pollMs).unref();
       });
@@ -119,34 +136,89 @@ export class Projections {
     this.timer = setTimeout(poll, this.pollMs).unref();
   }
 
+  /**
+   * Runs every projection from its checkpoint, each commit fenced by `fence` (the projector lease).
+   * A commit refused by the fence stops them all and calls `onLeaseLost`.
+   */
+  run(fence?: Fence, onLeaseLost: () => void = () => {}): Promise<void> {
+    return this.exclusive(async () => {
+      if (this.running) return;
+      this.running = { fence, onLeaseLost };
+      for (const projection of PROJECTIONS) await this.serve(projection, this.builds.get(projection.name)!);
+    });
+  }
+
+  /** Stops running the projections (another instance may take over); keeps following the builds. */
+  pause(): Promise<void> {
+    return this.exclusive(async () => {
+      this.running = undefined;
+      const runners = this.all;
+      this.runners = new Map();
+      await Promise.all(runners.map((runner) => runner.stop()));
+      await this.readCheckpoints();
+    });
+  }
+
   async stop(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.checking;
-    await Promise.all(this.all.map((runner) => runner.stop()));
+    await this.pause();
   }
 
   /** The physical collection a base collection is served from. */
   collection(base: string): string {
-    for (const runner of this.runners.values()) {
-      if (runner.projection.collections.includes(base)) return collectionName(base, runner.build);
+    for (const projection of PROJECTIONS) {
+      if (projection.collections.includes(base)) return collectionName(base, this.builds.get(projection.name) ?? versionBuild(projection));
     }
     return collectionName(base, 'v1');
   }
 
   /** The position every projection has reached: what a read-back answer reflects at least. */
   position(): Position {
-    return this.all.reduce<Position | null>((low, r) => (low === null || comparePositions(r.position, low) < 0 ? r.position : low), null) ?? START;
+    const positions = this.active ? this.all.map((runner) => runner.position) : [...this.stored.values()];
+    return positions.reduce<Position | null>((low, p) => (low === null || comparePositions(p, low) < 0 ? p : low), null) ?? START;
   }
 
+  /** How far each projection is behind `head`: from its runner here, else from its stored checkpoint. */
+  async statuses(head: Position): Promise<ProjectionStatus[]> {
+    if (this.active) return Promise.all(this.all.map((runner) => runner.status(head)));
+    await this.readCheckpoints();
+    return Promise.all(
+      PROJECTIONS.map((projection) => projectionStatus(this.events, projection, this.builds.get(projection.name)!, this.stored.get(projection.name) ?? START, head)),
+    );
+  }
+
+  /** Resolves once every projection has committed `position` (here, or in the instance running them). */
   async waitFor(position: Position): Promise<void> {
+    while (!this.active) {
+      await this.readCheckpoints();
+      if (comparePositions(this.position(), position) >= 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     await Promise.all(this.all.map((runner) => runner.waitFor(position)));
   }
 
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(work);
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  private async readCheckpoints(): Promise<void> {
+    for (const projection of PROJECTIONS) {
+      const position = await this.readModels.checkpoint(checkpointName(projection, this.builds.get(projection.name)!));
+      this.stored.set(projection.name, position ?? START);
+    }
+  }
+
   private async serve(projection: Projection, build: string): Promise<void> {
+    const running = this.running!;
     const runner = new ProjectionRunner(this.events, this.readModels, projection, build, {
       logger: this.logger,
       onProgress: () => this.listeners.forEach((listener) => listener(projection.name)),
+      fence: running.fence,
+      onLeaseLost: () => running.onLeaseLost(),
     });
     await runner.prepare();
     const previous = this.runners.get(projection.name);
@@ -161,7 +233,10 @@ export class Projections {
   private async followSwitches(): Promise<void> {
     for (const projection of PROJECTIONS) {
       const build = await servedBuild(this.readModels, projection);
-      if (this.runners.get(projection.name)?.build !== build) await this.serve(projection, build);
+      if (this.builds.get(projection.name) === build) continue;
+      this.builds.set(projection.name, build);
+      if (this.running) await this.serve(projection, build);
     }
+    if (!this.running) await this.readCheckpoints();
   }
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { type EventStore, type Position, type RecordedEvent, START, comparePositions } from '../event-store/port.js';
 import { type LeadReceived, leadStream } from '../events/lead-events.js';
-import type { ReadModelStore, ReadWrite } from '../read-models/port.js';
+import { type Fence, LeaseLostError, type ReadModelStore, type ReadWrite } from '../read-models/port.js';
 import { TwoGenerationCache } from '../two-generation-cache.js';
 import type { MaybePromise, Projection, ProjectionContext } from './projections.js';
 
@@ -19,6 +19,12 @@ export interface RunnerOptions {
   readonly deferIndexes?: boolean;
   /** Called after each commit with the position reached and the events handled so far. */
   readonly onProgress?: (position: Position, events: number) => void;
+  /**
+   * The lease this runner's commits are fenced by: once another process has taken it (or it ran
+   * out), a commit fails and changes nothing, and the runner stops for good and says so here.
+   */
+  readonly fence?: Fence;
+  readonly onLeaseLost?: (error: LeaseLostError) => void;
 }
 
 export interface ProjectionStatus {
@@ -64,6 +70,23 @@ export function estimateEventsBehind(sample: readonly RecordedEvent[], head: Pos
   const rest = head.commit - last.position.commit;
   if (span <= 0 || rest <= 0) return sample.length + 1;
   return sample.length + Math.max(1, Math.round((rest * (sample.length - 1)) / span));
+}
+
+/**
+ * How far a build of a projection that has reached `position` is behind `head`: the runner's own
+ * status, or that of a projection another process runs, from its stored checkpoint.
+ */
+export async function projectionStatus(events: EventStore, projection: Projection, build: string, position: Position, head: Position): Promise<ProjectionStatus> {
+  const caughtUp = comparePositions(position, head) >= 0;
+  let lagSeconds = 0;
+  let eventsBehind = 0;
+  if (!caughtUp) {
+    const sample = await events.readAll({ fromPosition: position, maxCount: LAG_SAMPLE });
+    eventsBehind = estimateEventsBehind(sample, head);
+    // How long the oldest event not yet projected has been waiting.
+    lagSeconds = sample[0] ? Math.max(0, (Date.now() - sample[0].created) / 1000) : 0;
+  }
+  return { projection: projection.name, build, position, caughtUp, eventsBehind, lagSeconds };
 }
 
 /**
@@ -126,9 +149,14 @@ export class ProjectionRunner {
     this.stopped = true;
     await this.subscription?.unsubscribe();
     await this.running;
-    await this.flush();
-    // A pipelined flush resolves once the commit before its own is done; this waits for the last.
-    await this.flushing;
+    try {
+      await this.flush();
+      // A pipelined flush resolves once the commit before its own is done; this waits for the last.
+      await this.flushing;
+    } catch (error) {
+      // Stopped because the lease went to another process: the batch is that process's to make.
+      if (!(error instanceof LeaseLostError)) throw error;
+    }
   }
 
   /**
@@ -157,17 +185,7 @@ export class ProjectionRunner {
 
   /** `head`: the store's head when the caller has read it already (one read for every runner). */
   async status(head?: Position): Promise<ProjectionStatus> {
-    head ??= await this.events.headPosition();
-    const caughtUp = comparePositions(this.committed, head) >= 0;
-    let lagSeconds = 0;
-    let eventsBehind = 0;
-    if (!caughtUp) {
-      const sample = await this.events.readAll({ fromPosition: this.committed, maxCount: LAG_SAMPLE });
-      eventsBehind = estimateEventsBehind(sample, head);
-      // How long the oldest event not yet projected has been waiting.
-      lagSeconds = sample[0] ? Math.max(0, (Date.now() - sample[0].created) / 1000) : 0;
-    }
-    return { projection: this.projection.name, build: this.build, position: this.committed, caughtUp, eventsBehind, lagSeconds };
+    return projectionStatus(this.events, this.projection, this.build, this.committed, head ?? (await this.events.headPosition()));
   }
 
   private async run(): Promise<void> {
@@ -186,11 +204,19 @@ export class ProjectionRunner {
         }
         await this.flush();
       } catch (error) {
-        this.options.logger?.warn({ err: error, projection: this.projection.name }, 'projection stopped; resubscribing');
         // The batch not yet committed is dropped: the resubscription reads it again from the checkpoint.
         this.takePending();
         this.flushing = Promise.resolve();
         this.lastCommit = Promise.resolve();
+        if (error instanceof LeaseLostError) {
+          // Another process projects now: resubscribing would only fail again.
+          this.stopped = true;
+          await this.subscription?.unsubscribe();
+          this.options.logger?.warn({ projection: this.projection.name }, 'projection stopped: its lease went to another process');
+          this.options.onLeaseLost?.(error);
+          break;
+        }
+        this.options.logger?.warn({ err: error, projection: this.projection.name }, 'projection stopped; resubscribing');
         if (this.stopped) break;
         await new Promise((resolve) => setTimeout(resolve, backoff));
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
@@ -223,7 +249,7 @@ export class ProjectionRunner {
     if (!position) return this.flushing;
     if (this.readModels.pipelinedCommits) return this.pipeline(position, writes);
     this.flushing = this.flushing.then(async () => {
-      await this.readModels.commit(checkpointName(this.projection, this.build), position, writes);
+      await this.readModels.commit(checkpointName(this.projection, this.build), position, writes, this.options.fence);
       this.advance(position);
       this.options.onProgress?.(position, this.handled);
     });
@@ -237,7 +263,7 @@ export class ProjectionRunner {
    */
   private pipeline(position: Position, writes: ReadWrite[]): Promise<void> {
     const previous = this.lastCommit;
-    const committing = this.readModels.commit(checkpointName(this.projection, this.build), position, writes).then(() => {
+    const committing = this.readModels.commit(checkpointName(this.projection, this.build), position, writes, this.options.fence).then(() => {
       this.advance(position);
       this.options.onProgress?.(position, this.handled);
     });

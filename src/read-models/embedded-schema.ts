@@ -4,7 +4,9 @@ import { checkCollection } from './validate.js';
 // The read models live in their own SQLite file beside the events: one table per collection, made
 // on first use, plus each projection's checkpoint. `checkpoint_collections` records which
 // collections a projection has written, so that dropping a collection also forgets the checkpoints
-// of the projections that filled it, and a rebuild starts from the first event.
+// of the projections that filled it, and a rebuild starts from the first event. `leases` says which
+// process does what only one may do at a time (see ReadModelStore.acquireLease); `expires_at` is
+// milliseconds on the clock of the machine whose processes share the file.
 const DDL = `
 CREATE TABLE IF NOT EXISTS checkpoints (
   projection  TEXT PRIMARY KEY,
@@ -16,6 +18,12 @@ CREATE TABLE IF NOT EXISTS checkpoint_collections (
   projection TEXT NOT NULL,
   PRIMARY KEY (collection, projection)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (
+  name       TEXT PRIMARY KEY,
+  holder     TEXT NOT NULL,
+  token      INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
 `;
 
 export const READ_MODELS_FILE = 'readmodels.db';

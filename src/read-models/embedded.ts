@@ -8,9 +8,12 @@ import { WrittenIds } from './written-ids.js';
 import { READ_MODELS_FILE, createTableSql, openReadModelsDatabase, tableName } from './embedded-schema.js';
 import {
   type AggregateOptions,
+  type Fence,
   type FindOptions,
   type Group,
   type GroupValue,
+  type Lease,
+  LeaseLostError,
   type ReadDoc,
   type ReadModelStore,
   type ReadWrite,
@@ -18,7 +21,7 @@ import {
   positionKey,
 } from './port.js';
 import { type LeadingWindow, aggregateSql, findSql, indexSql, leadingValuesSql } from './sqlite-query.js';
-import { checkAggregateOptions, checkIndexes, checkPosition, checkProjection, checkWrite } from './validate.js';
+import { checkAggregateOptions, checkIndexes, checkLease, checkPosition, checkProjection, checkWrite } from './validate.js';
 
 export interface EmbeddedReadModelOptions {
   /** How long a write waits for another connection's write lock before the store is unavailable. */
@@ -59,6 +62,12 @@ interface Pending {
 
 type StoredRow = { pos: string; doc: string } | undefined;
 
+interface LeaseRow {
+  holder: string;
+  token: number;
+  expires_at: number;
+}
+
 interface DocStatements {
   readonly select: Database.Statement;
   readonly upsert: Database.Statement;
@@ -71,7 +80,10 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   private readonly tables = new Set<string>();
   private readonly statements = new Map<string, Map<string, Database.Statement>>();
   private readonly docStatementCache = new Map<string, DocStatements>();
-  private readonly commitTransaction: Database.Transaction<(projection: string, checkpoint: Position, writes: readonly ReadWrite[], created: string[]) => void>;
+  private readonly commitTransaction: Database.Transaction<
+    (projection: string, checkpoint: Position, writes: readonly ReadWrite[], created: string[], fence: Fence | undefined) => void
+  >;
+  private readonly leaseTransaction: Database.Transaction<(name: string, holder: string, ttlMs: number) => Lease>;
   /** Several reads that must see one state of the file. */
   private readonly snapshot: <T>(read: () => T) => T;
   private closed = false;
@@ -88,7 +100,11 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     file: string,
     options: EmbeddedReadModelOptions,
   ) {
-    this.commitTransaction = db.transaction((projection, checkpoint, writes, created) => this.apply(projection, checkpoint, writes, created));
+    this.commitTransaction = db.transaction((projection, checkpoint, writes, created, fence) => {
+      if (fence) this.checkFence(fence);
+      this.apply(projection, checkpoint, writes, created);
+    });
+    this.leaseTransaction = db.transaction((name, holder, ttlMs) => this.takeLease(name, holder, ttlMs));
     const snapshot = db.transaction((read: () => unknown) => read());
     this.snapshot = <T>(read: () => T) => snapshot(read) as T;
     this.pipelinedCommits = options.commitThread === true;
@@ -108,18 +124,46 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     }
   }
 
-  commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void> {
-    if (this.thread) return this.commitInThread(this.thread, projection, checkpoint, writes);
+  commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[], fence?: Fence): Promise<void> {
+    if (this.thread) {
+      // The thread's commits are for a sole writer of new collections, which needs no lease.
+      if (fence) return Promise.reject(new TypeError('a fenced commit cannot go through the commit thread'));
+      return this.commitInThread(this.thread, projection, checkpoint, writes);
+    }
     return this.run(() => {
       checkCommit(projection, checkpoint, writes);
+      if (fence) checkLease(fence.lease, fence.holder);
       try {
-        this.commitOnce(projection, checkpoint, writes);
+        this.commitOnce(projection, checkpoint, writes, fence);
       } catch (error) {
         // Another connection dropped a table this one still thought existed: learn and retry.
         if (!isNoSuchTable(error)) throw error;
         this.forgetAll();
-        this.commitOnce(projection, checkpoint, writes);
+        this.commitOnce(projection, checkpoint, writes, fence);
       }
+    });
+  }
+
+  acquireLease(name: string, holder: string, ttlMs: number): Promise<Lease> {
+    return this.run(() => {
+      checkLease(name, holder, ttlMs);
+      // IMMEDIATE: read and write under the write lock, so that two processes never both take it.
+      return this.leaseTransaction.immediate(name, holder, ttlMs);
+    });
+  }
+
+  releaseLease(name: string, holder: string): Promise<void> {
+    return this.run(() => {
+      checkLease(name, holder);
+      // The row stays, with its token: the next holder's is still higher.
+      this.stmt('', 'UPDATE leases SET expires_at = 0 WHERE name = ? AND holder = ?').run(name, holder);
+    });
+  }
+
+  lease(name: string): Promise<Lease | null> {
+    return this.run(() => {
+      const row = this.stmt('', 'SELECT holder, token, expires_at FROM leases WHERE name = ?').get(name) as LeaseRow | undefined;
+      return row ? { name, holder: row.holder, token: row.token, expiresAt: row.expires_at } : null;
     });
   }
 
@@ -237,12 +281,33 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     this.db.close();
   }
 
-  private commitOnce(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): void {
+  /** Runs inside a transaction that holds the write lock. */
+  private takeLease(name: string, holder: string, ttlMs: number): Lease {
+    const now = Date.now();
+    const row = this.stmt('', 'SELECT holder, token, expires_at FROM leases WHERE name = ?').get(name) as LeaseRow | undefined;
+    if (row && row.holder !== holder && row.expires_at > now) return { name, holder: row.holder, token: row.token, expiresAt: row.expires_at };
+    // A renewal in time keeps the token; a lease taken anew, or back after it ran out, gets the next.
+    const token = row && row.holder === holder && row.expires_at > now ? row.token : (row?.token ?? 0) + 1;
+    const expiresAt = now + ttlMs;
+    this.stmt(
+      '',
+      'INSERT INTO leases (name, holder, token, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_at = excluded.expires_at',
+    ).run(name, holder, token, expiresAt);
+    return { name, holder, token, expiresAt };
+  }
+
+  /** Runs inside the commit's transaction, under the write lock a takeover also needs. */
+  private checkFence(fence: Fence): void {
+    const row = this.stmt('', 'SELECT holder, token, expires_at FROM leases WHERE name = ?').get(fence.lease) as LeaseRow | undefined;
+    if (!row || row.holder !== fence.holder || row.token !== fence.token || row.expires_at <= Date.now()) throw new LeaseLostError(fence);
+  }
+
+  private commitOnce(projection: string, checkpoint: Position, writes: readonly ReadWrite[], fence: Fence | undefined): void {
     const created: string[] = [];
     try {
       // IMMEDIATE: the commit reads documents before writing them, so it takes the write lock first
       // rather than fail to upgrade a read lock while another connection writes.
-      this.commitTransaction.immediate(projection, checkpoint, writes, created);
+      this.commitTransaction.immediate(projection, checkpoint, writes, created, fence);
     } catch (error) {
       // The rollback undid the CREATE TABLEs too.
       created.forEach((table) => this.forget(table));

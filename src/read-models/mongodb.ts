@@ -16,16 +16,19 @@ import {
 } from './mongo-query.js';
 import {
   type AggregateOptions,
+  type Fence,
   type FindOptions,
   type Group,
   type GroupValue,
+  type Lease,
+  LeaseLostError,
   type ReadDoc,
   type ReadModelStore,
   type ReadWrite,
   ReadModelUnavailableError,
   positionKey,
 } from './port.js';
-import { POSITION_FIELD, checkAggregateOptions, checkCollection, checkIndexes, checkPosition, checkProjection, checkWrite } from './validate.js';
+import { POSITION_FIELD, checkAggregateOptions, checkCollection, checkIndexes, checkLease, checkPosition, checkProjection, checkWrite } from './validate.js';
 
 /** A stored document: the port's fields plus the position it has seen. */
 interface StoredDoc {
@@ -41,9 +44,20 @@ interface CheckpointDoc {
   collections?: string[];
 }
 
+/** A lease; `expires_at` is on the server's clock, which every instance shares. */
+interface LeaseDoc {
+  _id: string;
+  holder: string;
+  token: number;
+  expires_at: Date;
+  /** Fenced commits made under it: each writes the lease, so a takeover during one conflicts with it. */
+  commits?: number;
+}
+
 const NAMESPACE_NOT_FOUND = 26;
 const NAMESPACE_EXISTS = 48;
 const CHECKPOINTS = 'rm_checkpoints';
+const LEASES = 'rm_leases';
 const DEFAULT_PRIMARY_WAIT_MS = 30_000;
 /** Documents per batch while walking the first key field: bounds what one getMore brings into memory. */
 const LEADING_BATCH = 1000;
@@ -109,20 +123,75 @@ export class MongoReadModelStore implements ReadModelStore {
     }
   }
 
-  commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void> {
+  commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[], fence?: Fence): Promise<void> {
     return this.run(async () => {
       checkProjection(projection);
       checkPosition(checkpoint, 'checkpoint');
       writes.forEach(checkWrite);
-      if (!this.transactional) return this.apply(projection, checkpoint, writes);
+      if (fence) checkLease(fence.lease, fence.holder);
+      if (!this.transactional) {
+        // Without transactions the check can only come just before: a takeover in between is
+        // possible, and the position guard on every write keeps what such a late commit does harmless.
+        if (fence) await this.checkFence(fence);
+        return this.apply(projection, checkpoint, writes);
+      }
       await this.createCollections(writes);
       const session = this.client.startSession();
       try {
         // The callback may run more than once (transient errors): it keeps no state between runs.
-        await session.withTransaction((s) => this.apply(projection, checkpoint, writes, s));
+        await session.withTransaction(async (s) => {
+          if (fence) await this.checkFence(fence, s);
+          await this.apply(projection, checkpoint, writes, s);
+        });
       } finally {
         await session.endSession();
       }
+    });
+  }
+
+  acquireLease(name: string, holder: string, ttlMs: number): Promise<Lease> {
+    return this.run(async () => {
+      checkLease(name, holder, ttlMs);
+      // One compare-and-set on the server: the filter matches only a lease this holder may take
+      // (its own, or one run out), and a lease held by another makes the upsert collide on _id.
+      const stillHeld = { $and: [{ $eq: ['$holder', holder] }, { $gt: ['$expires_at', '$$NOW'] }] };
+      const update = [
+        {
+          $set: {
+            // Computed from the lease as it was: a renewal in time keeps the token, a takeover the next.
+            token: { $cond: [stillHeld, '$token', { $add: [{ $ifNull: ['$token', 0] }, 1] }] },
+            holder: { $literal: holder },
+            expires_at: { $add: ['$$NOW', ttlMs] },
+          },
+        },
+      ];
+      try {
+        const taken = await this.leases().findOneAndUpdate({ _id: name, $or: [{ holder }, { $expr: { $lte: ['$expires_at', '$$NOW'] } }] }, update, {
+          upsert: true,
+          returnDocument: 'after',
+        });
+        if (taken) return leaseOf(taken);
+      } catch (error) {
+        if (!isDuplicateKeyError(error)) throw error;
+      }
+      const current = await this.leases().findOne({ _id: name });
+      if (!current) throw new ReadModelUnavailableError(`the ${name} lease could be neither taken nor read`);
+      return leaseOf(current);
+    });
+  }
+
+  releaseLease(name: string, holder: string): Promise<void> {
+    return this.run(async () => {
+      checkLease(name, holder);
+      // The document stays, with its token: the next holder's is still higher.
+      await this.leases().updateOne({ _id: name, holder }, { $set: { expires_at: new Date(0) } });
+    });
+  }
+
+  lease(name: string): Promise<Lease | null> {
+    return this.run(async () => {
+      const doc = await this.leases().findOne({ _id: name });
+      return doc ? leaseOf(doc) : null;
     });
   }
 
@@ -198,7 +267,7 @@ export class MongoReadModelStore implements ReadModelStore {
   collections(): Promise<string[]> {
     return this.run(async () => {
       const names = (await this.db.listCollections({}, { nameOnly: true }).toArray()).map((c) => c.name);
-      return names.filter((name) => name.startsWith('rm_') && name !== 'rm_checkpoints').map((name) => name.slice('rm_'.length));
+      return names.filter((name) => name.startsWith('rm_') && name !== CHECKPOINTS && name !== LEASES).map((name) => name.slice('rm_'.length));
     });
   }
 
@@ -302,6 +371,22 @@ export class MongoReadModelStore implements ReadModelStore {
     await this.checkpoints().updateOne({ _id: projection }, update, { upsert: true, ...(session ? { session } : {}) });
   }
 
+  /**
+   * Refuses a commit whose holder no longer holds the lease. In a transaction it writes the lease
+   * document, so that a takeover at the same moment conflicts with the commit rather than slip past it.
+   */
+  private async checkFence(fence: Fence, session?: ClientSession): Promise<void> {
+    const filter = { _id: fence.lease, holder: fence.holder, token: fence.token, $expr: { $gt: ['$expires_at', '$$NOW'] } };
+    const held = session
+      ? (await this.leases().updateOne(filter, { $inc: { commits: 1 } }, { session })).matchedCount > 0
+      : (await this.leases().findOne(filter)) !== null;
+    if (!held) throw new LeaseLostError(fence);
+  }
+
+  private leases(): Collection<LeaseDoc> {
+    return this.db.collection<LeaseDoc>(LEASES);
+  }
+
   private collection(name: string): Collection<StoredDoc> {
     return this.db.collection<StoredDoc>(`rm_${checkCollection(name)}`);
   }
@@ -319,6 +404,10 @@ export class MongoReadModelStore implements ReadModelStore {
       throw translate(error);
     }
   }
+}
+
+function leaseOf(doc: LeaseDoc): Lease {
+  return { name: doc._id, holder: doc.holder, token: doc.token, expiresAt: doc.expires_at.getTime() };
 }
 
 function bulkOperation(filter: Document, write: MongoWrite): AnyBulkWriteOperation<StoredDoc> {

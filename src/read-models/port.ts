@@ -93,9 +93,12 @@ export interface ReadModelStore {
   /**
    * Applies the writes and moves the projection's checkpoint to `checkpoint`, atomically where the
    * store can (embedded: one transaction; MongoDB: a transaction on a replica set). Writes are
-   * applied in order; each is guarded by its position.
+   * applied in order; each is guarded by its position. With a `fence`, the commit happens only
+   * while its holder still holds that lease with that token, checked in the same transaction
+   * (MongoDB without a replica set: just before), else it fails with LeaseLostError and changes
+   * nothing.
    */
-  commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void>;
+  commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[], fence?: Fence): Promise<void>;
   /** The last position the projection committed, or null before its first commit. */
   checkpoint(projection: string): Promise<Position | null>;
   get(collection: string, id: string): Promise<ReadDoc | null>;
@@ -116,7 +119,47 @@ export interface ReadModelStore {
   drop(collection: string): Promise<void>;
   /** Removes a projection's checkpoint. */
   resetCheckpoint(projection: string): Promise<void>;
+  /**
+   * Takes the lease `name` for `holder` for `ttlMs`, or renews it: a compare-and-set that succeeds
+   * only when nobody holds it, its holder is `holder`, or its time has run out, so two holders
+   * never hold it at once. Returns the lease as it stands afterwards: taken when its holder is
+   * `holder`. The token grows by one each time the lease passes to a holder (or back to one whose
+   * time ran out), so a write fenced with an older token is refused.
+   */
+  acquireLease(name: string, holder: string, ttlMs: number): Promise<Lease>;
+  /** Gives the lease up if `holder` holds it, so that another may take it at once. */
+  releaseLease(name: string, holder: string): Promise<void>;
+  /** The lease as it stands (held while `expiresAt` is in the future), or null if never taken. */
+  lease(name: string): Promise<Lease | null>;
   close(): Promise<void>;
+}
+
+/**
+ * A lease in the read-model store: which process does a job only one may do at a time (run the
+ * projections, run the delivery worker). Its time is the store's clock: the embedded store's
+ * processes share one machine, and MongoDB's server judges for every instance.
+ */
+export interface Lease {
+  readonly name: string;
+  readonly holder: string;
+  readonly token: number;
+  /** Milliseconds since the epoch. */
+  readonly expiresAt: number;
+}
+
+/** What a fenced commit must still hold: the lease, by this holder, with this token, not run out. */
+export interface Fence {
+  readonly lease: string;
+  readonly holder: string;
+  readonly token: number;
+}
+
+/** A fenced commit found its lease taken over or run out: the writer must stop. */
+export class LeaseLostError extends Error {
+  override readonly name = 'LeaseLostError';
+  constructor(fence: Fence) {
+    super(`the ${fence.lease} lease (token ${fence.token}) is no longer held by ${fence.holder}`);
+  }
 }
 
 /** A position as a string that sorts like the position, for storing beside documents. */

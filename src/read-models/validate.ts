@@ -8,8 +8,8 @@ import type { AggregateOptions, FieldCondition, Filter, FindOptions, ReadWrite }
 const COLLECTION = /^[a-z][a-z0-9_]{0,62}$/;
 /** Dotted paths of identifier-like segments: they map to `$.a.b` in SQLite and `a.b` in MongoDB alike. */
 const FIELD_PATH = /^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$/;
-/** MongoDB keeps its checkpoints in `rm_checkpoints`, where a collection of this name would land. */
-const RESERVED_COLLECTIONS = new Set(['checkpoints']);
+/** MongoDB keeps its checkpoints in `rm_checkpoints` and leases in `rm_leases`, where collections of these names would land. */
+const RESERVED_COLLECTIONS = new Set(['checkpoints', 'leases']);
 /** Where each adapter keeps the position a document has seen. */
 export const POSITION_FIELD = '_pos';
 
@@ -36,6 +36,14 @@ export function checkCollection(name: string): string {
 export function checkProjection(name: string): string {
   if (typeof name !== 'string' || name.length === 0 || name.length > 200) throw new TypeError(`invalid projection name ${JSON.stringify(name)}`);
   return name;
+}
+
+/** A lease's name and holder are short printable names; its time to live is from 1 ms to a day. */
+export function checkLease(name: string, holder: string, ttlMs?: number): void {
+  const ok = (text: unknown) => typeof text === 'string' && /^[\x21-\x7e]{1,200}$/.test(text);
+  if (!ok(name)) throw new TypeError(`invalid lease name ${JSON.stringify(name)}`);
+  if (!ok(holder)) throw new TypeError(`invalid lease holder ${JSON.stringify(holder)}`);
+  if (ttlMs !== undefined && !(Number.isSafeInteger(ttlMs) && ttlMs >= 1 && ttlMs <= 86_400_000)) throw new TypeError(`invalid lease time to live ${JSON.stringify(ttlMs)}`);
 }
 
 /** A field a query filters, sorts or indexes on; `_id` is the document id. */

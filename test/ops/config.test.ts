@@ -64,3 +64,31 @@ describe('configuration of the lead checks', function () {
     ]);
   });
 });
+
+describe('LEADPOST_ROLES and serve --roles', function () {
+  it('is every role by default; a list picks some, in any case, once each', function () {
+    expect([...loadServiceConfig({}).roles]).to.deep.equal(['api', 'projector', 'delivery']);
+    expect([...loadServiceConfig({ LEADPOST_ROLES: '' }).roles]).to.deep.equal(['api', 'projector', 'delivery']);
+    expect([...loadServiceConfig({ LEADPOST_ROLES: ' API , delivery,api,' }).roles]).to.deep.equal(['api', 'delivery']);
+  });
+
+  it('refuses an unknown role or an empty list, naming the variable', function () {
+    expect(problem({ LEADPOST_ROLES: 'api,worker' })).to.contain("LEADPOST_ROLES must be a comma-separated list of api, projector, delivery, not 'api,worker'");
+    expect(problem({ LEADPOST_ROLES: ' , ' })).to.contain('LEADPOST_ROLES must be a comma-separated list');
+  });
+
+  it('serve --roles overrides the variable and is checked like it; any other argument is bad usage', async function () {
+    this.timeout(60_000);
+    const [flag, equals, other] = await Promise.all([
+      runChild(['serve', '--roles', 'api,nope'], { LEADPOST_ROLES: 'api' }, { script: BIN }),
+      runChild(['serve', '--roles=projector,x'], {}, { script: BIN }),
+      runChild(['serve', '--role', 'api'], {}, { script: BIN }),
+    ]);
+    expect(flag.code).to.equal(1);
+    expect(flag.stderr).to.contain("LEADPOST_ROLES must be a comma-separated list of api, projector, delivery, not 'api,nope'");
+    expect(equals.code).to.equal(1);
+    expect(equals.stderr).to.contain("not 'projector,x'");
+    expect(other.code).to.equal(2);
+    expect(other.stderr).to.contain('serve takes only --roles LIST');
+  });
+});

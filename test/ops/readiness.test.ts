@@ -39,10 +39,14 @@ describe('health and readiness', function () {
       const reply = await svc.request('GET', '/readyz');
       expect(reply.status).to.equal(200);
       expect(reply.body).to.include({ ok: true, code: 'OK', message: 'ready' });
-      const checks = reply.body.checks as Record<string, { ok: boolean; items?: Array<{ projection: string }> }>;
-      expect(checks).to.have.keys('shutdown', 'event_store', 'read_models', 'projections');
+      const checks = reply.body.checks as Record<string, { ok: boolean; detail: string; items?: Array<{ projection: string }>; roles?: string[]; leases?: unknown[] }>;
+      expect(checks).to.have.keys('shutdown', 'event_store', 'read_models', 'projections', 'roles');
       expect(Object.values(checks).every((check) => check.ok)).to.equal(true);
       expect(checks.projections!.items!.map((item) => item.projection)).to.include.members(['leads', 'deliveries', 'reports']);
+      // One instance on its own runs every role and holds both leases.
+      expect(checks.roles!.roles).to.deep.equal(['api', 'projector', 'delivery']);
+      expect(checks.roles!.detail).to.equal('api, projector (holds the lease), delivery (holds the lease)');
+      expect(checks.roles!.leases).to.deep.equal(svc.service.leases().map((l) => ({ ...l, held: true })));
     });
 
     it('/readyz is 503 UNAVAILABLE naming event_store when the event store stops answering, and 200 again when it is back', async function () {

@@ -232,6 +232,33 @@ describe('projection runner', function () {
     expect(behind).to.include({ caughtUp: false, eventsBehind: 2 });
     expect(behind.lagSeconds).to.be.within(0, 5);
   });
+
+  it('fenced by a lease another process has taken: the commit changes nothing, and the runner stops and says so', async function () {
+    const lease = 'projector-fence-test';
+    const taken = await readModels.acquireLease(lease, 'old:1:a', 60_000);
+    let lost = 0;
+    const runner = new ProjectionRunner(events, readModels, PROJECTIONS[0]!, 'fenced', { flushMs: 5, fence: { lease, holder: 'old:1:a', token: taken.token }, onLeaseLost: () => lost++ });
+    runner.start();
+    await runner.waitFor(await events.headPosition());
+    const reached = await readModels.checkpoint(checkpointName(PROJECTIONS[0]!, 'fenced'));
+    // The lease passes to another process (a second connection, as another process has) while this runner still runs.
+    const other = EmbeddedReadModelStore.open(dir.path);
+    try {
+      await readModels.releaseLease(lease, 'old:1:a');
+      expect((await other.acquireLease(lease, 'new:2:b', 60_000)).holder).to.equal('new:2:b');
+    } finally {
+      await other.close();
+    }
+    await events.append(leadStream(1002), decide(leadCommand(1), initialLeadState).map((e) => ({ ...e, data: { ...e.data, lead_id: 1002 } })));
+    const started = Date.now();
+    while (lost === 0 && Date.now() - started < 5000) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(lost).to.equal(1);
+    expect(await readModels.get(collectionName('leads', 'fenced'), '1002')).to.equal(null);
+    expect(await readModels.checkpoint(checkpointName(PROJECTIONS[0]!, 'fenced'))).to.deep.equal(reached);
+    // Stopped for good: it does not resubscribe and try again, and stop() is quiet.
+    await runner.stop();
+    expect(lost).to.equal(1);
+  });
 });
 
 describe('projection lag', function () {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import type { Position } from '../../src/event-store/port.js';
-import type { AggregateOptions, Group, GroupValue, ReadDoc, ReadModelStore, ReadWrite } from '../../src/read-models/port.js';
+import { type AggregateOptions, type Group, type GroupValue, LeaseLostError, type ReadDoc, type ReadModelStore, type ReadWrite } from '../../src/read-models/port.js';
 
 const at = (commit: number, prepare = commit): Position => ({ commit, prepare });
 
@@ -19,11 +19,23 @@ export const uniqueName = (label: string): string => `t${randomBytes(6).toString
 
 const ids = (docs: readonly ReadDoc[]) => docs.map((d) => d._id);
 
+/** Asks for the lease until `holder` has it; fails after `withinMs`. */
+async function takenWithin(store: ReadModelStore, lease: string, holder: string, ttlMs: number, withinMs: number) {
+  const started = Date.now();
+  for (;;) {
+    const taken = await store.acquireLease(lease, holder, ttlMs);
+    if (taken.holder === holder) return { lease: taken, afterMs: Date.now() - started };
+    if (Date.now() - started > withinMs) throw new Error(`${holder} did not get ${lease} within ${withinMs} ms (held by ${taken.holder})`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
 /**
  * The behaviour every ReadModelStore adapter must have. Every test uses its own collections and
- * projections, so the suite also runs against a shared server.
+ * projections, so the suite also runs against a shared server. `fencedCommits: false`: the store
+ * refuses fenced commits (the embedded store's commit thread, used only by rebuilds).
  */
-export function readModelStoreContract(name: string, open: () => Promise<ReadModelStore>): void {
+export function readModelStoreContract(name: string, open: () => Promise<ReadModelStore>, options: { fencedCommits?: boolean } = {}): void {
   describe(`ReadModelStore contract: ${name}`, function () {
     let store: ReadModelStore;
     let coll: string;
@@ -581,6 +593,114 @@ export function readModelStoreContract(name: string, open: () => Promise<ReadMod
         expect(left).to.not.include(indexed);
         // Only collections: never the store's own bookkeeping.
         expect(left).to.not.include('checkpoints');
+      });
+    });
+
+    describe('leases', function () {
+      let other: ReadModelStore;
+      let lease: string;
+      beforeEach(async function () {
+        // A second connection, as a second process has.
+        other = await open();
+        lease = uniqueName('lease');
+      });
+      afterEach(async () => other.close());
+
+      const commitFenced = (on: ReadModelStore, token: number, holder = 'host-a:1', n = 1) =>
+        on.commit(projection, at(n), [{ op: 'put', collection: coll, id: 'x', position: at(n), doc: { by: holder, n } }], { lease, holder, token });
+
+      it('a free lease is taken with a token and a time to live, and read back as it stands', async function () {
+        expect(await store.lease(lease)).to.equal(null);
+        const before = Date.now();
+        const taken = await store.acquireLease(lease, 'host-a:1', 5000);
+        expect(taken).to.include({ name: lease, holder: 'host-a:1' });
+        expect(taken.token).to.be.a('number').and.at.least(1);
+        // The store's clock: the machine's own here, the server's for MongoDB (allowed a little skew).
+        expect(taken.expiresAt).to.be.within(before + 5000 - 2000, Date.now() + 5000 + 2000);
+        expect(await other.lease(lease)).to.deep.equal(taken);
+      });
+
+      it('another holder cannot take a lease held in time; the holder renews it and keeps its token', async function () {
+        const first = await store.acquireLease(lease, 'host-a:1', 5000);
+        const refused = await other.acquireLease(lease, 'host-b:2', 5000);
+        expect(refused).to.deep.equal(first);
+        const renewed = await store.acquireLease(lease, 'host-a:1', 8000);
+        expect(renewed.holder).to.equal('host-a:1');
+        expect(renewed.token).to.equal(first.token);
+        expect(renewed.expiresAt).to.be.above(first.expiresAt);
+      });
+
+      it('holders racing over two connections: exactly one takes the lease', async function () {
+        const holders = Array.from({ length: 12 }, (_, i) => `host-${i}:${i}`);
+        const results = await Promise.all(holders.map((holder, i) => (i % 2 === 0 ? store : other).acquireLease(lease, holder, 5000)));
+        const winners = results.filter((result, i) => result.holder === holders[i]);
+        expect(winners).to.have.length(1);
+        expect((await store.lease(lease))!.holder).to.equal(winners[0]!.holder);
+      });
+
+      it('a lease whose time ran out passes to another holder with the next token', async function () {
+        const first = await store.acquireLease(lease, 'host-a:1', 300);
+        const { lease: second } = await takenWithin(other, lease, 'host-b:2', 5000, 5000);
+        expect(Date.now()).to.be.at.least(first.expiresAt - 100);
+        expect(second.token).to.equal(first.token + 1);
+        // The first holder, asking again, finds it held by the second.
+        expect((await store.acquireLease(lease, 'host-a:1', 300)).holder).to.equal('host-b:2');
+      });
+
+      it('a released lease is free at once; only its holder can release it', async function () {
+        const first = await store.acquireLease(lease, 'host-a:1', 60_000);
+        await other.releaseLease(lease, 'host-b:2');
+        expect((await other.acquireLease(lease, 'host-b:2', 60_000)).holder).to.equal('host-a:1');
+        await store.releaseLease(lease, 'host-a:1');
+        const second = await other.acquireLease(lease, 'host-b:2', 60_000);
+        expect(second.holder).to.equal('host-b:2');
+        expect(second.token).to.equal(first.token + 1);
+      });
+
+      it('names, holders and times to live are checked', async function () {
+        expect(await rejection(store.acquireLease('', 'host-a:1', 1000))).to.be.instanceOf(TypeError);
+        expect(await rejection(store.acquireLease(lease, 'has space', 1000))).to.be.instanceOf(TypeError);
+        expect(await rejection(store.acquireLease(lease, 'host-a:1', 0))).to.be.instanceOf(TypeError);
+        expect(await rejection(store.acquireLease(lease, 'host-a:1', 1.5))).to.be.instanceOf(TypeError);
+      });
+
+      if (options.fencedCommits === false) {
+        it('refuses a fenced commit', async function () {
+          const taken = await store.acquireLease(lease, 'host-a:1', 60_000);
+          const error = await rejection(commitFenced(store, taken.token));
+          expect(error).to.be.instanceOf(TypeError);
+        });
+        return;
+      }
+
+      it('a fenced commit is made while its holder holds the lease with that token', async function () {
+        const taken = await store.acquireLease(lease, 'host-a:1', 60_000);
+        await commitFenced(store, taken.token);
+        expect(await store.get(coll, 'x')).to.deep.equal({ _id: 'x', by: 'host-a:1', n: 1 });
+        expect(await store.checkpoint(projection)).to.deep.equal(at(1));
+      });
+
+      it("once another holder has taken the lease, the old holder's fenced commit fails and changes nothing", async function () {
+        const first = await store.acquireLease(lease, 'host-a:1', 300);
+        await commitFenced(store, first.token, 'host-a:1', 1);
+        const { lease: second } = await takenWithin(other, lease, 'host-b:2', 60_000, 5000);
+        await commitFenced(other, second.token, 'host-b:2', 2);
+        const error = await rejection(commitFenced(store, first.token, 'host-a:1', 3));
+        expect(error).to.be.instanceOf(LeaseLostError);
+        expect(error.message).to.not.include(coll);
+        expect(await store.get(coll, 'x')).to.deep.equal({ _id: 'x', by: 'host-b:2', n: 2 });
+        expect(await store.checkpoint(projection)).to.deep.equal(at(2));
+        // Nor does the holder's own name with the new token pass for an old one's.
+        expect(await rejection(commitFenced(store, second.token, 'host-a:1', 4))).to.be.instanceOf(LeaseLostError);
+      });
+
+      it('a fenced commit fails once the lease has run out, even before anyone takes it', async function () {
+        const taken = await store.acquireLease(lease, 'host-a:1', 200);
+        // Until the store's own expiry has passed, with the margin a MongoDB server's clock may be off by.
+        while (Date.now() < taken.expiresAt + 500) await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(await rejection(commitFenced(store, taken.token))).to.be.instanceOf(LeaseLostError);
+        expect(await store.get(coll, 'x')).to.equal(null);
+        expect(await store.checkpoint(projection)).to.equal(null);
       });
     });
   });

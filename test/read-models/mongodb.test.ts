@@ -33,7 +33,7 @@ import {
   toMongoWrite,
 } from '../../src/read-models/mongo-query.js';
 import { MongoReadModelStore } from '../../src/read-models/mongodb.js';
-import { ReadModelUnavailableError, type ReadWrite, positionKey } from '../../src/read-models/port.js';
+import { LeaseLostError, ReadModelUnavailableError, type ReadWrite, positionKey } from '../../src/read-models/port.js';
 import { readModelStoreContract, rejection } from './contract.js';
 import { type Call, PRIMARY, STANDALONE, type Script, scriptedClient } from './scripted-mongo.js';
 
@@ -522,6 +522,65 @@ describe('MongoDB read-model store: through the driver', function () {
       });
       expect(await rejection((await store).commit('p', at(1), [write('a', 'x', 1)]))).to.equal(refused);
       expect(of('startSession')).to.deep.equal([]);
+    });
+  });
+
+  describe('leases', function () {
+    const expires = new Date('2026-11-24T12:00:03.000Z');
+
+    it('taking or renewing is one findOneAndUpdate: a filter on holder or expiry, and the token and expiry computed by the server', async function () {
+      const { store, of } = open((call) => (call.method === 'findOneAndUpdate' ? { _id: 'projector', holder: 'web-1:7:ab', token: 4, expires_at: expires } : undefined));
+      const lease = await (await store).acquireLease('projector', 'web-1:7:ab', 3000);
+      expect(lease).to.deep.equal({ name: 'projector', holder: 'web-1:7:ab', token: 4, expiresAt: expires.getTime() });
+      const [call] = of('findOneAndUpdate', 'rm_leases');
+      expect(call!.args[0]).to.deep.equal({ _id: 'projector', $or: [{ holder: 'web-1:7:ab' }, { $expr: { $lte: ['$expires_at', '$$NOW'] } }] });
+      const stillHeld = { $and: [{ $eq: ['$holder', 'web-1:7:ab'] }, { $gt: ['$expires_at', '$$NOW'] }] };
+      expect(call!.args[1]).to.deep.equal([
+        {
+          $set: {
+            token: { $cond: [stillHeld, '$token', { $add: [{ $ifNull: ['$token', 0] }, 1] }] },
+            holder: { $literal: 'web-1:7:ab' },
+            expires_at: { $add: ['$$NOW', 3000] },
+          },
+        },
+      ]);
+      expect(call!.args[2]).to.deep.equal({ upsert: true, returnDocument: 'after' });
+    });
+
+    it('held by another, the upsert collides on _id: the lease is read and returned as it stands', async function () {
+      const duplicate = new MongoServerError({ ok: 0, code: 11000, codeName: 'DuplicateKey', errmsg: 'E11000 duplicate key error', keyPattern: { _id: 1 } });
+      const { store, of } = open((call) => {
+        if (call.method === 'findOneAndUpdate') throw duplicate;
+        if (call.method === 'findOne' && call.collection === 'rm_leases') return { _id: 'projector', holder: 'web-2:8:cd', token: 5, expires_at: expires };
+        return undefined;
+      });
+      expect(await (await store).acquireLease('projector', 'web-1:7:ab', 3000)).to.deep.equal({ name: 'projector', holder: 'web-2:8:cd', token: 5, expiresAt: expires.getTime() });
+      expect(of('findOne', 'rm_leases')[0]!.args[0]).to.deep.equal({ _id: 'projector' });
+    });
+
+    it('a fenced commit in a transaction writes the lease first, in the session, and changes nothing when its holder lost it', async function () {
+      const fence = { lease: 'projector', holder: 'web-1:7:ab', token: 4 };
+      let held = true;
+      const { store, of } = open((call) => (call.method === 'updateOne' && call.collection === 'rm_leases' ? { matchedCount: held ? 1 : 0 } : undefined));
+      const opened = await store;
+      await opened.commit('p', at(1), [{ op: 'set', collection: 'a', id: 'x', position: at(1), set: { v: 1 } }], fence);
+      const [fenced] = of('updateOne', 'rm_leases');
+      expect(fenced!.args[0]).to.deep.equal({ _id: 'projector', holder: 'web-1:7:ab', token: 4, $expr: { $gt: ['$expires_at', '$$NOW'] } });
+      expect(fenced!.args[1]).to.deep.equal({ $inc: { commits: 1 } });
+      expect(fenced!.args[2]).to.have.property('session');
+      expect(of('bulkWrite', 'rm_a')).to.have.length(1);
+      held = false;
+      expect(await rejection(opened.commit('p', at(2), [{ op: 'set', collection: 'a', id: 'x', position: at(2), set: { v: 2 } }], fence))).to.be.instanceOf(LeaseLostError);
+      expect(of('bulkWrite', 'rm_a')).to.have.length(1);
+      expect(of('updateOne', 'rm_checkpoints')).to.have.length(1);
+    });
+
+    it('without transactions the fence is read just before the writes', async function () {
+      const { store, of } = open((call) => (call.method === 'hello' ? STANDALONE : undefined));
+      const error = await rejection((await store).commit('p', at(1), [{ op: 'set', collection: 'a', id: 'x', position: at(1), set: { v: 1 } }], { lease: 'projector', holder: 'web-1:7:ab', token: 4 }));
+      expect(error).to.be.instanceOf(LeaseLostError);
+      expect(of('findOne', 'rm_leases')[0]!.args[0]).to.deep.equal({ _id: 'projector', holder: 'web-1:7:ab', token: 4, $expr: { $gt: ['$expires_at', '$$NOW'] } });
+      expect(of('bulkWrite')).to.deep.equal([]);
     });
   });
 

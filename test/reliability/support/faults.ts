@@ -20,8 +20,10 @@ import {
 } from '../../../src/event-store/index.js';
 import {
   type AggregateOptions,
+  type Fence,
   type FindOptions,
   type Group,
+  type Lease,
   type ReadDoc,
   type ReadModelStore,
   ReadModelUnavailableError,
@@ -106,10 +108,25 @@ export class FaultyReadModels implements ReadModelStore {
     if (this.fault[kind]) throw new ReadModelUnavailableError('injected: the read-model store is unreachable');
   }
 
-  async commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void> {
+  async commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[], fence?: Fence): Promise<void> {
     if (this.fault.commit) this.refusedCommits += 1;
     this.check('commit');
-    return this.inner.commit(projection, checkpoint, writes);
+    return this.inner.commit(projection, checkpoint, writes, fence);
+  }
+
+  async acquireLease(name: string, holder: string, ttlMs: number): Promise<Lease> {
+    this.check('commit');
+    return this.inner.acquireLease(name, holder, ttlMs);
+  }
+
+  async releaseLease(name: string, holder: string): Promise<void> {
+    this.check('commit');
+    return this.inner.releaseLease(name, holder);
+  }
+
+  async lease(name: string): Promise<Lease | null> {
+    this.check('reads');
+    return this.inner.lease(name);
   }
 
   async checkpoint(projection: string): Promise<Position | null> {

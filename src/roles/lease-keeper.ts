@@ -1,0 +1,179 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Logger } from 'pino';
+import type { Fence, Lease, ReadModelStore } from '../read-models/port.js';
+
+// One lease of the read-model store kept by one process: it asks for the lease on a heartbeat,
+// runs the work while it holds it, and stops the work the moment it cannot say it still does (a
+// renewal failed or found another holder, or none came back within the lease's time). A standby
+// asks on the same heartbeat and starts the work once the holder's time has run out; a holder that
+// stops cleanly gives the lease up, so its standby takes over at the next beat.
+
+/** How long a lease lasts without a renewal; a standby takes over at most this plus a beat after the holder died. */
+const LEASE_TTL_MS = 3000;
+/** How often the holder renews and a standby asks. */
+const LEASE_HEARTBEAT_MS = 1000;
+
+/** Work only one process may do at a time. */
+interface LeasedWork {
+  /** Starts it; its writes are fenced by `fence`, and `lost` is called if one finds the lease gone. */
+  start(fence: Fence, lost: () => void): Promise<void>;
+  /** Stops it, waiting for what is in flight. */
+  stop(): Promise<void>;
+}
+
+export interface LeaseStatus {
+  readonly lease: string;
+  /** Whether this process holds the lease and runs the work. */
+  readonly held: boolean;
+  /** Who holds it as this process last saw it (host:pid:nonce), null when nobody does. */
+  readonly holder: string | null;
+}
+
+export interface LeaseKeeperOptions {
+  readonly leases: Pick<ReadModelStore, 'acquireLease' | 'releaseLease'>;
+  readonly name: string;
+  readonly holder: string;
+  readonly work: LeasedWork;
+  readonly ttlMs?: number;
+  readonly heartbeatMs?: number;
+  readonly logger?: Logger;
+}
+
+/** A holder id for this process: its host and pid (so an operator can find it) and a nonce (so two services in one process differ). */
+export function leaseHolderId(): string {
+  return `${hostname().replace(/[^\x21-\x7e]/g, '_').slice(0, 100)}:${process.pid}:${randomBytes(3).toString('hex')}`;
+}
+
+export class LeaseKeeper {
+  private stopped = false;
+  private timer: NodeJS.Timeout | undefined;
+  /** Stops the work when the lease runs out before a renewal has come back. */
+  private watchdog: NodeJS.Timeout | undefined;
+  private beating: Promise<void> = Promise.resolve();
+  /** The token the work runs under; undefined while it does not run. */
+  private token: number | undefined;
+  private seen: Lease | null = null;
+  /** Starting and stopping the work, one at a time. */
+  private transitions: Promise<void> = Promise.resolve();
+  private everHeld = false;
+  /** After the first beat: what it found is in the service's own start-up line, so it logs nothing. */
+  private started = false;
+
+  constructor(private readonly options: LeaseKeeperOptions) {}
+
+  private get ttlMs(): number {
+    return this.options.ttlMs ?? LEASE_TTL_MS;
+  }
+
+  /** Begins the heartbeat; resolves after the first beat, so a free lease is held and its work running. */
+  async start(): Promise<void> {
+    this.beating = this.beatSafely();
+    await this.beating;
+    this.started = true;
+    this.schedule();
+  }
+
+  /** Stops the heartbeat and the work, and gives the lease up for a standby to take at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.beating;
+    await this.lose('stopping');
+    if (!this.everHeld) return;
+    await this.options.leases.releaseLease(this.options.name, this.options.holder).catch((error: unknown) => {
+      this.options.logger?.warn({ err: error, lease: this.options.name }, 'could not give the lease up: a standby takes over when it runs out');
+    });
+  }
+
+  status(): LeaseStatus {
+    const current = this.seen && this.seen.expiresAt > Date.now() ? this.seen.holder : null;
+    return { lease: this.options.name, held: this.token !== undefined, holder: this.token !== undefined ? this.options.holder : current };
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    const heartbeatMs = this.options.heartbeatMs ?? LEASE_HEARTBEAT_MS;
+    // A standby asks again just after the holder's time runs out, if that comes before the next beat.
+    const untilFree = this.token === undefined && this.seen ? this.seen.expiresAt - Date.now() + 5 : heartbeatMs;
+    this.timer = setTimeout(
+      () => {
+        this.beating = this.beatSafely().finally(() => this.schedule());
+      },
+      Math.max(50, Math.min(heartbeatMs, untilFree)),
+    );
+    this.timer.unref();
+  }
+
+  private beatSafely(): Promise<void> {
+    // A failure to start or stop the work is logged by transition(); the heartbeat goes on.
+    return this.beat().catch(() => {});
+  }
+
+  private async beat(): Promise<void> {
+    const asked = Date.now();
+    let lease: Lease;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      // An answer later than the lease's time is no answer: the beat ends, and so may stop().
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${this.ttlMs} ms`)), this.ttlMs);
+      });
+      lease = await Promise.race([this.options.leases.acquireLease(this.options.name, this.options.holder, this.ttlMs), late]);
+    } catch (error) {
+      // Whether it is still held cannot be said: the work stops, and starts again once a beat can.
+      this.options.logger?.warn({ err: error, lease: this.options.name }, 'lease renewal failed');
+      await this.lose('the renewal failed');
+      return;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (this.stopped && this.token === undefined) {
+      // stop() came while asking: a lease just taken is given up by stop() itself.
+      if (lease.holder === this.options.holder) this.everHeld = true;
+      return;
+    }
+    this.seen = lease;
+    if (lease.holder !== this.options.holder) {
+      await this.lose(`held by ${lease.holder}`);
+      return;
+    }
+    this.everHeld = true;
+    // Counted from when it was asked: the lease cannot last longer than that from here.
+    clearTimeout(this.watchdog);
+    this.watchdog = setTimeout(() => void this.lose('not renewed in time'), Math.max(0, asked + this.ttlMs - Date.now()));
+    this.watchdog.unref();
+    if (this.token === lease.token) return;
+    // Held under another token: it ran out and was taken again, and writes under the old one are refused.
+    if (this.token !== undefined) await this.lose('taken again under a new token');
+    if (this.stopped) return;
+    await this.gain(lease.token);
+  }
+
+  private gain(token: number): Promise<void> {
+    return this.transition(async () => {
+      if (this.token !== undefined || this.stopped) return;
+      this.token = token;
+      const fence = { lease: this.options.name, holder: this.options.holder, token };
+      if (this.started) this.options.logger?.info({ lease: this.options.name, holder: this.options.holder, token }, 'lease taken: this instance runs the work');
+      await this.options.work.start(fence, () => void this.lose('a write found it held by another', token));
+    });
+  }
+
+  /** Stops the work (only that of `token`, when given). */
+  private lose(reason: string, token?: number): Promise<void> {
+    return this.transition(async () => {
+      if (this.token === undefined || (token !== undefined && token !== this.token)) return;
+      clearTimeout(this.watchdog);
+      this.token = undefined;
+      this.options.logger?.[reason === 'stopping' ? 'info' : 'warn']({ lease: this.options.name, reason }, 'lease given up: this instance stops the work');
+      await this.options.work.stop();
+    });
+  }
+
+  private transition(change: () => Promise<void>): Promise<void> {
+    const next = this.transitions.then(change);
+    this.transitions = next.catch((error: unknown) => this.options.logger?.error({ err: error, lease: this.options.name }, 'starting or stopping the leased work failed'));
+    return next;
+  }
+}
