@@ -10,7 +10,8 @@ import { seedLeadEvents } from '../test/support/seed-leads.js';
 export interface MemoryPoint {
   readonly after: string;
   readonly leadsInStore: number;
-  readonly serverRssMb: number;
+  /** RSS of each serve process: `all` for one process with every role, else one column per role. */
+  readonly [process: string]: string | number;
 }
 
 // Lead ids the seeded leads use: far above the ids the service hands out from its HiLo blocks.
@@ -42,12 +43,18 @@ async function projected(dataDir: string, head: Position): Promise<void> {
  * most of an hour here, so the leads beyond `httpLeads` are written straight into the event store
  * (the same events the service writes) while the service runs; its projections read every one of
  * them, and a last round of posts runs through the whole request path on top of the large store.
+ *
+ * `split`: the roles in three processes on one data dir (api, projector, delivery), as a deployment
+ * on more than one machine runs them; each one's RSS is measured.
  */
-export async function benchMemory(httpLeads: number, totalLeads: number): Promise<MemoryPoint[]> {
-  const service = await startBenchService();
+export async function benchMemory(httpLeads: number, totalLeads: number, split = false): Promise<MemoryPoint[]> {
+  const service = await startBenchService(split ? { roles: 'api' } : {});
   const points: MemoryPoint[] = [];
-  const mark = (after: string, leadsInStore: number) => points.push({ after, leadsInStore, serverRssMb: rssMb(service.pid) });
+  const processes: Array<[string, number]> = [[split ? 'api' : 'all', service.pid]];
+  const mark = (after: string, leadsInStore: number) =>
+    points.push({ after, leadsInStore, ...Object.fromEntries(processes.map(([name, pid]) => [`${name} RSS MB`, rssMb(pid)])) });
   try {
+    if (split) for (const role of ['projector', 'delivery']) processes.push([role, (await service.sibling(role)).pid]);
     await new Promise((r) => setTimeout(r, 2000));
     mark('start', 0);
     let posted = 0;

@@ -219,10 +219,20 @@ interface BenchServiceOptions {
   readonly prepare?: (dataDir: string) => Promise<void>;
   /** Another entry point taking the same environment as `serve` (serve-in-clear.ts). */
   readonly script?: string;
+  /** LEADPOST_ROLES of the process (all three by default). */
+  readonly roles?: string;
+}
+
+/** Another `serve` process on the bench service's data dir, e.g. the projector beside an api-only one. */
+export interface BenchSibling {
+  readonly pid: number;
+  stop(): Promise<void>;
 }
 
 /** A `leadpost serve` child on a fresh data dir with one key and one buyer that buys every CA lead. */
-export async function startBenchService(options: BenchServiceOptions = {}): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; stop(): Promise<void> }> {
+export async function startBenchService(
+  options: BenchServiceOptions = {},
+): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; sibling(roles: string): Promise<BenchSibling>; stop(): Promise<void> }> {
   const dir = tempDir('bench-post');
   const routing = join(dir.path, 'routing.json');
   writeFileSync(routing, JSON.stringify({ buyers: [{ id: 'bench-buyer', price: 25, states: ['CA'], caps: [{ period: 'day', max: 100_000_000 }] }] }));
@@ -237,8 +247,8 @@ export async function startBenchService(options: BenchServiceOptions = {}): Prom
     throw error;
   }
 
-  const [port, httpPort] = [await freePort(), await freePort()];
-  const server = runChild(options.script ? [] : ['serve'], {
+  const nodeArgs = [...START_NODE_ARGS, ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
+  const env = (port: number, httpPort: number, roles: string | undefined) => ({
     LEADPOST_DATA_DIR: dir.path,
     LEADPOST_ROUTING_FILE: routing,
     PORT: String(port),
@@ -246,15 +256,34 @@ export async function startBenchService(options: BenchServiceOptions = {}): Prom
     HOST: '127.0.0.1',
     RATE_LIMIT_PER_SECOND: '0',
     LOG_LEVEL: 'warn',
-  }, { script: options.script ?? BIN, nodeArgs: [...START_NODE_ARGS, ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])] });
+    ...(roles ? { LEADPOST_ROLES: roles } : {}),
+  });
+  const [port, httpPort] = [await freePort(), await freePort()];
+  const server = runChild(options.script ? [] : ['serve'], env(port, httpPort, options.roles), { script: options.script ?? BIN, nodeArgs });
   await listening(port);
+  const siblings: BenchSibling[] = [];
   process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
   return {
     url: `https://127.0.0.1:${port}/functions/leads`,
     apiKey: formatKey(id, secret),
     dataDir: dir.path,
     pid: server.process.pid!,
+    async sibling(roles) {
+      const [siblingPort, siblingHttpPort] = [await freePort(), await freePort()];
+      const child = runChild(['serve'], env(siblingPort, siblingHttpPort, roles), { script: BIN, nodeArgs });
+      await listening(siblingPort);
+      const sibling = {
+        pid: child.process.pid!,
+        async stop() {
+          child.process.kill('SIGTERM');
+          await child;
+        },
+      };
+      siblings.push(sibling);
+      return sibling;
+    },
     async stop() {
+      for (const sibling of siblings) await sibling.stop();
       server.process.kill('SIGTERM');
       await server;
       dir.remove();

@@ -75,6 +75,15 @@ const parts: Record<string, () => Promise<void>> = {
     console.log(`\nService RSS: at start, after ${httpLeads.toLocaleString('en-US')} leads posted over HTTPS, and with ${totalLeads.toLocaleString('en-US')} leads in the store`);
     console.table(await benchMemory(httpLeads, totalLeads));
   },
+  'memory-roles': async () => {
+    const httpLeads = Number(process.env.BENCH_MEMORY_HTTP_LEADS ?? 100_000);
+    const totalLeads = Number(process.env.BENCH_MEMORY_LEADS ?? 1_000_000);
+    console.log(`\nRSS of each role in its own process (serve --roles api, projector, delivery on one data dir), as for the memory part`);
+    const points = await benchMemory(httpLeads, totalLeads, true);
+    console.table(points);
+    const worst = Math.max(...points.flatMap((p) => Object.entries(p).filter(([k]) => k.endsWith('RSS MB')).map(([, v]) => Number(v))));
+    console.log(`highest RSS of any role: ${worst} MB (target <= 250 MB: ${worst <= 250 ? 'met' : 'not met'})`);
+  },
 };
 
 const wanted = process.argv.slice(2);
