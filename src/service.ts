@@ -1,9 +1,13 @@
+import { Agent } from 'node:https';
+import { rootCertificates } from 'node:tls';
 import type { Logger } from 'pino';
 import { CapLedger } from './commands/caps.js';
 import { ContactRegistry } from './commands/contacts.js';
 import { IdempotencyKeys } from './commands/idempotency.js';
 import { LeadIdAllocator } from './commands/lead-ids.js';
 import { createPostLead } from './commands/post-lead/post-lead.js';
+import { createPing } from './commands/ping/ping.js';
+import { newEventId } from './event-store/event-id.js';
 import type { ServiceConfig } from './config.js';
 import type { MxResolver } from './enrichment/email.js';
 import { createDefaultEnricher } from './enrichment/enricher.js';
@@ -18,7 +22,7 @@ import { Projections } from './projections/index.js';
 import { ReadBack } from './read-models/read-back.js';
 import { openReadModelStore } from './read-models/index.js';
 import type { ReadModelStore } from './read-models/port.js';
-import { createLeadValidator } from './leads/validate.js';
+import { createLeadValidator, createPingValidator } from './leads/validate.js';
 import { loadRoutingConfig } from './routing/load-config.js';
 import { countingEventStore } from './ops/counting-event-store.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
@@ -33,6 +37,8 @@ export interface ServiceOverrides {
   /** A store from openEventStore (so behind the event codec), perhaps wrapped. */
   readonly store?: EventStore;
   readonly readModels?: ReadModelStore;
+  /** A CA trusted on top of the system ones when asking webhook bidders (a test's self-signed buyer). */
+  readonly buyerCa?: string;
   /** false: no webhook delivery worker (tests that run their own, trusting a test CA). */
   readonly deliveryWorker?: boolean;
 }
@@ -95,6 +101,21 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     logger,
   });
 
+  const caps = new CapLedger(store);
+  // Bids are asked over keep-alive connections: a ping's deadline is too short for a TLS handshake per buyer.
+  const bidAgent = new Agent({ keepAlive: true, ...(overrides.buyerCa ? { ca: [...rootCertificates, overrides.buyerCa] } : {}) });
+  const ping = createPing({
+    store,
+    validate: createPingValidator(),
+    routing: () => routing,
+    caps,
+    env: process.env,
+    agent: bidAgent,
+    deadlineMs: config.pingDeadlineMs,
+    ttlSeconds: config.pingTtlSeconds,
+    now,
+    newId: newEventId,
+  });
   const postLead = createPostLead({
     store,
     leadIds: new LeadIdAllocator(store, config.leadIdBlockSize, `pid-${process.pid}`),
@@ -109,7 +130,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     }),
     routing: () => routing,
     contacts: new ContactRegistry(store),
-    caps: new CapLedger(store),
+    caps,
     idempotency: new IdempotencyKeys(store, () => now().getTime()),
     now,
   });
@@ -120,11 +141,14 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     limits: { bodyBytes: config.bodyLimitBytes },
     rateLimit: config.rateLimit,
     readRateLimit: config.readRateLimit,
+    pingRateLimit: config.pingRateLimit,
+    ping,
     readBack,
     afterSale: { events: store, routing: () => routing, now },
     ops: { readiness, metrics, shutdown },
   });
   const closeStores = async () => {
+    bidAgent.destroy();
     await keys.close();
     await projections.stop();
     if (!overrides.readModels) await readModels.close();

@@ -1,6 +1,7 @@
 import type { Enrichment } from '../enrichment/check.js';
 import type { FieldError } from '../leads/outcome.js';
 import type { NormalisedLead } from '../leads/lead.js';
+import type { LeadPingMatched } from './ping-events.js';
 
 // The events of a lead's own stream, `lead-{lead_id}`. Facts, never rewritten: a
 // change of shape adds a schema version and an upcaster (src/events/codec/), it does not edit these.
@@ -9,7 +10,7 @@ export const LEAD_EVENT_SCHEMA = 1;
 
 export const leadStream = (leadId: number): string => `lead-${leadId}`;
 
-export type RejectionCode = 'INVALID' | 'VERIFICATION_FAILED' | 'DUPLICATE';
+export type RejectionCode = 'INVALID' | 'VERIFICATION_FAILED' | 'DUPLICATE' | 'PING_EXPIRED' | 'PING_CONSUMED' | 'PING_MISMATCH';
 
 export interface LeadReceived {
   readonly type: 'LeadReceived';
@@ -122,6 +123,7 @@ export type LeadEvent =
   | LeadEnriched
   | LeadRouted
   | LeadSold
+  | LeadPingMatched
   | LeadDeliveryAttempted
   | LeadDelivered
   | LeadDeliveryFailed

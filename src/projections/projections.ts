@@ -44,6 +44,7 @@ const LEAD_EVENTS = new Set([
   'LeadEnriched',
   'LeadRouted',
   'LeadSold',
+  'LeadPingMatched',
   'LeadDelivered',
   'LeadDeliveryFailed',
   'FeedbackRecorded',

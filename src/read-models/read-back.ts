@@ -1,5 +1,6 @@
 import type { EventStore, Position } from '../event-store/port.js';
 import { leadStream } from '../events/lead-events.js';
+import { type PingBidsCollected, pingStream } from '../events/ping-events.js';
 import type { FieldError } from '../leads/outcome.js';
 import type { Principal } from '../keys/principal.js';
 import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
@@ -90,9 +91,13 @@ function forBuyer(buyer: string, type: string, data: unknown): unknown {
     const routed = data as { candidates?: Array<{ buyer?: unknown }> };
     return Array.isArray(routed.candidates) ? { ...routed, candidates: routed.candidates.filter((c) => c.buyer === buyer) } : data;
   }
-  if (type === 'LeadReceived') {
+  if (type === 'LeadReceived' || type === 'LeadPinged') {
     const { key_id: _keyId, ...received } = data as Record<string, unknown>;
     return received;
+  }
+  if (type === 'PingBidsCollected') {
+    const collected = data as { bids?: Array<{ buyer?: unknown }> };
+    return Array.isArray(collected.bids) ? { ...collected, bids: collected.bids.filter((b) => b.buyer === buyer) } : data;
   }
   return data;
 }
@@ -172,7 +177,18 @@ export class ReadBack {
     // Read-your-writes: a lead the projection has not reached yet is folded from its own stream.
     view ??= leadViewFromEvents(await this.deps.events.readStream(leadStream(Number(leadId))));
     if (!view || !mayRead(principal, view)) return null;
-    return leadRow(principal, view);
+    const row = leadRow(principal, view);
+    if (view.ping) row.ping = { ...view.ping, ...(await this.pingBids(principal, view.ping.ping_id)) };
+    return row;
+  }
+
+  /** What the buyers bid on a lead's ping, as the caller may see it: a buyer only its own bid. */
+  private async pingBids(principal: Principal, pingId: string): Promise<{ expires_at: string | null; bids: unknown[] }> {
+    const events = await this.deps.events.readStream(pingStream(pingId));
+    const pinged = events.find((e) => e.type === 'LeadPinged')?.data as { expires_at?: string } | undefined;
+    const collected = events.find((e) => e.type === 'PingBidsCollected')?.data as PingBidsCollected['data'] | undefined;
+    const bids = (collected?.bids ?? []).filter((bid) => principal.role !== 'buyer' || bid.buyer === principal.name);
+    return { expires_at: pinged?.expires_at ?? null, bids };
   }
 
   /**
@@ -186,13 +202,25 @@ export class ReadBack {
     const view = leadViewFromEvents(recorded);
     if (!view || !mayRead(principal, view)) return null;
     const pii = seesPii(principal, view);
-    return recorded.map((event) => ({
+    return recorded.map((event) => this.eventRow(principal, event, pii));
+  }
+
+  /** The events of the ping a lead was posted with (none: an empty list), for whoever may read the lead. */
+  async leadPingEvents(principal: Principal, leadId: string): Promise<LeadEventRow[]> {
+    const recorded = await this.deps.events.readStream(leadStream(Number(leadId)));
+    const matched = recorded.find((e) => e.type === 'LeadPingMatched')?.data as { ping_id?: string } | undefined;
+    if (!matched?.ping_id) return [];
+    return (await this.deps.events.readStream(pingStream(matched.ping_id))).map((event) => this.eventRow(principal, event, false));
+  }
+
+  private eventRow(principal: Principal, event: Awaited<ReturnType<EventStore['readStream']>>[number], pii: boolean): LeadEventRow {
+    return {
       revision: event.revision,
       type: event.type,
       occurred_at: typeof event.metadata.occurred_at === 'string' ? event.metadata.occurred_at : new Date(event.created).toISOString(),
       trace_id: typeof event.metadata.trace_id === 'string' ? event.metadata.trace_id : null,
       data: visible(principal, event.type, pii ? event.data : withoutConsumer(event.type, event.data)),
-    }));
+    };
   }
 
   /**
@@ -434,6 +462,7 @@ function leadRow(principal: Principal, view: LeadView): Record<string, unknown> 
     enrichment: checks ? { phone: checks.phone?.result ?? null, email: checks.email?.result ?? null, consent: checks.consent?.result ?? null } : null,
     delivery: view.delivery,
     feedback: view.feedback ?? [],
+    ping: view.ping ?? null,
     lead: seesPii(principal, view) ? view.lead : null,
   };
 }

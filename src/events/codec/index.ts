@@ -1,4 +1,5 @@
 import { LEAD_EVENT_SCHEMA, type LeadEvent } from '../lead-events.js';
+import type { PingEvent } from '../ping-events.js';
 import { EventCodec, type Upcaster } from './codec.js';
 import { idempotentResponseV0 } from './idempotent-response-v0.js';
 import { leadReceivedV0 } from './lead-received-v0.js';
@@ -17,6 +18,7 @@ const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
   LeadEnriched: LEAD_EVENT_SCHEMA,
   LeadRouted: LEAD_EVENT_SCHEMA,
   LeadSold: LEAD_EVENT_SCHEMA,
+  LeadPingMatched: LEAD_EVENT_SCHEMA,
   LeadDeliveryAttempted: LEAD_EVENT_SCHEMA,
   LeadDelivered: LEAD_EVENT_SCHEMA,
   LeadDeliveryFailed: LEAD_EVENT_SCHEMA,
@@ -27,10 +29,13 @@ const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
 /** Version 1 only began stamping the version: apart from LeadReceived the data did not change. */
 const stampedOnly = (type: string): Upcaster => ({ type, from: 0, to: 1, up: (data) => data });
 
+/** A ping's stream (src/events/ping-events.ts): written from version 1 on, so no upcaster yet. */
+const PING_EVENT_VERSIONS: Record<PingEvent['type'], number> = { LeadPinged: 1, PingBidsCollected: 1, PingPosted: 1 };
+
 /** Support-stream events whose layout changed: the idempotency stream once kept an HTTP answer. */
 const SUPPORT_EVENT_VERSIONS = { IdempotentResponseRecorded: 1 };
 
 export const EVENT_CODEC = new EventCodec({
-  current: { ...LEAD_EVENT_VERSIONS, ...SUPPORT_EVENT_VERSIONS },
-  upcasters: [leadReceivedV0, idempotentResponseV0, ...Object.keys(LEAD_EVENT_VERSIONS).filter((type) => type !== 'LeadReceived').map(stampedOnly)],
+  current: { ...LEAD_EVENT_VERSIONS, ...PING_EVENT_VERSIONS, ...SUPPORT_EVENT_VERSIONS },
+  upcasters: [leadReceivedV0, idempotentResponseV0, ...Object.keys(LEAD_EVENT_VERSIONS).filter((type) => type !== 'LeadReceived' && type !== 'LeadPingMatched').map(stampedOnly)],
 });
