@@ -11,6 +11,7 @@ import { type Reply, TestService, validLead } from '../support/service.js';
 const SECRET_ENV = 'PING_TEST_BIDDER_SECRET';
 const SECRET = 'bidder-secret-7f3a';
 const DEADLINE_MS = 1000;
+const RACERS = 30;
 
 /** Webhook bidders by the path they are asked on. */
 const ANSWERS: Record<string, (request: ReceivedDelivery) => Promise<Answer> | Answer> = {
@@ -222,10 +223,12 @@ describe('ping/post', function () {
 
   it('of several posts of one ping at once, exactly one is sold and every other is PING_CONSUMED', async function () {
     const pinged = await ping(pingBody({ sid: 'src-race' }));
-    const replies: Reply[] = await Promise.all(Array.from({ length: 12 }, () => post(validLead({ sid: 'src-race', ping_id: pinged.body.ping_id }))));
+    // Connections open first, so the posts arrive together rather than one handshake apart.
+    await Promise.all(Array.from({ length: RACERS }, () => svc.request('GET', '/healthz')));
+    const replies: Reply[] = await Promise.all(Array.from({ length: RACERS }, () => post(validLead({ sid: 'src-race', ping_id: pinged.body.ping_id }))));
     const codes = replies.map((r) => r.body.code);
     expect(codes.filter((c) => c === 'SOLD' || c === 'UNSOLD'), codes.join()).to.have.length(1);
-    expect(codes.filter((c) => c === 'PING_CONSUMED')).to.have.length(11);
+    expect(codes.filter((c) => c === 'PING_CONSUMED')).to.have.length(RACERS - 1);
     const posted = (await svc.service.store.readStream(`ping-${pinged.body.ping_id as string}`)).filter((e) => e.type === 'PingPosted');
     expect(posted).to.have.length(1);
   });
@@ -252,5 +255,26 @@ describe('ping/post', function () {
       for (const secret of secrets) expect(bytes, pathOf(request)).to.not.include(secret);
       expect(Object.keys(request.body).sort()).to.deep.equal(['accident_state', 'currency', 'ping_id', 's1', 'sid', 'test', 'zip']);
     }
+  });
+});
+
+describe('ping rate limit', function () {
+  this.timeout(30_000);
+  let svc: TestService;
+  before(async () => {
+    svc = await TestService.start({ env: { PING_RATE_LIMIT_PER_SECOND: '1', PING_RATE_LIMIT_BURST: '2', RATE_LIMIT_PER_SECOND: '1', RATE_LIMIT_BURST: '1' } });
+  });
+  after(async () => svc?.stop());
+
+  it('counts pings per key in a bucket of their own: pinging past it is 429 with Retry-After, and the key can still post', async function () {
+    const key = await svc.key('supplier', 'sup-1');
+    const ping = () => svc.post({ zip: '90210', accident_state: 'CA', sid: 'src-1' }, { 'x-api-key': key }, '/functions/pings');
+    const codes = [(await ping()).body.code, (await ping()).body.code];
+    expect(codes).to.deep.equal(['NO_BID', 'NO_BID']);
+    const limited = await ping();
+    expect(limited.status).to.equal(429);
+    expect(limited.body).to.include({ code: 'RATE_LIMITED', Response: 'Error' });
+    expect(limited.headers['retry-after']).to.match(/^\d+$/);
+    expect((await svc.post(validLead(), { 'x-api-key': key })).status).to.equal(201);
   });
 });

@@ -48,10 +48,10 @@ export interface PingDeps extends BiddingDeps {
 
 /**
  * What the answer needs after the bidding round closes: two appends and the response. The round
- * closes this long before the deadline (but never before half of it has passed), so the ping
- * answers by the deadline, not the deadline plus recording.
+ * closes a tenth of the deadline before it (never before half of it has passed), so the ping
+ * answers by the deadline, not the deadline plus recording, also on a busy machine.
  */
-const RECORDING_RESERVE_MS = 40;
+const recordingReserveMs = (deadlineMs: number): number => Math.max(20, deadlineMs / 10);
 
 /** Every value that makes two pings "the same": hashed into the lookup stream's name, never written out. */
 const lookupStream = (supplier: string, ping: NormalisedPing): string =>
@@ -90,7 +90,7 @@ export function createPing(deps: PingDeps): Ping {
 
     const routing = deps.routing();
     const pingId = deps.newId();
-    const closeAfterMs = Math.max(deps.deadlineMs / 2, deps.deadlineMs - RECORDING_RESERVE_MS - (performance.now() - started));
+    const closeAfterMs = Math.max(deps.deadlineMs / 2, deps.deadlineMs - recordingReserveMs(deps.deadlineMs) - (performance.now() - started));
     const { bids, winner } = await collectBids(routing, pingId, fields, now, closeAfterMs, deps);
     const expiresAt = new Date(now.getTime() + deps.ttlSeconds * 1000);
     const metadata = {
