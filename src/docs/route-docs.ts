@@ -185,7 +185,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     tag: 'Read-back',
     summary: 'Summary report',
     description:
-      'Rows of received, accepted, sold, unsold, rejected (and per code), returned, revenue, net_revenue, acceptance_rate, sell_rate, avg_price per group. ' +
+      'Rows of received, accepted, sold, unsold, rejected (and per code), returned, pings, bids, ping_posts, revenue, net_revenue, acceptance_rate, sell_rate, avg_price, avg_bid per group. ' +
+      'pings count under the ping\'s supplier, sid and state; bids and avg_bid under the buyer that bid; ping_posts under the buyer the lead sold to at its bid. ' +
       'A supplier sees its own rows; buyers may not read reports. ' +
       'Rows come in the order of their group key (s1 first when grouped by it, then the dimensions as asked; null first) and page with `cursor`/`limit` like every list. ' +
       'A report by s1 has about one row per lead: it is summed in the store from rows of single leads, a page at a time. ' +

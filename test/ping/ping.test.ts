@@ -233,6 +233,28 @@ describe('ping/post', function () {
     expect(posted).to.have.length(1);
   });
 
+  it('reports pings under their supplier and source, each bid under its buyer with the average bid, and the ping posts', async function () {
+    const reporter = await svc.key('supplier', 'sup-report');
+    const first = await ping(pingBody({ sid: 'src-report' }), reporter);
+    await ping(pingBody({ sid: 'src-report' }), reporter);
+    await post(validLead({ sid: 'src-report', ping_id: first.body.ping_id }), reporter);
+    const today = new Date().toISOString().slice(0, 10);
+    type Row = Record<string, number | string | null>;
+    let rows: Row[] = [];
+    const total = (field: string) => rows.reduce((sum, row) => sum + Number(row[field]), 0);
+    // The report is a read model: read it until the projection has reached the post.
+    for (const started = Date.now(); Date.now() - started < 10_000; await new Promise((r) => setTimeout(r, 50))) {
+      const reply = await svc.request('GET', `/functions/reports/summary?from=${today}&to=${today}&group_by=sid,buyer`, { 'x-api-key': reporter });
+      rows = reply.body.items as Row[];
+      if (total('ping_posts') >= 1) break;
+    }
+    const row = (buyer: string | null) => rows.find((r) => r.buyer === buyer && r.sid === 'src-report')!;
+    expect(row(null)).to.include({ pings: 2, bids: 0 });
+    expect(row('static-low')).to.include({ bids: 2, avg_bid: 20 });
+    expect(total('ping_posts')).to.equal(1);
+    expect(total('pings')).to.equal(2);
+  });
+
   it('rejects a ping with a consumer field or a broken field, naming every failing field', async function () {
     const reply = await ping({ zip: '9021', accident_state: 'XX', email: 'ada@example.com', first_name: 'Ada' });
     expect(reply.status).to.equal(422);
