@@ -155,7 +155,7 @@ export function posts(
 }
 
 /** `posts` for `seconds` after a warm-up, with the server's CPU time over the measured part. */
-async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number) {
+export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number) {
   await posts(url, headers, body, counter, { duration: warmup });
   counter.measuring = true;
   const cpuBefore = cpuSeconds(serverPid);
@@ -163,7 +163,7 @@ async function load(url: string, headers: Record<string, string>, body: (n: numb
   return { result, serverCpuSeconds: cpuSeconds(serverPid) - cpuBefore };
 }
 
-function loadResult(name: string, { result, serverCpuSeconds }: { result: autocannon.Result; serverCpuSeconds: number }, serverPid: number, lags: number[]): LoadResult {
+export function loadResult(name: string, { result, serverCpuSeconds }: { result: autocannon.Result; serverCpuSeconds: number }, serverPid: number, lags: number[]): LoadResult {
   return {
     case: name,
     requestsPerSecond: Math.round(result.requests.average),
@@ -185,13 +185,13 @@ const BARE = fileURLToPath(new URL('./bare-koa.js', import.meta.url));
  * The limit: a bare Koa HTTPS endpoint parsing the same body, under the same load. `durable`: the
  * same endpoint also making a sold post's durable appends before answering (bare-koa.ts).
  */
-export async function benchBareKoa(seconds: number, warmup: number, durable = false): Promise<LoadResult> {
+export async function benchBareKoa(seconds: number, warmup: number, durable = false, body: (n: number) => string = sellableLead): Promise<LoadResult> {
   const server = runChild([], durable ? { BARE_DURABLE: '1' } : {}, { script: BARE });
   try {
     await server.until('{', 1);
     const port = (JSON.parse(server.lines[0]!) as { https_port: number }).https_port;
     process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
-    const measured = await load(`https://127.0.0.1:${port}/`, {}, sellableLead, seconds, warmup, { n: 0 }, server.process.pid!);
+    const measured = await load(`https://127.0.0.1:${port}/`, {}, body, seconds, warmup, { n: 0 }, server.process.pid!);
     return loadResult(durable ? "bare Koa + a post's 3 durable appends" : 'bare Koa HTTPS, same body', measured, server.process.pid!, []);
   } finally {
     server.process.kill('SIGTERM');
@@ -199,11 +199,18 @@ export async function benchBareKoa(seconds: number, warmup: number, durable = fa
   }
 }
 
-/** A `leadpost serve` child on a fresh data dir with one supplier key and one buyer that buys every CA lead. */
-export async function startBenchService(): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; stop(): Promise<void> }> {
+const BENCH_ROUTING = { buyers: [{ id: 'bench-buyer', price: 25, states: ['CA'], caps: [{ period: 'day', max: 100_000_000 }] }] };
+
+/**
+ * A `leadpost serve` child on a fresh data dir with one supplier key and (unless another routing
+ * file is given) one buyer that buys every CA lead.
+ */
+export async function startBenchService(
+  options: { routing?: unknown; env?: Record<string, string> } = {},
+): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; stop(): Promise<void> }> {
   const dir = tempDir('bench-post');
   const routing = join(dir.path, 'routing.json');
-  writeFileSync(routing, JSON.stringify({ buyers: [{ id: 'bench-buyer', price: 25, states: ['CA'], caps: [{ period: 'day', max: 100_000_000 }] }] }));
+  writeFileSync(routing, JSON.stringify(options.routing ?? BENCH_ROUTING));
   const store = await EmbeddedEventStore.open(dir.path);
   const { id, secret } = newKeyMaterial();
   await changeKeys(store, (state) => issueKey(state, { role: 'supplier', name: 'bench', now: Date.now(), id, secret }));
@@ -218,6 +225,7 @@ export async function startBenchService(): Promise<{ url: string; apiKey: string
     HOST: '127.0.0.1',
     RATE_LIMIT_PER_SECOND: '0',
     LOG_LEVEL: 'warn',
+    ...options.env,
   }, { script: BIN, nodeArgs: [...START_NODE_ARGS, ...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? [])] });
   await listening(port);
   process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';

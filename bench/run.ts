@@ -1,6 +1,7 @@
 import { benchDelivery } from './delivery.js';
 import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
+import { benchPingStatic, benchPingWebhooks, pingBody } from './ping.js';
 import { type LoadResult, benchBareKoa, benchPostLead } from './post-lead.js';
 import { benchReplay } from './replay.js';
 
@@ -38,6 +39,16 @@ const parts: Record<string, () => Promise<void>> = {
       `service / bare (means of the two rounds): throughput ${ratio('service', 'requestsPerSecond').toFixed(2)}x (target >= 0.70x), p99 ${ratio('service', 'p99Ms').toFixed(1)}x (target <= 2x)`,
     );
     console.log(`durability floor / bare: throughput ${ratio('floor', 'requestsPerSecond').toFixed(2)}x, p99 ${ratio('floor', 'p99Ms').toFixed(1)}x`);
+  },
+  ping: async () => {
+    console.log('\nPOST /functions/pings over HTTPS: 50 keep-alive connections, unique pings, durable appends');
+    const seconds = Number(process.env.BENCH_LOAD_SECONDS ?? 15);
+    const bare = await benchBareKoa(seconds, 3, false, pingBody);
+    const statics = await benchPingStatic(seconds, 3);
+    const webhooks = await benchPingWebhooks(seconds, 3);
+    console.table([bare, statics, webhooks]);
+    console.log(`pings with static bidders / bare: throughput ${(statics.requestsPerSecond / bare.requestsPerSecond).toFixed(2)}x, p99 ${(statics.p99Ms / bare.p99Ms).toFixed(1)}x`);
+    console.log(`ping p99 with three webhook bidders of 20 ms: ${webhooks.p99Ms} ms (PING_DEADLINE_MS 1000 caps it)`);
   },
   memory: async () => {
     const httpLeads = Number(process.env.BENCH_MEMORY_HTTP_LEADS ?? 100_000);
