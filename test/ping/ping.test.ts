@@ -255,6 +255,23 @@ describe('ping/post', function () {
     expect(total('pings')).to.equal(2);
   });
 
+  it('lets a ping be posted again once a post whose lead was never recorded is long over', async function () {
+    const pinged = await ping(pingBody());
+    const stream = `ping-${pinged.body.ping_id as string}`;
+    // What a process that died between the ping's append and its lead's leaves behind.
+    const [lead] = await svc.service.store.readStream(stream);
+    const { key_id: _key, zip: _zip, s1: _s1, expires_at: _expires, ...source } = lead!.data as Record<string, unknown>;
+    const lost = { ...source, lead_id: 987_654_321, buyer: 'hook-bid', amount: 37.5, posted_at: new Date(Date.now() + offsetMs).toISOString() };
+    await svc.service.store.append(stream, [{ type: 'PingPosted', data: lost }], { expectedRevision: 1 });
+
+    const meanwhile = await post(validLead({ ping_id: pinged.body.ping_id }));
+    expect(meanwhile.body).to.include({ code: 'PING_CONSUMED' });
+    offsetMs = 31_000;
+    const later = await post(validLead({ ping_id: pinged.body.ping_id }));
+    expect(later.body, later.text).to.include({ code: 'SOLD' });
+    expect((await post(validLead({ ping_id: pinged.body.ping_id }))).body).to.include({ code: 'PING_CONSUMED' });
+  });
+
   it('rejects a ping with a consumer field or a broken field, naming every failing field', async function () {
     const reply = await ping({ zip: '9021', accident_state: 'XX', email: 'ada@example.com', first_name: 'Ada' });
     expect(reply.status).to.equal(422);

@@ -46,12 +46,9 @@ describe('ping/post over two processes', function () {
     const children: RunningChild[] = [runChild(['serve'], env, { script: BIN }), runChild(['serve'], env, { script: BIN })];
     const agent = new Agent({ keepAlive: true, rejectUnauthorized: false, maxSockets: 50 });
     try {
-      const ports: number[] = [];
-      for (const child of children) {
-        await child.until('{', 1);
-        const listening = child.lines.map((line) => JSON.parse(line) as { https_port?: number }).find((line) => line.https_port);
-        ports.push(listening!.https_port!);
-      }
+      // Both waits begin before either child can print: a line printed before its wait began would not be seen.
+      await Promise.all(children.map((child) => child.until('{', 1)));
+      const ports = children.map((child) => child.lines.map((line) => JSON.parse(line) as { https_port?: number }).find((line) => line.https_port)!.https_port!);
       const send = (port: number, path: string, body: unknown) =>
         new Promise<Answer>((resolve, reject) => {
           const req = request({ host: '127.0.0.1', port, method: 'POST', path, agent, headers: { 'content-type': 'application/json', 'x-api-key': key } }, (res) => {

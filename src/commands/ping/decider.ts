@@ -32,6 +32,11 @@ export interface AnswerPing {
 export interface PostPing {
   readonly type: 'PostPing';
   readonly leadId: number;
+  /**
+   * The lead of an earlier PingPosted that was never recorded (its post failed or its process
+   * died between the two appends): this post takes the ping over from it.
+   */
+  readonly replacing?: number;
   readonly buyer: string | null;
   readonly amount: number | null;
   readonly now: Date;
@@ -68,7 +73,7 @@ export const pingDecider: Decider<AnswerPing | PostPing, PingState, PingEvent> =
       ];
     }
     if (!state.pinged) throw new Error('a ping must be answered before it is posted');
-    if (state.posted) throw new PingConsumedError(state.pinged.ping_id);
+    if (state.posted && state.posted.lead_id !== command.replacing) throw new PingConsumedError(state.pinged.ping_id);
     const { key_id: _keyId, zip: _zip, s1: _s1, expires_at: _expires, ...source } = state.pinged;
     return [{ type: 'PingPosted', data: { ...source, lead_id: command.leadId, buyer: command.buyer, amount: command.amount, posted_at: command.now.toISOString() } }];
   },

@@ -49,8 +49,6 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
   const { route, routeToBids } = createRouter(deps.caps);
 
   return async function postLead(request) {
-    // 1. Idempotency-Key: of several requests with one key, the first records the lead and the
-    //    others get its answer, as it was.
     try {
       return await postOnce(request);
     } catch (error) {
@@ -61,6 +59,8 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
   };
 
   async function postOnce(request: PostLeadRequest): Promise<PostLeadResult> {
+    // 1. Idempotency-Key: of several requests with one key, the first records the lead and the
+    //    others get its answer, as it was.
     const key = request.idempotencyKey;
     if (key === undefined) return recorded(await decideLead(request), request.traceId);
     if (!IDEMPOTENCY_KEY.test(key)) return conflict('malformed_key');
@@ -96,10 +96,12 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     //     yet, and of the same zip, state and source; else the lead ends here, saying which.
     const pingId = typeof request.body.ping_id === 'string' ? request.body.ping_id : null;
     let ping: Folded<PingState> | null = null;
+    let replacing: number | undefined;
     if (pingId !== null) {
       ping = await readFolded(deps.store, pingStream(pingId), pingDecider);
       if (!ping.state.pinged || !ping.state.collected || ping.state.pinged.supplier !== request.principal.name) throw new PingNotFoundError();
-      const pingRejection = refusal(ping.state, lead, now);
+      replacing = await lostPost(ping.state, now);
+      const pingRejection = refusal(ping.state, lead, now, replacing);
       if (pingRejection) return record({ ...who, validation, pingRejection });
     }
 
@@ -133,7 +135,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       if (ping && pingId !== null) {
         const sale = atBid ? { buyer: atBid.decision.target.id, amount: atBid.decision.price } : { buyer: null, amount: null };
         try {
-          await handleCommand(deps.store, pingStream(pingId), pingDecider, { type: 'PostPing', leadId, ...sale, now }, { from: ping, metadata: pingMetadata(request, now) });
+          await handleCommand(deps.store, pingStream(pingId), pingDecider, { type: 'PostPing', leadId, replacing, ...sale, now }, { from: ping, metadata: pingMetadata(request, now) });
         } catch (error) {
           if (!(error instanceof PingConsumedError)) throw error;
           giveBack([], reservation, leadId, now);
@@ -149,6 +151,18 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       giveBack(claims, reservation, leadId, now);
       throw error;
     }
+  }
+
+  /**
+   * The lead of the ping's PingPosted when that lead was never recorded and its post is long
+   * over (it failed, or its process died, between the ping's append and the lead's): the ping is
+   * then the supplier's to post again. A post still under way is given LOST_POST_MS to land.
+   */
+  async function lostPost(state: PingState, now: Date): Promise<number | undefined> {
+    const posted = state.posted;
+    if (!posted || now.getTime() - Date.parse(posted.posted_at) < LOST_POST_MS) return undefined;
+    const events = await deps.store.readStream(leadStream(posted.lead_id), { maxCount: 1 });
+    return events.length === 0 ? posted.lead_id : undefined;
   }
 
   async function recordLead(request: PostLeadRequest, command: PostLeadCommand): Promise<LeadOutcome> {
@@ -174,6 +188,9 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
   }
 }
 
+/** Far longer than a post takes between its ping's append and its lead's. */
+const LOST_POST_MS = 30_000;
+
 /** The lead's ping_id names no ping of the posting supplier. */
 class PingNotFoundError extends Error {}
 
@@ -183,9 +200,9 @@ const PING_ERRORS = {
 } as const satisfies Record<string, FieldError>;
 
 /** Why a ping cannot take this lead, or null when it can. The fields are named, never their values. */
-function refusal(state: PingState, lead: NormalisedLead, now: Date): PostLeadCommand['pingRejection'] | null {
+function refusal(state: PingState, lead: NormalisedLead, now: Date, replacing: number | undefined): PostLeadCommand['pingRejection'] | null {
   const pinged = state.pinged!;
-  if (state.posted) return { code: 'PING_CONSUMED', errors: [PING_ERRORS.consumed] };
+  if (state.posted && state.posted.lead_id !== replacing) return { code: 'PING_CONSUMED', errors: [PING_ERRORS.consumed] };
   if (Date.parse(pinged.expires_at) <= now.getTime()) return { code: 'PING_EXPIRED', errors: [PING_ERRORS.expired] };
   const differ = (['zip', 'accident_state', 'sid'] as const).filter((field) => lead[field] !== pinged[field]);
   if (differ.length === 0) return null;
