@@ -317,3 +317,35 @@ describe('ping rate limit', function () {
     expect((await svc.post(validLead(), { 'x-api-key': key })).status).to.equal(201);
   });
 });
+
+describe('a post whose ping bids can no longer take it', function () {
+  this.timeout(30_000);
+  let svc: TestService;
+  let offsetMs = 0;
+  before(async () => {
+    // The bidder's hours: from a minute ago to two minutes from now (UTC), so a post three minutes
+    // after its ping (well within the ping's five) finds it closed.
+    const hhmm = (ms: number) => new Date(Date.now() + ms).toISOString().slice(11, 16);
+    const hours = { tz: 'UTC', start: hhmm(-60_000), end: hhmm(120_000) };
+    svc = await TestService.start({
+      routing: { buyers: [{ id: 'daytime', price: 95, hours, ping: { kind: 'static' } }, { id: 'plain', price: 3 }], buckets: [{ id: 'unsold', default: true }] },
+      now: () => new Date(Date.now() + offsetMs),
+    });
+  });
+  after(async () => svc?.stop());
+
+  it('is routed as a plain post, and says so in its events and view', async function () {
+    const key = await svc.key('supplier', 'sup-1');
+    const pinged = await svc.post({ zip: '90210', accident_state: 'CA', sid: 'src-1' }, { 'x-api-key': key }, '/functions/pings');
+    expect(pinged.body).to.include({ code: 'BID', bid: 95 });
+    offsetMs = 180_000;
+    const posted = await svc.post(validLead({ ping_id: pinged.body.ping_id }), { 'x-api-key': key });
+    expect(posted.body, posted.text).to.include({ code: 'SOLD', revenue: 3 });
+    const view = await svc.request('GET', `/functions/leads/${posted.body.lead_id}`, { 'x-api-key': key });
+    expect((view.body.lead as { ping: unknown }).ping).to.include({ ping_id: pinged.body.ping_id, buyer: null, bid: null });
+    const events = await svc.request('GET', `/functions/leads/${posted.body.lead_id}/events`, { 'x-api-key': key });
+    const routed = (events.body.items as Array<{ type: string; data: { strategy: string; candidates: Array<{ buyer: string; reason: string }> } }>).find((e) => e.type === 'LeadRouted')!;
+    expect(routed.data.strategy).to.equal('highest_price');
+    expect(routed.data.candidates.find((c) => c.buyer === 'daytime')).to.include({ reason: 'outside_hours' });
+  });
+});
