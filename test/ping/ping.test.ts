@@ -315,6 +315,8 @@ describe('ping rate limit', function () {
     expect(limited.body).to.include({ code: 'RATE_LIMITED', Response: 'Error' });
     expect(limited.headers['retry-after']).to.match(/^\d+$/);
     expect((await svc.post(validLead(), { 'x-api-key': key })).status).to.equal(201);
+    const metrics = (await svc.request('GET', '/metrics')).text;
+    expect(metrics).to.match(/^leadpost_pings_total\{code="NO_BID"\} 2$/m).and.match(/^leadpost_pings_total\{code="RATE_LIMITED"\} 1$/m);
   });
 });
 
