@@ -233,11 +233,13 @@ describe('read-back routes', function () {
       for (const tz of ['UTC', 'America/Los_Angeles', 'Asia/Kolkata', 'Pacific/Kiritimati']) {
         for (const groupBy of ['day', 'supplier,day,sid', 'buyer,state', 's1', 'day,s1,buyer', ',']) {
           const from = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
-          const reply = await get(`/functions/reports/summary?from=${from}&to=${today}&tz=${tz}&group_by=${groupBy}&test=include&limit=500`, keys.admin!);
+          // To the UTC date of tomorrow: east of UTC (Kiritimati is UTC+14) the local date already is tomorrow for much of the UTC day.
+          const to = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10);
+          const reply = await get(`/functions/reports/summary?from=${from}&to=${to}&tz=${tz}&group_by=${groupBy}&test=include&limit=500`, keys.admin!);
           const dims = groupBy.split(',').filter(Boolean) as GroupBy[];
           // The same hours the report reads: those from local midnight of `from` to the end of `to`.
           const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
-          const end = startOfLocalDay(new Date(Date.parse(today) + 86_400_000).toISOString().slice(0, 10), tz).toISOString().slice(0, 13);
+          const end = startOfLocalDay(new Date(Date.parse(to) + 86_400_000).toISOString().slice(0, 10), tz).toISOString().slice(0, 13);
           const inRange = (dims.includes('s1') ? leadRows : buckets).filter((b) => b.hour >= start && b.hour < end);
           const expected = summarise(inRange, dims, tz);
           expect(reply.body.items, `${tz} by ${groupBy}`).to.deep.equal(expected);
