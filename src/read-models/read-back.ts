@@ -83,7 +83,7 @@ function withoutConsumer(type: string, data: unknown): unknown {
 
 /**
  * A buyer sees its own place among a lead's routing candidates, not the other buyers or what they
- * would have paid, nor which of the supplier's keys sent the lead.
+ * would have paid or bid, nor which of the supplier's keys sent the lead or its ping.
  */
 function forBuyer(buyer: string, type: string, data: unknown): unknown {
   if (typeof data !== 'object' || data === null) return data;
@@ -96,8 +96,14 @@ function forBuyer(buyer: string, type: string, data: unknown): unknown {
     return received;
   }
   if (type === 'PingBidsCollected') {
-    const collected = data as { bids?: Array<{ buyer?: unknown }> };
-    return Array.isArray(collected.bids) ? { ...collected, bids: collected.bids.filter((b) => b.buyer === buyer) } : data;
+    // Its own bid only; the best bid too when it was its own (a lead it bought at the next bid
+    // standing must not tell it what the winner offered).
+    const { bids, winner, ...collected } = data as { bids?: Array<{ buyer?: unknown }>; winner?: { buyer?: unknown } | null };
+    return {
+      ...collected,
+      bids: Array.isArray(bids) ? bids.filter((b) => b.buyer === buyer) : [],
+      ...(winner?.buyer === buyer ? { winner } : {}),
+    };
   }
   return data;
 }

@@ -194,6 +194,16 @@ describe('ping/post', function () {
     expect([two.body.code, two.body.revenue]).to.deep.equal(['SOLD', 37.5]);
     const view = await svc.request('GET', `/functions/leads/${two.body.lead_id}`, { 'x-api-key': supplier });
     expect(view.body.lead).to.include({ buyer: 'hook-bid' });
+
+    // The buyer that bought it sees its own bid, never the others' nor what the winner offered.
+    const buyer = await svc.key('buyer', 'hook-bid');
+    const events = await svc.request('GET', `/functions/leads/${two.body.lead_id}/events`, { 'x-api-key': buyer });
+    const collected = (events.body.ping_events as Array<{ type: string; data: Record<string, unknown> }>).find((e) => e.type === 'PingBidsCollected')!.data;
+    expect((collected.bids as PingBid[]).map((b) => b.buyer)).to.deep.equal(['hook-bid']);
+    expect(collected).to.not.have.property('winner');
+    expect(JSON.stringify(events.body)).to.not.include('nv-capped').and.not.include('static-low');
+    const asBuyer = await svc.request('GET', `/functions/leads/${two.body.lead_id}`, { 'x-api-key': buyer });
+    expect((asBuyer.body.lead as { ping: { bids: PingBid[] } }).ping.bids.map((b) => b.buyer)).to.deep.equal(['hook-bid']);
   });
 
   it('rejects a post whose ping has expired (409 PING_EXPIRED), and one whose zip or sid differ (422 PING_MISMATCH, naming each)', async function () {
