@@ -198,19 +198,21 @@ const BARE = fileURLToPath(new URL('./bare-koa.js', import.meta.url));
  * The limit: a bare Koa HTTPS endpoint parsing the same body, under the same load. `durable`: the
  * same endpoint also making a sold post's durable appends before answering (bare-koa.ts).
  */
-export async function benchBareKoa(seconds: number, warmup: number, durable = false): Promise<LoadResult> {
+export async function benchBareKoa(seconds: number, warmup: number, durable = false, body: (n: number) => string = sellableLead): Promise<LoadResult> {
   const server = runChild([], durable ? { BARE_DURABLE: '1' } : {}, { script: BARE });
   try {
     await server.until('{', 1);
     const port = (JSON.parse(server.lines[0]!) as { https_port: number }).https_port;
     process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
-    const measured = await load(`https://127.0.0.1:${port}/`, {}, sellableLead, seconds, warmup, { n: 0 }, server.process.pid!);
+    const measured = await load(`https://127.0.0.1:${port}/`, {}, body, seconds, warmup, { n: 0 }, server.process.pid!);
     return loadResult(durable ? "bare Koa + a post's 3 durable appends" : 'bare Koa HTTPS, same body', measured, server.process.pid!, []);
   } finally {
     server.process.kill('SIGTERM');
     await server;
   }
 }
+
+const BENCH_ROUTING = { buyers: [{ id: 'bench-buyer', price: 25, states: ['CA'], caps: [{ period: 'day', max: 100_000_000 }] }] };
 
 interface BenchServiceOptions {
   /** The role of the key the bench gets (a supplier's by default, to post leads). */
@@ -221,6 +223,10 @@ interface BenchServiceOptions {
   readonly script?: string;
   /** LEADPOST_ROLES of the process (all three by default). */
   readonly roles?: string;
+  /** The routing file's content (by default one buyer that buys every CA lead). */
+  readonly routing?: unknown;
+  /** More environment for `serve`. */
+  readonly env?: Record<string, string>;
 }
 
 /** Another `serve` process on the bench service's data dir, e.g. the projector beside an api-only one. */
@@ -235,7 +241,7 @@ export async function startBenchService(
 ): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; sibling(roles: string): Promise<BenchSibling>; stop(): Promise<void> }> {
   const dir = tempDir('bench-post');
   const routing = join(dir.path, 'routing.json');
-  writeFileSync(routing, JSON.stringify({ buyers: [{ id: 'bench-buyer', price: 25, states: ['CA'], caps: [{ period: 'day', max: 100_000_000 }] }] }));
+  writeFileSync(routing, JSON.stringify(options.routing ?? BENCH_ROUTING));
   const store = await EmbeddedEventStore.open(dir.path);
   const { id, secret } = newKeyMaterial();
   await changeKeys(store, (state) => issueKey(state, { role: options.role ?? 'supplier', name: 'bench', now: Date.now(), id, secret }));
@@ -257,6 +263,7 @@ export async function startBenchService(
     RATE_LIMIT_PER_SECOND: '0',
     LOG_LEVEL: 'warn',
     ...(roles ? { LEADPOST_ROLES: roles } : {}),
+    ...options.env,
   });
   const [port, httpPort] = [await freePort(), await freePort()];
   const server = runChild(options.script ? [] : ['serve'], env(port, httpPort, options.roles), { script: options.script ?? BIN, nodeArgs });

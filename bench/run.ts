@@ -4,6 +4,7 @@ import { benchEncryption } from './encryption.js';
 import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
 import { profileAreas } from './profile-areas.js';
+import { benchPingStatic, benchPingWebhooks, pingBody } from './ping.js';
 import { type LoadResult, benchBareKoa, benchPostLead } from './post-lead.js';
 import { benchReplay } from './replay.js';
 
@@ -68,6 +69,16 @@ const parts: Record<string, () => Promise<void>> = {
     const { rows, summary } = await benchConsole(leads, loads);
     console.table(rows);
     console.table(summary);
+  },
+  ping: async () => {
+    console.log('\nPOST /functions/pings over HTTPS: 50 keep-alive connections, unique pings, durable appends');
+    const seconds = Number(process.env.BENCH_LOAD_SECONDS ?? 15);
+    const bare = await benchBareKoa(seconds, 3, false, pingBody);
+    const statics = await benchPingStatic(seconds, 3);
+    const webhooks = await benchPingWebhooks(seconds, 3);
+    console.table([bare, statics, webhooks]);
+    console.log(`pings with static bidders / bare: throughput ${(statics.requestsPerSecond / bare.requestsPerSecond).toFixed(2)}x, p99 ${(statics.p99Ms / bare.p99Ms).toFixed(1)}x`);
+    console.log(`ping p99 with three webhook bidders of 20 ms: ${webhooks.p99Ms} ms (PING_DEADLINE_MS 1000 caps it)`);
   },
   memory: async () => {
     const httpLeads = Number(process.env.BENCH_MEMORY_HTTP_LEADS ?? 100_000);

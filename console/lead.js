@@ -1,6 +1,7 @@
 // One lead: its outcome, then its timeline from GET /functions/leads/{id}/events — what was
 // received, each check's result, every routing candidate with why it was or was not eligible,
-// each delivery attempt, and the buyer's feedback. For the buyer that bought it, the return form.
+// each delivery attempt, and the buyer's feedback. A lead posted with a ping has the ping's events
+// first: what each buyer bid. For the buyer that bought it, the return form.
 
 import { getJson, explain, ApiError } from './api.js';
 import { h, money, time } from './dom.js';
@@ -12,8 +13,9 @@ export async function renderLead(main, [id], current, me) {
 
   let lead;
   let events;
+  let pingEvents;
   try {
-    [{ lead }, { items: events }] = await Promise.all([getJson(`/functions/leads/${id}`), getJson(`/functions/leads/${id}/events`)]);
+    [{ lead }, { items: events, ping_events: pingEvents }] = await Promise.all([getJson(`/functions/leads/${id}`), getJson(`/functions/leads/${id}/events`)]);
   } catch (error) {
     if (!current()) return;
     const missing = error instanceof ApiError && error.status === 404;
@@ -27,7 +29,7 @@ export async function renderLead(main, [id], current, me) {
     h('section', { class: 'card', 'aria-label': 'Outcome' }, summary(lead)),
     lead.lead ? consumer(lead.lead) : null,
     mine ? returnForm(lead, me) : null,
-    h('section', { class: 'card' }, h('h2', {}, 'Timeline'), timeline(events)),
+    h('section', { class: 'card' }, h('h2', {}, 'Timeline'), timeline([...(pingEvents ?? []).map((e) => ({ ...e, ping: true })), ...events])),
   ];
   main.append(...sections.filter(Boolean));
 }
@@ -45,6 +47,7 @@ function summary(lead) {
     ['Checks', lead.enrichment ? Object.entries(lead.enrichment).map(([k, v]) => `${k} ${v ?? '—'}`).join(', ') : '—'],
     ['Delivery', lead.delivery ? `${lead.delivery.status}, ${lead.delivery.attempts} attempt(s)` : '—'],
     ['Test lead', lead.test ? 'yes' : 'no'],
+    ['Ping', lead.ping ? `${lead.ping.ping_id}${lead.ping.buyer ? `, sold at ${lead.ping.buyer}'s bid of ${money(lead.ping.bid)}` : ', no bid could take it'}` : '—'],
   ];
   return h('dl', { class: 'summary', id: 'lead-summary' }, items.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))));
 }
@@ -95,6 +98,22 @@ const DETAILS = {
     ),
   ],
   LeadSold: (d) => h('p', {}, `Sold to ${d.buyer} for ${money(d.revenue)} ${d.currency}.`),
+  LeadPinged: (d) => h('p', {}, `Pinged by ${d.supplier}, sid ${d.sid}, state ${d.accident_state}; answer good until ${time(d.expires_at)}.`),
+  PingBidsCollected: (d) => [
+    h('p', {}, d.winner ? `Best bid: ${d.winner.buyer}, ${money(d.winner.amount)} ${d.currency}.` : 'No bid.'),
+    h(
+      'div',
+      { class: 'table-wrap' },
+      h(
+        'table',
+        { class: 'bids', 'aria-label': 'Bids' },
+        h('thead', {}, h('tr', {}, ['Buyer', 'Answer', 'Bid', 'Latency'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, (d.bids ?? []).map((b) => h('tr', { 'data-buyer': b.buyer }, h('td', {}, b.buyer), h('td', {}, b.detail ? `${b.result} (${b.detail})` : b.result), h('td', { class: 'num' }, b.amount == null ? '—' : money(b.amount)), h('td', { class: 'num' }, b.latency_ms == null ? '—' : `${b.latency_ms} ms`)))),
+      ),
+    ),
+  ],
+  PingPosted: (d) => h('p', {}, `Posted as lead ${d.lead_id}${d.buyer ? `, sold at ${d.buyer}'s bid of ${money(d.amount)}` : ', no bid could take it'}.`),
+  LeadPingMatched: (d) => h('p', {}, `Posted with ping ${d.ping_id}${d.buyer ? `: sold at ${d.buyer}'s bid of ${money(d.amount)}` : ': no bid could take it, routed as a plain post'}.`),
   LeadDeliveryAttempted: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} (timeout ${d.timeout_ms} ms).`),
   LeadDelivered: (d) => h('p', {}, `Delivered to ${d.buyer} by ${d.via}, attempt ${d.attempt}${d.status ? `, HTTP ${d.status}` : ''}${d.latency_ms != null ? `, ${d.latency_ms} ms` : ''}.`),
   LeadDeliveryFailed: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} failed: ${d.error}${d.status ? ` (HTTP ${d.status})` : ''}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
@@ -111,7 +130,7 @@ function timeline(events) {
       h(
         'li',
         { class: TONE[event.type], 'data-type': event.type },
-        h('div', {}, h('span', { class: 'type' }, event.type), ' ', h('span', { class: 'when' }, `#${event.revision} · ${time(event.occurred_at)}`)),
+        h('div', {}, h('span', { class: 'type' }, event.type), ' ', h('span', { class: 'when' }, `${event.ping ? 'ping ' : ''}#${event.revision} · ${time(event.occurred_at)}`)),
         (DETAILS[event.type] ?? ((d) => h('pre', {}, JSON.stringify(d, null, 2))))(event.data),
       ),
     ),

@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import { pino } from 'pino';
 import { DEFAULT_PHONE_REGIONS, isPhoneRegion } from './leads/mobile.js';
-import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from './limits.js';
+import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from './limits.js';
 import { masterKeyFileProblem } from './personal-data/master-key.js';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
@@ -38,6 +38,12 @@ export interface ServiceConfig extends Config {
   readonly rateLimit: { ratePerSecond: number; burst: number } | null;
   /** Read-back requests per API key, a bucket apart from posts; null: no limit. */
   readonly readRateLimit: { ratePerSecond: number; burst: number } | null;
+  /** Pings per API key, a bucket apart from posts and reads; null: no limit. */
+  readonly pingRateLimit: { ratePerSecond: number; burst: number } | null;
+  /** How long a ping's answer stands: its lead must be posted before then. */
+  readonly pingTtlSeconds: number;
+  /** A ping answers with the bids it has after this long, however many buyers are still silent. */
+  readonly pingDeadlineMs: number;
   readonly leadIdBlockSize: number;
   readonly certificateHosts: readonly string[];
   readonly mxLookup: boolean;
@@ -82,6 +88,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
   };
   const base = check(() => loadConfig(env), { dataDir: '', masterKeyFile: '', eventStoreUrl: undefined, mongoUrl: undefined });
   const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', DEFAULT_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
+  const pingRate = check(() => integer(env, 'PING_RATE_LIMIT_PER_SECOND', DEFAULT_PING_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
   const readRate = check(() => integer(env, 'READ_RATE_LIMIT_PER_SECOND', DEFAULT_READ_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
   const config: ServiceConfig = {
     ...base,
@@ -99,6 +106,10 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
     readRateLimit:
       readRate === 0 ? null : { ratePerSecond: readRate, burst: check(() => integer(env, 'READ_RATE_LIMIT_BURST', readRate * 2, 1, 10_000_000), 1) },
+    pingRateLimit:
+      pingRate === 0 ? null : { ratePerSecond: pingRate, burst: check(() => integer(env, 'PING_RATE_LIMIT_BURST', pingRate * 2, 1, 10_000_000), 1) },
+    pingTtlSeconds: check(() => integer(env, 'PING_TTL_SECONDS', 300, 1, 86_400), 300),
+    pingDeadlineMs: check(() => integer(env, 'PING_DEADLINE_MS', 1000, 1, 60_000), 1000),
     leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),
     certificateHosts: check(() => hostList(env, 'CERTIFICATE_HOSTS', 'cert.trustedform.com,ping.trustedform.com'), []),
     mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),

@@ -15,6 +15,12 @@ export const DEFAULT_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 50, burst: 1
  */
 export const DEFAULT_READ_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 20, burst: 40 };
 
+/**
+ * Pings per key (PING_RATE_LIMIT_PER_SECOND, PING_RATE_LIMIT_BURST), in buckets apart: a ping
+ * records no lead but asks every bidding buyer, and a supplier pings more leads than it posts.
+ */
+export const DEFAULT_PING_RATE_LIMIT: RateLimitConfig = { ratePerSecond: 100, burst: 200 };
+
 export interface Timeouts {
   /** All request headers must have arrived within this long (slowloris). */
   readonly headersMs: number;

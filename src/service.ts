@@ -1,9 +1,13 @@
+import { Agent } from 'node:https';
+import { rootCertificates } from 'node:tls';
 import type { Logger } from 'pino';
 import { CapLedger } from './commands/caps.js';
 import { ContactRegistry } from './commands/contacts.js';
 import { IdempotencyKeys } from './commands/idempotency.js';
 import { LeadIdAllocator } from './commands/lead-ids.js';
 import { createPostLead } from './commands/post-lead/post-lead.js';
+import { createPing } from './commands/ping/ping.js';
+import { newEventId } from './event-store/event-id.js';
 import { SERVICE_ROLES, type ServiceConfig } from './config.js';
 import type { MxResolver } from './enrichment/email.js';
 import { createDefaultEnricher } from './enrichment/enricher.js';
@@ -20,7 +24,7 @@ import { Projections } from './projections/index.js';
 import { ReadBack } from './read-models/read-back.js';
 import { openReadModelStore } from './read-models/index.js';
 import type { ReadModelStore } from './read-models/port.js';
-import { createLeadValidator } from './leads/validate.js';
+import { createLeadValidator, createPingValidator } from './leads/validate.js';
 import { loadRoutingConfig } from './routing/load-config.js';
 import { countingEventStore } from './ops/counting-event-store.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
@@ -36,6 +40,8 @@ export interface ServiceOverrides {
   /** A store from openEventStore (so behind the event codec), perhaps wrapped. */
   readonly store?: EventStore;
   readonly readModels?: ReadModelStore;
+  /** A CA trusted on top of the system ones when asking webhook bidders (a test's self-signed buyer). */
+  readonly buyerCa?: string;
   /** false: no webhook delivery worker (tests that run their own, trusting a test CA). */
   readonly deliveryWorker?: boolean;
 }
@@ -125,6 +131,21 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   });
   const ops = { readiness, metrics, shutdown };
 
+  const caps = new CapLedger(store);
+  // Bids are asked over keep-alive connections: a ping's deadline is too short for a TLS handshake per buyer.
+  const bidAgent = new Agent({ keepAlive: true, ...(overrides.buyerCa ? { ca: [...rootCertificates, overrides.buyerCa] } : {}) });
+  const ping = createPing({
+    store,
+    validate: createPingValidator(),
+    routing: () => routing,
+    caps,
+    env: process.env,
+    agent: bidAgent,
+    deadlineMs: config.pingDeadlineMs,
+    ttlSeconds: config.pingTtlSeconds,
+    now,
+    newId: newEventId,
+  });
   const app = roles.has('api')
     ? createApp({
         authenticate: (key) => keys.authenticate(key),
@@ -142,7 +163,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
           }),
           routing: () => routing,
           contacts: new ContactRegistry(store, contactHashes),
-          caps: new CapLedger(store),
+          caps,
           idempotency: new IdempotencyKeys(store, () => now().getTime()),
           now,
         }),
@@ -150,12 +171,15 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
         limits: { bodyBytes: config.bodyLimitBytes },
         rateLimit: config.rateLimit,
         readRateLimit: config.readRateLimit,
+        pingRateLimit: config.pingRateLimit,
+        ping,
         readBack,
         afterSale: { events: store, routing: () => routing, now },
         ops,
       })
     : createOpsApp({ logger, ops });
   const closeStores = async () => {
+    bidAgent.destroy();
     await keys.close();
     await projector?.stop();
     await projections.stop();

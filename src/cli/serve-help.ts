@@ -29,6 +29,8 @@ with a message naming it (exit 1):
                RATE_LIMIT_BURST (twice the rate), READ_RATE_LIMIT_PER_SECOND (20; 0 = off),
                READ_RATE_LIMIT_BURST (twice the rate), LEAD_ID_BLOCK_SIZE (100),
                HEADERS_TIMEOUT_MS (10000), REQUEST_TIMEOUT_MS (30000)
+  pings        PING_TTL_SECONDS (300), PING_DEADLINE_MS (1000),
+               PING_RATE_LIMIT_PER_SECOND (100; 0 = off), PING_RATE_LIMIT_BURST (twice the rate)
   verification CERTIFICATE_HOSTS (cert.trustedform.com,ping.trustedform.com), MX_LOOKUP (1),
                MX_TIMEOUT_MS (300; a mail route is cached 1 h, none 5 min, errors 30 s),
                MX_CANARY_DOMAIN (gmail.com; empty: trust every DNS answer),

@@ -41,6 +41,9 @@ export const ENVELOPE_SCHEMA = {
     },
     errors: { type: 'array', items: FIELD_ERROR_SCHEMA, description: 'On INVALID and VERIFICATION_FAILED: every failing field. On DUPLICATE: one entry per field (mobile, email) that matched a lead accepted within the window.' },
     test: { const: true, description: 'Present on test leads only.' },
+    ping_id: { type: 'string', description: 'On a ping answer (BID, NO_BID): the id to post the lead with.' },
+    bid: { type: ['number', 'null'], description: 'On a ping answer: the price the lead will sell for when posted before expires_at; null on NO_BID.' },
+    expires_at: { type: 'string', format: 'date-time', description: 'On a ping answer: the ping_id is good until then (PING_TTL_SECONDS).' },
   },
 } as const;
 

@@ -8,6 +8,7 @@ import type { CheckResult, Enrichment } from '../enrichment/check.js';
 import { type DecisionEnvelope, leadEnvelope, noLeadEnvelope, OUTCOMES, type OutcomeCode } from '../http/envelope.js';
 import { HEADERS_TOO_LARGE_MESSAGE } from '../http/client-error.js';
 import { INVALID_INPUT_MESSAGE } from '../http/shell.js';
+import { pingEnvelope } from '../http/ping-route.js';
 import { createLeadValidator } from '../leads/validate.js';
 import { ReadBack, ReadBackInputError } from '../read-models/read-back.js';
 
@@ -24,6 +25,11 @@ export const EXAMPLE_LEAD = {
   sid: 'google-ads',
   s1: 'click-123',
 } as const;
+
+/** A ping: the lead's qualifying fields, no consumer. */
+export const EXAMPLE_PING = { zip: '90210', accident_state: 'CA', sid: 'google-ads', s1: 'click-123' } as const;
+
+const EXAMPLE_PING_ID = '019ab2c4-5e6f-7a80-9b1c-2d3e4f5a6b7c';
 
 /** The same lead with two broken fields, as a supplier might send it. */
 export const EXAMPLE_INVALID_LEAD = { ...EXAMPLE_LEAD, email: 'ada@', zip: '9021' } as const;
@@ -86,6 +92,13 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
     enrichment: { ...PASSED, phone: { result: 'fail', provider: 'libphonenumber', detail: 'toll_free' } },
   });
   examples.DUPLICATE = decided(EXAMPLE_LEAD, { duplicates: ['mobile', 'email'] });
+  const pinged = { ...EXAMPLE_LEAD, ping_id: EXAMPLE_PING_ID };
+  examples.PING_EXPIRED = decided(pinged, { pingRejection: { code: 'PING_EXPIRED', errors: [{ field: 'ping_id', code: 'ping_expired', message: 'ping_id is past its expiry; ping again' }] } });
+  examples.PING_CONSUMED = decided(pinged, { pingRejection: { code: 'PING_CONSUMED', errors: [{ field: 'ping_id', code: 'ping_consumed', message: 'ping_id was already posted' }] } });
+  examples.PING_MISMATCH = decided(pinged, { pingRejection: { code: 'PING_MISMATCH', errors: [{ field: 'zip', code: 'ping_mismatch', message: "zip differs from the ping's" }] } });
+  const answer = { ping_id: EXAMPLE_PING_ID, currency: 'USD', expires_at: '2026-11-21T15:09:05.000Z', test: false } as const;
+  examples.BID = pingEnvelope({ ...answer, code: 'BID', bid: 37.5 }, EXAMPLE_TRACE_ID);
+  examples.NO_BID = pingEnvelope({ ...answer, code: 'NO_BID', bid: null }, EXAMPLE_TRACE_ID);
   examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = noLeadEnvelope('IDEMPOTENCY_CONFLICT', EXAMPLE_TRACE_ID, {
     acceptance: 'rejected',
     message: 'This Idempotency-Key was used with a different body.',

@@ -9,10 +9,10 @@ import { readFileSync } from 'node:fs';
 import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
 import { MAX_HEADER_BYTES } from '../http/client-error.js';
 import { OUTCOMES } from '../http/envelope.js';
-import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from '../limits.js';
-import { LEAD_SCHEMA } from '../leads/schema.js';
+import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from '../limits.js';
+import { LEAD_SCHEMA, PING_SCHEMA } from '../leads/schema.js';
 import { ENVELOPE_SCHEMA, FIELD_ERROR_SCHEMA } from './envelope-schema.js';
-import { EXAMPLE_LEAD, type ExampleName, exampleEnvelopes } from './examples.js';
+import { EXAMPLE_LEAD, EXAMPLE_PING, type ExampleName, exampleEnvelopes } from './examples.js';
 import { toOpenApiSchema } from './json-schema.js';
 import {
   DELIVERY_ROW_SCHEMA,
@@ -182,7 +182,7 @@ const INTRODUCTION = `Suppliers post consumer leads and get the decision — acc
 
 **Limits.** Each is set by the operator; the defaults are given.
 
-- Rate, per API key, token buckets: lead posts ${rate(DEFAULT_RATE_LIMIT)} (\`RATE_LIMIT_PER_SECOND\`, \`RATE_LIMIT_BURST\`); read-back requests (the \`GET\` routes under \`/functions\`) ${rate(DEFAULT_READ_RATE_LIMIT)} (\`READ_RATE_LIMIT_PER_SECOND\`, \`READ_RATE_LIMIT_BURST\`), counted apart, so reading never uses up posting. Over a limit: \`429 RATE_LIMITED\` with \`Retry-After\` and \`RateLimit-*\`; every limited answer carries \`RateLimit-*\`. The limits are per instance of the service.
+- Rate, per API key, token buckets: lead posts ${rate(DEFAULT_RATE_LIMIT)} (\`RATE_LIMIT_PER_SECOND\`, \`RATE_LIMIT_BURST\`); read-back requests (the \`GET\` routes under \`/functions\`) ${rate(DEFAULT_READ_RATE_LIMIT)} (\`READ_RATE_LIMIT_PER_SECOND\`, \`READ_RATE_LIMIT_BURST\`) and pings ${rate(DEFAULT_PING_RATE_LIMIT)} (\`PING_RATE_LIMIT_PER_SECOND\`, \`PING_RATE_LIMIT_BURST\`), each counted apart, so reading never uses up posting. Over a limit: \`429 RATE_LIMITED\` with \`Retry-After\` and \`RateLimit-*\`; every limited answer carries \`RateLimit-*\`. The limits are per instance of the service.
 - Body: 64 KiB (\`BODY_LIMIT_BYTES\`); beyond, \`413 PAYLOAD_TOO_LARGE\`. Request headers: ${MAX_HEADER_BYTES / 1024} KiB; beyond, \`431\` with the code \`PAYLOAD_TOO_LARGE\`.
 - Time: all headers within ${DEFAULT_TIMEOUTS.headersMs / 1000} s (\`HEADERS_TIMEOUT_MS\`), the whole request within ${DEFAULT_TIMEOUTS.requestMs / 1000} s (\`REQUEST_TIMEOUT_MS\`); else \`408 REQUEST_TIMEOUT\` (\`Response: Error\`: sent in time, the same request may succeed) and the connection is closed.
 
@@ -257,6 +257,7 @@ async function buildOpenApiDocument(): Promise<Json> {
       },
       schemas: {
         Lead: { ...toOpenApiSchema(LEAD_SCHEMA), example: EXAMPLE_LEAD },
+        Ping: { ...toOpenApiSchema(PING_SCHEMA), example: EXAMPLE_PING },
         Feedback: toOpenApiSchema(FEEDBACK_SCHEMA),
         DecisionEnvelope: toOpenApiSchema(ENVELOPE_SCHEMA),
         FieldError: toOpenApiSchema(FIELD_ERROR_SCHEMA),

@@ -68,6 +68,17 @@ export const LEAD_VIEW_SCHEMA = {
       description: 'null for a rejected or test lead.',
     },
     feedback: { type: 'array', items: ref('FeedbackRow') },
+    ping: {
+      type: ['object', 'null'],
+      properties: {
+        ping_id: { type: 'string' },
+        buyer: { ...nullable('string'), description: 'The buyer whose bid it sold at; null: no bid could take it and it was routed as a plain post.' },
+        bid: nullable('number'),
+        expires_at: { ...nullable('string'), description: 'GET /functions/leads/{lead_id} only.' },
+        bids: { type: 'array', items: { type: 'object' }, description: 'GET /functions/leads/{lead_id} only: what each buyer did with the ping (bid, no_bid, ineligible, below_min_bid, invalid, timeout, error) with its amount and latency_ms; a buyer sees only its own.' },
+      },
+      description: 'The ping the lead was posted with (ping_id); null when it was posted without one.',
+    },
     lead: {
       type: ['object', 'null'],
       description:
@@ -83,7 +94,7 @@ export const LEAD_EVENT_SCHEMA = {
     revision: { type: 'integer', minimum: 0, description: 'Place in the lead\'s stream, from 0.' },
     type: {
       type: 'string',
-      examples: ['LeadReceived', 'LeadRejected', 'LeadEnriched', 'LeadRouted', 'LeadSold', 'LeadDeliveryAttempted', 'LeadDelivered', 'LeadDeliveryFailed', 'FeedbackRecorded', 'LeadReturned'],
+      examples: ['LeadReceived', 'LeadRejected', 'LeadEnriched', 'LeadRouted', 'LeadSold', 'LeadPingMatched', 'LeadDeliveryAttempted', 'LeadDelivered', 'LeadDeliveryFailed', 'FeedbackRecorded', 'LeadReturned'],
     },
     occurred_at: { type: 'string', format: 'date-time' },
     trace_id: { ...nullable('string'), description: 'The trace of the request that appended it (X-Trace-Id of that answer).' },

@@ -6,7 +6,7 @@ import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
 import type { Role } from '../keys/principal.js';
 import { DEFAULT_LIMIT, DELIVERY_STATUSES, LEAD_STATUSES, MAX_LIMIT, REPORT_TEST_MODES } from '../read-models/read-back.js';
 import { GROUP_BY } from '../read-models/report.js';
-import { EXAMPLE_LEAD, type ExampleName } from './examples.js';
+import { EXAMPLE_LEAD, EXAMPLE_PING, type ExampleName } from './examples.js';
 import { listBody, readBackBody } from './read-back-schemas.js';
 
 export type Json = Record<string, unknown>;
@@ -62,8 +62,25 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     success: { status: 201, description: 'Accepted: SOLD or UNSOLD.', content: json(schema('DecisionEnvelope')), headers: [...RATE_HEADERS, 'Idempotency-Replayed'] },
     outcomes: [
       'SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
-      'RATE_LIMITED', 'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', ...KEYED_ERRORS,
+      'RATE_LIMITED', 'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH', 'NOT_FOUND', ...KEYED_ERRORS,
     ],
+  },
+  {
+    method: 'post',
+    path: '/functions/pings',
+    tag: 'Suppliers',
+    summary: 'Ping: what would this lead fetch?',
+    description:
+      'Send the lead\'s qualifying fields (no name, e-mail or phone) and get the best bid: every buyer that bids on pings and may take the lead now is asked at once ' +
+      '(a static bidder bids its price; a webhook bidder is sent the ping signed as deliveries are and answers `{"bid": number|null}` within its own timeout). ' +
+      'The answer comes by PING_DEADLINE_MS (default 1 s) with the bids in by then; the highest wins, ties by priority; a bid under the routing file\'s `min_bid` is ignored. ' +
+      '`BID` gives `bid`, the price the lead will sell for when posted with `ping_id` before `expires_at` (PING_TTL_SECONDS, default 300); `NO_BID`: no buyer bid (a post with the ping_id is routed as usual). ' +
+      'No lead is recorded (`lead_id` null). The same fields pinged again by the same supplier before expiry get the same answer, and no buyer is asked again. ' +
+      'Pings have their own rate limit (PING_RATE_LIMIT_PER_SECOND). Then POST /functions/leads with `ping_id`: sold to the winning bid at its price if that buyer can still take it, else to the next bid still standing, else routed as a plain post.',
+    roles: ['supplier', 'admin'],
+    body: { schema: 'Ping', example: EXAMPLE_PING },
+    success: { status: 201, description: 'Answered: BID or NO_BID, with ping_id, bid and expires_at.', content: json(schema('DecisionEnvelope')), headers: [...RATE_HEADERS] },
+    outcomes: ['BID', 'NO_BID', 'INVALID', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE', 'RATE_LIMITED', ...KEYED_ERRORS],
   },
   {
     method: 'get',
@@ -108,13 +125,23 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'The lead\'s event stream in order: why it was rejected, each check\'s result, which buyers were considered and why each was or was not eligible, each delivery attempt, feedback. ' +
       'Visible to whoever may read the lead (else 404). The consumer fields of `LeadReceived` (names, e-mail, mobile, zip, certificate) only for the supplier that sent it, the buyer that bought it, and admin; ' +
       'an analyst gets `lead` with its routing fields only (accident_state, sid, s1, test). A buyer sees only its own routing candidate, never the other buyers or their prices, and not the supplier\'s key id. ' +
-      'Read from the stream itself, so a lead just posted is complete here.',
+      'Read from the stream itself, so a lead just posted is complete here. ' +
+      'A lead posted with a `ping_id` also has its ping\'s stream in `ping_events` (LeadPinged, PingBidsCollected with every buyer\'s bid, PingPosted); a buyer sees only its own bid there too.',
     roles: ['supplier', 'buyer', 'analyst', 'admin'],
     parameters: [LEAD_ID],
     success: {
       status: 200,
       description: 'The events, oldest first.',
-      content: json(readBackBody({ lead_id: { type: 'integer' }, items: { type: 'array', items: schema('LeadEvent') } }, ['lead_id', 'items'])),
+      content: json(
+        readBackBody(
+          {
+            lead_id: { type: 'integer' },
+            items: { type: 'array', items: schema('LeadEvent') },
+            ping_events: { type: 'array', items: schema('LeadEvent'), description: "The events of the lead's ping, oldest first; empty when it was posted without one." },
+          },
+          ['lead_id', 'items', 'ping_events'],
+        ),
+      ),
       headers: RATE_HEADERS,
     },
     outcomes: ['NOT_FOUND', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
@@ -158,7 +185,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     tag: 'Read-back',
     summary: 'Summary report',
     description:
-      'Rows of received, accepted, sold, unsold, rejected (and per code), returned, revenue, net_revenue, acceptance_rate, sell_rate, avg_price per group. ' +
+      'Rows of received, accepted, sold, unsold, rejected (and per code), returned, pings, bids, ping_posts, revenue, net_revenue, acceptance_rate, sell_rate, avg_price, avg_bid per group. ' +
+      'pings count under the ping\'s supplier, sid and state; bids and avg_bid under the buyer that bid; ping_posts under the buyer the lead sold to at its bid. ' +
       'A supplier sees its own rows; buyers may not read reports. ' +
       'Rows come in the order of their group key (s1 first when grouped by it, then the dimensions as asked; null first) and page with `cursor`/`limit` like every list. ' +
       'A report by s1 has about one row per lead: it is summed in the store from rows of single leads, a page at a time. ' +

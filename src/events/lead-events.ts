@@ -1,6 +1,7 @@
 import type { Enrichment } from '../enrichment/check.js';
 import type { FieldError } from '../leads/outcome.js';
 import type { StoredLead } from '../leads/lead.js';
+import type { LeadPingMatched } from './ping-events.js';
 
 // The events of a lead's own stream, `lead-{lead_id}`. Facts, never rewritten: a
 // change of shape adds a schema version and an upcaster (src/events/codec/), it does not edit these.
@@ -15,7 +16,7 @@ export const LEAD_RECEIVED_SCHEMA = 2;
 
 export const leadStream = (leadId: number): string => `lead-${leadId}`;
 
-export type RejectionCode = 'INVALID' | 'VERIFICATION_FAILED' | 'DUPLICATE';
+export type RejectionCode = 'INVALID' | 'VERIFICATION_FAILED' | 'DUPLICATE' | 'PING_EXPIRED' | 'PING_CONSUMED' | 'PING_MISMATCH';
 
 export interface LeadReceived {
   readonly type: 'LeadReceived';
@@ -131,6 +132,7 @@ export type LeadEvent =
   | LeadEnriched
   | LeadRouted
   | LeadSold
+  | LeadPingMatched
   | LeadDeliveryAttempted
   | LeadDelivered
   | LeadDeliveryFailed

@@ -8,12 +8,14 @@ import { authenticate, requireRole, type Authenticate } from './auth.js';
 import { requireJson } from './body.js';
 import { notFoundOrNotAllowed } from './fallback.js';
 import { postLeadHandler } from './post-lead-route.js';
+import { pingHandler } from './ping-route.js';
+import type { Ping } from '../commands/ping/ping.js';
 import { registerReadRoutes } from './read-routes.js';
 import { type AfterSaleDeps, registerAfterSaleRoutes } from './after-sale-routes.js';
 import { registerMeRoute } from './me-route.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import type { PostLead } from '../commands/post-lead/port.js';
-import { DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, type RateLimitConfig } from '../limits.js';
+import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, type RateLimitConfig } from '../limits.js';
 import { rateLimit, TokenBuckets } from './rate-limit.js';
 import { shell } from './shell.js';
 import type { ShellState } from './state.js';
@@ -30,6 +32,10 @@ export interface AppDeps {
   rateLimit?: RateLimitConfig | null;
   /** Read-back requests per API key, in buckets of their own. Omitted: DEFAULT_READ_RATE_LIMIT; null: no limit. */
   readRateLimit?: RateLimitConfig | null;
+  /** Pings per API key, in buckets of their own. Omitted: DEFAULT_PING_RATE_LIMIT; null: no limit. */
+  pingRateLimit?: RateLimitConfig | null;
+  /** POST /functions/pings; omitted: not served. */
+  ping?: Ping;
   /** Milliseconds on a clock that does not step back; only its differences are used. */
   now?: () => number;
   /** The read-back routes; omitted: only posting. */
@@ -50,6 +56,8 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
   const buckets = limitConfig ? new TokenBuckets(limitConfig, now) : null;
   const readLimitConfig = deps.readRateLimit === undefined ? DEFAULT_READ_RATE_LIMIT : deps.readRateLimit;
   const readBuckets = readLimitConfig ? new TokenBuckets(readLimitConfig, now) : null;
+  const pingLimitConfig = deps.pingRateLimit === undefined ? DEFAULT_PING_RATE_LIMIT : deps.pingRateLimit;
+  const pingBuckets = pingLimitConfig ? new TokenBuckets(pingLimitConfig, now) : null;
 
   const router = healthRouter();
   // The order is the contract's: who, may they, how often, then what they sent. An admin may do
@@ -63,6 +71,10 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
     requireJson(),
     postLeadHandler(deps.postLead, bodyBytes),
   );
+  // A ping asks every bidding buyer: its own buckets, so pinging never starves posting.
+  if (deps.ping) {
+    router.post('/functions/pings', authenticate(deps.authenticate), requireRole('supplier', 'admin'), rateLimit(pingBuckets), requireJson(), pingHandler(deps.ping, bodyBytes));
+  }
 
   if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets));
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });

@@ -18,6 +18,10 @@ export interface DecisionEnvelope {
   Response: ResponseWord;
   errors?: FieldError[];
   test?: true;
+  /** On a ping's answer only. */
+  ping_id?: string;
+  bid?: number | null;
+  expires_at?: string;
 }
 
 interface Outcome {
@@ -33,6 +37,11 @@ export const OUTCOMES = {
   INVALID: { status: 422, ...LEAD_OUTCOMES.INVALID },
   VERIFICATION_FAILED: { status: 422, ...LEAD_OUTCOMES.VERIFICATION_FAILED },
   DUPLICATE: { status: 409, ...LEAD_OUTCOMES.DUPLICATE },
+  PING_EXPIRED: { status: 409, ...LEAD_OUTCOMES.PING_EXPIRED },
+  PING_CONSUMED: { status: 409, ...LEAD_OUTCOMES.PING_CONSUMED },
+  PING_MISMATCH: { status: 422, ...LEAD_OUTCOMES.PING_MISMATCH },
+  BID: { status: 201, acceptance: 'accepted', message: 'Ping answered: a buyer bid; post the lead with this ping_id before expires_at.' },
+  NO_BID: { status: 201, acceptance: 'accepted', message: 'Ping answered: no buyer bid; a post would be routed as usual.' },
   MALFORMED_JSON: { status: 400, acceptance: 'rejected', message: 'The body is not a JSON object.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, acceptance: 'rejected', message: 'Content-Type must be application/json.' },
   PAYLOAD_TOO_LARGE: { status: 413, acceptance: 'rejected', message: 'The body is larger than the limit.' },

@@ -18,6 +18,9 @@ function answerOf(result: PostLeadResult, traceId: string): Answer {
     const answer = { status: OUTCOMES[result.outcome.code].status, envelope: leadEnvelope(result.outcome, result.traceId) };
     return result.replayed ? { ...answer, headers: { 'Idempotency-Replayed': 'true' } } : answer;
   }
+  if (result.kind === 'ping_not_found') {
+    return { status: 404, envelope: noLeadEnvelope('NOT_FOUND', traceId, { message: 'No ping with this ping_id was answered to this supplier.' }) };
+  }
   switch (result.reason) {
     case 'in_flight':
       return { status: 409, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId), headers: { 'Retry-After': '1' } };

@@ -46,7 +46,9 @@ export function registerReadRoutes(router: Router<ShellState>, lookup: Authentic
     const c = ctx as unknown as Ctx;
     const events = await readBack.leadEvents(c.state.principal!, c.params.lead_id ?? '');
     if (!events) throw new ShellError('NOT_FOUND');
-    ok(c, { message: 'Events of the lead.', lead_id: Number(c.params.lead_id), items: events }, readBack);
+    // A lead posted with a ping: the ping's own stream too, which explains the price it sold at.
+    const pingEvents = await readBack.leadPingEvents(c.state.principal!, c.params.lead_id ?? '');
+    ok(c, { message: 'Events of the lead.', lead_id: Number(c.params.lead_id), items: events, ping_events: pingEvents }, readBack);
   });
 
   router.get('/functions/deliveries', ...keyed, async (ctx) => {

@@ -19,6 +19,9 @@ export const LEAD_OUTCOMES = {
   INVALID: { acceptance: 'rejected', message: 'Lead rejected: one or more fields are invalid.' },
   VERIFICATION_FAILED: { acceptance: 'rejected', message: 'Lead rejected: phone or e-mail verification failed.' },
   DUPLICATE: { acceptance: 'rejected', message: 'Lead rejected: the same mobile or e-mail was accepted recently.' },
+  PING_EXPIRED: { acceptance: 'rejected', message: 'Lead rejected: its ping_id is past its expiry; ping again.' },
+  PING_CONSUMED: { acceptance: 'rejected', message: 'Lead rejected: its ping_id was already posted.' },
+  PING_MISMATCH: { acceptance: 'rejected', message: "Lead rejected: its zip, accident_state or sid differ from its ping's." },
 } as const satisfies Record<string, { acceptance: Acceptance; message: string }>;
 
 export type LeadOutcomeCode = keyof typeof LEAD_OUTCOMES;

@@ -41,9 +41,34 @@ export const LEAD_SCHEMA = {
     sid: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', description: 'Supplier source id.' },
     s1: { type: ['string', 'null'], maxLength: 255, description: 'Supplier sub-id (click id), optional.' },
     test: { type: ['boolean', 'null'], description: 'A test lead runs the whole pipeline but is never delivered, uses no cap and is reported apart.' },
+    ping_id: {
+      type: 'string',
+      pattern: '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+      description: 'The ping_id a ping answered with: the lead is sold to that ping\'s winning bid (zip, accident_state and sid must be the ping\'s).',
+    },
   },
 } as const;
 
 export type PostedLead = FromSchema<typeof LEAD_SCHEMA>;
 
 export const CERTIFICATE_URL_ALIAS = 'xxTrustedFormCertUrl';
+
+/**
+ * A ping: the lead's qualifying fields and nothing that identifies the consumer. The field rules
+ * are the lead's own, so a ping that passes is a lead that would pass on these fields.
+ */
+export const PING_SCHEMA = {
+  $id: 'Ping',
+  type: 'object',
+  additionalProperties: false,
+  required: ['zip', 'accident_state', 'sid'],
+  properties: {
+    zip: LEAD_SCHEMA.properties.zip,
+    accident_state: LEAD_SCHEMA.properties.accident_state,
+    sid: LEAD_SCHEMA.properties.sid,
+    s1: LEAD_SCHEMA.properties.s1,
+    test: { type: ['boolean', 'null'], description: 'A test ping asks the buyers as a real one would; its post must be a test lead too.' },
+  },
+} as const;
+
+export type PostedPing = FromSchema<typeof PING_SCHEMA>;

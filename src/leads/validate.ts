@@ -4,7 +4,7 @@ import { type CertificateUrlParse, DEFAULT_CERTIFICATE_HOSTS, parseCertificateUr
 import type { FieldError } from './outcome.js';
 import type { NormalisedLead } from './lead.js';
 import { DEFAULT_PHONE_REGIONS, parseMobile } from './mobile.js';
-import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, type PostedLead } from './schema.js';
+import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, PING_SCHEMA, type PostedLead, type PostedPing } from './schema.js';
 import { toStateCode } from './us-states.js';
 
 export type LeadValidation =
@@ -190,5 +190,29 @@ function normalised(input: PostedLead, mobile: PhoneNumber, certificate: Certifi
     sid: input.sid,
     s1: input.s1 ?? null,
     test: input.test === true,
+  };
+}
+
+/** A ping's qualifying fields, normalised as a lead's are. */
+export interface NormalisedPing {
+  readonly zip: string;
+  readonly accident_state: string;
+  readonly sid: string;
+  readonly s1: string | null;
+  readonly test: boolean;
+}
+
+export type PingValidation = { readonly ok: true; readonly ping: NormalisedPing } | { readonly ok: false; readonly errors: FieldError[] };
+
+/** The ping validator: the lead's rules for the few fields a ping has; a consumer field is an unknown field. */
+export function createPingValidator(): (body: Readonly<Record<string, unknown>>) => PingValidation {
+  const validate = new Ajv({ allErrors: true, allowUnionTypes: true, strict: true }).compile<PostedPing>(PING_SCHEMA);
+  return (body) => {
+    const input: Record<string, unknown> = Object.fromEntries(
+      Object.entries(body).map(([key, value]) => [key, typeof value === 'string' && Object.hasOwn(PRE_NORMALISE, key) ? PRE_NORMALISE[key]!(value) : value]),
+    );
+    if (!validate(input)) return { ok: false, errors: toFieldErrors(validate.errors ?? []) };
+    const ping = input as PostedPing;
+    return { ok: true, ping: { zip: ping.zip.slice(0, 5), accident_state: ping.accident_state, sid: ping.sid, s1: ping.s1 ?? null, test: ping.test === true } };
   };
 }

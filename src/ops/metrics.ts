@@ -12,6 +12,7 @@ import type { LeaseStatus } from '../roles/lease-keeper.js';
 import type { AppendResultLabel } from './counting-event-store.js';
 
 const POST_LEAD_ROUTE = '/functions/leads';
+const PING_ROUTE = '/functions/pings';
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 /** Seconds; a post is usually a few ms, a slow verification provider a few hundred. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -29,6 +30,7 @@ export class ServiceMetrics {
   readonly registry = new Registry();
   private readonly requests: Histogram<'method' | 'route' | 'status'>;
   private readonly leads: Counter<'code' | 'replayed'>;
+  private readonly pings: Counter<'code'>;
   private readonly appends: Counter<'result'>;
   private readonly appendedEvents: Counter;
   private readonly deliveries: Counter<'outcome'>;
@@ -46,6 +48,12 @@ export class ServiceMetrics {
       name: 'leadpost_lead_posts_total',
       help: 'POST /functions/leads answers by outcome code; replayed="true": an Idempotency-Key replay, nothing new recorded',
       labelNames: ['code', 'replayed'],
+      registers,
+    });
+    this.pings = new Counter({
+      name: 'leadpost_pings_total',
+      help: 'POST /functions/pings answers by code (BID, NO_BID, INVALID, …)',
+      labelNames: ['code'],
       registers,
     });
     this.appends = new Counter({
@@ -79,6 +87,10 @@ export class ServiceMetrics {
       const code = (ctx.body as { code?: unknown } | null)?.code;
       const replayed = ctx.response.get('Idempotency-Replayed') === 'true' ? 'true' : 'false';
       if (typeof code === 'string') this.leads.inc({ code, replayed });
+    }
+    if (route === PING_ROUTE && method === 'POST') {
+      const code = (ctx.body as { code?: unknown } | null)?.code;
+      if (typeof code === 'string') this.pings.inc({ code });
     }
   }
 

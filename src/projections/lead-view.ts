@@ -25,6 +25,8 @@ export interface LeadView {
   delivery: { status: string; attempts: number } | null;
   feedback: Array<{ buyer: string; type: string; reason: string | null; recorded_at: string }>;
   returned: boolean;
+  /** The ping the lead was posted with, and the bid it sold at (buyer null: none could take it); null: posted without one. */
+  ping?: { ping_id: string; buyer: string | null; bid: number | null } | null;
   /** The normalised consumer fields: shown only to the supplier that sent it, the buyer that bought it, admin. */
   lead: Record<string, unknown> | null;
 }
@@ -56,6 +58,8 @@ export function leadViewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Pa
         feedback: [],
         returned: false,
       };
+    case 'LeadPingMatched':
+      return { ping: { ping_id: e.data.ping_id, buyer: e.data.buyer, bid: e.data.amount } };
     case 'LeadRejected':
       return { lead_status: 'rejected', code: e.data.code, errors: e.data.errors };
     case 'LeadEnriched':

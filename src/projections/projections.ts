@@ -1,5 +1,6 @@
 import type { RecordedEvent } from '../event-store/port.js';
 import type { LeadEvent, LeadReceived } from '../events/lead-events.js';
+import type { PingEvent } from '../events/ping-events.js';
 import type { ReadWrite } from '../read-models/port.js';
 import { leadViewChanges, leadViewFeedback } from './lead-view.js';
 
@@ -44,6 +45,7 @@ const LEAD_EVENTS = new Set([
   'LeadEnriched',
   'LeadRouted',
   'LeadSold',
+  'LeadPingMatched',
   'LeadDelivered',
   'LeadDeliveryFailed',
   'FeedbackRecorded',
@@ -200,6 +202,7 @@ export const reportsProjection: Projection = {
   collections: ['report_buckets', 'report_leads'],
   indexes: { report_buckets: [['hour'], ['supplier', 'hour']], report_leads: [['s1'], ['supplier', 's1']] },
   handle(event, context) {
+    if (PING_EVENTS.has(event.type)) return pingReportWrites(event as unknown as PingEvent & RecordedEvent, context.collection('report_buckets'));
     const lead = asLead(event);
     let inc: Record<string, number> | null = null;
     let buyer: string | null = null;
@@ -221,6 +224,33 @@ export const reportsProjection: Projection = {
     );
   },
 };
+
+const PING_EVENTS = new Set(['LeadPinged', 'PingBidsCollected', 'PingPosted']);
+
+/**
+ * A ping's counters, in the bucket of the hour it was pinged: the ping under its supplier and
+ * source, each standing bid under the buyer that bid, a post under the buyer it sold to at its bid.
+ * Buckets only: a ping is no lead, so it has no lead row (a report by s1 shows no pings).
+ */
+function pingReportWrites(event: PingEvent & RecordedEvent, buckets: string): ReadWrite[] {
+  const source = event.data;
+  const hour = source.pinged_at.slice(0, 13);
+  const write = (buyer: string | null, inc: Record<string, number>): ReadWrite => {
+    const dims = { supplier: source.supplier, sid: source.sid, state: source.accident_state, buyer, test: source.test };
+    const id = JSON.stringify([hour, ...REPORT_DIMENSIONS.map((d) => dims[d])]);
+    return { op: 'inc', collection: buckets, id, position: event.position, inc, setOnInsert: { hour, ...dims } };
+  };
+  switch (event.type) {
+    case 'LeadPinged':
+      return [write(null, { pings: 1 })];
+    case 'PingBidsCollected': {
+      // One write per buyer: its bid's counters, summed over the bids of this ping.
+      return event.data.bids.filter((bid) => bid.result === 'bid').map((bid) => write(bid.buyer, { bids: 1, bid_cents: cents(bid.amount!) }));
+    }
+    case 'PingPosted':
+      return [write(event.data.buyer, { ping_posts: 1 })];
+  }
+}
 
 /** The increments of the lead's report bucket (its hour and dimensions) and of its own row. */
 function reportWrites(

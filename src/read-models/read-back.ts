@@ -3,6 +3,7 @@ import { leadStream } from '../events/lead-events.js';
 import { openLead } from '../events/codec/index.js';
 import type { StoredLead } from '../leads/lead.js';
 import type { PersonalDataKeys } from '../personal-data/index.js';
+import { type PingBidsCollected, pingStream } from '../events/ping-events.js';
 import type { FieldError } from '../leads/outcome.js';
 import type { Principal } from '../keys/principal.js';
 import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
@@ -87,7 +88,7 @@ function withoutConsumer(type: string, data: unknown): unknown {
 
 /**
  * A buyer sees its own place among a lead's routing candidates, not the other buyers or what they
- * would have paid, nor which of the supplier's keys sent the lead.
+ * would have paid or bid, nor which of the supplier's keys sent the lead or its ping.
  */
 function forBuyer(buyer: string, type: string, data: unknown): unknown {
   if (typeof data !== 'object' || data === null) return data;
@@ -95,9 +96,19 @@ function forBuyer(buyer: string, type: string, data: unknown): unknown {
     const routed = data as { candidates?: Array<{ buyer?: unknown }> };
     return Array.isArray(routed.candidates) ? { ...routed, candidates: routed.candidates.filter((c) => c.buyer === buyer) } : data;
   }
-  if (type === 'LeadReceived') {
+  if (type === 'LeadReceived' || type === 'LeadPinged') {
     const { key_id: _keyId, ...received } = data as Record<string, unknown>;
     return received;
+  }
+  if (type === 'PingBidsCollected') {
+    // Its own bid only; the best bid too when it was its own (a lead it bought at the next bid
+    // standing must not tell it what the winner offered).
+    const { bids, winner, ...collected } = data as { bids?: Array<{ buyer?: unknown }>; winner?: { buyer?: unknown } | null };
+    return {
+      ...collected,
+      bids: Array.isArray(bids) ? bids.filter((b) => b.buyer === buyer) : [],
+      ...(winner?.buyer === buyer ? { winner } : {}),
+    };
   }
   return data;
 }
@@ -177,7 +188,18 @@ export class ReadBack {
     // Read-your-writes: a lead the projection has not reached yet is folded from its own stream.
     view ??= leadViewFromEvents(await this.deps.events.readStream(leadStream(Number(leadId))));
     if (!view || !mayRead(principal, view)) return null;
-    return this.leadRow(principal, view);
+    const row = await this.leadRow(principal, view);
+    if (view.ping) row.ping = { ...view.ping, ...(await this.pingBids(principal, view.ping.ping_id)) };
+    return row;
+  }
+
+  /** What the buyers bid on a lead's ping, as the caller may see it: a buyer only its own bid. */
+  private async pingBids(principal: Principal, pingId: string): Promise<{ expires_at: string | null; bids: unknown[] }> {
+    const events = await this.deps.events.readStream(pingStream(pingId));
+    const pinged = events.find((e) => e.type === 'LeadPinged')?.data as { expires_at?: string } | undefined;
+    const collected = events.find((e) => e.type === 'PingBidsCollected')?.data as PingBidsCollected['data'] | undefined;
+    const bids = (collected?.bids ?? []).filter((bid) => principal.role !== 'buyer' || bid.buyer === principal.name);
+    return { expires_at: pinged?.expires_at ?? null, bids };
   }
 
   /**
@@ -191,15 +213,25 @@ export class ReadBack {
     const view = leadViewFromEvents(recorded);
     if (!view || !mayRead(principal, view)) return null;
     const pii = seesPii(principal, view);
-    return Promise.all(
-      recorded.map(async (event) => ({
-        revision: event.revision,
-        type: event.type,
-        occurred_at: typeof event.metadata.occurred_at === 'string' ? event.metadata.occurred_at : new Date(event.created).toISOString(),
-        trace_id: typeof event.metadata.trace_id === 'string' ? event.metadata.trace_id : null,
-        data: visible(principal, event.type, pii ? await this.openReceived(event.type, event.data) : withoutConsumer(event.type, event.data)),
-      })),
-    );
+    return Promise.all(recorded.map((event) => this.eventRow(principal, event, pii)));
+  }
+
+  /** The events of the ping a lead was posted with (none: an empty list), for whoever may read the lead. */
+  async leadPingEvents(principal: Principal, leadId: string): Promise<LeadEventRow[]> {
+    const recorded = await this.deps.events.readStream(leadStream(Number(leadId)));
+    const matched = recorded.find((e) => e.type === 'LeadPingMatched')?.data as { ping_id?: string } | undefined;
+    if (!matched?.ping_id) return [];
+    return Promise.all((await this.deps.events.readStream(pingStream(matched.ping_id))).map((event) => this.eventRow(principal, event, false)));
+  }
+
+  private async eventRow(principal: Principal, event: Awaited<ReturnType<EventStore['readStream']>>[number], pii: boolean): Promise<LeadEventRow> {
+    return {
+      revision: event.revision,
+      type: event.type,
+      occurred_at: typeof event.metadata.occurred_at === 'string' ? event.metadata.occurred_at : new Date(event.created).toISOString(),
+      trace_id: typeof event.metadata.trace_id === 'string' ? event.metadata.trace_id : null,
+      data: visible(principal, event.type, pii ? await this.openReceived(event.type, event.data) : withoutConsumer(event.type, event.data)),
+    };
   }
 
   /**
@@ -441,6 +473,7 @@ export class ReadBack {
       enrichment: checks ? { phone: checks.phone?.result ?? null, email: checks.email?.result ?? null, consent: checks.consent?.result ?? null } : null,
       delivery: view.delivery,
       feedback: view.feedback ?? [],
+      ping: view.ping ?? null,
       lead: seesPii(principal, view) ? await this.open(view.lead_id, view.lead) : null,
     };
   }

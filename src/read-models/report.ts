@@ -7,7 +7,7 @@ import { localTime, pad } from '../routing/local-time.js';
 export const GROUP_BY = ['day', 'sid', 's1', 'state', 'buyer', 'supplier'] as const;
 export type GroupBy = (typeof GROUP_BY)[number];
 
-const REJECTION_CODES = ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE'] as const;
+const REJECTION_CODES = ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH'] as const;
 
 export interface ReportBucket {
   readonly hour: string;
@@ -33,10 +33,16 @@ export interface ReportRow {
   [dimension: string]: string | number | boolean | null;
 }
 
-const COUNTERS = ['received', 'accepted', 'sold', 'unsold', 'rejected', ...REJECTION_CODES.map((c) => `rejected_${c}`), 'returned'];
+/**
+ * Pings count where they were pinged (supplier, sid, state; buyer empty), bids under the buyer that
+ * bid, ping_posts under the buyer the lead sold to at its bid: a report by buyer shows what each
+ * bid and won, by supplier or sid what its pings fetched.
+ */
+const PING_COUNTERS = ['pings', 'bids', 'ping_posts'];
+const COUNTERS = ['received', 'accepted', 'sold', 'unsold', 'rejected', ...REJECTION_CODES.map((c) => `rejected_${c}`), 'returned', ...PING_COUNTERS];
 /** The fields of a bucket (or a lead's row) that a report sums. */
-export const SUMMED = [...COUNTERS, 'revenue_cents', 'returned_cents'];
-export const METRICS = [...COUNTERS, 'revenue', 'net_revenue', 'acceptance_rate', 'sell_rate', 'avg_price'];
+export const SUMMED = [...COUNTERS, 'revenue_cents', 'returned_cents', 'bid_cents'];
+export const METRICS = [...COUNTERS, 'revenue', 'net_revenue', 'acceptance_rate', 'sell_rate', 'avg_price', 'avg_bid'];
 
 /** The local calendar day of an hour bucket (`2026-11-21T15`) in `tz`. */
 export function dayOf(hour: string, tz: string, cache: Map<string, string>): string {
@@ -92,6 +98,7 @@ export function reportRow(dims: ReportRow, sums: Readonly<Record<string, number>
   row.acceptance_rate = ratio(sums.accepted ?? 0, sums.received ?? 0);
   row.sell_rate = ratio(sums.sold ?? 0, sums.accepted ?? 0);
   row.avg_price = (sums.sold ?? 0) === 0 ? 0 : round2(revenue / sums.sold!);
+  row.avg_bid = (sums.bids ?? 0) === 0 ? 0 : round2((sums.bid_cents ?? 0) / 100 / sums.bids!);
   return row;
 }
 

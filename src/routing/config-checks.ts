@@ -53,7 +53,8 @@ function describe(error: ErrorObject): ConfigProblem {
       return { path: join(path, String(params.additionalProperty)), message: 'unknown field' };
     case 'discriminator': {
       const tag = (error.data as Json)[String(params.tag)];
-      return { path: join(path, String(params.tag)), message: tag === undefined ? 'is required' : `must be 'pull' or 'webhook', got ${show(tag)}` };
+      const kinds = path.endsWith('.ping') ? "'static' or 'webhook'" : "'pull' or 'webhook'";
+      return { path: join(path, String(params.tag)), message: tag === undefined ? 'is required' : `must be ${kinds}, got ${show(tag)}` };
     }
     case 'type':
       return { path, message: `must be ${/^[aeiou]/.test(String(params.type)) ? 'an' : 'a'} ${String(params.type)}, got ${show(error.data)}` };

@@ -26,6 +26,8 @@ export const DEFAULTS = {
   cap_tz: 'UTC',
   days: WEEKDAYS,
   timeout_ms: 5000,
+  /** A bid is worth asking for only while the supplier waits: well under a second. */
+  ping_timeout_ms: 500,
   max_attempts: 8,
   return_window_days: 7,
   return_reasons: ['bad_phone', 'not_interested', 'duplicate', 'fraud'],
@@ -59,6 +61,11 @@ interface WebhookDeliveryEntry {
 
 export type DeliveryEntry = PullDeliveryEntry | WebhookDeliveryEntry;
 
+/** How a buyer bids on pings: its price (static), or what its endpoint answers (webhook). */
+export type PingEntry =
+  | { readonly kind: 'static' }
+  | { readonly kind: 'webhook'; readonly url: string; readonly timeout_ms?: number; readonly secret_env?: string };
+
 interface RequireEntry {
   readonly phone?: Requirement;
   readonly email?: Requirement;
@@ -77,6 +84,7 @@ export interface BuyerEntry {
   readonly caps?: readonly CapEntry[];
   readonly hours?: HoursEntry;
   readonly delivery?: DeliveryEntry;
+  readonly ping?: PingEntry;
   readonly return_window_days?: number;
   readonly return_reasons?: readonly string[];
 }
@@ -92,6 +100,8 @@ export interface RoutingFile {
   readonly currency?: string;
   readonly strategy?: Strategy;
   readonly duplicate_window_days?: number;
+  /** Ping bids under this are ignored. */
+  readonly min_bid?: number;
   readonly buyers: readonly BuyerEntry[];
   readonly buckets?: readonly BucketEntry[];
 }
@@ -133,6 +143,24 @@ const DELIVERY = {
         timeout_ms: { ...INTEGER_1, nullable: true, default: DEFAULTS.timeout_ms },
         max_attempts: { ...INTEGER_1, nullable: true, default: DEFAULTS.max_attempts },
         secret_env: { type: 'string', nullable: true, pattern: '^[A-Z_][A-Z0-9_]*$', hint: 'must name an environment variable (A-Z 0-9 _), got {value}' },
+      },
+      required: ['kind', 'url'],
+      additionalProperties: false,
+    },
+  ],
+} as const;
+
+const PING = {
+  type: 'object', nullable: true, discriminator: { propertyName: 'kind' },
+  oneOf: [
+    { type: 'object', properties: { kind: { type: 'string', const: 'static' } }, required: ['kind'], additionalProperties: false },
+    {
+      type: 'object',
+      properties: {
+        kind: { type: 'string', const: 'webhook' },
+        url: DELIVERY.oneOf[1].properties.url,
+        timeout_ms: { ...INTEGER_1, nullable: true, default: DEFAULTS.ping_timeout_ms },
+        secret_env: DELIVERY.oneOf[1].properties.secret_env,
       },
       required: ['kind', 'url'],
       additionalProperties: false,
@@ -183,6 +211,7 @@ const BUYER = {
       additionalProperties: false,
     },
     delivery: DELIVERY,
+    ping: PING,
     return_window_days: { ...INTEGER_0, nullable: true, default: DEFAULTS.return_window_days },
     return_reasons: {
       type: 'array', nullable: true, uniqueItems: true, default: DEFAULTS.return_reasons,
@@ -212,6 +241,7 @@ const routingFileSchema = {
     currency: { type: 'string', nullable: true, pattern: '^[A-Z]{3}$', default: DEFAULTS.currency, hint: 'must be an ISO 4217 code of 3 upper-case letters, got {value}' },
     strategy: { type: 'string', nullable: true, enum: STRATEGIES, default: DEFAULTS.strategy, hint: 'must be highest_price, priority or round_robin, got {value}' },
     duplicate_window_days: { ...INTEGER_0, nullable: true, default: DEFAULTS.duplicate_window_days },
+    min_bid: { type: 'number', nullable: true, minimum: 0, multipleOf: 0.01, hint: 'must have at most 2 decimal places, got {value}' },
     buyers: { type: 'array', items: BUYER },
     buckets: { type: 'array', nullable: true, items: BUCKET },
   },

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import type { CheckName } from '../enrichment/check.js';
 import { type ConfigProblem, findProblems } from './config-checks.js';
 import {
-  type BucketEntry, type BuyerEntry, type CapPeriod, DEFAULTS, type DeliveryEntry, type HoursEntry, type Requirement,
+  type BucketEntry, type BuyerEntry, type CapPeriod, DEFAULTS, type DeliveryEntry, type HoursEntry, type PingEntry, type Requirement,
   type RoutingFile, type Strategy, type Weekday,
 } from './config-schema.js';
 
@@ -28,6 +28,11 @@ type Delivery =
   | { readonly kind: 'pull' }
   | { readonly kind: 'webhook'; readonly url: string; readonly timeout_ms: number; readonly max_attempts: number; readonly secret_env: string | null };
 
+/** How a buyer bids on pings; null: it does not bid. */
+type PingBidding =
+  | { readonly kind: 'static' }
+  | { readonly kind: 'webhook'; readonly url: string; readonly timeout_ms: number; readonly secret_env: string | null };
+
 export interface Buyer {
   readonly id: string;
   /** Falls back to the id, so reports always have something to show. */
@@ -46,6 +51,7 @@ export interface Buyer {
   /** null: any time. */
   readonly hours: Hours | null;
   readonly delivery: Delivery;
+  readonly ping: PingBidding | null;
   readonly return_window_days: number;
   readonly return_reasons: readonly string[];
 }
@@ -61,6 +67,8 @@ export interface RoutingConfig {
   readonly currency: string;
   readonly strategy: Strategy;
   readonly duplicate_window_days: number;
+  /** Ping bids under this are ignored (0: none). */
+  readonly min_bid: number;
   readonly buyers: readonly Buyer[];
   /** Exactly one has `default: true`. */
   readonly buckets: readonly Bucket[];
@@ -116,6 +124,7 @@ function resolve(json: unknown, source: string, version: string): LoadedRoutingC
     currency: file.currency ?? DEFAULTS.currency,
     strategy: file.strategy ?? DEFAULTS.strategy,
     duplicate_window_days: file.duplicate_window_days ?? DEFAULTS.duplicate_window_days,
+    min_bid: file.min_bid ?? 0,
     buyers: file.buyers.map(buyer),
     buckets,
   };
@@ -134,6 +143,7 @@ function buyer(entry: BuyerEntry): Buyer {
     caps: (entry.caps ?? []).map((cap) => ({ period: cap.period, max: cap.max, tz: cap.tz ?? DEFAULTS.cap_tz })),
     hours: entry.hours ? hours(entry.hours) : null,
     delivery: delivery(entry.delivery),
+    ping: ping(entry.ping),
     return_window_days: entry.return_window_days ?? DEFAULTS.return_window_days,
     return_reasons: entry.return_reasons ?? DEFAULTS.return_reasons,
   };
@@ -152,6 +162,12 @@ function delivery(entry: DeliveryEntry | undefined): Delivery {
     max_attempts: entry.max_attempts ?? DEFAULTS.max_attempts,
     secret_env: entry.secret_env ?? null,
   };
+}
+
+function ping(entry: PingEntry | undefined): PingBidding | null {
+  if (!entry) return null;
+  if (entry.kind === 'static') return { kind: 'static' };
+  return { kind: 'webhook', url: entry.url, timeout_ms: entry.timeout_ms ?? DEFAULTS.ping_timeout_ms, secret_env: entry.secret_env ?? null };
 }
 
 function bucket(entry: BucketEntry): Bucket {

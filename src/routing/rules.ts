@@ -38,13 +38,26 @@ export function evaluateBuyers(config: RoutingConfig, lead: NormalisedLead, enri
   });
 }
 
-function firstSkip(buyer: Buyer, lead: NormalisedLead, enrichment: Enrichment, now: Date): { reason: SkipReason; detail?: string } | null {
+/**
+ * The first reason a buyer cannot bid on a ping of these fields, caps not looked at. Nothing is
+ * verified at ping time, so a buyer's requirements are met or not only when the lead is posted.
+ */
+export function pingSkip(buyer: Buyer, fields: Pick<NormalisedLead, 'zip' | 'accident_state'>, now: Date): { reason: SkipReason; detail?: string } | null {
+  return firstSkip(buyer, fields, null, now);
+}
+
+function firstSkip(
+  buyer: Buyer,
+  lead: Pick<NormalisedLead, 'zip' | 'accident_state'>,
+  enrichment: Enrichment | null,
+  now: Date,
+): { reason: SkipReason; detail?: string } | null {
   if (!buyer.active) return { reason: 'inactive' };
   if (buyer.states && !buyer.states.includes(lead.accident_state)) return { reason: 'state_not_allowed', detail: `state:${lead.accident_state}` };
   // The ZIP itself narrows a consumer down too far to be written into an event as a reason.
   if (!matchesZip(buyer.zip_prefixes, lead.zip)) return { reason: 'zip_not_allowed' };
-  const failed = CHECKS.filter((check) => !meets(buyer.require[check], enrichment[check].result));
-  if (failed.length > 0) return { reason: 'requirement_failed', detail: failed.map((c) => `${c}:${enrichment[c].result}`).join(',') };
+  const failed = enrichment ? CHECKS.filter((check) => !meets(buyer.require[check], enrichment[check].result)) : [];
+  if (failed.length > 0) return { reason: 'requirement_failed', detail: failed.map((c) => `${c}:${enrichment![c].result}`).join(',') };
   if (buyer.hours && !isWithinHours(buyer.hours, now)) {
     const local = localTime(now, buyer.hours.tz);
     return { reason: 'outside_hours', detail: `${local.weekday} ${pad(local.hour)}:${pad(local.minute)} ${buyer.hours.tz}` };

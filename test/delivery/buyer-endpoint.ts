@@ -9,6 +9,8 @@ import { tempDir } from '../support/tmp.js';
 
 export interface ReceivedDelivery {
   readonly n: number;
+  /** The request's path (and query). */
+  readonly path: string;
   readonly headers: IncomingHttpHeaders;
   readonly text: string;
   readonly body: Record<string, unknown>;
@@ -16,8 +18,8 @@ export interface ReceivedDelivery {
   readonly at: number;
 }
 
-/** A status to answer with (and headers to send along), or `hang` to never answer. */
-export type Answer = number | { readonly status: number; readonly headers: Record<string, string> } | 'hang';
+/** A status to answer with (and headers and a body to send along; the body defaults to `{}`), or `hang` to never answer. */
+export type Answer = number | { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string } | 'hang';
 
 export class BuyerEndpoint {
   readonly received: ReceivedDelivery[] = [];
@@ -38,12 +40,12 @@ export class BuyerEndpoint {
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', async () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        const request: ReceivedDelivery = { n: endpoint!.received.length + 1, headers: req.headers, text, body: parse(text), at: performance.now() };
+        const request: ReceivedDelivery = { n: endpoint!.received.length + 1, path: req.url ?? '', headers: req.headers, text, body: parse(text), at: performance.now() };
         endpoint!.received.push(request);
         const answer = await endpoint!.answer(request);
         if (answer === 'hang') return;
-        const { status, headers } = typeof answer === 'number' ? { status: answer, headers: {} } : answer;
-        res.writeHead(status, { 'content-type': 'application/json', ...headers }).end('{}');
+        const { status, headers, body } = typeof answer === 'number' ? { status: answer, headers: {}, body: undefined } : answer;
+        res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(body ?? '{}');
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -26,6 +26,7 @@ function fullApp() {
   return createApp({
     authenticate: () => null,
     postLead: unused,
+    ping: unused,
     logger: createLogger({ level: 'silent', destination: new Writable({ write: (_c, _e, done) => done() }) }),
     readBack: new ReadBack({ events: {} as EventStore, personalData: {} as never, readModels: {} as never, collection: unused, position: unused }),
     afterSale: { events: {} as EventStore, routing: unused, now: () => new Date() },
@@ -112,7 +113,7 @@ describe('OpenAPI document', function () {
       .filter((layer) => layer.stack.some((middleware) => middleware.name === 'rateLimited'))
       .flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m) => [m.toLowerCase(), openApiPath(String(layer.path))] as const));
     expect(guarded.map(([m, p]) => `${m} ${p}`).sort()).to.deep.equal(
-      ['post /functions/leads', 'get /functions/leads', 'get /functions/leads/{lead_id}', 'get /functions/leads/{lead_id}/events', 'get /functions/deliveries', 'get /functions/feedback', 'get /functions/reports/summary'].sort(),
+      ['post /functions/leads', 'post /functions/pings', 'get /functions/leads', 'get /functions/leads/{lead_id}', 'get /functions/leads/{lead_id}/events', 'get /functions/deliveries', 'get /functions/feedback', 'get /functions/reports/summary'].sort(),
     );
     for (const [method, path] of guarded) {
       const limited = (doc.paths as Json)[path]?.[method]?.responses?.['429'] as Json | undefined;

@@ -47,6 +47,9 @@ describe('report summary (pure)', function () {
     expect(keys.sort(compareKeys)).to.deep.equal([[null], ['B'], ['a', null], ['a', 'z'], ['b'], ['é']]);
   });
 
+  const NO_PINGS_REJECTED = { rejected_PING_EXPIRED: 0, rejected_PING_CONSUMED: 0, rejected_PING_MISMATCH: 0 };
+  const NO_PINGS = { pings: 0, bids: 0, ping_posts: 0 };
+
   it('sums counters per group and derives rates, revenue, returns and average price', function () {
     const rows = summarise(
       [
@@ -58,8 +61,25 @@ describe('report summary (pure)', function () {
       'UTC',
     );
     expect(rows).to.deep.equal([
-      { sid: 'bing', received: 1, accepted: 1, sold: 1, unsold: 0, rejected: 0, rejected_INVALID: 0, rejected_VERIFICATION_FAILED: 0, rejected_DUPLICATE: 0, returned: 0, revenue: 12.75, net_revenue: 12.75, acceptance_rate: 1, sell_rate: 1, avg_price: 12.75 },
-      { sid: 'google', received: 5, accepted: 4, sold: 2, unsold: 2, rejected: 1, rejected_INVALID: 1, rejected_VERIFICATION_FAILED: 0, rejected_DUPLICATE: 0, returned: 1, revenue: 85, net_revenue: 42.5, acceptance_rate: 0.8, sell_rate: 0.5, avg_price: 42.5 },
+      { sid: 'bing', received: 1, accepted: 1, sold: 1, unsold: 0, rejected: 0, rejected_INVALID: 0, rejected_VERIFICATION_FAILED: 0, rejected_DUPLICATE: 0, ...NO_PINGS_REJECTED, returned: 0, ...NO_PINGS, revenue: 12.75, net_revenue: 12.75, acceptance_rate: 1, sell_rate: 1, avg_price: 12.75, avg_bid: 0 },
+      { sid: 'google', received: 5, accepted: 4, sold: 2, unsold: 2, rejected: 1, rejected_INVALID: 1, rejected_VERIFICATION_FAILED: 0, rejected_DUPLICATE: 0, ...NO_PINGS_REJECTED, returned: 1, ...NO_PINGS, revenue: 85, net_revenue: 42.5, acceptance_rate: 0.8, sell_rate: 0.5, avg_price: 42.5, avg_bid: 0 },
+    ]);
+  });
+
+  it('counts pings, bids and ping posts, and averages the bids', function () {
+    const rows = summarise(
+      [
+        bucket('2026-11-21T15', { pings: 3 }),
+        bucket('2026-11-21T15', { bids: 2, bid_cents: 7500 }, { buyer: 'acme' }),
+        bucket('2026-11-21T16', { bids: 1, bid_cents: 2000, ping_posts: 1 }, { buyer: 'natl' }),
+      ],
+      ['buyer'],
+      'UTC',
+    );
+    expect(rows.map((r) => [r.buyer, r.pings, r.bids, r.ping_posts, r.avg_bid])).to.deep.equal([
+      [null, 3, 0, 0, 0],
+      ['acme', 0, 2, 0, 37.5],
+      ['natl', 0, 1, 1, 20],
     ]);
   });
 

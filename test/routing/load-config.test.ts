@@ -21,9 +21,10 @@ describe('loading the routing file', function () {
         currency: 'USD',
         strategy: 'highest_price',
         duplicate_window_days: 30,
+        min_bid: 0,
         buyers: [{
           id: 'nationwide-leads', name: 'nationwide-leads', price: 12.75, priority: 100, active: true,
-          states: null, zip_prefixes: null, require: {}, caps: [], hours: null, delivery: { kind: 'pull' },
+          states: null, zip_prefixes: null, require: {}, caps: [], hours: null, delivery: { kind: 'pull' }, ping: null,
           return_window_days: 7, return_reasons: ['bad_phone', 'not_interested', 'duplicate', 'fraud'],
         }],
         buckets: [{ id: 'unsold', default: true, states: null, zip_prefixes: null }],

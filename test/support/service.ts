@@ -36,6 +36,8 @@ export interface TestServiceOptions {
   readonly dataDir?: string;
   /** false: the service runs no webhook delivery worker (the test runs its own). */
   readonly deliveryWorker?: boolean;
+  /** A bidding buyer's self-signed certificate, trusted when the service asks it for a bid. */
+  readonly buyerCa?: string;
 }
 
 export const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
@@ -151,6 +153,7 @@ export class TestService {
       now: options.now,
       resolver: options.resolver ?? FAKE_DNS,
       ...(options.deliveryWorker === false ? { deliveryWorker: false } : {}),
+      ...(options.buyerCa ? { buyerCa: options.buyerCa } : {}),
       ...(store ? { store } : {}),
       ...(readModels ? { readModels } : {}),
     });

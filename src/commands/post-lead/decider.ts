@@ -1,7 +1,8 @@
 import type { Enrichment } from '../../enrichment/check.js';
 import { CURRENCY, type FieldError, type LeadOutcome, type LeadOutcomeCode, money } from '../../leads/outcome.js';
 import type { LeadValidation } from '../../leads/validate.js';
-import type { LeadEvent, RoutingCandidate } from '../../events/lead-events.js';
+import type { LeadEvent, RejectionCode, RoutingCandidate } from '../../events/lead-events.js';
+import type { LeadPingMatched } from '../../events/ping-events.js';
 import type { Decider } from '../handler.js';
 import type { ContactKind } from '../contacts.js';
 
@@ -24,6 +25,10 @@ export interface PostLeadCommand {
   readonly keyId: string;
   readonly now: Date;
   readonly validation: LeadValidation;
+  /** The lead's ping_id refused it (expired, already posted, other fields): it ends there. */
+  readonly pingRejection?: { readonly code: Extract<RejectionCode, `PING_${string}`>; readonly errors: FieldError[] };
+  /** The lead came with a ping: the bid it was sold at (buyer null: none could take it, routed as a plain post). */
+  readonly pingMatch?: Omit<LeadPingMatched['data'], 'lead_id'>;
   /** The fields (mobile, email) whose value an accepted lead holds within the window. Consulted only for a valid lead. */
   readonly duplicates?: readonly ContactKind[];
   /** Present once a valid, non-duplicate lead has been checked. */
@@ -105,6 +110,10 @@ export function decide(command: PostLeadCommand, state: LeadState): LeadEvent[] 
       received_at: at,
     },
   };
+  if (command.pingRejection) {
+    const { code, errors } = command.pingRejection;
+    return [received, { type: 'LeadRejected', data: { lead_id, code, errors, rejected_at: at } }];
+  }
   if (command.duplicates && command.duplicates.length > 0) {
     const errors = command.duplicates.map((field) => DUPLICATE_ERRORS[field]);
     return [received, { type: 'LeadRejected', data: { lead_id, code: 'DUPLICATE', errors, rejected_at: at } }];
@@ -131,12 +140,13 @@ export function decide(command: PostLeadCommand, state: LeadState): LeadEvent[] 
       candidates: routing.candidates,
     },
   };
-  if (routing.target.kind === 'bucket') return [received, enriched, routed];
+  const matched: LeadEvent[] = command.pingMatch ? [{ type: 'LeadPingMatched', data: { lead_id, ...command.pingMatch } }] : [];
+  if (routing.target.kind === 'bucket') return [received, enriched, ...matched, routed];
   const sold: LeadEvent = {
     type: 'LeadSold',
     data: { lead_id, buyer: routing.target.id, revenue: money(routing.price), currency: routing.currency, sold_at: at },
   };
-  return [received, enriched, routed, sold];
+  return [received, enriched, ...matched, routed, sold];
 }
 
 function evolve(state: LeadState, event: LeadEvent): LeadState {

@@ -6,10 +6,14 @@ import type { NormalisedLead } from '../../leads/lead.js';
 import type { LeadOutcome } from '../../leads/outcome.js';
 import type { LeadValidation } from '../../leads/validate.js';
 import type { LoadedRoutingConfig } from '../../routing/load-config.js';
-import { capPeriods, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
+import { pingStream } from '../../events/ping-events.js';
+import type { FieldError } from '../../leads/outcome.js';
+import { type CandidateDecision, capPeriods, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
 import type { CapLedger, CapPeriod } from '../caps.js';
 import { type ContactClaim, type ContactKind, type ContactRegistry, retryWhileClaimsBlock } from '../contacts.js';
-import { handleCommand } from '../handler.js';
+import { type Folded, handleCommand, readFolded } from '../handler.js';
+import { standingBids } from '../ping/bidding.js';
+import { PingConsumedError, type PingState, pingDecider } from '../ping/decider.js';
 import type { IdempotencyKeys } from '../idempotency.js';
 import type { LeadIdAllocator } from '../lead-ids.js';
 import { type PostLeadCommand, type RoutingDecision, leadDecider, outcomeOf } from './decider.js';
@@ -42,9 +46,19 @@ interface Reservation {
 }
 
 export function createPostLead(deps: PostLeadDeps): PostLead {
-  const route = createRouter(deps.caps);
+  const { route, routeToBids } = createRouter(deps.caps);
 
   return async function postLead(request) {
+    try {
+      return await postOnce(request);
+    } catch (error) {
+      // Another supplier's ping, or none: as for a lead the caller may not see, it does not exist.
+      if (error instanceof PingNotFoundError) return { kind: 'ping_not_found' };
+      throw error;
+    }
+  };
+
+  async function postOnce(request: PostLeadRequest): Promise<PostLeadResult> {
     // 1. Idempotency-Key: of several requests with one key, the first records the lead and the
     //    others get its answer, as it was.
     const key = request.idempotencyKey;
@@ -63,7 +77,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     // The lead is durable whether or not this lands; a replay then re-runs the key after it goes stale.
     await claim.complete({ outcome, traceId: request.traceId }).catch(() => {});
     return recorded(outcome, request.traceId);
-  };
+  }
 
   async function decideLead(request: PostLeadRequest): Promise<LeadOutcome> {
     // One clock and one routing file for the whole lead, even if the file is reloaded meanwhile.
@@ -77,6 +91,19 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const validation = deps.validate(request.body);
     if (!validation.ok) return record({ ...who, validation });
     const lead = validation.lead;
+
+    // 2b. A lead posted with a ping_id: the ping must be the supplier's, unexpired, not posted
+    //     yet, and of the same zip, state and source; else the lead ends here, saying which.
+    const pingId = typeof request.body.ping_id === 'string' ? request.body.ping_id : null;
+    let ping: Folded<PingState> | null = null;
+    let replacing: number | undefined;
+    if (pingId !== null) {
+      ping = await readFolded(deps.store, pingStream(pingId), pingDecider);
+      if (!ping.state.pinged || !ping.state.collected || ping.state.pinged.supplier !== request.principal.name) throw new PingNotFoundError();
+      replacing = await lostPost(ping.state, now);
+      const pingRejection = refusal(ping.state, lead, now, replacing);
+      if (pingRejection) return record({ ...who, validation, pingRejection });
+    }
 
     // 3. Dedupe: an accepted lead claims its mobile and e-mail for the duplicate window. A test
     //    lead is checked against real claims but takes none, so test traffic never blocks a real lead.
@@ -98,15 +125,44 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       if (verificationFailed(enrichment)) return await record({ ...who, validation, enrichment });
 
       // 5. Route: the buyers that may take it, ranked, the first with room in its caps; else a bucket.
-      const routed = await route(routing, lead, enrichment, leadId, now);
+      //    A lead with a ping goes to its standing bids first, best first, at the price bid.
+      const atBid = ping ? await routeToBids(routing, lead, enrichment, leadId, now, ping.state) : null;
+      const routed = atBid ?? (await route(routing, lead, enrichment, leadId, now));
       reservation = routed.reservation;
 
+      // 5b. The ping is posted once: of two posts racing, the one whose PingPosted lands first sells.
+      let pingMatch: PostLeadCommand['pingMatch'];
+      if (ping && pingId !== null) {
+        const sale = atBid ? { buyer: atBid.decision.target.id, amount: atBid.decision.price } : { buyer: null, amount: null };
+        try {
+          await handleCommand(deps.store, pingStream(pingId), pingDecider, { type: 'PostPing', leadId, replacing, ...sale, now }, { from: ping, metadata: pingMetadata(request, now) });
+        } catch (error) {
+          if (!(error instanceof PingConsumedError)) throw error;
+          giveBack([], reservation, leadId, now);
+          reservation = null;
+          return await record({ ...who, validation, pingRejection: { code: 'PING_CONSUMED', errors: [PING_ERRORS.consumed] } });
+        }
+        pingMatch = { ping_id: pingId, ...sale };
+      }
+
       // 6. One atomic append of the lead's events, and the outcome folded from them.
-      return await record({ ...who, validation, enrichment, routing: routed.decision });
+      return await record({ ...who, validation, enrichment, routing: routed.decision, ...(pingMatch ? { pingMatch } : {}) });
     } catch (error) {
       giveBack(claims, reservation, leadId, now);
       throw error;
     }
+  }
+
+  /**
+   * The lead of the ping's PingPosted when that lead was never recorded and its post is long
+   * over (it failed, or its process died, between the ping's append and the lead's): the ping is
+   * then the supplier's to post again. A post still under way is given LOST_POST_MS to land.
+   */
+  async function lostPost(state: PingState, now: Date): Promise<number | undefined> {
+    const posted = state.posted;
+    if (!posted || now.getTime() - Date.parse(posted.posted_at) < LOST_POST_MS) return undefined;
+    const events = await deps.store.readStream(leadStream(posted.lead_id), { maxCount: 1 });
+    return events.length === 0 ? posted.lead_id : undefined;
   }
 
   async function recordLead(request: PostLeadRequest, command: PostLeadCommand): Promise<LeadOutcome> {
@@ -133,6 +189,37 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
   }
 }
 
+/** Far longer than a post takes between its ping's append and its lead's. */
+const LOST_POST_MS = 30_000;
+
+/** The lead's ping_id names no ping of the posting supplier. */
+class PingNotFoundError extends Error {}
+
+const PING_ERRORS = {
+  expired: { field: 'ping_id', code: 'ping_expired', message: 'ping_id is past its expiry; ping again' },
+  consumed: { field: 'ping_id', code: 'ping_consumed', message: 'ping_id was already posted' },
+} as const satisfies Record<string, FieldError>;
+
+/** Why a ping cannot take this lead, or null when it can. The fields are named, never their values. */
+function refusal(state: PingState, lead: NormalisedLead, now: Date, replacing: number | undefined): PostLeadCommand['pingRejection'] | null {
+  const pinged = state.pinged!;
+  if (state.posted && state.posted.lead_id !== replacing) return { code: 'PING_CONSUMED', errors: [PING_ERRORS.consumed] };
+  if (Date.parse(pinged.expires_at) <= now.getTime()) return { code: 'PING_EXPIRED', errors: [PING_ERRORS.expired] };
+  const differ = (['zip', 'accident_state', 'sid'] as const).filter((field) => lead[field] !== pinged[field]);
+  if (differ.length === 0) return null;
+  return { code: 'PING_MISMATCH', errors: differ.map((field) => ({ field, code: 'ping_mismatch', message: `${field} differs from the ping's` })) };
+}
+
+function pingMetadata(request: PostLeadRequest, now: Date) {
+  return {
+    trace_id: request.traceId,
+    occurred_at: now.toISOString(),
+    supplier_id: request.principal.name,
+    correlation_id: request.traceId,
+    causation_id: `request:${request.traceId}`,
+  };
+}
+
 const recorded = (outcome: LeadOutcome, traceId: string): PostLeadResult => ({ kind: 'recorded', outcome, traceId, replayed: false });
 const conflict = (reason: 'in_flight' | 'other_body' | 'malformed_key'): PostLeadResult => ({ kind: 'idempotency_conflict', reason });
 
@@ -143,7 +230,48 @@ const conflict = (reason: 'in_flight' | 'other_body' | 'malformed_key'): PostLea
  */
 function createRouter(caps: CapLedger) {
   let roundRobinTurn = 0;
-  return async function route(config: LoadedRoutingConfig, lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date) {
+  /** Takes a slot in every cap of the buyer (a test lead only looks); false when one is full. */
+  async function take(buyerId: string, periods: readonly CapPeriod[], lead: NormalisedLead, leadId: number): Promise<boolean> {
+    return periods.length === 0 || (lead.test ? caps.hasRoom(buyerId, periods) : caps.reserve(buyerId, periods, leadId));
+  }
+  const capReached = (candidate: RoutingCandidate, periods: readonly CapPeriod[]): RoutingCandidate =>
+    ({ ...candidate, eligible: false, reason: 'cap_reached', detail: periods.map((c) => `${c.key} cap ${c.max}`).join(', ') });
+
+  /**
+   * A lead posted with a ping: its standing bids, best first, each if its buyer may still take the
+   * lead (filters, requirements now that the lead is verified, hours) and has room in its caps,
+   * at the price it bid. null: no bid could take it, and the lead is routed as a plain post.
+   */
+  async function routeToBids(config: LoadedRoutingConfig, lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date, ping: PingState) {
+    const bids = standingBids(config, ping.collected!.bids);
+    const decisions: CandidateDecision[] = evaluateBuyers(config, lead, enrichment, now);
+    const candidates: RoutingCandidate[] = decisions.map((d) => {
+      const bid = bids.find((b) => b.buyer === d.buyer);
+      return bid ? { ...d, price: bid.amount! } : d;
+    });
+    for (const bid of bids) {
+      const index = candidates.findIndex((c) => c.buyer === bid.buyer);
+      if (index < 0 || !candidates[index]!.eligible) continue;
+      const buyer = config.buyers[index]!;
+      const periods = capPeriods(buyer, now);
+      if (await take(buyer.id, periods, lead, leadId)) {
+        const reservation: Reservation | null = !lead.test && periods.length > 0 ? { buyer: buyer.id, caps: periods } : null;
+        const decision: RoutingDecision = {
+          target: { kind: 'buyer', id: buyer.id },
+          price: bid.amount!,
+          currency: config.currency,
+          strategy: 'ping',
+          version: config.version,
+          candidates,
+        };
+        return { decision, reservation };
+      }
+      candidates[index] = capReached(candidates[index]!, periods);
+    }
+    return null;
+  }
+
+  async function route(config: LoadedRoutingConfig, lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date) {
     const decisions = evaluateBuyers(config, lead, enrichment, now);
     // evaluateBuyers made these objects for this lead alone; a buyer found full is replaced below.
     const candidates: RoutingCandidate[] = [...decisions];
@@ -152,15 +280,13 @@ function createRouter(caps: CapLedger) {
     for (const buyerId of rankEligible(config, decisions, roundRobinTurn++)) {
       const buyer = config.buyers.find((b) => b.id === buyerId)!;
       const periods = capPeriods(buyer, now);
-      const room = periods.length === 0 || (lead.test ? await caps.hasRoom(buyerId, periods) : await caps.reserve(buyerId, periods, leadId));
-      if (room) {
+      if (await take(buyerId, periods, lead, leadId)) {
         winner = { buyer: buyerId, price: buyer.price };
         if (!lead.test && periods.length > 0) reservation = { buyer: buyerId, caps: periods };
         break;
       }
       const index = candidates.findIndex((c) => c.buyer === buyerId);
-      const full = periods.map((c) => `${c.key} cap ${c.max}`).join(', ');
-      candidates[index] = { ...candidates[index]!, eligible: false, reason: 'cap_reached', detail: full };
+      candidates[index] = capReached(candidates[index]!, periods);
     }
     const decision: RoutingDecision = {
       target: winner ? { kind: 'buyer', id: winner.buyer } : { kind: 'bucket', id: chooseBucket(config, lead) },
@@ -171,5 +297,6 @@ function createRouter(caps: CapLedger) {
       candidates,
     };
     return { decision, reservation };
-  };
+  }
+  return { route, routeToBids };
 }

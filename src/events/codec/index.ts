@@ -1,5 +1,6 @@
 import type { PersonalDataKeys } from '../../personal-data/index.js';
 import { LEAD_EVENT_SCHEMA, LEAD_RECEIVED_SCHEMA, type LeadEvent } from '../lead-events.js';
+import type { PingEvent } from '../ping-events.js';
 import { EventCodec, type Upcaster } from './codec.js';
 import { idempotentResponseV0 } from './idempotent-response-v0.js';
 import { leadReceivedSealer } from './lead-received-sealer.js';
@@ -20,6 +21,7 @@ const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
   LeadEnriched: LEAD_EVENT_SCHEMA,
   LeadRouted: LEAD_EVENT_SCHEMA,
   LeadSold: LEAD_EVENT_SCHEMA,
+  LeadPingMatched: LEAD_EVENT_SCHEMA,
   LeadDeliveryAttempted: LEAD_EVENT_SCHEMA,
   LeadDelivered: LEAD_EVENT_SCHEMA,
   LeadDeliveryFailed: LEAD_EVENT_SCHEMA,
@@ -33,6 +35,9 @@ const stampedOnly = (type: string): Upcaster => ({ type, from: 0, to: 1, up: (da
 /** Version 2 of LeadReceived only encrypted the personal fields: a version-1 event is read as written, in clear. */
 const leadReceivedV1: Upcaster = { type: 'LeadReceived', from: 1, to: 2, up: (data) => data };
 
+/** A ping's stream (src/events/ping-events.ts): written from version 1 on, so no upcaster yet. */
+const PING_EVENT_VERSIONS: Record<PingEvent['type'], number> = { LeadPinged: 1, PingBidsCollected: 1, PingPosted: 1 };
+
 /** Support-stream events whose layout changed: the idempotency stream once kept an HTTP answer. */
 const SUPPORT_EVENT_VERSIONS = { IdempotentResponseRecorded: 1 };
 
@@ -42,12 +47,12 @@ const SUPPORT_EVENT_VERSIONS = { IdempotentResponseRecorded: 1 };
  */
 export function eventCodec(keys: PersonalDataKeys | null): EventCodec {
   return new EventCodec({
-    current: { ...LEAD_EVENT_VERSIONS, ...SUPPORT_EVENT_VERSIONS },
+    current: { ...LEAD_EVENT_VERSIONS, ...PING_EVENT_VERSIONS, ...SUPPORT_EVENT_VERSIONS },
     upcasters: [
       leadReceivedV0,
       leadReceivedV1,
       idempotentResponseV0,
-      ...Object.keys(LEAD_EVENT_VERSIONS).filter((type) => type !== 'LeadReceived').map(stampedOnly),
+      ...Object.keys(LEAD_EVENT_VERSIONS).filter((type) => type !== 'LeadReceived' && type !== 'LeadPingMatched').map(stampedOnly),
     ],
     sealers: [leadReceivedSealer(keys)],
   });
