@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import { CapLedger } from './commands/caps.js';
 import { ContactRegistry } from './commands/contacts.js';
+import { ConsumerEraser, consumerLeadIds } from './commands/erasure.js';
+import type { Position } from './event-store/port.js';
 import { IdempotencyKeys } from './commands/idempotency.js';
 import { LeadIdAllocator } from './commands/lead-ids.js';
 import { createPostLead } from './commands/post-lead/post-lead.js';
@@ -105,6 +107,9 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     logger,
   });
 
+  const contacts = new ContactRegistry(store, contactHashes);
+  const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (position: Position) => projections.waitFor(position) };
+  const eraser = new ConsumerEraser({ ...consumerLeads, keys: personalData, hashes: contactHashes, contacts, now });
   const postLead = createPostLead({
     store,
     leadIds: new LeadIdAllocator(store, config.leadIdBlockSize, `pid-${process.pid}`),
@@ -118,7 +123,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       emailProviderUrl: config.emailVerifierUrl,
     }),
     routing: () => routing,
-    contacts: new ContactRegistry(store, contactHashes),
+    contacts,
     caps: new CapLedger(store),
     idempotency: new IdempotencyKeys(store, () => now().getTime()),
     now,
@@ -132,6 +137,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     readRateLimit: config.readRateLimit,
     readBack,
     afterSale: { events: store, routing: () => routing, now },
+    erasure: { eraser, leadIdsOf: (consumer) => consumerLeadIds(consumerLeads, eraser.contactsOf(consumer)) },
     ops: { readiness, metrics, shutdown },
   });
   const closeStores = async () => {

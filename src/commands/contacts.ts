@@ -1,7 +1,7 @@
 import type { EventStore } from '../event-store/index.js';
-import { leadStream } from '../events/lead-events.js';
+import { type LeadContacts, leadStream } from '../events/lead-events.js';
 import { type Decider, handleCommand, readFolded } from './handler.js';
-import type { ContactHashes, ContactKind } from '../personal-data/contact-hashes.js';
+import { type ContactHashes, type ContactKind, contactStream } from '../personal-data/contact-hashes.js';
 
 // Duplicate detection. Each normalised mobile and e-mail has a stream named by its keyed hash
 // (src/personal-data/contact-hashes.ts); a lead
@@ -19,11 +19,21 @@ interface ContactReleased {
   readonly data: { readonly lead_id: number; readonly released_at: string };
 }
 
-export type ContactEvent = ContactClaimed | ContactReleased;
+/**
+ * The consumer asked, with an erasure, never to be taken again: every later lead with this contact
+ * is rejected SUPPRESSED, decided by the same read of the stream a claim makes anyway.
+ */
+interface ContactSuppressed {
+  readonly type: 'ContactSuppressed';
+  readonly data: { readonly erasure_id: string; readonly suppressed_at: string };
+}
 
-/** The claim on the contact that was not given back, if any. */
+export type ContactEvent = ContactClaimed | ContactReleased | ContactSuppressed;
+
+/** The claim on the contact that was not given back, if any; whether the contact is suppressed. */
 export interface ContactState {
   readonly holder: ContactClaimed['data'] | null;
+  readonly suppressed: boolean;
 }
 
 export type ContactCommand =
@@ -35,20 +45,27 @@ export type ContactCommand =
       /** Whether an unexpired claim still holds: its lead was accepted, or is still being posted. It reads the lead's stream. */
       readonly holds: (claim: ContactClaimed['data']) => Promise<boolean>;
     }
-  | { readonly type: 'ReleaseContact'; readonly leadId: number; readonly now: Date };
+  | { readonly type: 'ReleaseContact'; readonly leadId: number; readonly now: Date }
+  | { readonly type: 'SuppressContact'; readonly erasureId: string; readonly now: Date };
 
 export const contactDecider: Decider<ContactCommand, ContactState, ContactEvent> = {
-  initialState: { holder: null },
+  initialState: { holder: null, suppressed: false },
   evolve(state, event) {
-    if (event.type === 'ContactClaimed') return { holder: event.data };
-    if (event.type === 'ContactReleased' && state.holder?.lead_id === event.data.lead_id) return { holder: null };
+    if (event.type === 'ContactClaimed') return { ...state, holder: event.data };
+    if (event.type === 'ContactReleased' && state.holder?.lead_id === event.data.lead_id) return { ...state, holder: null };
+    if (event.type === 'ContactSuppressed') return { ...state, suppressed: true };
     return state;
   },
-  async decide(command, { holder }) {
+  async decide(command, { holder, suppressed }) {
     const at = command.now.toISOString();
     if (command.type === 'ReleaseContact') {
       return holder?.lead_id === command.leadId ? [{ type: 'ContactReleased', data: { lead_id: command.leadId, released_at: at } }] : [];
     }
+    if (command.type === 'SuppressContact') {
+      return suppressed ? [] : [{ type: 'ContactSuppressed', data: { erasure_id: command.erasureId, suppressed_at: at } }];
+    }
+    // A suppressed contact is never claimed again: the registry reads the state to say why.
+    if (suppressed) return [];
     const unexpired = holder !== null && command.now.getTime() - Date.parse(holder.claimed_at) < command.windowMs;
     if (unexpired && (await command.holds(holder))) return [];
     return [{ type: 'ContactClaimed', data: { lead_id: command.leadId, claimed_at: at } }];
@@ -63,8 +80,19 @@ export interface ContactClaim {
   readonly leadId: number;
 }
 
-/** What a claim came to: every contact claimed, or the contacts another accepted lead holds (nothing claimed). */
-export type ContactClaims = { readonly claims: ContactClaim[] } | { readonly duplicates: ContactKind[] };
+/**
+ * What a claim came to: every contact claimed, or the contacts another accepted lead holds and
+ * those suppressed by an erasure (nothing claimed).
+ */
+export type ContactClaims = { readonly claims: ContactClaim[] } | ContactsTaken;
+
+/** The contacts a lead may not have: held by another accepted lead, or suppressed (present only when some are). */
+interface ContactsTaken {
+  readonly duplicates: ContactKind[];
+  readonly suppressed?: ContactKind[];
+}
+
+type Standing = 'free' | 'held' | 'suppressed';
 
 /** A lead whose stream is still missing this long after its claim will never be recorded. */
 const CLAIM_IN_FLIGHT_MS = 10_000;
@@ -99,26 +127,54 @@ export class ContactRegistry {
     return !lead.some((event) => event.type === 'LeadRejected');
   }
 
-  private async held(kind: ContactKind, value: string, now: Date, windowDays: number): Promise<boolean> {
-    if (await this.heldIn(this.hashes.stream(kind, value), now, windowDays)) return true;
+  private async standing(kind: ContactKind, value: string, now: Date, windowDays: number): Promise<Standing> {
+    const keyed = await this.standingIn(this.hashes.stream(kind, value), now, windowDays);
+    if (keyed !== 'free') return keyed;
     const older = this.hashes.olderStream(kind, value, now, windowDays);
-    return older !== null && (await this.heldIn(older, now, windowDays));
+    return older === null ? 'free' : this.standingIn(older, now, windowDays);
+  }
+
+  private async standingIn(stream: string, now: Date, windowDays: number): Promise<Standing> {
+    const { state } = await readFolded(this.store, stream, contactDecider);
+    if (state.suppressed) return 'suppressed';
+    // Held exactly when a claim would be refused: the decider says so without writing anything.
+    const claim = await contactDecider.decide({ type: 'ClaimContact', leadId: 0, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) }, state);
+    return claim.length === 0 ? 'held' : 'free';
   }
 
   private async heldIn(stream: string, now: Date, windowDays: number): Promise<boolean> {
-    const { state } = await readFolded(this.store, stream, contactDecider);
-    // Held exactly when a claim would be refused: the decider says so without writing anything.
-    const claim = await contactDecider.decide({ type: 'ClaimContact', leadId: 0, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) }, state);
-    return claim.length === 0;
+    return (await this.standingIn(stream, now, windowDays)) !== 'free';
   }
 
-  /** Which of the contacts are held by an accepted lead inside the window (none: not a duplicate)? Reads only. */
-  async duplicates(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<ContactKind[]> {
-    const held: ContactKind[] = [];
+  /**
+   * Which of the contacts are held by an accepted lead inside the window (none: not a duplicate),
+   * and which are suppressed? Reads only.
+   */
+  async taken(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<ContactsTaken> {
+    const duplicates: ContactKind[] = [];
+    const suppressed: ContactKind[] = [];
     for (const [kind, value] of contacts) {
-      if (await this.held(kind, value, now, windowDays)) held.push(kind);
+      const standing = await this.standing(kind, value, now, windowDays);
+      if (standing === 'held') duplicates.push(kind);
+      if (standing === 'suppressed') suppressed.push(kind);
     }
-    return held;
+    return suppressed.length > 0 ? { duplicates, suppressed } : { duplicates };
+  }
+
+  /** Which of the contacts are held by an accepted lead inside the window, or suppressed (none: the lead may have them)? Reads only. */
+  async duplicates(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<ContactKind[]> {
+    const { duplicates, suppressed = [] } = await this.taken(contacts, now, windowDays);
+    return [...duplicates, ...suppressed];
+  }
+
+  /** Suppresses the contact (its keyed hash): later leads with it are rejected SUPPRESSED. Idempotent. */
+  async suppress(hash: string, erasureId: string, now: Date): Promise<void> {
+    await handleCommand(this.store, contactStream(hash), contactDecider, { type: 'SuppressContact', erasureId, now });
+  }
+
+  /** The keyed hashes a lead records of its contacts. */
+  hashesOf(lead: { readonly mobile: string; readonly email: string }): LeadContacts {
+    return { mobile: this.hashes.hash('mobile', lead.mobile), email: this.hashes.hash('email', lead.email) };
   }
 
   /**
@@ -129,13 +185,15 @@ export class ContactRegistry {
   async claim(contacts: ReadonlyArray<[ContactKind, string]>, leadId: number, now: Date, windowDays: number): Promise<ContactClaims> {
     const taken: ContactClaim[] = [];
     let firstHeld = -1;
+    let firstSuppressed = false;
     try {
       for (const [index, [kind, value]] of contacts.entries()) {
         // A claim made before keyed hashes, under the old name, still counts for one window.
         const older = this.hashes.olderStream(kind, value, now, windowDays);
         const claim = older !== null && (await this.heldIn(older, now, windowDays)) ? null : await this.claimOne(this.hashes.stream(kind, value), leadId, now, windowDays);
-        if (!claim) {
+        if (claim === null || claim === 'suppressed') {
           firstHeld = index;
+          firstSuppressed = claim === 'suppressed';
           break;
         }
         taken.push(claim);
@@ -149,8 +207,11 @@ export class ContactRegistry {
     }
     if (firstHeld < 0) return { claims: taken };
     // The contacts before the first one held were free (this lead just had them).
-    const later = await this.duplicates(contacts.slice(firstHeld + 1), now, windowDays);
-    return { duplicates: [contacts[firstHeld]![0], ...later] };
+    const later = await this.taken(contacts.slice(firstHeld + 1), now, windowDays);
+    const kind = contacts[firstHeld]![0];
+    const suppressed = [...(firstSuppressed ? [kind] : []), ...(later.suppressed ?? [])];
+    const duplicates = [...(firstSuppressed ? [] : [kind]), ...later.duplicates];
+    return suppressed.length > 0 ? { duplicates, suppressed } : { duplicates };
   }
 
   /**
@@ -168,11 +229,12 @@ export class ContactRegistry {
     }
   }
 
-  private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | null> {
+  private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | 'suppressed' | null> {
     const command: ContactCommand = { type: 'ClaimContact', leadId, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) };
     // Most contacts have never been seen: the claim is first tried as a new stream, which needs no
     // read before the append. Only a stream that exists is read and checked.
     const handled = await handleCommand(this.store, stream, contactDecider, command, { assumeNew: true });
-    return handled.events.length > 0 ? { stream, revision: handled.revision, leadId } : null;
+    if (handled.events.length > 0) return { stream, revision: handled.revision, leadId };
+    return handled.state.suppressed ? 'suppressed' : null;
   }
 }

@@ -174,7 +174,7 @@ export class DeliveryWorker {
   private hold(leadId: number, report: AttemptReport): void {
     const settledUntil = this.now().getTime() + SETTLED_HOLD_MS;
     if (report.kind === 'recorded') this.held.set(leadId, report.retryAt === null ? settledUntil : Date.parse(report.retryAt));
-    if (report.kind === 'skipped' && (report.reason === 'delivered' || report.reason === 'failed')) this.held.set(leadId, settledUntil);
+    if (report.kind === 'skipped' && (report.reason === 'delivered' || report.reason === 'failed' || report.reason === 'cancelled')) this.held.set(leadId, settledUntil);
   }
 
   private now(): Date {

@@ -86,6 +86,7 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
     enrichment: { ...PASSED, phone: { result: 'fail', provider: 'libphonenumber', detail: 'toll_free' } },
   });
   examples.DUPLICATE = decided(EXAMPLE_LEAD, { duplicates: ['mobile', 'email'] });
+  examples.SUPPRESSED = decided(EXAMPLE_LEAD, { suppressed: ['email'] });
   examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = noLeadEnvelope('IDEMPOTENCY_CONFLICT', EXAMPLE_TRACE_ID, {
     acceptance: 'rejected',
     message: 'This Idempotency-Key was used with a different body.',

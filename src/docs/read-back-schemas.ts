@@ -165,3 +165,52 @@ export const READINESS_CHECKS_SCHEMA = {
     },
   },
 };
+
+export const ERASURE_REQUEST_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  description: 'The consumer, by e-mail and/or mobile (at least one).',
+  properties: {
+    email: { type: 'string', format: 'email', description: 'Trimmed and lower-cased as a posted lead\'s.' },
+    mobile: { type: 'string', description: 'Any form libphonenumber reads; a bare 10-digit number is taken as US.' },
+    suppress: { type: 'boolean', default: false, description: 'Reject later leads with this mobile or e-mail (SUPPRESSED).' },
+  },
+};
+
+export const ERASURE_ANSWER_SCHEMA = {
+  type: 'object',
+  required: ['ok', 'trace_id', 'code', 'message', 'erasure'],
+  properties: {
+    ok: { const: true },
+    trace_id: { type: 'string', pattern: '^[0-9a-f]{32}$' },
+    code: { const: 'OK' },
+    message: { type: 'string' },
+    erasure: {
+      type: 'object',
+      required: ['erasure_id', 'status', 'fields', 'suppressed', 'leads_erased', 'lead_ids', 'first_erased_at', 'last_erased_at', 'requests'],
+      properties: {
+        erasure_id: { type: 'string', pattern: '^[0-9a-f]{32}$' },
+        status: { const: 'completed' },
+        fields: { type: 'array', items: { type: 'string', enum: ['email', 'mobile'] }, description: 'Which contacts named the consumer (never their values).' },
+        suppressed: { type: 'boolean' },
+        leads_erased: { type: 'integer' },
+        lead_ids: { type: 'array', items: { type: 'integer' } },
+        first_erased_at: { type: 'string', format: 'date-time' },
+        last_erased_at: { type: 'string', format: 'date-time' },
+        requests: {
+          type: 'array',
+          description: 'Each request that erased something (or the first one), in order.',
+          items: {
+            type: 'object',
+            properties: {
+              erased_at: { type: 'string', format: 'date-time' },
+              principal: { type: 'string', description: 'role:name of the key that asked, or cli.' },
+              lead_ids: { type: 'array', items: { type: 'integer' } },
+              suppressed: { type: 'boolean' },
+            },
+          },
+        },
+      },
+    },
+  },
+};

@@ -33,6 +33,7 @@ export const OUTCOMES = {
   INVALID: { status: 422, ...LEAD_OUTCOMES.INVALID },
   VERIFICATION_FAILED: { status: 422, ...LEAD_OUTCOMES.VERIFICATION_FAILED },
   DUPLICATE: { status: 409, ...LEAD_OUTCOMES.DUPLICATE },
+  SUPPRESSED: { status: 422, ...LEAD_OUTCOMES.SUPPRESSED },
   MALFORMED_JSON: { status: 400, acceptance: 'rejected', message: 'The body is not a JSON object.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, acceptance: 'rejected', message: 'Content-Type must be application/json.' },
   PAYLOAD_TOO_LARGE: { status: 413, acceptance: 'rejected', message: 'The body is larger than the limit.' },

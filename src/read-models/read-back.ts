@@ -1,7 +1,7 @@
 import type { EventStore, Position } from '../event-store/port.js';
 import { leadStream } from '../events/lead-events.js';
 import { openLead } from '../events/codec/index.js';
-import type { StoredLead } from '../leads/lead.js';
+import { type StoredLead, scrubbedLead } from '../leads/lead.js';
 import type { PersonalDataKeys } from '../personal-data/index.js';
 import type { FieldError } from '../leads/outcome.js';
 import type { Principal } from '../keys/principal.js';
@@ -43,7 +43,7 @@ type Query = Readonly<Record<string, string | string[] | undefined>>;
 // Exported for the OpenAPI document, which describes the query parameters with these very values.
 export const DEFAULT_LIMIT = 50;
 export const MAX_LIMIT = 500;
-export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'];
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'cancelled'];
 export const REPORT_TEST_MODES = ['exclude', 'only', 'include'];
 export const LEAD_STATUSES = ['received', 'sold', 'unsold', 'rejected'];
 /** An outcome code: SOLD, UNSOLD, INVALID, DUPLICATE, … (upper case and underscores). */
@@ -100,6 +100,13 @@ function forBuyer(buyer: string, type: string, data: unknown): unknown {
     return received;
   }
   return data;
+}
+
+/** A LeadReceived of an erased lead: the lead without its envelope, `erased: true`. */
+function scrubReceived(type: string, data: unknown): unknown {
+  if (type !== 'LeadReceived' || typeof data !== 'object' || data === null) return data;
+  const received = data as { lead?: StoredLead | null };
+  return received.lead ? { ...received, lead: scrubbedLead(received.lead) } : data;
 }
 
 const visible = (principal: Principal, type: string, data: unknown): unknown => (principal.role === 'buyer' ? forBuyer(principal.name, type, data) : data);
@@ -191,13 +198,16 @@ export class ReadBack {
     const view = leadViewFromEvents(recorded);
     if (!view || !mayRead(principal, view)) return null;
     const pii = seesPii(principal, view);
+    // Once erased, the envelope is not opened, even where a key is still cached in memory.
+    const shown = (type: string, data: unknown) =>
+      view.erased ? scrubReceived(type, data) : pii ? this.openReceived(type, data) : withoutConsumer(type, data);
     return Promise.all(
       recorded.map(async (event) => ({
         revision: event.revision,
         type: event.type,
         occurred_at: typeof event.metadata.occurred_at === 'string' ? event.metadata.occurred_at : new Date(event.created).toISOString(),
         trace_id: typeof event.metadata.trace_id === 'string' ? event.metadata.trace_id : null,
-        data: visible(principal, event.type, pii ? await this.openReceived(event.type, event.data) : withoutConsumer(event.type, event.data)),
+        data: visible(principal, event.type, await shown(event.type, event.data)),
       })),
     );
   }
