@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { CapLedger } from './commands/caps.js';
 import { ContactRegistry } from './commands/contacts.js';
 import { ConsumerEraser, consumerLeadIds } from './commands/erasure.js';
+import { RetentionSweeper } from './commands/retention.js';
 import type { Position } from './event-store/port.js';
 import { IdempotencyKeys } from './commands/idempotency.js';
 import { LeadIdAllocator } from './commands/lead-ids.js';
@@ -53,6 +54,8 @@ export interface RunningService {
   readonly readModels: ReadModelStore;
   readonly projections: Projections;
   readonly delivery: DeliveryWorker | null;
+  /** The background shredding of personal data past PII_RETENTION_DAYS; null when it is unset. */
+  readonly retention: RetentionSweeper | null;
   readonly metrics: ServiceMetrics;
   /** Drains: stops accepting, lets requests in flight finish, stops the workers, closes the stores. */
   close(): Promise<void>;
@@ -178,6 +181,11 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
           onAttempt: metrics.countDeliveryAttempt,
         });
   delivery?.start();
+  const retention =
+    config.piiRetentionDays === null
+      ? null
+      : new RetentionSweeper({ ...consumerLeads, keys: personalData, days: config.piiRetentionDays, now, logger: logger.child({ component: 'retention' }) });
+  retention?.start();
   // A sale reaches the deliveries read model within milliseconds: look then, not at the next poll.
   if (delivery) projections.onCommit((name) => name === 'deliveries' && delivery.wake());
   logger.info(
@@ -201,12 +209,13 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     readModels,
     projections,
     delivery,
+    retention,
     metrics,
     close: async () => {
       const started = Date.now();
       shutdown.raise();
       // Appends of requests in flight and of delivery attempts land before the stores close.
-      const finishing = Promise.all([servers.close(IN_FLIGHT_GRACE_MS), delivery?.stop()]);
+      const finishing = Promise.all([servers.close(IN_FLIGHT_GRACE_MS), delivery?.stop(), retention?.stop()]);
       logger.info({ grace_ms: IN_FLIGHT_GRACE_MS }, 'leadpost stopping: no new connections, finishing requests in flight');
       await finishing;
       await closeStores();
