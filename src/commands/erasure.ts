@@ -38,6 +38,8 @@ export interface ConsumerErased {
     /** The API key (its name and role) or `cli` that asked. */
     readonly principal: string;
     readonly erased_at: string;
+    /** The event store's head when the leads were looked up: every lead of the consumer up to it is erased. */
+    readonly looked_up_to: Position;
   };
 }
 
@@ -169,7 +171,13 @@ const PAGE = 500;
  * when asked: the read models are waited for up to it first, so a lead just posted is found.
  */
 export async function consumerLeadIds(deps: ConsumerLeadsDeps, contacts: ConsumerContacts): Promise<number[]> {
-  await deps.caughtUp(await deps.store.headPosition());
+  return (await consumerLeadsAsOf(deps, contacts)).ids;
+}
+
+/** consumerLeadIds, with the head they are complete up to. */
+async function consumerLeadsAsOf(deps: ConsumerLeadsDeps, contacts: ConsumerContacts): Promise<{ ids: number[]; head: Position }> {
+  const head = await deps.store.headPosition();
+  await deps.caughtUp(head);
   const ids = new Set<number>();
   for (const [field, hash] of [['contact_email', contacts.email], ['contact_mobile', contacts.mobile]] as const) {
     if (!hash) continue;
@@ -182,7 +190,7 @@ export async function consumerLeadIds(deps: ConsumerLeadsDeps, contacts: Consume
       after = { value: String(last.received_at), id: last._id };
     }
   }
-  return [...ids].sort((a, b) => a - b);
+  return { ids: [...ids].sort((a, b) => a - b), head };
 }
 
 export interface ErasureDeps extends ConsumerLeadsDeps {
@@ -203,6 +211,8 @@ export interface ErasureRecord {
   readonly lead_ids: number[];
   readonly first_erased_at: string;
   readonly last_erased_at: string;
+  /** Every lead of the consumer recorded up to this place in the event log is erased. */
+  readonly as_of: Position;
   readonly requests: Array<{ readonly erased_at: string; readonly principal: string; readonly lead_ids: number[]; readonly suppressed: boolean }>;
 }
 
@@ -215,8 +225,12 @@ export interface ErasureRequest {
   readonly principal: string;
 }
 
-/** How many rounds of "look, erase what is new" an erasure makes before it gives up on posts racing it. */
-const MAX_ROUNDS = 20;
+/**
+ * Rounds of "look, erase what is new" an erasure makes while posts of the consumer keep arriving;
+ * what arrives after the last look is left to the next request (the answer's `as_of` says where
+ * it stopped).
+ */
+const MAX_ROUNDS = 5;
 
 export class ConsumerEraser {
   constructor(private readonly deps: ErasureDeps) {}
@@ -241,8 +255,11 @@ export class ConsumerEraser {
     const reported = new Set(before.flatMap((e) => e.data.lead_ids));
     const wasSuppressed = before.some((e) => e.data.suppressed);
     let created = false;
+    let lastLook: Position | null = null;
     for (let round = 0; round < MAX_ROUNDS; round++) {
-      const fresh = (await consumerLeadIds(this.deps, contacts)).filter((id) => !reported.has(id));
+      const look = await consumerLeadsAsOf(this.deps, contacts);
+      lastLook = look.head;
+      const fresh = look.ids.filter((id) => !reported.has(id));
       const suppressNow = request.suppress && !wasSuppressed && !created;
       // Nothing new, and the request is on record: done.
       if (fresh.length === 0 && !suppressNow && (before.length > 0 || created)) break;
@@ -251,7 +268,15 @@ export class ConsumerEraser {
       if (suppressNow) for (const hash of Object.values(contacts)) await this.deps.contacts.suppress(hash, erasureId, now);
       const event: ConsumerErased = {
         type: 'ConsumerErased',
-        data: { erasure_id: erasureId, contacts, lead_ids: fresh, suppressed: request.suppress, principal: request.principal, erased_at: now.toISOString() },
+        data: {
+          erasure_id: erasureId,
+          contacts,
+          lead_ids: fresh,
+          suppressed: request.suppress,
+          principal: request.principal,
+          erased_at: now.toISOString(),
+          looked_up_to: look.head,
+        },
       };
       const appended = await this.deps.store.append(stream, [{ ...event, metadata: { occurred_at: event.data.erased_at, causation_id: `erasure:${erasureId}` } }], {
         expectedRevision: 'any',
@@ -261,7 +286,8 @@ export class ConsumerEraser {
       for (const id of fresh) reported.add(id);
       created = true;
     }
-    return { created, erasure: (await this.record(erasureId))! };
+    const erasure = (await this.record(erasureId))!;
+    return { created, erasure: { ...erasure, as_of: lastLook ?? erasure.as_of } };
   }
 
   /** The erasure as recorded; null when there is none with that id. */
@@ -280,6 +306,7 @@ export class ConsumerEraser {
       lead_ids: leadIds,
       first_erased_at: first.erased_at,
       last_erased_at: events.at(-1)!.data.erased_at,
+      as_of: events.at(-1)!.data.looked_up_to,
       requests: events.map((e) => ({ erased_at: e.data.erased_at, principal: e.data.principal, lead_ids: e.data.lead_ids, suppressed: e.data.suppressed })),
     };
   }

@@ -187,7 +187,7 @@ export const ERASURE_ANSWER_SCHEMA = {
     message: { type: 'string' },
     erasure: {
       type: 'object',
-      required: ['erasure_id', 'status', 'fields', 'suppressed', 'leads_erased', 'lead_ids', 'first_erased_at', 'last_erased_at', 'requests'],
+      required: ['erasure_id', 'status', 'fields', 'suppressed', 'leads_erased', 'lead_ids', 'first_erased_at', 'last_erased_at', 'as_of', 'requests'],
       properties: {
         erasure_id: { type: 'string', pattern: '^[0-9a-f]{32}$' },
         status: { const: 'completed' },
@@ -197,6 +197,7 @@ export const ERASURE_ANSWER_SCHEMA = {
         lead_ids: { type: 'array', items: { type: 'integer' } },
         first_erased_at: { type: 'string', format: 'date-time' },
         last_erased_at: { type: 'string', format: 'date-time' },
+        as_of: { ...ref('Position'), description: 'Every lead of the consumer recorded up to here in the event log is erased (a lead posted later, while the erasure answered, is caught by asking again).' },
         requests: {
           type: 'array',
           description: 'Each request that erased something (or the first one), in order.',
