@@ -61,6 +61,8 @@ interface LeadShredState {
   readonly test: boolean;
   readonly target: { readonly buyer: string | null; readonly bucket: string | null } | null;
   readonly settled: boolean;
+  /** The buyer whose webhook received the lead. */
+  readonly webhookBuyer: string | null;
   readonly attempts: number;
   readonly correlationId: string | null;
   readonly supplier: string | null;
@@ -77,6 +79,7 @@ const initialShred: LeadShredState = {
   test: false,
   target: null,
   settled: false,
+  webhookBuyer: null,
   attempts: 0,
   correlationId: null,
   supplier: null,
@@ -105,7 +108,7 @@ const leadShredDecider: Decider<ShredCommand, LeadShredState, LeadEvent> = {
       case 'LeadDeliveryAttempted':
         return { ...state, attempts: Math.max(state.attempts, event.data.attempt) };
       case 'LeadDelivered':
-        return { ...state, settled: true };
+        return { ...state, settled: true, webhookBuyer: event.data.via === 'webhook' ? event.data.buyer : state.webhookBuyer };
       case 'LeadDeliveryFailed':
         return event.data.next_attempt_at === null ? { ...state, settled: true } : state;
       case 'LeadDeliveryCancelled':
@@ -124,7 +127,10 @@ const leadShredDecider: Decider<ShredCommand, LeadShredState, LeadEvent> = {
     const hadDelivery = state.target !== null && !state.test;
     const events: LeadEvent[] = [
       command.type === 'Erase'
-        ? { type: 'LeadPersonalDataErased', data: { lead_id, erasure_id: command.erasureId, had_delivery: hadDelivery, erased_at: at } }
+        ? {
+            type: 'LeadPersonalDataErased',
+            data: { lead_id, erasure_id: command.erasureId, had_delivery: hadDelivery, notify_buyer: state.webhookBuyer, erased_at: at },
+          }
         : { type: 'LeadPersonalDataExpired', data: { lead_id, retention_days: command.retentionDays, had_delivery: hadDelivery, expired_at: at } },
     ];
     // A delivery not made yet is never made: there is nothing left to deliver.

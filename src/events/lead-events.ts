@@ -144,7 +144,29 @@ interface LeadPersonalDataErased {
     readonly erasure_id: string;
     /** Whether the lead has a delivery (to a buyer or a bucket) whose copy is scrubbed too. */
     readonly had_delivery: boolean;
+    /** The webhook buyer that received the lead: it is sent a `lead.erased` notice. */
+    readonly notify_buyer: string | null;
     readonly erased_at: string;
+  };
+}
+
+/** The webhook buyer that received an erased lead acknowledged the `lead.erased` notice (2xx). */
+interface ErasureNoticeSent {
+  readonly type: 'ErasureNoticeSent';
+  readonly data: { readonly lead_id: number; readonly buyer: string; readonly attempt: number; readonly status: number; readonly sent_at: string };
+}
+
+/** A `lead.erased` notice failed; retried at `next_attempt_at` (null: given up), like a delivery. */
+interface ErasureNoticeFailed {
+  readonly type: 'ErasureNoticeFailed';
+  readonly data: {
+    readonly lead_id: number;
+    readonly buyer: string;
+    readonly attempt: number;
+    readonly status: number | null;
+    readonly error: string;
+    readonly next_attempt_at: string | null;
+    readonly failed_at: string;
   };
 }
 
@@ -180,4 +202,6 @@ export type LeadEvent =
   | LeadReturned
   | LeadPersonalDataErased
   | LeadPersonalDataExpired
-  | LeadDeliveryCancelled;
+  | LeadDeliveryCancelled
+  | ErasureNoticeSent
+  | ErasureNoticeFailed;

@@ -117,6 +117,8 @@ export const deliveriesProjection: Projection = {
       ['bucket', 'status', 'created_at'],
       ['status', 'created_at'],
       ['status', 'next_attempt_at'],
+      // The `lead.erased` notices due to webhook buyers.
+      ['notice', 'notice_next_at'],
     ],
   },
   handle(event, context) {
@@ -128,7 +130,9 @@ export const deliveriesProjection: Projection = {
       case 'LeadDelivered':
       case 'LeadDeliveryCancelled':
       case 'LeadPersonalDataErased':
-      case 'LeadPersonalDataExpired': {
+      case 'LeadPersonalDataExpired':
+      case 'ErasureNoticeSent':
+      case 'ErasureNoticeFailed': {
         const lead = asLead(event);
         return withReceived(context, lead.data.lead_id, (received) => deliveryWrites(lead, context.collection('deliveries'), received));
       }
@@ -180,8 +184,18 @@ function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, rec
     case 'LeadDeliveryCancelled':
       return write({ status: 'cancelled', attempts: lead.data.attempts, next_attempt_at: null });
     case 'LeadPersonalDataErased':
+      if (!lead.data.had_delivery) return NONE;
+      return write({
+        lead: scrubbedLead(received.lead),
+        erased: true,
+        ...(lead.data.notify_buyer ? { notice: 'pending', notice_next_at: lead.data.erased_at } : {}),
+      });
     case 'LeadPersonalDataExpired':
       return lead.data.had_delivery ? write({ lead: scrubbedLead(received.lead), erased: true }) : NONE;
+    case 'ErasureNoticeSent':
+      return write({ notice: 'sent', notice_next_at: null });
+    case 'ErasureNoticeFailed':
+      return write({ notice: lead.data.next_attempt_at === null ? 'failed' : 'pending', notice_next_at: lead.data.next_attempt_at });
     case 'LeadDelivered':
       return write({
         status: 'delivered',

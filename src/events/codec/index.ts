@@ -28,6 +28,8 @@ const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
   LeadPersonalDataErased: LEAD_EVENT_SCHEMA,
   LeadPersonalDataExpired: LEAD_EVENT_SCHEMA,
   LeadDeliveryCancelled: LEAD_EVENT_SCHEMA,
+  ErasureNoticeSent: LEAD_EVENT_SCHEMA,
+  ErasureNoticeFailed: LEAD_EVENT_SCHEMA,
 };
 
 /** Version 1 only began stamping the version: apart from LeadReceived the data did not change. */
