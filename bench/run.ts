@@ -1,5 +1,6 @@
 import { benchDelivery } from './delivery.js';
 import { benchEncryption } from './encryption.js';
+import { benchErasure } from './erasure.js';
 import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
 import { type LoadResult, benchBareKoa, benchPostLead } from './post-lead.js';
@@ -45,6 +46,11 @@ const parts: Record<string, () => Promise<void>> = {
     const cost = await benchEncryption(Number(process.env.BENCH_LOAD_SECONDS ?? 15), 3);
     console.table(cost.rounds);
     console.log(`server CPU per post, encrypted / in clear: ${cost.cpuRatio.toFixed(3)}x (target <= 1.05x: ${cost.cpuRatio <= 1.05 ? 'met' : 'not met'})`);
+  },
+  erasure: async () => {
+    const totalLeads = Number(process.env.BENCH_ERASURE_LEADS ?? 1_000_000);
+    console.log(`\nPOST /functions/erasures: a consumer with 100 leads in a store of ${totalLeads.toLocaleString('en-US')} leads, end to end over HTTPS`);
+    console.table([await benchErasure(totalLeads, 100)]);
   },
   memory: async () => {
     const httpLeads = Number(process.env.BENCH_MEMORY_HTTP_LEADS ?? 100_000);

@@ -144,22 +144,40 @@ const leadShredDecider: Decider<ShredCommand, LeadShredState, LeadEvent> = {
 };
 
 /**
- * Shreds one lead: destroys its data key, then records why on its stream. Idempotent: a lead
- * already shredded changes nothing (false). A crash between the two steps leaves a destroyed key
- * and no mark, which the next run adds.
+ * Shreds leads: destroys their data keys (all in one key-store write), then records why on each
+ * lead's stream. Idempotent: a lead already shredded changes nothing. A crash between the two
+ * steps leaves destroyed keys and no marks, which the next run adds. Resolves to the ids marked now.
  */
-export async function shredLead(store: EventStore, keys: PersonalDataKeys, leadId: number, command: ShredCommand, cause: string): Promise<boolean> {
-  const stream = leadStream(leadId);
-  const folded = await readFolded(store, stream, leadShredDecider);
-  if (folded.state.leadId === null || folded.state.gone) return false;
-  if (folded.state.keyId) await keys.destroy([folded.state.keyId]);
-  const handled = await handleCommand(store, stream, leadShredDecider, command, {
-    from: folded,
-    metadata: (state) =>
-      leadEventMetadata({ traceId: null, correlationId: state.correlationId, causationId: cause, supplierId: state.supplier }, command.now),
-  });
-  return handled.events.length > 0;
+export async function shredLeads(
+  store: EventStore,
+  keys: PersonalDataKeys,
+  leadIds: readonly number[],
+  command: ShredCommand,
+  cause: string,
+): Promise<number[]> {
+  const marked: number[] = [];
+  for (let from = 0; from < leadIds.length; from += SHRED_BATCH) {
+    const batch = leadIds.slice(from, from + SHRED_BATCH);
+    const read = await Promise.all(batch.map(async (id) => ({ id, folded: await readFolded(store, leadStream(id), leadShredDecider) })));
+    const due = read.filter(({ folded }) => folded.state.leadId !== null && !folded.state.gone);
+    const keyIds = due.map(({ folded }) => folded.state.keyId).filter((key) => key !== null);
+    if (keyIds.length > 0) await keys.destroy(keyIds);
+    await Promise.all(
+      due.map(async ({ id, folded }) => {
+        const handled = await handleCommand(store, leadStream(id), leadShredDecider, command, {
+          from: folded,
+          metadata: (state) =>
+            leadEventMetadata({ traceId: null, correlationId: state.correlationId, causationId: cause, supplierId: state.supplier }, command.now),
+        });
+        if (handled.events.length > 0) marked.push(id);
+      }),
+    );
+  }
+  return marked.sort((a, b) => a - b);
 }
+
+/** Leads read and shredded together: one key-store write for their keys, their marks appended side by side. */
+const SHRED_BATCH = 50;
 
 export interface ConsumerLeadsDeps {
   readonly store: EventStore;
@@ -270,7 +288,7 @@ export class ConsumerEraser {
       // Nothing new, and the request is on record: done.
       if (fresh.length === 0 && !suppressNow && (before.length > 0 || created)) break;
       const now = this.deps.now();
-      for (const leadId of fresh) await shredLead(this.deps.store, this.deps.keys, leadId, { type: 'Erase', erasureId, now }, `erasure:${erasureId}`);
+      await shredLeads(this.deps.store, this.deps.keys, fresh, { type: 'Erase', erasureId, now }, `erasure:${erasureId}`);
       if (suppressNow) for (const hash of Object.values(contacts)) await this.deps.contacts.suppress(hash, erasureId, now);
       const event: ConsumerErased = {
         type: 'ConsumerErased',

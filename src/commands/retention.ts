@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { EventStore } from '../event-store/port.js';
 import type { PersonalDataKeys } from '../personal-data/data-keys.js';
 import type { ReadModelStore } from '../read-models/port.js';
-import { shredLead } from './erasure.js';
+import { shredLeads } from './erasure.js';
 
 // Retention: a consumer's personal data is kept no longer than PII_RETENTION_DAYS. In the
 // background, the leads received before that many days ago lose their data keys and record
@@ -69,12 +69,9 @@ export class RetentionSweeper {
         ...(after ? { after } : {}),
         limit: PAGE,
       });
-      for (const doc of docs) {
-        // A lead with no personal data (rejected INVALID, or already erased) has nothing to shred.
-        if (doc.erased === true || doc.lead === null) continue;
-        const expired = await shredLead(this.deps.store, this.deps.keys, Number(doc._id), { type: 'Expire', retentionDays: this.deps.days, now }, 'retention');
-        if (expired) shredded += 1;
-      }
+      // A lead with no personal data (rejected INVALID, or already erased) has nothing to shred.
+      const due = docs.filter((doc) => doc.erased !== true && doc.lead !== null).map((doc) => Number(doc._id));
+      shredded += (await shredLeads(this.deps.store, this.deps.keys, due, { type: 'Expire', retentionDays: this.deps.days, now }, 'retention')).length;
       const last = docs.at(-1);
       if (last) after = { value: String(last.received_at), id: last._id };
       if (docs.length < PAGE) break;

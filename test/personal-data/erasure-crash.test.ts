@@ -11,7 +11,7 @@ import { tempDir } from '../support/tmp.js';
 // ConsumerErased exactly once.
 
 const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
-const LEADS = 100;
+const LEADS = 200;
 
 describe('erasure killed with SIGKILL half-way', function () {
   this.timeout(120_000);
@@ -44,7 +44,7 @@ describe('erasure killed with SIGKILL half-way', function () {
     };
     try {
       const first = runChild(['erase', '--email', email, '--mobile', mobile, '--json'], env, { script: BIN });
-      // Killed as soon as the first lead is marked: the other leads are still to do.
+      // Killed as soon as the first lead is marked: the leads of the later batches are still to do.
       for (;;) {
         const [event] = (await store.readStream(leadStream(ids[0]!))).filter((e) => e.type === 'LeadPersonalDataErased');
         if (event) break;
