@@ -234,6 +234,25 @@ describe('erasure of a consumer', function () {
     expect((await get('/functions/erasures/0123')).status).to.equal(404);
   });
 
+  it('leadpost consumer show and leadpost erase answer beside the running service; bad usage exits 2 naming the option, not the value', async function () {
+    const env = { LEADPOST_DATA_DIR: dir.path };
+    const shown = await runChild(['consumer', 'show', '--email', KEPT_1.email, '--json'], env, { script: BIN });
+    expect(shown.code, shown.stderr).to.equal(0);
+    const leads = shown.lines.map((line) => JSON.parse(line) as { lead_id: number; code: string; lead: Record<string, unknown> });
+    expect(leads.map((l) => l.lead_id)).to.deep.equal(leadsOf.get(KEPT_1));
+    expect(leads[0]!.lead).to.include({ email: KEPT_1.email, mobile: KEPT_1.mobile });
+    const again = await runChild(['erase', '--email', ERASED.email, '--mobile', ERASED.mobile], env, { script: BIN });
+    expect(again.code, again.stderr).to.equal(0);
+    // The leads refused SUPPRESSED since (no personal data, but the consumer's) are added to it.
+    expect(again.lines[0]).to.match(/^erased: erasure [0-9a-f]{32}, 6 lead\(s\), suppressed$/);
+    const bad = await runChild(['erase', '--email', 'no-at-sign-secret'], env, { script: BIN });
+    expect(bad.code).to.equal(2);
+    expect(bad.stderr).to.include('--email is not a valid e-mail address').and.not.include('no-at-sign-secret');
+    const none = await runChild(['erase'], env, { script: BIN });
+    expect(none.code).to.equal(2);
+    expect(none.stderr).to.include('--email or mobile is required');
+  });
+
   it('an erasure of a consumer with no lead is recorded too, with no lead', async function () {
     const reply = await erase({ email: `nobody.${run}@example.com` });
     expect(reply.status, reply.text).to.equal(201);
