@@ -45,6 +45,27 @@ export interface ConsumerErased {
 
 const erasureStream = (erasureId: string): string => `erasure-${erasureId}`;
 
+/** The erasure's stream: which leads it reported, whether it suppressed the contacts. */
+interface ErasureState {
+  readonly exists: boolean;
+  readonly reported: ReadonlySet<number>;
+  readonly suppressed: boolean;
+}
+
+/** Records a round of an erasure: the leads not reported before, once. */
+const erasureDecider: Decider<ConsumerErased['data'], ErasureState, ConsumerErased> = {
+  initialState: { exists: false, reported: new Set(), suppressed: false },
+  evolve(state, event) {
+    if (event.type !== 'ConsumerErased') return state;
+    return { exists: true, reported: new Set([...state.reported, ...event.data.lead_ids]), suppressed: state.suppressed || event.data.suppressed };
+  },
+  decide(data, state) {
+    const leadIds = data.lead_ids.filter((id) => !state.reported.has(id));
+    if (leadIds.length === 0 && state.exists && !(data.suppressed && !state.suppressed)) return [];
+    return [{ type: 'ConsumerErased', data: { ...data, lead_ids: leadIds } }];
+  },
+};
+
 /** The erasure id of a consumer: a hash of its contact hashes (which are keyed: not reversible). */
 function erasureIdOf(contacts: ConsumerContacts): string {
   return createHash('sha256')
@@ -275,40 +296,37 @@ export class ConsumerEraser {
     const contacts = this.contactsOf(request);
     const erasureId = erasureIdOf(contacts);
     const stream = erasureStream(erasureId);
-    const before = await this.history(erasureId);
-    const reported = new Set(before.flatMap((e) => e.data.lead_ids));
-    const wasSuppressed = before.some((e) => e.data.suppressed);
+    let folded = await readFolded(this.deps.store, stream, erasureDecider);
     let created = false;
     let lastLook: Position | null = null;
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const look = await consumerLeadsAsOf(this.deps, contacts);
       lastLook = look.head;
-      const fresh = look.ids.filter((id) => !reported.has(id));
-      const suppressNow = request.suppress && !wasSuppressed && !created;
+      const fresh = look.ids.filter((id) => !folded.state.reported.has(id));
+      const suppressNow = request.suppress && !folded.state.suppressed;
       // Nothing new, and the request is on record: done.
-      if (fresh.length === 0 && !suppressNow && (before.length > 0 || created)) break;
+      if (fresh.length === 0 && !suppressNow && folded.state.exists) break;
       const now = this.deps.now();
       await shredLeads(this.deps.store, this.deps.keys, fresh, { type: 'Erase', erasureId, now }, `erasure:${erasureId}`);
       if (suppressNow) for (const hash of Object.values(contacts)) await this.deps.contacts.suppress(hash, erasureId, now);
-      const event: ConsumerErased = {
-        type: 'ConsumerErased',
-        data: {
-          erasure_id: erasureId,
-          contacts,
-          lead_ids: fresh,
-          suppressed: request.suppress,
-          principal: request.principal,
-          erased_at: now.toISOString(),
-          looked_up_to: look.head,
-        },
+      const data: ConsumerErased['data'] = {
+        erasure_id: erasureId,
+        contacts,
+        lead_ids: fresh,
+        suppressed: request.suppress,
+        principal: request.principal,
+        erased_at: now.toISOString(),
+        looked_up_to: look.head,
       };
-      const appended = await this.deps.store.append(stream, [{ ...event, metadata: { occurred_at: event.data.erased_at, causation_id: `erasure:${erasureId}` } }], {
-        expectedRevision: 'any',
+      // At the revision read: of two requests racing, the second reports only what the first did not.
+      const handled = await handleCommand(this.deps.store, stream, erasureDecider, data, {
+        from: folded,
+        metadata: { occurred_at: data.erased_at, causation_id: `erasure:${erasureId}` },
       });
+      folded = handled;
+      if (handled.events.length > 0) created = true;
       // The answer waits for the read models to show the marks: no instance serves a copy after it.
-      await this.deps.caughtUp(appended.position);
-      for (const id of fresh) reported.add(id);
-      created = true;
+      await this.deps.caughtUp(await this.deps.store.headPosition());
     }
     const erasure = (await this.record(erasureId))!;
     return { created, erasure: { ...erasure, as_of: lastLook ?? erasure.as_of } };

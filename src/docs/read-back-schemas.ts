@@ -108,7 +108,9 @@ export const DELIVERY_ROW_SCHEMA = {
     last_status_code: nullable('integer'),
     delivered_at: nullable('string', { format: 'date-time' }),
     created_at: { type: 'string', format: 'date-time' },
-    lead: { type: ['object', 'null'], description: 'The consumer fields, for the buyer it was sold to (and admin).' },
+    lead: { type: ['object', 'null'], description: 'The consumer fields, for the buyer it was sold to (and admin); `{…, erased: true}` without them once erased.' },
+    erased: { const: true, description: "Present once the lead's personal data was erased or expired." },
+    notice: { type: 'string', enum: ['pending', 'sent', 'failed'], description: 'A webhook buyer that received an erased lead: its `lead.erased` notice.' },
   },
 };
 

@@ -83,4 +83,26 @@ describe('erasure racing posts of the same consumer', function () {
       await svc.stop();
     }
   });
+
+  it('three identical erasures at once: every lead reported once, in one erasure', async function () {
+    const run = (Date.now() % 100_000) + 800_000;
+    const email = `twice.${run}@example.com`;
+    const svc = await TestService.start();
+    try {
+      const supplier = await svc.key();
+      const admin = await svc.key('admin', 'root');
+      const ids: number[] = [];
+      for (let i = 0; i < 8; i++) ids.push((await svc.post(leadWith(email, testMobile(run + i)), { 'x-api-key': supplier })).body.lead_id as number);
+      const answers = await Promise.all([1, 2, 3].map(() => svc.post({ email }, { 'x-api-key': admin }, '/functions/erasures')));
+      expect(answers.map((a) => a.status).sort()).to.satisfy((statuses: number[]) => statuses.every((s) => s === 200 || s === 201) && statuses.includes(201));
+      const ids0 = new Set(answers.map((a) => (a.body.erasure as { erasure_id: string }).erasure_id));
+      expect(ids0.size).to.equal(1);
+      const recorded = await svc.service.store.readStream(`erasure-${[...ids0][0]!}`);
+      const reported = recorded.flatMap((e) => (e.data as { lead_ids: number[] }).lead_ids);
+      expect(reported.sort((a, b) => a - b)).to.deep.equal(ids);
+      for (const answer of answers) expect(answer.body.erasure).to.include({ leads_erased: 8 });
+    } finally {
+      await svc.stop();
+    }
+  });
 });
