@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { expect } from 'chai';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -38,11 +39,12 @@ const CONSUMERS: Consumer[] = [
 });
 const [ERASED, KEPT_1, KEPT_2] = CONSUMERS as [Consumer, Consumer, Consumer];
 
-/** Every byte sequence that would give a consumer away: each value in UTF-8 and in UTF-16LE. */
+/** Every byte sequence that would give a consumer away: each value in UTF-8, UTF-16LE and UTF-16BE. */
 function needles(consumer: Consumer): Array<{ what: string; bytes: Buffer }> {
   return (['first_name', 'last_name', 'email', 'mobile', 'national'] as const).flatMap((field) => [
     { what: `${field} (UTF-8)`, bytes: Buffer.from(consumer[field], 'utf8') },
     { what: `${field} (UTF-16LE)`, bytes: Buffer.from(consumer[field], 'utf16le') },
+    { what: `${field} (UTF-16BE)`, bytes: Buffer.from(consumer[field], 'utf16le').swap16() },
   ]);
 }
 
@@ -85,6 +87,8 @@ describe('erasure of a consumer', function () {
   let erasure: Reply;
   let reportBefore: Reply;
   let logs: string[] = [];
+  /** The wrapped data keys (as keys.db holds them) of the erased consumer's leads, and of another's. */
+  const wrappedKeys = new Map<Consumer, Buffer[]>();
 
   const get = (path: string, key = admin) => svc.request('GET', path, { 'x-api-key': key });
   const erase = (body: unknown, key = admin) => svc.post(body, { 'x-api-key': key }, '/functions/erasures');
@@ -107,6 +111,20 @@ describe('erasure of a consumer', function () {
     }
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
     reportBefore = await report();
+    const keysDb = new Database(join(dir.path, 'keys.db'), { readonly: true });
+    try {
+      for (const consumer of [ERASED, KEPT_1]) {
+        const keyIds: string[] = [];
+        for (const id of leadsOf.get(consumer)!) {
+          const [received] = await svc.service.store.readStream(leadStream(id), { maxCount: 1 });
+          const key = ((received!.data as { lead: { pii?: { key: string } } | null }).lead?.pii?.key);
+          if (key) keyIds.push(key);
+        }
+        wrappedKeys.set(consumer, keyIds.map((key) => (keysDb.prepare('SELECT wrapped FROM data_keys WHERE id = ?').get(key) as { wrapped: Buffer }).wrapped));
+      }
+    } finally {
+      keysDb.close();
+    }
     erasure = await erase({ email: ` ${ERASED.email.toUpperCase()} `, mobile: ERASED.national, suppress: true });
   });
 
@@ -286,6 +304,11 @@ describe('erasure of a consumer', function () {
     expect(contents.map((c) => c.where).some((f) => f.endsWith('keys.db'))).to.equal(true);
     contents.push({ where: 'the logs', bytes: Buffer.from(logs.join(''), 'utf8') });
     expect(found(contents, ERASED)).to.deep.equal([]);
+    // Shredded for real: the erased leads' wrapped keys are in no file (secure delete, WAL emptied);
+    // the other consumer's are still in keys.db.
+    expect(wrappedKeys.get(ERASED)).to.have.length(3);
+    for (const wrapped of wrappedKeys.get(ERASED)!) expect(contents.filter((c) => c.bytes.includes(wrapped)).map((c) => c.where)).to.deep.equal([]);
+    for (const wrapped of wrappedKeys.get(KEPT_1)!) expect(contents.some((c) => c.where.endsWith('keys.db') && c.bytes.includes(wrapped))).to.equal(true);
     // The keys of the others are still there: their leads open after a restart.
     svc = await TestService.start({ dataDir: dir.path });
     const again = await svc.key('admin', 'root-2');
