@@ -45,7 +45,8 @@ describe('erasure racing posts of the same consumer', function () {
       const posters = Array.from({ length: 3 }, async () => {
         while (!stop) await post(n++);
       });
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      // The erasure is asked once the posters are under way (a few of their leads recorded).
+      while (posted.length < before + 3) await new Promise((resolve) => setTimeout(resolve, 5));
       const erased = await svc.post({ email, mobile }, { 'x-api-key': admin }, '/functions/erasures');
       stop = true;
       await Promise.all(posters);
