@@ -19,9 +19,14 @@ import { type Decider, handleCommand, readFolded } from './handler.js';
 // The erasure id is derived from the consumer's contact hashes, so asking again (after a crash
 // half-way, or a retried request) continues the same erasure, and every step is idempotent: a
 // destroyed key stays destroyed, a lead already marked is not marked again, and a lead is
-// reported in ConsumerErased once. A lead posted while an erasure runs is found by the next look
+// reported in ConsumerErased once (its stream is appended at the revision read, so two requests
+// racing report each lead once). A lead posted while an erasure runs is found by the next look
 // (the erasure looks again after each round, up to the event store's head), so when the answer
-// is given, every lead recorded before its last look is erased.
+// is given, every lead recorded up to its last look (`as_of`) is erased.
+//
+// A process whose key cache still holds a destroyed key (another instance, a CLI) must not open
+// the lead with it: every reader checks the lead's mark first (the read models are scrubbed
+// before the erasure answers; readers of a lead's stream look for the mark in it).
 //
 // The same per-lead step, with LeadPersonalDataExpired, is what the retention sweep records.
 
