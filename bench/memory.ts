@@ -23,7 +23,7 @@ async function post(url: string, apiKey: string, from: number, amount: number): 
 }
 
 /** Waits until the service's lead-view projection has committed everything up to `head`. */
-async function projected(dataDir: string, head: Position): Promise<void> {
+export async function projected(dataDir: string, head: Position): Promise<void> {
   const readModels = EmbeddedReadModelStore.open(dataDir);
   const checkpoint = checkpointName(leadsProjection, versionBuild(leadsProjection));
   try {

@@ -1,6 +1,7 @@
 import { benchConsole } from './console.js';
 import { benchDelivery } from './delivery.js';
 import { benchEncryption } from './encryption.js';
+import { benchErasure } from './erasure.js';
 import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
 import { profileAreas } from './profile-areas.js';
@@ -79,6 +80,11 @@ const parts: Record<string, () => Promise<void>> = {
     console.table([bare, statics, webhooks]);
     console.log(`pings with static bidders / bare: throughput ${(statics.requestsPerSecond / bare.requestsPerSecond).toFixed(2)}x, p99 ${(statics.p99Ms / bare.p99Ms).toFixed(1)}x`);
     console.log(`ping p99 with three webhook bidders of 20 ms: ${webhooks.p99Ms} ms (PING_DEADLINE_MS 1000 caps it)`);
+  },
+  erasure: async () => {
+    const totalLeads = Number(process.env.BENCH_ERASURE_LEADS ?? 1_000_000);
+    console.log(`\nPOST /functions/erasures: a consumer with 100 leads in a store of ${totalLeads.toLocaleString('en-US')} leads, end to end over HTTPS`);
+    console.table([await benchErasure(totalLeads, 100)]);
   },
   memory: async () => {
     const httpLeads = Number(process.env.BENCH_MEMORY_HTTP_LEADS ?? 100_000);

@@ -55,6 +55,8 @@ export interface ServiceConfig extends Config {
   readonly emailVerifierUrl: string | undefined;
   /** /readyz says not ready when a projection is further behind than this. */
   readonly readyMaxLagSeconds: number;
+  /** PII_RETENTION_DAYS: leads older than this lose their personal data; null (unset): kept. */
+  readonly piiRetentionDays: number | null;
 }
 
 export class ConfigError extends Error {
@@ -119,6 +121,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     phoneVerifierUrl: check(() => optionalUrl(env, 'PHONE_VERIFIER_URL', ['https:', 'http:']), undefined),
     emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
     readyMaxLagSeconds: check(() => integer(env, 'READY_MAX_LAG_SECONDS', 30, 1, 86_400), 30),
+    piiRetentionDays: check(() => (env.PII_RETENTION_DAYS ? integer(env, 'PII_RETENTION_DAYS', 0, 1, 36_500) : null), null),
   };
   const masterKeyProblem = base.masterKeyFile ? masterKeyFileProblem(base.masterKeyFile) : undefined;
   if (masterKeyProblem) problems.push(masterKeyProblem);

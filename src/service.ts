@@ -3,6 +3,9 @@ import { rootCertificates } from 'node:tls';
 import type { Logger } from 'pino';
 import { CapLedger } from './commands/caps.js';
 import { ContactRegistry } from './commands/contacts.js';
+import { ConsumerEraser, consumerLeadIds } from './commands/erasure.js';
+import { RetentionSweeper } from './commands/retention.js';
+import type { Position } from './event-store/port.js';
 import { IdempotencyKeys } from './commands/idempotency.js';
 import { LeadIdAllocator } from './commands/lead-ids.js';
 import { createPostLead } from './commands/post-lead/post-lead.js';
@@ -57,6 +60,8 @@ export interface RunningService {
   readonly keys: KeyRing;
   readonly readModels: ReadModelStore;
   readonly projections: Projections;
+  /** The background shredding of personal data past PII_RETENTION_DAYS; null when it is unset. */
+  readonly retention: RetentionSweeper | null;
   readonly metrics: ServiceMetrics;
   /** The leases this process keeps (projector, delivery), as it sees them now. */
   leases(): LeaseStatus[];
@@ -131,6 +136,9 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   });
   const ops = { readiness, metrics, shutdown };
 
+  const contacts = new ContactRegistry(store, contactHashes);
+  const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (position: Position) => projections.waitFor(position) };
+  const eraser = new ConsumerEraser({ ...consumerLeads, keys: personalData, hashes: contactHashes, contacts, now });
   const caps = new CapLedger(store);
   // Bids are asked over keep-alive connections: a ping's deadline is too short for a TLS handshake per buyer.
   const bidAgent = new Agent({ keepAlive: true, ...(overrides.buyerCa ? { ca: [...rootCertificates, overrides.buyerCa] } : {}) });
@@ -162,7 +170,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
             emailProviderUrl: config.emailVerifierUrl,
           }),
           routing: () => routing,
-          contacts: new ContactRegistry(store, contactHashes),
+          contacts,
           caps,
           idempotency: new IdempotencyKeys(store, () => now().getTime()),
           now,
@@ -175,6 +183,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
         ping,
         readBack,
         afterSale: { events: store, routing: () => routing, now },
+        erasure: { eraser, leadIdsOf: (consumer) => consumerLeadIds(consumerLeads, eraser.contactsOf(consumer)) },
         ops,
       })
     : createOpsApp({ logger, ops });
@@ -237,6 +246,22 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
         });
   if (delivery) keepers.push(delivery);
   await delivery?.start();
+  // Retention shreds in one instance at a time: the one holding its lease, among those that project.
+  const retention =
+    config.piiRetentionDays === null || !roles.has('projector')
+      ? null
+      : new RetentionSweeper({ ...consumerLeads, keys: personalData, days: config.piiRetentionDays, now, logger: logger.child({ component: 'retention' }) });
+  const retentionLease = retention
+    ? new LeaseKeeper({
+        leases: readModels,
+        name: 'retention',
+        holder,
+        logger,
+        work: { start: async () => retention.start(), stop: () => retention.stop() },
+      })
+    : null;
+  if (retentionLease) keepers.push(retentionLease);
+  await retentionLease?.start();
   // A sale reaches the deliveries read model within milliseconds: look then, not at the next poll.
   projections.onCommit((name) => name === 'deliveries' && worker?.wake());
   logger.info(
@@ -262,13 +287,14 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     keys,
     readModels,
     projections,
+    retention,
     metrics,
     leases,
     close: async () => {
       const started = Date.now();
       shutdown.raise();
       // Appends of requests in flight and of delivery attempts land before the stores close.
-      const finishing = Promise.all([servers.close(IN_FLIGHT_GRACE_MS), delivery?.stop()]);
+      const finishing = Promise.all([servers.close(IN_FLIGHT_GRACE_MS), delivery?.stop(), retentionLease?.stop()]);
       logger.info({ grace_ms: IN_FLIGHT_GRACE_MS }, 'leadpost stopping: no new connections, finishing requests in flight');
       await finishing;
       await closeStores();

@@ -1,7 +1,7 @@
 import { loadConfig } from '../config.js';
 import { type RecordedEvent, openEventStore } from '../event-store/index.js';
 import { openLead } from '../events/codec/index.js';
-import type { StoredLead } from '../leads/lead.js';
+import { type StoredLead, scrubbedLead } from '../leads/lead.js';
 import { type PersonalDataKeys, openPersonalDataKeys } from '../personal-data/index.js';
 import type { CliIo } from './io.js';
 
@@ -11,12 +11,18 @@ Prints the events of one stream (e.g. lead-42, api-keys, lead-id-blocks) in revi
 revision, type, time and data, then the metadata. --json: one JSON object per line.
 A lead's personal fields are shown opened (or as erased: true once erased).`;
 
-/** The event with a LeadReceived's personal fields opened, for the engineer at the machine. */
-async function opened(keys: PersonalDataKeys, event: RecordedEvent): Promise<RecordedEvent> {
+/**
+ * The event with a LeadReceived's personal fields opened, for the engineer at the machine; not
+ * opened once the stream records the lead's erasure (a key may still be cached elsewhere).
+ */
+async function opened(keys: PersonalDataKeys, event: RecordedEvent, erased: boolean): Promise<RecordedEvent> {
   const data = event.data as { lead_id?: unknown; lead?: unknown } | null;
   if (event.type !== 'LeadReceived' || !data || typeof data.lead !== 'object' || data.lead === null || typeof data.lead_id !== 'number') return event;
-  return { ...event, data: { ...data, lead: await openLead(keys, data.lead_id, data.lead as StoredLead) } };
+  const lead = erased ? scrubbedLead(data.lead as StoredLead) : await openLead(keys, data.lead_id, data.lead as StoredLead);
+  return { ...event, data: { ...data, lead } };
 }
+
+const SHREDDED = new Set(['LeadPersonalDataErased', 'LeadPersonalDataExpired']);
 
 /** `leadpost events STREAM`: a stream's events, for inspection by an engineer. */
 export async function runEventsCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
@@ -38,7 +44,9 @@ export async function runEventsCommand(args: string[], io: CliIo = { out: proces
     throw error;
   });
   try {
-    const events = await Promise.all((await store.readStream(stream)).map((event) => opened(keys, event)));
+    const recorded = await store.readStream(stream);
+    const erased = recorded.some((event) => SHREDDED.has(event.type));
+    const events = await Promise.all(recorded.map((event) => opened(keys, event, erased)));
     if (events.length === 0) {
       io.err.write(`leadpost events: stream '${stream}' has no events\n`);
       return 1;

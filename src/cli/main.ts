@@ -2,6 +2,7 @@ import { ConfigError, loadServiceConfig } from '../config.js';
 import { RoutingConfigError } from '../routing/load-config.js';
 import { startService } from '../service.js';
 import { runEventsCommand } from './events.js';
+import { runConsumerCommand, runEraseCommand } from './erase.js';
 import { runHealthCommand } from './health.js';
 import { runKeysCommand } from './keys.js';
 import { runReplayCommand } from './replay.js';
@@ -20,6 +21,10 @@ commands:
   keys rotate ID [--grace SECONDS] [--json]
                                           issue a replacement; the old key works until the grace ends
   events STREAM [--json]                  print a stream's events (e.g. lead-42) for inspection
+  erase [--email E] [--mobile M] [--suppress] [--json]
+                                          erase a consumer's personal data (every lead of it)
+  consumer show [--email E] [--mobile M] [--json]
+                                          a consumer's leads with personal data and outcomes
   replay [--projection NAME]              rebuild read models from the events, switch to them, and
                                           remove the builds older than the previous one
   health [--ready]                        ask the local service for /healthz (/readyz); exit 0 when 200
@@ -43,6 +48,10 @@ export async function main(args: string[]): Promise<number> {
       return runEventsCommand(args.slice(1));
     case 'replay':
       return runReplayCommand(args.slice(1));
+    case 'erase':
+      return runEraseCommand(args.slice(1));
+    case 'consumer':
+      return runConsumerCommand(args.slice(1));
     case 'health':
       return runHealthCommand(args.slice(1));
     case 'help':

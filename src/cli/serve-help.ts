@@ -22,6 +22,8 @@ with a message naming it (exit 1):
   encryption   LEADPOST_MASTER_KEY_FILE (<data dir>/master.key: 32 bytes, mode 0600, made on
                the first start; wraps the keys of personal data: back it up, apart from the data)
   roles        LEADPOST_ROLES (api,projector,delivery; --roles overrides it)
+  retention    PII_RETENTION_DAYS (unset: keep; else leads older than this many days lose their
+               personal data in the background, outcomes and reports stay)
   listeners    PORT (8443), HTTP_PORT (8080), HOST (all interfaces), TRUST_PROXY (0)
   TLS          TLS_CERT_FILE + TLS_KEY_FILE (PEM; else a self-signed one in the data dir)
   routing      LEADPOST_ROUTING_FILE (config/routing.json)

@@ -1,7 +1,7 @@
 import type { EventStore } from '../event-store/index.js';
-import { leadStream } from '../events/lead-events.js';
+import { type LeadContacts, leadStream } from '../events/lead-events.js';
 import { type Decider, handleCommand, readFolded } from './handler.js';
-import type { ContactHashes, ContactKind } from '../personal-data/contact-hashes.js';
+import { type ContactHashes, type ContactKind, contactStream } from '../personal-data/contact-hashes.js';
 
 // Duplicate detection. Each normalised mobile and e-mail has a stream named by its keyed hash
 // (src/personal-data/contact-hashes.ts); a lead
@@ -19,11 +19,21 @@ interface ContactReleased {
   readonly data: { readonly lead_id: number; readonly released_at: string };
 }
 
-export type ContactEvent = ContactClaimed | ContactReleased;
+/**
+ * The consumer asked, with an erasure, never to be taken again: every later lead with this contact
+ * is rejected SUPPRESSED, decided by the same read of the stream a claim makes anyway.
+ */
+interface ContactSuppressed {
+  readonly type: 'ContactSuppressed';
+  readonly data: { readonly erasure_id: string; readonly suppressed_at: string };
+}
 
-/** The claim on the contact that was not given back, if any. */
+export type ContactEvent = ContactClaimed | ContactReleased | ContactSuppressed;
+
+/** The claim on the contact that was not given back, if any; whether the contact is suppressed. */
 export interface ContactState {
   readonly holder: ContactClaimed['data'] | null;
+  readonly suppressed: boolean;
 }
 
 export type ContactCommand =
@@ -35,22 +45,29 @@ export type ContactCommand =
       /** Whether an unexpired claim still holds: its lead was accepted, or is still being posted. It reads the lead's stream. */
       readonly holds: (claim: ContactClaimed['data']) => Promise<boolean>;
     }
-  | { readonly type: 'ReleaseContact'; readonly leadId: number; readonly now: Date };
+  | { readonly type: 'ReleaseContact'; readonly leadId: number; readonly now: Date }
+  | { readonly type: 'SuppressContact'; readonly erasureId: string; readonly now: Date };
 
 export const contactDecider: Decider<ContactCommand, ContactState, ContactEvent> = {
-  initialState: { holder: null },
+  initialState: { holder: null, suppressed: false },
   evolve(state, event) {
-    if (event.type === 'ContactClaimed') return { holder: event.data };
-    if (event.type === 'ContactReleased' && state.holder?.lead_id === event.data.lead_id) return { holder: null };
+    if (event.type === 'ContactClaimed') return { ...state, holder: event.data };
+    if (event.type === 'ContactReleased' && state.holder?.lead_id === event.data.lead_id) return { ...state, holder: null };
+    if (event.type === 'ContactSuppressed') return { ...state, suppressed: true };
     return state;
   },
-  decide(command, { holder }) {
+  decide(command, { holder, suppressed }) {
     const at = command.now.toISOString();
     if (command.type === 'ReleaseContact') {
       return holder?.lead_id === command.leadId ? [{ type: 'ContactReleased', data: { lead_id: command.leadId, released_at: at } }] : [];
     }
-    const claim: ContactEvent[] = [{ type: 'ContactClaimed', data: { lead_id: command.leadId, claimed_at: at } }];
+    if (command.type === 'SuppressContact') {
+      return suppressed ? [] : [{ type: 'ContactSuppressed', data: { erasure_id: command.erasureId, suppressed_at: at } }];
+    }
+    // A suppressed contact is never claimed again: the registry reads the state to say why.
+    if (suppressed) return [];
     const unexpired = holder !== null && command.now.getTime() - Date.parse(holder.claimed_at) < command.windowMs;
+    const claim: ContactEvent[] = [{ type: 'ContactClaimed', data: { lead_id: command.leadId, claimed_at: at } }];
     // Only an unexpired claim needs its lead's stream read; a new contact is decided at once.
     return unexpired ? command.holds(holder).then((holds) => (holds ? [] : claim)) : claim;
   },
@@ -64,8 +81,19 @@ export interface ContactClaim {
   readonly leadId: number;
 }
 
-/** What a claim came to: every contact claimed, or the contacts another accepted lead holds (nothing claimed). */
-export type ContactClaims = { readonly claims: ContactClaim[] } | { readonly duplicates: ContactKind[] };
+/**
+ * What a claim came to: every contact claimed, or the contacts another accepted lead holds and
+ * those suppressed by an erasure (nothing claimed).
+ */
+export type ContactClaims = { readonly claims: ContactClaim[] } | ContactsTaken;
+
+/** The contacts a lead may not have: held by another accepted lead, or suppressed (present only when some are). */
+interface ContactsTaken {
+  readonly duplicates: ContactKind[];
+  readonly suppressed?: ContactKind[];
+}
+
+type Standing = 'free' | 'held' | 'suppressed';
 
 /** A lead whose stream is still missing this long after its claim will never be recorded. */
 const CLAIM_IN_FLIGHT_MS = 10_000;
@@ -100,53 +128,85 @@ export class ContactRegistry {
     return !lead.some((event) => event.type === 'LeadRejected');
   }
 
-  private async held(kind: ContactKind, value: string, now: Date, windowDays: number): Promise<boolean> {
-    if (await this.heldIn(this.hashes.stream(kind, value), now, windowDays)) return true;
+  private async standing(kind: ContactKind, value: string, now: Date, windowDays: number): Promise<Standing> {
+    const keyed = await this.standingIn(this.hashes.stream(kind, value), now, windowDays);
+    if (keyed !== 'free') return keyed;
     const older = this.hashes.olderStream(kind, value, now, windowDays);
-    return older !== null && (await this.heldIn(older, now, windowDays));
+    return older === null ? 'free' : this.standingIn(older, now, windowDays);
+  }
+
+  private async standingIn(stream: string, now: Date, windowDays: number): Promise<Standing> {
+    const { state } = await readFolded(this.store, stream, contactDecider);
+    if (state.suppressed) return 'suppressed';
+    // Held exactly when a claim would be refused: the decider says so without writing anything.
+    const claim = await contactDecider.decide({ type: 'ClaimContact', leadId: 0, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) }, state);
+    return claim.length === 0 ? 'held' : 'free';
   }
 
   private async heldIn(stream: string, now: Date, windowDays: number): Promise<boolean> {
-    const { state } = await readFolded(this.store, stream, contactDecider);
-    // Held exactly when a claim would be refused: the decider says so without writing anything.
-    const claim = await contactDecider.decide({ type: 'ClaimContact', leadId: 0, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) }, state);
-    return claim.length === 0;
+    return (await this.standingIn(stream, now, windowDays)) !== 'free';
   }
 
-  /** Which of the contacts are held by an accepted lead inside the window (none: not a duplicate)? Reads only. */
+  /**
+   * Which of the contacts are held by an accepted lead inside the window (none: not a duplicate),
+   * and which are suppressed? Reads only.
+   */
+  async taken(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<ContactsTaken> {
+    const standings = await Promise.all(contacts.map(([kind, value]) => this.standing(kind, value, now, windowDays)));
+    const duplicates = contacts.filter((_, i) => standings[i] === 'held').map(([kind]) => kind);
+    const suppressed = contacts.filter((_, i) => standings[i] === 'suppressed').map(([kind]) => kind);
+    return suppressed.length > 0 ? { duplicates, suppressed } : { duplicates };
+  }
+
+  /** Which of the contacts are held by an accepted lead inside the window, or suppressed (none: the lead may have them)? Reads only. */
   async duplicates(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<ContactKind[]> {
-    const held = await Promise.all(contacts.map(([kind, value]) => this.held(kind, value, now, windowDays)));
-    return contacts.filter((_, index) => held[index]).map(([kind]) => kind);
+    const { duplicates, suppressed = [] } = await this.taken(contacts, now, windowDays);
+    return [...duplicates, ...suppressed];
+  }
+
+  /** Suppresses the contact (its keyed hash): later leads with it are rejected SUPPRESSED. Idempotent. */
+  async suppress(hash: string, erasureId: string, now: Date): Promise<void> {
+    await handleCommand(this.store, contactStream(hash), contactDecider, { type: 'SuppressContact', erasureId, now });
+  }
+
+  /** The keyed hashes a lead records of its contacts. */
+  hashesOf(lead: { readonly mobile: string; readonly email: string }): LeadContacts {
+    return { mobile: this.hashes.hash('mobile', lead.mobile), email: this.hashes.hash('email', lead.email) };
   }
 
   /**
    * Claims every contact for the lead, or none: on a duplicate the claims taken are released, and
-   * every contact held is named, so the supplier learns each field that matched. The claims are
-   * made at once, not one after another: each is a durable append, and a post waits for them
-   * before anything else, so side by side they cost one commit's wait instead of two (they usually
-   * land in one group commit). A contact that was free is claimed and given back when another is
-   * held, which one read would have told; a duplicate is the rarer case, and pays for it.
+   * every contact held (or suppressed) is named, so the supplier learns each field that matched.
+   * The claims are made at once, not one after another: each is a durable append, and a post waits
+   * for them before anything else, so side by side they cost one commit's wait instead of two
+   * (they usually land in one group commit). A contact that was free is claimed and given back
+   * when another is held, which one read would have told; a duplicate is the rarer case, and pays
+   * for it.
    */
   async claim(contacts: ReadonlyArray<[ContactKind, string]>, leadId: number, now: Date, windowDays: number): Promise<ContactClaims> {
     const settled = await Promise.allSettled(contacts.map(([kind, value]) => this.claimKeyed(kind, value, leadId, now, windowDays)));
     const taken: ContactClaim[] = [];
-    const held: ContactKind[] = [];
+    const duplicates: ContactKind[] = [];
+    const suppressed: ContactKind[] = [];
     let failure: PromiseRejectedResult | undefined;
     settled.forEach((result, index) => {
+      const kind = contacts[index]![0];
       if (result.status === 'rejected') failure ??= result;
-      else if (result.value) taken.push(result.value);
-      else held.push(contacts[index]![0]);
+      else if (result.value === 'suppressed') suppressed.push(kind);
+      else if (result.value === null) duplicates.push(kind);
+      else taken.push(result.value);
     });
     try {
       if (failure) throw failure.reason;
-      if (held.length > 0) await this.release(taken, now);
+      if (duplicates.length > 0 || suppressed.length > 0) await this.release(taken, now);
     } catch (error) {
       // The store failed with some contacts claimed: the caller never learns of them, so they are
       // given back from here, or they would make the supplier's retry a DUPLICATE.
       this.releaseLater(taken, now);
       throw error;
     }
-    return held.length === 0 ? { claims: taken } : { duplicates: held };
+    if (duplicates.length === 0 && suppressed.length === 0) return { claims: taken };
+    return suppressed.length > 0 ? { duplicates, suppressed } : { duplicates };
   }
 
   /**
@@ -165,17 +225,18 @@ export class ContactRegistry {
   }
 
   /** A claim under the contact's keyed name; null when held, also when held under its name from before keyed hashes (for one window). */
-  private async claimKeyed(kind: ContactKind, value: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | null> {
+  private async claimKeyed(kind: ContactKind, value: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | 'suppressed' | null> {
     const older = this.hashes.olderStream(kind, value, now, windowDays);
     if (older !== null && (await this.heldIn(older, now, windowDays))) return null;
     return this.claimOne(this.hashes.stream(kind, value), leadId, now, windowDays);
   }
 
-  private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | null> {
+  private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | 'suppressed' | null> {
     const command: ContactCommand = { type: 'ClaimContact', leadId, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) };
     // Most contacts have never been seen: the claim is first tried as a new stream, which needs no
     // read before the append. Only a stream that exists is read and checked.
     const handled = await handleCommand(this.store, stream, contactDecider, command, { assumeNew: true });
-    return handled.events.length > 0 ? { stream, revision: handled.revision, leadId } : null;
+    if (handled.events.length > 0) return { stream, revision: handled.revision, leadId };
+    return handled.state.suppressed ? 'suppressed' : null;
   }
 }

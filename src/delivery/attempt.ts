@@ -34,6 +34,8 @@ export interface DeliveryState {
   readonly open: ClaimedAttempt | null;
   readonly delivered: boolean;
   readonly failedFinally: boolean;
+  /** Cancelled (the lead's personal data was erased), or the personal data is gone: never sent. */
+  readonly cancelled: boolean;
   /** When the last failure said to try again. */
   readonly nextAttemptAt: string | null;
 }
@@ -52,6 +54,7 @@ const initialDeliveryState: DeliveryState = {
   open: null,
   delivered: false,
   failedFinally: false,
+  cancelled: false,
   nextAttemptAt: null,
 };
 
@@ -74,6 +77,10 @@ function applyEvent(state: DeliveryState, recorded: StreamEvent): DeliveryState 
     }
     case 'LeadDelivered':
       return { ...state, open: closes(state, event.data.attempt), delivered: true, nextAttemptAt: null };
+    case 'LeadDeliveryCancelled':
+    case 'LeadPersonalDataErased':
+    case 'LeadPersonalDataExpired':
+      return { ...state, cancelled: true };
     case 'LeadDeliveryFailed': {
       const final = event.data.next_attempt_at === null;
       return { ...state, open: closes(state, event.data.attempt), failedFinally: state.failedFinally || final, nextAttemptAt: event.data.next_attempt_at };
@@ -85,7 +92,7 @@ function applyEvent(state: DeliveryState, recorded: StreamEvent): DeliveryState 
 
 const closes = (state: DeliveryState, attempt: number) => (state.open?.attempt === attempt ? null : state.open);
 
-type SkipReason = 'not_sold' | 'test_lead' | 'delivered' | 'failed' | 'not_due' | 'in_flight';
+type SkipReason = 'not_sold' | 'test_lead' | 'delivered' | 'failed' | 'cancelled' | 'not_due' | 'in_flight';
 
 export type Step =
   | { readonly kind: 'skip'; readonly reason: SkipReason }
@@ -106,6 +113,7 @@ export function nextStep(state: DeliveryState, context: StepContext): Step {
   if (received.test) return { kind: 'skip', reason: 'test_lead' };
   if (state.delivered) return { kind: 'skip', reason: 'delivered' };
   if (state.failedFinally) return { kind: 'skip', reason: 'failed' };
+  if (state.cancelled) return { kind: 'skip', reason: 'cancelled' };
   const now = context.now.getTime();
   if (state.open) {
     const lostAt = Date.parse(state.open.started_at) + state.open.timeout_ms + (context.lostAfterMs ?? LOST_AFTER_MS);

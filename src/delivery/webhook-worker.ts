@@ -7,6 +7,7 @@ import type { ReadModelStore } from '../read-models/port.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
 import { backoffMs } from './backoff.js';
 import { type AttemptReport, deliverLead } from './deliver-lead.js';
+import { sendErasureNotice } from './erasure-notice.js';
 
 // The webhook delivery worker inside `leadpost serve`. It finds due deliveries in the
 // `deliveries` read model and makes one attempt per lead at a time; the lead's stream, not the
@@ -46,6 +47,7 @@ const SETTLED_HOLD_MS = 60_000;
 export class DeliveryWorker {
   private readonly agent: Agent;
   private readonly inFlight = new Map<number, Promise<void>>();
+  private readonly noticing = new Map<number, Promise<void>>();
   /**
    * Leads this worker just settled or rescheduled, with the time to look at them again. The read
    * model shows an outcome a few ms after it is recorded; meanwhile the oldest due rows are the
@@ -77,7 +79,7 @@ export class DeliveryWorker {
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.ticking;
-    await Promise.all(this.inFlight.values());
+    await Promise.all([...this.inFlight.values(), ...this.noticing.values()]);
     this.agent.destroy();
   }
 
@@ -129,6 +131,7 @@ export class DeliveryWorker {
     const nowMs = now.getTime();
     for (const [leadId, until] of this.held) if (until <= nowMs) this.held.delete(leadId);
     let started = 0;
+    await this.notices(webhookBuyers, now, routing);
     for (const row of due) {
       const leadId = row.lead_id;
       if (typeof leadId !== 'number' || this.inFlight.has(leadId) || this.held.has(leadId)) continue;
@@ -138,6 +141,34 @@ export class DeliveryWorker {
       }
       started += 1;
       this.attempt(leadId, routing);
+    }
+  }
+
+  /** The `lead.erased` notices due now, one at a time per lead, in the slots deliveries leave. */
+  private async notices(webhookBuyers: string[], now: Date, routing: LoadedRoutingConfig): Promise<void> {
+    const due = await this.deps.readModels.find(this.deps.deliveries(), {
+      filter: { notice: 'pending', notice_next_at: { $lte: now.toISOString() }, buyer: { $in: webhookBuyers } },
+      sort: { field: 'notice_next_at', direction: 'asc' },
+      limit: BATCH,
+    });
+    for (const row of due) {
+      const leadId = row.lead_id;
+      if (!this.running || typeof leadId !== 'number' || this.noticing.has(leadId)) continue;
+      const run = sendErasureNotice(
+        {
+          events: this.deps.events,
+          buyer: (id) => routing.buyers.find((b) => b.id === id),
+          env: this.deps.env ?? process.env,
+          now: () => this.now(),
+          backoff: this.deps.backoff ?? backoffMs,
+          agent: this.agent,
+        },
+        leadId,
+      )
+        .then((outcome) => this.deps.logger?.info({ lead_id: leadId, outcome }, 'lead.erased notice'))
+        .catch((error: unknown) => this.deps.logger?.warn({ err: error, lead_id: leadId }, 'lead.erased notice failed to run'))
+        .finally(() => this.noticing.delete(leadId));
+      this.noticing.set(leadId, run);
     }
   }
 
@@ -174,7 +205,7 @@ export class DeliveryWorker {
   private hold(leadId: number, report: AttemptReport): void {
     const settledUntil = this.now().getTime() + SETTLED_HOLD_MS;
     if (report.kind === 'recorded') this.held.set(leadId, report.retryAt === null ? settledUntil : Date.parse(report.retryAt));
-    if (report.kind === 'skipped' && (report.reason === 'delivered' || report.reason === 'failed')) this.held.set(leadId, settledUntil);
+    if (report.kind === 'skipped' && (report.reason === 'delivered' || report.reason === 'failed' || report.reason === 'cancelled')) this.held.set(leadId, settledUntil);
   }
 
   private now(): Date {

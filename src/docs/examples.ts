@@ -92,6 +92,7 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
     enrichment: { ...PASSED, phone: { result: 'fail', provider: 'libphonenumber', detail: 'toll_free' } },
   });
   examples.DUPLICATE = decided(EXAMPLE_LEAD, { duplicates: ['mobile', 'email'] });
+  examples.SUPPRESSED = decided(EXAMPLE_LEAD, { suppressed: ['email'] });
   const pinged = { ...EXAMPLE_LEAD, ping_id: EXAMPLE_PING_ID };
   examples.PING_EXPIRED = decided(pinged, { pingRejection: { code: 'PING_EXPIRED', errors: [{ field: 'ping_id', code: 'ping_expired', message: 'ping_id is past its expiry; ping again' }] } });
   examples.PING_CONSUMED = decided(pinged, { pingRejection: { code: 'PING_CONSUMED', errors: [{ field: 'ping_id', code: 'ping_consumed', message: 'ping_id was already posted' }] } });

@@ -22,6 +22,8 @@ import {
   POSITION_SCHEMA,
   READINESS_CHECKS_SCHEMA,
   REPORT_ROW_SCHEMA,
+  ERASURE_ANSWER_SCHEMA,
+  ERASURE_REQUEST_SCHEMA,
 } from './read-back-schemas.js';
 import { type Json, ROUTE_DOCS, type RouteDoc, ref, schema } from './route-docs.js';
 
@@ -34,6 +36,7 @@ const HEADERS: Readonly<Record<string, Json>> = {
   'RateLimit-Limit': { description: 'The key’s bucket size.', schema: { type: 'integer' } },
   'RateLimit-Remaining': { description: 'Requests left in the bucket.', schema: { type: 'integer' } },
   'RateLimit-Reset': { description: 'Seconds until the bucket is full again.', schema: { type: 'integer' } },
+  Location: { description: 'Where the resource the request made or found can be read again.', schema: { type: 'string' } },
   'Idempotency-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.', schema: { type: 'string', enum: ['true'] } },
   'Content-Disposition': { description: 'For CSV: a file name with the report’s dates.', schema: { type: 'string' } },
   Allow: { description: 'The methods the path has.', schema: { type: 'string' } },
@@ -55,7 +58,7 @@ function outcomeHeaders(names: readonly ExampleName[], route: RouteDoc): string[
     if (name === 'UNAVAILABLE' || name === 'IDEMPOTENCY_CONFLICT') headers.add('Retry-After');
     if (name === 'METHOD_NOT_ALLOWED') headers.add('Allow');
   }
-  if (route.path === '/functions/leads' && names.some((n) => ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'IDEMPOTENCY_CONFLICT_OTHER_BODY'].includes(n))) {
+  if (route.path === '/functions/leads' && names.some((n) => ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'SUPPRESSED', 'IDEMPOTENCY_CONFLICT_OTHER_BODY'].includes(n))) {
     headers.add('Idempotency-Replayed');
   }
   return [...headers];
@@ -225,6 +228,7 @@ async function buildOpenApiDocument(): Promise<Json> {
       { name: 'Suppliers', description: 'Posting leads.' },
       { name: 'Read-back', description: 'Leads, deliveries, feedback and reports.' },
       { name: 'Buyers', description: 'Pull delivery and feedback.' },
+      { name: 'Personal data', description: "A consumer's erasure and access requests, answered by an admin." },
       { name: 'Operations', description: 'Health, readiness, metrics and these docs; no API key.' },
     ],
     paths,
@@ -267,6 +271,8 @@ async function buildOpenApiDocument(): Promise<Json> {
         DeliveryRow: DELIVERY_ROW_SCHEMA,
         FeedbackRow: FEEDBACK_ROW_SCHEMA,
         ReportRow: REPORT_ROW_SCHEMA,
+        ErasureRequest: ERASURE_REQUEST_SCHEMA,
+        ErasureAnswer: ERASURE_ANSWER_SCHEMA,
         Health: {
           type: 'object',
           required: ['ok', 'trace_id', 'code', 'message'],

@@ -120,7 +120,9 @@ export const DELIVERY_ROW_SCHEMA = {
     last_status_code: nullable('integer'),
     delivered_at: nullable('string', { format: 'date-time' }),
     created_at: { type: 'string', format: 'date-time' },
-    lead: { type: ['object', 'null'], description: 'The consumer fields, for the buyer it was sold to (and admin).' },
+    lead: { type: ['object', 'null'], description: 'The consumer fields, for the buyer it was sold to (and admin); `{…, erased: true}` without them once erased.' },
+    erased: { const: true, description: "Present once the lead's personal data was erased or expired." },
+    notice: { type: 'string', enum: ['pending', 'sent', 'failed'], description: 'A webhook buyer that received an erased lead: its `lead.erased` notice.' },
   },
 };
 
@@ -190,6 +192,56 @@ export const READINESS_CHECKS_SCHEMA = {
               lease: { type: 'string', enum: ['projector', 'delivery'] },
               held: { type: 'boolean', description: 'Whether this instance holds the lease and runs the work' },
               holder: nullable('string', { description: 'host:pid:nonce of the holder as this instance last saw it; null when nobody holds it' }),
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+export const ERASURE_REQUEST_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  description: 'The consumer, by e-mail and/or mobile (at least one).',
+  properties: {
+    email: { type: 'string', format: 'email', description: 'Trimmed and lower-cased as a posted lead\'s.' },
+    mobile: { type: 'string', description: 'Any form libphonenumber reads; a bare 10-digit number is taken as US.' },
+    suppress: { type: 'boolean', default: false, description: 'Reject later leads with this mobile or e-mail (SUPPRESSED).' },
+  },
+};
+
+export const ERASURE_ANSWER_SCHEMA = {
+  type: 'object',
+  required: ['ok', 'trace_id', 'code', 'message', 'erasure'],
+  properties: {
+    ok: { const: true },
+    trace_id: { type: 'string', pattern: '^[0-9a-f]{32}$' },
+    code: { const: 'OK' },
+    message: { type: 'string' },
+    erasure: {
+      type: 'object',
+      required: ['erasure_id', 'status', 'fields', 'suppressed', 'leads_erased', 'lead_ids', 'first_erased_at', 'last_erased_at', 'as_of', 'requests'],
+      properties: {
+        erasure_id: { type: 'string', pattern: '^[0-9a-f]{32}$' },
+        status: { const: 'completed' },
+        fields: { type: 'array', items: { type: 'string', enum: ['email', 'mobile'] }, description: 'Which contacts named the consumer (never their values).' },
+        suppressed: { type: 'boolean' },
+        leads_erased: { type: 'integer' },
+        lead_ids: { type: 'array', items: { type: 'integer' } },
+        first_erased_at: { type: 'string', format: 'date-time' },
+        last_erased_at: { type: 'string', format: 'date-time' },
+        as_of: { ...ref('Position'), description: 'Every lead of the consumer recorded up to here in the event log is erased (a lead posted later, while the erasure answered, is caught by asking again).' },
+        requests: {
+          type: 'array',
+          description: 'Each request that erased something (or the first one), in order.',
+          items: {
+            type: 'object',
+            properties: {
+              erased_at: { type: 'string', format: 'date-time' },
+              principal: { type: 'string', description: 'role:name of the key that asked, or cli.' },
+              lead_ids: { type: 'array', items: { type: 'integer' } },
+              suppressed: { type: 'boolean' },
             },
           },
         },

@@ -11,7 +11,7 @@ import { listBody, readBackBody } from './read-back-schemas.js';
 
 export type Json = Record<string, unknown>;
 export type Method = 'get' | 'post';
-type Tag = 'Suppliers' | 'Read-back' | 'Buyers' | 'Operations';
+type Tag = 'Suppliers' | 'Read-back' | 'Buyers' | 'Personal data' | 'Operations';
 
 export interface RouteDoc {
   readonly method: Method;
@@ -61,7 +61,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     body: { schema: 'Lead', example: EXAMPLE_LEAD },
     success: { status: 201, description: 'Accepted: SOLD or UNSOLD.', content: json(schema('DecisionEnvelope')), headers: [...RATE_HEADERS, 'Idempotency-Replayed'] },
     outcomes: [
-      'SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
+      'SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'SUPPRESSED', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
       'RATE_LIMITED', 'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH', 'NOT_FOUND', ...KEYED_ERRORS,
     ],
   },
@@ -256,6 +256,53 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'INVALID_INPUT', 'RETURN_WINDOW_CLOSED', 'ALREADY_RETURNED', 'NOT_FOUND', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
       ...KEYED_ERRORS,
     ],
+  },
+  {
+    method: 'post',
+    path: '/functions/erasures',
+    tag: 'Personal data',
+    summary: "Erase a consumer's personal data",
+    description:
+      'Finds every lead of the consumer named by `email` and/or `mobile` (normalised as a posted lead\'s: lower-cased e-mail; a mobile in any form, a bare 10-digit number taken as US), ' +
+      'sold, rejected or test, as of the moment asked; destroys their data keys, so their personal fields can never be read again; records the erasure (contact hashes, lead ids, when, by whom; no personal data). ' +
+      'The lead views, deliveries and event reads then show `erased: true` and no personal field; a pending delivery is cancelled; outcomes and reports are unchanged. ' +
+      'With `suppress: true`, later leads with that mobile or e-mail are rejected `SUPPRESSED`. ' +
+      'The erasure id is derived from the consumer\'s contacts: asking again (after a failure, or later) continues the same erasure — 201 when it erased something new, 200 with the record as it stands when not.',
+    roles: ['admin'],
+    body: { schema: 'ErasureRequest', example: { email: 'ada@example.com', mobile: '2025550143', suppress: true } },
+    success: { status: 201, description: 'Erased (200: nothing new to erase). `Location` names the erasure.', content: json(schema('ErasureAnswer')), headers: ['Location'] },
+    outcomes: ['INVALID_INPUT', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE', ...KEYED_ERRORS],
+  },
+  {
+    method: 'get',
+    path: '/functions/erasures/:erasure_id',
+    tag: 'Personal data',
+    summary: 'An erasure',
+    description: 'The erasure as recorded: every request that erased something, the leads erased, whether the contacts are suppressed.',
+    roles: ['admin'],
+    parameters: [{ name: 'erasure_id', in: 'path', required: true, schema: { type: 'string', pattern: '^[0-9a-f]{32}$' } }],
+    success: { status: 200, description: 'The erasure.', content: json(schema('ErasureAnswer')) },
+    outcomes: ['NOT_FOUND', ...KEYED_ERRORS],
+  },
+  {
+    method: 'get',
+    path: '/functions/consumers',
+    tag: 'Personal data',
+    summary: "A consumer's leads (access request)",
+    description:
+      'Every lead recorded with the consumer\'s e-mail or mobile, oldest first, each as the lead view with its personal data opened and its outcome: the answer to a consumer\'s request to know what is kept. ' +
+      'An erased lead is listed with `lead.erased: true` and no personal field.',
+    roles: ['admin'],
+    parameters: [
+      query('email', 'The consumer\'s e-mail.', { type: 'string', format: 'email' }),
+      query('mobile', 'The consumer\'s mobile, in any form; at least one of email and mobile.', { type: 'string' }),
+    ],
+    success: {
+      status: 200,
+      description: 'The consumer\'s leads.',
+      content: json(readBackBody({ leads_found: { type: 'integer' }, items: { type: 'array', items: ref('schemas', 'LeadView') } }, ['leads_found', 'items'])),
+    },
+    outcomes: ['INVALID_INPUT', ...KEYED_ERRORS],
   },
   {
     method: 'get',

@@ -16,7 +16,13 @@ export const LEAD_RECEIVED_SCHEMA = 2;
 
 export const leadStream = (leadId: number): string => `lead-${leadId}`;
 
-export type RejectionCode = 'INVALID' | 'VERIFICATION_FAILED' | 'DUPLICATE' | 'PING_EXPIRED' | 'PING_CONSUMED' | 'PING_MISMATCH';
+export type RejectionCode = 'INVALID' | 'VERIFICATION_FAILED' | 'DUPLICATE' | 'SUPPRESSED' | 'PING_EXPIRED' | 'PING_CONSUMED' | 'PING_MISMATCH';
+
+/** The keyed hashes (HMAC, hex) of a lead's normalised mobile and e-mail: how a consumer's leads are found, never the values. */
+export interface LeadContacts {
+  readonly mobile: string;
+  readonly email: string;
+}
 
 export interface LeadReceived {
   readonly type: 'LeadReceived';
@@ -33,6 +39,8 @@ export interface LeadReceived {
      * in clear; stored, and read back, with its personal fields sealed (openLead opens them).
      */
     readonly lead: StoredLead | null;
+    /** Of a valid lead: its contact hashes, in clear (leads before them have none). */
+    readonly contacts?: LeadContacts;
     readonly received_at: string;
   };
 }
@@ -126,6 +134,62 @@ export interface LeadReturned {
   readonly data: { readonly lead_id: number; readonly buyer: string; readonly revenue: number; readonly currency: string; readonly reason: string; readonly returned_at: string };
 }
 
+// The consumer's personal data is gone: its data key was destroyed. The rest of the lead (outcome,
+// price, routing, reports) stays; the projections drop their copy of the sealed fields.
+
+/** Destroyed by an erasure the consumer asked for (the erasure's stream records the request). */
+interface LeadPersonalDataErased {
+  readonly type: 'LeadPersonalDataErased';
+  readonly data: {
+    readonly lead_id: number;
+    readonly erasure_id: string;
+    /** Whether the lead has a delivery (to a buyer or a bucket) whose copy is scrubbed too. */
+    readonly had_delivery: boolean;
+    /** The webhook buyer that received the lead: it is sent a `lead.erased` notice. */
+    readonly notify_buyer: string | null;
+    readonly erased_at: string;
+  };
+}
+
+/** The webhook buyer that received an erased lead acknowledged the `lead.erased` notice (2xx). */
+interface ErasureNoticeSent {
+  readonly type: 'ErasureNoticeSent';
+  readonly data: { readonly lead_id: number; readonly buyer: string; readonly attempt: number; readonly status: number; readonly sent_at: string };
+}
+
+/** A `lead.erased` notice failed; retried at `next_attempt_at` (null: given up), like a delivery. */
+interface ErasureNoticeFailed {
+  readonly type: 'ErasureNoticeFailed';
+  readonly data: {
+    readonly lead_id: number;
+    readonly buyer: string;
+    readonly attempt: number;
+    readonly status: number | null;
+    readonly error: string;
+    readonly next_attempt_at: string | null;
+    readonly failed_at: string;
+  };
+}
+
+/** Destroyed because the lead is older than the retention period (PII_RETENTION_DAYS). */
+interface LeadPersonalDataExpired {
+  readonly type: 'LeadPersonalDataExpired';
+  readonly data: { readonly lead_id: number; readonly retention_days: number; readonly had_delivery: boolean; readonly expired_at: string };
+}
+
+/** A delivery still pending when the lead's personal data was erased: it is never made. */
+interface LeadDeliveryCancelled {
+  readonly type: 'LeadDeliveryCancelled';
+  readonly data: {
+    readonly lead_id: number;
+    readonly buyer: string | null;
+    readonly bucket: string | null;
+    readonly attempts: number;
+    readonly reason: 'erased' | 'expired';
+    readonly cancelled_at: string;
+  };
+}
+
 export type LeadEvent =
   | LeadReceived
   | LeadRejected
@@ -137,4 +201,9 @@ export type LeadEvent =
   | LeadDelivered
   | LeadDeliveryFailed
   | FeedbackRecorded
-  | LeadReturned;
+  | LeadReturned
+  | LeadPersonalDataErased
+  | LeadPersonalDataExpired
+  | LeadDeliveryCancelled
+  | ErasureNoticeSent
+  | ErasureNoticeFailed;

@@ -13,6 +13,7 @@ import type { Ping } from '../commands/ping/ping.js';
 import { registerReadRoutes } from './read-routes.js';
 import { type AfterSaleDeps, registerAfterSaleRoutes } from './after-sale-routes.js';
 import { registerMeRoute } from './me-route.js';
+import { type ErasureRouteDeps, registerErasureRoutes } from './erasure-routes.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import type { PostLead } from '../commands/post-lead/port.js';
 import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, type RateLimitConfig } from '../limits.js';
@@ -42,6 +43,8 @@ export interface AppDeps {
   readBack?: ReadBack;
   /** Acknowledging pulled leads and buyer feedback; omitted: not served. */
   afterSale?: Omit<AfterSaleDeps, 'bodyBytes'>;
+  /** A consumer's erasure and access requests (admin); omitted, or without readBack: not served. */
+  erasure?: Omit<ErasureRouteDeps, 'bodyBytes' | 'readBack'>;
   /** /readyz, /metrics and shutdown draining; omitted: not served. */
   ops?: OpsDeps;
 }
@@ -78,6 +81,7 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
 
   if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets));
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
+  if (deps.erasure && deps.readBack) registerErasureRoutes(router, deps.authenticate, { ...deps.erasure, readBack: deps.readBack, bodyBytes });
   if (deps.afterSale) registerMeRoute(router, deps.authenticate, deps.afterSale.routing);
   registerDocsRoutes(router);
   registerConsoleRoutes(router);

@@ -48,3 +48,16 @@ export type StoredLead = NormalisedLead | SealedLead;
 export type ErasedLead = Omit<NormalisedLead, PersonalField> & { readonly erased: true };
 
 export const isErased = (lead: NormalisedLead | ErasedLead): lead is ErasedLead => 'erased' in lead && lead.erased === true;
+
+/**
+ * What a read model keeps of a lead once its personal data is gone: the fields that are not
+ * personal, no envelope, and `erased: true` (as openLead gives a lead whose key was destroyed).
+ */
+export function scrubbedLead(lead: StoredLead | ErasedLead | null | undefined): ErasedLead | null {
+  if (!lead) return null;
+  const kept: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(lead)) {
+    if (field !== 'pii' && !(PERSONAL_FIELDS as readonly string[]).includes(field)) kept[field] = value;
+  }
+  return { ...kept, erased: true } as unknown as ErasedLead;
+}

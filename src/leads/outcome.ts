@@ -19,6 +19,7 @@ export const LEAD_OUTCOMES = {
   INVALID: { acceptance: 'rejected', message: 'Lead rejected: one or more fields are invalid.' },
   VERIFICATION_FAILED: { acceptance: 'rejected', message: 'Lead rejected: phone or e-mail verification failed.' },
   DUPLICATE: { acceptance: 'rejected', message: 'Lead rejected: the same mobile or e-mail was accepted recently.' },
+  SUPPRESSED: { acceptance: 'rejected', message: 'Lead rejected: the mobile or e-mail is on the suppression list.' },
   PING_EXPIRED: { acceptance: 'rejected', message: 'Lead rejected: its ping_id is past its expiry; ping again.' },
   PING_CONSUMED: { acceptance: 'rejected', message: 'Lead rejected: its ping_id was already posted.' },
   PING_MISMATCH: { acceptance: 'rejected', message: "Lead rejected: its zip, accident_state or sid differ from its ping's." },
@@ -34,7 +35,7 @@ export interface LeadOutcome {
   readonly sold: boolean;
   readonly revenue: number;
   readonly currency: string;
-  /** Every field that failed (INVALID), or each one concerned (DUPLICATE, VERIFICATION_FAILED). */
+  /** Every field that failed (INVALID), or each one concerned (DUPLICATE, VERIFICATION_FAILED, SUPPRESSED). */
   readonly errors?: readonly FieldError[];
   readonly test?: true;
 }

@@ -216,3 +216,35 @@ export function createPingValidator(): (body: Readonly<Record<string, unknown>>)
     return { ok: true, ping: { zip: ping.zip.slice(0, 5), accident_state: ping.accident_state, sid: ping.sid, s1: ping.s1 ?? null, test: ping.test === true } };
   };
 }
+
+/** The contacts that name a consumer (an erasure or access request), normalised as a posted lead's are. */
+export interface ConsumerQuery {
+  readonly email?: string;
+  readonly mobile?: string;
+}
+
+/**
+ * Checks and normalises a consumer's e-mail and mobile as the post path does (trimmed, lower-cased
+ * e-mail; the mobile in E.164, a bare 10-digit number taken as US). At least one is needed; every
+ * failing field is named, never with its value. Any region is accepted: erasing a number the
+ * post path would now refuse is still erasing it.
+ */
+export function normaliseConsumer(input: Readonly<Record<string, unknown>>): { ok: true; consumer: ConsumerQuery } | { ok: false; errors: FieldError[] } {
+  const errors: FieldError[] = [];
+  const consumer: { email?: string; mobile?: string } = {};
+  const { email, mobile } = input;
+  if (email !== undefined && email !== null && email !== '') {
+    const value = typeof email === 'string' ? PRE_NORMALISE.email!(email) : null;
+    if (value !== null && isLeadEmail(value)) consumer.email = value;
+    else errors.push(fieldError('email', 'invalid_format', FORMAT_DETAIL['lead-email']));
+  }
+  if (mobile !== undefined && mobile !== null && mobile !== '') {
+    const parsed = typeof mobile === 'string' ? parseMobile(PRE_NORMALISE.mobile!(mobile)) : undefined;
+    if (parsed) consumer.mobile = parsed.number;
+    else errors.push(fieldError('mobile', 'invalid_format', FORMAT_DETAIL['dialable-phone']));
+  }
+  if (errors.length === 0 && !consumer.email && !consumer.mobile) {
+    errors.push(fieldError('email', 'required', 'or mobile is required'), fieldError('mobile', 'required', 'or email is required'));
+  }
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, consumer };
+}

@@ -27,6 +27,9 @@ interface ContactHashesKeyed {
   readonly data: { readonly keyed_at: string; readonly older_streams: boolean };
 }
 
+/** The contact stream of a keyed hash. */
+export const contactStream = (hash: string): string => `contact-${hash}`;
+
 export class ContactHashes {
   private constructor(
     private readonly secret: Buffer,
@@ -59,9 +62,14 @@ export class ContactHashes {
     return new ContactHashes(secret, null);
   }
 
+  /** The keyed hash (hex) of a normalised mobile (E.164) or e-mail: what a lead records of its contacts. */
+  hash(kind: ContactKind, value: string): string {
+    return createHmac('sha256', this.secret).update(`${kind}\n${value}`).digest('hex');
+  }
+
   /** The stream of a normalised mobile (E.164) or e-mail. */
   stream(kind: ContactKind, value: string): string {
-    return `contact-${createHmac('sha256', this.secret).update(`${kind}\n${value}`).digest('hex')}`;
+    return contactStream(this.hash(kind, value));
   }
 
   /** The stream the contact had before keyed hashes, while a claim there may still count; null once none can. */

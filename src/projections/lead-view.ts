@@ -1,5 +1,6 @@
 import type { RecordedEvent } from '../event-store/port.js';
 import type { LeadEvent } from '../events/lead-events.js';
+import { type StoredLead, scrubbedLead } from '../leads/lead.js';
 
 // The lead view: what GET /functions/leads/{id} shows. Each event contributes the
 // fields it sets; the projection writes them, and a lead the projection has not reached yet is
@@ -29,6 +30,11 @@ export interface LeadView {
   ping?: { ping_id: string; buyer: string | null; bid: number | null } | null;
   /** The normalised consumer fields: shown only to the supplier that sent it, the buyer that bought it, admin. */
   lead: Record<string, unknown> | null;
+  /** The keyed hashes of the lead's mobile and e-mail (absent before leads recorded them): how an erasure finds it. */
+  contact_mobile?: string;
+  contact_email?: string;
+  /** Its personal data was erased or expired: `lead` keeps only the fields that are not personal. */
+  erased?: true;
 }
 
 /** The fields of the lead view an event sets (empty for events that do not change it). */
@@ -45,6 +51,8 @@ export function leadViewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Pa
         test: e.data.test,
         received_at: e.data.received_at,
         lead: e.data.lead as unknown as Record<string, unknown> | null,
+        // Only on leads that recorded them: a row without them is never found by contact.
+        ...(e.data.contacts ? { contact_mobile: e.data.contacts.mobile, contact_email: e.data.contacts.email } : {}),
         lead_status: 'received',
         code: null,
         sold: false,
@@ -76,6 +84,12 @@ export function leadViewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Pa
       return { delivery: { status: e.data.next_attempt_at === null ? 'failed' : 'pending', attempts: e.data.attempt } };
     case 'LeadReturned':
       return { returned: true };
+    case 'LeadDeliveryCancelled':
+      return { delivery: { status: 'cancelled', attempts: e.data.attempts } };
+    case 'LeadPersonalDataErased':
+    case 'LeadPersonalDataExpired':
+      // `lead` is scrubbed by whoever holds the LeadReceived (the projection, or the fold below).
+      return { erased: true };
     default:
       return {};
   }
@@ -94,5 +108,6 @@ export function leadViewFromEvents(events: ReadonlyArray<Pick<RecordedEvent, 'ty
   view.feedback = events.map(leadViewFeedback).filter((f) => f !== null);
   // A test lead is never delivered: its view shows no delivery, as the projection writes it.
   if (view.test) view.delivery = null;
+  if (view.erased) view.lead = scrubbedLead(view.lead as unknown as StoredLead | null) as unknown as Record<string, unknown> | null;
   return view;
 }

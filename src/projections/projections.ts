@@ -2,6 +2,7 @@ import type { RecordedEvent } from '../event-store/port.js';
 import type { LeadEvent, LeadReceived } from '../events/lead-events.js';
 import type { PingEvent } from '../events/ping-events.js';
 import type { ReadWrite } from '../read-models/port.js';
+import { scrubbedLead } from '../leads/lead.js';
 import { leadViewChanges, leadViewFeedback } from './lead-view.js';
 
 // The projections from `$all` into read models. Each has a name and a version: a new version
@@ -50,7 +51,11 @@ const LEAD_EVENTS = new Set([
   'LeadDeliveryFailed',
   'FeedbackRecorded',
   'LeadReturned',
+  'LeadDeliveryCancelled',
+  'LeadPersonalDataErased',
+  'LeadPersonalDataExpired',
 ]);
+const SCRUBS = new Set(['LeadPersonalDataErased', 'LeadPersonalDataExpired']);
 const asLead = (event: RecordedEvent) => event as unknown as LeadEvent & RecordedEvent;
 const cents = (amount: number) => Math.round(amount * 100);
 
@@ -64,7 +69,15 @@ export const leadsProjection: Projection = {
   // cost the leads rebuild nearly half again its CPU. The runner creates missing indexes when it
   // opens a build, so an index added here needs no new version.
   indexes: {
-    leads: [['supplier', 'lead_id'], ['received_at'], ['supplier', 'received_at'], ['buyer', 'lead_status', 'received_at']],
+    leads: [
+      ['supplier', 'lead_id'],
+      ['received_at'],
+      ['supplier', 'received_at'],
+      ['buyer', 'lead_status', 'received_at'],
+      // A consumer's leads, for an erasure or an access request: by either contact's keyed hash.
+      ['contact_email', 'received_at'],
+      ['contact_mobile', 'received_at'],
+    ],
   },
   handle(event, context) {
     if (!LEAD_EVENTS.has(event.type)) return NONE;
@@ -74,6 +87,13 @@ export const leadsProjection: Projection = {
     if (feedback) return [{ op: 'push', collection: context.collection('leads'), id, position: event.position, field: 'feedback', value: feedback }];
     const set: Record<string, unknown> = leadViewChanges(lead);
     const write = (): ReadWrite[] => [{ op: 'set', collection: context.collection('leads'), id, position: event.position, set }];
+    // Erased or expired: the sealed envelope goes, the fields that are not personal stay.
+    if (SCRUBS.has(event.type)) {
+      return withReceived(context, lead.data.lead_id, (received) => {
+        set.lead = scrubbedLead(received?.lead);
+        return write();
+      });
+    }
     if (!('delivery' in set)) return write();
     // A test lead is never delivered: its view says so rather than showing a pending delivery.
     return withReceived(context, lead.data.lead_id, (received) => {
@@ -99,6 +119,8 @@ export const deliveriesProjection: Projection = {
       ['bucket', 'status', 'created_at'],
       ['status', 'created_at'],
       ['status', 'next_attempt_at'],
+      // The `lead.erased` notices due to webhook buyers.
+      ['notice', 'notice_next_at'],
     ],
   },
   handle(event, context) {
@@ -107,7 +129,12 @@ export const deliveriesProjection: Projection = {
       case 'LeadRouted':
       case 'LeadDeliveryAttempted':
       case 'LeadDeliveryFailed':
-      case 'LeadDelivered': {
+      case 'LeadDelivered':
+      case 'LeadDeliveryCancelled':
+      case 'LeadPersonalDataErased':
+      case 'LeadPersonalDataExpired':
+      case 'ErasureNoticeSent':
+      case 'ErasureNoticeFailed': {
         const lead = asLead(event);
         return withReceived(context, lead.data.lead_id, (received) => deliveryWrites(lead, context.collection('deliveries'), received));
       }
@@ -156,6 +183,21 @@ function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, rec
         last_error: lead.data.error,
         next_attempt_at: lead.data.next_attempt_at,
       });
+    case 'LeadDeliveryCancelled':
+      return write({ status: 'cancelled', attempts: lead.data.attempts, next_attempt_at: null });
+    case 'LeadPersonalDataErased':
+      if (!lead.data.had_delivery) return NONE;
+      return write({
+        lead: scrubbedLead(received.lead),
+        erased: true,
+        ...(lead.data.notify_buyer ? { notice: 'pending', notice_next_at: lead.data.erased_at } : {}),
+      });
+    case 'LeadPersonalDataExpired':
+      return lead.data.had_delivery ? write({ lead: scrubbedLead(received.lead), erased: true }) : NONE;
+    case 'ErasureNoticeSent':
+      return write({ notice: 'sent', notice_next_at: null });
+    case 'ErasureNoticeFailed':
+      return write({ notice: lead.data.next_attempt_at === null ? 'failed' : 'pending', notice_next_at: lead.data.next_attempt_at });
     case 'LeadDelivered':
       return write({
         status: 'delivered',

@@ -1,7 +1,7 @@
 import type { EventStore, Position } from '../event-store/port.js';
 import { leadStream } from '../events/lead-events.js';
 import { openLead } from '../events/codec/index.js';
-import type { StoredLead } from '../leads/lead.js';
+import { type StoredLead, scrubbedLead } from '../leads/lead.js';
 import type { PersonalDataKeys } from '../personal-data/index.js';
 import { type PingBidsCollected, pingStream } from '../events/ping-events.js';
 import type { FieldError } from '../leads/outcome.js';
@@ -44,7 +44,7 @@ type Query = Readonly<Record<string, string | string[] | undefined>>;
 // Exported for the OpenAPI document, which describes the query parameters with these very values.
 export const DEFAULT_LIMIT = 50;
 export const MAX_LIMIT = 500;
-export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'];
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'cancelled'];
 export const REPORT_TEST_MODES = ['exclude', 'only', 'include'];
 export const LEAD_STATUSES = ['received', 'sold', 'unsold', 'rejected'];
 /** An outcome code: SOLD, UNSOLD, INVALID, DUPLICATE, … (upper case and underscores). */
@@ -111,6 +111,13 @@ function forBuyer(buyer: string, type: string, data: unknown): unknown {
     };
   }
   return data;
+}
+
+/** A LeadReceived of an erased lead: the lead without its envelope, `erased: true`. */
+function scrubReceived(type: string, data: unknown): unknown {
+  if (type !== 'LeadReceived' || typeof data !== 'object' || data === null) return data;
+  const received = data as { lead?: StoredLead | null };
+  return received.lead ? { ...received, lead: scrubbedLead(received.lead) } : data;
 }
 
 const visible = (principal: Principal, type: string, data: unknown): unknown => (principal.role === 'buyer' ? forBuyer(principal.name, type, data) : data);
@@ -213,7 +220,7 @@ export class ReadBack {
     const view = leadViewFromEvents(recorded);
     if (!view || !mayRead(principal, view)) return null;
     const pii = seesPii(principal, view);
-    return Promise.all(recorded.map((event) => this.eventRow(principal, event, pii)));
+    return Promise.all(recorded.map((event) => this.eventRow(principal, event, pii, view.erased === true)));
   }
 
   /** The events of the ping a lead was posted with (none: an empty list), for whoever may read the lead. */
@@ -221,16 +228,18 @@ export class ReadBack {
     const recorded = await this.deps.events.readStream(leadStream(Number(leadId)));
     const matched = recorded.find((e) => e.type === 'LeadPingMatched')?.data as { ping_id?: string } | undefined;
     if (!matched?.ping_id) return [];
-    return Promise.all((await this.deps.events.readStream(pingStream(matched.ping_id))).map((event) => this.eventRow(principal, event, false)));
+    return Promise.all((await this.deps.events.readStream(pingStream(matched.ping_id))).map((event) => this.eventRow(principal, event, false, false)));
   }
 
-  private async eventRow(principal: Principal, event: Awaited<ReturnType<EventStore['readStream']>>[number], pii: boolean): Promise<LeadEventRow> {
+  /** One event as the caller may see it; `erased`: the lead's envelope is never opened, even where a key is still cached in memory. */
+  private async eventRow(principal: Principal, event: Awaited<ReturnType<EventStore['readStream']>>[number], pii: boolean, erased: boolean): Promise<LeadEventRow> {
+    const shown = erased ? scrubReceived(event.type, event.data) : pii ? await this.openReceived(event.type, event.data) : withoutConsumer(event.type, event.data);
     return {
       revision: event.revision,
       type: event.type,
       occurred_at: typeof event.metadata.occurred_at === 'string' ? event.metadata.occurred_at : new Date(event.created).toISOString(),
       trace_id: typeof event.metadata.trace_id === 'string' ? event.metadata.trace_id : null,
-      data: visible(principal, event.type, pii ? await this.openReceived(event.type, event.data) : withoutConsumer(event.type, event.data)),
+      data: visible(principal, event.type, shown),
     };
   }
 

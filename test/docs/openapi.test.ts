@@ -30,6 +30,7 @@ function fullApp() {
     logger: createLogger({ level: 'silent', destination: new Writable({ write: (_c, _e, done) => done() }) }),
     readBack: new ReadBack({ events: {} as EventStore, personalData: {} as never, readModels: {} as never, collection: unused, position: unused }),
     afterSale: { events: {} as EventStore, routing: unused, now: () => new Date() },
+    erasure: { eraser: {} as never, leadIdsOf: unused },
     ops: {
       readiness: new ReadinessProbe({ events: {} as EventStore, readModels: {} as never, projections: unused, maxLagSeconds: 30, shuttingDown: () => false }),
       metrics: new ServiceMetrics({ runtime: false }),

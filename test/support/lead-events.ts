@@ -89,6 +89,7 @@ export const REJECTION_ERRORS: Readonly<Record<RejectionCode, FieldError[]>> = {
   INVALID: [{ field: 'email', code: 'invalid_format', message: 'email is not a valid e-mail address' }],
   VERIFICATION_FAILED: [{ field: 'mobile', code: 'verification_failed', message: 'mobile failed phone verification' }],
   DUPLICATE: [{ field: 'mobile', code: 'duplicate', message: 'mobile matches a lead accepted within the duplicate window' }],
+  SUPPRESSED: [{ field: 'mobile', code: 'suppressed', message: 'mobile is on the suppression list' }],
   PING_EXPIRED: [{ field: 'ping_id', code: 'ping_expired', message: 'ping_id is past its expiry' }],
   PING_CONSUMED: [{ field: 'ping_id', code: 'ping_consumed', message: 'ping_id was already posted' }],
   PING_MISMATCH: [{ field: 'zip', code: 'ping_mismatch', message: 'zip differs from the ping' }],
@@ -193,6 +194,8 @@ export function rejectedLead(leadId: number, code: RejectionCode, fields: Receiv
     case 'PING_CONSUMED':
     case 'PING_MISMATCH':
       return [leadReceived(leadId, fields), leadRejected(leadId, code, at)];
+    case 'SUPPRESSED':
+      return [invalidLeadReceived(leadId, fields), leadRejected(leadId, code, at)];
     case 'VERIFICATION_FAILED':
       return [leadReceived(leadId, fields), leadEnriched(leadId, FAILING_PHONE, at), leadRejected(leadId, code, at)];
   }

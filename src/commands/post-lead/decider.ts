@@ -1,7 +1,7 @@
 import type { Enrichment } from '../../enrichment/check.js';
 import { CURRENCY, type FieldError, type LeadOutcome, type LeadOutcomeCode, money } from '../../leads/outcome.js';
 import type { LeadValidation } from '../../leads/validate.js';
-import type { LeadEvent, RejectionCode, RoutingCandidate } from '../../events/lead-events.js';
+import type { LeadContacts, LeadEvent, RejectionCode, RoutingCandidate } from '../../events/lead-events.js';
 import type { LeadPingMatched } from '../../events/ping-events.js';
 import type { Decider } from '../handler.js';
 import type { ContactKind } from '../contacts.js';
@@ -31,6 +31,10 @@ export interface PostLeadCommand {
   readonly pingMatch?: Omit<LeadPingMatched['data'], 'lead_id'>;
   /** The fields (mobile, email) whose value an accepted lead holds within the window. Consulted only for a valid lead. */
   readonly duplicates?: readonly ContactKind[];
+  /** The fields (mobile, email) an erasure suppressed. Consulted only for a valid lead, before duplicates. */
+  readonly suppressed?: readonly ContactKind[];
+  /** The keyed hashes of a valid lead's contacts, recorded with it so an erasure finds it. */
+  readonly contacts?: LeadContacts;
   /** Present once a valid, non-duplicate lead has been checked. */
   readonly enrichment?: Enrichment;
   /** Present once an enriched lead that passed verification has been routed. */
@@ -78,6 +82,11 @@ const DUPLICATE_ERRORS: Readonly<Record<ContactKind, FieldError>> = {
   email: { field: 'email', code: 'duplicate', message: 'email matches a lead accepted within the duplicate window' },
 };
 
+const SUPPRESSED_ERRORS: Readonly<Record<ContactKind, FieldError>> = {
+  mobile: { field: 'mobile', code: 'suppressed', message: 'mobile is on the suppression list' },
+  email: { field: 'email', code: 'suppressed', message: 'email is on the suppression list' },
+};
+
 export function decide(command: PostLeadCommand, state: LeadState): LeadEvent[] {
   if (state.status !== 'none') throw new LeadAlreadyRecordedError(command.leadId);
   const at = command.now.toISOString();
@@ -107,9 +116,16 @@ export function decide(command: PostLeadCommand, state: LeadState): LeadEvent[] 
       accident_state: lead.accident_state,
       test: lead.test,
       lead,
+      ...(command.contacts ? { contacts: command.contacts } : {}),
       received_at: at,
     },
   };
+  if (command.suppressed && command.suppressed.length > 0) {
+    // The consumer asked to be forgotten: its personal data is not kept again, only the hashes
+    // that tie the rejection to the suppression.
+    const errors = command.suppressed.map((field) => SUPPRESSED_ERRORS[field]);
+    return [{ ...received, data: { ...received.data, lead: null } }, { type: 'LeadRejected', data: { lead_id, code: 'SUPPRESSED', errors, rejected_at: at } }];
+  }
   if (command.pingRejection) {
     const { code, errors } = command.pingRejection;
     return [received, { type: 'LeadRejected', data: { lead_id, code, errors, rejected_at: at } }];

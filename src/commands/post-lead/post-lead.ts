@@ -85,7 +85,8 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const routing = deps.routing();
     const leadId = await deps.leadIds.nextId();
     const who = { leadId, supplier: request.principal.name, keyId: request.principal.keyId, now };
-    const record = (command: PostLeadCommand) => recordLead(request, command);
+    const record = (command: Omit<PostLeadCommand, 'contacts'>) =>
+      recordLead(request, command.validation.ok ? { ...command, contacts: deps.contacts.hashesOf(command.validation.lead) } : command);
 
     // 2. Validate and normalise: every failing field is named at once.
     const validation = deps.validate(request.body);
@@ -111,9 +112,11 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       ['mobile', lead.mobile],
       ['email', lead.email],
     ];
+    //    A contact an erasure suppressed is found by the same read: the lead is rejected SUPPRESSED.
     const claimed = lead.test
-      ? { duplicates: await deps.contacts.duplicates(contacts, now, routing.duplicate_window_days) }
+      ? await deps.contacts.taken(contacts, now, routing.duplicate_window_days)
       : await deps.contacts.claim(contacts, leadId, now, routing.duplicate_window_days);
+    if ('suppressed' in claimed && claimed.suppressed) return record({ ...who, validation, suppressed: claimed.suppressed });
     if ('duplicates' in claimed && claimed.duplicates.length > 0) return record({ ...who, validation, duplicates: claimed.duplicates });
     const claims = 'claims' in claimed ? claimed.claims : [];
 

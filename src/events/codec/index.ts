@@ -27,6 +27,11 @@ const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
   LeadDeliveryFailed: LEAD_EVENT_SCHEMA,
   FeedbackRecorded: LEAD_EVENT_SCHEMA,
   LeadReturned: LEAD_EVENT_SCHEMA,
+  LeadPersonalDataErased: LEAD_EVENT_SCHEMA,
+  LeadPersonalDataExpired: LEAD_EVENT_SCHEMA,
+  LeadDeliveryCancelled: LEAD_EVENT_SCHEMA,
+  ErasureNoticeSent: LEAD_EVENT_SCHEMA,
+  ErasureNoticeFailed: LEAD_EVENT_SCHEMA,
 };
 
 /** Version 1 only began stamping the version: apart from LeadReceived the data did not change. */

@@ -1,0 +1,139 @@
+// `leadpost erase` and `leadpost consumer show`: a consumer's erasure and access requests from the
+// machine, as POST /functions/erasures and GET /functions/consumers answer them over HTTP. Usage
+// is checked before any store is opened; neither value is ever printed.
+import { parseArgs } from 'node:util';
+import { ContactRegistry } from '../commands/contacts.js';
+import { ConsumerEraser, consumerLeadIds } from '../commands/erasure.js';
+import { loadConfig } from '../config.js';
+import { openEventStore } from '../event-store/index.js';
+import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
+import { ContactHashes } from '../personal-data/contact-hashes.js';
+import { openPersonalDataKeys } from '../personal-data/index.js';
+import { Projections } from '../projections/index.js';
+import { LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
+import { openReadModelStore } from '../read-models/index.js';
+import { ReadBack } from '../read-models/read-back.js';
+import type { CliIo } from './io.js';
+
+const ERASE_USAGE = `usage: leadpost erase [--email E] [--mobile M] [--suppress] [--json]
+
+Erases a consumer's personal data: every lead with that e-mail or mobile (sold, rejected, test)
+loses its data key for good; outcomes and reports stay. At least one of --email and --mobile,
+normalised as a posted lead's (a bare 10-digit mobile is taken as US). --suppress: later leads
+with that mobile or e-mail are rejected SUPPRESSED. Asking again continues the same erasure.
+Brings the read models up to date first, so it may run beside the service or alone.
+--json: the erasure record as one JSON object.`;
+
+const SHOW_USAGE = `usage: leadpost consumer show [--email E] [--mobile M] [--json]
+
+Prints every lead of a consumer (by e-mail or mobile) with its personal data and outcome: the
+answer to an access request. --json: one JSON object per lead.`;
+
+class UsageError extends Error {}
+
+function parse(args: string[], suppress: boolean): { consumer: ConsumerQuery; suppress: boolean; json: boolean } | 'help' {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      options: { email: { type: 'string' }, mobile: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' }, ...(suppress ? { suppress: { type: 'boolean' } } : {}) },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (values.help) return 'help';
+  const checked = normaliseConsumer({ email: values.email, mobile: values.mobile });
+  if (!checked.ok) throw new UsageError(checked.errors.map((e) => e.message.replace(/^(email|mobile)/, '--$1')).join('; '));
+  return { consumer: checked.consumer, suppress: (values as { suppress?: boolean }).suppress === true, json: values.json === true };
+}
+
+/** The stores, the projections brought up to date, and what the two commands need of them. */
+async function withService<T>(env: NodeJS.ProcessEnv, run: (parts: { eraser: ConsumerEraser; leadIds: (c: ConsumerQuery) => Promise<number[]>; readBack: ReadBack }) => Promise<T>): Promise<T> {
+  const config = loadConfig(env);
+  const keys = await openPersonalDataKeys(config);
+  const closers: Array<() => Promise<void>> = [() => keys.close()];
+  try {
+    const store = await openEventStore(config, { personalData: keys });
+    closers.unshift(() => store.close());
+    const hashes = await ContactHashes.open(keys, store);
+    const readModels = await openReadModelStore(config);
+    closers.unshift(() => readModels.close());
+    const projections = new Projections(store, readModels);
+    await projections.start();
+    closers.unshift(() => projections.stop());
+    // Alone, this command runs the projections itself (holding the projector lease, as a service
+    // would); beside a running service it follows the checkpoints of the service that holds it.
+    const projector = new LeaseKeeper({
+      leases: readModels,
+      name: 'projector',
+      holder: leaseHolderId(),
+      work: { start: (fence, lost) => projections.run(fence, lost), stop: () => projections.pause() },
+    });
+    await projector.start();
+    closers.unshift(() => projector.stop());
+    const now = () => new Date();
+    const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (p: Parameters<Projections['waitFor']>[0]) => projections.waitFor(p) };
+    const eraser = new ConsumerEraser({ ...consumerLeads, keys, hashes, contacts: new ContactRegistry(store, hashes), now });
+    const readBack = new ReadBack({ events: store, personalData: keys, readModels, collection: (base) => projections.collection(base), position: () => projections.position() });
+    return await run({ eraser, leadIds: (consumer) => consumerLeadIds(consumerLeads, eraser.contactsOf(consumer)), readBack });
+  } finally {
+    for (const close of closers) await close();
+  }
+}
+
+export async function runEraseCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
+  let parsed;
+  try {
+    parsed = parse(args, true);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err.write(`leadpost erase: ${error.message}\n\n${ERASE_USAGE}\n`);
+    return 2;
+  }
+  if (parsed === 'help') {
+    io.out.write(`${ERASE_USAGE}\n`);
+    return 0;
+  }
+  const { consumer, suppress, json } = parsed;
+  const { created, erasure } = await withService(env, ({ eraser }) => eraser.erase({ ...consumer, suppress, principal: 'cli' }));
+  if (json) io.out.write(`${JSON.stringify({ created, ...erasure })}\n`);
+  else {
+    io.out.write(`${created ? 'erased' : 'already erased, nothing new'}: erasure ${erasure.erasure_id}, ${erasure.leads_erased} lead(s)${erasure.suppressed ? ', suppressed' : ''}\n`);
+    if (erasure.lead_ids.length > 0) io.out.write(`leads: ${erasure.lead_ids.join(' ')}\n`);
+  }
+  return 0;
+}
+
+export async function runConsumerCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
+  if (args[0] !== 'show') {
+    const help = args.length === 0 || args[0] === '--help' || args[0] === '-h';
+    (help ? io.out : io.err).write(`${SHOW_USAGE}\n`);
+    return help ? 0 : 2;
+  }
+  let parsed;
+  try {
+    parsed = parse(args.slice(1), false);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err.write(`leadpost consumer show: ${error.message}\n\n${SHOW_USAGE}\n`);
+    return 2;
+  }
+  if (parsed === 'help') {
+    io.out.write(`${SHOW_USAGE}\n`);
+    return 0;
+  }
+  const { consumer, json } = parsed;
+  const leads = await withService(env, async ({ leadIds, readBack }) => {
+    const principal = { role: 'admin' as const, name: 'cli', keyId: 'cli' };
+    const rows = await Promise.all((await leadIds(consumer)).map((id) => readBack.lead(principal, String(id))));
+    return rows.filter((row) => row !== null);
+  });
+  for (const lead of leads) {
+    if (json) io.out.write(`${JSON.stringify(lead)}\n`);
+    else io.out.write(`lead ${String(lead.lead_id)} ${String(lead.received_at)} ${String(lead.code)} ${lead.buyer ? `buyer ${String(lead.buyer)} ` : ''}${JSON.stringify(lead.lead)}\n`);
+  }
+  if (!json) io.out.write(`${leads.length} lead(s)\n`);
+  return 0;
+}

@@ -1,0 +1,365 @@
+import { createHash } from 'node:crypto';
+import type { EventStore, Position } from '../event-store/port.js';
+import { type LeadContacts, type LeadEvent, leadStream } from '../events/lead-events.js';
+import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
+import type { PiiEnvelope } from '../leads/lead.js';
+import type { ReadModelStore } from '../read-models/port.js';
+import type { ContactHashes } from '../personal-data/contact-hashes.js';
+import type { PersonalDataKeys } from '../personal-data/data-keys.js';
+import type { ContactRegistry } from './contacts.js';
+import { type Decider, handleCommand, readFolded } from './handler.js';
+
+// Erasure on a consumer's request, by crypto-shredding: the data keys of every lead of the
+// consumer are destroyed, so the sealed personal fields in the event store can never be read
+// again, although the events themselves are never rewritten. Each lead's stream records
+// LeadPersonalDataErased (the projections drop their copies, a pending delivery is cancelled),
+// and the erasure's own stream, `erasure-{id}`, records ConsumerErased: the contact hashes, the
+// lead ids, when and by whom; no personal data.
+//
+// The erasure id is derived from the consumer's contact hashes, so asking again (after a crash
+// half-way, or a retried request) continues the same erasure, and every step is idempotent: a
+// destroyed key stays destroyed, a lead already marked is not marked again, and a lead is
+// reported in ConsumerErased once (its stream is appended at the revision read, so two requests
+// racing report each lead once). A lead posted while an erasure runs is found by the next look
+// (the erasure looks again after each round, up to the event store's head), so when the answer
+// is given, every lead recorded up to its last look (`as_of`) is erased.
+//
+// A process whose key cache still holds a destroyed key (another instance, a CLI) must not open
+// the lead with it: every reader checks the lead's mark first (the read models are scrubbed
+// before the erasure answers; readers of a lead's stream look for the mark in it).
+//
+// The same per-lead step, with LeadPersonalDataExpired, is what the retention sweep records.
+
+/** A consumer as an erasure or access request names it: the keyed hashes of its contacts. */
+export type ConsumerContacts = Partial<LeadContacts>;
+
+export interface ConsumerErased {
+  readonly type: 'ConsumerErased';
+  readonly data: {
+    readonly erasure_id: string;
+    readonly contacts: ConsumerContacts;
+    readonly lead_ids: number[];
+    readonly suppressed: boolean;
+    /** The API key (its name and role) or `cli` that asked. */
+    readonly principal: string;
+    readonly erased_at: string;
+    /** The event store's head when the leads were looked up: every lead of the consumer up to it is erased. */
+    readonly looked_up_to: Position;
+  };
+}
+
+const erasureStream = (erasureId: string): string => `erasure-${erasureId}`;
+
+/** The erasure's stream: which leads it reported, whether it suppressed the contacts. */
+interface ErasureState {
+  readonly exists: boolean;
+  readonly reported: ReadonlySet<number>;
+  readonly suppressed: boolean;
+}
+
+/** Records a round of an erasure: the leads not reported before, once. */
+const erasureDecider: Decider<ConsumerErased['data'], ErasureState, ConsumerErased> = {
+  initialState: { exists: false, reported: new Set(), suppressed: false },
+  evolve(state, event) {
+    if (event.type !== 'ConsumerErased') return state;
+    return { exists: true, reported: new Set([...state.reported, ...event.data.lead_ids]), suppressed: state.suppressed || event.data.suppressed };
+  },
+  decide(data, state) {
+    const leadIds = data.lead_ids.filter((id) => !state.reported.has(id));
+    if (leadIds.length === 0 && state.exists && !(data.suppressed && !state.suppressed)) return [];
+    return [{ type: 'ConsumerErased', data: { ...data, lead_ids: leadIds } }];
+  },
+};
+
+/** The erasure id of a consumer: a hash of its contact hashes (which are keyed: not reversible). */
+function erasureIdOf(contacts: ConsumerContacts): string {
+  return createHash('sha256')
+    .update(JSON.stringify([contacts.email ?? null, contacts.mobile ?? null]))
+    .digest('hex')
+    .slice(0, 32);
+}
+
+/** What the lead's stream says about its personal data and its delivery. */
+interface LeadShredState {
+  readonly leadId: number | null;
+  readonly keyId: string | null;
+  readonly gone: boolean;
+  readonly test: boolean;
+  readonly target: { readonly buyer: string | null; readonly bucket: string | null } | null;
+  readonly settled: boolean;
+  /** The buyer whose webhook received the lead. */
+  readonly webhookBuyer: string | null;
+  readonly attempts: number;
+  readonly correlationId: string | null;
+  readonly supplier: string | null;
+}
+
+type ShredCommand =
+  | { readonly type: 'Erase'; readonly erasureId: string; readonly now: Date }
+  | { readonly type: 'Expire'; readonly retentionDays: number; readonly now: Date };
+
+const initialShred: LeadShredState = {
+  leadId: null,
+  keyId: null,
+  gone: false,
+  test: false,
+  target: null,
+  settled: false,
+  webhookBuyer: null,
+  attempts: 0,
+  correlationId: null,
+  supplier: null,
+};
+
+const leadShredDecider: Decider<ShredCommand, LeadShredState, LeadEvent> = {
+  initialState: initialShred,
+  evolve(state, recorded) {
+    const event = recorded as LeadEvent;
+    switch (event.type) {
+      case 'LeadReceived': {
+        const pii = (event.data.lead as { pii?: PiiEnvelope } | null)?.pii;
+        return {
+          ...state,
+          leadId: event.data.lead_id,
+          keyId: pii?.key ?? null,
+          test: event.data.test,
+          supplier: event.data.supplier,
+          correlationId: leadCorrelation(recorded),
+        };
+      }
+      case 'LeadRouted':
+        return event.data.target.kind === 'bucket' ? { ...state, target: { buyer: null, bucket: event.data.target.id } } : state;
+      case 'LeadSold':
+        return { ...state, target: { buyer: event.data.buyer, bucket: null } };
+      case 'LeadDeliveryAttempted':
+        return { ...state, attempts: Math.max(state.attempts, event.data.attempt) };
+      case 'LeadDelivered':
+        return { ...state, settled: true, webhookBuyer: event.data.via === 'webhook' ? event.data.buyer : state.webhookBuyer };
+      case 'LeadDeliveryFailed':
+        return event.data.next_attempt_at === null ? { ...state, settled: true } : state;
+      case 'LeadDeliveryCancelled':
+        return { ...state, settled: true };
+      case 'LeadPersonalDataErased':
+      case 'LeadPersonalDataExpired':
+        return { ...state, gone: true };
+      default:
+        return state;
+    }
+  },
+  decide(command, state) {
+    if (state.leadId === null || state.gone) return [];
+    const at = command.now.toISOString();
+    const lead_id = state.leadId;
+    const hadDelivery = state.target !== null && !state.test;
+    const events: LeadEvent[] = [
+      command.type === 'Erase'
+        ? {
+            type: 'LeadPersonalDataErased',
+            data: { lead_id, erasure_id: command.erasureId, had_delivery: hadDelivery, notify_buyer: state.webhookBuyer, erased_at: at },
+          }
+        : { type: 'LeadPersonalDataExpired', data: { lead_id, retention_days: command.retentionDays, had_delivery: hadDelivery, expired_at: at } },
+    ];
+    // A delivery not made yet is never made: there is nothing left to deliver.
+    if (hadDelivery && !state.settled) {
+      const { buyer, bucket } = state.target!;
+      const reason = command.type === 'Erase' ? 'erased' : 'expired';
+      events.push({ type: 'LeadDeliveryCancelled', data: { lead_id, buyer, bucket, attempts: state.attempts, reason, cancelled_at: at } });
+    }
+    return events;
+  },
+};
+
+/**
+ * Shreds leads: destroys their data keys (all in one key-store write), then records why on each
+ * lead's stream. Idempotent: a lead already shredded changes nothing. A crash between the two
+ * steps leaves destroyed keys and no marks, which the next run adds. Resolves to the ids marked now.
+ */
+export async function shredLeads(
+  store: EventStore,
+  keys: PersonalDataKeys,
+  leadIds: readonly number[],
+  command: ShredCommand,
+  cause: string,
+): Promise<number[]> {
+  const marked: number[] = [];
+  for (let from = 0; from < leadIds.length; from += SHRED_BATCH) {
+    const batch = leadIds.slice(from, from + SHRED_BATCH);
+    const read = await Promise.all(batch.map(async (id) => ({ id, folded: await readFolded(store, leadStream(id), leadShredDecider) })));
+    const due = read.filter(({ folded }) => folded.state.leadId !== null && !folded.state.gone);
+    const keyIds = due.map(({ folded }) => folded.state.keyId).filter((key) => key !== null);
+    if (keyIds.length > 0) await keys.destroy(keyIds);
+    await Promise.all(
+      due.map(async ({ id, folded }) => {
+        const handled = await handleCommand(store, leadStream(id), leadShredDecider, command, {
+          from: folded,
+          metadata: (state) =>
+            leadEventMetadata({ traceId: null, correlationId: state.correlationId, causationId: cause, supplierId: state.supplier }, command.now),
+        });
+        if (handled.events.length > 0) marked.push(id);
+      }),
+    );
+  }
+  return marked.sort((a, b) => a - b);
+}
+
+/** Leads read and shredded together: one key-store write for their keys, their marks appended side by side. */
+const SHRED_BATCH = 50;
+
+export interface ConsumerLeadsDeps {
+  readonly store: EventStore;
+  readonly readModels: ReadModelStore;
+  /** The leads collection being served. */
+  readonly leads: () => string;
+  /** Resolves once the read models reflect the store up to `position`. */
+  readonly caughtUp: (position: Position) => Promise<void>;
+}
+
+const PAGE = 500;
+
+/**
+ * The ids of every lead recorded with either contact, oldest first, as of the event store's head
+ * when asked: the read models are waited for up to it first, so a lead just posted is found.
+ */
+export async function consumerLeadIds(deps: ConsumerLeadsDeps, contacts: ConsumerContacts): Promise<number[]> {
+  return (await consumerLeadsAsOf(deps, contacts)).ids;
+}
+
+/** consumerLeadIds, with the head they are complete up to. */
+async function consumerLeadsAsOf(deps: ConsumerLeadsDeps, contacts: ConsumerContacts): Promise<{ ids: number[]; head: Position }> {
+  const head = await deps.store.headPosition();
+  await deps.caughtUp(head);
+  const ids = new Set<number>();
+  for (const [field, hash] of [['contact_email', contacts.email], ['contact_mobile', contacts.mobile]] as const) {
+    if (!hash) continue;
+    let after: { value: string; id: string } | undefined;
+    for (;;) {
+      const docs = await deps.readModels.find(deps.leads(), { filter: { [field]: hash }, sort: { field: 'received_at', direction: 'asc' }, ...(after ? { after } : {}), limit: PAGE });
+      for (const doc of docs) ids.add(Number(doc._id));
+      const last = docs.at(-1);
+      if (docs.length < PAGE || !last) break;
+      after = { value: String(last.received_at), id: last._id };
+    }
+  }
+  return { ids: [...ids].sort((a, b) => a - b), head };
+}
+
+export interface ErasureDeps extends ConsumerLeadsDeps {
+  readonly keys: PersonalDataKeys;
+  readonly hashes: ContactHashes;
+  readonly contacts: ContactRegistry;
+  readonly now: () => Date;
+}
+
+/** An erasure as its stream tells it: every request that erased something, in order. */
+export interface ErasureRecord {
+  readonly erasure_id: string;
+  readonly status: 'completed';
+  /** Which contacts named the consumer (never their values). */
+  readonly fields: Array<'email' | 'mobile'>;
+  readonly suppressed: boolean;
+  readonly leads_erased: number;
+  readonly lead_ids: number[];
+  readonly first_erased_at: string;
+  readonly last_erased_at: string;
+  /** Every lead of the consumer recorded up to this place in the event log is erased. */
+  readonly as_of: Position;
+  readonly requests: Array<{ readonly erased_at: string; readonly principal: string; readonly lead_ids: number[]; readonly suppressed: boolean }>;
+}
+
+export interface ErasureRequest {
+  /** Normalised (lower-cased e-mail, E.164 mobile); at least one. */
+  readonly email?: string;
+  readonly mobile?: string;
+  readonly suppress: boolean;
+  /** Who asked, for the record. */
+  readonly principal: string;
+}
+
+/**
+ * Rounds of "look, erase what is new" an erasure makes while posts of the consumer keep arriving;
+ * what arrives after the last look is left to the next request (the answer's `as_of` says where
+ * it stopped).
+ */
+const MAX_ROUNDS = 5;
+
+export class ConsumerEraser {
+  constructor(private readonly deps: ErasureDeps) {}
+
+  /** The consumer's contact hashes. */
+  contactsOf(request: { readonly email?: string | undefined; readonly mobile?: string | undefined }): ConsumerContacts {
+    return {
+      ...(request.email ? { email: this.deps.hashes.hash('email', request.email) } : {}),
+      ...(request.mobile ? { mobile: this.deps.hashes.hash('mobile', request.mobile) } : {}),
+    };
+  }
+
+  /**
+   * Erases every lead of the consumer and records it. `created` is false when nothing new was
+   * erased (the same erasure asked again): the answer is then the record as it stood.
+   */
+  async erase(request: ErasureRequest): Promise<{ created: boolean; erasure: ErasureRecord }> {
+    const contacts = this.contactsOf(request);
+    const erasureId = erasureIdOf(contacts);
+    const stream = erasureStream(erasureId);
+    let folded = await readFolded(this.deps.store, stream, erasureDecider);
+    let created = false;
+    let lastLook: Position | null = null;
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      const look = await consumerLeadsAsOf(this.deps, contacts);
+      lastLook = look.head;
+      const fresh = look.ids.filter((id) => !folded.state.reported.has(id));
+      const suppressNow = request.suppress && !folded.state.suppressed;
+      // Nothing new, and the request is on record: done.
+      if (fresh.length === 0 && !suppressNow && folded.state.exists) break;
+      const now = this.deps.now();
+      await shredLeads(this.deps.store, this.deps.keys, fresh, { type: 'Erase', erasureId, now }, `erasure:${erasureId}`);
+      if (suppressNow) for (const hash of Object.values(contacts)) await this.deps.contacts.suppress(hash, erasureId, now);
+      const data: ConsumerErased['data'] = {
+        erasure_id: erasureId,
+        contacts,
+        lead_ids: fresh,
+        suppressed: request.suppress,
+        principal: request.principal,
+        erased_at: now.toISOString(),
+        looked_up_to: look.head,
+      };
+      // At the revision read: of two requests racing, the second reports only what the first did not.
+      const handled = await handleCommand(this.deps.store, stream, erasureDecider, data, {
+        from: folded,
+        metadata: { occurred_at: data.erased_at, causation_id: `erasure:${erasureId}` },
+      });
+      folded = handled;
+      if (handled.events.length > 0) created = true;
+      // The answer waits for the read models to show the marks: no instance serves a copy after it.
+      await this.deps.caughtUp(await this.deps.store.headPosition());
+    }
+    const erasure = (await this.record(erasureId))!;
+    return { created, erasure: { ...erasure, as_of: lastLook ?? erasure.as_of } };
+  }
+
+  /** The erasure as recorded; null when there is none with that id. */
+  async record(erasureId: string): Promise<ErasureRecord | null> {
+    if (!/^[0-9a-f]{32}$/.test(erasureId)) return null;
+    const events = await this.history(erasureId);
+    if (events.length === 0) return null;
+    const first = events[0]!.data;
+    const leadIds = events.flatMap((e) => e.data.lead_ids);
+    return {
+      erasure_id: erasureId,
+      status: 'completed',
+      fields: (['email', 'mobile'] as const).filter((field) => first.contacts[field] !== undefined),
+      suppressed: events.some((e) => e.data.suppressed),
+      leads_erased: leadIds.length,
+      lead_ids: leadIds,
+      first_erased_at: first.erased_at,
+      last_erased_at: events.at(-1)!.data.erased_at,
+      as_of: events.at(-1)!.data.looked_up_to,
+      requests: events.map((e) => ({ erased_at: e.data.erased_at, principal: e.data.principal, lead_ids: e.data.lead_ids, suppressed: e.data.suppressed })),
+    };
+  }
+
+  private async history(erasureId: string): Promise<ConsumerErased[]> {
+    const events = await this.deps.store.readStream(erasureStream(erasureId));
+    return events.filter((e) => e.type === 'ConsumerErased') as unknown as ConsumerErased[];
+  }
+}

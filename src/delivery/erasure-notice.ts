@@ -1,0 +1,93 @@
+import { type Decider, handleCommand, readFolded } from '../commands/handler.js';
+import type { EventStore } from '../event-store/port.js';
+import { type LeadEvent, leadStream } from '../events/lead-events.js';
+import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
+import type { Buyer } from '../routing/load-config.js';
+import { outcomeOf } from './attempt.js';
+import { type WebhookPost, postWebhook } from './post-webhook.js';
+import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from './signature.js';
+
+// The `lead.erased` notice: a webhook buyer that received a lead whose personal data was later
+// erased is told so, with a POST of {"type": "lead.erased", "lead_id"} signed like a delivery
+// (X-Leadpost-Signature over the timestamp and body, with the buyer's secret), so it can delete
+// its own copy. Recorded on the lead's stream (ErasureNoticeSent / ErasureNoticeFailed) and
+// retried like a delivery: the same backoff, Retry-After and max_attempts. An outcome is appended
+// at the revision read, so two instances never record one attempt twice; the buyer drops a copy
+// it already had by the Idempotency-Key `lead-erased-<id>`.
+
+interface NoticeState {
+  readonly buyer: string | null;
+  readonly correlationId: string | null;
+  readonly supplier: string | null;
+  readonly attempts: number;
+  readonly done: boolean;
+  readonly nextAttemptAt: string | null;
+}
+
+type NoticeOutcome = Extract<LeadEvent, { type: 'ErasureNoticeSent' | 'ErasureNoticeFailed' }>;
+
+const noticeDecider: Decider<{ readonly attempt: number; readonly outcome: NoticeOutcome }, NoticeState, LeadEvent> = {
+  initialState: { buyer: null, correlationId: null, supplier: null, attempts: 0, done: false, nextAttemptAt: null },
+  evolve(state, recorded) {
+    const event = recorded as LeadEvent;
+    switch (event.type) {
+      case 'LeadReceived':
+        return { ...state, supplier: event.data.supplier, correlationId: leadCorrelation(recorded) };
+      case 'LeadPersonalDataErased':
+        return event.data.notify_buyer ? { ...state, buyer: event.data.notify_buyer } : state;
+      case 'ErasureNoticeSent':
+        return { ...state, attempts: event.data.attempt, done: true };
+      case 'ErasureNoticeFailed':
+        return { ...state, attempts: event.data.attempt, done: event.data.next_attempt_at === null, nextAttemptAt: event.data.next_attempt_at };
+      default:
+        return state;
+    }
+  },
+  // An attempt is recorded once: a second instance that sent the same attempt records nothing.
+  decide: (command, state) => (state.buyer !== null && !state.done && state.attempts === command.attempt - 1 ? [command.outcome] : []),
+};
+
+export interface NoticeDeps {
+  readonly events: EventStore;
+  readonly buyer: (id: string) => Buyer | undefined;
+  readonly env: NodeJS.ProcessEnv;
+  readonly now: () => Date;
+  readonly backoff: (attempt: number) => number;
+  readonly agent: WebhookPost['agent'];
+}
+
+/** Sends the lead's `lead.erased` notice if one is due now; what it recorded, or why not. */
+export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promise<NoticeOutcome['type'] | 'skipped'> {
+  const stream = leadStream(leadId);
+  const read = await readFolded(deps.events, stream, noticeDecider);
+  const { buyer: buyerId, done, nextAttemptAt } = read.state;
+  if (buyerId === null || done) return 'skipped';
+  if (nextAttemptAt !== null && Date.parse(nextAttemptAt) > deps.now().getTime()) return 'skipped';
+  const buyer = deps.buyer(buyerId);
+  if (!buyer || buyer.delivery.kind !== 'webhook') return 'skipped';
+  const delivery = buyer.delivery;
+  const attempt = read.state.attempts + 1;
+  const body = JSON.stringify({ type: 'lead.erased', lead_id: leadId });
+  const timestamp = String(Math.floor(deps.now().getTime() / 1000));
+  const secret = delivery.secret_env ? deps.env[delivery.secret_env] || null : null;
+  const headers: Record<string, string> = { 'Content-Type': 'application/json', 'Idempotency-Key': `lead-erased-${leadId}`, [TIMESTAMP_HEADER]: timestamp };
+  if (secret) headers[SIGNATURE_HEADER] = signDelivery(secret, timestamp, body);
+  const result = await postWebhook({ url: delivery.url, body, headers, timeoutMs: delivery.timeout_ms, agent: deps.agent });
+  const at = deps.now();
+  // The delivery's rules decide what the answer means (2xx done; 408, 425, 429, 5xx and no answer retried).
+  const sale = { lead_id: leadId, buyer: buyerId, revenue: 0, currency: 'USD', sold_at: at.toISOString() };
+  const judged = outcomeOf(result, { sale, attempt, maxAttempts: delivery.max_attempts, now: at, retryInMs: deps.backoff(attempt) });
+  const outcome: NoticeOutcome =
+    judged.type === 'LeadDelivered'
+      ? { type: 'ErasureNoticeSent', data: { lead_id: leadId, buyer: buyerId, attempt, status: judged.data.status ?? 0, sent_at: at.toISOString() } }
+      : {
+          type: 'ErasureNoticeFailed',
+          data: { lead_id: leadId, buyer: buyerId, attempt, status: judged.data.status, error: judged.data.error, next_attempt_at: judged.data.next_attempt_at, failed_at: at.toISOString() },
+        };
+  const handled = await handleCommand(deps.events, stream, noticeDecider, { attempt, outcome }, {
+    from: read,
+    metadata: (state) =>
+      leadEventMetadata({ traceId: null, correlationId: state.correlationId, causationId: `erasure-notice:${leadId}`, supplierId: state.supplier }, at),
+  });
+  return handled.events.length > 0 ? outcome.type : 'skipped';
+}

@@ -1,0 +1,86 @@
+import type Router from '@koa/router';
+import type { ConsumerEraser } from '../commands/erasure.js';
+import type { FieldError } from '../leads/outcome.js';
+import { normaliseConsumer } from '../leads/validate.js';
+import type { ReadBack } from '../read-models/read-back.js';
+import { type Authenticate, authenticate, requireRole } from './auth.js';
+import { parseJsonObject, readBody, requireJson } from './body.js';
+import { ShellError } from './errors.js';
+import type { ShellState } from './state.js';
+
+// A consumer's rights over its personal data, for an admin acting on the consumer's request:
+// erasure (POST /functions/erasures, GET /functions/erasures/{id}) and access
+// (GET /functions/consumers). A consumer is named by e-mail and/or mobile, normalised as a posted
+// lead's are; neither value is ever echoed, logged or put in a stream name.
+
+export interface ErasureRouteDeps {
+  readonly eraser: ConsumerEraser;
+  /** The consumer's lead ids, as of the event store's head when asked. */
+  readonly leadIdsOf: (consumer: { email?: string; mobile?: string }) => Promise<number[]>;
+  readonly readBack: ReadBack;
+  readonly bodyBytes: number;
+}
+
+const ERASURE_FIELDS = ['email', 'mobile', 'suppress'];
+
+function invalid(errors: FieldError[]): never {
+  throw new ShellError('INVALID', {}, 'invalid consumer', errors);
+}
+
+export function registerErasureRoutes(router: Router<ShellState>, lookup: Authenticate, deps: ErasureRouteDeps): void {
+  const admin = [authenticate(lookup), requireRole('admin')];
+
+  router.post('/functions/erasures', ...admin, requireJson(), async (ctx) => {
+    const body = parseJsonObject(await readBody(ctx.req, deps.bodyBytes));
+    const errors: FieldError[] = Object.keys(body)
+      .filter((field) => !ERASURE_FIELDS.includes(field))
+      .slice(0, 20)
+      .map((field) => ({ field: field.slice(0, 64), code: 'unknown_field', message: `${field.slice(0, 64)} is not a field of an erasure` }));
+    if (body.suppress !== undefined && typeof body.suppress !== 'boolean') errors.push({ field: 'suppress', code: 'wrong_type', message: 'suppress must be boolean' });
+    const checked = normaliseConsumer(body);
+    if (!checked.ok) errors.push(...checked.errors);
+    if (errors.length > 0 || !checked.ok) invalid(errors);
+    const principal = ctx.state.principal!;
+    const { created, erasure } = await deps.eraser.erase({ ...checked.consumer, suppress: body.suppress === true, principal: `${principal.role}:${principal.name}` });
+    ctx.status = created ? 201 : 200;
+    ctx.set('Location', `/functions/erasures/${erasure.erasure_id}`);
+    ctx.body = {
+      ok: true,
+      trace_id: ctx.state.traceId,
+      code: 'OK',
+      message: created ? `Consumer erased: ${erasure.leads_erased} lead(s).` : 'Already erased: nothing new to erase.',
+      erasure,
+    };
+  });
+
+  router.get('/functions/erasures/:erasure_id', ...admin, async (ctx) => {
+    const erasure = await deps.eraser.record(ctx.params.erasure_id ?? '');
+    if (!erasure) throw new ShellError('NOT_FOUND');
+    ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'Erasure found.', erasure };
+  });
+
+  router.get('/functions/consumers', ...admin, async (ctx) => {
+    const query: Record<string, unknown> = {};
+    const errors: FieldError[] = [];
+    for (const [name, value] of Object.entries(ctx.query)) {
+      if (name !== 'email' && name !== 'mobile') errors.push({ field: name.slice(0, 64), code: 'unknown_field', message: `${name.slice(0, 64)} is not a query parameter here` });
+      else if (Array.isArray(value)) errors.push({ field: name, code: 'repeated', message: `${name} may be given once` });
+      else query[name] = value;
+    }
+    const checked = normaliseConsumer(query);
+    if (!checked.ok) errors.push(...checked.errors);
+    if (errors.length > 0 || !checked.ok) invalid(errors);
+    const ids = await deps.leadIdsOf(checked.consumer);
+    const principal = ctx.state.principal!;
+    const leads = (await Promise.all(ids.map((id) => deps.readBack.lead(principal, String(id))))).filter((lead) => lead !== null);
+    ctx.body = {
+      ok: true,
+      trace_id: ctx.state.traceId,
+      code: 'OK',
+      message: `${leads.length} lead(s) of this consumer.`,
+      leads_found: leads.length,
+      items: leads,
+      position: deps.readBack.position,
+    };
+  });
+}

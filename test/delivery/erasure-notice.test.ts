@@ -1,0 +1,74 @@
+import { expect } from 'chai';
+import { verifyDelivery } from '../../src/delivery/signature.js';
+import { BuyerEndpoint, type ReceivedDelivery } from './buyer-endpoint.js';
+import { DeliveryHarness, SECRET_ENV, sleep, until } from './harness.js';
+
+// After an erasure, a webhook buyer that received the lead gets a signed {"type":"lead.erased",
+// "lead_id"} notice, recorded and retried like a delivery; a delivery not made yet is never made.
+
+const SECRET = 'notice-secret-7f3a';
+
+describe('erasure and webhook buyers', function () {
+  this.timeout(60_000);
+  let endpoint: BuyerEndpoint;
+  let harness: DeliveryHarness;
+  // The first notice is answered 503, the next ones 200: the notice is retried.
+  let failNotices = 1;
+  const notices = () => endpoint.received.filter((r) => r.body.type === 'lead.erased');
+
+  before(async function () {
+    process.env[SECRET_ENV] = SECRET;
+    endpoint = await BuyerEndpoint.start((request: ReceivedDelivery) => {
+      if (request.body.type === 'lead.erased' && failNotices > 0) {
+        failNotices -= 1;
+        return 503;
+      }
+      return 200;
+    });
+    harness = await DeliveryHarness.start(endpoint, { secret_env: SECRET_ENV });
+  });
+
+  after(async function () {
+    await harness?.stop();
+    await endpoint?.stop();
+    delete process.env[SECRET_ENV];
+  });
+
+  it('the buyer that received the lead gets a signed lead.erased notice, retried until it takes it, recorded on the lead', async function () {
+    harness.worker();
+    const admin = await harness.svc.key('admin', 'root');
+    const { leadId, lead } = await harness.sell({ zip: '90210' });
+    await harness.rowWith(leadId, 'delivered');
+    const erased = await harness.svc.post({ email: lead.email }, { 'x-api-key': admin }, '/functions/erasures');
+    expect(erased.status, erased.text).to.equal(201);
+    await until(async () => (await harness.ofType(leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => JSON.stringify(notices().map((n) => n.text)));
+    const sent = notices().filter((n) => n.body.lead_id === leadId);
+    expect(sent).to.have.length(2);
+    for (const notice of sent) {
+      expect(JSON.parse(notice.text)).to.deep.equal({ type: 'lead.erased', lead_id: leadId });
+      expect(notice.headers['idempotency-key']).to.equal(`lead-erased-${leadId}`);
+      const timestamp = notice.headers['x-leadpost-timestamp'] as string;
+      expect(verifyDelivery(SECRET, timestamp, notice.text, notice.headers['x-leadpost-signature'] as string)).to.equal(true);
+    }
+    const failed = await harness.ofType<{ attempt: number; status: number }>(leadId, 'ErasureNoticeFailed');
+    expect(failed.map((f) => [f.attempt, f.status])).to.deep.equal([[1, 503]]);
+    expect(await harness.ofType(leadId, 'ErasureNoticeSent')).to.have.length(1).and.to.have.nested.property('[0].attempt', 2);
+    // Once taken, never sent again.
+    await sleep(300);
+    expect(notices().filter((n) => n.body.lead_id === leadId)).to.have.length(2);
+    expect(await harness.row(leadId)).to.include({ notice: 'sent', status: 'delivered', erased: true });
+  });
+
+  it('a webhook delivery not made yet is cancelled, never sent; its buyer gets no notice', async function () {
+    await harness.stopWorkers();
+    const admin = await harness.svc.key('admin', 'root-2');
+    const { leadId, lead } = await harness.sell({ zip: '90210' });
+    const erased = await harness.svc.post({ mobile: lead.mobile }, { 'x-api-key': admin }, '/functions/erasures');
+    expect(erased.status, erased.text).to.equal(201);
+    await harness.rowWith(leadId, 'cancelled');
+    harness.worker();
+    await sleep(500);
+    expect(endpoint.forLead(leadId)).to.deep.equal([]);
+    expect((await harness.events(leadId)).map((e) => e.type)).to.include.members(['LeadPersonalDataErased', 'LeadDeliveryCancelled']).and.not.include('LeadDeliveryAttempted');
+  });
+});

@@ -1,0 +1,320 @@
+import Database from 'better-sqlite3';
+import { expect } from 'chai';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runEventsCommand } from '../../src/cli/events.js';
+import type { RecordedEvent } from '../../src/event-store/index.js';
+import { leadStream } from '../../src/events/lead-events.js';
+import { PERSONAL_FIELDS } from '../../src/leads/lead.js';
+import { collectionName } from '../../src/projections/runner.js';
+import { runChild } from '../support/child.js';
+import { type Reply, TestService, leadWith, testMobile } from '../support/service.js';
+import { tempDir } from '../support/tmp.js';
+
+// Erasure on a consumer's request: every lead of that consumer (sold, rejected, test) loses its
+// personal data for good (its data key destroyed), the read models drop their copies, a pending
+// delivery is cancelled, reports and outcomes stay; other consumers are untouched. Proven on the
+// bytes: after the erasure and a checkpoint, nothing of the consumer is in any file of the data
+// dir nor in the logs.
+
+const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
+
+interface Consumer {
+  readonly first_name: string;
+  readonly last_name: string;
+  readonly email: string;
+  readonly mobile: string;
+  readonly national: string;
+}
+
+const run = (Date.now() % 100_000) + 300_000;
+const CONSUMERS: Consumer[] = [
+  ['Philippa', 'Throckmorton'],
+  ['Cornelius', 'Vanderhoeven'],
+  ['Octavia', 'Blackwood-Pryce'],
+].map(([first_name, last_name], i) => {
+  const mobile = testMobile(run * 10 + i);
+  return { first_name: first_name!, last_name: last_name!, email: `${first_name!.toLowerCase()}.${run}@example.com`, mobile, national: mobile.slice(2) };
+});
+const [ERASED, KEPT_1, KEPT_2] = CONSUMERS as [Consumer, Consumer, Consumer];
+
+/** Every byte sequence that would give a consumer away: each value in UTF-8, UTF-16LE and UTF-16BE. */
+function needles(consumer: Consumer): Array<{ what: string; bytes: Buffer }> {
+  return (['first_name', 'last_name', 'email', 'mobile', 'national'] as const).flatMap((field) => [
+    { what: `${field} (UTF-8)`, bytes: Buffer.from(consumer[field], 'utf8') },
+    { what: `${field} (UTF-16LE)`, bytes: Buffer.from(consumer[field], 'utf16le') },
+    { what: `${field} (UTF-16BE)`, bytes: Buffer.from(consumer[field], 'utf16le').swap16() },
+  ]);
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name));
+}
+
+function found(contents: Array<{ where: string; bytes: Buffer }>, consumer: Consumer): string[] {
+  return needles(consumer).flatMap(({ what, bytes }) => contents.filter((c) => c.bytes.includes(bytes)).map((c) => `${what} in ${c.where}`));
+}
+
+const withoutAsOf = (erasure: unknown) => {
+  const { as_of: _asOf, ...rest } = erasure as Record<string, unknown>;
+  return rest;
+};
+
+const leadOf = (consumer: Consumer, overrides: Record<string, unknown> = {}) =>
+  leadWith(consumer.email, consumer.mobile, { first_name: consumer.first_name, last_name: consumer.last_name, ...overrides });
+
+async function eventsJson(dataDir: string, stream: string): Promise<RecordedEvent[]> {
+  let out = '';
+  const io = { out: { write: (t: string) => (out += t) }, err: { write: () => true } };
+  expect(await runEventsCommand([stream, '--json'], io, { LEADPOST_DATA_DIR: dataDir })).to.equal(0);
+  return out
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as RecordedEvent);
+}
+
+describe('erasure of a consumer', function () {
+  this.timeout(90_000);
+  const dir = tempDir('erasure');
+  let svc: TestService;
+  let admin: string;
+  let supplier: string;
+  let analyst: string;
+  const leadsOf = new Map<Consumer, number[]>();
+  let erasure: Reply;
+  let reportBefore: Reply;
+  let logs: string[] = [];
+  /** The wrapped data keys (as keys.db holds them) of the erased consumer's leads, and of another's. */
+  const wrappedKeys = new Map<Consumer, Buffer[]>();
+
+  const get = (path: string, key = admin) => svc.request('GET', path, { 'x-api-key': key });
+  const erase = (body: unknown, key = admin) => svc.post(body, { 'x-api-key': key }, '/functions/erasures');
+  const report = () => get('/functions/reports/summary?group_by=supplier,sid&test=include');
+
+  before(async function () {
+    svc = await TestService.start({ dataDir: dir.path });
+    supplier = await svc.key();
+    admin = await svc.key('admin', 'root');
+    analyst = await svc.key('analyst', 'ana');
+    for (const consumer of CONSUMERS) {
+      const ids: number[] = [];
+      // Sold, then a duplicate (rejected), then a test lead: each kind of lead an erasure must find.
+      for (const overrides of [{}, {}, { test: true }]) {
+        const reply = await svc.post(leadOf(consumer, overrides), { 'x-api-key': supplier });
+        expect(reply.status, reply.text).to.be.oneOf([201, 409]);
+        ids.push(reply.body.lead_id as number);
+      }
+      leadsOf.set(consumer, ids);
+    }
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    reportBefore = await report();
+    const keysDb = new Database(join(dir.path, 'keys.db'), { readonly: true });
+    try {
+      for (const consumer of [ERASED, KEPT_1]) {
+        const keyIds: string[] = [];
+        for (const id of leadsOf.get(consumer)!) {
+          const [received] = await svc.service.store.readStream(leadStream(id), { maxCount: 1 });
+          const key = ((received!.data as { lead: { pii?: { key: string } } | null }).lead?.pii?.key);
+          if (key) keyIds.push(key);
+        }
+        wrappedKeys.set(consumer, keyIds.map((key) => (keysDb.prepare('SELECT wrapped FROM data_keys WHERE id = ?').get(key) as { wrapped: Buffer }).wrapped));
+      }
+    } finally {
+      keysDb.close();
+    }
+    erasure = await erase({ email: ` ${ERASED.email.toUpperCase()} `, mobile: ERASED.national, suppress: true });
+  });
+
+  after(async function () {
+    await svc?.stop().catch(() => {});
+    dir.remove();
+  });
+
+  it('answers 201 with the erasure: every lead of the consumer, counted, and where to read it again', async function () {
+    expect(erasure.status, erasure.text).to.equal(201);
+    const record = erasure.body.erasure as Record<string, unknown>;
+    expect(record).to.include({ status: 'completed', suppressed: true, leads_erased: 3 });
+    expect(record.lead_ids).to.deep.equal(leadsOf.get(ERASED));
+    expect(record.fields).to.deep.equal(['email', 'mobile']);
+    expect(erasure.headers.location).to.equal(`/functions/erasures/${record.erasure_id as string}`);
+    expect(erasure.text).to.not.include(ERASED.email);
+    const again = await get(`/functions/erasures/${record.erasure_id as string}`);
+    expect(again.status, again.text).to.equal(200);
+    // The answer's as_of is its last look; the record's, the last look that erased something.
+    expect(withoutAsOf(again.body.erasure)).to.deep.equal(withoutAsOf(record));
+  });
+
+  it('asked again, it is the same erasure, reported once: 200 and nothing new', async function () {
+    const again = await erase({ email: ERASED.email, mobile: ERASED.mobile, suppress: true });
+    expect(again.status, again.text).to.equal(200);
+    expect(withoutAsOf(again.body.erasure)).to.deep.equal(withoutAsOf(erasure.body.erasure));
+  });
+
+  it('the lead view, the events route and the events CLI show erased: true and no personal field; outcomes stay', async function () {
+    const [sold, duplicate, test] = leadsOf.get(ERASED)!;
+    for (const id of [sold, duplicate, test]) {
+      const view = await get(`/functions/leads/${id}`);
+      expect(view.status, view.text).to.equal(200);
+      const lead = (view.body.lead as { lead: Record<string, unknown> }).lead;
+      expect(lead).to.include({ erased: true, zip: '90210', accident_state: 'CA' });
+      for (const field of [...PERSONAL_FIELDS, 'pii']) expect(lead, field).to.not.have.property(field);
+      const events = await get(`/functions/leads/${id}/events`);
+      const received = (events.body.items as Array<{ type: string; data: { lead: Record<string, unknown> } }>).find((e) => e.type === 'LeadReceived')!;
+      expect(received.data.lead).to.include({ erased: true });
+      expect(events.text).to.not.include(ERASED.email);
+      const cli = await eventsJson(dir.path, leadStream(id!));
+      expect(cli.map((e) => e.type)).to.include('LeadPersonalDataErased');
+      expect(JSON.stringify(cli)).to.not.include(ERASED.email);
+    }
+    expect(((await get(`/functions/leads/${sold}`)).body.lead as Record<string, unknown>)).to.include({ lead_status: 'sold', code: 'SOLD', revenue: 42.5 });
+    expect(((await get(`/functions/leads/${duplicate}`)).body.lead as Record<string, unknown>)).to.include({ lead_status: 'rejected', code: 'DUPLICATE' });
+  });
+
+  it('its pending delivery is cancelled and the delivery row keeps no envelope; the reports are unchanged', async function () {
+    const [sold] = leadsOf.get(ERASED)!;
+    const row = await svc.service.readModels.get(svc.service.projections.collection('deliveries'), String(sold));
+    expect(row).to.include({ status: 'cancelled', erased: true });
+    expect(row!.lead).to.not.have.property('pii');
+    const deliveries = await get('/functions/deliveries?buyer=acme-law');
+    const mine = (deliveries.body.items as Array<Record<string, unknown>>).find((d) => d.lead_id === sold)!;
+    expect(mine).to.include({ status: 'cancelled' });
+    expect(mine.lead).to.include({ erased: true });
+    const reportAfter = await report();
+    expect(reportAfter.body.items).to.deep.equal(reportBefore.body.items);
+  });
+
+  it('the other consumers read back whole over HTTP', async function () {
+    for (const consumer of [KEPT_1, KEPT_2]) {
+      const [sold] = leadsOf.get(consumer)!;
+      const view = await get(`/functions/leads/${sold}`);
+      expect((view.body.lead as { lead: Record<string, unknown> }).lead).to.include({
+        first_name: consumer.first_name,
+        last_name: consumer.last_name,
+        email: consumer.email,
+        mobile: consumer.mobile,
+        mobile_national: consumer.national,
+      });
+    }
+  });
+
+  it('suppressed: a later lead with that mobile or e-mail is rejected SUPPRESSED (422), naming the field, keeping no personal data', async function () {
+    for (const [body, field] of [
+      [leadWith(ERASED.email, testMobile(run * 10 + 7)), 'email'],
+      [leadWith(`other.${run}@example.com`, ERASED.mobile), 'mobile'],
+      [leadWith(ERASED.email, testMobile(run * 10 + 8), { test: true }), 'email'],
+    ] as const) {
+      const reply = await svc.post(body, { 'x-api-key': supplier });
+      expect(reply.status, reply.text).to.equal(422);
+      expect(reply.body).to.include({ code: 'SUPPRESSED', acceptance: 'rejected', lead_status: 'rejected', Response: 'Failure' });
+      expect(reply.body.errors).to.deep.equal([{ field, code: 'suppressed', message: `${field} is on the suppression list` }]);
+      const view = await get(`/functions/leads/${reply.body.lead_id as number}`);
+      expect((view.body.lead as Record<string, unknown>).lead).to.equal(null);
+    }
+  });
+
+  it('access: GET /functions/consumers gives an admin every lead of a consumer, opened, with its outcome', async function () {
+    const reply = await get(`/functions/consumers?email=${encodeURIComponent(KEPT_1.email)}`);
+    expect(reply.status, reply.text).to.equal(200);
+    expect(reply.body.leads_found).to.equal(3);
+    const items = reply.body.items as Array<Record<string, unknown>>;
+    expect(items.map((i) => i.lead_id)).to.deep.equal(leadsOf.get(KEPT_1));
+    // The test lead is checked against the real claims: a duplicate too.
+    expect(items.map((i) => i.code)).to.deep.equal(['SOLD', 'DUPLICATE', 'DUPLICATE']);
+    for (const item of items) expect(item.lead).to.include({ email: KEPT_1.email, first_name: KEPT_1.first_name });
+    // By mobile alone, in national form: the same leads.
+    const byMobile = await get(`/functions/consumers?mobile=${KEPT_1.national}`);
+    expect((byMobile.body.items as Array<Record<string, unknown>>).map((i) => i.lead_id)).to.deep.equal(leadsOf.get(KEPT_1));
+    // An erased consumer's leads are listed with their outcomes and without personal data.
+    const erased = await get(`/functions/consumers?mobile=${encodeURIComponent(ERASED.mobile)}`);
+    for (const item of erased.body.items as Array<Record<string, unknown>>) expect(item.lead === null || (item.lead as Record<string, unknown>).erased === true).to.equal(true);
+    expect(erased.text).to.not.include(ERASED.first_name);
+  });
+
+  it('only an admin may erase or look a consumer up; bad input names every field and never echoes it', async function () {
+    for (const key of [supplier, analyst]) {
+      expect((await erase({ email: KEPT_2.email }, key)).status).to.equal(403);
+      expect((await get(`/functions/consumers?email=${KEPT_2.email}`, key)).status).to.equal(403);
+    }
+    const empty = await erase({});
+    expect(empty.status, empty.text).to.equal(422);
+    expect((empty.body.errors as Array<{ field: string }>).map((e) => e.field)).to.deep.equal(['email', 'mobile']);
+    const bad = await erase({ email: 'not-an-address-secret', mobile: '12', suppress: 'yes', extra: 1 });
+    expect(bad.status, bad.text).to.equal(422);
+    expect((bad.body.errors as Array<{ field: string }>).map((e) => e.field).sort()).to.deep.equal(['email', 'extra', 'mobile', 'suppress']);
+    expect(bad.text).to.not.include('not-an-address-secret');
+    const query = await get('/functions/consumers?email=nope-secret&x=1');
+    expect(query.status).to.equal(422);
+    expect((query.body.errors as Array<{ field: string }>).map((e) => e.field).sort()).to.deep.equal(['email', 'x']);
+    expect(query.text).to.not.include('nope-secret');
+    expect((await get('/functions/erasures/0123')).status).to.equal(404);
+  });
+
+  it('leadpost consumer show and leadpost erase answer beside the running service; bad usage exits 2 naming the option, not the value', async function () {
+    const env = { LEADPOST_DATA_DIR: dir.path };
+    const shown = await runChild(['consumer', 'show', '--email', KEPT_1.email, '--json'], env, { script: BIN });
+    expect(shown.code, shown.stderr).to.equal(0);
+    const leads = shown.lines.map((line) => JSON.parse(line) as { lead_id: number; code: string; lead: Record<string, unknown> });
+    expect(leads.map((l) => l.lead_id)).to.deep.equal(leadsOf.get(KEPT_1));
+    expect(leads[0]!.lead).to.include({ email: KEPT_1.email, mobile: KEPT_1.mobile });
+    const again = await runChild(['erase', '--email', ERASED.email, '--mobile', ERASED.mobile], env, { script: BIN });
+    expect(again.code, again.stderr).to.equal(0);
+    // The leads refused SUPPRESSED since (no personal data, but the consumer's) are added to it.
+    expect(again.lines[0]).to.match(/^erased: erasure [0-9a-f]{32}, 6 lead\(s\), suppressed$/);
+    const bad = await runChild(['erase', '--email', 'no-at-sign-secret'], env, { script: BIN });
+    expect(bad.code).to.equal(2);
+    expect(bad.stderr).to.include('--email is not a valid e-mail address').and.not.include('no-at-sign-secret');
+    const none = await runChild(['erase'], env, { script: BIN });
+    expect(none.code).to.equal(2);
+    expect(none.stderr).to.include('--email or mobile is required');
+  });
+
+  it('an erasure of a consumer with no lead is recorded too, with no lead', async function () {
+    const reply = await erase({ email: `nobody.${run}@example.com` });
+    expect(reply.status, reply.text).to.equal(201);
+    expect(reply.body.erasure).to.include({ leads_erased: 0, suppressed: false });
+  });
+
+  it('replay after the erasure gives the same read models as the live ones, with no personal data', async function () {
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    const live = Object.fromEntries(svc.service.projections.all.map((r) => [r.projection.name, r.build]));
+    const replay = await runChild(['replay'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
+    expect(replay.code, replay.stderr).to.equal(0);
+    for (const [name, base] of [['leads', 'leads'], ['deliveries', 'deliveries'], ['reports', 'report_buckets'], ['reports', 'report_leads']] as const) {
+      const read = (build: string) => svc.service.readModels.find(collectionName(base, build), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
+      const rebuilt = /^.*now served from build (\S+)$/.exec(replay.lines.find((l) => l.startsWith(`${name}: now served`)) ?? '')?.[1];
+      expect(rebuilt, replay.lines.join('\n')).to.be.a('string');
+      const docs = await read(rebuilt!);
+      expect(docs, `${name}/${base} rebuilt equals live`).to.deep.equal(await read(live[name]!));
+      if (base === 'leads') {
+        for (const id of leadsOf.get(ERASED)!) expect(docs.find((d) => d._id === String(id))!.lead).to.include({ erased: true }).and.not.have.property('pii');
+      }
+    }
+  });
+
+  it('after a checkpoint, no byte of the erased consumer is in any file of the data dir nor in the logs; the others are still readable', async function () {
+    logs = [...svc.logs];
+    // Stopping closes every store: the WALs are checkpointed into their databases.
+    await svc.stop();
+    const contents = filesUnder(dir.path)
+      .filter(existsSync)
+      .map((file) => ({ where: file, bytes: readFileSync(file) }));
+    expect(contents.map((c) => c.where).some((f) => f.endsWith('keys.db'))).to.equal(true);
+    contents.push({ where: 'the logs', bytes: Buffer.from(logs.join(''), 'utf8') });
+    expect(found(contents, ERASED)).to.deep.equal([]);
+    // Shredded for real: the erased leads' wrapped keys are in no file (secure delete, WAL emptied);
+    // the other consumer's are still in keys.db.
+    expect(wrappedKeys.get(ERASED)).to.have.length(3);
+    for (const wrapped of wrappedKeys.get(ERASED)!) expect(contents.filter((c) => c.bytes.includes(wrapped)).map((c) => c.where)).to.deep.equal([]);
+    for (const wrapped of wrappedKeys.get(KEPT_1)!) expect(contents.some((c) => c.where.endsWith('keys.db') && c.bytes.includes(wrapped))).to.equal(true);
+    // The keys of the others are still there: their leads open after a restart.
+    svc = await TestService.start({ dataDir: dir.path });
+    const again = await svc.key('admin', 'root-2');
+    const view = await svc.request('GET', `/functions/leads/${leadsOf.get(KEPT_2)![0]}`, { 'x-api-key': again });
+    expect((view.body.lead as { lead: Record<string, unknown> }).lead).to.include({ email: KEPT_2.email, last_name: KEPT_2.last_name });
+    const erased = await svc.request('GET', `/functions/leads/${leadsOf.get(ERASED)![0]}`, { 'x-api-key': again });
+    expect((erased.body.lead as { lead: Record<string, unknown> }).lead).to.include({ erased: true });
+  });
+});
