@@ -191,9 +191,10 @@ export class ReadBack {
   /** The lead as the caller may see it; null when it does not exist for the caller. */
   async lead(principal: Principal, leadId: string): Promise<Record<string, unknown> | null> {
     if (!/^[1-9]\d{0,15}$/.test(leadId)) return null;
-    let view = (await this.deps.readModels.get(this.deps.collection('leads'), leadId)) as unknown as LeadView | null;
-    // Read-your-writes: a lead the projection has not reached yet is folded from its own stream.
-    view ??= leadViewFromEvents(await this.deps.events.readStream(leadStream(Number(leadId))));
+    // Folded from the lead's own stream, never from the read model: a read model may be behind
+    // (a projector catching up after a restart, or another instance's projector), and one lead's
+    // stream is a handful of events, so a supplier always reads the outcome it was answered.
+    const view = leadViewFromEvents(await this.deps.events.readStream(leadStream(Number(leadId))));
     if (!view || !mayRead(principal, view)) return null;
     const row = await this.leadRow(principal, view);
     if (view.ping) row.ping = { ...view.ping, ...(await this.pingBids(principal, view.ping.ping_id)) };
