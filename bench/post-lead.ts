@@ -10,6 +10,9 @@ import { START_NODE_ARGS, runChild } from '../test/support/child.js';
 import { CERT_URL } from '../test/support/service.js';
 import { tempDir } from '../test/support/tmp.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
+import { versionBuild } from '../src/projections/index.js';
+import { leadsProjection } from '../src/projections/projections.js';
+import { collectionName } from '../src/projections/runner.js';
 import { percentile } from './stats.js';
 
 const BIN = fileURLToPath(new URL('../../bin/leadpost.js', import.meta.url));
@@ -41,7 +44,7 @@ function projectionLag(dataDir: string) {
   let accepted = 0;
   const timer = setInterval(() => {
     for (const [id, since] of waiting) {
-      void readModels.get('leads_v1', id).then((doc) => {
+      void readModels.get(collectionName('leads', versionBuild(leadsProjection)), id).then((doc) => {
         if (doc && waiting.delete(id)) lags.push(performance.now() - since);
       });
     }
@@ -199,14 +202,20 @@ export async function benchBareKoa(seconds: number, warmup: number, durable = fa
   }
 }
 
-/** A `leadpost serve` child on a fresh data dir with one supplier key and one buyer that buys every CA lead. */
-export async function startBenchService(): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; stop(): Promise<void> }> {
+/**
+ * A `leadpost serve` child on a fresh data dir with one supplier key and one buyer that buys every
+ * CA lead. `prepare` writes to the event store before the service starts (more keys, a history).
+ */
+export async function startBenchService(
+  prepare?: (store: EmbeddedEventStore) => Promise<void>,
+): Promise<{ url: string; apiKey: string; dataDir: string; pid: number; stop(): Promise<void> }> {
   const dir = tempDir('bench-post');
   const routing = join(dir.path, 'routing.json');
   writeFileSync(routing, JSON.stringify({ buyers: [{ id: 'bench-buyer', price: 25, states: ['CA'], caps: [{ period: 'day', max: 100_000_000 }] }] }));
   const store = await EmbeddedEventStore.open(dir.path);
   const { id, secret } = newKeyMaterial();
   await changeKeys(store, (state) => issueKey(state, { role: 'supplier', name: 'bench', now: Date.now(), id, secret }));
+  await prepare?.(store);
   await store.close();
 
   const [port, httpPort] = [await freePort(), await freePort()];

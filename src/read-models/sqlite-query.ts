@@ -39,7 +39,13 @@ function equals(field: string, value: Scalar, params: Param[]): string {
 
 const COMPARATORS = { gte: '>=', lt: '<', lte: '<=' } as const;
 
-function predicateSql(p: Predicate, params: Param[]): string {
+/**
+ * A filter condition. `walking`: the statement reads a key field in order along its index, and a
+ * range on another field must not lead SQLite to read that field's index instead (then sort every
+ * row in the range): the range is checked on each row read (`+` makes the expression one no index
+ * matches). Equalities still narrow the walk, along an index on them then the key field.
+ */
+function predicateSql(p: Predicate, params: Param[], walking?: string): string {
   if (p.op === 'eq') return equals(p.field, p.value as Scalar, params);
   if (p.op === 'in') {
     const values = p.value as readonly Scalar[];
@@ -48,7 +54,8 @@ function predicateSql(p: Predicate, params: Param[]): string {
   }
   const bound = p.value as string | number;
   params.push(bound);
-  return `(${fieldExpr(p.field)} ${COMPARATORS[p.op]} ?${typeGuard(p.field, bound)})`;
+  const expr = walking !== undefined && walking !== p.field ? `+${fieldExpr(p.field)}` : fieldExpr(p.field);
+  return `(${expr} ${COMPARATORS[p.op]} ?${typeGuard(p.field, bound)})`;
 }
 
 /**
@@ -188,7 +195,7 @@ function windowArms(field: string, window: LeadingWindow): Array<(params: Param[
 export function leadingValuesSql(table: string, options: AggregateOptions, limit: number): SqlPart {
   const field = options.key[0]!.field;
   const params: Param[] = [];
-  const where = predicates(options.filter).map((p) => predicateSql(p, params));
+  const where = predicates(options.filter).map((p) => predicateSql(p, params, field));
   const from = options.after?.[0];
   if (typeof from === 'string') {
     params.push(from);
@@ -216,7 +223,7 @@ export function aggregateSql(table: string, options: AggregateOptions, window?: 
   const arms = window ? windowArms(options.key[0]!.field, window) : [() => []];
   const inner = arms.map((arm) => {
     const keys = options.key.map((part, i) => `${keyPartSql(part, params)} AS k${i}`);
-    const where = predicates(options.filter).map((p) => predicateSql(p, params));
+    const where = predicates(options.filter).map((p) => predicateSql(p, params, window ? options.key[0]!.field : undefined));
     where.push(...arm(params));
     return (
       `SELECT ${[...keys, ...sums, 'COUNT(*) AS n'].join(', ')} FROM "${table}"` +

@@ -316,6 +316,32 @@ describe('embedded read-model store (SQLite)', function () {
           raw.close();
         }
       });
+
+      it('a page of a report by s1 over the lead views walks their s1 index, not the index of the time range it is filtered on', async function () {
+        // The lead views are indexed on received_at too (the leads list): read along it, a page
+        // would group and sort every lead of the report's days.
+        await store.ensureIndexes(coll, leadsProjection.indexes.leads!);
+        await store.commit(projection, at(1), [{ op: 'put', collection: coll, id: 'a', position: at(1), doc: { supplier: 's', s1: 'c', received_at: 'h', report_received: 1 } }]);
+        const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+        try {
+          const plan = ({ sql, params }: { sql: string; params: unknown[] }) =>
+            (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+          const table = `rm_${coll}`;
+          const filter = { received_at: { $gte: '2026-10-01T00', $lt: '2026-10-31T00' }, report_received: 1, test: false };
+          const options = { filter, key: [{ field: 's1' }], sum: ['report_received'], limit: 51 };
+          for (const [scope, index] of [[{}, 's1'], [{ supplier: 's' }, 'supplier,s1']] as const) {
+            const scoped = { ...options, filter: { ...filter, ...scope }, after: ['c-1'] };
+            const leading = plan(leadingValuesSql(table, scoped, 52));
+            expect(leading, index).to.include(`USING INDEX ix_${table}(${index})`);
+            expect(leading, index).not.to.include('TEMP B-TREE');
+            const groups = plan(aggregateSql(table, scoped, { from: 'c-1', to: 'c-9' }));
+            expect(groups, index).to.include(`USING INDEX ix_${table}(${index})`);
+            expect(groups, index).not.to.include('received_at');
+          }
+        } finally {
+          raw.close();
+        }
+      });
     });
   });
   describe('commits on their own thread', function () {
