@@ -1,7 +1,8 @@
 import { type EventStore, type Position, START, comparePositions } from '../event-store/port.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import type { Projection } from './projections.js';
-import { ProjectionRunner } from './runner.js';
+import { REMEMBERED_LEADS, type ReceivedLeads, ProjectionRunner } from './runner.js';
+import { TwoGenerationCache } from '../two-generation-cache.js';
 import { versionBuild } from './index.js';
 
 /**
@@ -56,9 +57,12 @@ export async function rebuildProjections(
 ): Promise<RebuiltProjection[]> {
   const started = Date.now();
   const buildOf = options.build ?? ((projection: Projection) => `${versionBuild(projection)}_r${started}`);
+  // One memory of recent leads for all of them, as large as theirs would be together.
+  const receivedLeads: ReceivedLeads = new TwoGenerationCache(REMEMBERED_LEADS * projections.length);
   const runners = projections.map(
     (projection) =>
       new ProjectionRunner(events, readModels, projection, buildOf(projection), {
+        receivedLeads,
         batchSize: options.batchSize ?? 5000,
         // A store that pipelines commits writes on its own thread, which has time to spare while
         // this one folds: it keeps the indexes as it goes. Otherwise they are built at the end.
