@@ -10,6 +10,9 @@ import { START_NODE_ARGS, runChild } from '../test/support/child.js';
 import { CERT_URL } from '../test/support/service.js';
 import { tempDir } from '../test/support/tmp.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
+import { versionBuild } from '../src/projections/index.js';
+import { leadsProjection } from '../src/projections/projections.js';
+import { collectionName } from '../src/projections/runner.js';
 import { percentile } from './stats.js';
 
 export const BIN = fileURLToPath(new URL('../../bin/leadpost.js', import.meta.url));
@@ -43,7 +46,7 @@ function projectionLag(dataDir: string) {
   let accepted = 0;
   const timer = setInterval(() => {
     for (const [id, since] of waiting) {
-      void readModels.get('leads_v1', id).then((doc) => {
+      void readModels.get(collectionName('leads', versionBuild(leadsProjection)), id).then((doc) => {
         if (doc && waiting.delete(id)) lags.push(performance.now() - since);
       });
     }
@@ -227,6 +230,8 @@ interface BenchServiceOptions {
   readonly routing?: unknown;
   /** More environment for `serve`. */
   readonly env?: Record<string, string>;
+  /** Writes to the event store before the service starts (more keys, a history). */
+  readonly prepareStore?: (store: EmbeddedEventStore) => Promise<void>;
 }
 
 /** Another `serve` process on the bench service's data dir, e.g. the projector beside an api-only one. */
@@ -245,6 +250,7 @@ export async function startBenchService(
   const store = await EmbeddedEventStore.open(dir.path);
   const { id, secret } = newKeyMaterial();
   await changeKeys(store, (state) => issueKey(state, { role: options.role ?? 'supplier', name: 'bench', now: Date.now(), id, secret }));
+  await options.prepareStore?.(store);
   await store.close();
   try {
     await options.prepare?.(dir.path);

@@ -2,7 +2,7 @@ import { type EventStore, openEventStore } from '../src/event-store/index.js';
 import { PROJECTIONS, type Projection } from '../src/projections/projections.js';
 import { REBUILD_STORE_OPTIONS, rebuildProjections } from '../src/projections/rebuild.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
-import { seedLeadEvents } from '../test/support/seed-leads.js';
+import { seedLeads } from '../test/support/seed-leads.js';
 import { tempDir } from '../test/support/tmp.js';
 import { round } from './stats.js';
 
@@ -43,15 +43,20 @@ async function replayEach(store: EventStore, readModels: EmbeddedReadModelStore,
   return results;
 }
 
-/** Writes about `events` lead events into a fresh embedded store, then rebuilds each projection from 0. */
-export async function benchReplay(events: number): Promise<ReplayResult[]> {
+/**
+ * Writes about `events` lead events into a fresh embedded store, then rebuilds each projection from
+ * 0. The hard dataset holds only the posts' events (nearly every event makes a new document in
+ * each projection); the realistic one also what follows them: deliveries, feedback, returns.
+ */
+export async function benchReplay(events: number, dataset: 'hard' | 'realistic'): Promise<ReplayResult[]> {
   const dir = tempDir('bench-replay');
   // As the service and `leadpost replay` open it: behind the event codec, with the key store, so
   // the leads are written with their personal fields encrypted (the replay leaves them sealed).
   const store = await openEventStore({ dataDir: dir.path });
   const started = performance.now();
-  const written = await seedLeadEvents(store, events, 1, true);
-  console.log(`  wrote ${written.toLocaleString('en-US')} events in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const { events: written, leads } = await seedLeads(store, { events, afterSale: dataset === 'realistic', viaCodec: true });
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  console.log(`  ${dataset}: wrote ${written.toLocaleString('en-US')} events of ${leads.toLocaleString('en-US')} leads in ${seconds} s`);
   // As `leadpost replay` opens them.
   const readModels = EmbeddedReadModelStore.open(dir.path, REBUILD_STORE_OPTIONS);
   try {

@@ -189,7 +189,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'pings count under the ping\'s supplier, sid and state; bids and avg_bid under the buyer that bid; ping_posts under the buyer the lead sold to at its bid. ' +
       'A supplier sees its own rows; buyers may not read reports. ' +
       'Rows come in the order of their group key (s1 first when grouped by it, then the dimensions as asked; null first) and page with `cursor`/`limit` like every list. ' +
-      'A report by s1 has about one row per lead: it is summed in the store from rows of single leads, a page at a time. ' +
+      'A report by s1 has about one row per lead: it is summed in the store from the lead views, which carry each lead\'s counters, a page at a time. ' +
       '`Accept: text/csv` gives every row as CSV, streamed as it is read (`cursor` and `limit` apply to JSON only); cells that would start a formula are prefixed with \'.',
     roles: ['supplier', 'analyst', 'admin'],
     parameters: [

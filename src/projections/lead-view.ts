@@ -1,6 +1,7 @@
 import type { RecordedEvent } from '../event-store/port.js';
 import type { LeadEvent } from '../events/lead-events.js';
 import { type StoredLead, scrubbedLead } from '../leads/lead.js';
+import { leadCounterField, reportCounts } from './report-counters.js';
 
 // The lead view: what GET /functions/leads/{id} shows. Each event contributes the
 // fields it sets; the projection writes them, and a lead the projection has not reached yet is
@@ -35,10 +36,24 @@ export interface LeadView {
   contact_email?: string;
   /** Its personal data was erased or expired: `lead` keeps only the fields that are not personal. */
   erased?: true;
+  /**
+   * The report counters the lead's events added (`report_received`, `report_sold`,
+   * `report_revenue_cents`…; see report-counters.ts): a report by s1 sums them. Never shown as such.
+   */
+  [counter: `report_${string}`]: number;
 }
 
 /** The fields of the lead view an event sets (empty for events that do not change it). */
 export function leadViewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Partial<LeadView> {
+  const changes = viewChanges(event);
+  // Each counter is added by one event of a lead (its outcome, or its return), so setting it is
+  // counting it, also when the view is folded again from the stream.
+  const counted = reportCounts(event);
+  if (counted) for (const [counter, amount] of Object.entries(counted.counts)) changes[leadCounterField(counter)] = amount;
+  return changes;
+}
+
+function viewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Partial<LeadView> {
   const e = event as unknown as LeadEvent;
   switch (e.type) {
     case 'LeadReceived':

@@ -4,6 +4,7 @@ import type { PingEvent } from '../events/ping-events.js';
 import type { ReadWrite } from '../read-models/port.js';
 import { scrubbedLead } from '../leads/lead.js';
 import { leadViewChanges, leadViewFeedback } from './lead-view.js';
+import { type ReportCounts, cents, reportCounts } from './report-counters.js';
 
 // The projections from `$all` into read models. Each has a name and a version: a new version
 // rebuilds into new collections (`leads_v2`) and the service switches when it has caught up.
@@ -57,17 +58,21 @@ const LEAD_EVENTS = new Set([
 ]);
 const SCRUBS = new Set(['LeadPersonalDataErased', 'LeadPersonalDataExpired']);
 const asLead = (event: RecordedEvent) => event as unknown as LeadEvent & RecordedEvent;
-const cents = (amount: number) => Math.round(amount * 100);
 
+/**
+ * Version 2: each lead's view also carries the report counters its events added, and is indexed
+ * on s1, so that a report by s1 is summed from it (version 1 had neither).
+ */
 export const leadsProjection: Projection = {
   name: 'leads',
-  version: 1,
+  version: 2,
   collections: ['leads'],
   // The leads list reads each caller's scope newest first: all leads, a supplier's, a buyer's
   // sales. A filter on status, code or source is applied while that range is read, not given an
   // index of its own: every index is written on every update of a lead's view, and nine of them
   // cost the leads rebuild nearly half again its CPU. The runner creates missing indexes when it
-  // opens a build, so an index added here needs no new version.
+  // opens a build, so an index added here needs no new version. A report by s1 reads the views in
+  // s1 order, all of them or a supplier's, a page of click ids at a time.
   indexes: {
     leads: [
       ['supplier', 'lead_id'],
@@ -77,6 +82,9 @@ export const leadsProjection: Projection = {
       // A consumer's leads, for an erasure or an access request: by either contact's keyed hash.
       ['contact_email', 'received_at'],
       ['contact_mobile', 'received_at'],
+      // A report by s1 walks these (see report-counters.ts).
+      ['s1'],
+      ['supplier', 's1'],
     ],
   },
   handle(event, context) {
@@ -232,38 +240,24 @@ export const feedbackProjection: Projection = {
 const REPORT_DIMENSIONS = ['supplier', 'sid', 'state', 'buyer', 'test'] as const;
 
 /**
- * Report counters twice: in hourly buckets by the dimensions above, whose number grows with time
- * and sources, never with leads; and in one row per lead with its s1 too. s1 is a click id, about
- * one per lead, so a bucket keyed by it would be a row per lead that a report had to fold in
- * memory; a report by s1 instead groups the leads' rows in the store, along their index on s1.
- * Version 2: version 1 kept s1 in the bucket key and had no rows per lead.
+ * Report counters in hourly buckets by the dimensions above, whose number grows with time and
+ * sources, never with leads. s1 is a click id, about one per lead, so a bucket keyed by it would
+ * be a row per lead: a report by s1 instead sums the counters each lead's view carries (see the
+ * leads projection), along that collection's index on s1.
+ * Version 3: version 2 also kept one row per lead, with its s1 (`report_leads`); version 1 kept
+ * s1 in the bucket key.
  */
 export const reportsProjection: Projection = {
   name: 'reports',
-  version: 2,
-  collections: ['report_buckets', 'report_leads'],
-  indexes: { report_buckets: [['hour'], ['supplier', 'hour']], report_leads: [['s1'], ['supplier', 's1']] },
+  version: 3,
+  collections: ['report_buckets'],
+  indexes: { report_buckets: [['hour'], ['supplier', 'hour']] },
   handle(event, context) {
     if (PING_EVENTS.has(event.type)) return pingReportWrites(event as unknown as PingEvent & RecordedEvent, context.collection('report_buckets'));
+    const counted = reportCounts(event);
+    if (!counted) return NONE;
     const lead = asLead(event);
-    let inc: Record<string, number> | null = null;
-    let buyer: string | null = null;
-    if (lead.type === 'LeadRejected') inc = { received: 1, rejected: 1, [`rejected_${lead.data.code}`]: 1 };
-    if (lead.type === 'LeadRouted' && lead.data.target.kind === 'bucket') inc = { received: 1, accepted: 1, unsold: 1 };
-    if (lead.type === 'LeadSold') {
-      inc = { received: 1, accepted: 1, sold: 1, revenue_cents: cents(lead.data.revenue) };
-      buyer = lead.data.buyer;
-    }
-    // A return reverses the sale where the sale was counted: same hour and dimensions, same lead row.
-    if (lead.type === 'LeadReturned') {
-      inc = { returned: 1, returned_cents: cents(lead.data.revenue) };
-      buyer = lead.data.buyer;
-    }
-    if (!inc) return NONE;
-    const counts = inc;
-    return withReceived(context, lead.data.lead_id, (received) =>
-      received ? reportWrites(event, context.collection('report_buckets'), context.collection('report_leads'), counts, buyer, received) : NONE,
-    );
+    return withReceived(context, lead.data.lead_id, (received) => (received ? bucketWrites(event, context.collection('report_buckets'), counted, received) : NONE));
   },
 };
 
@@ -294,23 +288,13 @@ function pingReportWrites(event: PingEvent & RecordedEvent, buckets: string): Re
   }
 }
 
-/** The increments of the lead's report bucket (its hour and dimensions) and of its own row. */
-function reportWrites(
-  event: RecordedEvent,
-  buckets: string,
-  leads: string,
-  inc: Record<string, number>,
-  buyer: string | null,
-  received: NonNullable<Received>,
-): ReadWrite[] {
+/** The increments of the lead's report bucket: its hour and dimensions. */
+function bucketWrites(event: RecordedEvent, buckets: string, counted: ReportCounts, received: NonNullable<Received>): ReadWrite[] {
   // Hourly buckets in UTC: a report in any whole-hour time zone folds them into its local days.
   const hour = received.received_at.slice(0, 13);
-  const dims = { supplier: received.supplier, sid: received.sid, state: received.accident_state, buyer, test: received.test };
+  const dims = { supplier: received.supplier, sid: received.sid, state: received.accident_state, buyer: counted.buyer, test: received.test };
   const id = JSON.stringify([hour, ...REPORT_DIMENSIONS.map((d) => dims[d])]);
-  return [
-    { op: 'inc', collection: buckets, id, position: event.position, inc, setOnInsert: { hour, ...dims } },
-    { op: 'inc', collection: leads, id: String(received.lead_id), position: event.position, inc, setOnInsert: { hour, ...dims, s1: received.s1 } },
-  ];
+  return [{ op: 'inc', collection: buckets, id, position: event.position, inc: counted.counts, setOnInsert: { hour, ...dims } }];
 }
 
 export const PROJECTIONS: readonly Projection[] = [leadsProjection, deliveriesProjection, feedbackProjection, reportsProjection];

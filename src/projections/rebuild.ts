@@ -1,7 +1,8 @@
 import { type EventStore, type Position, START, comparePositions } from '../event-store/port.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import type { Projection } from './projections.js';
-import { ProjectionRunner } from './runner.js';
+import { REMEMBERED_LEADS, type ReceivedLeads, ProjectionRunner } from './runner.js';
+import { TwoGenerationCache } from '../two-generation-cache.js';
 import { versionBuild } from './index.js';
 
 /**
@@ -11,6 +12,9 @@ import { versionBuild } from './index.js';
  * thread while the next batch is folded.
  */
 export const REBUILD_STORE_OPTIONS = { cacheMiB: 64, commitThread: true } as const;
+
+/** Events a rebuild reads from `$all` at a time. */
+const READ_PAGE = 5000;
 
 export interface RebuildProgress {
   readonly projection: string;
@@ -53,9 +57,12 @@ export async function rebuildProjections(
 ): Promise<RebuiltProjection[]> {
   const started = Date.now();
   const buildOf = options.build ?? ((projection: Projection) => `${versionBuild(projection)}_r${started}`);
+  // One memory of recent leads for all of them, as large as theirs would be together.
+  const receivedLeads: ReceivedLeads = new TwoGenerationCache(REMEMBERED_LEADS * projections.length);
   const runners = projections.map(
     (projection) =>
       new ProjectionRunner(events, readModels, projection, buildOf(projection), {
+        receivedLeads,
         batchSize: options.batchSize ?? 5000,
         // A store that pipelines commits writes on its own thread, which has time to spare while
         // this one folds: it keeps the indexes as it goes. Otherwise they are built at the end.
@@ -67,23 +74,22 @@ export async function rebuildProjections(
     for (const runner of runners) await runner.prepare();
     const from = runners.reduce<Position | null>((low, r) => (low === null || comparePositions(r.position, low) < 0 ? r.position : low), null) ?? START;
     let target = await events.headPosition();
-    if (comparePositions(from, target) < 0) {
-      const subscription = events.subscribeToAll({ fromPosition: from });
-      try {
-        for await (const event of subscription) {
-          for (const runner of runners) {
-            const taking = runner.feed(event);
-            if (taking) await taking;
-          }
-          if (comparePositions(event.position, target) >= 0) {
-            // At the head read last: follow what was appended since, if anything.
-            target = await events.headPosition();
-            if (comparePositions(event.position, target) >= 0) break;
-          }
+    let position = from;
+    // Read a page at a time rather than through a subscription: an async iteration per event
+    // costs more than the event's fold in some projections.
+    while (comparePositions(position, target) < 0) {
+      const page = await events.readAll({ fromPosition: position, maxCount: READ_PAGE });
+      if (page.length === 0) break;
+      for (let i = 0; i < page.length; i++) {
+        const event = page[i]!;
+        for (let r = 0; r < runners.length; r++) {
+          const taking = runners[r]!.feed(event);
+          if (taking) await taking;
         }
-      } finally {
-        await subscription.unsubscribe();
       }
+      position = page[page.length - 1]!.position;
+      // At the head read last: follow what was appended since, if anything.
+      if (comparePositions(position, target) >= 0) target = await events.headPosition();
     }
   } finally {
     // Commits what each runner still holds.

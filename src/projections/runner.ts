@@ -25,7 +25,18 @@ export interface RunnerOptions {
    */
   readonly fence?: Fence;
   readonly onLeaseLost?: (error: LeaseLostError) => void;
+  /**
+   * The LeadReceived of recent leads, shared with other runners fed the same events (a rebuild):
+   * one memory instead of one each, and a lead read back from its stream is read once for all.
+   */
+  readonly receivedLeads?: ReceivedLeads;
 }
+
+/** The LeadReceived of recent leads, by lead id. */
+export type ReceivedLeads = TwoGenerationCache<number, LeadReceived['data']>;
+
+/** Leads a runner remembers (between this and twice as many): a lead's later events usually come soon after. */
+export const REMEMBERED_LEADS = 5_000;
 
 export interface ProjectionStatus {
   readonly projection: string;
@@ -41,7 +52,6 @@ export interface ProjectionStatus {
   readonly lagSeconds: number;
 }
 
-const MAX_REMEMBERED_LEADS = 10_000;
 const MAX_BACKOFF_MS = 5000;
 /**
  * Events a status reads after the checkpoint: the oldest gives the lag in seconds, and a backlog
@@ -109,7 +119,7 @@ export class ProjectionRunner {
   /** With a store that pipelines commits: the last commit made, which the next one waits for. */
   private lastCommit: Promise<void> = Promise.resolve();
   /** The LeadReceived of recent leads: a lead's later events usually arrive in the same batch. */
-  private readonly receivedLeads = new TwoGenerationCache<number, LeadReceived['data']>(MAX_REMEMBERED_LEADS / 2);
+  private readonly receivedLeads: ReceivedLeads;
   private readonly waiters: Array<{ position: Position; resolve(): void }> = [];
   private readonly context: ProjectionContext;
 
@@ -120,6 +130,7 @@ export class ProjectionRunner {
     readonly build: string,
     private readonly options: RunnerOptions = {},
   ) {
+    this.receivedLeads = options.receivedLeads ?? new TwoGenerationCache(REMEMBERED_LEADS);
     this.context = {
       collection: (base) => collectionName(base, build),
       received: (leadId) => this.received(leadId),
@@ -302,6 +313,12 @@ export class ProjectionRunner {
   private received(leadId: number): MaybePromise<LeadReceived['data'] | null> {
     const remembered = this.receivedLeads.get(leadId);
     if (remembered) return remembered;
-    return this.events.readStream(leadStream(leadId), { maxCount: 1 }).then(([first]) => (first?.type === 'LeadReceived' ? (first.data as LeadReceived['data']) : null));
+    return this.events.readStream(leadStream(leadId), { maxCount: 1 }).then(([first]) => {
+      if (first?.type !== 'LeadReceived') return null;
+      // Remembered: the lead's next events (a return follows its feedback) need it too.
+      const received = first.data as LeadReceived['data'];
+      this.remember(received);
+      return received;
+    });
   }
 }

@@ -20,7 +20,7 @@ import {
   ReadModelUnavailableError,
   positionKey,
 } from './port.js';
-import { type LeadingWindow, aggregateSql, findSql, indexSql, leadingValuesSql } from './sqlite-query.js';
+import { type LeadingWindow, aggregateSql, findSql, indexSql, indexedFields, leadingValuesSql, walksLeadingField } from './sqlite-query.js';
 import { checkAggregateOptions, checkIndexes, checkLease, checkPosition, checkProjection, checkWrite } from './validate.js';
 
 export interface EmbeddedReadModelOptions {
@@ -212,15 +212,16 @@ export class EmbeddedReadModelStore implements ReadModelStore {
       return this.read(table, [], () =>
         this.snapshot(() => {
           let window: LeadingWindow | undefined;
+          const walking = walksLeadingField(options, indexedFields(table, this.indexNames(table)));
           if (options.key[0] && !options.key[0].steps) {
             // The groups of a page lie within the next `limit + 1` values of the first field: each
             // value past the cursor's is at least one group (see AggregateOptions).
-            const leading = leadingValuesSql(table, options, options.limit + 1);
+            const leading = leadingValuesSql(table, options, options.limit + 1, walking);
             const values = (this.stmt(table, leading.sql).all(...leading.params) as Array<{ v: GroupValue }>).map((r) => r.v);
             const from = options.after?.[0];
             window = { ...(from !== undefined ? { from } : {}), ...(values.length > options.limit ? { to: values.at(-1)! } : {}) };
           }
-          const { sql, params } = aggregateSql(table, options, window);
+          const { sql, params } = aggregateSql(table, options, window, walking);
           const rows = this.stmt(table, sql).all(...params) as Array<Record<string, GroupValue | number>>;
           return rows.map((row) => ({
             key: options.key.map((_, i) => row[`k${i}`] as GroupValue),
@@ -431,6 +432,11 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   private forgetCheckpoint(projection: string): void {
     this.stmt('', 'DELETE FROM checkpoints WHERE projection = ?').run(projection);
     this.stmt('', 'DELETE FROM checkpoint_collections WHERE projection = ?').run(projection);
+  }
+
+  /** The names of the table's indexes (read each time: another connection may have added one). */
+  private indexNames(table: string): string[] {
+    return this.stmt('', `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?`).pluck().all(table) as string[];
   }
 
   /** A read of a table that may not exist (yet, or any more): `empty` then, without creating it. */

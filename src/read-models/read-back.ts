@@ -7,6 +7,7 @@ import { type PingBidsCollected, pingStream } from '../events/ping-events.js';
 import type { FieldError } from '../leads/outcome.js';
 import type { Principal } from '../keys/principal.js';
 import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
+import { leadCounterField } from '../projections/report-counters.js';
 import type { AggregateOptions, Filter, GroupValue, ReadDoc, ReadModelStore } from './port.js';
 import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, daySteps, keyOrder, reportRow, startOfLocalDay } from './report.js';
 
@@ -29,7 +30,7 @@ export interface ReadBackDeps {
   readonly personalData: PersonalDataKeys;
   readonly readModels: ReadModelStore;
   /** The physical collection a projection's base collection is served from now (blue/green). */
-  readonly collection: (base: 'leads' | 'deliveries' | 'report_buckets' | 'report_leads' | 'feedback') => string;
+  readonly collection: (base: 'leads' | 'deliveries' | 'report_buckets' | 'feedback') => string;
   /** The position the read models reflect. */
   readonly position: () => Position;
 }
@@ -386,12 +387,14 @@ export class ReadBack {
     const rows = groups.slice(0, limit).map((group) => {
       const dims: ReportRow = {};
       for (const dimension of plan.groupBy) dims[dimension] = group.key[plan.order.indexOf(dimension)] ?? null;
-      return reportRow(dims, group.sums);
+      const sums: Record<string, number> = {};
+      plan.options.sum.forEach((field, i) => (sums[SUMMED[i]!] = group.sums[field] ?? 0));
+      return reportRow(dims, sums);
     });
     return groups.length > limit ? { rows, last: groups[limit - 1]!.key } : { rows };
   }
 
-  /** The report a query asks for, checked, as a grouping of buckets or of per-lead rows. */
+  /** The report a query asks for, checked, as a grouping of buckets or of lead views. */
   private reportPlan(principal: Principal, query: Query): ReportPlan {
     if (principal.role === 'buyer') throw new ReadBackForbiddenError();
     const errors: FieldError[] = [];
@@ -432,15 +435,18 @@ export class ReadBack {
     const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
     const endDay = new Date(Date.parse(to) + 86_400_000).toISOString().slice(0, 10);
     const end = startOfLocalDay(endDay, tz).toISOString().slice(0, 13);
-    const filter: Record<string, Filter[string]> = { hour: { $gte: start, $lt: end } };
+    // s1 is a click id, about one per lead: never a bucket key, so a report by s1 sums the counters
+    // each lead's view carries, walked along that collection's index on s1 a page at a time.
+    const source = groupBy.includes('s1') ? LEAD_VIEWS : BUCKETS;
+    const filter: Record<string, Filter[string]> = { [source.hour]: { $gte: start, $lt: end }, ...source.filter };
     if (principal.role === 'supplier') filter.supplier = principal.name;
     if (testMode !== 'include') filter.test = testMode === 'only';
-    const key = order.map((dimension) => (dimension === 'day' ? { field: 'hour', steps: this.daySteps(start, end, tz) } : { field: dimension }));
+    const key = order.map((dimension) =>
+      dimension === 'day' ? { field: source.hour, steps: this.daySteps(start, end, tz) } : { field: source.fields[dimension] ?? dimension },
+    );
     return {
-      // s1 is a click id, about one per lead: never a bucket key, so it is grouped from the rows
-      // of single leads, walked along their index on s1 a page at a time.
-      collection: groupBy.includes('s1') ? 'report_leads' : 'report_buckets',
-      options: { filter, key, sum: SUMMED },
+      collection: source.collection,
+      options: { filter, key, sum: source.sum },
       groupBy: groupBy as GroupBy[],
       order,
       after,
@@ -514,8 +520,36 @@ export interface ReportPage extends ReportHead {
   readonly next_cursor: string | null;
 }
 
+/** Where a report's rows are summed from, and under which names the collection holds its fields. */
+interface ReportSource {
+  readonly collection: 'report_buckets' | 'leads';
+  /** The field holding when the lead was received, in UTC: an hour (`2026-11-21T15`) or an instant within it. */
+  readonly hour: string;
+  /** The field of a dimension, where it is not named as the dimension. */
+  readonly fields: Partial<Record<GroupBy, string>>;
+  /** The fields summed, one per entry of SUMMED, in its order. */
+  readonly sum: readonly string[];
+  /** What else a document must hold to be counted. */
+  readonly filter: Filter;
+}
+
+const BUCKETS: ReportSource = { collection: 'report_buckets', hour: 'hour', fields: {}, sum: SUMMED, filter: {} };
+
+/**
+ * The lead views: one per lead, with the counters its events added. An instant compares with the
+ * hour bounds as its hour does (`2026-11-21T15:20:00.000Z` sorts between `…T15` and `…T16`). A
+ * lead with no outcome yet has added nothing, and makes no row.
+ */
+const LEAD_VIEWS: ReportSource = {
+  collection: 'leads',
+  hour: 'received_at',
+  fields: { state: 'accident_state' },
+  sum: SUMMED.map(leadCounterField),
+  filter: { [leadCounterField('received')]: 1 },
+};
+
 interface ReportPlan extends ReportHead {
-  readonly collection: 'report_buckets' | 'report_leads';
+  readonly collection: ReportSource['collection'];
   readonly options: Pick<AggregateOptions, 'filter' | 'key' | 'sum'>;
   /** The dimensions in the order of the group key. */
   readonly order: GroupBy[];

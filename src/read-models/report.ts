@@ -13,7 +13,7 @@ export interface ReportBucket {
   readonly hour: string;
   readonly supplier: string;
   readonly sid: string | null;
-  /** Only in a lead's row: a bucket is never keyed by s1. */
+  /** Only in a single lead's counts: a bucket is never keyed by s1. */
   readonly s1?: string | null;
   readonly state: string | null;
   readonly buyer: string | null;
@@ -40,7 +40,7 @@ export interface ReportRow {
  */
 const PING_COUNTERS = ['pings', 'bids', 'ping_posts'];
 const COUNTERS = ['received', 'accepted', 'sold', 'unsold', 'rejected', ...REJECTION_CODES.map((c) => `rejected_${c}`), 'returned', ...PING_COUNTERS];
-/** The fields of a bucket (or a lead's row) that a report sums. */
+/** The counters of a bucket that a report sums (a lead's view holds its own as `report_<counter>`; pings are in buckets only). */
 export const SUMMED = [...COUNTERS, 'revenue_cents', 'returned_cents', 'bid_cents'];
 export const METRICS = [...COUNTERS, 'revenue', 'net_revenue', 'acceptance_rate', 'sell_rate', 'avg_price', 'avg_bid'];
 
@@ -104,7 +104,7 @@ export function reportRow(dims: ReportRow, sums: Readonly<Record<string, number>
 
 /**
  * The order in which a report's rows come, and page: by `s1` first when it is grouped on (it is read
- * along the per-lead rows' index on it), then the other dimensions in the order asked.
+ * along the lead views' index on it), then the other dimensions in the order asked.
  */
 export function keyOrder(groupBy: readonly GroupBy[]): GroupBy[] {
   return groupBy.includes('s1') ? ['s1', ...groupBy.filter((d) => d !== 's1')] : [...groupBy];

@@ -39,7 +39,13 @@ function equals(field: string, value: Scalar, params: Param[]): string {
 
 const COMPARATORS = { gte: '>=', lt: '<', lte: '<=' } as const;
 
-function predicateSql(p: Predicate, params: Param[]): string {
+/**
+ * A filter condition. `walking`: the statement reads a key field in order along its index, and a
+ * range on another field must not lead SQLite to read that field's index instead (then sort every
+ * row in the range): the range is checked on each row read (`+` makes the expression one no index
+ * matches). Equalities still narrow the walk, along an index on them then the key field.
+ */
+function predicateSql(p: Predicate, params: Param[], walking?: string): string {
   if (p.op === 'eq') return equals(p.field, p.value as Scalar, params);
   if (p.op === 'in') {
     const values = p.value as readonly Scalar[];
@@ -48,7 +54,8 @@ function predicateSql(p: Predicate, params: Param[]): string {
   }
   const bound = p.value as string | number;
   params.push(bound);
-  return `(${fieldExpr(p.field)} ${COMPARATORS[p.op]} ?${typeGuard(p.field, bound)})`;
+  const expr = walking !== undefined && walking !== p.field ? `+${fieldExpr(p.field)}` : fieldExpr(p.field);
+  return `(${expr} ${COMPARATORS[p.op]} ?${typeGuard(p.field, bound)})`;
 }
 
 /**
@@ -91,11 +98,35 @@ export function findSql(table: string, options: FindOptions): SqlPart[] {
   });
 }
 
+/** The name of the index over these fields: commas cannot occur in a field, so two lists never share one. */
+const indexName = (table: string, fields: readonly string[]) => `ix_${table}(${fields.join(',')})`;
+
+/** The fields of each index of the table, from their names (see indexName). */
+export function indexedFields(table: string, names: readonly string[]): string[][] {
+  const prefix = `ix_${table}(`;
+  return names.filter((name) => name.startsWith(prefix) && name.endsWith(')')).map((name) => name.slice(prefix.length, -1).split(','));
+}
+
+/**
+ * Whether a page of groups can walk the first key field along an index: one on that field, alone
+ * or after fields the filter holds equal. Without one, a range in the filter is better read along
+ * its own index.
+ */
+export function walksLeadingField(options: AggregateOptions, indexes: readonly string[][]): boolean {
+  const field = options.key[0]?.field;
+  if (field === undefined || options.key[0]!.steps) return false;
+  const equal = new Set(predicates(options.filter).filter((p) => p.op === 'eq').map((p) => p.field));
+  return indexes.some((fields) => {
+    let i = 0;
+    while (i < fields.length && fields[i] !== field && equal.has(fields[i]!)) i++;
+    return fields[i] === field;
+  });
+}
+
 /** An index over the fields in order, then `id`, so that ties in a sort are read in index order too. */
 export function indexSql(table: string, fields: readonly string[]): string {
   const columns = fields.filter((f) => f !== '_id').map(fieldExpr);
-  // Commas cannot occur in a field, so two different field lists never share a name.
-  const name = `ix_${table}(${fields.join(',')})`;
+  const name = indexName(table, fields);
   return `CREATE INDEX IF NOT EXISTS "${name}" ON "${table}" (${[...columns, 'id'].join(', ')})`;
 }
 
@@ -183,12 +214,13 @@ function windowArms(field: string, window: LeadingWindow): Array<(params: Param[
 
 /**
  * The distinct values of the first key field from the cursor's on, in order, at most `limit`:
- * read along an index on that field, they tell how far a page of groups reaches.
+ * read along an index on that field, they tell how far a page of groups reaches. `walking`: the
+ * table has such an index (alone or after equality-filtered fields), and it is to be read.
  */
-export function leadingValuesSql(table: string, options: AggregateOptions, limit: number): SqlPart {
+export function leadingValuesSql(table: string, options: AggregateOptions, limit: number, walking = false): SqlPart {
   const field = options.key[0]!.field;
   const params: Param[] = [];
-  const where = predicates(options.filter).map((p) => predicateSql(p, params));
+  const where = predicates(options.filter).map((p) => predicateSql(p, params, walking ? field : undefined));
   const from = options.after?.[0];
   if (typeof from === 'string') {
     params.push(from);
@@ -202,9 +234,10 @@ export function leadingValuesSql(table: string, options: AggregateOptions, limit
 
 /**
  * One page of groups: `k0…` the key parts, `s0…` the sums, in key order after the cursor. With a
- * `window`, only documents whose first key field lies in it are read.
+ * `window`, only documents whose first key field lies in it are read; `walking` as for
+ * leadingValuesSql.
  */
-export function aggregateSql(table: string, options: AggregateOptions, window?: LeadingWindow): SqlPart {
+export function aggregateSql(table: string, options: AggregateOptions, window?: LeadingWindow, walking = false): SqlPart {
   const params: Param[] = [];
   const columns = options.key.map((_, i) => `k${i}`);
   // Only numbers are summed, as MongoDB's $sum does.
@@ -216,7 +249,7 @@ export function aggregateSql(table: string, options: AggregateOptions, window?: 
   const arms = window ? windowArms(options.key[0]!.field, window) : [() => []];
   const inner = arms.map((arm) => {
     const keys = options.key.map((part, i) => `${keyPartSql(part, params)} AS k${i}`);
-    const where = predicates(options.filter).map((p) => predicateSql(p, params));
+    const where = predicates(options.filter).map((p) => predicateSql(p, params, window && walking ? options.key[0]!.field : undefined));
     where.push(...arm(params));
     return (
       `SELECT ${[...keys, ...sums, 'COUNT(*) AS n'].join(', ')} FROM "${table}"` +

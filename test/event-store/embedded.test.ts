@@ -157,6 +157,28 @@ describe('embedded event store (SQLite)', function () {
         await store.close();
       }
     });
+
+    it('lets timers and I/O run between pages: a long backlog does not hold the process for all of it', async function () {
+      // Every page is at hand at once, so without a pause between them the whole backlog would be
+      // read in one go of promises: the other subscribers' poll timers, and HTTP, would wait for it.
+      const store = await EmbeddedEventStore.open(dir.path, { pollIntervalMs: 60_000 });
+      try {
+        const start = await store.headPosition();
+        for (let i = 0; i < 5; i++) await store.append(`backlog-${i}`, Array.from({ length: 700 }, () => ({ type: 'E', data: {} })));
+        const reader = await EmbeddedEventStore.open(dir.path, { pollIntervalMs: 60_000 });
+        let seen = 0;
+        let seenWhenTimerRan: number | undefined;
+        setTimeout(() => (seenWhenTimerRan = seen), 0);
+        try {
+          for await (const _ of reader.subscribeToAll({ fromPosition: start })) if (++seen === 3500) break;
+        } finally {
+          await reader.close();
+        }
+        expect(seenWhenTimerRan, 'events read when a timer due at once ran').to.be.a('number').and.below(3500);
+      } finally {
+        await store.close();
+      }
+    });
   });
 
   describe('a group of appends starting new streams', function () {

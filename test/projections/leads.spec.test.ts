@@ -60,39 +60,58 @@ function view(changes: Partial<Record<keyof LeadView, unknown>> = {}): Record<st
   };
 }
 
-const SOLD = { lead_status: 'sold', code: 'SOLD', sold: true, revenue: 25, buyer: 'acme', enrichment: PASSING_CHECKS, delivery: { status: 'pending', attempts: 0 } } as const;
+/**
+ * The report counters a lead's outcome adds to its view, as `report_<counter>`: what a report by s1
+ * sums. The lead's hour, supplier, sid, state, buyer and test flag are the view's own fields.
+ */
+const counted = (counters: Record<string, number>) => Object.fromEntries(Object.entries(counters).map(([c, n]) => [`report_${c}`, n]));
+const UNSOLD_COUNTS = counted({ received: 1, accepted: 1, unsold: 1 });
+const rejectedCounts = (code: RejectionCode) => counted({ received: 1, rejected: 1, [`rejected_${code}`]: 1 });
+
+const SOLD = {
+  lead_status: 'sold',
+  code: 'SOLD',
+  sold: true,
+  revenue: 25,
+  buyer: 'acme',
+  enrichment: PASSING_CHECKS,
+  delivery: { status: 'pending', attempts: 0 },
+  ...counted({ received: 1, accepted: 1, sold: 1, revenue_cents: 2500 }),
+} as const;
 
 describe('leads projection (the lead view)', function () {
   it('a lead received: its source, click id, state, time and consumer, nothing decided yet', async function () {
     await spec.given(leadReceived(1)).then({ leads: { '1': view() } });
   });
 
-  it('an accepted, sold lead: sold to the buyer at the revenue, with the checks, delivery pending', async function () {
+  it('an accepted, sold lead: sold to the buyer at the revenue, with the checks, delivery pending, counted as received, accepted and sold with its revenue in cents', async function () {
     await spec.given(...soldLead(1, 'acme', 25)).then({ leads: { '1': view(SOLD) } });
   });
 
-  it('an accepted lead routed to a bucket: unsold, in the bucket, delivery pending for a pull', async function () {
+  it('an accepted lead routed to a bucket: unsold, in the bucket, delivery pending for a pull, counted as received, accepted and unsold', async function () {
     await spec.given(...unsoldLead(1, 'unsold-ca')).then({
-      leads: { '1': view({ lead_status: 'unsold', code: 'UNSOLD', bucket: 'unsold-ca', enrichment: PASSING_CHECKS, delivery: { status: 'pending', attempts: 0 } }) },
+      leads: {
+        '1': view({ lead_status: 'unsold', code: 'UNSOLD', bucket: 'unsold-ca', enrichment: PASSING_CHECKS, delivery: { status: 'pending', attempts: 0 }, ...UNSOLD_COUNTS }),
+      },
     });
   });
 
   describe('rejected leads', function () {
     it('INVALID: the fields that passed, no consumer, the field errors', async function () {
       await spec.given(...rejectedLead(1, 'INVALID')).then({
-        leads: { '1': view({ s1: null, accident_state: null, lead: null, lead_status: 'rejected', code: 'INVALID', errors: REJECTION_ERRORS.INVALID }) },
+        leads: { '1': view({ s1: null, accident_state: null, lead: null, lead_status: 'rejected', code: 'INVALID', errors: REJECTION_ERRORS.INVALID, ...rejectedCounts('INVALID') }) },
       });
     });
 
     it('DUPLICATE: the matching field named, never enriched', async function () {
       await spec.given(...rejectedLead(1, 'DUPLICATE')).then({
-        leads: { '1': view({ lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE }) },
+        leads: { '1': view({ lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE, ...rejectedCounts('DUPLICATE') }) },
       });
     });
 
     it('VERIFICATION_FAILED: the failed check kept in the enrichment', async function () {
       await spec.given(...rejectedLead(1, 'VERIFICATION_FAILED')).then({
-        leads: { '1': view({ lead_status: 'rejected', code: 'VERIFICATION_FAILED', errors: REJECTION_ERRORS.VERIFICATION_FAILED, enrichment: FAILING_PHONE }) },
+        leads: { '1': view({ lead_status: 'rejected', code: 'VERIFICATION_FAILED', errors: REJECTION_ERRORS.VERIFICATION_FAILED, enrichment: FAILING_PHONE, ...rejectedCounts('VERIFICATION_FAILED') }) },
       });
     });
   });
@@ -106,7 +125,7 @@ describe('leads projection (the lead view)', function () {
 
     it('an unsold test lead shows no delivery either', async function () {
       await spec.given(...unsoldLead(1, 'unsold-ca', { test: true })).then({
-        leads: { '1': testView({ lead_status: 'unsold', code: 'UNSOLD', bucket: 'unsold-ca', enrichment: PASSING_CHECKS, delivery: null }) },
+        leads: { '1': testView({ lead_status: 'unsold', code: 'UNSOLD', bucket: 'unsold-ca', enrichment: PASSING_CHECKS, delivery: null, ...UNSOLD_COUNTS }) },
       });
     });
   });
@@ -172,9 +191,16 @@ describe('leads projection (the lead view)', function () {
         });
     });
 
-    it('a return: the feedback with its reason, and the lead marked returned; the sale stays as it was', async function () {
+    it('a return: the feedback with its reason, and the lead marked returned and counted as returned with the revenue reversed; the sale stays as it was', async function () {
       await spec.given(...soldLead(1, 'acme', 25), ...returned(1, 'acme', 25, 'bad_phone', AT(30))).then({
-        leads: { '1': view({ ...SOLD, feedback: [{ buyer: 'acme', type: 'return', reason: 'bad_phone', recorded_at: AT(30) }], returned: true }) },
+        leads: {
+          '1': view({
+            ...SOLD,
+            feedback: [{ buyer: 'acme', type: 'return', reason: 'bad_phone', recorded_at: AT(30) }],
+            returned: true,
+            ...counted({ returned: 1, returned_cents: 2500 }),
+          }),
+        },
       });
     });
   });
@@ -183,7 +209,7 @@ describe('leads projection (the lead view)', function () {
     await spec.given(apiKeyIssued(), ...soldLead(1, 'acme', 25), ...rejectedLead(2, 'DUPLICATE', { supplier: 'sup-b' }), apiKeyIssued()).then({
       leads: {
         '1': view(SOLD),
-        '2': view({ lead_id: 2, supplier: 'sup-b', lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE }),
+        '2': view({ lead_id: 2, supplier: 'sup-b', lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE, ...rejectedCounts('DUPLICATE') }),
       },
     });
   });

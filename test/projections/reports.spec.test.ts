@@ -17,9 +17,10 @@ import {
 } from '../support/lead-events.js';
 import { projectionSpec, recorded } from '../support/projection-spec.js';
 
-// The report counters (`reports`, version 2), twice: hourly buckets keyed by the UTC hour the lead
-// was received and its supplier, sid, state, buyer and test flag (`report_buckets`), and one row
-// per lead with the same counters and its s1 (`report_leads`). Each spec states both, whole.
+// The report counters (`reports`, version 3): hourly buckets keyed by the UTC hour the lead was
+// received and its supplier, sid, state, buyer and test flag (`report_buckets`), never by s1: a
+// report by s1 sums the counters each lead's view carries (see leads.spec). Each spec states every
+// bucket, whole; the projection has no other collection.
 
 const spec = projectionSpec(reportsProjection);
 
@@ -45,18 +46,15 @@ const bucketId = (d: Dims = {}) => {
 /** A bucket with its dimensions and counters. */
 const bucket = (d: Dims, counters: Record<string, number>) => ({ [bucketId(d)]: { ...dims(d), ...counters } });
 
-/** A lead's row: the bucket's dimensions, its s1, its own counters. */
-const leadRow = (leadId: number, d: Dims, s1: string | null, counters: Record<string, number>) => ({ [String(leadId)]: { ...dims(d), s1, ...counters } });
 
 const SOLD = { received: 1, accepted: 1, sold: 1 };
 const UNSOLD = { received: 1, accepted: 1, unsold: 1 };
 
-describe('reports projection (version 2)', function () {
+describe('reports projection (version 3)', function () {
   it('a sold lead: received, accepted, sold and its revenue in cents, in its hour and under its buyer', async function () {
     const counters = { ...SOLD, revenue_cents: 2500 };
     await spec.given(...soldLead(1, 'acme', 25)).then({
       report_buckets: bucket({ buyer: 'acme' }, counters),
-      report_leads: leadRow(1, { buyer: 'acme' }, 'click-1', counters),
     });
   });
 
@@ -65,14 +63,12 @@ describe('reports projection (version 2)', function () {
     const counters = { ...SOLD, revenue_cents: 1999 };
     await spec.given(...soldLead(1, 'acme', 19.99)).then({
       report_buckets: bucket({ buyer: 'acme' }, counters),
-      report_leads: leadRow(1, { buyer: 'acme' }, 'click-1', counters),
     });
   });
 
   it('an unsold lead: received, accepted, unsold, under no buyer', async function () {
     await spec.given(...unsoldLead(1, 'unsold-ca')).then({
       report_buckets: bucket({}, UNSOLD),
-      report_leads: leadRow(1, {}, 'click-1', UNSOLD),
     });
   });
 
@@ -81,7 +77,6 @@ describe('reports projection (version 2)', function () {
       const counters = { received: 1, rejected: 1, rejected_INVALID: 1 };
       await spec.given(...rejectedLead(1, 'INVALID')).then({
         report_buckets: bucket({ state: null }, counters),
-        report_leads: leadRow(1, { state: null }, null, counters),
       });
     });
 
@@ -90,7 +85,6 @@ describe('reports projection (version 2)', function () {
         const counters = { received: 1, rejected: 1, [`rejected_${code}`]: 1 };
         await spec.given(...rejectedLead(1, code)).then({
           report_buckets: bucket({}, counters),
-          report_leads: leadRow(1, {}, 'click-1', counters),
         });
       });
     }
@@ -101,16 +95,14 @@ describe('reports projection (version 2)', function () {
     const test = { ...SOLD, revenue_cents: 3000 };
     await spec.given(...soldLead(1, 'acme', 25), ...soldLead(2, 'acme', 30, { test: true, s1: 'click-2' })).then({
       report_buckets: { ...bucket({ buyer: 'acme' }, live), ...bucket({ buyer: 'acme', test: true }, test) },
-      report_leads: { ...leadRow(1, { buyer: 'acme' }, 'click-1', live), ...leadRow(2, { buyer: 'acme', test: true }, 'click-2', test) },
     });
   });
 
   describe('a return', function () {
-    it("reverses the revenue in the sale's bucket and the lead's row, the sale still counted", async function () {
+    it("reverses the revenue in the sale's bucket, the sale still counted", async function () {
       const counters = { ...SOLD, revenue_cents: 2500, returned: 1, returned_cents: 2500 };
       await spec.given(...soldLead(1, 'acme', 25), ...returned(1, 'acme', 25, 'bad_phone', '2026-11-20T15:30:00.000Z')).then({
         report_buckets: bucket({ buyer: 'acme' }, counters),
-        report_leads: leadRow(1, { buyer: 'acme' }, 'click-1', counters),
       });
     });
 
@@ -120,10 +112,6 @@ describe('reports projection (version 2)', function () {
         .given(...soldLead(1, 'acme', 25), ...soldLead(2, 'acme', 25, { s1: 'click-2', received_at: '2026-11-23T09:00:00.000Z' }), ...returned(1, 'acme', 25, 'fraud', '2026-11-23T09:30:00.000Z'))
         .then({
           report_buckets: { ...bucket({ buyer: 'acme' }, { ...sale, returned: 1, returned_cents: 2500 }), ...bucket({ hour: '2026-11-23T09', buyer: 'acme' }, sale) },
-          report_leads: {
-            ...leadRow(1, { buyer: 'acme' }, 'click-1', { ...sale, returned: 1, returned_cents: 2500 }),
-            ...leadRow(2, { hour: '2026-11-23T09', buyer: 'acme' }, 'click-2', sale),
-          },
         });
     });
   });
@@ -148,15 +136,6 @@ describe('reports projection (version 2)', function () {
           ...bucket({ sid: 'sid-2', buyer: 'acme' }, sold(2500)),
           ...bucket({ state: 'TX', buyer: 'acme' }, sold(2500)),
           ...bucket({ buyer: 'zenith' }, sold(2500)),
-        },
-        report_leads: {
-          ...leadRow(1, { buyer: 'acme' }, 'click-1', sold(2500)),
-          ...leadRow(2, { buyer: 'acme' }, 'click-2', sold(3000)),
-          ...leadRow(3, { hour: '2026-11-20T16', buyer: 'acme' }, 'click-1', sold(2500)),
-          ...leadRow(4, { supplier: 'sup-b', buyer: 'acme' }, 'click-1', sold(2500)),
-          ...leadRow(5, { sid: 'sid-2', buyer: 'acme' }, 'click-1', sold(2500)),
-          ...leadRow(6, { state: 'TX', buyer: 'acme' }, 'click-1', sold(2500)),
-          ...leadRow(7, { buyer: 'zenith' }, 'click-1', sold(2500)),
         },
       });
   });
@@ -187,12 +166,6 @@ describe('reports projection (version 2)', function () {
     const rejected = { received: 1, rejected: 1, rejected_DUPLICATE: 1 };
     const expected = {
       report_buckets: { ...bucket({ buyer: 'acme' }, sold), ...bucket({ test: true }, UNSOLD), ...bucket({}, rejected) },
-      report_leads: {
-        ...leadRow(1, { buyer: 'acme' }, 'click-1', { ...SOLD, revenue_cents: 2500 }),
-        ...leadRow(2, { buyer: 'acme' }, 'click-2', { ...SOLD, revenue_cents: 3000, returned: 1, returned_cents: 3000 }),
-        ...leadRow(3, { test: true }, 'click-1', UNSOLD),
-        ...leadRow(4, {}, 'click-1', rejected),
-      },
     };
 
     it('the same events twice change nothing', async function () {
@@ -207,7 +180,7 @@ describe('reports projection (version 2)', function () {
       const events = history();
       const later = (e: NewLeadEvent) => e.type !== 'LeadReceived';
       const early = await spec.given(...events.filter((e) => !later(e))).rows();
-      expect(early).to.deep.equal({ report_buckets: {}, report_leads: {} });
+      expect(early).to.deep.equal({ report_buckets: {} });
       await spec.given(...events.filter((e) => !later(e))).when(...events.filter(later)).then(expected);
       await events.reduce((scenario, event) => scenario.when(event), spec.given()).then(expected);
     });

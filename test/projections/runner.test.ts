@@ -8,6 +8,7 @@ import { PROJECTIONS, leadsProjection } from '../../src/projections/projections.
 import { LAG_SAMPLE, ProjectionRunner, checkpointName, collectionName, estimateEventsBehind } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import type { ReadModelStore } from '../../src/read-models/port.js';
+import { returned } from '../support/lead-events.js';
 import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
 import Database from 'better-sqlite3';
@@ -183,6 +184,21 @@ describe('projection runner', function () {
     }
   });
 
+  it('rebuilt side by side, a lead whose receipt came before the rebuild\'s start is read back from its stream once for every projection', async function () {
+    // The rebuild starts after lead 2's post (a checkpoint there), so none of its runners has seen
+    // its LeadReceived; its feedback and its return each need it (feedback and reports).
+    const posted = await events.headPosition();
+    for (const projection of PROJECTIONS) await readModels.commit(checkpointName(projection, 'late'), posted, []);
+    await events.append(leadStream(2), returned(2, 'buyer-1', 11, 'bad_phone', '2026-11-21T10:00:00.000Z'));
+    const reads: string[] = [];
+    const store = overriding(events, { readStream: (stream, options) => (reads.push(stream), events.readStream(stream, options)) });
+    await rebuildProjections(store, readModels, PROJECTIONS, { build: () => 'late' });
+    expect(reads).to.deep.equal([leadStream(2)]);
+    const bucket = (await readModels.find(collectionName('report_buckets', 'late'), { sort: { field: '_id', direction: 'asc' }, limit: 10 }))[0];
+    expect(bucket).to.include({ supplier: 'sup-1', buyer: 'buyer-1', returned: 1, returned_cents: 1100 });
+    expect(await readModels.get(collectionName('feedback', 'late'), (await events.readStream(leadStream(2))).at(-2)!.id)).to.include({ supplier: 'sup-1', type: 'return' });
+  });
+
   it('rebuilt through a store that pipelines its commits: equal to a build made one commit at a time, with commits in flight together', async function () {
     // Later events of leads whose documents earlier batches wrote, so that a batch finds documents
     // still being stored by the commit thread.
@@ -316,4 +332,5 @@ describe('projection lag', function () {
     // The whole sample inside one commit: no rate, only that more are behind.
     expect(estimateEventsBehind(sample(LAG_SAMPLE, LAG_SAMPLE), { commit: 500, prepare: 0 })).to.equal(LAG_SAMPLE + 1);
   });
+
 });

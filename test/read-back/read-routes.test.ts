@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import { request } from 'node:https';
 import sinon from 'sinon';
 import { ReadModelUnavailableError } from '../../src/read-models/port.js';
-import { type GroupBy, type ReportBucket, startOfLocalDay, summarise } from '../../src/read-models/report.js';
+import type { LeadView } from '../../src/projections/lead-view.js';
+import { type GroupBy, type ReportBucket, SUMMED, startOfLocalDay, summarise } from '../../src/read-models/report.js';
 import { TestService, validLead } from '../support/service.js';
 import { roleKeys } from './role-keys.js';
 
@@ -225,22 +226,30 @@ describe('read-back routes', function () {
     });
 
     it('every grouping, in any time zone, equals the report folded in memory from the stored rows', async function () {
-      const stored = async (base: 'report_buckets' | 'report_leads') =>
-        (await svc.service.readModels.find(svc.service.projections.collection(base), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 })) as unknown as ReportBucket[];
-      const buckets = await stored('report_buckets');
-      const leadRows = await stored('report_leads');
+      const stored = async (base: 'report_buckets' | 'leads') =>
+        await svc.service.readModels.find(svc.service.projections.collection(base), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
+      const buckets = (await stored('report_buckets')) as unknown as ReportBucket[];
+      // Each lead view that counted, as the bucket of a single lead with its s1.
+      const leadRows = (await stored('leads'))
+        .filter((view) => view.report_received === 1)
+        .map((view): ReportBucket => {
+          const counters = Object.fromEntries(SUMMED.map((c) => [c, view[`report_${c}`] ?? 0]));
+          const { supplier, sid, s1, accident_state: state, buyer, test } = view as unknown as LeadView;
+          return { hour: String(view.received_at).slice(0, 13), supplier, sid, s1, state, buyer, test, ...counters };
+        });
+      expect(leadRows.length, 'lead views that counted').to.be.at.least(2);
       expect(buckets.every((b) => !('s1' in b)), 'no bucket is keyed by s1').to.equal(true);
+      const tomorrow = new Date(Date.parse(today) + 86_400_000).toISOString().slice(0, 10);
       for (const tz of ['UTC', 'America/Los_Angeles', 'Asia/Kolkata', 'Pacific/Kiritimati']) {
         for (const groupBy of ['day', 'supplier,day,sid', 'buyer,state', 's1', 'day,s1,buyer', ',']) {
           // From yesterday to tomorrow (UTC dates): in a zone far east of UTC (Kiritimati, +14) the
           // leads posted now are already on tomorrow's local date for much of the UTC day.
           const from = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
-          const to = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10);
-          const reply = await get(`/functions/reports/summary?from=${from}&to=${to}&tz=${tz}&group_by=${groupBy}&test=include&limit=500`, keys.admin!);
+          const reply = await get(`/functions/reports/summary?from=${from}&to=${tomorrow}&tz=${tz}&group_by=${groupBy}&test=include&limit=500`, keys.admin!);
           const dims = groupBy.split(',').filter(Boolean) as GroupBy[];
           // The same hours the report reads: those from local midnight of `from` to the end of `to`.
           const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
-          const end = startOfLocalDay(new Date(Date.parse(to) + 86_400_000).toISOString().slice(0, 10), tz).toISOString().slice(0, 13);
+          const end = startOfLocalDay(new Date(Date.parse(tomorrow) + 86_400_000).toISOString().slice(0, 10), tz).toISOString().slice(0, 13);
           const inRange = (dims.includes('s1') ? leadRows : buckets).filter((b) => b.hour >= start && b.hour < end);
           const expected = summarise(inRange, dims, tz);
           expect(reply.body.items, `${tz} by ${groupBy}`).to.deep.equal(expected);

@@ -5,7 +5,7 @@ import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-even
 import { formatKey, issueKey, newKeyMaterial } from '../../src/keys/api-keys.js';
 import { changeKeys } from '../../src/keys/key-stream.js';
 import { PROJECTIONS, versionBuild } from '../../src/projections/index.js';
-import { reportsProjection } from '../../src/projections/projections.js';
+import { leadsProjection, reportsProjection } from '../../src/projections/projections.js';
 import { REBUILD_STORE_OPTIONS, rebuildProjections } from '../../src/projections/rebuild.js';
 import { checkpointName } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
@@ -65,12 +65,14 @@ describe('reports over 200,000 leads, served under the heap cap of npm start', f
       await changeKeys(store, (state) => issueKey(state, { role: 'analyst', name: 'ann', now: Date.now(), id, secret }));
       apiKey = formatKey(id, secret);
       seeded = await seedLeads(store, { leads: LEADS, shape });
-      // Projected as `leadpost replay` would, into the builds the service serves. The other read
-      // models are not read here: their builds start empty at the head, with nothing to replay.
-      await rebuildProjections(store, readModels, [reportsProjection], { build: versionBuild });
+      // Projected as `leadpost replay` would, into the builds the service serves: the reports, and
+      // the lead views a report by s1 sums. The other read models are not read here: their builds
+      // start empty at the head, with nothing to replay.
+      const read = [leadsProjection, reportsProjection];
+      await rebuildProjections(store, readModels, read, { build: versionBuild });
       const head = await store.headPosition();
       for (const projection of PROJECTIONS) {
-        if (projection !== reportsProjection) await readModels.commit(checkpointName(projection, versionBuild(projection)), head, []);
+        if (!read.includes(projection)) await readModels.commit(checkpointName(projection, versionBuild(projection)), head, []);
       }
     } finally {
       await readModels.close();

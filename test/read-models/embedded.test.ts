@@ -4,10 +4,10 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Position } from '../../src/event-store/port.js';
 import { READ_MODELS_FILE } from '../../src/read-models/embedded-schema.js';
-import { deliveriesProjection, leadsProjection } from '../../src/projections/projections.js';
+import { deliveriesProjection, leadsProjection, reportsProjection } from '../../src/projections/projections.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { ReadModelUnavailableError, type ReadWrite } from '../../src/read-models/port.js';
-import { aggregateSql, findSql, leadingValuesSql } from '../../src/read-models/sqlite-query.js';
+import { aggregateSql, findSql, indexedFields, leadingValuesSql, walksLeadingField } from '../../src/read-models/sqlite-query.js';
 import { tempDir } from '../support/tmp.js';
 import { readModelStoreContract, rejection, uniqueName } from './contract.js';
 
@@ -314,6 +314,55 @@ describe('embedded read-model store (SQLite)', function () {
           expect(first).to.include(`SEARCH ${table} USING INDEX ix_${table}(s1) (<expr>=?)`);
           expect(first).to.include(`SEARCH ${table} USING INDEX ix_${table}(s1) (<expr><?)`);
           expect(first.join('\n')).not.to.match(/SCAN rm_/);
+        } finally {
+          raw.close();
+        }
+      });
+
+      it('a page of a report by s1 over the lead views walks their s1 index, not the index of the time range it is filtered on', async function () {
+        // The lead views are indexed on received_at too (the leads list): read along it, a page
+        // would group and sort every lead of the report's days.
+        await store.ensureIndexes(coll, leadsProjection.indexes.leads!);
+        await store.commit(projection, at(1), [{ op: 'put', collection: coll, id: 'a', position: at(1), doc: { supplier: 's', s1: 'c', received_at: 'h', report_received: 1 } }]);
+        const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+        try {
+          const table = `rm_${coll}`;
+          const plan = ({ sql, params }: { sql: string; params: unknown[] }) =>
+            (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+          const indexes = indexedFields(table, raw.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?`).pluck().all(table) as string[]);
+          const filter = { received_at: { $gte: '2026-10-01T00', $lt: '2026-10-31T00' }, report_received: 1, test: false };
+          const options = { filter, key: [{ field: 's1' }], sum: ['report_received'], limit: 51 };
+          for (const [scope, index] of [[{}, 's1'], [{ supplier: 's' }, 'supplier,s1']] as const) {
+            const scoped = { ...options, filter: { ...filter, ...scope }, after: ['c-1'] };
+            const walking = walksLeadingField(scoped, indexes);
+            expect(walking, index).to.equal(true);
+            const leading = plan(leadingValuesSql(table, scoped, 52, walking));
+            expect(leading, index).to.include(`USING INDEX ix_${table}(${index})`);
+            expect(leading, index).not.to.include('TEMP B-TREE');
+            const groups = plan(aggregateSql(table, scoped, { from: 'c-1', to: 'c-9' }, walking));
+            expect(groups, index).to.include(`USING INDEX ix_${table}(${index})`);
+            expect(groups, index).not.to.include('received_at');
+          }
+        } finally {
+          raw.close();
+        }
+      });
+
+      it('a page of buckets grouped first by a field no index leads with is read along the index of its time range', async function () {
+        await store.ensureIndexes(coll, reportsProjection.indexes.report_buckets!);
+        await store.commit(projection, at(1), [{ op: 'put', collection: coll, id: 'a', position: at(1), doc: { supplier: 's', sid: 'g', hour: 'h' } }]);
+        const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+        try {
+          const table = `rm_${coll}`;
+          const indexes = indexedFields(table, raw.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?`).pluck().all(table) as string[]);
+          const options = { filter: { hour: { $gte: '2026-10-01T00', $lt: '2026-10-31T00' }, test: false }, key: [{ field: 'sid' }], sum: ['received'], limit: 51 };
+          const walking = walksLeadingField(options, indexes);
+          expect(walking).to.equal(false);
+          const { sql, params } = leadingValuesSql(table, options, 52, walking);
+          const detail = (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+          expect(detail).to.include(`USING INDEX ix_${table}(hour)`);
+          // Through the store too: every group of the range.
+          expect(await store.aggregate(coll, { ...options, filter: { hour: { $gte: 'a', $lt: 'z' } } })).to.deep.equal([{ key: ['g'], sums: { received: 0 } }]);
         } finally {
           raw.close();
         }

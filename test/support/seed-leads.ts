@@ -2,6 +2,7 @@ import { type PostLeadCommand, decide, initialLeadState } from '../../src/comman
 import type { EventStore } from '../../src/event-store/port.js';
 import { LEAD_EVENT_SCHEMA, leadStream } from '../../src/events/lead-events.js';
 import type { NormalisedLead } from '../../src/leads/lead.js';
+import { type NewLeadEvent, deliveryAttempted, deliveryFailed, feedbackRecorded, leadDelivered, returned } from './lead-events.js';
 
 // Many leads written straight into the event store, as the service records them, for tests and
 // benches that need a large history: posting them one request at a time would take far longer.
@@ -50,6 +51,43 @@ function leadEvents(n: number, shape: LeadShape = BENCH_SHAPE) {
   return decide(command, initialLeadState);
 }
 
+/** The buyer lead n is sold to, or null when it is not sold (see leadEvents). */
+const buyerOf = (n: number): string | null => (n % 10 === 0 || n % 4 === 1 ? null : `buyer-${n % 3}`);
+const isUnsold = (n: number): boolean => n % 10 !== 0 && n % 4 === 1;
+/** Leads received between a lead's sale and the buyer's feedback on it: about three hours at one a second. */
+const FEEDBACK_AFTER_LEADS = 10_800;
+
+/**
+ * What happens to lead n after its post, each a separate append as the service makes them: a sold
+ * lead's webhook delivery (one in ten fails once, and is delivered on the retry), half the unsold
+ * leads pulled by their bucket's buyer; and, for the lead sold FEEDBACK_AFTER_LEADS leads before
+ * (hours earlier, so no cache of recent leads holds it any more), the buyer's feedback on three
+ * in ten and a return on one in twenty.
+ */
+function afterSaleAppends(n: number, first: number, at: Date): Array<{ leadId: number; events: NewLeadEvent[] }> {
+  const appends: Array<{ leadId: number; events: NewLeadEvent[] }> = [];
+  const iso = (ms: number) => new Date(at.getTime() + ms).toISOString();
+  const buyer = buyerOf(n);
+  if (buyer) {
+    if (n % 10 === 3) {
+      appends.push({ leadId: n, events: [deliveryAttempted(n, buyer, 1, iso(100))] });
+      appends.push({ leadId: n, events: [deliveryFailed(n, buyer, 1, iso(400), { next_attempt_at: iso(30_400) })] });
+      appends.push({ leadId: n, events: [deliveryAttempted(n, buyer, 2, iso(30_400))] });
+      appends.push({ leadId: n, events: [leadDelivered(n, buyer, 2, iso(30_500))] });
+    } else {
+      appends.push({ leadId: n, events: [deliveryAttempted(n, buyer, 1, iso(100))] });
+      appends.push({ leadId: n, events: [leadDelivered(n, buyer, 1, iso(200))] });
+    }
+  } else if (isUnsold(n) && n % 2 === 0) {
+    appends.push({ leadId: n, events: [leadDelivered(n, 'bucket-buyer', 1, iso(60_000), { via: 'pull' })] });
+  }
+  const earlier = n - FEEDBACK_AFTER_LEADS;
+  const soldTo = earlier >= first ? buyerOf(earlier) : null;
+  if (soldTo && earlier % 20 === 7) appends.push({ leadId: earlier, events: returned(earlier, soldTo, 25, 'bad_phone', iso(0)) });
+  else if (soldTo && [2, 5, 8].includes(earlier % 10)) appends.push({ leadId: earlier, events: [feedbackRecorded(earlier, soldTo, 'contacted', iso(0))] });
+  return appends;
+}
+
 export interface SeedOptions {
   /** Stop after this many events (about: a lead's events are written together)… */
   readonly events?: number;
@@ -63,6 +101,11 @@ export interface SeedOptions {
    * raw at version 1, LeadReceived in clear as an older release wrote it.
    */
   readonly viaCodec?: boolean;
+  /**
+   * Also what follows a post in a real log (see afterSaleAppends): deliveries, feedback, returns.
+   * Without it, only the post's events: nearly every event makes a new document in each projection.
+   */
+  readonly afterSale?: boolean;
 }
 
 export interface Seeded {
@@ -92,6 +135,11 @@ export async function seedLeads(store: Pick<EventStore, 'append'>, options: Seed
         }
       }
       await store.append(leadStream(n), batch.map((event) => ({ ...event, metadata: options.viaCodec ? {} : SEEDED_METADATA })), { expectedRevision: 'no_stream' });
+      if (!options.afterSale) continue;
+      for (const { leadId, events } of afterSaleAppends(n, first, (options.shape ?? BENCH_SHAPE).receivedAt(n))) {
+        written += events.length;
+        await store.append(leadStream(leadId), events);
+      }
     }
   };
   await Promise.all(Array.from({ length: 200 }, writer));

@@ -52,6 +52,10 @@ export class PollingSubscription implements AllSubscription {
           yield event;
         }
         if (page.length < PAGE && !this.stopped) await this.idle();
+        // Catching up, every page is at hand at once: without a pause the whole backlog would be
+        // read in one run of promises, and timers (the other subscribers' polls) and I/O (HTTP)
+        // would wait until it is done.
+        else if (!this.stopped) await new Promise<void>((resolve) => setImmediate(resolve));
       }
     } finally {
       if (!this.stopped) await this.unsubscribe();
