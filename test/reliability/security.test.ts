@@ -383,7 +383,7 @@ describe('reliability: security', function () {
         sinon.stub(readModels, 'aggregate').callsFake(() => Promise.reject(internal())),
       ];
       try {
-        replies.push(['GET lead (read model throws)', await svc.request('GET', `/functions/leads/${soldId}`, { 'x-api-key': supplier })]);
+        replies.push(['GET leads (read model throws)', await svc.request('GET', '/functions/leads', { 'x-api-key': supplier })]);
         replies.push(['GET deliveries (read model throws)', await svc.request('GET', '/functions/deliveries', { 'x-api-key': supplier })]);
         replies.push(['GET report (read model throws)', await svc.request('GET', '/functions/reports/summary', { 'x-api-key': supplier })]);
       } finally {
