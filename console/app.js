@@ -10,16 +10,18 @@ import { renderDeliveries } from './deliveries.js';
 import { renderLead } from './lead.js';
 import { renderLeads } from './leads.js';
 import { renderPulls, renderBought } from './buyer.js';
+import { renderPersonalData } from './personal.js';
 
 const READERS = ['supplier', 'analyst', 'admin'];
 const ALL = ['supplier', 'buyer', 'analyst', 'admin'];
-// Still to come, behind its own hash: the admin's erasure requests (#/erasure).
 const PAGES = [
   { pattern: /^#\/report$/, nav: '#/report', roles: READERS, render: renderReport },
   { pattern: /^#\/leads$/, nav: '#/leads', roles: READERS, render: renderLeads },
   { pattern: /^#\/deliveries$/, nav: '#/deliveries', roles: ALL, render: renderDeliveries },
   { pattern: /^#\/bought$/, nav: '#/bought', roles: ['buyer'], render: renderBought },
   { pattern: /^#\/pulls$/, nav: '#/pulls', roles: ['buyer'], pullOnly: true, render: renderPulls },
+  // A consumer's access and erasure requests; an erasure's record has the page's address plus its id.
+  { pattern: /^#\/personal-data(?:\/erasures\/([0-9a-f]{32}))?$/, nav: '#/personal-data', roles: ['admin'], render: renderPersonalData },
   // A lead's page is reached from a list, so it has no link of its own; it lights the list's.
   { pattern: /^#\/leads\/([1-9]\d{0,15})$/, nav: null, roles: ALL, render: renderLead },
 ];
