@@ -186,8 +186,16 @@ function eraseSection(forget) {
   });
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    asked = { ...contactsOf(inputs), suppress: suppress.checked };
-    const named = [asked.email ? `e-mail ${asked.email}` : null, asked.mobile ? `mobile ${asked.mobile}` : null].filter(Boolean).join(' and ') || 'no e-mail or mobile';
+    const contacts = contactsOf(inputs);
+    if (!contacts.email && !contacts.mobile) {
+      // Nothing to confirm: the consumer is named by at least one contact.
+      for (const input of Object.values(inputs)) input.setAttribute('aria-invalid', 'true');
+      answer.replaceChildren(h('p', { class: 'error' }, "Type the consumer's e-mail and/or mobile first."));
+      inputs.email.focus();
+      return;
+    }
+    asked = { ...contacts, suppress: suppress.checked };
+    const named = [asked.email ? `e-mail ${asked.email}` : null, asked.mobile ? `mobile ${asked.mobile}` : null].filter(Boolean).join(' and ');
     consumerLine.textContent = `Every lead of the consumer with ${named} loses its personal data for good${asked.suppress ? ', and later leads with these contacts are rejected' : ''}.`;
     answer.replaceChildren();
     confirmation.hidden = false;

@@ -413,6 +413,9 @@ describe('the console in a browser', function () {
 
     // Refusals in words: bad contacts name both fields (422); a key that is not an admin's is
     // refused by the service (403), whatever the page shows.
+    await erase.getByRole('button', { name: 'Erase…' }).click();
+    await page.locator('#erase-answer', { hasText: "Type the consumer's e-mail and/or mobile first." }).waitFor();
+    expect(await page.locator('#erase-confirm').isVisible(), 'nothing to confirm').to.equal(false);
     await erase.getByLabel('E-mail').fill('not-an-address');
     await erase.getByLabel('Mobile').fill('12');
     await erase.getByRole('button', { name: 'Erase…' }).click();
