@@ -10,12 +10,12 @@ import { renderDeliveries } from './deliveries.js';
 import { renderLead } from './lead.js';
 import { renderLeads } from './leads.js';
 import { renderPulls, renderBought } from './buyer.js';
+import { renderPersonalData } from './personal.js';
 
 const READERS = ['supplier', 'analyst', 'admin'];
 const ALL = ['supplier', 'buyer', 'analyst', 'admin'];
 // The pages, in the order of the nav. A page with a `label` has a nav link, shown to its roles
-// only; a page for one more role is one more entry here (the admin's erasure requests will be
-// `{ pattern: /^#\/erasure$/, nav: '#/erasure', label: 'Erasure requests', roles: ['admin'], … }`).
+// only; a page for one more role is one more entry here.
 const PAGES = [
   { pattern: /^#\/leads$/, nav: '#/leads', label: 'Leads', roles: READERS, render: renderLeads },
   // A report's query may follow its hash (#/report?from=…&to=…&tz=…&group_by=…): a link to it shows it.
@@ -23,6 +23,8 @@ const PAGES = [
   { pattern: /^#\/deliveries$/, nav: '#/deliveries', label: 'Deliveries', roles: ALL, render: renderDeliveries },
   { pattern: /^#\/bought$/, nav: '#/bought', label: 'Bought', roles: ['buyer'], render: renderBought },
   { pattern: /^#\/pulls$/, nav: '#/pulls', label: 'Pulls', roles: ['buyer'], pullOnly: true, render: renderPulls },
+  // A consumer's access and erasure requests; an erasure's record has the page's address plus its id.
+  { pattern: /^#\/personal-data(?:\/erasures\/([0-9a-f]{32}))?$/, nav: '#/personal-data', label: 'Personal data', roles: ['admin'], render: renderPersonalData },
   // A lead's page is reached from a list, so it has no link of its own; it lights the list's.
   { pattern: /^#\/leads\/([1-9]\d{0,15})$/, nav: null, roles: ALL, render: renderLead },
 ];

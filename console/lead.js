@@ -49,6 +49,8 @@ function summary(lead) {
     ['Test lead', lead.test ? 'yes' : 'no'],
     ['Ping', lead.ping ? `${lead.ping.ping_id}${lead.ping.buyer ? `, sold at ${lead.ping.buyer}'s bid of ${money(lead.ping.bid)}` : ', no bid could take it'}` : '—'],
   ];
+  // Only for those who may see the consumer: whether its personal data is still held.
+  if (lead.lead) items.push(['Personal data', lead.lead.erased ? 'erased' : 'held']);
   return h('dl', { class: 'summary', id: 'lead-summary' }, items.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))));
 }
 
@@ -80,6 +82,7 @@ const DETAILS = {
   LeadReceived: (d) => [
     h('p', {}, `From ${d.supplier}, sid ${d.sid ?? '—'}, s1 ${d.s1 ?? '—'}, state ${d.accident_state ?? '—'}${d.test ? ', test lead' : ''}.`),
     d.lead?.email ? h('p', { class: 'muted' }, `Consumer: ${d.lead.first_name} ${d.lead.last_name}, ${d.lead.email}, ${d.lead.mobile}`) : null,
+    d.lead?.erased ? h('p', { class: 'muted' }, 'Consumer: personal data erased.') : null,
   ],
   LeadRejected: (d) => [h('p', {}, `Rejected: ${d.code}.`), h('ul', {}, (d.errors ?? []).map((e) => h('li', {}, `${e.field}: ${e.message}`)))],
   LeadEnriched: (d) =>
@@ -118,9 +121,14 @@ const DETAILS = {
   LeadDelivered: (d) => h('p', {}, `Delivered to ${d.buyer} by ${d.via}, attempt ${d.attempt}${d.status ? `, HTTP ${d.status}` : ''}${d.latency_ms != null ? `, ${d.latency_ms} ms` : ''}.`),
   LeadDeliveryFailed: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} failed: ${d.error}${d.status ? ` (HTTP ${d.status})` : ''}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
   FeedbackRecorded: (d) => h('p', {}, `${d.buyer}: ${d.type}${d.reason ? ` (${d.reason})` : ''}.`),
+  LeadPersonalDataErased: (d) => h('p', {}, `Personal data erased on the consumer's request (erasure ${d.erasure_id})${d.notify_buyer ? `; ${d.notify_buyer} is told to delete its copy` : ''}.`),
+  LeadPersonalDataExpired: (d) => h('p', {}, `Personal data erased: older than the retention period (${d.retention_days} days).`),
+  LeadDeliveryCancelled: (d) => h('p', {}, `Delivery to ${d.buyer ?? d.bucket} cancelled: personal data ${d.reason}.`),
+  ErasureNoticeSent: (d) => h('p', {}, `Erasure notice delivered to ${d.buyer}, attempt ${d.attempt}, HTTP ${d.status}.`),
+  ErasureNoticeFailed: (d) => h('p', {}, `Erasure notice to ${d.buyer} failed: ${d.error}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
   LeadReturned: (d) => h('p', {}, `Returned by ${d.buyer} (${d.reason}): ${money(d.revenue)} ${d.currency} reversed.`),
 };
-const TONE = { LeadRejected: 'bad', LeadDeliveryFailed: 'bad', LeadReturned: 'bad', LeadSold: 'good', LeadDelivered: 'good' };
+const TONE = { LeadPersonalDataErased: 'bad', LeadPersonalDataExpired: 'bad', LeadRejected: 'bad', LeadDeliveryFailed: 'bad', LeadReturned: 'bad', LeadSold: 'good', LeadDelivered: 'good' };
 
 function timeline(events) {
   return h(

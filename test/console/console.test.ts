@@ -4,12 +4,12 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
-import { TestService, validLead } from '../support/service.js';
+import { TestService, leadWith, testMobile, validLead } from '../support/service.js';
 
 // The console in a real browser against the running service, real keys and real leads: an
 // analyst signs in, the report's charts and table hold exactly what the report API answers, a
 // delivery row opens its lead's timeline with every routing candidate and its reason, and signing
-// out forgets the key. Any console error, page error, CSP violation or request to another origin
+// out forgets the key; an admin finds a consumer and erases it. Any console error, page error, CSP violation or request to another origin
 // fails the test. Screenshots of each page at a laptop's and a phone's size go to SHOTS.
 
 const SHOTS = 'test-results/console';
@@ -551,5 +551,147 @@ describe('the console in a browser', function () {
     expect(elsewhere).to.deep.equal([]);
     expect(problems).to.deep.equal([]);
     await context.close();
+  });
+
+  it('an admin finds a consumer, erases it with suppress after confirming, and its leads then show erased; no other role sees the page', async function () {
+    keys.admin = await svc!.key('admin', 'root');
+    keys.supC = await svc!.key('supplier', 'sup-c');
+    // A consumer with two leads (the same e-mail, two mobiles: sold, then a duplicate), from a supplier.
+    const run = Date.now() % 100_000;
+    const consumer = { email: `erase.me.${run}@example.com`, mobile: testMobile(5_000_000 + run), mobile2: testMobile(5_100_000 + run) };
+    const posted: number[] = [];
+    for (const [mobile, sid, status] of [[consumer.mobile, 'erase-1', 201], [consumer.mobile2, 'erase-2', 409]] as const) {
+      const reply = await svc!.post(leadWith(consumer.email, mobile, { first_name: 'Grace', last_name: 'Hopperfield', sid }), { 'x-api-key': keys.supC! });
+      expect(reply.status, reply.text).to.equal(status);
+      posted.push(reply.body.lead_id as number);
+    }
+    await settled();
+    const personal = [consumer.email, consumer.mobile, consumer.mobile.slice(2), consumer.mobile2, 'Hopperfield'];
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page, problems, elsewhere } = await watched(context);
+    /** Nothing the admin typed about the consumer is in the address bar or the tab's storage. */
+    const keptOutOfTheBrowser = async () => {
+      const url = decodeURIComponent(page.url());
+      for (const value of personal) expect(url, 'address bar').to.not.contain(value);
+      expect(await page.evaluate('localStorage.length')).to.equal(0);
+      expect(await page.evaluate('JSON.stringify(Object.entries(sessionStorage))')).to.equal(JSON.stringify([['leadpost.apiKey', keys.admin]]));
+    };
+
+    await signIn(page, keys.admin!, '#/report');
+    expect(await visibleNav(page)).to.deep.equal(['Leads', 'Report', 'Deliveries', 'Personal data']);
+    await page.getByRole('link', { name: 'Personal data' }).click();
+    await page.waitForURL('**/console#/personal-data');
+    const find = page.locator('form[aria-labelledby="find-title"]');
+    const erase = page.locator('form[aria-labelledby="erase-title"]');
+    expect(await unlabelled(page)).to.deep.equal([]);
+
+    // Find (an access request): the leads the API lists for that consumer, with its personal data.
+    await find.getByLabel('E-mail').fill(consumer.email);
+    await find.getByLabel('E-mail').press('Enter');
+    const found = page.locator('#consumer-leads tbody tr');
+    await page.locator('#consumer-message', { hasText: '2 lead(s) of this consumer.' }).waitFor();
+    const access = await api(`/functions/consumers?email=${encodeURIComponent(consumer.email)}`, keys.admin!);
+    const ids = (access.items as Array<{ lead_id: number }>).map((r) => r.lead_id);
+    expect(ids).to.deep.equal(posted);
+    expect(await found.evaluateAll((rows) => rows.map((r) => Number(r.getAttribute('data-lead'))))).to.deep.equal(ids);
+    const firstRow = await found.first().locator('td').allInnerTexts();
+    expect(firstRow).to.include('Grace Hopperfield').and.include(consumer.email).and.include(consumer.mobile).and.include('held');
+    expect(await found.first().locator('a').getAttribute('href')).to.equal(`#/leads/${ids[0]}`);
+    await keptOutOfTheBrowser();
+    await shoot(page, 'personal-data-found', () => found.first().waitFor());
+
+    // Refusals in words: bad contacts name both fields (422); a key that is not an admin's is
+    // refused by the service (403), whatever the page shows.
+    await erase.getByRole('button', { name: 'Erase…' }).click();
+    await page.locator('#erase-answer', { hasText: "Type the consumer's e-mail and/or mobile first." }).waitFor();
+    expect(await page.locator('#erase-confirm').isVisible(), 'nothing to confirm').to.equal(false);
+    await erase.getByLabel('E-mail').fill('not-an-address');
+    await erase.getByLabel('Mobile').fill('12');
+    await erase.getByRole('button', { name: 'Erase…' }).click();
+    await page.getByRole('button', { name: 'Erase for good' }).click();
+    const erased = page.locator('#erase-answer');
+    await erased.locator('.error').waitFor();
+    expect(await erased.innerText()).to.match(/^Please check: E-mail .+; Mobile .+\.$/);
+    expect(await erase.locator('[aria-invalid="true"]').evaluateAll((inputs) => inputs.map((i) => i.getAttribute('name')))).to.deep.equal(['email', 'mobile']);
+    await page.evaluate(`sessionStorage.setItem('leadpost.apiKey', ${JSON.stringify(keys.analyst)})`);
+    await find.getByRole('button', { name: 'Find' }).click();
+    await page.locator('#consumer-message', { hasText: 'only an admin key' }).waitFor();
+    await page.evaluate(`sessionStorage.setItem('leadpost.apiKey', ${JSON.stringify(keys.admin)})`);
+
+    // Erase, by keyboard: the contacts, suppress, then an explicit confirmation.
+    await erase.getByLabel('E-mail').fill(consumer.email);
+    await erase.getByLabel('Mobile').fill(consumer.mobile);
+    await erase.getByLabel('Suppress later leads').focus();
+    await page.keyboard.press('Space');
+    await erase.getByRole('button', { name: 'Erase…' }).press('Enter');
+    const confirmation = page.locator('#erase-confirm');
+    await confirmation.waitFor();
+    expect(await confirmation.innerText()).to.contain('cannot be undone').and.contain(consumer.email);
+    expect(await page.evaluate('document.activeElement.textContent')).to.equal('Cancel');
+    await shoot(page, 'personal-data-confirm', () => confirmation.waitFor());
+    await page.keyboard.press('Shift+Tab');
+    expect(await page.evaluate('document.activeElement.textContent')).to.equal('Erase for good');
+    await page.keyboard.press('Enter');
+    const record = erased.locator('[data-erasure]');
+    await record.waitFor();
+    const erasureId = (await record.getAttribute('data-erasure'))!;
+    const asRecorded = (await api(`/functions/erasures/${erasureId}`, keys.admin!)).erasure as { leads_erased: number; lead_ids: number[]; suppressed: boolean };
+    expect(asRecorded).to.include({ leads_erased: 2, suppressed: true });
+    expect(asRecorded.lead_ids).to.have.members(ids);
+    const shown = await record.innerText();
+    expect(shown).to.contain(erasureId).and.match(/Leads erased\s+2/).and.match(/Later leads suppressed\s+yes/).and.contain('completed');
+    for (const id of ids) expect(shown).to.contain(String(id));
+    // The contacts are forgotten: both forms are empty and the consumer's leads are gone.
+    for (const form of [find, erase]) for (const label of ['E-mail', 'Mobile']) expect(await form.getByLabel(label).inputValue(), label).to.equal('');
+    expect(await erase.getByLabel('Suppress later leads').isChecked()).to.equal(false);
+    expect(await found.count()).to.equal(0);
+    const text = await page.locator('main').innerText();
+    for (const value of personal) expect(text).to.not.contain(value);
+    await keptOutOfTheBrowser();
+    await shoot(page, 'personal-data-erased', () => record.waitFor());
+
+    // The record links to its own address, where it is looked up by id.
+    await record.getByRole('link', { name: erasureId }).click();
+    await page.waitForURL(`**/console#/personal-data/erasures/${erasureId}`);
+    await page.locator(`#erasure-found [data-erasure="${erasureId}"]`).waitFor();
+    expect(await page.getByLabel('Erasure id').inputValue()).to.equal(erasureId);
+
+    // A lead of the consumer now shows erased and no personal field, for the admin too.
+    await page.locator('#erasure-found').getByRole('link', { name: String(ids[0]), exact: true }).click();
+    await page.waitForURL(`**/console#/leads/${ids[0]}`);
+    await page.locator('#timeline [data-type="LeadPersonalDataErased"]').waitFor();
+    expect(await page.locator('#lead-summary').innerText()).to.match(/Personal data\s+erased/);
+    const leadPage = await page.locator('main').innerText();
+    for (const value of personal) expect(leadPage).to.not.contain(value);
+    await keptOutOfTheBrowser();
+
+    // A later lead of the consumer is refused, as suppressed.
+    const later = await svc!.post(leadWith(consumer.email, testMobile(5_200_000 + run)), { 'x-api-key': keys.supC! });
+    expect(later.status, later.text).to.equal(422);
+    expect(later.body.code).to.equal('SUPPRESSED');
+
+    expect(elsewhere).to.deep.equal([]);
+    // Chromium logs the two refused requests the test asked for; nothing else.
+    expect(problems).to.deep.equal([
+      'console: Failed to load resource: the server responded with a status of 422 (Unprocessable Entity)',
+      'console: Failed to load resource: the server responded with a status of 403 (Forbidden)',
+    ]);
+    await context.close();
+
+    // An analyst has no such page: not in its nav, not by its address, and the API refuses it.
+    const other = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const watchedOther = await watched(other);
+    await signIn(watchedOther.page, keys.analyst!, '#/report');
+    expect(await visibleNav(watchedOther.page)).to.not.include('Personal data');
+    await watchedOther.page.goto(`${origin}/console#/personal-data`);
+    await watchedOther.page.waitForURL('**/console#/report');
+    expect(await watchedOther.page.locator('#consumer-leads').count()).to.equal(0);
+    for (const key of [keys.analyst!, keys.supC!]) {
+      expect((await svc!.request('GET', `/functions/consumers?email=${encodeURIComponent(consumer.email)}`, { 'x-api-key': key })).status).to.equal(403);
+      expect((await svc!.post({ email: consumer.email }, { 'x-api-key': key }, '/functions/erasures')).status).to.equal(403);
+      expect((await svc!.request('GET', `/functions/erasures/${erasureId}`, { 'x-api-key': key })).status).to.equal(403);
+    }
+    expect(watchedOther.problems).to.deep.equal([]);
+    await other.close();
   });
 });

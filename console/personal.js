@@ -1,0 +1,265 @@
+// The admin's page for a consumer's requests about its personal data. Find: the consumer's leads
+// with their personal data and outcomes (GET /functions/consumers), a "right to know" answer.
+// Erase: every lead of the consumer loses its personal data for good (POST /functions/erasures),
+// after an explicit confirmation. Look up: an erasure as recorded (GET /functions/erasures/{id}).
+//
+// The e-mail and mobile typed here are the consumer's personal data: they go to the service in
+// the request only, never into the address bar, the tab's storage or the browser's form history,
+// and the fields are emptied once the consumer is erased. Only the erasure id, which names no one,
+// is put in the address (#/personal-data/erasures/{id}).
+
+import { getJson, postJson, explain, ApiError } from './api.js';
+import { h, field, time } from './dom.js';
+
+const LABELS = { email: 'E-mail', mobile: 'Mobile', suppress: 'Suppress later leads' };
+
+/**
+ * A consumer's contact fields: not remembered by the browser, not spell-checked. Their forms are
+ * not checked by the browser: the service normalises contacts as it does a posted lead's and its
+ * answer names every field it refuses.
+ */
+function contactInputs() {
+  const common = { autocomplete: 'off', spellcheck: 'false', autocapitalize: 'off' };
+  return {
+    email: h('input', { type: 'email', name: 'email', ...common }),
+    mobile: h('input', { type: 'tel', name: 'mobile', ...common }),
+  };
+}
+
+/** The typed contacts, trimmed; empty ones left out (the service asks for at least one). */
+function contactsOf(inputs) {
+  const contacts = {};
+  for (const [name, input] of Object.entries(inputs)) if (input.value.trim() !== '') contacts[name] = input.value.trim();
+  return contacts;
+}
+
+const unmark = (inputs) => Object.values(inputs).forEach((input) => input.removeAttribute('aria-invalid'));
+
+/** The service's refusal, in words; the failing fields are marked on the form too. */
+function refusal(error, inputs = {}) {
+  unmark(inputs);
+  if (!(error instanceof ApiError)) return explain(error);
+  switch (error.status) {
+    case 403:
+      return 'This key may not do this: only an admin key may look up or erase a consumer\'s personal data.';
+    case 404:
+      return 'No erasure has this id.';
+    case 422: {
+      const errors = error.body.errors ?? [];
+      for (const e of errors) inputs[e.field]?.setAttribute('aria-invalid', 'true');
+      const fields = errors.map((e) => `${LABELS[e.field] ?? e.field} ${e.message}`).join('; ');
+      return `Please check: ${fields || error.message}.`;
+    }
+    default:
+      return explain(error);
+  }
+}
+
+const CONSUMER_COLUMNS = [
+  ['Lead', (r) => h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id)],
+  ['Received', (r) => time(r.received_at)],
+  ['Outcome', (r) => [r.lead_status, r.code].filter(Boolean).join(', ')],
+  ['From', (r) => r.supplier ?? ''],
+  ['To', (r) => r.buyer ?? r.bucket ?? ''],
+  ['Name', (r) => [r.lead?.first_name, r.lead?.last_name].filter(Boolean).join(' ')],
+  ['E-mail', (r) => r.lead?.email ?? ''],
+  ['Mobile', (r) => r.lead?.mobile ?? ''],
+  ['Personal data', (r) => (r.lead?.erased ? h('span', { class: 'no' }, 'erased') : r.lead ? 'held' : 'none recorded')],
+];
+
+function findSection() {
+  const inputs = contactInputs();
+  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'consumer-message' });
+  const body = h('tbody');
+  const table = h(
+    'table',
+    { id: 'consumer-leads', 'aria-label': "The consumer's leads" },
+    h('thead', {}, h('tr', {}, CONSUMER_COLUMNS.map(([t, , cls]) => h('th', { scope: 'col', class: cls }, t)))),
+    body,
+  );
+  const results = h('div', { class: 'table-wrap', hidden: true }, table);
+  const form = h(
+    'form',
+    { class: 'filters', 'aria-labelledby': 'find-title', novalidate: true },
+    h('h2', { id: 'find-title', class: 'wide' }, 'Find a consumer'),
+    h('p', { class: 'muted wide' }, 'An access request: every lead of the consumer with this e-mail and/or mobile, with its personal data and outcome.'),
+    field('E-mail', inputs.email),
+    field('Mobile', inputs.mobile),
+    h('button', { type: 'submit' }, 'Find'),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    message.className = 'muted';
+    message.textContent = 'Looking…';
+    body.replaceChildren();
+    results.hidden = true;
+    try {
+      const answer = await getJson(`/functions/consumers?${new URLSearchParams(contactsOf(inputs))}`);
+      unmark(inputs);
+      for (const row of answer.items) body.append(h('tr', { 'data-lead': row.lead_id }, CONSUMER_COLUMNS.map(([, cell, cls]) => h('td', { class: cls }, cell(row)))));
+      results.hidden = answer.items.length === 0;
+      message.textContent = answer.items.length === 0 ? 'No lead of this consumer.' : `${answer.leads_found} lead(s) of this consumer.`;
+    } catch (error) {
+      message.className = 'error';
+      message.textContent = refusal(error, inputs);
+    }
+  });
+  /** Forgets the consumer: the fields and the leads shown. */
+  const clear = () => {
+    for (const input of Object.values(inputs)) input.value = '';
+    body.replaceChildren();
+    results.hidden = true;
+    message.textContent = '';
+  };
+  return { section: h('section', { class: 'card' }, form, message, results), clear };
+}
+
+/** An erasure as recorded; its id links to its own address. */
+function erasureRecord(erasure) {
+  const items = [
+    ['Status', erasure.status],
+    ['Named by', erasure.fields.map((f) => (f === 'email' ? 'e-mail' : f)).join(' and ')],
+    ['Leads erased', String(erasure.leads_erased)],
+    ['Lead ids', erasure.lead_ids.length === 0 ? '—' : erasure.lead_ids.map((id, i) => [i > 0 ? ', ' : '', h('a', { href: `#/leads/${id}` }, id)])],
+    ['Later leads suppressed', erasure.suppressed ? 'yes' : 'no'],
+    ['First erased', time(erasure.first_erased_at)],
+    ['Last erased', time(erasure.last_erased_at)],
+    ['As of (event log)', `commit ${erasure.as_of.commit}, prepare ${erasure.as_of.prepare}`],
+  ];
+  return h(
+    'div',
+    { class: 'erasure', 'data-erasure': erasure.erasure_id },
+    h('p', {}, 'Erasure ', h('a', { href: `#/personal-data/erasures/${erasure.erasure_id}`, class: 'id' }, erasure.erasure_id)),
+    h('dl', { class: 'summary' }, items.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value)))),
+    h('h3', {}, 'Requests'),
+    h(
+      'ul',
+      { class: 'requests' },
+      (erasure.requests ?? []).map((r) => h('li', {}, `${time(r.erased_at)} by ${r.principal}: ${r.lead_ids.length} lead(s)${r.suppressed ? ', suppressed' : ''}.`)),
+    ),
+  );
+}
+
+function eraseSection(forget) {
+  const inputs = contactInputs();
+  const suppress = h('input', { type: 'checkbox', name: 'suppress', id: 'erase-suppress' });
+  const answer = h('div', { id: 'erase-answer', role: 'alert' });
+  const confirmButton = h('button', { type: 'button', class: 'danger' }, 'Erase for good');
+  const cancelButton = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+  const consumerLine = h('p');
+  const confirmation = h(
+    'div',
+    { class: 'confirm wide', id: 'erase-confirm', role: 'group', 'aria-labelledby': 'confirm-title', hidden: true },
+    h('h3', { id: 'confirm-title' }, 'Erase this consumer? It cannot be undone.'),
+    consumerLine,
+    h('p', { class: 'actions' }, confirmButton, cancelButton),
+  );
+  const form = h(
+    'form',
+    { class: 'filters', 'aria-labelledby': 'erase-title', novalidate: true },
+    h('h2', { id: 'erase-title', class: 'wide' }, 'Erase a consumer'),
+    h(
+      'p',
+      { class: 'muted wide' },
+      "Every lead of the consumer with this e-mail and/or mobile loses its personal data for good: outcomes and reports stay; a pending delivery is cancelled; a webhook buyer that received a lead is told to delete it.",
+    ),
+    field('E-mail', inputs.email),
+    field('Mobile', inputs.mobile),
+    h('div', { class: 'check' }, suppress, h('label', { for: suppress.id }, 'Suppress later leads (reject them SUPPRESSED)')),
+    h('button', { type: 'submit' }, 'Erase…'),
+    confirmation,
+  );
+  let asked = null;
+  const cancel = () => {
+    asked = null;
+    confirmation.hidden = true;
+  };
+  // Changing what was asked about withdraws the confirmation (what is confirmed is what is sent)
+  // and the last refusal's marks.
+  form.addEventListener('input', () => {
+    cancel();
+    unmark(inputs);
+  });
+  cancelButton.addEventListener('click', () => {
+    cancel();
+    inputs.email.focus();
+  });
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const contacts = contactsOf(inputs);
+    if (!contacts.email && !contacts.mobile) {
+      // Nothing to confirm: the consumer is named by at least one contact.
+      for (const input of Object.values(inputs)) input.setAttribute('aria-invalid', 'true');
+      answer.replaceChildren(h('p', { class: 'error' }, "Type the consumer's e-mail and/or mobile first."));
+      inputs.email.focus();
+      return;
+    }
+    asked = { ...contacts, suppress: suppress.checked };
+    const named = [asked.email ? `e-mail ${asked.email}` : null, asked.mobile ? `mobile ${asked.mobile}` : null].filter(Boolean).join(' and ');
+    consumerLine.textContent = `Every lead of the consumer with ${named} loses its personal data for good${asked.suppress ? ', and later leads with these contacts are rejected' : ''}.`;
+    answer.replaceChildren();
+    confirmation.hidden = false;
+    cancelButton.focus();
+  });
+  confirmButton.addEventListener('click', async () => {
+    if (!asked) return;
+    const body = asked;
+    confirmButton.disabled = true;
+    answer.replaceChildren(h('p', {}, 'Erasing…'));
+    try {
+      const reply = await postJson('/functions/erasures', body);
+      unmark(inputs);
+      cancel();
+      // The consumer's contacts are no longer needed here: forget them, on both forms.
+      for (const input of Object.values(inputs)) input.value = '';
+      suppress.checked = false;
+      forget();
+      answer.replaceChildren(h('p', { class: 'ok' }, reply.message), erasureRecord(reply.erasure));
+    } catch (error) {
+      cancel();
+      answer.replaceChildren(h('p', { class: 'error' }, refusal(error, inputs)));
+    } finally {
+      confirmButton.disabled = false;
+    }
+  });
+  return h('section', { class: 'card' }, form, answer);
+}
+
+function lookupSection(id) {
+  const input = h('input', { type: 'text', name: 'erasure_id', class: 'id', pattern: '[0-9a-f]{32}', required: true, autocomplete: 'off', spellcheck: 'false', value: id ?? '' });
+  const answer = h('div', { id: 'erasure-found', role: 'status', 'aria-live': 'polite' });
+  const form = h(
+    'form',
+    { class: 'filters', 'aria-labelledby': 'lookup-title' },
+    h('h2', { id: 'lookup-title', class: 'wide' }, 'Look up an erasure'),
+    field('Erasure id', input),
+    h('button', { type: 'submit' }, 'Look up'),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    // The id names no one: it may go in the address, so the record can be opened again.
+    location.hash = `#/personal-data/erasures/${input.value.trim()}`;
+  });
+  return { section: h('section', { class: 'card', id: 'erasure-lookup' }, form, answer), answer };
+}
+
+export async function renderPersonalData(main, [erasureId], current) {
+  const find = findSection();
+  const lookup = lookupSection(erasureId);
+  // An erasure opened by its id comes first; otherwise looking one up is the last thing on the page.
+  const sections = [find.section, eraseSection(find.clear)];
+  if (erasureId) sections.unshift(lookup.section);
+  else sections.push(lookup.section);
+  main.append(
+    h('h1', {}, 'Personal data'),
+    h('p', { class: 'muted' }, "A consumer's requests about its personal data: to know what is held about it, and to have it erased."),
+    ...sections,
+  );
+  if (!erasureId) return;
+  try {
+    const { erasure } = await getJson(`/functions/erasures/${erasureId}`);
+    if (current()) lookup.answer.replaceChildren(erasureRecord(erasure));
+  } catch (error) {
+    if (current()) lookup.answer.replaceChildren(h('p', { class: 'error' }, refusal(error)));
+  }
+}
