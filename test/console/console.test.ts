@@ -401,7 +401,7 @@ describe('the console in a browser', function () {
     await page.keyboard.type(keys.admin!);
     await page.keyboard.press('Enter');
     await page.waitForURL('**/console#/report');
-    expect(await visibleNav(page)).to.deep.equal(['Leads', 'Report', 'Deliveries']);
+    expect(await visibleNav(page)).to.deep.equal(['Leads', 'Report', 'Deliveries', 'Personal data']);
     expect(await page.locator('#who').innerText()).to.equal('ops-admin (admin)');
     const daily = page.locator('#chart-daily[data-totals]');
     await daily.waitFor();
@@ -583,7 +583,7 @@ describe('the console in a browser', function () {
     await page.waitForURL('**/console#/personal-data');
     const find = page.locator('form[aria-labelledby="find-title"]');
     const erase = page.locator('form[aria-labelledby="erase-title"]');
-    expect(await unlabelled(page)).to.deep.equal([]);
+    expect(await unnamed(page)).to.deep.equal([]);
 
     // Find (an access request): the leads the API lists for that consumer, with its personal data.
     await find.getByLabel('E-mail').fill(consumer.email);
