@@ -5,7 +5,7 @@ import { PersonalDataKeys, UnknownDataKeyError } from '../../src/personal-data/i
 import { EmbeddedKeyStore } from '../../src/personal-data/embedded-key-store.js';
 import type { DataKeyStore, StoredKey } from '../../src/personal-data/key-store.js';
 import { tempDir } from '../support/tmp.js';
-import { rejection } from './key-store-contract.js';
+import { rejection } from '../support/rejection.js';
 
 /** The embedded key store, counting what is asked of it; `create` may be held back. */
 function counting(inner: DataKeyStore) {

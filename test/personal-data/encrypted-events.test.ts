@@ -1,7 +1,6 @@
 import { expect } from 'chai';
-import { cpSync, existsSync, readFileSync, readdirSync } from 'node:fs';
-import { join, relative } from 'node:path';
-import { runEventsCommand } from '../../src/cli/events.js';
+import { cpSync } from 'node:fs';
+import { relative } from 'node:path';
 import { deliveryBody } from '../../src/delivery/payload.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { type EventStore, type RecordedEvent, openEventStore } from '../../src/event-store/index.js';
@@ -9,61 +8,19 @@ import { SealedLeadError, openLead } from '../../src/events/codec/index.js';
 import { type LeadReceived, type LeadSold, leadStream } from '../../src/events/lead-events.js';
 import { type ErasedLead, PERSONAL_FIELDS } from '../../src/leads/lead.js';
 import { openPersonalDataKeys } from '../../src/personal-data/index.js';
-import { TestService, leadWith, testMobile } from '../support/service.js';
+import { TestService, leadWith } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { consumers, contentsOf, eventsJson, filesUnder, found } from '../support/consumers.js';
 
 // The personal fields of a lead are encrypted in the event store: no byte of a consumer's name,
 // e-mail or mobile is in events.db, yet every reader gets the lead whole; destroying a lead's data
 // key erases its personal data and nothing else.
 
-interface Consumer {
-  readonly first_name: string;
-  readonly last_name: string;
-  readonly email: string;
-  readonly mobile: string;
-  readonly national: string;
-}
-
-const run = Date.now() % 1_000_000;
-const CONSUMERS: Consumer[] = [
+const CONSUMERS = consumers(Date.now() % 1_000_000, [
   ['Wilhelmina', 'Quartermaine'],
   ['Bartholomew', 'Featherstonehaugh'],
   ['Evangeline', 'Montgomery-Smythe'],
-].map(([first_name, last_name], i) => {
-  const mobile = testMobile(run * 10 + i);
-  return { first_name: first_name!, last_name: last_name!, email: `${first_name!.toLowerCase()}.${run}@example.com`, mobile, national: mobile.slice(2) };
-});
-
-/** Every byte sequence that would give a consumer away: each value in UTF-8 and in UTF-16LE. */
-function needles(consumer: Consumer): Array<{ what: string; bytes: Buffer }> {
-  return (['first_name', 'last_name', 'email', 'mobile', 'national'] as const).flatMap((field) => [
-    { what: `${field} (UTF-8)`, bytes: Buffer.from(consumer[field], 'utf8') },
-    { what: `${field} (UTF-16LE)`, bytes: Buffer.from(consumer[field], 'utf16le') },
-  ]);
-}
-
-/** Every file under `dir`, in every folder. */
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((entry) => entry.isFile())
-    .map((entry) => join(entry.parentPath, entry.name));
-}
-
-/** What of `consumer` is found in the files: empty when nothing. */
-function found(files: string[], consumer: Consumer): string[] {
-  const contents = files.filter(existsSync).map((file) => ({ file, bytes: readFileSync(file) }));
-  return needles(consumer).flatMap(({ what, bytes }) => contents.filter((c) => c.bytes.includes(bytes)).map((c) => `${what} in ${c.file}`));
-}
-
-async function eventsJson(dataDir: string, stream: string): Promise<RecordedEvent[]> {
-  let out = '';
-  const io = { out: { write: (t: string) => (out += t) }, err: { write: () => true } };
-  expect(await runEventsCommand([stream, '--json'], io, { LEADPOST_DATA_DIR: dataDir })).to.equal(0);
-  return out
-    .trim()
-    .split('\n')
-    .map((line) => JSON.parse(line) as RecordedEvent);
-}
+]);
 
 const receivedOf = (events: RecordedEvent[]) => events.find((e) => e.type === 'LeadReceived') as unknown as RecordedEvent<'LeadReceived', LeadReceived['data']>;
 
@@ -107,7 +64,7 @@ describe('personal data encrypted in the event store', function () {
     const files = filesUnder(dir.path);
     expect(files.map((f) => relative(dir.path, f))).to.include.members(['events.db', 'keys.db']);
     expect(files.map((f) => relative(dir.path, f))).to.include.members(['readmodels.db', 'tls/key.pem']);
-    for (const consumer of CONSUMERS) expect(found(files, consumer), consumer.email).to.deep.equal([]);
+    for (const consumer of CONSUMERS) expect(found(contentsOf(files), consumer), consumer.email).to.deep.equal([]);
   });
 
   it('the projections keep the envelope, never the fields: the lead view row holds it sealed', async function () {

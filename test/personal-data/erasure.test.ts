@@ -1,9 +1,7 @@
 import Database from 'better-sqlite3';
 import { expect } from 'chai';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runEventsCommand } from '../../src/cli/events.js';
 import type { RecordedEvent } from '../../src/event-store/index.js';
 import { leadStream } from '../../src/events/lead-events.js';
 import { PERSONAL_FIELDS } from '../../src/leads/lead.js';
@@ -11,6 +9,7 @@ import { collectionName } from '../../src/projections/runner.js';
 import { runChild } from '../support/child.js';
 import { type Reply, TestService, leadWith, testMobile } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { type Consumer, consumers, contentsOf, eventsJson, filesUnder, found } from '../support/consumers.js';
 
 // Erasure on a consumer's request: every lead of that consumer (sold, rejected, test) loses its
 // personal data for good (its data key destroyed), the read models drop their copies, a pending
@@ -20,43 +19,13 @@ import { tempDir } from '../support/tmp.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
 
-interface Consumer {
-  readonly first_name: string;
-  readonly last_name: string;
-  readonly email: string;
-  readonly mobile: string;
-  readonly national: string;
-}
-
 const run = (Date.now() % 100_000) + 300_000;
-const CONSUMERS: Consumer[] = [
+const CONSUMERS = consumers(run, [
   ['Philippa', 'Throckmorton'],
   ['Cornelius', 'Vanderhoeven'],
   ['Octavia', 'Blackwood-Pryce'],
-].map(([first_name, last_name], i) => {
-  const mobile = testMobile(run * 10 + i);
-  return { first_name: first_name!, last_name: last_name!, email: `${first_name!.toLowerCase()}.${run}@example.com`, mobile, national: mobile.slice(2) };
-});
+]);
 const [ERASED, KEPT_1, KEPT_2] = CONSUMERS as [Consumer, Consumer, Consumer];
-
-/** Every byte sequence that would give a consumer away: each value in UTF-8, UTF-16LE and UTF-16BE. */
-function needles(consumer: Consumer): Array<{ what: string; bytes: Buffer }> {
-  return (['first_name', 'last_name', 'email', 'mobile', 'national'] as const).flatMap((field) => [
-    { what: `${field} (UTF-8)`, bytes: Buffer.from(consumer[field], 'utf8') },
-    { what: `${field} (UTF-16LE)`, bytes: Buffer.from(consumer[field], 'utf16le') },
-    { what: `${field} (UTF-16BE)`, bytes: Buffer.from(consumer[field], 'utf16le').swap16() },
-  ]);
-}
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((entry) => entry.isFile())
-    .map((entry) => join(entry.parentPath, entry.name));
-}
-
-function found(contents: Array<{ where: string; bytes: Buffer }>, consumer: Consumer): string[] {
-  return needles(consumer).flatMap(({ what, bytes }) => contents.filter((c) => c.bytes.includes(bytes)).map((c) => `${what} in ${c.where}`));
-}
 
 const withoutAsOf = (erasure: unknown) => {
   const { as_of: _asOf, ...rest } = erasure as Record<string, unknown>;
@@ -65,16 +34,6 @@ const withoutAsOf = (erasure: unknown) => {
 
 const leadOf = (consumer: Consumer, overrides: Record<string, unknown> = {}) =>
   leadWith(consumer.email, consumer.mobile, { first_name: consumer.first_name, last_name: consumer.last_name, ...overrides });
-
-async function eventsJson(dataDir: string, stream: string): Promise<RecordedEvent[]> {
-  let out = '';
-  const io = { out: { write: (t: string) => (out += t) }, err: { write: () => true } };
-  expect(await runEventsCommand([stream, '--json'], io, { LEADPOST_DATA_DIR: dataDir })).to.equal(0);
-  return out
-    .trim()
-    .split('\n')
-    .map((line) => JSON.parse(line) as RecordedEvent);
-}
 
 describe('erasure of a consumer', function () {
   this.timeout(90_000);
@@ -298,9 +257,7 @@ describe('erasure of a consumer', function () {
     logs = [...svc.logs];
     // Stopping closes every store: the WALs are checkpointed into their databases.
     await svc.stop();
-    const contents = filesUnder(dir.path)
-      .filter(existsSync)
-      .map((file) => ({ where: file, bytes: readFileSync(file) }));
+    const contents = contentsOf(filesUnder(dir.path));
     expect(contents.map((c) => c.where).some((f) => f.endsWith('keys.db'))).to.equal(true);
     contents.push({ where: 'the logs', bytes: Buffer.from(logs.join(''), 'utf8') });
     expect(found(contents, ERASED)).to.deep.equal([]);

@@ -1,20 +1,13 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { type DataKeyStore, KeyIdTakenError, type StoredKey } from '../../src/personal-data/key-store.js';
+import { rejection } from '../support/rejection.js';
 
 // The behaviour every key-store adapter must have. Ids are random, so the suite also runs
 // against a shared server.
 
 const newKey = (): StoredKey => ({ id: randomBytes(16).toString('hex'), wrapped: randomBytes(60) });
 
-export async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected the promise to reject');
-}
 
 export function keyStoreContract(name: string, open: () => Promise<DataKeyStore>): void {
   describe(`DataKeyStore contract: ${name}`, function () {

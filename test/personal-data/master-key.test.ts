@@ -10,7 +10,7 @@ import { MasterKeyError, openPersonalDataKeys } from '../../src/personal-data/in
 import { loadOrCreateMasterKey } from '../../src/personal-data/master-key.js';
 import { runChild } from '../support/child.js';
 import { tempDir } from '../support/tmp.js';
-import { rejection } from './key-store-contract.js';
+import { rejection } from '../support/rejection.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
 

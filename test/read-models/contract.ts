@@ -2,17 +2,10 @@ import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import type { Position } from '../../src/event-store/port.js';
 import { type AggregateOptions, type Group, type GroupValue, LeaseLostError, type ReadDoc, type ReadModelStore, type ReadWrite } from '../../src/read-models/port.js';
+import { rejection } from '../support/rejection.js';
 
 const at = (commit: number, prepare = commit): Position => ({ commit, prepare });
 
-export async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected the promise to reject');
-}
 
 /** A name no other test (or earlier run on a shared server) uses: collections and projections alike. */
 export const uniqueName = (label: string): string => `t${randomBytes(6).toString('hex')}_${label}`;

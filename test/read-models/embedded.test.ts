@@ -9,7 +9,8 @@ import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { ReadModelUnavailableError, type ReadWrite } from '../../src/read-models/port.js';
 import { aggregateSql, findSql, indexedFields, leadingValuesSql, walksLeadingField } from '../../src/read-models/sqlite-query.js';
 import { tempDir } from '../support/tmp.js';
-import { readModelStoreContract, rejection, uniqueName } from './contract.js';
+import { readModelStoreContract, uniqueName } from './contract.js';
+import { rejection } from '../support/rejection.js';
 
 const at = (commit: number, prepare = commit): Position => ({ commit, prepare });
 

@@ -34,7 +34,8 @@ import {
 } from '../../src/read-models/mongo-query.js';
 import { MongoReadModelStore } from '../../src/read-models/mongodb.js';
 import { LeaseLostError, ReadModelUnavailableError, type ReadWrite, positionKey } from '../../src/read-models/port.js';
-import { readModelStoreContract, rejection } from './contract.js';
+import { readModelStoreContract } from './contract.js';
+import { rejection } from '../support/rejection.js';
 import { type Call, PRIMARY, STANDALONE, type Script, scriptedClient } from './scripted-mongo.js';
 
 // The driver exports these classes as types only; its bulk-write module holds them, and is the very
