@@ -162,19 +162,24 @@ export function posts(
   });
 }
 
-/** `posts` for `seconds` after a warm-up, with the server's CPU time over the measured part. */
-export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number) {
+/**
+ * `posts` for `seconds` after a warm-up, with the server's CPU time over the measured part, and
+ * that of `otherPids` (processes working beside it, e.g. its projector) over the same part.
+ */
+export async function load(url: string, headers: Record<string, string>, body: (n: number) => string, seconds: number, warmup: number, counter: LoadCounter, serverPid: number, otherPids: number[] = []) {
   await posts(url, headers, body, counter, { duration: warmup });
   counter.measuring = true;
   const cpuBefore = cpuSeconds(serverPid);
+  const othersBefore = otherPids.map((pid) => cpuSeconds(pid).all);
   const result = await posts(url, headers, body, counter, { duration: seconds });
   const cpuAfter = cpuSeconds(serverPid);
-  return { result, serverCpuSeconds: cpuAfter.all - cpuBefore.all, mainThreadCpuSeconds: cpuAfter.main - cpuBefore.main };
+  const otherCpuSeconds = otherPids.map((pid, i) => cpuSeconds(pid).all - othersBefore[i]!);
+  return { result, serverCpuSeconds: cpuAfter.all - cpuBefore.all, mainThreadCpuSeconds: cpuAfter.main - cpuBefore.main, otherCpuSeconds };
 }
 
 export function loadResult(
   name: string,
-  { result, serverCpuSeconds, mainThreadCpuSeconds }: { result: autocannon.Result; serverCpuSeconds: number; mainThreadCpuSeconds: number },
+  { result, serverCpuSeconds, mainThreadCpuSeconds }: { result: autocannon.Result; serverCpuSeconds: number; mainThreadCpuSeconds: number; otherCpuSeconds?: number[] },
   serverPid: number,
   lags: number[],
 ): LoadResult {
@@ -314,6 +319,27 @@ export async function benchPostLead(seconds: number, warmup: number): Promise<Lo
     if (measured.result.non2xx > 0) console.error(`first non-2xx answer: ${counter.sample}`);
     const lags = await lag.stop();
     return loadResult('POST /functions/leads (service)', measured, service.pid, lags);
+  } finally {
+    await service.stop();
+  }
+}
+
+/**
+ * The same load on an `api`-only process, with the projections and the delivery worker in a
+ * second process on the same data dir (`serve --roles projector,delivery`), on the same two cores.
+ * The row is the API process's; `projectorCpuUsPerRequest` is what the other process spent per post.
+ */
+export async function benchPostLeadApiOnly(seconds: number, warmup: number): Promise<LoadResult & { projectorCpuUsPerRequest: number }> {
+  const service = await startBenchService({ roles: 'api' });
+  try {
+    const projector = await service.sibling('projector,delivery');
+    const lag = projectionLag(service.dataDir);
+    const counter: LoadCounter = { n: 0, onAccepted: lag.sample };
+    const measured = await load(service.url, { 'x-api-key': service.apiKey }, sellableLead, seconds, warmup, counter, service.pid, [projector.pid]);
+    if (measured.result.non2xx > 0) console.error(`first non-2xx answer: ${counter.sample}`);
+    const lags = await lag.stop();
+    const row = loadResult('POST /functions/leads (api-only process)', measured, service.pid, lags);
+    return { ...row, projectorCpuUsPerRequest: Math.round((measured.otherCpuSeconds[0]! * 1e6) / Math.max(1, measured.result.requests.total)) };
   } finally {
     await service.stop();
   }

@@ -6,7 +6,7 @@ import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
 import { profileAreas } from './profile-areas.js';
 import { benchPingStatic, benchPingWebhooks, pingBody } from './ping.js';
-import { type LoadResult, benchBareKoa, benchPostLead } from './post-lead.js';
+import { type LoadResult, benchBareKoa, benchPostLead, benchPostLeadApiOnly } from './post-lead.js';
 import { benchReplay } from './replay.js';
 import { benchReports } from './reports.js';
 
@@ -35,13 +35,19 @@ const parts: Record<string, () => Promise<void>> = {
     const seconds = Number(process.env.BENCH_LOAD_SECONDS ?? 15);
     // Alternating twice, so that a slow spell of a shared machine does not land on one side only.
     // Each round also measures the durability floor: the bare endpoint plus a post's appends.
-    const rounds: Array<{ bare: LoadResult; floor: LoadResult; service: LoadResult }> = [];
+    // Each round also runs the service split in two processes: api, and projector plus delivery.
+    const rounds: Array<{ bare: LoadResult; floor: LoadResult; service: LoadResult; apiOnly: LoadResult & { projectorCpuUsPerRequest: number } }> = [];
     for (let round = 0; round < 2; round++) {
-      rounds.push({ bare: await benchBareKoa(seconds, 3), floor: await benchBareKoa(seconds, 3, true), service: await benchPostLead(seconds, 3) });
+      rounds.push({
+        bare: await benchBareKoa(seconds, 3),
+        floor: await benchBareKoa(seconds, 3, true),
+        service: await benchPostLead(seconds, 3),
+        apiOnly: await benchPostLeadApiOnly(seconds, 3),
+      });
     }
-    console.table(rounds.flatMap((r) => [r.bare, r.floor, r.service]));
+    console.table(rounds.flatMap((r) => [r.bare, r.floor, r.service, r.apiOnly]));
     const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-    const ratio = (of: 'floor' | 'service', to: 'bare' | 'floor', field: 'requestsPerSecond' | 'p99Ms' | 'serverCpuUsPerRequest') =>
+    const ratio = (of: 'floor' | 'service' | 'apiOnly', to: 'bare' | 'floor', field: 'requestsPerSecond' | 'p99Ms' | 'serverCpuUsPerRequest') =>
       mean(rounds.map((r) => r[of][field])) / mean(rounds.map((r) => r[to][field]));
     // The post path's targets, each a ratio of means from this run's rounds.
     const targets = [
@@ -50,6 +56,12 @@ const parts: Record<string, () => Promise<void>> = {
       { name: 'server CPU per request, service / bare', value: ratio('service', 'bare', 'serverCpuUsPerRequest'), met: (v: number) => v <= 3, target: '<= 3.00x' },
     ];
     for (const { name, value, met, target } of targets) console.log(`${name}: ${value.toFixed(2)}x (target ${target}) ${met(value) ? 'met' : 'not met'}`);
+    const apiCpu = ratio('apiOnly', 'bare', 'serverCpuUsPerRequest');
+    console.log(
+      `split in two processes: api process CPU per request / bare ${apiCpu.toFixed(2)}x (target <= 3.00x) ${apiCpu <= 3 ? 'met' : 'not met'}; ` +
+        `its projector and delivery process ${Math.round(mean(rounds.map((r) => r.apiOnly.projectorCpuUsPerRequest)))} µs per post; ` +
+        `throughput / floor ${ratio('apiOnly', 'floor', 'requestsPerSecond').toFixed(2)}x, p99 / floor ${ratio('apiOnly', 'floor', 'p99Ms').toFixed(2)}x`,
+    );
     console.log(`durability floor / bare: throughput ${ratio('floor', 'bare', 'requestsPerSecond').toFixed(2)}x, p99 ${ratio('floor', 'bare', 'p99Ms').toFixed(1)}x, CPU per request ${ratio('floor', 'bare', 'serverCpuUsPerRequest').toFixed(1)}x`);
   },
   // Not a measurement: reads the server profiles a post-lead run left in BENCH_PROFILE_DIR.

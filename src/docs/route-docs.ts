@@ -110,7 +110,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     summary: 'Read a lead',
     description:
       'Status, outcome code, buyer or bucket, price, enrichment summary, delivery, feedback. A lead the caller may not see is a 404, exactly like one that does not exist. ' +
-      'A lead just posted is readable at once (folded from its events if the read model has not reached it yet).',
+      'Folded from the lead\'s own events, never from a read model that may be behind: a lead just posted is readable at once.',
     roles: ['supplier', 'buyer', 'analyst', 'admin'],
     parameters: [LEAD_ID],
     success: { status: 200, description: 'The lead.', content: json(readBackBody({ lead: schema('LeadView') }, ['lead'])), headers: RATE_HEADERS },
