@@ -113,7 +113,8 @@ export const leadsProjection: Projection = {
 
 export const deliveriesProjection: Projection = {
   name: 'deliveries',
-  version: 1,
+  // 2: rows no longer carry a copy of the lead (the read-back folds it from the lead's stream).
+  version: 2,
   collections: ['deliveries'],
   indexes: {
     // One per filter the deliveries list takes (buyer and bucket with or without a status), each
@@ -176,7 +177,6 @@ function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, rec
         delivered_at: null,
         next_attempt_at: lead.type === 'LeadSold' ? at : null,
         created_at: at,
-        lead: received.lead,
       };
       return [{ op: 'put', collection, id, position: lead.position, doc }];
     }
@@ -196,12 +196,11 @@ function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, rec
     case 'LeadPersonalDataErased':
       if (!lead.data.had_delivery) return NONE;
       return write({
-        lead: scrubbedLead(received.lead),
         erased: true,
         ...(lead.data.notify_buyer ? { notice: 'pending', notice_next_at: lead.data.erased_at } : {}),
       });
     case 'LeadPersonalDataExpired':
-      return lead.data.had_delivery ? write({ lead: scrubbedLead(received.lead), erased: true }) : NONE;
+      return lead.data.had_delivery ? write({ erased: true }) : NONE;
     case 'ErasureNoticeSent':
       return write({ notice: 'sent', notice_next_at: null });
     case 'ErasureNoticeFailed':

@@ -303,8 +303,8 @@ export class ReadBack {
     return this.newestFirst(principal, 'deliveries', 'created_at', filter, limit, after, async (doc) => {
       const row = strip(doc);
       delete row.supplier;
-      if (!(principal.role === 'admin' || (principal.role === 'buyer' && doc.buyer === principal.name))) delete row.lead;
-      else row.lead = await this.open(doc.lead_id, doc.lead);
+      // The row holds no copy of the lead: it is folded from the lead's stream for those who may see it.
+      if (principal.role === 'admin' || (principal.role === 'buyer' && doc.buyer === principal.name)) row.lead = await this.leadOf(doc.lead_id);
       return row;
     });
   }
@@ -492,6 +492,15 @@ export class ReadBack {
       ping: view.ping ?? null,
       lead: seesPii(principal, view) ? await this.open(view.lead_id, view.lead) : null,
     };
+  }
+
+  /** The lead as its view has it, folded from its stream: opened, or without personal fields once erased; null for none. */
+  private async leadOf(leadId: unknown): Promise<unknown> {
+    if (typeof leadId !== 'number') return null;
+    const view = leadViewFromEvents(await this.deps.events.readStream(leadStream(leadId)));
+    if (!view) return null;
+    // Once erased, the envelope is not opened, even where a key is still cached in memory.
+    return view.erased ? view.lead : this.open(leadId, view.lead);
   }
 
   /** A stored lead with its personal fields opened (or marked erased); null for no lead. */
