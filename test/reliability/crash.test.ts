@@ -14,7 +14,7 @@
 import { expect } from 'chai';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { versionBuild } from '../../src/projections/index.js';
-import { leadsProjection } from '../../src/projections/projections.js';
+import { deliveriesProjection, leadsProjection } from '../../src/projections/projections.js';
 import { collectionName } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { envelopeProblems, mapLimit, Rng } from '../post-lead/helpers.js';
@@ -239,7 +239,7 @@ describe('reliability: kill -9 under concurrent load, restart, nothing acknowled
           return totalsOfRows((reply.body.items ?? []) as Array<Record<string, unknown>>);
         };
         const leads = await readModels.find(collectionName('leads', versionBuild(leadsProjection)), { sort: { field: '_id', direction: 'asc' }, limit: 10_000_000 });
-        const deliveries = await readModels.find('deliveries_v1', { sort: { field: '_id', direction: 'asc' }, limit: 10_000_000 });
+        const deliveries = await readModels.find(collectionName('deliveries', versionBuild(deliveriesProjection)), { sort: { field: '_id', direction: 'asc' }, limit: 10_000_000 });
         seen = {
           reportAll: await summary('include'),
           reportReal: await summary('exclude'),

@@ -176,23 +176,29 @@ describe('roles: many API processes, one projector and one delivery worker by le
 
       // Every sold lead is delivered, but for attempts the killed worker left open (retried only
       // once they count as lost, 30 s later): those are claimed on the stream with no outcome.
-      const delivery = (stream: readonly RecordedEvent[]) => ({
-        attempted: stream.filter((e) => e.type === 'LeadDeliveryAttempted').length,
-        delivered: stream.filter((e) => e.type === 'LeadDelivered').length,
-        open: stream.at(-1)?.type === 'LeadDeliveryAttempted',
-      });
-      const streams = await until('every sold lead delivered or left open by the kill', 30_000, async () => {
+      // On a loaded machine an attempt may also have failed (the buyer too slow to answer) and wait
+      // for its retry: that lead is in the worker's hands, not lost.
+      const delivery = (stream: readonly RecordedEvent[]) => {
+        const last = stream.at(-1);
+        return {
+          attempted: stream.filter((e) => e.type === 'LeadDeliveryAttempted').length,
+          delivered: stream.filter((e) => e.type === 'LeadDelivered').length,
+          open: last?.type === 'LeadDeliveryAttempted',
+          retrying: last?.type === 'LeadDeliveryFailed' && (last.data as { next_attempt_at?: unknown }).next_attempt_at != null,
+        };
+      };
+      const streams = await until('every sold lead delivered, left open by the kill, or due for a retry', 30_000, async () => {
         const all = await leadStreams(events);
         return answered.every((a) => {
           const d = delivery(all.get(a.leadId) ?? []);
-          return d.delivered === 1 || d.open;
+          return d.delivered === 1 || d.open || d.retrying;
         }) && all;
       });
       let open = 0;
       for (const { leadId } of answered) {
         const d = delivery(streams.get(leadId)!);
         expect(d.delivered, `lead ${leadId}: LeadDelivered events`).to.be.at.most(1);
-        if (d.delivered === 0) open += 1;
+        if (d.delivered === 0 && d.open) open += 1;
         const seen = endpoint.received.filter((r) => r.headers['idempotency-key'] === `lead-${leadId}`).length;
         expect(seen, `lead ${leadId}: requests the buyer saw, against attempts recorded`).to.be.at.most(d.attempted);
         if (d.delivered === 1) expect(seen, `lead ${leadId}: requests the buyer saw`).to.be.at.least(1);
