@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, randomFillSync } from 'node:crypto';
 
 // AES-256-GCM, the one cipher of personal data: data keys wrapped under the master key, and the
 // personal fields of an event under its lead's data key. A fresh 96-bit IV per message (keys are
@@ -15,8 +15,26 @@ export interface Sealed {
   readonly tag: Buffer;
 }
 
+/**
+ * IVs drawn from a buffer of random bytes filled 256 at a time: a call into the CSPRNG costs about
+ * as much as the encryption itself, and a post seals one lead, and makes and wraps its data key.
+ */
+const IV_POOL = Buffer.alloc(IV_BYTES * 256);
+let ivOffset = IV_POOL.length;
+
+function freshIv(): Buffer {
+  if (ivOffset === IV_POOL.length) {
+    randomFillSync(IV_POOL);
+    ivOffset = 0;
+  }
+  // A copy: the sealed value keeps its IV after the pool is refilled.
+  const iv = Buffer.from(IV_POOL.subarray(ivOffset, ivOffset + IV_BYTES));
+  ivOffset += IV_BYTES;
+  return iv;
+}
+
 export function seal(key: Buffer, plaintext: Buffer, aad: Buffer): Sealed {
-  const iv = randomBytes(IV_BYTES);
+  const iv = freshIv();
   const cipher = createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(aad);
   const ct = Buffer.concat([cipher.update(plaintext), cipher.final()]);
