@@ -17,6 +17,11 @@ const SCHEMA = `
   CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 `;
 
+const OPEN_ATTEMPTS = 100;
+const OPEN_RETRY_MS = 20;
+/** For a short synchronous pause while opening (the key store opens before anything else runs). */
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
+
 export class EmbeddedKeyStore implements DataKeyStore {
   private constructor(private readonly db: Database.Database) {}
 
@@ -29,9 +34,20 @@ export class EmbeddedKeyStore implements DataKeyStore {
     try {
       db.pragma('busy_timeout = 10000');
       db.pragma('secure_delete = ON');
-      db.pragma('journal_mode = WAL');
-      db.pragma('synchronous = FULL');
-      db.exec(SCHEMA);
+      // Two processes opening a new data dir at once (two `leadpost keys create`, a service and a
+      // CLI) race to switch the new file to WAL; SQLite answers the loser SQLITE_BUSY at once, without
+      // its busy handler, so the switch and the schema are tried again for a while.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          db.pragma('journal_mode = WAL');
+          db.pragma('synchronous = FULL');
+          db.exec(SCHEMA);
+          break;
+        } catch (error) {
+          if (attempt >= OPEN_ATTEMPTS || !String((error as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw error;
+          Atomics.wait(PAUSE, 0, 0, OPEN_RETRY_MS);
+        }
+      }
     } catch (error) {
       db.close();
       throw error;
