@@ -75,6 +75,9 @@ export const contactDecider: Decider<ContactCommand, ContactState, ContactEvent>
 
 export type { ContactKind };
 
+/** A lead's mobile or e-mail, normalised; and its keyed hash when the caller has it already (else it is computed). */
+export type Contact = readonly [kind: ContactKind, value: string, hash?: string];
+
 export interface ContactClaim {
   readonly stream: string;
   readonly revision: number;
@@ -128,8 +131,8 @@ export class ContactRegistry {
     return !lead.some((event) => event.type === 'LeadRejected');
   }
 
-  private async standing(kind: ContactKind, value: string, now: Date, windowDays: number): Promise<Standing> {
-    const keyed = await this.standingIn(this.hashes.stream(kind, value), now, windowDays);
+  private async standing([kind, value, hash]: Contact, now: Date, windowDays: number): Promise<Standing> {
+    const keyed = await this.standingIn(contactStream(hash ?? this.hashes.hash(kind, value)), now, windowDays);
     if (keyed !== 'free') return keyed;
     const older = this.hashes.olderStream(kind, value, now, windowDays);
     return older === null ? 'free' : this.standingIn(older, now, windowDays);
@@ -151,15 +154,15 @@ export class ContactRegistry {
    * Which of the contacts are held by an accepted lead inside the window (none: not a duplicate),
    * and which are suppressed? Reads only.
    */
-  async taken(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<ContactsTaken> {
-    const standings = await Promise.all(contacts.map(([kind, value]) => this.standing(kind, value, now, windowDays)));
+  async taken(contacts: readonly Contact[], now: Date, windowDays: number): Promise<ContactsTaken> {
+    const standings = await Promise.all(contacts.map((contact) => this.standing(contact, now, windowDays)));
     const duplicates = contacts.filter((_, i) => standings[i] === 'held').map(([kind]) => kind);
     const suppressed = contacts.filter((_, i) => standings[i] === 'suppressed').map(([kind]) => kind);
     return suppressed.length > 0 ? { duplicates, suppressed } : { duplicates };
   }
 
   /** Which of the contacts are held by an accepted lead inside the window, or suppressed (none: the lead may have them)? Reads only. */
-  async duplicates(contacts: ReadonlyArray<[ContactKind, string]>, now: Date, windowDays: number): Promise<ContactKind[]> {
+  async duplicates(contacts: readonly Contact[], now: Date, windowDays: number): Promise<ContactKind[]> {
     const { duplicates, suppressed = [] } = await this.taken(contacts, now, windowDays);
     return [...duplicates, ...suppressed];
   }
@@ -183,8 +186,8 @@ export class ContactRegistry {
    * when another is held, which one read would have told; a duplicate is the rarer case, and pays
    * for it.
    */
-  async claim(contacts: ReadonlyArray<[ContactKind, string]>, leadId: number, now: Date, windowDays: number): Promise<ContactClaims> {
-    const settled = await Promise.allSettled(contacts.map(([kind, value]) => this.claimKeyed(kind, value, leadId, now, windowDays)));
+  async claim(contacts: readonly Contact[], leadId: number, now: Date, windowDays: number): Promise<ContactClaims> {
+    const settled = await Promise.allSettled(contacts.map((contact) => this.claimKeyed(contact, leadId, now, windowDays)));
     const taken: ContactClaim[] = [];
     const duplicates: ContactKind[] = [];
     const suppressed: ContactKind[] = [];
@@ -225,10 +228,10 @@ export class ContactRegistry {
   }
 
   /** A claim under the contact's keyed name; null when held, also when held under its name from before keyed hashes (for one window). */
-  private async claimKeyed(kind: ContactKind, value: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | 'suppressed' | null> {
+  private async claimKeyed([kind, value, hash]: Contact, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | 'suppressed' | null> {
     const older = this.hashes.olderStream(kind, value, now, windowDays);
     if (older !== null && (await this.heldIn(older, now, windowDays))) return null;
-    return this.claimOne(this.hashes.stream(kind, value), leadId, now, windowDays);
+    return this.claimOne(contactStream(hash ?? this.hashes.hash(kind, value)), leadId, now, windowDays);
   }
 
   private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | 'suppressed' | null> {

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import sinon from 'sinon';
 import { hash } from 'node:crypto';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { openPersonalDataKeys } from '../../src/personal-data/index.js';
@@ -42,6 +43,24 @@ describe('contact hashes: keyed, with an upgrade path from plain hashes', functi
       }
     } finally {
       dir.remove();
+    }
+  });
+
+  it("a post computes each contact's keyed hash once: it names the stream and is recorded with the lead", async function () {
+    const svc = await TestService.start({});
+    try {
+      const key = await svc.key();
+      const hash = sinon.spy(svc.service.contactHashes, 'hash');
+      const mobile = testMobile(4_100_003);
+      const reply = await svc.post(leadWith('once@example.com', mobile), { 'x-api-key': key });
+      expect(reply.status, reply.text).to.equal(201);
+      expect(hash.callCount).to.equal(2);
+      const [received] = await svc.service.store.readStream(`lead-${String(reply.body.lead_id)}`, { maxCount: 1 });
+      expect((received!.data as { contacts?: unknown }).contacts).to.deep.equal({ mobile: hash.returnValues[0], email: hash.returnValues[1] });
+      expect(await svc.service.store.readStream(svc.service.contactHashes.stream('mobile', mobile))).to.have.length(1);
+    } finally {
+      sinon.restore();
+      await svc.stop();
     }
   });
 

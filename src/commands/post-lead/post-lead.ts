@@ -10,7 +10,7 @@ import { pingStream } from '../../events/ping-events.js';
 import type { FieldError } from '../../leads/outcome.js';
 import { type CandidateDecision, capPeriods, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
 import type { CapLedger, CapPeriod } from '../caps.js';
-import { type ContactClaim, type ContactKind, type ContactRegistry, retryWhileClaimsBlock } from '../contacts.js';
+import { type Contact, type ContactClaim, type ContactRegistry, retryWhileClaimsBlock } from '../contacts.js';
 import { type Folded, handleCommand, readFolded } from '../handler.js';
 import { standingBids } from '../ping/bidding.js';
 import { PingConsumedError, type PingState, pingDecider } from '../ping/decider.js';
@@ -85,13 +85,13 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const routing = deps.routing();
     const leadId = await deps.leadIds.nextId();
     const who = { leadId, supplier: request.principal.name, keyId: request.principal.keyId, now };
-    const record = (command: Omit<PostLeadCommand, 'contacts'>) =>
-      recordLead(request, command.validation.ok ? { ...command, contacts: deps.contacts.hashesOf(command.validation.lead) } : command);
-
     // 2. Validate and normalise: every failing field is named at once.
     const validation = deps.validate(request.body);
-    if (!validation.ok) return record({ ...who, validation });
+    if (!validation.ok) return recordLead(request, { ...who, validation });
     const lead = validation.lead;
+    // The keyed hashes of its contacts, once: they name the contact streams and are recorded with the lead.
+    const hashes = deps.contacts.hashesOf(lead);
+    const record = (command: Omit<PostLeadCommand, 'contacts'>) => recordLead(request, { ...command, contacts: hashes });
 
     // 2b. A lead posted with a ping_id: the ping must be the supplier's, unexpired, not posted
     //     yet, and of the same zip, state and source; else the lead ends here, saying which.
@@ -108,9 +108,9 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
 
     // 3. Dedupe: an accepted lead claims its mobile and e-mail for the duplicate window. A test
     //    lead is checked against real claims but takes none, so test traffic never blocks a real lead.
-    const contacts: Array<[ContactKind, string]> = [
-      ['mobile', lead.mobile],
-      ['email', lead.email],
+    const contacts: Contact[] = [
+      ['mobile', lead.mobile, hashes.mobile],
+      ['email', lead.email, hashes.email],
     ];
     //    A contact an erasure suppressed is found by the same read: the lead is rejected SUPPRESSED.
     const claimed = lead.test
