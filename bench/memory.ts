@@ -1,7 +1,6 @@
 import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
 import { type Position, comparePositions } from '../src/event-store/port.js';
-import { versionBuild } from '../src/projections/index.js';
-import { leadsProjection } from '../src/projections/projections.js';
+import { PROJECTIONS, versionBuild } from '../src/projections/index.js';
 import { checkpointName } from '../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { posts, rssMb, sellableLead, startBenchService } from './post-lead.js';
@@ -22,15 +21,17 @@ async function post(url: string, apiKey: string, from: number, amount: number): 
   return (await posts(url, { 'x-api-key': apiKey }, sellableLead, { n: from }, { amount }))['2xx'];
 }
 
-/** Waits until the service's lead-view projection has committed everything up to `head`. */
+/** Waits until every projection of the service has committed everything up to `head`. */
 export async function projected(dataDir: string, head: Position): Promise<void> {
   const readModels = EmbeddedReadModelStore.open(dataDir);
-  const checkpoint = checkpointName(leadsProjection, versionBuild(leadsProjection));
   try {
-    for (;;) {
-      const reached = await readModels.checkpoint(checkpoint);
-      if (reached && comparePositions(reached, head) >= 0) return;
-      await new Promise((r) => setTimeout(r, 250));
+    for (const projection of PROJECTIONS) {
+      const checkpoint = checkpointName(projection, versionBuild(projection));
+      for (;;) {
+        const reached = await readModels.checkpoint(checkpoint);
+        if (reached && comparePositions(reached, head) >= 0) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
     }
   } finally {
     await readModels.close();

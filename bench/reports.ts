@@ -1,12 +1,9 @@
 import { Agent, request } from 'node:https';
 import { EmbeddedEventStore } from '../src/event-store/embedded/embedded-event-store.js';
-import { type Position, comparePositions } from '../src/event-store/port.js';
 import { formatKey, issueKey, newKeyMaterial } from '../src/keys/api-keys.js';
 import { changeKeys } from '../src/keys/key-stream.js';
-import { PROJECTIONS, versionBuild } from '../src/projections/index.js';
-import { checkpointName } from '../src/projections/runner.js';
-import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { seedLeads } from '../test/support/seed-leads.js';
+import { projected } from './memory.js';
 import { rssMb, startBenchService } from './post-lead.js';
 import { percentile } from './stats.js';
 
@@ -35,22 +32,6 @@ const TO = '2026-10-30';
 const DAYS_MS = 30 * 86_400_000;
 
 /** Waits until every projection the service serves has committed everything up to `head`. */
-async function projected(dataDir: string, head: Position): Promise<void> {
-  const readModels = EmbeddedReadModelStore.open(dataDir);
-  try {
-    for (const projection of PROJECTIONS) {
-      const checkpoint = checkpointName(projection, versionBuild(projection));
-      for (;;) {
-        const reached = await readModels.checkpoint(checkpoint);
-        if (reached && comparePositions(reached, head) >= 0) break;
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    }
-  } finally {
-    await readModels.close();
-  }
-}
-
 function get(agent: Agent, url: URL, apiKey: string): Promise<{ status: number; body: { items?: unknown[]; next_cursor?: string | null } }> {
   return new Promise((resolve, reject) => {
     const req = request(url, { agent, headers: { 'x-api-key': apiKey } }, (res) => {

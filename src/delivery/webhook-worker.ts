@@ -155,14 +155,7 @@ export class DeliveryWorker {
       const leadId = row.lead_id;
       if (!this.running || typeof leadId !== 'number' || this.noticing.has(leadId)) continue;
       const run = sendErasureNotice(
-        {
-          events: this.deps.events,
-          buyer: (id) => routing.buyers.find((b) => b.id === id),
-          env: this.deps.env ?? process.env,
-          now: () => this.now(),
-          backoff: this.deps.backoff ?? backoffMs,
-          agent: this.agent,
-        },
+        this.sendDeps(routing),
         leadId,
       )
         .then((outcome) => this.deps.logger?.info({ lead_id: leadId, outcome }, 'lead.erased notice'))
@@ -172,19 +165,21 @@ export class DeliveryWorker {
     }
   }
 
+  /** What sending a lead or an erasure notice to a buyer needs, with the routing file of this poll. */
+  private sendDeps(routing: LoadedRoutingConfig) {
+    return {
+      events: this.deps.events,
+      buyer: (id: string) => routing.buyers.find((b) => b.id === id),
+      env: this.deps.env ?? process.env,
+      now: () => this.now(),
+      backoff: this.deps.backoff ?? backoffMs,
+      agent: this.agent,
+    };
+  }
+
   private attempt(leadId: number, routing: LoadedRoutingConfig): void {
     const run = deliverLead(
-      {
-        events: this.deps.events,
-        personalData: this.deps.personalData,
-        buyer: (id) => routing.buyers.find((b) => b.id === id),
-        env: this.deps.env ?? process.env,
-        now: () => this.now(),
-        backoff: this.deps.backoff ?? backoffMs,
-        agent: this.agent,
-        lostAfterMs: this.deps.lostAfterMs,
-        logger: this.deps.logger,
-      },
+      { ...this.sendDeps(routing), personalData: this.deps.personalData, lostAfterMs: this.deps.lostAfterMs, logger: this.deps.logger },
       leadId,
     )
       .then((report) => {
