@@ -3,6 +3,7 @@ import { EventStoreUnavailableError } from '../event-store/port.js';
 import { TwoGenerationCache } from '../two-generation-cache.js';
 import { KEY_BYTES, open, packSealed, seal, unpackSealed } from './aes-gcm.js';
 import type { DataKeyStore } from './key-store.js';
+import { MAX_BATCH, NONCE_BYTES, isBatchWrapped, unwrapFromBatch, wrapBatch } from './key-wrap.js';
 
 // The data keys as the event codec uses them: a pool of keys for new leads and a cache of
 // unwrapped keys for reads, so neither a post nor a hot replay reads the key store per event.
@@ -10,8 +11,10 @@ import type { DataKeyStore } from './key-store.js';
 // The pool: keys are made and stored (durably) in batches before any of them is handed out, so a
 // key is always on disk before the event that needs it, with one key-store write per batch rather
 // than per lead. A crash loses at most the keys of the batch not yet used: unused keys, never a
-// lead's. Ids are 16 random bytes, so an id is never made twice (and the store refuses one it has
-// ever had).
+// lead's. A key's id is its batch's random 96-bit nonce and its place in the batch (key-wrap.ts),
+// so an id is never made twice (and the store refuses one it has ever had); a batch's ids are
+// neighbours, which keeps the key store's inserts in one place of its index as it grows (random
+// ids cost 19 µs of CPU a key to insert into a store of 500,000 keys, neighbours 1.4).
 //
 // The cache keeps unwrapped keys (and which ids were destroyed) in memory. Keys are only destroyed
 // by an erasure, which evicts them here; another process's cache keeps a destroyed key until it
@@ -63,7 +66,7 @@ export class PersonalDataKeys {
     // 1,024: the key store's commit is most of a small batch's cost (24 µs of CPU a key in
     // batches of 256, 15 in batches of 1,024, 12 in batches of 4,096), and a crash loses at most
     // a batch of keys no lead used.
-    this.batchSize = options.batchSize ?? 1024;
+    this.batchSize = Math.min(options.batchSize ?? 1024, MAX_BATCH);
     this.cache = new TwoGenerationCache(options.cacheSize ?? 10_000);
   }
 
@@ -115,15 +118,17 @@ export class PersonalDataKeys {
   }
 
   private async makeBatch(): Promise<void> {
-    // One call into the CSPRNG for the whole batch: ids and keys, each key its own copy.
-    const random = randomBytes(this.batchSize * (16 + KEY_BYTES));
-    const batch: DataKey[] = [];
-    for (let i = 0, at = 0; i < this.batchSize; i++, at += 16 + KEY_BYTES) {
-      batch.push({ id: random.toString('hex', at, at + 16), key: Buffer.from(random.subarray(at + 16, at + 16 + KEY_BYTES)) });
-    }
+    // One call into the CSPRNG for the batch's nonce and keys, and one cipher for all of them.
+    const random = randomBytes(NONCE_BYTES + this.batchSize * KEY_BYTES);
+    const nonce = random.subarray(0, NONCE_BYTES);
+    const { ids, wrapped } = wrapBatch(this.masterKey, nonce, random.subarray(NONCE_BYTES));
+    const batch: DataKey[] = ids.map((id, i) => {
+      const at = NONCE_BYTES + i * KEY_BYTES;
+      return { id, key: Buffer.from(random.subarray(at, at + KEY_BYTES)) };
+    });
     random.fill(0);
     try {
-      await this.store.create(batch.map(({ id, key }) => ({ id, wrapped: packSealed(seal(this.masterKey, key, wrapAad(id))) })));
+      await this.store.create(ids.map((id, i) => ({ id, wrapped: wrapped[i]! })));
     } catch (error) {
       throw new EventStoreUnavailableError(`the key store cannot store new data keys: ${(error as Error).message}`, { cause: error });
     }
@@ -152,7 +157,7 @@ export class PersonalDataKeys {
         outcome = { key: null };
       } else {
         try {
-          const key = { id, key: this.unwrap(wrapped, wrapAad(id), `data key ${id}`) };
+          const key = { id, key: this.unwrapKey(id, wrapped) };
           this.cache.set(id, key);
           outcome = { key };
         } catch (error) {
@@ -160,6 +165,15 @@ export class PersonalDataKeys {
         }
       }
       for (const w of waiting) 'key' in outcome ? w.resolve(outcome.key) : w.reject(outcome.error);
+    }
+  }
+
+  private unwrapKey(id: string, wrapped: Buffer): Buffer {
+    if (!isBatchWrapped(wrapped)) return this.unwrap(wrapped, wrapAad(id), `data key ${id}`);
+    try {
+      return unwrapFromBatch(this.masterKey, id, wrapped);
+    } catch (error) {
+      throw new Error(`data key ${id} does not open with the master key (LEADPOST_MASTER_KEY_FILE is not the key it was stored with)`, { cause: error });
     }
   }
 

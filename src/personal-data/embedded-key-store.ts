@@ -17,13 +17,20 @@ const SCHEMA = `
   CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 `;
 
+/** Rows of keys a statement stores. */
+const INSERT_ROWS = 64;
 const OPEN_ATTEMPTS = 100;
 const OPEN_RETRY_MS = 20;
 /** For a short synchronous pause while opening (the key store opens before anything else runs). */
 const PAUSE = new Int32Array(new SharedArrayBuffer(4));
 
 export class EmbeddedKeyStore implements DataKeyStore {
-  private constructor(private readonly db: Database.Database) {}
+  private readonly inserts = new Map<number, Database.Statement>();
+  private readonly destroyedBetween: Database.Statement<[string, string], { id: string }>;
+
+  private constructor(private readonly db: Database.Database) {
+    this.destroyedBetween = db.prepare('SELECT id FROM destroyed_keys WHERE id BETWEEN ? AND ?');
+  }
 
   static open(dataDir: string): EmbeddedKeyStore {
     mkdirSync(dataDir, { recursive: true });
@@ -57,19 +64,39 @@ export class EmbeddedKeyStore implements DataKeyStore {
 
   async create(keys: readonly StoredKey[]): Promise<void> {
     checkKeyIds(keys.map((k) => k.id));
-    const ids = JSON.stringify(keys.map((k) => k.id));
-    const insert = this.db.prepare('INSERT OR IGNORE INTO data_keys (id, wrapped, created_at) VALUES (?, ?, ?)');
-    const taken = this.db.prepare<{ ids: string }, { id: string }>(
-      'SELECT id FROM data_keys WHERE id IN (SELECT value FROM json_each(@ids)) UNION SELECT id FROM destroyed_keys WHERE id IN (SELECT value FROM json_each(@ids))',
-    );
-    this.db.transaction(() => {
-      const clashes = taken.all({ ids }).map((row) => row.id);
-      if (clashes.length > 0) throw new KeyIdTakenError(clashes);
-      const now = Date.now();
-      for (const key of keys) {
-        if (insert.run(key.id, key.wrapped, now).changes !== 1) throw new KeyIdTakenError([key.id]);
-      }
-    }).immediate();
+    if (keys.length === 0) return;
+    try {
+      this.db.transaction(() => {
+        const now = Date.now();
+        // Many rows a statement: one statement per row was most of a key's cost here.
+        for (let at = 0; at < keys.length; at += INSERT_ROWS) {
+          const rows = keys.slice(at, at + INSERT_ROWS);
+          const values: unknown[] = [];
+          for (const key of rows) values.push(key.id, key.wrapped, now);
+          this.insertRows(rows.length).run(values);
+        }
+        // A destroyed id is never stored again. The pool's ids for a batch are neighbours, so the
+        // tombstones between its first and last id are a page or two of their index, not a page per id.
+        const ids = new Set(keys.map((k) => k.id));
+        const sorted = [...ids].sort();
+        const destroyed = this.destroyedBetween.all(sorted[0]!, sorted[sorted.length - 1]!).filter((row) => ids.has(row.id));
+        if (destroyed.length > 0) throw new KeyIdTakenError(destroyed.map((row) => row.id));
+      }).immediate();
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
+      // Rolled back: the ids already stored are the ones the batch clashed with.
+      const held = this.db.prepare<[string], { id: string }>('SELECT id FROM data_keys WHERE id IN (SELECT value FROM json_each(?))');
+      throw new KeyIdTakenError(held.all(JSON.stringify(keys.map((k) => k.id))).map((row) => row.id));
+    }
+  }
+
+  private insertRows(count: number): Database.Statement {
+    let statement = this.inserts.get(count);
+    if (!statement) {
+      statement = this.db.prepare(`INSERT INTO data_keys (id, wrapped, created_at) VALUES ${Array.from({ length: count }, () => '(?, ?, ?)').join(', ')}`);
+      this.inserts.set(count, statement);
+    }
+    return statement;
   }
 
   async fetch(ids: readonly string[]): Promise<Map<string, Buffer | null>> {

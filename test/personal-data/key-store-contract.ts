@@ -63,6 +63,21 @@ export function keyStoreContract(name: string, open: () => Promise<DataKeyStore>
       expect((await store.fetch([late.id, fresh.id])).size).to.equal(0);
     });
 
+    it('a batch whose ids are neighbours is refused for a destroyed id among them, and not for one beside them', async function () {
+      const prefix = randomBytes(12).toString('hex');
+      const batch = (from: number, count: number): StoredKey[] =>
+        Array.from({ length: count }, (_, i) => ({ id: prefix + (from + i).toString(16).padStart(8, '0'), wrapped: randomBytes(49) }));
+      await store.destroy([batch(5, 1)[0]!.id]);
+      const refused = await rejection(store.create(batch(0, 10)));
+      expect(refused).to.be.instanceOf(KeyIdTakenError);
+      expect((refused as KeyIdTakenError).ids).to.deep.equal([batch(5, 1)[0]!.id]);
+      expect((await store.fetch(batch(0, 10).map((k) => k.id))).size).to.equal(1);
+      const around = [...batch(0, 5), ...batch(6, 4)];
+      await store.create(around);
+      const found = await store.fetch(around.map((k) => k.id));
+      expect(around.every((k) => found.get(k.id)!.equals(k.wrapped))).to.equal(true);
+    });
+
     it('destroying an id it never stored remembers it as destroyed, so it is never stored later', async function () {
       const never = newKey();
       await store.destroy([never.id]);
