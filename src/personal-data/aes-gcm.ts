@@ -33,11 +33,14 @@ function freshIv(): Buffer {
   return iv;
 }
 
-export function seal(key: Buffer, plaintext: Buffer, aad: Buffer): Sealed {
+/** A string is sealed as its UTF-8 bytes. */
+export function seal(key: Buffer, plaintext: Buffer | string, aad: Buffer): Sealed {
   const iv = freshIv();
   const cipher = createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(aad);
-  const ct = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  const ct = typeof plaintext === 'string' ? cipher.update(plaintext, 'utf8') : cipher.update(plaintext);
+  // GCM is a stream cipher: final() adds no bytes, it computes the tag.
+  cipher.final();
   return { iv, ct, tag: cipher.getAuthTag() };
 }
 

@@ -22,19 +22,19 @@ type LeadRecord = Record<string, unknown>;
 const aad = (context: SealContext) => Buffer.from(`${context.streamId}\n${context.type}`, 'utf8');
 const isRecord = (value: unknown): value is LeadRecord => typeof value === 'object' && value !== null && !Array.isArray(value);
 
+const NOT_CLEAR: ReadonlySet<string> = new Set<string>([...PERSONAL_FIELDS, 'pii']);
+
 /** The lead's fields other than the personal ones and the envelope, in their order. */
 function clearFields(lead: LeadRecord): LeadRecord {
   const clear: LeadRecord = {};
-  for (const [field, value] of Object.entries(lead)) {
-    if (field !== 'pii' && !(PERSONAL_FIELDS as readonly string[]).includes(field)) clear[field] = value;
-  }
+  for (const field in lead) if (!NOT_CLEAR.has(field)) clear[field] = lead[field];
   return clear;
 }
 
 function sealWith(key: DataKey, data: LeadRecord, lead: LeadRecord, context: SealContext): LeadRecord {
   const personal: LeadRecord = {};
   for (const field of PERSONAL_FIELDS) personal[field] = lead[field];
-  const sealed = seal(key.key, Buffer.from(JSON.stringify(personal), 'utf8'), aad(context));
+  const sealed = seal(key.key, JSON.stringify(personal), aad(context));
   const pii: PiiEnvelope = { v: 1, key: key.id, iv: sealed.iv.toString('base64'), ct: sealed.ct.toString('base64'), tag: sealed.tag.toString('base64') };
   return { ...data, lead: { ...clearFields(lead), pii } };
 }
