@@ -1,4 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { KEY_BYTES } from '../src/personal-data/aes-gcm.js';
+import { EmbeddedKeyStore } from '../src/personal-data/embedded-key-store.js';
+import { PersonalDataKeys } from '../src/personal-data/index.js';
+import { tempDir } from '../test/support/tmp.js';
 import { type LoadResult, load, loadResult, sellableLead, startBenchService } from './post-lead.js';
 
 // What encryption of personal data costs a post: the service as it runs, and the same service
@@ -36,4 +41,42 @@ export async function benchEncryption(seconds: number, warmup: number, rounds = 
     return of.reduce((a, b) => a + b, 0) / of.length;
   };
   return { rounds: results, cpuRatio: mean('personal data encrypted') / mean('personal data in clear') };
+}
+
+export interface KeyMakingSlice {
+  readonly 'keys in the store before': number;
+  readonly 'CPU µs per key': number;
+  readonly 'wall µs per key': number;
+}
+
+/**
+ * What taking a new lead's data key costs as the key store grows: the pool's batches (random
+ * bytes, wrapping, a durable commit to keys.db), measured a slice at a time. A bench of posts
+ * starts from an empty store; a store a year old holds millions of keys.
+ */
+export async function benchKeyMaking(totalKeys: number, slices = 4): Promise<KeyMakingSlice[]> {
+  const dir = tempDir('bench-keys');
+  const keys = new PersonalDataKeys(EmbeddedKeyStore.open(dir.path), randomBytes(KEY_BYTES));
+  const perSlice = Math.floor(totalKeys / slices);
+  const rows: KeyMakingSlice[] = [];
+  try {
+    for (let slice = 0; slice < slices; slice++) {
+      const cpu = process.cpuUsage();
+      const started = performance.now();
+      for (let i = 0; i < perSlice; i++) {
+        const key = keys.take();
+        if (key instanceof Promise) await key;
+      }
+      const used = process.cpuUsage(cpu);
+      rows.push({
+        'keys in the store before': slice * perSlice,
+        'CPU µs per key': Math.round(((used.user + used.system) / perSlice) * 10) / 10,
+        'wall µs per key': Math.round(((performance.now() - started) * 1000 / perSlice) * 10) / 10,
+      });
+    }
+  } finally {
+    await keys.close();
+    dir.remove();
+  }
+  return rows;
 }

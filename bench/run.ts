@@ -1,6 +1,6 @@
 import { benchConsole } from './console.js';
 import { benchDelivery } from './delivery.js';
-import { benchEncryption } from './encryption.js';
+import { benchEncryption, benchKeyMaking } from './encryption.js';
 import { benchErasure } from './erasure.js';
 import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
@@ -77,6 +77,9 @@ const parts: Record<string, () => Promise<void>> = {
     const cost = await benchEncryption(Number(process.env.BENCH_LOAD_SECONDS ?? 15), 3);
     console.table(cost.rounds);
     console.log(`server CPU per post, encrypted / in clear: ${cost.cpuRatio.toFixed(3)}x (target <= 1.05x: ${cost.cpuRatio <= 1.05 ? 'met' : 'not met'})`);
+    const keys = Number(process.env.BENCH_KEYS ?? 1_000_000);
+    console.log(`\nMaking new leads' data keys (batches of 1,024, stored in keys.db) as the key store grows to ${keys.toLocaleString('en-US')} keys`);
+    console.table(await benchKeyMaking(keys));
   },
   console: async () => {
     const leads = Number(process.env.BENCH_CONSOLE_LEADS ?? 1_000_000);
