@@ -216,7 +216,9 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     path: '/functions/deliveries/:lead_id/ack',
     tag: 'Buyers',
     summary: 'Acknowledge a pulled lead',
-    description: 'Marks the delivery `delivered`. Idempotent: a second ack answers the first time.',
+    description:
+      'Marks the delivery `delivered`. Idempotent: a second ack answers the first time. ' +
+      'A delivery cancelled because the lead\'s personal data was erased or expired before it was acknowledged cannot be: `409 DELIVERY_CANCELLED`, nothing is recorded and the delivery stays `cancelled`.',
     roles: ['buyer', 'admin'],
     parameters: [LEAD_ID],
     success: {
@@ -231,7 +233,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
         },
       }),
     },
-    outcomes: ['NOT_FOUND', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'],
+    outcomes: ['DELIVERY_CANCELLED', 'NOT_FOUND', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'],
   },
   {
     method: 'post',
