@@ -1,5 +1,5 @@
 // The admin's page for a consumer's requests about its personal data. Find: the consumer's leads
-// with their personal data and outcomes (GET /functions/consumers), a "right to know" answer.
+// with their personal data and outcomes (POST /functions/consumers/lookup), a "right to know" answer.
 // Erase: every lead of the consumer loses its personal data for good (POST /functions/erasures),
 // after an explicit confirmation. Look up: an erasure as recorded (GET /functions/erasures/{id}).
 //
@@ -94,7 +94,8 @@ function findSection() {
     body.replaceChildren();
     results.hidden = true;
     try {
-      const answer = await getJson(`/functions/consumers?${new URLSearchParams(contactsOf(inputs))}`);
+      // In the body, never the URL: proxies and access logs in front of the service record URLs.
+      const answer = await postJson('/functions/consumers/lookup', contactsOf(inputs));
       unmark(inputs);
       for (const row of answer.items) body.append(h('tr', { 'data-lead': row.lead_id }, CONSUMER_COLUMNS.map(([, cell, cls]) => h('td', { class: cls }, cell(row)))));
       results.hidden = answer.items.length === 0;

@@ -10,7 +10,6 @@ import { IdempotencyKeys } from './commands/idempotency.js';
 import { LeadIdAllocator } from './commands/lead-ids.js';
 import { createPostLead } from './commands/post-lead/post-lead.js';
 import { createPing } from './commands/ping/ping.js';
-import { newEventId } from './event-store/event-id.js';
 import { SERVICE_ROLES, type ServiceConfig } from './config.js';
 import type { MxResolver } from './enrichment/email.js';
 import { createDefaultEnricher } from './enrichment/enricher.js';
@@ -152,7 +151,6 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     deadlineMs: config.pingDeadlineMs,
     ttlSeconds: config.pingTtlSeconds,
     now,
-    newId: newEventId,
   });
   const app = roles.has('api')
     ? createApp({

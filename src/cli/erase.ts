@@ -1,5 +1,5 @@
 // `leadpost erase` and `leadpost consumer show`: a consumer's erasure and access requests from the
-// machine, as POST /functions/erasures and GET /functions/consumers answer them over HTTP. Usage
+// machine, as POST /functions/erasures and POST /functions/consumers/lookup answer them over HTTP. Usage
 // is checked before any store is opened; neither value is ever printed.
 import { parseArgs } from 'node:util';
 import { ContactRegistry } from '../commands/contacts.js';

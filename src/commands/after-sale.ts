@@ -32,11 +32,13 @@ export interface SaleState {
   readonly soldAt: number | null;
   readonly test: boolean;
   readonly delivered: { at: string } | null;
+  /** Why the delivery will never be made (the lead's personal data was erased or expired first). */
+  readonly cancelled: 'erased' | 'expired' | null;
   readonly attempts: number;
   readonly returned: boolean;
 }
 
-const NO_SALE: SaleState = { supplier: null, correlationId: null, buyer: null, revenue: 0, currency: 'USD', soldAt: null, test: false, delivered: null, attempts: 0, returned: false };
+const NO_SALE: SaleState = { supplier: null, correlationId: null, buyer: null, revenue: 0, currency: 'USD', soldAt: null, test: false, delivered: null, cancelled: null, attempts: 0, returned: false };
 
 /** The buyer a principal acts for on this lead, or null when the lead does not exist for it. */
 function actingBuyer(principal: AfterSaleRequest['principal'], sale: SaleState): string | null {
@@ -47,7 +49,7 @@ function actingBuyer(principal: AfterSaleRequest['principal'], sale: SaleState):
 
 export class AfterSaleError extends Error {
   constructor(
-    readonly code: 'NOT_FOUND' | 'FORBIDDEN' | 'INVALID' | 'RETURN_WINDOW_CLOSED' | 'ALREADY_RETURNED',
+    readonly code: 'NOT_FOUND' | 'FORBIDDEN' | 'INVALID' | 'RETURN_WINDOW_CLOSED' | 'ALREADY_RETURNED' | 'DELIVERY_CANCELLED',
     readonly errors?: FieldError[],
   ) {
     super(code);
@@ -128,6 +130,8 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
         return { ...state, delivered: { at: event.data.delivered_at } };
       case 'LeadReturned':
         return { ...state, returned: true };
+      case 'LeadDeliveryCancelled':
+        return { ...state, cancelled: event.data.reason };
       default:
         return state;
     }
@@ -140,6 +144,9 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
     const lead_id = command.leadId;
     if (command.type === 'AcknowledgeDelivery') {
       if (sale.delivered) return [];
+      // A cancelled delivery stays cancelled: the lead the buyer would acknowledge has no personal
+      // data left, and marking it delivered would count a delivery that was never made.
+      if (sale.cancelled) throw new AfterSaleError('DELIVERY_CANCELLED');
       return [{ type: 'LeadDelivered', data: { lead_id, buyer, via: 'pull', attempt: sale.attempts + 1, status: null, latency_ms: null, delivered_at: now.toISOString() } }];
     }
     const errors = feedbackErrors(command.body);

@@ -157,7 +157,10 @@ const leadShredDecider: Decider<ShredCommand, LeadShredState, LeadEvent> = {
             type: 'LeadPersonalDataErased',
             data: { lead_id, erasure_id: command.erasureId, had_delivery: hadDelivery, notify_buyer: state.webhookBuyer, erased_at: at },
           }
-        : { type: 'LeadPersonalDataExpired', data: { lead_id, retention_days: command.retentionDays, had_delivery: hadDelivery, expired_at: at } },
+        : {
+            type: 'LeadPersonalDataExpired',
+            data: { lead_id, retention_days: command.retentionDays, had_delivery: hadDelivery, notify_buyer: state.webhookBuyer, expired_at: at },
+          },
     ];
     // A delivery not made yet is never made: there is nothing left to deliver.
     if (hadDelivery && !state.settled) {

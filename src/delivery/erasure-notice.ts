@@ -8,15 +8,22 @@ import { type WebhookPost, postWebhook } from './post-webhook.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from './signature.js';
 
 // The `lead.erased` notice: a webhook buyer that received a lead whose personal data was later
-// erased is told so, with a POST of {"type": "lead.erased", "lead_id"} signed like a delivery
-// (X-Leadpost-Signature over the timestamp and body, with the buyer's secret), so it can delete
-// its own copy. Recorded on the lead's stream (ErasureNoticeSent / ErasureNoticeFailed) and
-// retried like a delivery: the same backoff, Retry-After and max_attempts. An outcome is appended
+// erased is told so, with a POST of {"type": "lead.erased", "lead_id", "reason"} signed like a
+// delivery (X-Leadpost-Signature over the timestamp and body, with the buyer's secret), so it can
+// delete its own copy. `reason` says why: `consumer_request` (an erasure) or `retention` (the lead
+// passed PII_RETENTION_DAYS). Both are one notice type, because what the buyer must do is the
+// same: a buyer that deletes on `lead.erased` needs no change to honour retention too. Recorded
+// on the lead's stream (ErasureNoticeSent / ErasureNoticeFailed) and retried like a delivery: the
+// same backoff, Retry-After and max_attempts. An outcome is appended
 // at the revision read, so two instances never record one attempt twice; the buyer drops a copy
 // it already had by the Idempotency-Key `lead-erased-<id>`.
 
+/** Why the lead's personal data is gone, as the notice says it. */
+type NoticeReason = 'consumer_request' | 'retention';
+
 interface NoticeState {
   readonly buyer: string | null;
+  readonly reason: NoticeReason;
   readonly correlationId: string | null;
   readonly supplier: string | null;
   readonly attempts: number;
@@ -27,14 +34,16 @@ interface NoticeState {
 type NoticeOutcome = Extract<LeadEvent, { type: 'ErasureNoticeSent' | 'ErasureNoticeFailed' }>;
 
 const noticeDecider: Decider<{ readonly attempt: number; readonly outcome: NoticeOutcome }, NoticeState, LeadEvent> = {
-  initialState: { buyer: null, correlationId: null, supplier: null, attempts: 0, done: false, nextAttemptAt: null },
+  initialState: { buyer: null, reason: 'consumer_request', correlationId: null, supplier: null, attempts: 0, done: false, nextAttemptAt: null },
   evolve(state, recorded) {
     const event = recorded as LeadEvent;
     switch (event.type) {
       case 'LeadReceived':
         return { ...state, supplier: event.data.supplier, correlationId: leadCorrelation(recorded) };
       case 'LeadPersonalDataErased':
-        return event.data.notify_buyer ? { ...state, buyer: event.data.notify_buyer } : state;
+        return event.data.notify_buyer ? { ...state, buyer: event.data.notify_buyer, reason: 'consumer_request' } : state;
+      case 'LeadPersonalDataExpired':
+        return event.data.notify_buyer ? { ...state, buyer: event.data.notify_buyer, reason: 'retention' } : state;
       case 'ErasureNoticeSent':
         return { ...state, attempts: event.data.attempt, done: true };
       case 'ErasureNoticeFailed':
@@ -67,7 +76,7 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
   if (!buyer || buyer.delivery.kind !== 'webhook') return 'skipped';
   const delivery = buyer.delivery;
   const attempt = read.state.attempts + 1;
-  const body = JSON.stringify({ type: 'lead.erased', lead_id: leadId });
+  const body = JSON.stringify({ type: 'lead.erased', lead_id: leadId, reason: read.state.reason });
   const timestamp = String(Math.floor(deps.now().getTime() / 1000));
   const secret = delivery.secret_env ? deps.env[delivery.secret_env] || null : null;
   const headers: Record<string, string> = { 'Content-Type': 'application/json', 'Idempotency-Key': `lead-erased-${leadId}`, [TIMESTAMP_HEADER]: timestamp };

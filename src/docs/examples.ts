@@ -29,7 +29,7 @@ export const EXAMPLE_LEAD = {
 /** A ping: the lead's qualifying fields, no consumer. */
 export const EXAMPLE_PING = { zip: '90210', accident_state: 'CA', sid: 'google-ads', s1: 'click-123' } as const;
 
-const EXAMPLE_PING_ID = '019ab2c4-5e6f-7a80-9b1c-2d3e4f5a6b7c';
+const EXAMPLE_PING_ID = '3f9c2a1e-7b4d-8e05-9a6c-1d2e3f4a5b6c';
 
 /** The same lead with two broken fields, as a supplier might send it. */
 export const EXAMPLE_INVALID_LEAD = { ...EXAMPLE_LEAD, email: 'ada@', zip: '9021' } as const;

@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
 import { MAX_HEADER_BYTES } from '../http/client-error.js';
 import { OUTCOMES } from '../http/envelope.js';
+import { CONSUMER_LOOKUP_SCHEMA } from '../http/erasure-routes.js';
 import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from '../limits.js';
 import { LEAD_SCHEMA, PING_SCHEMA } from '../leads/schema.js';
 import { ENVELOPE_SCHEMA, FIELD_ERROR_SCHEMA } from './envelope-schema.js';
@@ -151,6 +152,7 @@ function operation(route: RouteDoc, examples: Record<ExampleName, unknown>): Jso
       ...errorResponses(route, examples, envelope),
     },
   };
+  if (route.deprecated) op.deprecated = true;
   if (route.body) {
     op.requestBody = { required: true, content: { 'application/json': { schema: schema(route.body.schema), example: route.body.example } } };
   }
@@ -272,6 +274,7 @@ async function buildOpenApiDocument(): Promise<Json> {
         FeedbackRow: FEEDBACK_ROW_SCHEMA,
         ReportRow: REPORT_ROW_SCHEMA,
         ErasureRequest: ERASURE_REQUEST_SCHEMA,
+        ConsumerLookup: toOpenApiSchema(CONSUMER_LOOKUP_SCHEMA),
         ErasureAnswer: ERASURE_ANSWER_SCHEMA,
         Health: {
           type: 'object',

@@ -30,6 +30,8 @@ export interface RouteDoc {
    * REQUEST_TIMEOUT (408), HEADERS_TOO_LARGE (431) and INTERNAL_ERROR.
    */
   readonly outcomes: readonly ExampleName[];
+  /** Kept for the clients that use it; the description names the route to use instead. */
+  readonly deprecated?: true;
 }
 
 export const ref = (kind: string, name: string) => ({ $ref: `#/components/${kind}/${name}` });
@@ -45,6 +47,8 @@ const INSTANT = { type: 'string', description: 'ISO 8601 date or time.', example
 const KEYED_ERRORS: readonly ExampleName[] = ['UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'];
 /** Sent on every answer of a rate-limited route that got past authentication. */
 const RATE_HEADERS = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] as const;
+/** An access request's answer: the consumer's leads. */
+const CONSUMER_LEADS = readBackBody({ leads_found: { type: 'integer' }, items: { type: 'array', items: ref('schemas', 'LeadView') } }, ['leads_found', 'items']);
 
 export const ROUTE_DOCS: readonly RouteDoc[] = [
   {
@@ -216,7 +220,9 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     path: '/functions/deliveries/:lead_id/ack',
     tag: 'Buyers',
     summary: 'Acknowledge a pulled lead',
-    description: 'Marks the delivery `delivered`. Idempotent: a second ack answers the first time.',
+    description:
+      'Marks the delivery `delivered`. Idempotent: a second ack answers the first time. ' +
+      'A delivery cancelled because the lead\'s personal data was erased or expired before it was acknowledged cannot be: `409 DELIVERY_CANCELLED`, nothing is recorded and the delivery stays `cancelled`.',
     roles: ['buyer', 'admin'],
     parameters: [LEAD_ID],
     success: {
@@ -231,7 +237,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
         },
       }),
     },
-    outcomes: ['NOT_FOUND', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'],
+    outcomes: ['DELIVERY_CANCELLED', 'NOT_FOUND', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'],
   },
   {
     method: 'post',
@@ -285,23 +291,34 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     outcomes: ['NOT_FOUND', ...KEYED_ERRORS],
   },
   {
-    method: 'get',
-    path: '/functions/consumers',
+    method: 'post',
+    path: '/functions/consumers/lookup',
     tag: 'Personal data',
     summary: "A consumer's leads (access request)",
     description:
-      'Every lead recorded with the consumer\'s e-mail or mobile, oldest first, each as the lead view with its personal data opened and its outcome: the answer to a consumer\'s request to know what is kept. ' +
-      'An erased lead is listed with `lead.erased: true` and no personal field.',
+      'Every lead recorded with the consumer\'s e-mail or mobile (normalised as a posted lead\'s), oldest first, each as the lead view with its personal data opened and its outcome: the answer to a consumer\'s request to know what is kept. ' +
+      'An erased lead is listed with `lead.erased: true` and no personal field. ' +
+      'The contacts go in the body, so no proxy, load balancer or access log in front of the service records them with the URL.',
     roles: ['admin'],
+    body: { schema: 'ConsumerLookup', example: { email: 'ada@example.com', mobile: '2025550143' } },
+    success: { status: 200, description: 'The consumer\'s leads.', content: json(CONSUMER_LEADS) },
+    outcomes: ['INVALID_INPUT', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE', ...KEYED_ERRORS],
+  },
+  {
+    method: 'get',
+    path: '/functions/consumers',
+    tag: 'Personal data',
+    summary: "A consumer's leads, asked in the query string (use POST /functions/consumers/lookup)",
+    description:
+      'The same answer as `POST /functions/consumers/lookup`, kept for the clients that already use it. ' +
+      'The consumer\'s e-mail and mobile are in the URL here, where proxies and access logs in front of the service write them down: use the POST form.',
+    roles: ['admin'],
+    deprecated: true,
     parameters: [
       query('email', 'The consumer\'s e-mail.', { type: 'string', format: 'email' }),
       query('mobile', 'The consumer\'s mobile, in any form; at least one of email and mobile.', { type: 'string' }),
     ],
-    success: {
-      status: 200,
-      description: 'The consumer\'s leads.',
-      content: json(readBackBody({ leads_found: { type: 'integer' }, items: { type: 'array', items: ref('schemas', 'LeadView') } }, ['leads_found', 'items'])),
-    },
+    success: { status: 200, description: 'The consumer\'s leads.', content: json(CONSUMER_LEADS) },
     outcomes: ['INVALID_INPUT', ...KEYED_ERRORS],
   },
   {

@@ -174,7 +174,17 @@ interface ErasureNoticeFailed {
 /** Destroyed because the lead is older than the retention period (PII_RETENTION_DAYS). */
 interface LeadPersonalDataExpired {
   readonly type: 'LeadPersonalDataExpired';
-  readonly data: { readonly lead_id: number; readonly retention_days: number; readonly had_delivery: boolean; readonly expired_at: string };
+  readonly data: {
+    readonly lead_id: number;
+    readonly retention_days: number;
+    readonly had_delivery: boolean;
+    /**
+     * The webhook buyer that received the lead: it is sent a `lead.erased` notice, as after an
+     * erasure. Absent from the events recorded before expiry sent notices (read as null).
+     */
+    readonly notify_buyer?: string | null;
+    readonly expired_at: string;
+  };
 }
 
 /** A delivery still pending when the lead's personal data was erased: it is never made. */

@@ -1,7 +1,9 @@
 import type Router from '@koa/router';
+import { Ajv } from 'ajv';
+import type { Context } from 'koa';
 import type { ConsumerEraser } from '../commands/erasure.js';
 import type { FieldError } from '../leads/outcome.js';
-import { normaliseConsumer } from '../leads/validate.js';
+import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import { type Authenticate, authenticate, requireRole } from './auth.js';
 import { parseJsonObject, readBody, requireJson } from './body.js';
@@ -10,8 +12,13 @@ import type { ShellState } from './state.js';
 
 // A consumer's rights over its personal data, for an admin acting on the consumer's request:
 // erasure (POST /functions/erasures, GET /functions/erasures/{id}) and access
-// (GET /functions/consumers). A consumer is named by e-mail and/or mobile, normalised as a posted
-// lead's are; neither value is ever echoed, logged or put in a stream name.
+// (POST /functions/consumers/lookup). A consumer is named by e-mail and/or mobile, normalised as a
+// posted lead's are; neither value is ever echoed, logged or put in a stream name.
+//
+// Access is asked with the contacts in a JSON body: a URL's query string is written down by every
+// proxy, load balancer and access log in front of the service, so a consumer's e-mail and mobile
+// do not belong there. GET /functions/consumers?email=&mobile= answers the same and is kept for
+// the clients that already use it.
 
 export interface ErasureRouteDeps {
   readonly eraser: ConsumerEraser;
@@ -22,6 +29,33 @@ export interface ErasureRouteDeps {
 }
 
 const ERASURE_FIELDS = ['email', 'mobile', 'suppress'];
+
+/** The body of an access request: the consumer's contacts, at least one (normalised and checked as a posted lead's). */
+export const CONSUMER_LOOKUP_SCHEMA = {
+  $id: 'ConsumerLookup',
+  type: 'object',
+  additionalProperties: false,
+  description: 'The consumer, by e-mail and/or mobile (at least one).',
+  properties: {
+    email: { type: 'string', description: "Trimmed and lower-cased as a posted lead's." },
+    mobile: { type: 'string', description: 'Any form libphonenumber reads; a bare 10-digit number is taken as US.' },
+  },
+} as const;
+
+const validateLookup = new Ajv({ allErrors: true, strict: true }).compile(CONSUMER_LOOKUP_SCHEMA);
+
+/** What the schema refuses, every field named; the contacts' formats are left to normaliseConsumer. */
+function lookupErrors(body: Record<string, unknown>): FieldError[] {
+  if (validateLookup(body)) return [];
+  return (validateLookup.errors ?? []).slice(0, 20).map((error) => {
+    if (error.keyword === 'additionalProperties') {
+      const field = String((error.params as { additionalProperty: string }).additionalProperty).slice(0, 64);
+      return { field, code: 'unknown_field', message: `${field} is not a field of a consumer lookup` };
+    }
+    const field = error.instancePath.slice(1);
+    return { field, code: 'wrong_type', message: `${field} must be a string` };
+  });
+}
 
 function invalid(errors: FieldError[]): never {
   throw new ShellError('INVALID', {}, 'invalid consumer', errors);
@@ -59,18 +93,9 @@ export function registerErasureRoutes(router: Router<ShellState>, lookup: Authen
     ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'Erasure found.', erasure };
   });
 
-  router.get('/functions/consumers', ...admin, async (ctx) => {
-    const query: Record<string, unknown> = {};
-    const errors: FieldError[] = [];
-    for (const [name, value] of Object.entries(ctx.query)) {
-      if (name !== 'email' && name !== 'mobile') errors.push({ field: name.slice(0, 64), code: 'unknown_field', message: `${name.slice(0, 64)} is not a query parameter here` });
-      else if (Array.isArray(value)) errors.push({ field: name, code: 'repeated', message: `${name} may be given once` });
-      else query[name] = value;
-    }
-    const checked = normaliseConsumer(query);
-    if (!checked.ok) errors.push(...checked.errors);
-    if (errors.length > 0 || !checked.ok) invalid(errors);
-    const ids = await deps.leadIdsOf(checked.consumer);
+  /** The consumer's leads, as the lead views with their personal data opened: the access answer. */
+  const answerLookup = async (ctx: Context & { state: ShellState }, consumer: ConsumerQuery): Promise<void> => {
+    const ids = await deps.leadIdsOf(consumer);
     const principal = ctx.state.principal!;
     const leads = (await Promise.all(ids.map((id) => deps.readBack.lead(principal, String(id))))).filter((lead) => lead !== null);
     ctx.body = {
@@ -82,5 +107,30 @@ export function registerErasureRoutes(router: Router<ShellState>, lookup: Authen
       items: leads,
       position: deps.readBack.position,
     };
+  };
+
+  router.post('/functions/consumers/lookup', ...admin, requireJson(), async (ctx) => {
+    const body = parseJsonObject(await readBody(ctx.req, deps.bodyBytes));
+    const errors = lookupErrors(body);
+    // A field of the wrong type or length is named once, by the schema.
+    const checked = normaliseConsumer(Object.fromEntries(Object.entries(body).filter(([field]) => !errors.some((e) => e.field === field))));
+    if (!checked.ok) errors.push(...checked.errors.filter((e) => e.code !== 'required' || errors.length === 0));
+    if (errors.length > 0 || !checked.ok) invalid(errors);
+    await answerLookup(ctx, checked.consumer);
+  });
+
+  // Kept for compatibility: the contacts travel in the URL. POST /functions/consumers/lookup is the form to use.
+  router.get('/functions/consumers', ...admin, async (ctx) => {
+    const query: Record<string, unknown> = {};
+    const errors: FieldError[] = [];
+    for (const [name, value] of Object.entries(ctx.query)) {
+      if (name !== 'email' && name !== 'mobile') errors.push({ field: name.slice(0, 64), code: 'unknown_field', message: `${name.slice(0, 64)} is not a query parameter here` });
+      else if (Array.isArray(value)) errors.push({ field: name, code: 'repeated', message: `${name} may be given once` });
+      else query[name] = value;
+    }
+    const checked = normaliseConsumer(query);
+    if (!checked.ok) errors.push(...checked.errors);
+    if (errors.length > 0 || !checked.ok) invalid(errors);
+    await answerLookup(ctx, checked.consumer);
   });
 }

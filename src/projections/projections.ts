@@ -200,7 +200,11 @@ function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, rec
         ...(lead.data.notify_buyer ? { notice: 'pending', notice_next_at: lead.data.erased_at } : {}),
       });
     case 'LeadPersonalDataExpired':
-      return lead.data.had_delivery ? write({ erased: true }) : NONE;
+      if (!lead.data.had_delivery) return NONE;
+      return write({
+        erased: true,
+        ...(lead.data.notify_buyer ? { notice: 'pending', notice_next_at: lead.data.expired_at } : {}),
+      });
     case 'ErasureNoticeSent':
       return write({ notice: 'sent', notice_next_at: null });
     case 'ErasureNoticeFailed':

@@ -83,6 +83,26 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
       const events = await svc.service.store.readStream(`lead-${leadId}`);
       expect(events.map((e) => e.type)).to.not.include('LeadDelivered');
     });
+
+    it('a delivery cancelled by an erasure cannot be acknowledged: 409 DELIVERY_CANCELLED, nothing recorded, still cancelled', async function () {
+      const lead = validLead();
+      const leadId = await sell(lead);
+      const erased = await svc.post({ email: lead.email }, { 'x-api-key': keys.admin! }, '/functions/erasures');
+      expect(erased.status, erased.text).to.equal(201);
+      const before = await svc.service.store.readStream(`lead-${leadId}`);
+      expect(before.map((e) => e.type)).to.include('LeadDeliveryCancelled');
+
+      for (const key of [keys.puller!, keys.admin!]) {
+        const reply = await ack(leadId, key);
+        expect([reply.status, reply.body.code, reply.body.ok]).to.deep.equal([409, 'DELIVERY_CANCELLED', false]);
+        expect(reply.body.delivery).to.equal(undefined);
+      }
+      const events = await svc.service.store.readStream(`lead-${leadId}`);
+      expect(events).to.have.length(before.length);
+      await settled();
+      const view = await get(`/functions/leads/${leadId}`, keys.puller!);
+      expect((view.body.lead as { delivery: unknown }).delivery).to.deep.include({ status: 'cancelled' });
+    });
   });
 
   describe('buckets', function () {

@@ -569,6 +569,10 @@ describe('the console in a browser', function () {
     const personal = [consumer.email, consumer.mobile, consumer.mobile.slice(2), consumer.mobile2, 'Hopperfield'];
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
     const { page, problems, elsewhere } = await watched(context);
+    // Every request the page makes: a consumer's contacts go in a body, never in a URL (proxies and
+    // access logs in front of the service record URLs).
+    const sent: Array<{ method: string; url: string; body: string | null }> = [];
+    page.on('request', (req) => sent.push({ method: req.method(), url: decodeURIComponent(req.url()), body: req.postData() }));
     /** Nothing the admin typed about the consumer is in the address bar or the tab's storage. */
     const keptOutOfTheBrowser = async () => {
       const url = decodeURIComponent(page.url());
@@ -590,7 +594,9 @@ describe('the console in a browser', function () {
     await find.getByLabel('E-mail').press('Enter');
     const found = page.locator('#consumer-leads tbody tr');
     await page.locator('#consumer-message', { hasText: '2 lead(s) of this consumer.' }).waitFor();
-    const access = await api(`/functions/consumers?email=${encodeURIComponent(consumer.email)}`, keys.admin!);
+    const lookups = sent.filter((r) => r.url.startsWith(`${origin}/functions/consumers`));
+    expect(lookups.map((r) => [r.method, r.url, r.body])).to.deep.equal([['POST', `${origin}/functions/consumers/lookup`, JSON.stringify({ email: consumer.email })]]);
+    const access = (await svc!.post({ email: consumer.email }, { 'x-api-key': keys.admin! }, '/functions/consumers/lookup')).body;
     const ids = (access.items as Array<{ lead_id: number }>).map((r) => r.lead_id);
     expect(ids).to.deep.equal(posted);
     expect(await found.evaluateAll((rows) => rows.map((r) => Number(r.getAttribute('data-lead'))))).to.deep.equal(ids);
@@ -671,6 +677,7 @@ describe('the console in a browser', function () {
     expect(later.body.code).to.equal('SUPPRESSED');
 
     expect(elsewhere).to.deep.equal([]);
+    for (const { url } of sent) for (const value of personal) expect(url, 'a URL the page requested').to.not.contain(value);
     // Chromium logs the two refused requests the test asked for; nothing else.
     expect(problems).to.deep.equal([
       'console: Failed to load resource: the server responded with a status of 422 (Unprocessable Entity)',

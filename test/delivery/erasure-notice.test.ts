@@ -1,10 +1,12 @@
 import { expect } from 'chai';
+import { RetentionSweeper } from '../../src/commands/retention.js';
 import { verifyDelivery } from '../../src/delivery/signature.js';
 import { BuyerEndpoint, type ReceivedDelivery } from './buyer-endpoint.js';
 import { DeliveryHarness, SECRET_ENV, sleep, until } from './harness.js';
 
 // After an erasure, a webhook buyer that received the lead gets a signed {"type":"lead.erased",
-// "lead_id"} notice, recorded and retried like a delivery; a delivery not made yet is never made.
+// "lead_id", "reason"} notice, recorded and retried like a delivery; a delivery not made yet is
+// never made. Retention (PII_RETENTION_DAYS) sends the same notice, with reason "retention".
 
 const SECRET = 'notice-secret-7f3a';
 
@@ -45,7 +47,7 @@ describe('erasure and webhook buyers', function () {
     const sent = notices().filter((n) => n.body.lead_id === leadId);
     expect(sent).to.have.length(2);
     for (const notice of sent) {
-      expect(JSON.parse(notice.text)).to.deep.equal({ type: 'lead.erased', lead_id: leadId });
+      expect(JSON.parse(notice.text)).to.deep.equal({ type: 'lead.erased', lead_id: leadId, reason: 'consumer_request' });
       expect(notice.headers['idempotency-key']).to.equal(`lead-erased-${leadId}`);
       const timestamp = notice.headers['x-leadpost-timestamp'] as string;
       expect(verifyDelivery(SECRET, timestamp, notice.text, notice.headers['x-leadpost-signature'] as string)).to.equal(true);
@@ -70,5 +72,54 @@ describe('erasure and webhook buyers', function () {
     await sleep(500);
     expect(endpoint.forLead(leadId)).to.deep.equal([]);
     expect((await harness.events(leadId)).map((e) => e.type)).to.include.members(['LeadPersonalDataErased', 'LeadDeliveryCancelled']).and.not.include('LeadDeliveryAttempted');
+  });
+
+  it('retention: the buyer that received an expired lead gets the signed lead.erased notice (reason retention), retried; pending deliveries are cancelled', async function () {
+    await harness.stopWorkers();
+    // The service's own clock is the real one; the sweep and the worker run 31 days later.
+    const later = () => new Date(Date.now() + 31 * 86_400_000);
+    harness.worker();
+    const delivered = await harness.sell({ zip: '90210' });
+    await harness.rowWith(delivered.leadId, 'delivered');
+    await harness.stopWorkers();
+    const pendingHook = await harness.sell({ zip: '90210' });
+    const pendingPull = await harness.sell({ zip: '10001' });
+    const { service } = harness.svc;
+    await service.projections.waitFor(await service.store.headPosition());
+
+    const sweeper = new RetentionSweeper({
+      store: service.store,
+      keys: service.personalData,
+      readModels: service.readModels,
+      leads: () => service.projections.collection('leads'),
+      days: 30,
+      now: later,
+    });
+    await sweeper.sweep();
+    for (const { leadId } of [delivered, pendingHook, pendingPull]) expect(await harness.ofType(leadId, 'LeadPersonalDataExpired'), `lead ${leadId}`).to.have.length(1);
+    expect((await harness.ofType(delivered.leadId, 'LeadPersonalDataExpired'))[0]).to.include({ notify_buyer: 'hook-buyer' });
+
+    failNotices = 1;
+    harness.worker({ now: later });
+    await until(async () => (await harness.ofType(delivered.leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => JSON.stringify(notices().map((n) => n.text)));
+    const sent = notices().filter((n) => n.body.lead_id === delivered.leadId);
+    expect(sent).to.have.length(2);
+    for (const notice of sent) {
+      expect(JSON.parse(notice.text)).to.deep.equal({ type: 'lead.erased', lead_id: delivered.leadId, reason: 'retention' });
+      expect(notice.headers['idempotency-key']).to.equal(`lead-erased-${delivered.leadId}`);
+      expect(verifyDelivery(SECRET, notice.headers['x-leadpost-timestamp'] as string, notice.text, notice.headers['x-leadpost-signature'] as string)).to.equal(true);
+    }
+    const failed = await harness.ofType<{ attempt: number; status: number }>(delivered.leadId, 'ErasureNoticeFailed');
+    expect(failed.map((f) => [f.attempt, f.status])).to.deep.equal([[1, 503]]);
+    await until(async () => (await harness.row(delivered.leadId))?.notice === 'sent', 10_000, () => 'the notice sent in the deliveries row');
+    expect(await harness.row(delivered.leadId)).to.include({ status: 'delivered', notice: 'sent', erased: true });
+
+    // Deliveries not made yet are cancelled (webhook and pull alike), never sent, and notify no one.
+    for (const { leadId } of [pendingHook, pendingPull]) {
+      expect(await harness.ofType(leadId, 'LeadDeliveryCancelled')).to.have.length(1).and.to.have.nested.property('[0].reason', 'expired');
+      expect(await harness.rowWith(leadId, 'cancelled')).to.not.have.property('notice');
+    }
+    expect(endpoint.forLead(pendingHook.leadId)).to.deep.equal([]);
+    expect((await harness.events(pendingHook.leadId)).map((e) => e.type)).to.not.include('LeadDeliveryAttempted');
   });
 });

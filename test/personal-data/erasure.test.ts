@@ -51,6 +51,7 @@ describe('erasure of a consumer', function () {
 
   const get = (path: string, key = admin) => svc.request('GET', path, { 'x-api-key': key });
   const erase = (body: unknown, key = admin) => svc.post(body, { 'x-api-key': key }, '/functions/erasures');
+  const lookup = (body: unknown, key = admin) => svc.post(body, { 'x-api-key': key }, '/functions/consumers/lookup');
   const report = () => get('/functions/reports/summary?group_by=supplier,sid&test=include');
 
   before(async function () {
@@ -175,8 +176,8 @@ describe('erasure of a consumer', function () {
     }
   });
 
-  it('access: GET /functions/consumers gives an admin every lead of a consumer, opened, with its outcome', async function () {
-    const reply = await get(`/functions/consumers?email=${encodeURIComponent(KEPT_1.email)}`);
+  it('access: POST /functions/consumers/lookup gives an admin every lead of a consumer, opened, with its outcome', async function () {
+    const reply = await lookup({ email: KEPT_1.email });
     expect(reply.status, reply.text).to.equal(200);
     expect(reply.body.leads_found).to.equal(3);
     const items = reply.body.items as Array<Record<string, unknown>>;
@@ -185,18 +186,28 @@ describe('erasure of a consumer', function () {
     expect(items.map((i) => i.code)).to.deep.equal(['SOLD', 'DUPLICATE', 'DUPLICATE']);
     for (const item of items) expect(item.lead).to.include({ email: KEPT_1.email, first_name: KEPT_1.first_name });
     // By mobile alone, in national form: the same leads.
-    const byMobile = await get(`/functions/consumers?mobile=${KEPT_1.national}`);
+    const byMobile = await lookup({ mobile: KEPT_1.national });
     expect((byMobile.body.items as Array<Record<string, unknown>>).map((i) => i.lead_id)).to.deep.equal(leadsOf.get(KEPT_1));
     // An erased consumer's leads are listed with their outcomes and without personal data.
-    const erased = await get(`/functions/consumers?mobile=${encodeURIComponent(ERASED.mobile)}`);
+    const erased = await lookup({ mobile: ERASED.mobile });
     for (const item of erased.body.items as Array<Record<string, unknown>>) expect(item.lead === null || (item.lead as Record<string, unknown>).erased === true).to.equal(true);
     expect(erased.text).to.not.include(ERASED.first_name);
+  });
+
+  it('access: GET /functions/consumers?email=&mobile=, kept for compatibility, answers as the POST form does', async function () {
+    const posted = await lookup({ email: KEPT_1.email, mobile: KEPT_1.national });
+    const got = await get(`/functions/consumers?email=${encodeURIComponent(KEPT_1.email)}&mobile=${KEPT_1.national}`);
+    expect(got.status, got.text).to.equal(200);
+    const { trace_id: _postedTrace, ...postedRest } = posted.body;
+    const { trace_id: _gotTrace, ...gotRest } = got.body;
+    expect(gotRest).to.deep.equal(postedRest);
   });
 
   it('only an admin may erase or look a consumer up; bad input names every field and never echoes it', async function () {
     for (const key of [supplier, analyst]) {
       expect((await erase({ email: KEPT_2.email }, key)).status).to.equal(403);
       expect((await get(`/functions/consumers?email=${KEPT_2.email}`, key)).status).to.equal(403);
+      expect((await lookup({ email: KEPT_2.email }, key)).status).to.equal(403);
     }
     const empty = await erase({});
     expect(empty.status, empty.text).to.equal(422);
@@ -209,6 +220,21 @@ describe('erasure of a consumer', function () {
     expect(query.status).to.equal(422);
     expect((query.body.errors as Array<{ field: string }>).map((e) => e.field).sort()).to.deep.equal(['email', 'x']);
     expect(query.text).to.not.include('nope-secret');
+    // The POST form: the same field rules, every failing field named, no value echoed.
+    const badLookup = await lookup({ email: 'nope-secret', x: 1 });
+    expect(badLookup.status, badLookup.text).to.equal(422);
+    expect(badLookup.body.errors).to.deep.equal([
+      { field: 'x', code: 'unknown_field', message: 'x is not a field of a consumer lookup' },
+      { field: 'email', code: 'invalid_format', message: (query.body.errors as Array<{ field: string; message: string }>).find((e) => e.field === 'email')!.message },
+    ]);
+    expect(badLookup.text).to.not.include('nope-secret');
+    const wrongTypes = await lookup({ email: 5, mobile: ['2025550143'] });
+    expect(wrongTypes.status, wrongTypes.text).to.equal(422);
+    expect((wrongTypes.body.errors as Array<{ field: string; code: string }>).map((e) => `${e.field} ${e.code}`).sort()).to.deep.equal(['email wrong_type', 'mobile wrong_type']);
+    const none = await lookup({});
+    expect((none.body.errors as Array<{ field: string }>).map((e) => e.field)).to.deep.equal(['email', 'mobile']);
+    const notJson = await svc.request('POST', '/functions/consumers/lookup', { 'x-api-key': admin, 'content-type': 'text/plain' });
+    expect([notJson.status, notJson.body.code]).to.deep.equal([415, 'UNSUPPORTED_MEDIA_TYPE']);
     expect((await get('/functions/erasures/0123')).status).to.equal(404);
   });
 

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { verifyDelivery } from '../../src/delivery/signature.js';
+import { hashedStream } from '../../src/commands/streams.js';
 import type { PingBid, PingBidsCollected } from '../../src/events/ping-events.js';
 import { BuyerEndpoint, type ReceivedDelivery } from '../delivery/buyer-endpoint.js';
 import { type Reply, TestService, validLead } from '../support/service.js';
@@ -156,6 +157,26 @@ describe('ping/post', function () {
     const later = await ping(body);
     expect(later.body.ping_id).to.not.equal(first.body.ping_id);
     expect(endpoint.received.length).to.be.above(asked);
+  });
+
+  it('answers identical pings arriving at once with one round: every bidder asked once, one ping recorded, the same ping_id for all', async function () {
+    const body = pingBody();
+    const seenBefore = endpoint.received.length;
+    // The hanging bidder keeps the round open until the deadline: every ping arrives while it runs.
+    const replies = await Promise.all(Array.from({ length: 10 }, () => ping(body)));
+    expect(replies.map((r) => `${r.status} ${r.body.code} ${r.body.bid}`)).to.deep.equal(Array(10).fill('201 BID 37.5'));
+    const pingIds = new Set(replies.map((r) => r.body.ping_id));
+    expect(pingIds.size, [...pingIds].join(' ')).to.equal(1);
+    const [pingId] = pingIds;
+    for (const reply of replies) expect(reply.body.expires_at).to.equal(replies[0]!.body.expires_at);
+
+    const asked = endpoint.received.slice(seenBefore).filter((r) => r.body.s1 === body.s1);
+    expect(asked.map(pathOf).filter((path) => path !== '/slow').sort()).to.deep.equal(['/bid', '/cheap', '/fail', '/garbage', '/hang', '/negative', '/pass']);
+    expect(asked.every((r) => r.body.ping_id === pingId)).to.equal(true);
+    const events = await svc.service.store.readStream(`ping-${pingId as string}`);
+    expect(events.map((e) => e.type)).to.deep.equal(['LeadPinged', 'PingBidsCollected']);
+    const lookup = await svc.service.store.readStream(hashedStream('ping-fields', 'sup-1', body.zip, body.accident_state, body.sid, body.s1, 'false'));
+    expect(lookup.map((e) => [e.type, (e.data as { ping_id: string }).ping_id])).to.deep.equal([['PingIssued', pingId]]);
   });
 
   it('sells the posted lead to the winning bid at its price, once; the lead view and its events show the ping and its bids', async function () {

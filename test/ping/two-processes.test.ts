@@ -3,9 +3,11 @@ import { writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { hashedStream } from '../../src/commands/streams.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { formatKey, issueKey, newKeyMaterial } from '../../src/keys/api-keys.js';
 import { changeKeys } from '../../src/keys/key-stream.js';
+import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 import { type RunningChild, runChild } from '../support/child.js';
 import { validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
@@ -81,6 +83,71 @@ describe('ping/post over two processes', function () {
       agent.destroy();
       for (const child of children) child.process.kill('SIGTERM');
       await Promise.all(children);
+      dir.remove();
+    }
+  });
+
+  it('identical pings sent to both processes at once: one ping recorded, every answer with its ping_id; each process asks the bidder at most once', async function () {
+    // A webhook bidder that answers after 300 ms: both processes' rounds are open at once.
+    const bidder = await BuyerEndpoint.start(() => new Promise((resolve) => setTimeout(() => resolve({ status: 200, body: '{"bid": 45}' }), 300)));
+    const dir = tempDir('ping-two-processes-same');
+    const routingFile = join(dir.path, 'routing.json');
+    const caFile = join(dir.path, 'bidder-ca.pem');
+    writeFileSync(caFile, bidder.cert);
+    writeFileSync(routingFile, JSON.stringify({
+      buyers: [{ id: 'hook', price: 30, ping: { kind: 'webhook', url: bidder.url, timeout_ms: 900 } }],
+      buckets: [{ id: 'unsold', default: true }],
+    }));
+    const store = await EmbeddedEventStore.open(dir.path);
+    const { id, secret } = newKeyMaterial();
+    await changeKeys(store, (state) => issueKey(state, { role: 'supplier', name: 'sup-1', now: Date.now(), id, secret }));
+    await store.close();
+    const key = formatKey(id, secret);
+    const env = {
+      LEADPOST_DATA_DIR: dir.path, LEADPOST_ROUTING_FILE: routingFile, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', MX_LOOKUP: '0',
+      RATE_LIMIT_PER_SECOND: '0', PING_RATE_LIMIT_PER_SECOND: '0', NODE_EXTRA_CA_CERTS: caFile,
+    };
+    const children: RunningChild[] = [runChild(['serve'], env, { script: BIN }), runChild(['serve'], env, { script: BIN })];
+    const agent = new Agent({ keepAlive: true, rejectUnauthorized: false, maxSockets: 50 });
+    const fields = { zip: '90210', accident_state: 'CA', sid: 'src-1', s1: 'same-fields' };
+    try {
+      await Promise.all(children.map((child) => child.until('{', 1)));
+      const ports = children.map((child) => child.lines.map((line) => JSON.parse(line) as { https_port?: number }).find((line) => line.https_port)!.https_port!);
+      const ping = (port: number) =>
+        new Promise<Answer>((resolve, reject) => {
+          const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/functions/pings', agent, headers: { 'content-type': 'application/json', 'x-api-key': key } }, (res) => {
+            let text = '';
+            res.setEncoding('utf8').on('data', (c: string) => (text += c)).on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+          });
+          req.on('error', reject);
+          req.end(JSON.stringify(fields));
+        });
+      // Both processes' connections are open first, so that the pings arrive together.
+      await Promise.all(ports.map((port) => new Promise<void>((resolve, reject) => request({ host: '127.0.0.1', port, path: '/healthz', agent }, (res) => res.resume().on('end', resolve)).on('error', reject).end())));
+      const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => ping(ports[i % 2]!)));
+      expect(replies.map((r) => `${r.status} ${r.body.code} ${r.body.bid}`)).to.deep.equal(Array(20).fill('201 BID 45'));
+      const pingIds = new Set(replies.map((r) => r.body.ping_id));
+      expect(pingIds.size, [...pingIds].join(' ')).to.equal(1);
+      // Each process ran one round (the bidder may be asked by both); both asked about the one ping.
+      expect(bidder.received.length).to.be.within(1, 2);
+      expect(bidder.received.every((r) => r.body.ping_id === replies[0]!.body.ping_id)).to.equal(true);
+    } finally {
+      agent.destroy();
+      for (const child of children) child.process.kill('SIGTERM');
+      await Promise.all(children);
+      await bidder.stop();
+    }
+    try {
+      const events = await EmbeddedEventStore.open(dir.path);
+      try {
+        const lookup = await events.readStream(hashedStream('ping-fields', 'sup-1', fields.zip, fields.accident_state, fields.sid, fields.s1, 'false'));
+        expect(lookup.map((e) => e.type)).to.deep.equal(['PingIssued']);
+        const pinged = await events.readStream(`ping-${(lookup[0]!.data as { ping_id: string }).ping_id}`);
+        expect(pinged.map((e) => e.type)).to.deep.equal(['LeadPinged', 'PingBidsCollected']);
+      } finally {
+        await events.close();
+      }
+    } finally {
       dir.remove();
     }
   });

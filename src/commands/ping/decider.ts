@@ -6,7 +6,8 @@ import type { Decider } from '../handler.js';
 // answered (LeadPinged and PingBidsCollected in one append, new by construction) and once when
 // its lead is posted (PingPosted at the revision read, so of two posts racing, one is refused).
 // The lookup stream of a supplier's fields remembers its latest ping, so a repeat before expiry
-// gets the same answer and no buyer is asked twice.
+// gets the same answer and no buyer is asked twice. Of two processes answering the same fields
+// at once, the first to append the ping's stream is the one recorded (see ping.ts).
 
 export interface PingState {
   readonly pinged: LeadPinged['data'] | null;
@@ -64,7 +65,9 @@ export const pingDecider: Decider<AnswerPing | PostPing, PingState, PingEvent> =
   },
   decide(command, state) {
     if (command.type === 'AnswerPing') {
-      if (state.pinged) throw new Error(`ping ${command.pingId} is already answered`);
+      // Answered already: another process ran the same round (the ping id is derived from the
+      // round) and recorded it first. Its answer stands; this one records nothing.
+      if (state.pinged) return [];
       const { ping, now } = command;
       const source = { ping_id: command.pingId, supplier: command.supplier, sid: ping.sid, accident_state: ping.accident_state, test: ping.test, pinged_at: now.toISOString() };
       return [
@@ -82,8 +85,19 @@ export const pingDecider: Decider<AnswerPing | PostPing, PingState, PingEvent> =
 /** The latest ping of one supplier's fields: its id and expiry. */
 export type PingLookup = PingIssued['data'] | null;
 
-export const pingLookupDecider: Decider<PingIssued['data'], PingLookup, PingIssued> = {
+/** Remember a ping under its fields, in place of the one the lookup held when it was read (null: none). */
+interface RecordPing {
+  readonly issued: PingIssued['data'];
+  readonly replaces: string | null;
+}
+
+export const pingLookupDecider: Decider<RecordPing, PingLookup, PingIssued> = {
   initialState: null,
   evolve: (_state, event) => event.data,
-  decide: (command) => [{ type: 'PingIssued', data: command }],
+  // Recorded only over what was read, and once: when the lookup changed since, it holds this very
+  // ping (another process answered the same round first) or a newer one, and stays as it is.
+  decide: (command, state) => {
+    const held = state?.ping_id ?? null;
+    return held === command.replaces && held !== command.issued.ping_id ? [{ type: 'PingIssued', data: command.issued }] : [];
+  },
 };
