@@ -131,8 +131,14 @@ export class ProjectionRunner {
     private readonly options: RunnerOptions = {},
   ) {
     this.receivedLeads = options.receivedLeads ?? new TwoGenerationCache(REMEMBERED_LEADS);
+    // A projection names its collections at every event: each name is made once.
+    const names = new Map<string, string>();
     this.context = {
-      collection: (base) => collectionName(base, build),
+      collection: (base) => {
+        let name = names.get(base);
+        if (name === undefined) names.set(base, (name = collectionName(base, build)));
+        return name;
+      },
       received: (leadId) => this.received(leadId),
     };
   }
