@@ -49,7 +49,10 @@ export function leadViewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Pa
   // Each counter is added by one event of a lead (its outcome, or its return), so setting it is
   // counting it, also when the view is folded again from the stream.
   const counted = reportCounts(event);
-  if (counted) for (const [counter, amount] of Object.entries(counted.counts)) changes[leadCounterField(counter)] = amount;
+  if (counted) {
+    // for…in rather than Object.entries: the counts are a fresh object literal, and this runs for every event.
+    for (const counter in counted.counts) changes[leadCounterField(counter)] = counted.counts[counter]!;
+  }
   return changes;
 }
 

@@ -3,6 +3,7 @@ import type { ReadModelStore } from '../read-models/port.js';
 import type { Projection } from './projections.js';
 import { REMEMBERED_LEADS, type ReceivedLeads, ProjectionRunner } from './runner.js';
 import { TwoGenerationCache } from '../two-generation-cache.js';
+import type { LeadReceived } from '../events/lead-events.js';
 import { versionBuild } from './index.js';
 
 /**
@@ -82,6 +83,8 @@ export async function rebuildProjections(
       if (page.length === 0) break;
       for (let i = 0; i < page.length; i++) {
         const event = page[i]!;
+        // Remembered once for every runner (see RunnerOptions.receivedLeads).
+        if (event.type === 'LeadReceived') receivedLeads.set((event.data as LeadReceived['data']).lead_id, event.data as LeadReceived['data']);
         for (let r = 0; r < runners.length; r++) {
           const taking = runners[r]!.feed(event);
           if (taking) await taking;

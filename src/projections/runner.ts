@@ -28,6 +28,7 @@ export interface RunnerOptions {
   /**
    * The LeadReceived of recent leads, shared with other runners fed the same events (a rebuild):
    * one memory instead of one each, and a lead read back from its stream is read once for all.
+   * Whoever feeds them remembers each LeadReceived in it before handing it over, once for all.
    */
   readonly receivedLeads?: ReceivedLeads;
 }
@@ -131,8 +132,14 @@ export class ProjectionRunner {
     private readonly options: RunnerOptions = {},
   ) {
     this.receivedLeads = options.receivedLeads ?? new TwoGenerationCache(REMEMBERED_LEADS);
+    // A projection names its collections at every event: each name is made once.
+    const names = new Map<string, string>();
     this.context = {
-      collection: (base) => collectionName(base, build),
+      collection: (base) => {
+        let name = names.get(base);
+        if (name === undefined) names.set(base, (name = collectionName(base, build)));
+        return name;
+      },
       received: (leadId) => this.received(leadId),
     };
   }
@@ -239,7 +246,7 @@ export class ProjectionRunner {
   private handle(event: RecordedEvent): Promise<void> | undefined {
     const from = this.pendingPosition ?? this.committed;
     if (comparePositions(event.position, from) <= 0) return undefined;
-    if (event.type === 'LeadReceived') this.remember(event.data as LeadReceived['data']);
+    if (event.type === 'LeadReceived' && !this.options.receivedLeads) this.remember(event.data as LeadReceived['data']);
     const writes = this.projection.handle(event, this.context);
     return writes instanceof Promise ? writes.then((w) => this.accept(event, w)) : this.accept(event, writes);
   }

@@ -28,8 +28,16 @@ CREATE TABLE IF NOT EXISTS leases (
 
 export const READ_MODELS_FILE = 'readmodels.db';
 
-/** The table of a collection; the name is checked, since it is spliced into SQL. */
-export const tableName = (collection: string): string => `rm_${checkCollection(collection)}`;
+const TABLES = new Map<string, string>();
+/** The table of a collection; the name is checked, since it is spliced into SQL. Remembered: a rebuild asks for a few names at every write. */
+export function tableName(collection: string): string {
+  let table = TABLES.get(collection);
+  if (table === undefined) {
+    table = `rm_${checkCollection(collection)}`;
+    if (TABLES.size < 10_000) TABLES.set(collection, table);
+  }
+  return table;
+}
 
 /** `pos` is the positionKey of the last event applied to the document. */
 export const createTableSql = (table: string): string =>

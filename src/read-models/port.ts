@@ -162,9 +162,16 @@ export class LeaseLostError extends Error {
   }
 }
 
+const ZEROS = '00000000000000000000';
+/** A part of a position, 20 digits wide (padStart made several strings a call; a rebuild makes a key per event). */
+const digits20 = (n: number): string => {
+  const text = String(n);
+  return text.length >= 20 ? text : ZEROS.slice(text.length) + text;
+};
+
 /** A position as a string that sorts like the position, for storing beside documents. */
 export function positionKey(position: Position): string {
-  return `${String(position.commit).padStart(20, '0')}:${String(position.prepare).padStart(20, '0')}`;
+  return `${digits20(position.commit)}:${digits20(position.prepare)}`;
 }
 
 export class ReadModelUnavailableError extends Error {

@@ -9,19 +9,26 @@ export class WrittenIds {
   private readonly bits = new Uint32Array(BITS / 32);
 
   add(table: string, id: string): void {
-    let [h1, h2] = hashes(table, id);
+    hashes(table, id);
+    let h1 = HASHES[0]!;
+    const h2 = HASHES[1]!;
     for (let i = 0; i < PROBES; i++, h1 = (h1 + h2) >>> 0) this.bits[(h1 % BITS) >>> 5]! |= 1 << (h1 & 31);
   }
 
   mightHave(table: string, id: string): boolean {
-    let [h1, h2] = hashes(table, id);
+    hashes(table, id);
+    let h1 = HASHES[0]!;
+    const h2 = HASHES[1]!;
     for (let i = 0; i < PROBES; i++, h1 = (h1 + h2) >>> 0) if ((this.bits[(h1 % BITS) >>> 5]! & (1 << (h1 & 31))) === 0) return false;
     return true;
   }
 }
 
-/** Two 32-bit FNV-1a style hashes of table, a separator and id, with different primes, for double hashing. */
-function hashes(table: string, id: string): [number, number] {
+/** Where `hashes` leaves its two results: an array per call was an allocation per document written. */
+const HASHES = new Uint32Array(2);
+
+/** Two 32-bit FNV-1a style hashes of table, a separator and id, with different primes, for double hashing, into HASHES. */
+function hashes(table: string, id: string): void {
   let a = 0x811c9dc5;
   let b = 0x5bd1e995;
   for (let i = 0; i <= table.length + id.length; i++) {
@@ -30,6 +37,7 @@ function hashes(table: string, id: string): [number, number] {
     a = Math.imul(a ^ code, 0x01000193);
     b = Math.imul(b ^ code, 0x5bd1e995);
   }
+  HASHES[0] = a >>> 0;
   // An odd step visits different bits on each probe.
-  return [a >>> 0, (b | 1) >>> 0];
+  HASHES[1] = (b | 1) >>> 0;
 }
