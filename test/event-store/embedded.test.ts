@@ -215,6 +215,43 @@ describe('embedded event store (SQLite)', function () {
     });
   });
 
+  describe('appends crossing to the writer thread together', function () {
+    it('keep each stream name and event text whole: newlines, quotes, non-Latin text and astral characters, empty and long texts, any expected revision', async function () {
+      const store = await EmbeddedEventStore.open(dir.path);
+      try {
+        await store.append('cross-existing', [{ type: 'Old', data: {} }]);
+        const names = ['cross-a\nb', 'cross-"quoted"', 'cross-ünïcødé-名前', 'cross-😀\u2028', 'cross-\\back', 'cross-long'];
+        const data = [{ text: 'line\nbreak' }, { text: '\u0000 and "quotes" and \\' }, { name: 'Zoë Ñúñez 名前' }, { emoji: '😀🎉', separator: '\u2028\u2029' }, {}, { text: 'x'.repeat(100_000) }];
+        // One tick: these reach the writer in one message, beside an append that fails its expected revision.
+        const appends = names.map((name, i) => store.append(name, [{ type: 'Crossed', data: data[i] }, { type: 'Again', data: { i } }], { expectedRevision: 'no_stream' }));
+        const conflict = store.append('cross-existing', [{ type: 'New', data: {} }], { expectedRevision: 'no_stream' });
+        const after = store.append('cross-existing', [{ type: 'Next', data: { ok: '✓' } }], { expectedRevision: 0 });
+        const results = await Promise.all(appends);
+        expect(results.map((r) => r.nextExpectedRevision)).to.deep.equal(names.map(() => 1));
+        expect(await conflict.then(() => 'appended', (error: unknown) => (error as { actual?: unknown }).actual)).to.equal(0);
+        expect((await after).nextExpectedRevision).to.equal(1);
+        for (const [i, name] of names.entries()) {
+          const read = await store.readStream(name);
+          expect(read.map((e) => [e.streamId, e.type, e.data]), name).to.deep.equal([
+            [name, 'Crossed', data[i]],
+            [name, 'Again', { i }],
+          ]);
+        }
+        expect((await store.readStream('cross-existing')).map((e) => [e.type, e.data])).to.deep.equal([['Old', {}], ['Next', { ok: '✓' }]]);
+        // A second connection reads what the writer thread wrote, not this process's memory of it.
+        const other = await EmbeddedEventStore.open(dir.path);
+        try {
+          expect((await other.readStream(names[2]!)).map((e) => e.data)).to.deep.equal([data[2], { i: 2 }]);
+          expect((await other.readStream(names[0]!))[0]!.streamId).to.equal(names[0]);
+        } finally {
+          await other.close();
+        }
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
   describe('a data dir written by layout 1 (before streams were keyed by name)', function () {
     const LAYOUT_1 = `
       CREATE TABLE streams (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, revision INTEGER NOT NULL);

@@ -21,7 +21,7 @@ import {
   comparePositions,
   WrongExpectedRevisionError,
 } from '../port.js';
-import type { AppendOutcome, AppendRequest, StoredEvent, WriteBatch, WriteBatchResult, WriterOptions } from './protocol.js';
+import { type AppendRequest, type GroupAnswer, OUTCOME, type StoredEvent, type WriterOptions, encodeBatch } from './protocol.js';
 import { EVENTS_FILE, openEventsDatabase } from './schema.js';
 import { PollingSubscription } from './subscription.js';
 
@@ -404,7 +404,7 @@ export class EmbeddedEventStore implements EventStore {
         this.writerLost(worker, error);
       });
       worker.once('exit', (code) => this.writerLost(worker, new Error(`writer thread exited with code ${code}`)));
-      worker.on('message', (message: readonly WriteBatchResult[] | 'ready') => {
+      worker.on('message', (message: GroupAnswer | 'ready') => {
         if (message === 'ready') {
           this.worker = worker;
           this.starting = undefined;
@@ -439,14 +439,11 @@ export class EmbeddedEventStore implements EventStore {
     const batch = this.nextBatch++;
     this.inFlight.set(batch, appends);
     if (this.worker) {
-      this.worker.postMessage({ batch, appends: appends.map((append) => append.request) } satisfies WriteBatch);
+      this.worker.postMessage(encodeBatch(batch, appends.map((append) => append.request)));
       return;
     }
     this.writer().then(
-      (worker) => {
-        const message: WriteBatch = { batch, appends: appends.map((append) => append.request) };
-        worker.postMessage(message);
-      },
+      (worker) => worker.postMessage(encodeBatch(batch, appends.map((append) => append.request))),
       (error: Error) => {
         this.inFlight.delete(batch);
         for (const append of appends) append.reject(new EventStoreUnavailableError(error.message, { cause: error }));
@@ -455,38 +452,46 @@ export class EmbeddedEventStore implements EventStore {
   }
 
   /** The answers of one group commit: every batch it held. */
-  private settle(results: readonly WriteBatchResult[]): void {
-    for (const result of results) {
-      const appends = this.inFlight.get(result.batch);
-      this.inFlight.delete(result.batch);
-      appends?.forEach((append, index) => this.answer(append, result.outcomes[index]!));
+  private settle({ numbers, messages }: GroupAnswer): void {
+    for (let at = 0; at < numbers.length; ) {
+      const batch = numbers[at]!;
+      const count = numbers[at + 1]!;
+      at += 2;
+      const appends = this.inFlight.get(batch);
+      this.inFlight.delete(batch);
+      for (let index = 0; index < count; index++, at += 3) {
+        const append = appends?.[index];
+        if (append) this.answer(append, numbers[at]!, numbers[at + 1]!, numbers[at + 2]!, messages);
+      }
     }
     // The writer is free: what gathered while it committed goes now.
     this.flush();
     for (const subscription of this.subscriptions) subscription.notify();
   }
 
-  private answer(append: PendingAppend, outcome: AppendOutcome): void {
-    if (outcome.ok) {
+  /** One append's outcome, as three numbers of the writer's answer (OUTCOME). */
+  private answer(append: PendingAppend, outcome: number, first: number, second: number, messages: readonly string[]): void {
+    if (outcome === OUTCOME.ok) {
+      const [revision, commit] = [first, second];
       const request = append.request;
-      if (outcome.commit >= 0) {
-        const row: CommitRow = [outcome.commit, request.stream, outcome.revision - request.count + 1, request.events, request.created];
+      if (commit >= 0) {
+        const row: CommitRow = [commit, request.stream, revision - request.count + 1, request.events, request.created];
         this.rememberCommit({ row, count: request.count });
       }
       // An empty append wrote nothing; its position is the head, read here (and a failed read fails
       // only this append: the rest of the batch is still answered).
-      if (outcome.commit >= 0) append.resolve({ nextExpectedRevision: outcome.revision, position: { commit: outcome.commit, prepare: request.count - 1 } });
+      if (commit >= 0) append.resolve({ nextExpectedRevision: revision, position: { commit, prepare: request.count - 1 } });
       else {
         try {
-          append.resolve({ nextExpectedRevision: outcome.revision, position: this.reading(() => this.headSync()) });
+          append.resolve({ nextExpectedRevision: revision, position: this.reading(() => this.headSync()) });
         } catch (error) {
           append.reject(error as Error);
         }
       }
-    } else if (outcome.kind === 'wrong_expected_revision') {
-      append.reject(new WrongExpectedRevisionError(append.request.stream, append.request.expected, outcome.actual));
+    } else if (outcome === OUTCOME.wrongExpectedRevision) {
+      append.reject(new WrongExpectedRevisionError(append.request.stream, append.request.expected, first < 0 ? 'no_stream' : first));
     } else {
-      append.reject(new EventStoreUnavailableError(`the event store could not write: ${outcome.message}`));
+      append.reject(new EventStoreUnavailableError(`the event store could not write: ${messages[first]}`));
     }
   }
 }
