@@ -21,39 +21,28 @@ export interface WriteBatch {
 }
 
 /**
- * A batch as it crosses to the writer thread: one string, a JSON header line (the batch, then each
- * append's stream, expected revision, time, event count and text length) and the appends' event
- * texts back to back. Copying a message of objects walks and names every property of every append,
- * on both threads; one string is one copy, and the texts are sliced out of it again.
+ * A batch as it crosses to the writer thread: one flat array, the batch's number and then five
+ * values per append (stream, expected revision, time, event count, events). Copying an object per
+ * append walks and names every property, on both threads; a flat array copies only the values.
  */
-export function encodeBatch(batch: number, appends: readonly AppendRequest[]): string {
-  const header: unknown[] = [batch];
-  let texts = '';
-  for (const append of appends) {
-    header.push(append.stream, append.expected, append.created, append.count, append.events.length);
-    texts += append.events;
-  }
-  // JSON escapes every newline inside the header's strings: the first one ends it.
-  return `${JSON.stringify(header)}\n${texts}`;
+export function encodeBatch(batch: number, appends: readonly AppendRequest[]): unknown[] {
+  const values: unknown[] = [batch];
+  for (const append of appends) values.push(append.stream, append.expected, append.created, append.count, append.events);
+  return values;
 }
 
-export function decodeBatch(message: string): WriteBatch {
-  const end = message.indexOf('\n');
-  const header = JSON.parse(message.slice(0, end)) as [number, ...unknown[]];
+export function decodeBatch(values: readonly unknown[]): WriteBatch {
   const appends: AppendRequest[] = [];
-  let at = end + 1;
-  for (let i = 1; i < header.length; i += 5) {
-    const length = header[i + 4] as number;
+  for (let i = 1; i < values.length; i += 5) {
     appends.push({
-      stream: header[i] as string,
-      expected: header[i + 1] as ExpectedRevision,
-      created: header[i + 2] as number,
-      count: header[i + 3] as number,
-      events: message.slice(at, at + length),
+      stream: values[i] as string,
+      expected: values[i + 1] as ExpectedRevision,
+      created: values[i + 2] as number,
+      count: values[i + 3] as number,
+      events: values[i + 4] as string,
     });
-    at += length;
   }
-  return { batch: header[0], appends };
+  return { batch: values[0] as number, appends };
 }
 
 export type AppendOutcome =

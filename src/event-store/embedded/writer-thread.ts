@@ -161,7 +161,7 @@ function gatherGroup(first: WriteBatch): WriteBatch[] {
       closing = true;
       break;
     }
-    batches.push(decodeBatch(next.message as string));
+    batches.push(decodeBatch(next.message as unknown[]));
   }
   return batches;
 }
@@ -174,7 +174,7 @@ function close(): void {
   port.close();
 }
 
-port.on('message', (message: string) => {
+port.on('message', (message: unknown[] | 'close') => {
   if (message === 'close') return close();
   const batches = gatherGroup(decodeBatch(message));
   const outcomes = write(batches.flatMap((batch) => batch.appends));
