@@ -138,6 +138,48 @@ describe('embedded event store (SQLite)', function () {
     });
   });
 
+  describe('a process without subscribers (one that serves the API while another projects)', function () {
+    it('keeps only the number of events of its commits; a subscriber that comes later reads those from disk and every later one from memory', async function () {
+      const store = await EmbeddedEventStore.open(dir.path, { pollIntervalMs: 60_000 });
+      const recent = sinon.spy((store as unknown as { recent: { set(position: number, kept: unknown): void } }).recent, 'set');
+      const rowsKept = () => recent.args.filter(([, kept]) => typeof kept !== 'number').length;
+      const until = async (done: () => boolean) => {
+        for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
+        expect(done()).to.equal(true);
+      };
+      try {
+        const start = await store.headPosition();
+        await store.append('unwatched-0', [{ type: 'E', data: {} }]);
+        await store.append('unwatched-1', [{ type: 'E', data: {} }, { type: 'E', data: {} }]);
+        expect(recent.args.map(([, kept]) => kept), 'what is kept of commits with nobody subscribed').to.deep.equal([1, 2]);
+
+        const subscription = store.subscribeToAll({ fromPosition: start });
+        const seen: string[] = [];
+        const reading = (async () => {
+          for await (const event of subscription) {
+            seen.push(`${event.streamId}:${event.revision}`);
+            if (seen.length === 5) break;
+          }
+        })();
+        await until(() => seen.length === 3);
+        const disk = sinon.spy(store as unknown as { readAllFromDisk(): unknown }, 'readAllFromDisk');
+        await store.append('watched-2', [{ type: 'E', data: {} }]);
+        await store.append('watched-3', [{ type: 'E', data: {} }]);
+        await reading;
+        expect(seen).to.deep.equal(['unwatched-0:0', 'unwatched-1:0', 'unwatched-1:1', 'watched-2:0', 'watched-3:0']);
+        expect(rowsKept(), 'commits kept whole while subscribed').to.equal(2);
+        expect(disk.callCount, 'reads of the disk for appends made while subscribed').to.equal(0);
+
+        // Unsubscribed (the loop's break ended it): only counts again.
+        await store.append('unwatched-4', [{ type: 'E', data: {} }]);
+        expect(rowsKept()).to.equal(2);
+        expect(recent.lastCall.args[1]).to.equal(1);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
   describe('a subscriber catching up', function () {
     it('reads page after page of history without waiting for the poll interval', async function () {
       // With a poll interval of a minute, a subscriber that waited between pages would time out here.

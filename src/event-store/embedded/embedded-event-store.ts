@@ -130,7 +130,8 @@ export class EmbeddedEventStore implements EventStore {
   // The commits this process wrote lately, by position, so that its own subscribers read what was
   // just appended without a query: under load that query ran once per subscriber per group commit
   // and was the largest single cost of a post.
-  private readonly recent = new TwoGenerationCache<number, RecentCommit>(RECENT_COMMITS);
+  // Without a subscriber, only each commit's number of events (see rememberCommit).
+  private readonly recent = new TwoGenerationCache<number, RecentCommit | number>(RECENT_COMMITS);
   /** The newest commit position this process wrote (-1: none yet). */
   private localHead = -1;
   /** Events per commit in the last `$all` read from disk: how many commits a page of events needs. */
@@ -337,24 +338,39 @@ export class EmbeddedEventStore implements EventStore {
     let events = 0;
     const current = this.recent.get(from.commit);
     if (current === undefined) return undefined;
-    if (from.prepare + 1 < current.count) {
+    // A reader that stopped at the end of a commit (the usual case) needs only its count.
+    const count = typeof current === 'number' ? current : current.count;
+    if (from.prepare + 1 < count) {
+      if (typeof current === 'number') return undefined;
       rows.push(current.row);
       firstSkip = from.prepare + 1;
-      events = current.count - firstSkip;
+      events = count - firstSkip;
     }
     for (let next = from.commit + 1; next <= this.localHead && (maxCount < 0 || events < maxCount); next++) {
       const commit = this.recent.get(next);
-      if (commit === undefined) return undefined;
+      if (commit === undefined || typeof commit === 'number') return undefined;
       rows.push(commit.row);
       events += commit.count;
     }
     return expand(rows, firstSkip, maxCount);
   }
 
-  private rememberCommit(commit: RecentCommit): void {
-    const position = commit.row[POSITION];
-    this.recent.set(position, commit);
+  /**
+   * Keeps a commit this process wrote for its own subscribers. A process without any (one that
+   * serves the API while another projects) keeps only its number of events, which tells a
+   * subscriber that comes later whether it has read all of it: held for the next thousand
+   * commits, every commit's row and text outlived V8's young generation, so they were copied
+   * there twice, moved to the old one and collected from it by full collections, for nobody. A
+   * subscriber reads from disk what was not kept, as it does a commit of another process.
+   */
+  private rememberCommit(position: number, request: AppendRequest, revision: number): void {
     if (position > this.localHead) this.localHead = position;
+    if (this.subscriptions.size === 0) {
+      this.recent.set(position, request.count);
+      return;
+    }
+    const row: CommitRow = [position, request.stream, revision - request.count + 1, request.events, request.created];
+    this.recent.set(position, { row, count: request.count });
   }
 
   private readAllFromDisk(from: Position, maxCount: number): RecordedEvent[] {
@@ -474,10 +490,7 @@ export class EmbeddedEventStore implements EventStore {
     if (outcome === OUTCOME.ok) {
       const [revision, commit] = [first, second];
       const request = append.request;
-      if (commit >= 0) {
-        const row: CommitRow = [commit, request.stream, revision - request.count + 1, request.events, request.created];
-        this.rememberCommit({ row, count: request.count });
-      }
+      if (commit >= 0) this.rememberCommit(commit, request, revision);
       // An empty append wrote nothing; its position is the head, read here (and a failed read fails
       // only this append: the rest of the batch is still answered).
       if (commit >= 0) append.resolve({ nextExpectedRevision: revision, position: { commit, prepare: request.count - 1 } });
