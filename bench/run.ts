@@ -7,6 +7,8 @@ import { benchMemory } from './memory.js';
 import { profileAreas } from './profile-areas.js';
 import { benchPingStatic, benchPingWebhooks, pingBody } from './ping.js';
 import { type LoadResult, benchBareKoa, benchPostLead, benchPostLeadApiOnly } from './post-lead.js';
+import { benchPostLeadSideBySide } from './post-lead-ab.js';
+import { fileURLToPath } from 'node:url';
 import { benchReplay } from './replay.js';
 import { benchReports } from './reports.js';
 
@@ -63,6 +65,19 @@ const parts: Record<string, () => Promise<void>> = {
         `throughput / floor ${ratio('apiOnly', 'floor', 'requestsPerSecond').toFixed(2)}x, p99 / floor ${ratio('apiOnly', 'floor', 'p99Ms').toFixed(2)}x`,
     );
     console.log(`durability floor / bare: throughput ${ratio('floor', 'bare', 'requestsPerSecond').toFixed(2)}x, p99 ${ratio('floor', 'bare', 'p99Ms').toFixed(1)}x, CPU per request ${ratio('floor', 'bare', 'serverCpuUsPerRequest').toFixed(1)}x`);
+  },
+  // Only when named: this build against another build's dist (BENCH_COMPARE_DIST), side by side.
+  'post-lead-ab': async () => {
+    const other = process.env.BENCH_COMPARE_DIST;
+    if (!other) throw new Error('post-lead-ab compares this build with the build whose dist folder BENCH_COMPARE_DIST names');
+    const slices = Number(process.env.BENCH_SLICES ?? 12);
+    const seconds = Number(process.env.BENCH_SLICE_SECONDS ?? 2);
+    console.log(`\nPOST /functions/leads, this build and ${other} side by side: every service running, the load to each in turn, ${slices} slices of ${seconds} s`);
+    const builds = [
+      { name: 'other', dist: other },
+      { name: 'this', dist: fileURLToPath(new URL('..', import.meta.url)) },
+    ];
+    console.table(await benchPostLeadSideBySide(builds, slices, seconds));
   },
   // Not a measurement: reads the server profiles a post-lead run left in BENCH_PROFILE_DIR.
   'profile-areas': async () => {
@@ -132,8 +147,8 @@ const parts: Record<string, () => Promise<void>> = {
 };
 
 const wanted = process.argv.slice(2);
-// Every measurement by default; profile-areas only when named.
-for (const name of wanted.length > 0 ? wanted : Object.keys(parts).filter((part) => part !== 'profile-areas')) {
+// Every measurement by default; profile-areas and post-lead-ab only when named.
+for (const name of wanted.length > 0 ? wanted : Object.keys(parts).filter((part) => part !== 'profile-areas' && part !== 'post-lead-ab')) {
   const part = parts[name];
   if (!part) {
     console.error(`unknown bench part '${name}'; parts: ${Object.keys(parts).join(', ')}`);

@@ -13,9 +13,10 @@ const REJECTED_TYPES: Readonly<Record<string, string>> = {
 };
 
 export function checkPhone(e164: string): CheckResult {
-  const parsed = validE164(e164);
-  if (!parsed) return { result: 'fail', provider: PROVIDER, detail: 'invalid' };
-  const type = parsed.getType();
+  const known = validE164(e164);
+  if (!known) return { result: 'fail', provider: PROVIDER, detail: 'invalid' };
+  // The type validation found when it parsed the number: no second look at the metadata.
+  const type = known.type;
   const rejected = type === undefined ? undefined : REJECTED_TYPES[type];
   if (rejected) return { result: 'fail', provider: PROVIDER, detail: rejected };
   return { result: 'pass', provider: PROVIDER, detail: type === undefined ? 'unknown_type' : type.toLowerCase() };

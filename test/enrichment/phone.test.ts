@@ -46,11 +46,34 @@ describe('phone verifier (libphonenumber)', function () {
       // A fresh parse of the E.164 form, as the check made before validation kept its parse.
       const fresh = parsePhoneNumberFromString(parsed.number);
       expect(fresh?.isValid(), input).to.equal(true);
-      expect(validE164(parsed.number), input).to.equal(parsed);
+      expect(validE164(parsed.number)?.phone, input).to.equal(parsed);
+      expect(validE164(parsed.number)?.type, input).to.equal(fresh!.getType());
       // Rejected types (toll_free, …) and passed ones alike are the lower-cased type.
       expect(checkPhone(parsed.number).detail, input).to.equal((fresh!.getType() ?? 'unknown_type').toLowerCase());
       reused++;
     }
     expect(reused).to.be.above(10);
+  });
+
+  it('decides validity and type as isValid() and getType() do, for numbers of every kind and many regions', function () {
+    // One look at the metadata stands for both calls: this is every case where they could differ.
+    const numbers = [
+      '+12025550143', '+12135550143', '+18005550199', '+19005550199', '+15555550100', '+10000000000', '+12345',
+      '+14165550103', '+16045550106', '+17875550108', '+13405550109', '+16715550110', '+16845550111', '+16705550112',
+      '+18765550113', '+12425550114', '+447911123456', '+442071838750', '+445612345678', '+447011234567', '+447624369230',
+      '+33810123456', '+33612345678', '+61412345678', '+4915112345678', '+81312345678', '+79123456789', '+5511912345678',
+      '+80012345678', '+882345678901', '+35312345', '+3531234567890', '+9990000000',
+    ];
+    let valid = 0;
+    for (const number of numbers) {
+      const fresh = parsePhoneNumberFromString(number);
+      const known = validE164(number);
+      expect(known !== undefined, number).to.equal(fresh?.isValid() === true);
+      if (!known) continue;
+      valid++;
+      expect(known.type, number).to.equal(fresh!.getType());
+      expect(known.phone.number, number).to.equal(fresh!.number);
+    }
+    expect(valid).to.be.above(15);
   });
 });

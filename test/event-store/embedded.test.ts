@@ -138,6 +138,48 @@ describe('embedded event store (SQLite)', function () {
     });
   });
 
+  describe('a process without subscribers (one that serves the API while another projects)', function () {
+    it('keeps only the number of events of its commits; a subscriber that comes later reads those from disk and every later one from memory', async function () {
+      const store = await EmbeddedEventStore.open(dir.path, { pollIntervalMs: 60_000 });
+      const recent = sinon.spy((store as unknown as { recent: { set(position: number, kept: unknown): void } }).recent, 'set');
+      const rowsKept = () => recent.args.filter(([, kept]) => typeof kept !== 'number').length;
+      const until = async (done: () => boolean) => {
+        for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
+        expect(done()).to.equal(true);
+      };
+      try {
+        const start = await store.headPosition();
+        await store.append('unwatched-0', [{ type: 'E', data: {} }]);
+        await store.append('unwatched-1', [{ type: 'E', data: {} }, { type: 'E', data: {} }]);
+        expect(recent.args.map(([, kept]) => kept), 'what is kept of commits with nobody subscribed').to.deep.equal([1, 2]);
+
+        const subscription = store.subscribeToAll({ fromPosition: start });
+        const seen: string[] = [];
+        const reading = (async () => {
+          for await (const event of subscription) {
+            seen.push(`${event.streamId}:${event.revision}`);
+            if (seen.length === 5) break;
+          }
+        })();
+        await until(() => seen.length === 3);
+        const disk = sinon.spy(store as unknown as { readAllFromDisk(): unknown }, 'readAllFromDisk');
+        await store.append('watched-2', [{ type: 'E', data: {} }]);
+        await store.append('watched-3', [{ type: 'E', data: {} }]);
+        await reading;
+        expect(seen).to.deep.equal(['unwatched-0:0', 'unwatched-1:0', 'unwatched-1:1', 'watched-2:0', 'watched-3:0']);
+        expect(rowsKept(), 'commits kept whole while subscribed').to.equal(2);
+        expect(disk.callCount, 'reads of the disk for appends made while subscribed').to.equal(0);
+
+        // Unsubscribed (the loop's break ended it): only counts again.
+        await store.append('unwatched-4', [{ type: 'E', data: {} }]);
+        expect(rowsKept()).to.equal(2);
+        expect(recent.lastCall.args[1]).to.equal(1);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
   describe('a subscriber catching up', function () {
     it('reads page after page of history without waiting for the poll interval', async function () {
       // With a poll interval of a minute, a subscriber that waited between pages would time out here.
@@ -209,6 +251,43 @@ describe('embedded event store (SQLite)', function () {
           ]);
         }
         expect((await store.readStream('group-existing')).map((e) => e.type)).to.deep.equal(['Old']);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
+  describe('appends crossing to the writer thread together', function () {
+    it('keep each stream name and event text whole: newlines, quotes, non-Latin text and astral characters, empty and long texts, any expected revision', async function () {
+      const store = await EmbeddedEventStore.open(dir.path);
+      try {
+        await store.append('cross-existing', [{ type: 'Old', data: {} }]);
+        const names = ['cross-a\nb', 'cross-"quoted"', 'cross-ünïcødé-名前', 'cross-😀\u2028', 'cross-\\back', 'cross-long'];
+        const data = [{ text: 'line\nbreak' }, { text: '\u0000 and "quotes" and \\' }, { name: 'Zoë Ñúñez 名前' }, { emoji: '😀🎉', separator: '\u2028\u2029' }, {}, { text: 'x'.repeat(100_000) }];
+        // One tick: these reach the writer in one message, beside an append that fails its expected revision.
+        const appends = names.map((name, i) => store.append(name, [{ type: 'Crossed', data: data[i] }, { type: 'Again', data: { i } }], { expectedRevision: 'no_stream' }));
+        const conflict = store.append('cross-existing', [{ type: 'New', data: {} }], { expectedRevision: 'no_stream' });
+        const after = store.append('cross-existing', [{ type: 'Next', data: { ok: '✓' } }], { expectedRevision: 0 });
+        const results = await Promise.all(appends);
+        expect(results.map((r) => r.nextExpectedRevision)).to.deep.equal(names.map(() => 1));
+        expect(await conflict.then(() => 'appended', (error: unknown) => (error as { actual?: unknown }).actual)).to.equal(0);
+        expect((await after).nextExpectedRevision).to.equal(1);
+        for (const [i, name] of names.entries()) {
+          const read = await store.readStream(name);
+          expect(read.map((e) => [e.streamId, e.type, e.data]), name).to.deep.equal([
+            [name, 'Crossed', data[i]],
+            [name, 'Again', { i }],
+          ]);
+        }
+        expect((await store.readStream('cross-existing')).map((e) => [e.type, e.data])).to.deep.equal([['Old', {}], ['Next', { ok: '✓' }]]);
+        // A second connection reads what the writer thread wrote, not this process's memory of it.
+        const other = await EmbeddedEventStore.open(dir.path);
+        try {
+          expect((await other.readStream(names[2]!)).map((e) => e.data)).to.deep.equal([data[2], { i: 2 }]);
+          expect((await other.readStream(names[0]!))[0]!.streamId).to.equal(names[0]);
+        } finally {
+          await other.close();
+        }
       } finally {
         await store.close();
       }

@@ -21,7 +21,7 @@ import {
   comparePositions,
   WrongExpectedRevisionError,
 } from '../port.js';
-import type { AppendOutcome, AppendRequest, StoredEvent, WriteBatch, WriteBatchResult, WriterOptions } from './protocol.js';
+import { type AppendRequest, type GroupAnswer, OUTCOME, type StoredEvent, type WriterOptions, encodeBatch } from './protocol.js';
 import { EVENTS_FILE, openEventsDatabase } from './schema.js';
 import { PollingSubscription } from './subscription.js';
 
@@ -130,7 +130,8 @@ export class EmbeddedEventStore implements EventStore {
   // The commits this process wrote lately, by position, so that its own subscribers read what was
   // just appended without a query: under load that query ran once per subscriber per group commit
   // and was the largest single cost of a post.
-  private readonly recent = new TwoGenerationCache<number, RecentCommit>(RECENT_COMMITS);
+  // Without a subscriber, only each commit's number of events (see rememberCommit).
+  private readonly recent = new TwoGenerationCache<number, RecentCommit | number>(RECENT_COMMITS);
   /** The newest commit position this process wrote (-1: none yet). */
   private localHead = -1;
   /** Events per commit in the last `$all` read from disk: how many commits a page of events needs. */
@@ -337,24 +338,39 @@ export class EmbeddedEventStore implements EventStore {
     let events = 0;
     const current = this.recent.get(from.commit);
     if (current === undefined) return undefined;
-    if (from.prepare + 1 < current.count) {
+    // A reader that stopped at the end of a commit (the usual case) needs only its count.
+    const count = typeof current === 'number' ? current : current.count;
+    if (from.prepare + 1 < count) {
+      if (typeof current === 'number') return undefined;
       rows.push(current.row);
       firstSkip = from.prepare + 1;
-      events = current.count - firstSkip;
+      events = count - firstSkip;
     }
     for (let next = from.commit + 1; next <= this.localHead && (maxCount < 0 || events < maxCount); next++) {
       const commit = this.recent.get(next);
-      if (commit === undefined) return undefined;
+      if (commit === undefined || typeof commit === 'number') return undefined;
       rows.push(commit.row);
       events += commit.count;
     }
     return expand(rows, firstSkip, maxCount);
   }
 
-  private rememberCommit(commit: RecentCommit): void {
-    const position = commit.row[POSITION];
-    this.recent.set(position, commit);
+  /**
+   * Keeps a commit this process wrote for its own subscribers. A process without any (one that
+   * serves the API while another projects) keeps only its number of events, which tells a
+   * subscriber that comes later whether it has read all of it: held for the next thousand
+   * commits, every commit's row and text outlived V8's young generation, so they were copied
+   * there twice, moved to the old one and collected from it by full collections, for nobody. A
+   * subscriber reads from disk what was not kept, as it does a commit of another process.
+   */
+  private rememberCommit(position: number, request: AppendRequest, revision: number): void {
     if (position > this.localHead) this.localHead = position;
+    if (this.subscriptions.size === 0) {
+      this.recent.set(position, request.count);
+      return;
+    }
+    const row: CommitRow = [position, request.stream, revision - request.count + 1, request.events, request.created];
+    this.recent.set(position, { row, count: request.count });
   }
 
   private readAllFromDisk(from: Position, maxCount: number): RecordedEvent[] {
@@ -404,7 +420,7 @@ export class EmbeddedEventStore implements EventStore {
         this.writerLost(worker, error);
       });
       worker.once('exit', (code) => this.writerLost(worker, new Error(`writer thread exited with code ${code}`)));
-      worker.on('message', (message: readonly WriteBatchResult[] | 'ready') => {
+      worker.on('message', (message: GroupAnswer | 'ready') => {
         if (message === 'ready') {
           this.worker = worker;
           this.starting = undefined;
@@ -439,14 +455,11 @@ export class EmbeddedEventStore implements EventStore {
     const batch = this.nextBatch++;
     this.inFlight.set(batch, appends);
     if (this.worker) {
-      this.worker.postMessage({ batch, appends: appends.map((append) => append.request) } satisfies WriteBatch);
+      this.worker.postMessage(encodeBatch(batch, appends.map((append) => append.request)));
       return;
     }
     this.writer().then(
-      (worker) => {
-        const message: WriteBatch = { batch, appends: appends.map((append) => append.request) };
-        worker.postMessage(message);
-      },
+      (worker) => worker.postMessage(encodeBatch(batch, appends.map((append) => append.request))),
       (error: Error) => {
         this.inFlight.delete(batch);
         for (const append of appends) append.reject(new EventStoreUnavailableError(error.message, { cause: error }));
@@ -455,38 +468,43 @@ export class EmbeddedEventStore implements EventStore {
   }
 
   /** The answers of one group commit: every batch it held. */
-  private settle(results: readonly WriteBatchResult[]): void {
-    for (const result of results) {
-      const appends = this.inFlight.get(result.batch);
-      this.inFlight.delete(result.batch);
-      appends?.forEach((append, index) => this.answer(append, result.outcomes[index]!));
+  private settle({ numbers, messages }: GroupAnswer): void {
+    for (let at = 0; at < numbers.length; ) {
+      const batch = numbers[at]!;
+      const count = numbers[at + 1]!;
+      at += 2;
+      const appends = this.inFlight.get(batch);
+      this.inFlight.delete(batch);
+      for (let index = 0; index < count; index++, at += 3) {
+        const append = appends?.[index];
+        if (append) this.answer(append, numbers[at]!, numbers[at + 1]!, numbers[at + 2]!, messages);
+      }
     }
     // The writer is free: what gathered while it committed goes now.
     this.flush();
     for (const subscription of this.subscriptions) subscription.notify();
   }
 
-  private answer(append: PendingAppend, outcome: AppendOutcome): void {
-    if (outcome.ok) {
+  /** One append's outcome, as three numbers of the writer's answer (OUTCOME). */
+  private answer(append: PendingAppend, outcome: number, first: number, second: number, messages: readonly string[]): void {
+    if (outcome === OUTCOME.ok) {
+      const [revision, commit] = [first, second];
       const request = append.request;
-      if (outcome.commit >= 0) {
-        const row: CommitRow = [outcome.commit, request.stream, outcome.revision - request.count + 1, request.events, request.created];
-        this.rememberCommit({ row, count: request.count });
-      }
+      if (commit >= 0) this.rememberCommit(commit, request, revision);
       // An empty append wrote nothing; its position is the head, read here (and a failed read fails
       // only this append: the rest of the batch is still answered).
-      if (outcome.commit >= 0) append.resolve({ nextExpectedRevision: outcome.revision, position: { commit: outcome.commit, prepare: request.count - 1 } });
+      if (commit >= 0) append.resolve({ nextExpectedRevision: revision, position: { commit, prepare: request.count - 1 } });
       else {
         try {
-          append.resolve({ nextExpectedRevision: outcome.revision, position: this.reading(() => this.headSync()) });
+          append.resolve({ nextExpectedRevision: revision, position: this.reading(() => this.headSync()) });
         } catch (error) {
           append.reject(error as Error);
         }
       }
-    } else if (outcome.kind === 'wrong_expected_revision') {
-      append.reject(new WrongExpectedRevisionError(append.request.stream, append.request.expected, outcome.actual));
+    } else if (outcome === OUTCOME.wrongExpectedRevision) {
+      append.reject(new WrongExpectedRevisionError(append.request.stream, append.request.expected, first < 0 ? 'no_stream' : first));
     } else {
-      append.reject(new EventStoreUnavailableError(`the event store could not write: ${outcome.message}`));
+      append.reject(new EventStoreUnavailableError(`the event store could not write: ${messages[first]}`));
     }
   }
 }

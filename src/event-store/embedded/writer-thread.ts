@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { expectedRevisionMatches } from '../port.js';
-import type { AppendOutcome, AppendRequest, WriteBatch, WriteBatchResult, WriterOptions } from './protocol.js';
+import { type AppendOutcome, type AppendRequest, type WriteBatch, type WriterOptions, decodeBatch, encodeAnswer } from './protocol.js';
 import { openEventsDatabase } from './schema.js';
 
 // The writer runs on its own thread so that a commit's fsync never blocks the event loop that
@@ -161,7 +161,7 @@ function gatherGroup(first: WriteBatch): WriteBatch[] {
       closing = true;
       break;
     }
-    batches.push(next.message as WriteBatch);
+    batches.push(decodeBatch(next.message as unknown[]));
   }
   return batches;
 }
@@ -174,18 +174,12 @@ function close(): void {
   port.close();
 }
 
-port.on('message', (message: WriteBatch | 'close') => {
+port.on('message', (message: unknown[] | 'close') => {
   if (message === 'close') return close();
-  const batches = gatherGroup(message);
+  const batches = gatherGroup(decodeBatch(message));
   const outcomes = write(batches.flatMap((batch) => batch.appends));
   // One answer for the whole group: a message per batch cost both threads a message each.
-  let index = 0;
-  const results = batches.map((batch): WriteBatchResult => {
-    const result = { batch: batch.batch, outcomes: outcomes.slice(index, index + batch.appends.length) };
-    index += batch.appends.length;
-    return result;
-  });
-  port.postMessage(results);
+  port.postMessage(encodeAnswer(batches, outcomes));
   if (closing) close();
 });
 port.postMessage('ready');
