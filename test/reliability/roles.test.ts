@@ -187,12 +187,18 @@ describe('roles: many API processes, one projector and one delivery worker by le
           retrying: last?.type === 'LeadDeliveryFailed' && (last.data as { next_attempt_at?: unknown }).next_attempt_at != null,
         };
       };
+      let stuck: string[] = [];
       const streams = await until('every sold lead delivered, left open by the kill, or due for a retry', 30_000, async () => {
         const all = await leadStreams(events);
-        return answered.every((a) => {
-          const d = delivery(all.get(a.leadId) ?? []);
-          return d.delivered === 1 || d.open || d.retrying;
-        }) && all;
+        stuck = answered
+          .filter((a) => {
+            const d = delivery(all.get(a.leadId) ?? []);
+            return !(d.delivered === 1 || d.open || d.retrying);
+          })
+          .map((a) => `lead ${a.leadId}: ${(all.get(a.leadId) ?? []).map((e) => e.type).join(', ')}`);
+        return stuck.length === 0 && all;
+      }).catch((error: unknown) => {
+        throw new Error(`${(error as Error).message}; still waiting: ${stuck.slice(0, 5).join('; ')}`);
       });
       let open = 0;
       for (const { leadId } of answered) {
