@@ -63,9 +63,8 @@ export class PersonalDataKeys {
     private readonly masterKey: Buffer,
     options: DataKeysOptions = {},
   ) {
-    // 1,024: the key store's commit is most of a small batch's cost (24 µs of CPU a key in
-    // batches of 256, 15 in batches of 1,024, 12 in batches of 4,096), and a crash loses at most
-    // a batch of keys no lead used.
+    // 1,024: a batch's commit (an fsync) is shared by its keys, and a crash loses at most a batch
+    // of keys no lead used.
     this.batchSize = Math.min(options.batchSize ?? 1024, MAX_BATCH);
     this.cache = new TwoGenerationCache(options.cacheSize ?? 10_000);
   }
