@@ -197,8 +197,12 @@ describe('roles: many API processes, one projector and one delivery worker by le
           })
           .map((a) => `lead ${a.leadId}: ${(all.get(a.leadId) ?? []).map((e) => e.type).join(', ')}`);
         return stuck.length === 0 && all;
-      }).catch((error: unknown) => {
-        throw new Error(`${(error as Error).message}; still waiting: ${stuck.slice(0, 5).join('; ')}`);
+      }).catch(async (error: unknown) => {
+        const checkpoints = await Promise.all(PROJECTIONS.map(async (p) => `${p.name} at ${JSON.stringify(await readModels.checkpoint(checkpointName(p, versionBuild(p))))}`));
+        const firstStuck = Number(/lead (\d+)/.exec(stuck[0] ?? '')?.[1]);
+        const row = await readModels.get(collectionName('deliveries', versionBuild(PROJECTIONS.find((p) => p.name === 'deliveries')!)), String(firstStuck)).catch((e: unknown) => String(e));
+        const holders = [await holderOf('projector'), await holderOf('delivery')];
+        throw new Error(`${(error as Error).message}; still waiting: ${stuck.slice(0, 5).join('; ')}; head ${JSON.stringify(await events.headPosition())}; ${checkpoints.join(', ')}; delivery row of ${firstStuck}: ${JSON.stringify(row)}; holders ${JSON.stringify(holders)}`);
       });
       let open = 0;
       for (const { leadId } of answered) {
