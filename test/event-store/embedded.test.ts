@@ -5,9 +5,24 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { EventStoreUnavailableError } from '../../src/event-store/index.js';
+import type { RecordedEvent } from '../../src/event-store/port.js';
 import { runChild } from '../support/child.js';
 import { tempDir } from '../support/tmp.js';
 import { eventStoreContract } from './contract.js';
+
+/** Waits (up to 5 s) until `done` holds. */
+async function until(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(done()).to.equal(true);
+}
+
+/** Reads `count` events of a subscription into `seen`, as `stream:revision`. */
+async function readInto(seen: string[], subscription: AsyncIterable<RecordedEvent>, count: number): Promise<void> {
+  for await (const event of subscription) {
+    seen.push(`${event.streamId}:${event.revision}`);
+    if (seen.length === count) break;
+  }
+}
 
 describe('embedded event store (SQLite)', function () {
   const dir = tempDir('events');
@@ -100,10 +115,6 @@ describe('embedded event store (SQLite)', function () {
   });
 
   describe("a subscriber reading this process's own appends", function () {
-    const until = async (done: () => boolean) => {
-      for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
-      expect(done()).to.equal(true);
-    };
 
     it('gets them from memory without a query, and still finds a commit of another writer between them on disk', async function () {
       const store = await EmbeddedEventStore.open(dir.path, { pollIntervalMs: 60_000 });
@@ -113,12 +124,7 @@ describe('embedded event store (SQLite)', function () {
         await store.append('own-0', [{ type: 'E', data: {} }]);
         const subscription = store.subscribeToAll({ fromPosition: start });
         const seen: string[] = [];
-        const reading = (async () => {
-          for await (const event of subscription) {
-            seen.push(`${event.streamId}:${event.revision}`);
-            if (seen.length === 6) break;
-          }
-        })();
+        const reading = readInto(seen, subscription, 6);
         await until(() => seen.length === 1);
         const disk = sinon.spy(store as unknown as { readAllFromDisk(): unknown }, 'readAllFromDisk');
         await store.append('own-1', [{ type: 'E', data: {} }, { type: 'E', data: {} }]);
@@ -143,10 +149,6 @@ describe('embedded event store (SQLite)', function () {
       const store = await EmbeddedEventStore.open(dir.path, { pollIntervalMs: 60_000 });
       const recent = sinon.spy((store as unknown as { recent: { set(position: number, kept: unknown): void } }).recent, 'set');
       const rowsKept = () => recent.args.filter(([, kept]) => typeof kept !== 'number').length;
-      const until = async (done: () => boolean) => {
-        for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
-        expect(done()).to.equal(true);
-      };
       try {
         const start = await store.headPosition();
         await store.append('unwatched-0', [{ type: 'E', data: {} }]);
@@ -155,12 +157,7 @@ describe('embedded event store (SQLite)', function () {
 
         const subscription = store.subscribeToAll({ fromPosition: start });
         const seen: string[] = [];
-        const reading = (async () => {
-          for await (const event of subscription) {
-            seen.push(`${event.streamId}:${event.revision}`);
-            if (seen.length === 5) break;
-          }
-        })();
+        const reading = readInto(seen, subscription, 5);
         await until(() => seen.length === 3);
         const disk = sinon.spy(store as unknown as { readAllFromDisk(): unknown }, 'readAllFromDisk');
         await store.append('watched-2', [{ type: 'E', data: {} }]);

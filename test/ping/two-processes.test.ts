@@ -29,6 +29,44 @@ interface Answer {
   readonly body: { code: string; ping_id?: string; bid?: number | null; revenue?: number };
 }
 
+/** Two `leadpost serve` processes on `dir`, with one supplier key, and a way to send each a JSON POST. */
+async function twoServers(dir: string, routingFile: string, extraEnv: Record<string, string> = {}) {
+  const store = await EmbeddedEventStore.open(dir);
+  const { id, secret } = newKeyMaterial();
+  await changeKeys(store, (state) => issueKey(state, { role: 'supplier', name: 'sup-1', now: Date.now(), id, secret }));
+  await store.close();
+  const key = formatKey(id, secret);
+  const env = {
+    LEADPOST_DATA_DIR: dir, LEADPOST_ROUTING_FILE: routingFile, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', MX_LOOKUP: '0',
+    RATE_LIMIT_PER_SECOND: '0', PING_RATE_LIMIT_PER_SECOND: '0', ...extraEnv,
+  };
+  const children: RunningChild[] = [runChild(['serve'], env, { script: BIN }), runChild(['serve'], env, { script: BIN })];
+  const agent = new Agent({ keepAlive: true, rejectUnauthorized: false, maxSockets: 50 });
+  const stop = async () => {
+    agent.destroy();
+    for (const child of children) child.process.kill('SIGTERM');
+    await Promise.all(children);
+  };
+  try {
+    // Both waits begin before either child can print: a line printed before its wait began would not be seen.
+    await Promise.all(children.map((child) => child.until('{', 1)));
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const ports = children.map((child) => child.lines.map((line) => JSON.parse(line) as { https_port?: number }).find((line) => line.https_port)!.https_port!);
+  const send = (port: number, path: string, body: unknown) =>
+    new Promise<Answer>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, method: 'POST', path, agent, headers: { 'content-type': 'application/json', 'x-api-key': key } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (c: string) => (text += c)).on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(body));
+    });
+  return { agent, ports, send, stop };
+}
+
 describe('ping/post over two processes', function () {
   this.timeout(120_000);
 
@@ -36,30 +74,9 @@ describe('ping/post over two processes', function () {
     const dir = tempDir('ping-two-processes');
     const routingFile = join(dir.path, 'routing.json');
     writeFileSync(routingFile, JSON.stringify(ROUTING));
-    const store = await EmbeddedEventStore.open(dir.path);
-    const { id, secret } = newKeyMaterial();
-    await changeKeys(store, (state) => issueKey(state, { role: 'supplier', name: 'sup-1', now: Date.now(), id, secret }));
-    await store.close();
-    const key = formatKey(id, secret);
-    const env = {
-      LEADPOST_DATA_DIR: dir.path, LEADPOST_ROUTING_FILE: routingFile, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', MX_LOOKUP: '0',
-      RATE_LIMIT_PER_SECOND: '0', PING_RATE_LIMIT_PER_SECOND: '0',
-    };
-    const children: RunningChild[] = [runChild(['serve'], env, { script: BIN }), runChild(['serve'], env, { script: BIN })];
-    const agent = new Agent({ keepAlive: true, rejectUnauthorized: false, maxSockets: 50 });
+    const servers = await twoServers(dir.path, routingFile);
+    const { ports, send } = servers;
     try {
-      // Both waits begin before either child can print: a line printed before its wait began would not be seen.
-      await Promise.all(children.map((child) => child.until('{', 1)));
-      const ports = children.map((child) => child.lines.map((line) => JSON.parse(line) as { https_port?: number }).find((line) => line.https_port)!.https_port!);
-      const send = (port: number, path: string, body: unknown) =>
-        new Promise<Answer>((resolve, reject) => {
-          const req = request({ host: '127.0.0.1', port, method: 'POST', path, agent, headers: { 'content-type': 'application/json', 'x-api-key': key } }, (res) => {
-            let text = '';
-            res.setEncoding('utf8').on('data', (c: string) => (text += c)).on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
-          });
-          req.on('error', reject);
-          req.end(JSON.stringify(body));
-        });
       const ping = (i: number, s1: string) => send(ports[i % 2]!, '/functions/pings', { zip: '90210', accident_state: 'CA', sid: 'src-1', s1 });
 
       // While the cap is empty every ping sees room: 100 bids, half from each process.
@@ -80,9 +97,7 @@ describe('ping/post over two processes', function () {
       const after = await Promise.all([ping(0, 'after-0'), ping(1, 'after-1')]);
       expect(after.map((p) => p.body.code)).to.deep.equal(['NO_BID', 'NO_BID']);
     } finally {
-      agent.destroy();
-      for (const child of children) child.process.kill('SIGTERM');
-      await Promise.all(children);
+      await servers.stop();
       dir.remove();
     }
   });
@@ -98,30 +113,11 @@ describe('ping/post over two processes', function () {
       buyers: [{ id: 'hook', price: 30, ping: { kind: 'webhook', url: bidder.url, timeout_ms: 900 } }],
       buckets: [{ id: 'unsold', default: true }],
     }));
-    const store = await EmbeddedEventStore.open(dir.path);
-    const { id, secret } = newKeyMaterial();
-    await changeKeys(store, (state) => issueKey(state, { role: 'supplier', name: 'sup-1', now: Date.now(), id, secret }));
-    await store.close();
-    const key = formatKey(id, secret);
-    const env = {
-      LEADPOST_DATA_DIR: dir.path, LEADPOST_ROUTING_FILE: routingFile, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', MX_LOOKUP: '0',
-      RATE_LIMIT_PER_SECOND: '0', PING_RATE_LIMIT_PER_SECOND: '0', NODE_EXTRA_CA_CERTS: caFile,
-    };
-    const children: RunningChild[] = [runChild(['serve'], env, { script: BIN }), runChild(['serve'], env, { script: BIN })];
-    const agent = new Agent({ keepAlive: true, rejectUnauthorized: false, maxSockets: 50 });
+    const servers = await twoServers(dir.path, routingFile, { NODE_EXTRA_CA_CERTS: caFile });
+    const { agent, ports, send } = servers;
     const fields = { zip: '90210', accident_state: 'CA', sid: 'src-1', s1: 'same-fields' };
     try {
-      await Promise.all(children.map((child) => child.until('{', 1)));
-      const ports = children.map((child) => child.lines.map((line) => JSON.parse(line) as { https_port?: number }).find((line) => line.https_port)!.https_port!);
-      const ping = (port: number) =>
-        new Promise<Answer>((resolve, reject) => {
-          const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/functions/pings', agent, headers: { 'content-type': 'application/json', 'x-api-key': key } }, (res) => {
-            let text = '';
-            res.setEncoding('utf8').on('data', (c: string) => (text += c)).on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
-          });
-          req.on('error', reject);
-          req.end(JSON.stringify(fields));
-        });
+      const ping = (port: number) => send(port, '/functions/pings', fields);
       // Both processes' connections are open first, so that the pings arrive together.
       await Promise.all(ports.map((port) => new Promise<void>((resolve, reject) => request({ host: '127.0.0.1', port, path: '/healthz', agent }, (res) => res.resume().on('end', resolve)).on('error', reject).end())));
       const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => ping(ports[i % 2]!)));
@@ -132,9 +128,7 @@ describe('ping/post over two processes', function () {
       expect(bidder.received.length).to.be.within(1, 2);
       expect(bidder.received.every((r) => r.body.ping_id === replies[0]!.body.ping_id)).to.equal(true);
     } finally {
-      agent.destroy();
-      for (const child of children) child.process.kill('SIGTERM');
-      await Promise.all(children);
+      await servers.stop();
       await bidder.stop();
     }
     try {
