@@ -44,8 +44,14 @@ const BATCH = 100;
 /** Long enough for the read model to catch up with a settled delivery, by a wide margin. */
 const SETTLED_HOLD_MS = 60_000;
 
+/** Skip reasons after which a lead needs nothing more from this worker. */
+const SETTLED = new Set(['delivered', 'failed', 'cancelled', 'test_lead']);
+
+type Cursor = { readonly value: string; readonly id: string };
+
 export class DeliveryWorker {
   private readonly agent: Agent;
+  private readonly concurrency: number;
   private readonly inFlight = new Map<number, Promise<void>>();
   private readonly noticing = new Map<number, Promise<void>>();
   /**
@@ -54,17 +60,28 @@ export class DeliveryWorker {
    * ones just delivered, and re-reading them would take the slots of leads still waiting.
    */
   private readonly held = new Map<number, number>();
+  /**
+   * The due leads read and not yet started, in order. A slot that frees takes the next of them; the
+   * rows are read again only when they run out, one page per BATCH attempts, not one per attempt.
+   */
+  private queue: number[] = [];
+  private queued = 0;
+  /**
+   * Where the current pass through the due rows stands (undefined: the next read starts a new one
+   * from the oldest). A pass moves on past rows it cannot start yet (held, in flight), so a page of
+   * those never hides the rows behind it.
+   */
+  private cursor: Cursor | undefined;
+  private reading: Promise<void> | undefined;
+  /** A wake or a freed slot came while reading: read again if the read found nothing to start. */
+  private again = false;
   private running = false;
   private timer: NodeJS.Timeout | undefined;
-  private ticking: Promise<void> | undefined;
-  /** A wake() came during a tick: poll again right after it. */
-  private again = false;
-  /** More was due than there were slots: poll again as soon as one frees. */
-  private backlog = false;
+  private polling: Promise<void> | undefined;
 
   constructor(private readonly deps: DeliveryWorkerDeps) {
-    const concurrency = deps.concurrency ?? 16;
-    this.agent = new Agent({ keepAlive: true, maxSockets: concurrency, ...(deps.ca ? { ca: [...rootCertificates, deps.ca] } : {}) });
+    this.concurrency = deps.concurrency ?? 16;
+    this.agent = new Agent({ keepAlive: true, maxSockets: this.concurrency, ...(deps.ca ? { ca: [...rootCertificates, deps.ca] } : {}) });
   }
 
   start(): void {
@@ -78,74 +95,104 @@ export class DeliveryWorker {
     this.running = false;
     clearTimeout(this.timer);
     this.timer = undefined;
-    await this.ticking;
+    await Promise.all([this.polling, this.reading]);
     await Promise.all([...this.inFlight.values(), ...this.noticing.values()]);
     this.agent.destroy();
   }
 
-  /** Polls now instead of at the next interval, e.g. once the deliveries read model has a new sale. */
+  /** Looks for due leads now instead of at the next poll, e.g. once the deliveries read model has a new sale. */
   wake(): void {
-    if (!this.running) return;
-    if (this.ticking) {
-      this.again = true;
-      return;
-    }
-    clearTimeout(this.timer);
-    this.schedule(0);
+    this.pump();
   }
 
+  /**
+   * The poll: erasure notices, and due leads a wake may not have announced (retries coming due,
+   * sales recorded by another process). Between polls, a finished attempt starts the next one.
+   */
   private schedule(delayMs: number): void {
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.ticking = this.tick()
-        .catch((error: unknown) => this.deps.logger?.warn({ err: error }, 'delivery poll failed'))
+      const nowMs = this.now().getTime();
+      for (const [leadId, until] of this.held) if (until <= nowMs) this.held.delete(leadId);
+      this.polling = this.notices()
+        .catch((error: unknown) => this.deps.logger?.warn({ err: error }, 'erasure notice poll failed'))
         .finally(() => {
-          this.ticking = undefined;
-          if (!this.running) return;
-          const soon = this.again;
-          this.again = false;
-          this.schedule(soon ? 0 : (this.deps.pollMs ?? 200));
+          this.polling = undefined;
+          this.pump();
+          if (this.running) this.schedule(this.deps.pollMs ?? 200);
         });
     }, delayMs);
     this.timer.unref();
   }
 
-  private async tick(): Promise<void> {
-    const capacity = (this.deps.concurrency ?? 16) - this.inFlight.size;
-    if (capacity <= 0) {
-      this.backlog = true;
-      return;
-    }
-    const routing = this.deps.routing();
-    const webhookBuyers = routing.buyers.filter((b) => b.delivery.kind === 'webhook').map((b) => b.id);
-    if (webhookBuyers.length === 0) return;
-    const now = this.now();
-    // Filtered on the buyer in the query: pull buyers' rows stay pending for good and would
-    // otherwise fill every batch ahead of the webhook ones.
-    const due = await this.deps.readModels.find(this.deps.deliveries(), {
-      filter: { status: 'pending', next_attempt_at: { $lte: now.toISOString() }, buyer: { $in: webhookBuyers } },
-      sort: { field: 'next_attempt_at', direction: 'asc' },
-      limit: BATCH,
-    });
+  /** Fills every free slot with the next due lead, reading more due rows when none are left. */
+  private pump(): void {
     if (!this.running) return;
-    const nowMs = now.getTime();
-    for (const [leadId, until] of this.held) if (until <= nowMs) this.held.delete(leadId);
-    let started = 0;
-    await this.notices(webhookBuyers, now, routing);
-    for (const row of due) {
-      const leadId = row.lead_id;
-      if (typeof leadId !== 'number' || this.inFlight.has(leadId) || this.held.has(leadId)) continue;
-      if (started === capacity) {
-        this.backlog = true;
-        break;
+    const nowMs = this.now().getTime();
+    while (this.inFlight.size < this.concurrency) {
+      if (this.queued === this.queue.length) {
+        this.readDue();
+        return;
       }
-      started += 1;
-      this.attempt(leadId, routing);
+      const leadId = this.queue[this.queued++]!;
+      if (this.inFlight.has(leadId) || (this.held.get(leadId) ?? 0) > nowMs) continue;
+      this.attempt(leadId);
     }
   }
 
-  /** The `lead.erased` notices due now, one at a time per lead, in the slots deliveries leave. */
-  private async notices(webhookBuyers: string[], now: Date, routing: LoadedRoutingConfig): Promise<void> {
+  private readDue(): void {
+    if (this.reading) {
+      this.again = true;
+      return;
+    }
+    this.again = false;
+    this.reading = this.nextPage()
+      .then((found) => {
+        this.reading = undefined;
+        // A page with nothing to start ends a pass or moves it on; an empty read of a new pass
+        // waits for a wake, a freed slot or the poll.
+        if (found || this.cursor !== undefined || this.again) this.pump();
+      })
+      .catch((error: unknown) => {
+        this.reading = undefined;
+        this.cursor = undefined;
+        this.deps.logger?.warn({ err: error }, 'delivery poll failed');
+      });
+  }
+
+  /** Reads the next page of due rows of the current pass into the queue; whether any can be started. */
+  private async nextPage(): Promise<boolean> {
+    // The embedded stores answer without I/O: without this, a pass through many pages (or a
+    // page of leads skipped at once) would run in microtasks and starve the event loop.
+    await new Promise((resolve) => setImmediate(resolve));
+    const webhookBuyers = this.webhookBuyers();
+    if (webhookBuyers.length === 0) return false;
+    const now = this.now();
+    // Filtered on the buyer in the query: pull buyers' rows stay pending for good and would
+    // otherwise fill every page ahead of the webhook ones.
+    const due = await this.deps.readModels.find(this.deps.deliveries(), {
+      filter: { status: 'pending', next_attempt_at: { $lte: now.toISOString() }, buyer: { $in: webhookBuyers } },
+      sort: { field: 'next_attempt_at', direction: 'asc' },
+      ...(this.cursor ? { after: this.cursor } : {}),
+      limit: BATCH,
+    });
+    const last = due.at(-1);
+    this.cursor = due.length === BATCH && typeof last?.next_attempt_at === 'string' ? { value: last.next_attempt_at, id: last._id } : undefined;
+    const nowMs = now.getTime();
+    this.queue = [];
+    this.queued = 0;
+    for (const row of due) {
+      const leadId = row.lead_id;
+      if (typeof leadId === 'number' && !this.inFlight.has(leadId) && (this.held.get(leadId) ?? 0) <= nowMs) this.queue.push(leadId);
+    }
+    return this.queue.length > 0;
+  }
+
+  /** The `lead.erased` notices due now, one at a time per lead. */
+  private async notices(): Promise<void> {
+    const webhookBuyers = this.webhookBuyers();
+    if (webhookBuyers.length === 0) return;
+    const now = this.now();
     const due = await this.deps.readModels.find(this.deps.deliveries(), {
       filter: { notice: 'pending', notice_next_at: { $lte: now.toISOString() }, buyer: { $in: webhookBuyers } },
       sort: { field: 'notice_next_at', direction: 'asc' },
@@ -154,10 +201,7 @@ export class DeliveryWorker {
     for (const row of due) {
       const leadId = row.lead_id;
       if (!this.running || typeof leadId !== 'number' || this.noticing.has(leadId)) continue;
-      const run = sendErasureNotice(
-        this.sendDeps(routing),
-        leadId,
-      )
+      const run = sendErasureNotice(this.sendDeps(), leadId)
         .then((outcome) => this.deps.logger?.info({ lead_id: leadId, outcome }, 'lead.erased notice'))
         .catch((error: unknown) => this.deps.logger?.warn({ err: error, lead_id: leadId }, 'lead.erased notice failed to run'))
         .finally(() => this.noticing.delete(leadId));
@@ -165,8 +209,16 @@ export class DeliveryWorker {
     }
   }
 
-  /** What sending a lead or an erasure notice to a buyer needs, with the routing file of this poll. */
-  private sendDeps(routing: LoadedRoutingConfig) {
+  private webhookBuyers(): string[] {
+    return this.deps
+      .routing()
+      .buyers.filter((b) => b.delivery.kind === 'webhook')
+      .map((b) => b.id);
+  }
+
+  /** What sending a lead or an erasure notice to a buyer needs, with the routing file as it is now. */
+  private sendDeps() {
+    const routing = this.deps.routing();
     return {
       events: this.deps.events,
       buyer: (id: string) => routing.buyers.find((b) => b.id === id),
@@ -177,30 +229,38 @@ export class DeliveryWorker {
     };
   }
 
-  private attempt(leadId: number, routing: LoadedRoutingConfig): void {
+  private attempt(leadId: number): void {
     const run = deliverLead(
-      { ...this.sendDeps(routing), personalData: this.deps.personalData, lostAfterMs: this.deps.lostAfterMs, logger: this.deps.logger },
+      { ...this.sendDeps(), personalData: this.deps.personalData, lostAfterMs: this.deps.lostAfterMs, logger: this.deps.logger },
       leadId,
     )
       .then((report) => {
         this.hold(leadId, report);
         this.deps.onAttempt?.(leadId, report);
       })
-      .catch((error: unknown) => this.deps.logger?.warn({ err: error, lead_id: leadId }, 'delivery attempt failed to run'))
+      .catch((error: unknown) => {
+        this.held.set(leadId, this.now().getTime() + (this.deps.pollMs ?? 200));
+        this.deps.logger?.warn({ err: error, lead_id: leadId }, 'delivery attempt failed to run');
+      })
       .finally(() => {
         this.inFlight.delete(leadId);
-        if (this.backlog) {
-          this.backlog = false;
-          this.wake();
-        }
+        this.pump();
       });
     this.inFlight.set(leadId, run);
   }
 
+  /**
+   * Until when this worker leaves a lead alone after an attempt: a settled one for good (as far as
+   * the read model's lag goes), a rescheduled one until its retry, and one it could not start (in
+   * flight elsewhere, not yet due, or no longer a webhook buyer's) until the next poll. Without the
+   * last, a freed slot would take the same row again at once, round and round.
+   */
   private hold(leadId: number, report: AttemptReport): void {
-    const settledUntil = this.now().getTime() + SETTLED_HOLD_MS;
-    if (report.kind === 'recorded') this.held.set(leadId, report.retryAt === null ? settledUntil : Date.parse(report.retryAt));
-    if (report.kind === 'skipped' && (report.reason === 'delivered' || report.reason === 'failed' || report.reason === 'cancelled')) this.held.set(leadId, settledUntil);
+    const nowMs = this.now().getTime();
+    let until = nowMs + (this.deps.pollMs ?? 200);
+    if (report.kind === 'recorded') until = report.retryAt === null ? nowMs + SETTLED_HOLD_MS : Date.parse(report.retryAt);
+    if (report.kind === 'skipped' && SETTLED.has(report.reason)) until = nowMs + SETTLED_HOLD_MS;
+    this.held.set(leadId, until);
   }
 
   private now(): Date {
