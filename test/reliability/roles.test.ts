@@ -175,7 +175,8 @@ describe('roles: many API processes, one projector and one delivery worker by le
       expect(answered.every((a) => a.code === 'SOLD')).to.equal(true);
 
       // Every sold lead is delivered, but for attempts the killed worker left open (retried only
-      // once they count as lost, 30 s later): those are claimed on the stream with no outcome.
+      // once they count as lost, 30 s later): those are claimed on the stream, before the kill,
+      // with no outcome. An attempt claimed since is the new worker's, and waited for.
       // On a loaded machine an attempt may also have failed (the buyer too slow to answer) and wait
       // for its retry: that lead is in the worker's hands, not lost.
       const delivery = (stream: readonly RecordedEvent[]) => {
@@ -183,7 +184,7 @@ describe('roles: many API processes, one projector and one delivery worker by le
         return {
           attempted: stream.filter((e) => e.type === 'LeadDeliveryAttempted').length,
           delivered: stream.filter((e) => e.type === 'LeadDelivered').length,
-          open: last?.type === 'LeadDeliveryAttempted',
+          open: last?.type === 'LeadDeliveryAttempted' && Date.parse((last.data as { started_at: string }).started_at) <= killedAt,
           retrying: last?.type === 'LeadDeliveryFailed' && (last.data as { next_attempt_at?: unknown }).next_attempt_at != null,
         };
       };
