@@ -1,14 +1,79 @@
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DeliveryWorker } from '../src/delivery/webhook-worker.js';
 import { loadRoutingConfig } from '../src/routing/load-config.js';
 import { TestService, validLead } from '../test/support/service.js';
 import { BuyerEndpoint } from '../test/delivery/buyer-endpoint.js';
 import { deliveryRouting, until } from '../test/delivery/harness.js';
+import { deliveriesProjection } from '../src/projections/projections.js';
+import { versionBuild } from '../src/projections/index.js';
+import { collectionName } from '../src/projections/runner.js';
+import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
+import { tempDir } from '../test/support/tmp.js';
+import { posts, sellableLead, startBenchService } from './post-lead.js';
 import { percentile, round } from './stats.js';
 
 // Delivery latency as a buyer feels it: from the sale (the supplier's 201 arriving) to the lead
 // arriving at a healthy buyer endpoint. In one process: service, supplier, worker (production
 // settings: 200 ms poll, 16 in flight) and buyer, all over real HTTPS on loopback.
+
+export interface DrainBenchResult {
+  readonly leads: number;
+  readonly deliveriesPerSecond: number;
+  /** CPU of the delivery process (every thread) per delivery, from its first delivery to its last. */
+  readonly deliveryProcessCpuUsPerDelivery: number;
+}
+
+/**
+ * Throughput of the delivery worker draining a backlog, as deployed by roles: `serve --roles api`
+ * takes `leads` sales (50 connections), `--roles projector` records them in the deliveries read
+ * model, and only then `--roles delivery` starts, in a process where no projection tells the
+ * worker of anything. Timed from the buyer's first request to its last.
+ */
+export async function benchDeliveryDrain(leads: number, postLead: PostLeadModule = { startBenchService, posts, sellableLead }): Promise<DrainBenchResult> {
+  let first: { at: number; cpu: number } | undefined;
+  let deliveryPid = 0;
+  const endpoint = await BuyerEndpoint.start(() => {
+    first ??= { at: performance.now(), cpu: processCpuSeconds(deliveryPid) };
+    return 200;
+  });
+  const caDir = tempDir('bench-drain-ca');
+  const caFile = join(caDir.path, 'buyer-ca.pem');
+  writeFileSync(caFile, endpoint.cert);
+  const service = await postLead.startBenchService({ roles: 'api', routing: deliveryRouting(endpoint.url, { timeout_ms: 5000, max_attempts: 8 }), env: { NODE_EXTRA_CA_CERTS: caFile } });
+  const readModels = EmbeddedReadModelStore.open(service.dataDir);
+  try {
+    await service.sibling('projector');
+    const sold: number[] = [];
+    const counter = { n: 0, measuring: true, onAccepted: (body: string) => sold.push(JSON.parse(body).lead_id as number) };
+    await postLead.posts(service.url, { 'x-api-key': service.apiKey }, postLead.sellableLead, counter, { amount: leads });
+    if (sold.length !== leads) throw new Error(`${leads - sold.length} posts failed: ${String((counter as { sample?: string }).sample)}`);
+    const deliveries = collectionName('deliveries', versionBuild(deliveriesProjection));
+    const last = String(Math.max(...sold));
+    await until(async () => (await readModels.get(deliveries, last)) !== null, 120_000, () => 'the backlog in the deliveries read model');
+    deliveryPid = (await service.sibling('delivery')).pid;
+    await until(() => endpoint.received.length >= leads, 600_000, () => `${leads} deliveries, ${endpoint.received.length} so far`);
+    const seconds = (performance.now() - first!.at) / 1000;
+    const cpu = processCpuSeconds(deliveryPid) - first!.cpu;
+    return { leads, deliveriesPerSecond: Math.round((leads - 1) / seconds), deliveryProcessCpuUsPerDelivery: Math.round((cpu * 1e6) / (leads - 1)) };
+  } finally {
+    await readModels.close();
+    await service.stop();
+    await endpoint.stop();
+    caDir.remove();
+  }
+}
+
+/** What the drain needs of bench/post-lead.js, so that another build's can be measured beside this one. */
+type PostLeadModule = Pick<typeof import('./post-lead.js'), 'startBenchService' | 'posts' | 'sellableLead'>;
+
+/** CPU seconds (user + system, every thread) a process has used so far; 0 before it exists. */
+function processCpuSeconds(pid: number): number {
+  if (pid === 0) return 0;
+  // Fields 14 and 15 of /proc/PID/stat, after the command name in parentheses; in clock ticks (100/s).
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
 
 export interface DeliveryBenchResult {
   readonly leads: number;

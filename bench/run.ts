@@ -1,5 +1,5 @@
 import { benchConsole } from './console.js';
-import { benchDelivery } from './delivery.js';
+import { benchDelivery, benchDeliveryDrain } from './delivery.js';
 import { benchEncryption, benchKeyMaking } from './encryption.js';
 import { benchErasure } from './erasure.js';
 import { benchEventStore } from './event-store.js';
@@ -31,6 +31,9 @@ const parts: Record<string, () => Promise<void>> = {
   delivery: async () => {
     console.log('\nWebhook delivery: sale (the supplier\'s 201) to receipt at a healthy local HTTPS buyer endpoint, 500 leads, 20 concurrent posts');
     console.table([await benchDelivery(Number(process.env.BENCH_DELIVERY_LEADS ?? 500))]);
+    const backlog = Number(process.env.BENCH_DRAIN_LEADS ?? 3000);
+    console.log(`\nWebhook delivery: a backlog of ${backlog} sold leads, drained by serve --roles delivery beside --roles api and --roles projector (16 attempts in flight)`);
+    console.table([await benchDeliveryDrain(backlog)]);
   },
   'post-lead': async () => {
     console.log('\nPOST /functions/leads over HTTPS: 50 keep-alive connections, unique valid sellable leads, all checks on, durable appends');
