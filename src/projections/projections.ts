@@ -1,7 +1,7 @@
 import type { RecordedEvent } from '../event-store/port.js';
 import type { LeadEvent, LeadReceived } from '../events/lead-events.js';
 import type { PingEvent } from '../events/ping-events.js';
-import type { ReadWrite } from '../read-models/port.js';
+import type { IndexSpec, ReadWrite } from '../read-models/port.js';
 import { scrubbedLead } from '../leads/lead.js';
 import { leadViewChanges, leadViewFeedback } from './lead-view.js';
 import { type ReportCounts, cents, reportCounts } from './report-counters.js';
@@ -27,7 +27,7 @@ export interface Projection {
   readonly name: string;
   readonly version: number;
   readonly collections: readonly string[];
-  readonly indexes: Readonly<Record<string, ReadonlyArray<readonly string[]>>>;
+  readonly indexes: Readonly<Record<string, ReadonlyArray<IndexSpec>>>;
   handle(event: RecordedEvent, context: ProjectionContext): MaybePromise<ReadWrite[]>;
 }
 
@@ -72,13 +72,13 @@ export const leadsProjection: Projection = {
   // index of its own: every index is written on every update of a lead's view, and nine of them
   // cost the leads rebuild nearly half again its CPU. The runner creates missing indexes when it
   // opens a build, so an index added here needs no new version. A report by s1 reads the views in
-  // s1 order, all of them or a supplier's, a page of click ids at a time.
+  // s1 order, all of them or a supplier's, a page of click ids at a time. A buyer's index holds
+  // only the leads sold (see IndexSpec): an unsold lead costs it nothing.
   indexes: {
     leads: [
-      ['supplier', 'lead_id'],
       ['received_at'],
       ['supplier', 'received_at'],
-      ['buyer', 'lead_status', 'received_at'],
+      { fields: ['buyer', 'lead_status', 'received_at'], whereSet: 'buyer' },
       // A consumer's leads, for an erasure or an access request: by either contact's keyed hash.
       ['contact_email', 'received_at'],
       ['contact_mobile', 'received_at'],
@@ -118,18 +118,20 @@ export const deliveriesProjection: Projection = {
   collections: ['deliveries'],
   indexes: {
     // One per filter the deliveries list takes (buyer and bucket with or without a status), each
-    // ending in created_at: a page is then a range of an index read in order, never a sort.
+    // ending in created_at: a page is then a range of an index read in order, never a sort. A row
+    // is a buyer's or a bucket's, never both, and each index of one side holds only its rows.
     deliveries: [
       ['created_at'],
       ['supplier', 'created_at'],
-      ['buyer', 'created_at'],
-      ['bucket', 'created_at'],
-      ['buyer', 'status', 'created_at'],
-      ['bucket', 'status', 'created_at'],
+      { fields: ['buyer', 'created_at'], whereSet: 'buyer' },
+      { fields: ['bucket', 'created_at'], whereSet: 'bucket' },
+      { fields: ['buyer', 'status', 'created_at'], whereSet: 'buyer' },
+      { fields: ['bucket', 'status', 'created_at'], whereSet: 'bucket' },
       ['status', 'created_at'],
-      ['status', 'next_attempt_at'],
-      // The `lead.erased` notices due to webhook buyers.
-      ['notice', 'notice_next_at'],
+      // The webhook worker's due rows: a settled or bucket row has no next attempt.
+      { fields: ['status', 'next_attempt_at'], whereSet: 'next_attempt_at' },
+      // The `lead.erased` notices due to webhook buyers: only a received lead's erasure sets one.
+      { fields: ['notice', 'notice_next_at'], whereSet: 'notice' },
     ],
   },
   handle(event, context) {

@@ -12,6 +12,7 @@ import {
   type FindOptions,
   type Group,
   type GroupValue,
+  type IndexSpec,
   type Lease,
   LeaseLostError,
   type ReadDoc,
@@ -232,14 +233,14 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     });
   }
 
-  async ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void> {
+  async ensureIndexes(collection: string, indexes: ReadonlyArray<IndexSpec>): Promise<void> {
     await this.thread?.idle();
     return this.run(() => {
       const table = tableName(collection);
       checkIndexes(indexes);
       this.db.transaction(() => {
         this.db.exec(createTableSql(table));
-        for (const fields of indexes) this.db.exec(indexSql(table, fields));
+        for (const spec of indexes) for (const sql of indexSql(table, spec)) this.db.exec(sql);
       })();
       this.tables.add(table);
     });

@@ -20,12 +20,14 @@ import {
   type FindOptions,
   type Group,
   type GroupValue,
+  type IndexSpec,
   type Lease,
   LeaseLostError,
   type ReadDoc,
   type ReadModelStore,
   type ReadWrite,
   ReadModelUnavailableError,
+  indexFields,
   positionKey,
 } from './port.js';
 import { POSITION_FIELD, checkAggregateOptions, checkCollection, checkIndexes, checkLease, checkPosition, checkProjection, checkWrite } from './validate.js';
@@ -251,11 +253,13 @@ export class MongoReadModelStore implements ReadModelStore {
     });
   }
 
-  ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void> {
+  ensureIndexes(collection: string, indexes: ReadonlyArray<IndexSpec>): Promise<void> {
     return this.run(async () => {
       const target = this.collection(collection);
       checkIndexes(indexes);
-      for (const fields of indexes) {
+      // A partial index is made full here: MongoDB's planner takes a partial index only for a query
+      // that repeats its filter expression, and "holds a value" (not null) is not one a query states.
+      for (const fields of indexes.map(indexFields)) {
         // `_id` last, so that ties in a sort are read in index order too.
         const keys = Object.fromEntries([...fields, '_id'].map((field) => [field, 1 as const]));
         await target.createIndex(keys);

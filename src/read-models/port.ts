@@ -18,6 +18,18 @@ export type FieldCondition =
 
 export type Filter = Readonly<Record<string, FieldCondition>>;
 
+/**
+ * An index: a list of fields, compound in that order; or such a list with `whereSet`, a field a
+ * document must hold a value in (not missing, not null) to be in the index. A document left out of
+ * a partial index costs nothing to write there, and every index is written at every change of a
+ * document; such an index serves the queries that hold `whereSet` equal to a value or within a
+ * range. A store without partial indexes makes a full one.
+ */
+export type IndexSpec = readonly string[] | { readonly fields: readonly string[]; readonly whereSet: string };
+
+/** The fields of an index, in order. */
+export const indexFields = (spec: IndexSpec): readonly string[] => ('fields' in spec ? spec.fields : spec);
+
 export interface FindOptions {
   readonly filter?: Filter;
   /** Sorted by this field, ties by `_id` in the same direction. */
@@ -108,8 +120,8 @@ export interface ReadModelStore {
    * time: the caller's memory is bounded by `limit`, whatever the number of documents.
    */
   aggregate(collection: string, options: AggregateOptions): Promise<Group[]>;
-  /** Creates the indexes `find` needs; each entry is a list of fields, compound in that order. */
-  ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void>;
+  /** Creates the indexes `find` needs (see IndexSpec). */
+  ensureIndexes(collection: string, indexes: ReadonlyArray<IndexSpec>): Promise<void>;
   /**
    * The collections that exist (made by a commit or `ensureIndexes`, not yet dropped), in no
    * particular order: how `leadpost replay` finds the old builds it removes.

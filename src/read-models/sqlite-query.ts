@@ -1,4 +1,4 @@
-import type { AggregateOptions, FindOptions, GroupKeyPart, GroupValue } from './port.js';
+import { type AggregateOptions, type FindOptions, type GroupKeyPart, type GroupValue, type IndexSpec, indexFields } from './port.js';
 import { type Predicate, type Scalar, checkFindOptions, checkQueryField, predicates } from './validate.js';
 
 // Filters and sorts as SQL over the JSON documents. Field paths are inlined as string literals (they
@@ -123,11 +123,23 @@ export function walksLeadingField(options: AggregateOptions, indexes: readonly s
   });
 }
 
-/** An index over the fields in order, then `id`, so that ties in a sort are read in index order too. */
-export function indexSql(table: string, fields: readonly string[]): string {
+/**
+ * The statements that make an index over the fields in order, then `id`, so that ties in a sort are
+ * read in index order too. A partial index is named apart (so indexedFields leaves it out: it
+ * cannot serve a walk over every value of its first field) and replaces the full index over the
+ * same fields that an earlier release made.
+ */
+export function indexSql(table: string, spec: IndexSpec): string[] {
+  const fields = indexFields(spec);
   const columns = fields.filter((f) => f !== '_id').map(fieldExpr);
-  const name = indexName(table, fields);
-  return `CREATE INDEX IF NOT EXISTS "${name}" ON "${table}" (${[...columns, 'id'].join(', ')})`;
+  const full = indexName(table, fields);
+  if (!('whereSet' in spec)) return [`CREATE INDEX IF NOT EXISTS "${full}" ON "${table}" (${[...columns, 'id'].join(', ')})`];
+  // SQLite uses it for a query whose WHERE implies this one: `x = ?`, `x < ?`… do, for the same x.
+  const partial = `${full} where ${spec.whereSet} set`;
+  return [
+    `DROP INDEX IF EXISTS "${full}"`,
+    `CREATE INDEX IF NOT EXISTS "${partial}" ON "${table}" (${[...columns, 'id'].join(', ')}) WHERE ${fieldExpr(spec.whereSet)} IS NOT NULL`,
+  ];
 }
 
 // Grouping. A key part is a field's value or the label of the step the value falls in; steps are

@@ -1,5 +1,5 @@
 import type { Position } from '../event-store/port.js';
-import type { AggregateOptions, FieldCondition, Filter, FindOptions, ReadWrite } from './port.js';
+import { type AggregateOptions, type FieldCondition, type Filter, type FindOptions, type IndexSpec, type ReadWrite, indexFields } from './port.js';
 
 // Checks shared by both adapters, so that a name, field or write one of them accepts the other
 // accepts too: names end up inside SQL text and Mongo query keys, so they are checked, never
@@ -190,9 +190,14 @@ export function checkAggregateOptions(options: AggregateOptions): void {
   }
 }
 
-export function checkIndexes(indexes: ReadonlyArray<readonly string[]>): void {
-  for (const fields of indexes) {
-    if (fields.length === 0) throw new TypeError('an index needs at least one field');
+export function checkIndexes(indexes: ReadonlyArray<IndexSpec>): void {
+  for (const spec of indexes) {
+    const fields = indexFields(spec);
+    if (!Array.isArray(fields) || fields.length === 0) throw new TypeError('an index needs at least one field');
     fields.forEach(checkQueryField);
+    if ('whereSet' in spec) {
+      checkQueryField(spec.whereSet);
+      if (spec.whereSet === '_id') throw new TypeError('every document has an _id: an index on the documents where it is set is a full one');
+    }
   }
 }

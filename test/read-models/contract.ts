@@ -554,6 +554,34 @@ export function readModelStoreContract(name: string, open: () => Promise<ReadMod
         expect(await rejection(store.ensureIndexes(coll, [['a;b']]))).to.be.instanceOf(TypeError);
       });
 
+      it('an index on the documents where a field is set (partial) leaves every query its full answer', async function () {
+        const partial = [{ fields: ['buyer', 'at'], whereSet: 'buyer' }, { fields: ['state', 'due'], whereSet: 'due' }] as const;
+        await store.ensureIndexes(coll, partial);
+        await store.ensureIndexes(coll, partial);
+        const docs: Record<string, Record<string, unknown>> = {
+          a: { buyer: 'b1', at: '3', state: 'pending', due: '2' },
+          b: { buyer: null, at: '2', state: 'pending', due: null },
+          c: { at: '1', state: 'pending', due: '1' },
+          d: { buyer: 'b1', at: '1', state: 'done' },
+          e: { buyer: 'b2', at: '4', state: 'pending', due: '3' },
+        };
+        await commit(1, ...Object.entries(docs).map(([id, doc]): ReadWrite => ({ op: 'put', collection: coll, id, position: at(1), doc })));
+        const find = (filter: Parameters<ReadModelStore['find']>[1]['filter'], field: string) =>
+          store.find(coll, { filter, sort: { field, direction: 'asc' }, limit: 10 }).then(ids);
+        expect(await find({ buyer: 'b1' }, 'at')).to.deep.equal(['d', 'a']);
+        expect(await find({ buyer: { $in: ['b1', 'b2'] } }, 'at')).to.deep.equal(['d', 'a', 'e']);
+        // The documents left out of the index are found by the queries it does not serve.
+        expect(await find({ buyer: null }, 'at')).to.deep.equal(['c', 'b']);
+        expect(await find({}, 'at')).to.deep.equal(['c', 'd', 'b', 'a', 'e']);
+        expect(await find({ state: 'pending', due: { $lte: '2' } }, 'due')).to.deep.equal(['c', 'a']);
+        expect(await find({ state: 'pending' }, 'due')).to.deep.equal(['b', 'c', 'a', 'e']);
+        // A document that gains or loses the field moves in or out of the index.
+        await commit(2, { op: 'set', collection: coll, id: 'b', position: at(2), set: { buyer: 'b1' } }, { op: 'set', collection: coll, id: 'a', position: at(2), set: { buyer: null } });
+        expect(await find({ buyer: 'b1' }, 'at')).to.deep.equal(['d', 'b']);
+        expect(await rejection(store.ensureIndexes(coll, [{ fields: ['a'], whereSet: '_id' }]))).to.be.instanceOf(TypeError);
+        expect(await rejection(store.ensureIndexes(coll, [{ fields: ['a'], whereSet: 'a;b' }]))).to.be.instanceOf(TypeError);
+      });
+
       it('drop removes the documents and the checkpoints of the projections that wrote them', async function () {
         const bystander = uniqueName('proj');
         const otherColl = uniqueName('other');

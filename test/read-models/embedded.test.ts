@@ -235,6 +235,27 @@ describe('embedded read-model store (SQLite)', function () {
         }
       });
 
+      it('a partial index replaces the full index over the same fields that an earlier release made, and holds only the documents where its field is set', async function () {
+        await store.ensureIndexes(coll, [['buyer', 'created_at']]);
+        await store.commit(projection, at(1), [
+          { op: 'put', collection: coll, id: 'a', position: at(1), doc: { buyer: 'b', created_at: 'x' } },
+          { op: 'put', collection: coll, id: 'k', position: at(1), doc: { bucket: 'k', created_at: 'y' } },
+        ]);
+        await store.ensureIndexes(coll, [{ fields: ['buyer', 'created_at'], whereSet: 'buyer' }]);
+        const raw = new Database(join(dir.path, READ_MODELS_FILE), { readonly: true });
+        try {
+          const table = `rm_${coll}`;
+          const indexes = raw.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name LIKE 'ix_%'`).all(table) as Array<{ name: string; sql: string }>;
+          expect(indexes.map((i) => i.name)).to.deep.equal([`ix_${table}(buyer,created_at) where buyer set`]);
+          expect(indexes[0]!.sql).to.match(/WHERE json_extract\(doc, '\$\.buyer'\) IS NOT NULL$/);
+          // Read through the index alone: the row without a buyer is not in it.
+          const inIndex = raw.prepare(`SELECT id FROM "${table}" INDEXED BY "${indexes[0]!.name}" WHERE json_extract(doc, '$.buyer') IS NOT NULL`).pluck().all();
+          expect(inIndex).to.deep.equal(['a']);
+        } finally {
+          raw.close();
+        }
+      });
+
       it('a page of deliveries by buyer or bucket, with or without a status, is a bounded range of an index, read in order', async function () {
         await store.ensureIndexes(coll, deliveriesProjection.indexes.deliveries!);
         await store.commit(projection, at(1), [{ op: 'put', collection: coll, id: 'a', position: at(1), doc: { buyer: 'b', bucket: 'k', status: 'pending', created_at: 'x' } }]);
@@ -246,14 +267,27 @@ describe('embedded read-model store (SQLite)', function () {
           const sort = { field: 'created_at', direction: 'desc' } as const;
           const after = { value: '2024-05-01T00:00:00.000Z', id: '1234' };
           for (const field of ['buyer', 'bucket']) {
+            // Each side's indexes hold only its own rows (partial), and serve its filters all the same.
+            const index = (fields: string) => `ix_${table}(${fields}) where ${field} set`;
             // The first page walks the index from its newest entry; a later one starts at its cursor.
-            expect(plans({ filter: { [field]: 'x' }, sort, limit: 51 }), field).to.deep.equal([[`SEARCH ${table} USING INDEX ix_${table}(${field},created_at) (<expr>=?)`]]);
+            expect(plans({ filter: { [field]: 'x' }, sort, limit: 51 }), field).to.deep.equal([[`SEARCH ${table} USING INDEX ${index(`${field},created_at`)} (<expr>=?)`]]);
             const [range, nulls] = plans({ filter: { [field]: 'x' }, sort, after, limit: 51 });
-            expect(range, field).to.deep.equal([`SEARCH ${table} USING INDEX ix_${table}(${field},created_at) (<expr>=? AND <expr><?)`]);
-            expect(nulls, field).to.deep.equal([`SEARCH ${table} USING INDEX ix_${table}(${field},created_at) (<expr>=? AND <expr>=?)`]);
+            expect(range, field).to.deep.equal([`SEARCH ${table} USING INDEX ${index(`${field},created_at`)} (<expr>=? AND <expr><?)`]);
+            expect(nulls, field).to.deep.equal([`SEARCH ${table} USING INDEX ${index(`${field},created_at`)} (<expr>=? AND <expr>=?)`]);
             const [withStatus] = plans({ filter: { [field]: 'x', status: 'failed' }, sort, after, limit: 51 });
-            expect(withStatus, field).to.deep.equal([`SEARCH ${table} USING INDEX ix_${table}(${field},status,created_at) (<expr>=? AND <expr>=? AND <expr><?)`]);
+            expect(withStatus, field).to.deep.equal([`SEARCH ${table} USING INDEX ${index(`${field},status,created_at`)} (<expr>=? AND <expr>=? AND <expr><?)`]);
           }
+          // The webhook worker's pages of due rows and of erasure notices, on their partial indexes.
+          const due = plans({
+            filter: { status: 'pending', next_attempt_at: { $lte: '2024-05-01' }, buyer: { $in: ['b', 'c'] } },
+            sort: { field: 'next_attempt_at', direction: 'asc' },
+            after: { value: '2024-04-01', id: '7' },
+            limit: 100,
+          });
+          expect(due.flat().join('\n')).to.include(`USING INDEX ix_${table}(status,next_attempt_at) where next_attempt_at set`);
+          expect(due.flat().join('\n')).not.to.include('TEMP B-TREE');
+          const notices = plans({ filter: { notice: 'pending', notice_next_at: { $lte: '2024-05-01' } }, sort: { field: 'notice_next_at', direction: 'asc' }, limit: 100 });
+          expect(notices.flat().join('\n')).to.include(`USING INDEX ix_${table}(notice,notice_next_at) where notice set`);
         } finally {
           raw.close();
         }

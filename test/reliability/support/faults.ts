@@ -23,6 +23,7 @@ import {
   type Fence,
   type FindOptions,
   type Group,
+  type IndexSpec,
   type Lease,
   type ReadDoc,
   type ReadModelStore,
@@ -154,7 +155,7 @@ export class FaultyReadModels implements ReadModelStore {
     return this.inner.aggregate(collection, options);
   }
 
-  async ensureIndexes(collection: string, indexes: ReadonlyArray<readonly string[]>): Promise<void> {
+  async ensureIndexes(collection: string, indexes: ReadonlyArray<IndexSpec>): Promise<void> {
     this.check('commit');
     return this.inner.ensureIndexes(collection, indexes);
   }
