@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { LoadCounter, LoadResult, startBenchService } from './post-lead.js';
+import { percentile } from './stats.js';
 
 // Two builds of the service compared under the post-lead load, side by side. Run one after the
 // other, two builds cannot be told apart on this machine: its speed drifts by up to 2× within
@@ -18,10 +19,13 @@ export interface SideBySideRow {
   readonly cpuUs: number;
   readonly mainThreadCpuUs: number;
   readonly requestsPerSecond: number;
+  /** The median of the slices' p99 latencies, ms (one slice's p99 rests on its slowest 1%). */
+  readonly p99Ms: number;
   /** Means of each slice's ratio to the first build's slice of the same round (1 for the first build). */
   readonly cpuRatio: string;
   readonly mainThreadRatio: string;
   readonly requestsRatio: string;
+  readonly p99Ratio: string;
 }
 
 interface Running {
@@ -61,15 +65,17 @@ export async function benchPostLeadSideBySide(builds: ReadonlyArray<{ name: stri
   const cases = running.length / builds.length;
   return running.map((run, index) => {
     const base = running[index % cases]!.slices;
-    const ratio = (field: 'serverCpuUsPerRequest' | 'mainThreadCpuUs' | 'requestsPerSecond') => mean(run.slices.map((r, i) => r[field] / base[i]![field])).toFixed(3);
+    const ratio = (field: 'serverCpuUsPerRequest' | 'mainThreadCpuUs' | 'requestsPerSecond' | 'p99Ms') => mean(run.slices.map((r, i) => r[field] / base[i]![field])).toFixed(3);
     return {
       case: run.name,
       cpuUs: Math.round(mean(run.slices.map((r) => r.serverCpuUsPerRequest))),
       mainThreadCpuUs: Math.round(mean(run.slices.map((r) => r.mainThreadCpuUs))),
       requestsPerSecond: Math.round(mean(run.slices.map((r) => r.requestsPerSecond))),
+      p99Ms: percentile(run.slices.map((r) => r.p99Ms), 50),
       cpuRatio: ratio('serverCpuUsPerRequest'),
       mainThreadRatio: ratio('mainThreadCpuUs'),
       requestsRatio: ratio('requestsPerSecond'),
+      p99Ratio: ratio('p99Ms'),
     };
   });
 }
