@@ -96,12 +96,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const store = countingEventStore(overrides.store ?? (await openEventStore(config, { logger, personalData })), metrics.countAppend);
   const contactHashes = await ContactHashes.open(personalData, store, overrides.now);
   const keys = await KeyRing.open(store, { onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
-  // A process that projects stores its read-model commits on a thread of their own (embedded
-  // store): SQLite's part of them was a sixth of the main thread's time, between requests. Its
-  // commits are fenced by the projector lease, and projectors of other processes write the same
-  // tables when they hold it.
-  const readModels =
-    overrides.readModels ?? (await openReadModelStore(config, roles.has('projector') ? { commitThread: true, othersMayWrite: true } : {}));
+  const readModels = overrides.readModels ?? (await openReadModelStore(config));
   // Every instance follows which build of each projection is served; only the one holding the
   // projector lease runs them, its commits fenced by that lease.
   const projections = new Projections(store, readModels, logger);

@@ -42,16 +42,6 @@ export class CommitThreadClient {
     return stored;
   }
 
-  /** Commits sent and not yet answered. */
-  get inFlight(): number {
-    return this.waiting.size;
-  }
-
-  /** After a failed commit, once every commit sent has been answered: the thread takes commits again. */
-  reset(): void {
-    if (!this.lost) this.worker.postMessage('reset');
-  }
-
   /** Resolves when every commit sent so far has been answered (whatever the answer). */
   async idle(): Promise<void> {
     await this.last;
