@@ -285,10 +285,13 @@ export class ProjectionRunner {
       this.advance(position);
       this.options.onProgress?.(position, this.handled);
     });
-    // Its failure reaches the caller through `flushing` or the next flush; it is not unhandled meanwhile.
+    // Its failure reaches the caller through `flushing` or the next flush; it is not unhandled
+    // meanwhile, and neither is the chain that waits for it (stop() awaits that one).
     committing.catch(() => {});
     this.lastCommit = committing;
-    this.flushing = this.flushing.then(() => committing);
+    const flushing = this.flushing.then(() => committing);
+    flushing.catch(() => {});
+    this.flushing = flushing;
     return previous;
   }
 

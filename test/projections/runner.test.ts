@@ -7,7 +7,7 @@ import type { NormalisedLead } from '../../src/leads/lead.js';
 import { PROJECTIONS, leadsProjection } from '../../src/projections/projections.js';
 import { LAG_SAMPLE, ProjectionRunner, checkpointName, collectionName, estimateEventsBehind } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
-import type { ReadModelStore } from '../../src/read-models/port.js';
+import { type ReadModelStore, ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { returned } from '../support/lead-events.js';
 import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
@@ -229,6 +229,34 @@ describe('projection runner', function () {
     const piped = await snapshot(readModels, 'piped');
     expect(piped).to.deep.equal(await snapshot(readModels, 'piped_reference'));
     expect(piped.deliveries!.find((d) => (d as { _id: string })._id === '5')).to.include({ status: 'delivered', attempts: 1 });
+  });
+
+  it('rebuilt through a store that pipelines its commits, one of which fails: the rebuild fails with its error, and no rejection is left unhandled', async function () {
+    const threaded = EmbeddedReadModelStore.open(dir.path, { commitThread: true });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    const mochaHandlers = process.listeners('unhandledRejection');
+    process.removeAllListeners('unhandledRejection');
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      let commits = 0;
+      const failing = overriding(threaded, {
+        commit: (...args: Parameters<ReadModelStore['commit']>) => (++commits === 3 ? Promise.reject(new ReadModelUnavailableError('the disk is full')) : threaded.commit(...args)),
+      });
+      const error = await rebuildProjections(events, failing, PROJECTIONS, { batchSize: 7, build: () => 'failing' }).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(error).to.be.instanceOf(ReadModelUnavailableError);
+      // Node reports an unhandled rejection once the microtasks of the turn have run.
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).to.deep.equal([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      for (const handler of mochaHandlers) process.on('unhandledRejection', handler);
+      await threaded.close();
+    }
   });
 
   it('follows live appends after catching up, and reports its lag', async function () {
