@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DeliveryWorker } from '../src/delivery/webhook-worker.js';
 import { loadRoutingConfig } from '../src/routing/load-config.js';
@@ -10,7 +10,7 @@ import { versionBuild } from '../src/projections/index.js';
 import { collectionName } from '../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../src/read-models/embedded.js';
 import { tempDir } from '../test/support/tmp.js';
-import { posts, sellableLead, startBenchService } from './post-lead.js';
+import { type LoadCounter, cpuSeconds, posts, sellableLead, startBenchService } from './post-lead.js';
 import { percentile, round } from './stats.js';
 
 // Delivery latency as a buyer feels it: from the sale (the supplier's 201 arriving) to the lead
@@ -34,7 +34,7 @@ export async function benchDeliveryDrain(leads: number, postLead: PostLeadModule
   let first: { at: number; cpu: number } | undefined;
   let deliveryPid = 0;
   const endpoint = await BuyerEndpoint.start(() => {
-    first ??= { at: performance.now(), cpu: processCpuSeconds(deliveryPid) };
+    first ??= { at: performance.now(), cpu: deliveryPid === 0 ? 0 : cpuSeconds(deliveryPid).all };
     return 200;
   });
   const caDir = tempDir('bench-drain-ca');
@@ -45,16 +45,16 @@ export async function benchDeliveryDrain(leads: number, postLead: PostLeadModule
   try {
     await service.sibling('projector');
     const sold: number[] = [];
-    const counter = { n: 0, measuring: true, onAccepted: (body: string) => sold.push(JSON.parse(body).lead_id as number) };
+    const counter: LoadCounter = { n: 0, measuring: true, onAccepted: (body: string) => sold.push(JSON.parse(body).lead_id as number) };
     await postLead.posts(service.url, { 'x-api-key': service.apiKey }, postLead.sellableLead, counter, { amount: leads });
-    if (sold.length !== leads) throw new Error(`${leads - sold.length} posts failed: ${String((counter as { sample?: string }).sample)}`);
+    if (sold.length !== leads) throw new Error(`${leads - sold.length} posts failed: ${String(counter.sample)}`);
     const deliveries = collectionName('deliveries', versionBuild(deliveriesProjection));
     const last = String(Math.max(...sold));
     await until(async () => (await readModels.get(deliveries, last)) !== null, 120_000, () => 'the backlog in the deliveries read model');
     deliveryPid = (await service.sibling('delivery')).pid;
     await until(() => endpoint.received.length >= leads, 600_000, () => `${leads} deliveries, ${endpoint.received.length} so far`);
     const seconds = (performance.now() - first!.at) / 1000;
-    const cpu = processCpuSeconds(deliveryPid) - first!.cpu;
+    const cpu = cpuSeconds(deliveryPid).all - first!.cpu;
     return { leads, deliveriesPerSecond: Math.round((leads - 1) / seconds), deliveryProcessCpuUsPerDelivery: Math.round((cpu * 1e6) / (leads - 1)) };
   } finally {
     await readModels.close();
@@ -66,14 +66,6 @@ export async function benchDeliveryDrain(leads: number, postLead: PostLeadModule
 
 /** What the drain needs of bench/post-lead.js, so that another build's can be measured beside this one. */
 type PostLeadModule = Pick<typeof import('./post-lead.js'), 'startBenchService' | 'posts' | 'sellableLead'>;
-
-/** CPU seconds (user + system, every thread) a process has used so far; 0 before it exists. */
-function processCpuSeconds(pid: number): number {
-  if (pid === 0) return 0;
-  // Fields 14 and 15 of /proc/PID/stat, after the command name in parentheses; in clock ticks (100/s).
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 export interface DeliveryBenchResult {
   readonly leads: number;

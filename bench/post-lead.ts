@@ -127,7 +127,7 @@ export interface LoadCounter {
 }
 
 /** CPU seconds (user + system) a process has used so far: every thread, and its main thread alone. */
-function cpuSeconds(pid: number): { all: number; main: number } {
+export function cpuSeconds(pid: number): { all: number; main: number } {
   // Fields 14 and 15 of /proc/PID/stat, after the command name in parentheses; in clock ticks (100/s).
   const ticks = (file: string) => {
     const fields = readFileSync(file, 'utf8').split(') ')[1]!.split(' ');

@@ -52,6 +52,7 @@ type Cursor = { readonly value: string; readonly id: string };
 export class DeliveryWorker {
   private readonly agent: Agent;
   private readonly concurrency: number;
+  private readonly pollMs: number;
   private readonly inFlight = new Map<number, Promise<void>>();
   private readonly noticing = new Map<number, Promise<void>>();
   /**
@@ -81,6 +82,7 @@ export class DeliveryWorker {
 
   constructor(private readonly deps: DeliveryWorkerDeps) {
     this.concurrency = deps.concurrency ?? 16;
+    this.pollMs = deps.pollMs ?? 200;
     this.agent = new Agent({ keepAlive: true, maxSockets: this.concurrency, ...(deps.ca ? { ca: [...rootCertificates, deps.ca] } : {}) });
   }
 
@@ -119,7 +121,7 @@ export class DeliveryWorker {
         .finally(() => {
           this.polling = undefined;
           this.pump();
-          if (this.running) this.schedule(this.deps.pollMs ?? 200);
+          if (this.running) this.schedule(this.pollMs);
         });
     }, delayMs);
     this.timer.unref();
@@ -135,8 +137,7 @@ export class DeliveryWorker {
         return;
       }
       const leadId = this.queue[this.queued++]!;
-      if (this.inFlight.has(leadId) || (this.held.get(leadId) ?? 0) > nowMs) continue;
-      this.attempt(leadId);
+      if (this.startable(leadId, nowMs)) this.attempt(leadId);
     }
   }
 
@@ -183,9 +184,14 @@ export class DeliveryWorker {
     this.queued = 0;
     for (const row of due) {
       const leadId = row.lead_id;
-      if (typeof leadId === 'number' && !this.inFlight.has(leadId) && (this.held.get(leadId) ?? 0) <= nowMs) this.queue.push(leadId);
+      if (typeof leadId === 'number' && this.startable(leadId, nowMs)) this.queue.push(leadId);
     }
     return this.queue.length > 0;
+  }
+
+  /** Not in flight here, nor held aside (see hold). */
+  private startable(leadId: number, nowMs: number): boolean {
+    return !this.inFlight.has(leadId) && (this.held.get(leadId) ?? 0) <= nowMs;
   }
 
   /** The `lead.erased` notices due now, one at a time per lead. */
@@ -239,7 +245,7 @@ export class DeliveryWorker {
         this.deps.onAttempt?.(leadId, report);
       })
       .catch((error: unknown) => {
-        this.held.set(leadId, this.now().getTime() + (this.deps.pollMs ?? 200));
+        this.held.set(leadId, this.now().getTime() + this.pollMs);
         this.deps.logger?.warn({ err: error, lead_id: leadId }, 'delivery attempt failed to run');
       })
       .finally(() => {
@@ -257,7 +263,7 @@ export class DeliveryWorker {
    */
   private hold(leadId: number, report: AttemptReport): void {
     const nowMs = this.now().getTime();
-    let until = nowMs + (this.deps.pollMs ?? 200);
+    let until = nowMs + this.pollMs;
     if (report.kind === 'recorded') until = report.retryAt === null ? nowMs + SETTLED_HOLD_MS : Date.parse(report.retryAt);
     if (report.kind === 'skipped' && SETTLED.has(report.reason)) until = nowMs + SETTLED_HOLD_MS;
     this.held.set(leadId, until);
