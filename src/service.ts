@@ -96,7 +96,13 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const store = countingEventStore(overrides.store ?? (await openEventStore(config, { logger, personalData })), metrics.countAppend);
   const contactHashes = await ContactHashes.open(personalData, store, overrides.now);
   const keys = await KeyRing.open(store, { onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
-  const readModels = overrides.readModels ?? (await openReadModelStore(config));
+  // A process that projects without serving the API stores its read-model commits on a thread of
+  // their own (embedded store), so it catches up on two cores after a takeover. One that also
+  // serves the API keeps them on its main thread: there the thread cost more CPU per post than it
+  // gave in throughput (BENCH.md). Fenced commits are checked against the projector lease either
+  // way, and projectors of other processes write the same tables when they hold it.
+  const readModels =
+    overrides.readModels ?? (await openReadModelStore(config, roles.has('projector') && !roles.has('api') ? { commitThread: true, othersMayWrite: true } : {}));
   // Every instance follows which build of each projection is served; only the one holding the
   // projector lease runs them, its commits fenced by that lease.
   const projections = new Projections(store, readModels, logger);

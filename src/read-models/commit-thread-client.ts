@@ -1,28 +1,42 @@
 import { Worker } from 'node:worker_threads';
 import type { CommitThreadOptions, ThreadCommit, ThreadCommitResult } from './commit-thread.js';
 
+/**
+ * The thread's heap. It holds one commit's rows at a time (strings the main thread made), so a
+ * small heap is enough; V8's defaults sized for a main thread cost a serving process tens of MB.
+ */
+const THREAD_HEAP = { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 64 } as const;
+
 /** The main thread's end of the commit thread: sends commits in order and settles each on its answer. */
 export class CommitThreadClient {
   private readonly worker: Worker;
-  private readonly waiting = new Map<number, { resolve(): void; reject(error: Error): void }>();
+  private readonly waiting = new Map<number, { projection: string; resolve(): void; reject(error: Error): void }>();
   private batches = 0;
   /** The last commit sent, settled either way: the thread answers in order, so all before it are too. */
   private last: Promise<unknown> = Promise.resolve();
   /** Why the thread is gone, once it is: every commit after that fails with it. */
   private lost: Error | undefined;
 
+  /**
+   * `refused` is told of each commit that fails, synchronously as the answer arrives, before any
+   * caller can see the failure and make another commit.
+   */
   constructor(
     options: CommitThreadOptions,
     private readonly toError: (failure: NonNullable<ThreadCommitResult['error']>) => Error,
+    private readonly refused: (projection: string) => void = () => {},
   ) {
-    this.worker = new Worker(new URL('./commit-thread.js', import.meta.url), { workerData: options });
+    this.worker = new Worker(new URL('./commit-thread.js', import.meta.url), { workerData: options, resourceLimits: THREAD_HEAP });
     this.worker.once('error', (error) => this.fail(error));
     this.worker.once('exit', (code) => this.fail(new Error(`the read-model commit thread exited with code ${code}`)));
     this.worker.on('message', (message: ThreadCommitResult) => {
       const waiter = this.waiting.get(message.batch);
       this.waiting.delete(message.batch);
-      if (message.error) waiter?.reject(this.toError(message.error));
-      else waiter?.resolve();
+      if (!waiter) return;
+      if (message.error) {
+        this.refused(waiter.projection);
+        waiter.reject(this.toError(message.error));
+      } else waiter.resolve();
     });
   }
 
@@ -34,12 +48,22 @@ export class CommitThreadClient {
   send(commit: ThreadCommit): Promise<void> {
     if (this.lost) return Promise.reject(this.lost);
     const stored = new Promise<void>((resolve, reject) => {
-      this.waiting.set(commit.batch, { resolve, reject });
+      this.waiting.set(commit.batch, { projection: commit.projection, resolve, reject });
       // Posted before the thread listens, it waits in the port until it does.
       this.worker.postMessage(commit);
     });
     this.last = stored.catch(() => {});
     return stored;
+  }
+
+  /** Commits sent and not yet answered. */
+  get inFlight(): number {
+    return this.waiting.size;
+  }
+
+  /** After a failed commit, once every commit sent has been answered: the thread takes commits again. */
+  reset(): void {
+    if (!this.lost) this.worker.postMessage('reset');
   }
 
   /** Resolves when every commit sent so far has been answered (whatever the answer). */
@@ -57,7 +81,10 @@ export class CommitThreadClient {
 
   private fail(error: Error): void {
     this.lost ??= error;
-    for (const waiter of this.waiting.values()) waiter.reject(this.lost);
+    for (const waiter of this.waiting.values()) {
+      this.refused(waiter.projection);
+      waiter.reject(this.lost);
+    }
     this.waiting.clear();
   }
 }

@@ -1,11 +1,13 @@
 import Database from 'better-sqlite3';
 import { parentPort, workerData } from 'node:worker_threads';
-import { createTableSql, openReadModelsDatabase } from './embedded-schema.js';
+import { LEASE_LOST, createTableSql, openReadModelsDatabase } from './embedded-schema.js';
 
 // The SQLite half of the embedded read-model store's commits, on its own thread: the main thread
 // folds the writes into documents and stringifies them, this thread stores them with the
 // checkpoint in one transaction. A rebuild then uses both cores: while this thread writes one
-// batch, the main thread decodes and folds the next. Commits are taken strictly in the order sent.
+// batch, the main thread decodes and folds the next; a live projector's main thread serves HTTP
+// meanwhile. Commits are taken strictly in the order sent. A fenced commit (a projector holding
+// its lease) checks the lease inside its own transaction, as the main thread's commits do.
 
 export interface CommitThreadOptions {
   readonly file: string;
@@ -21,7 +23,9 @@ export interface ThreadCommit {
   /** Documents to store, flattened: table, id, position key, document text; tables are checked names. */
   readonly rows: readonly string[];
   readonly collections: readonly string[];
+  readonly fence?: { readonly lease: string; readonly holder: string; readonly token: number };
 }
+
 
 export interface ThreadCommitResult {
   readonly batch: number;
@@ -46,19 +50,32 @@ function serve(options: CommitThreadOptions): void {
     'INSERT INTO checkpoints (projection, commit_pos, prepare_pos) VALUES (?, ?, ?) ON CONFLICT (projection) DO UPDATE SET commit_pos = excluded.commit_pos, prepare_pos = excluded.prepare_pos',
   );
   const wrote = db.prepare('INSERT OR IGNORE INTO checkpoint_collections (collection, projection) VALUES (?, ?)');
+  const leaseOf = db.prepare<[string], { holder: string; token: number; expires_at: number }>('SELECT holder, token, expires_at FROM leases WHERE name = ?');
   const store = db.transaction((commit: ThreadCommit) => {
+    const fence = commit.fence;
+    if (fence) {
+      const row = leaseOf.get(fence.lease);
+      if (!row || row.holder !== fence.holder || row.token !== fence.token || row.expires_at <= Date.now()) {
+        throw Object.assign(new Error(`the ${fence.lease} lease is no longer held by this process`), { code: LEASE_LOST });
+      }
+    }
     const rows = commit.rows;
     for (let i = 0; i < rows.length; i += 4) upsert(rows[i]!).run(rows[i + 1], rows[i + 2], rows[i + 3]);
     checkpoint.run(commit.projection, commit.commit, commit.prepare);
     for (const collection of commit.collections) wrote.run(collection, commit.projection);
   });
   // After a failed commit, later ones would move the checkpoint past the failed one's events:
-  // every commit after it fails the same way, and the store must be opened anew.
+  // every commit after it fails the same way, until the main thread, once it has had every answer
+  // and forgotten what it sent, says to start again.
   let failure: ThreadCommitResult['error'];
-  parentPort!.on('message', (message: ThreadCommit | 'close') => {
+  parentPort!.on('message', (message: ThreadCommit | 'close' | 'reset') => {
     if (message === 'close') {
       db.close();
       parentPort!.close();
+      return;
+    }
+    if (message === 'reset') {
+      failure = undefined;
       return;
     }
     if (!failure) {

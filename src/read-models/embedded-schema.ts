@@ -28,6 +28,9 @@ CREATE TABLE IF NOT EXISTS leases (
 
 export const READ_MODELS_FILE = 'readmodels.db';
 
+/** The code of a fenced commit refused on the commit thread: its lease has another holder, or ran out. */
+export const LEASE_LOST = 'LEASE_LOST';
+
 const TABLES = new Map<string, string>();
 /** The table of a collection; the name is checked, since it is spliced into SQL. Remembered: a rebuild asks for a few names at every write. */
 export function tableName(collection: string): string {

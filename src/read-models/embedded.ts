@@ -5,7 +5,7 @@ import type { Position } from '../event-store/port.js';
 import { type Doc, applyWrite } from './apply.js';
 import { CommitThreadClient } from './commit-thread-client.js';
 import { WrittenIds } from './written-ids.js';
-import { READ_MODELS_FILE, createTableSql, openReadModelsDatabase, tableName } from './embedded-schema.js';
+import { LEASE_LOST, READ_MODELS_FILE, createTableSql, openReadModelsDatabase, tableName } from './embedded-schema.js';
 import {
   type AggregateOptions,
   type Fence,
@@ -35,10 +35,18 @@ export interface EmbeddedReadModelOptions {
   readonly cacheMiB?: number;
   /**
    * Store commits on a thread of their own (see commit-thread.ts), for a process that is the only
-   * writer of the collections it commits to, such as `leadpost replay` building new collections:
-   * documents are read outside the write transaction. Commits become pipelined (`pipelinedCommits`).
+   * writer of the collections it commits to: `leadpost replay` building new collections, or a
+   * projector whose commits are fenced by its lease. Documents are read outside the write
+   * transaction. Commits become pipelined (`pipelinedCommits`).
    */
   readonly commitThread?: boolean;
+  /**
+   * With the commit thread: other processes write the same collections at other times (projectors
+   * taking turns by a lease), so a document this store has not written may still be in the table.
+   * Without it, a table that was empty when this store first committed to it is taken to hold only
+   * what this store wrote, and a document it never wrote is not looked for.
+   */
+  readonly othersMayWrite?: boolean;
 }
 
 /** A document this store has sent to its commit thread, until the thread has stored it. */
@@ -94,6 +102,15 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   /** With a commit thread: whether each table was empty when first committed to (then `written` knows what it holds). */
   private readonly startedEmpty = new Map<string, boolean>();
   private readonly written = new WrittenIds();
+  /** With a commit thread: the first failure of a commit, until every commit sent after it is answered. */
+  private threadFailure: unknown;
+  /**
+   * With a commit thread: projections a commit of which failed, until their checkpoint is read
+   * again. Their next commit was folded on top of the failed one (a timer's flush, say), and
+   * storing it would move the checkpoint past events that were never stored.
+   */
+  private readonly refused = new Set<string>();
+  private readonly othersMayWrite: boolean;
   readonly pipelinedCommits: boolean;
 
   private constructor(
@@ -109,9 +126,14 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     const snapshot = db.transaction((read: () => unknown) => read());
     this.snapshot = <T>(read: () => T) => snapshot(read) as T;
     this.pipelinedCommits = options.commitThread === true;
+    this.othersMayWrite = options.othersMayWrite === true;
     if (options.commitThread) {
       const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? 10_000, cacheMiB: options.cacheMiB };
-      this.thread = new CommitThreadClient(threadOptions, ({ message, code }) => (code && UNAVAILABLE.test(code) ? unavailable(message) : new Error(message)));
+      this.thread = new CommitThreadClient(
+        threadOptions,
+        ({ message, code }) => (code && UNAVAILABLE.test(code) ? unavailable(message) : Object.assign(new Error(message), code ? { code } : {})),
+        (projection) => this.refused.add(projection),
+      );
     }
   }
 
@@ -126,11 +148,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   }
 
   commit(projection: string, checkpoint: Position, writes: readonly ReadWrite[], fence?: Fence): Promise<void> {
-    if (this.thread) {
-      // The thread's commits are for a sole writer of new collections, which needs no lease.
-      if (fence) return Promise.reject(new TypeError('a fenced commit cannot go through the commit thread'));
-      return this.commitInThread(this.thread, projection, checkpoint, writes);
-    }
+    if (this.thread) return this.commitInThread(this.thread, projection, checkpoint, writes, fence);
     return this.run(() => {
       checkCommit(projection, checkpoint, writes);
       if (fence) checkLease(fence.lease, fence.holder);
@@ -168,7 +186,13 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     });
   }
 
-  checkpoint(projection: string): Promise<Position | null> {
+  async checkpoint(projection: string): Promise<Position | null> {
+    if (this.thread) {
+      // Read once every commit sent is answered, so that it is the checkpoint as it will stay; a
+      // projection that reads it starts again from there, and may commit again.
+      await this.thread.idle();
+      this.refused.delete(projection);
+    }
     return this.run(() => {
       const row = this.stmt('', 'SELECT commit_pos AS "commit", prepare_pos AS prepare FROM checkpoints WHERE projection = ?').get(projection) as
         | Position
@@ -380,19 +404,41 @@ export class EmbeddedReadModelStore implements ReadModelStore {
    * anything is sent, so that a write that cannot be applied fails alone and changes nothing. A
    * document sent but not yet stored is read from what was sent, never from the table.
    */
-  private commitInThread(thread: CommitThreadClient, projection: string, checkpoint: Position, writes: readonly ReadWrite[]): Promise<void> {
+  private commitInThread(thread: CommitThreadClient, projection: string, checkpoint: Position, writes: readonly ReadWrite[], fence: Fence | undefined): Promise<void> {
+    // Whatever fails below, nothing was sent and the thread goes on; but this projection's next
+    // commit would skip these events, so it too waits until the checkpoint is read again.
+    const refuse = (error: unknown) => {
+      this.refused.add(projection);
+      return Promise.reject(error);
+    };
+    try {
+      if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
+      checkCommit(projection, checkpoint, writes);
+      if (fence) checkLease(fence.lease, fence.holder);
+    } catch (error) {
+      return refuse(error);
+    }
+    if (this.refused.has(projection)) return refuse(unavailable(`an earlier commit of ${projection} failed: read its checkpoint and commit again from there`));
+    if (this.threadFailure !== undefined) {
+      // The commits sent after a failed one fail too, and their documents are still among those
+      // sent: a commit folded from them now would store what never was. Once all are answered,
+      // documents are read from the table again.
+      if (thread.inFlight > 0) return refuse(this.threadError(this.threadFailure, fence));
+      this.threadFailure = undefined;
+      this.sent.clear();
+      thread.reset();
+    }
     // All of it synchronously, before the caller can make the next commit: that one must find
     // this one's documents among those sent.
     const rows: string[] = [];
     try {
-      if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
-      checkCommit(projection, checkpoint, writes);
-      const pending = this.fold(writes, (table, id) => this.sent.get(table)?.get(id) ?? this.storedRowIfWritten(table, id));
+      // One read transaction for the documents the fold reads, not one per document.
+      const pending = this.snapshot(() => this.fold(writes, (table, id) => this.sent.get(table)?.get(id) ?? this.storedRowIfWritten(table, id)));
       for (const [table, docs] of pending) {
         for (const [id, entry] of docs) if (entry.dirty) rows.push(table, id, entry.pos!, JSON.stringify(entry.doc));
       }
     } catch (error) {
-      return Promise.reject(storageError(error));
+      return refuse(storageError(error));
     }
     const batch = thread.nextBatch();
     for (let i = 0; i < rows.length; i += 4) {
@@ -409,7 +455,20 @@ export class EmbeddedReadModelStore implements ReadModelStore {
         if (sent?.get(rows[i + 1]!)?.batch === batch) sent.delete(rows[i + 1]!);
       }
     };
-    return thread.send({ batch, projection, commit: checkpoint.commit, prepare: checkpoint.prepare, rows, collections }).finally(forgetSent);
+    const sentFence = fence ? { lease: fence.lease, holder: fence.holder, token: fence.token } : undefined;
+    return thread
+      .send({ batch, projection, commit: checkpoint.commit, prepare: checkpoint.prepare, rows, collections, ...(sentFence ? { fence: sentFence } : {}) })
+      .catch((error: unknown) => {
+        this.threadFailure ??= error;
+        throw this.threadError(error, fence);
+      })
+      .finally(forgetSent);
+  }
+
+  /** A commit thread's failure as this commit's caller must see it: a lease lost is LeaseLostError. */
+  private threadError(error: unknown, fence: Fence | undefined): unknown {
+    if ((error as { code?: unknown }).code !== LEASE_LOST) return error;
+    return fence ? new LeaseLostError(fence) : unavailable('an earlier commit lost its lease', error);
   }
 
   /**
@@ -417,6 +476,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
    * committed to it, only what this store wrote is there (it is the only writer, see commitThread).
    */
   private storedRowIfWritten(table: string, id: string): StoredRow {
+    if (this.othersMayWrite) return this.storedRow(table, id);
     let empty = this.startedEmpty.get(table);
     if (empty === undefined) {
       empty = this.read(table, true, () => this.stmt(table, `SELECT 1 FROM "${table}" LIMIT 1`).get() === undefined);

@@ -13,7 +13,7 @@ export const uniqueName = (label: string): string => `t${randomBytes(6).toString
 const ids = (docs: readonly ReadDoc[]) => docs.map((d) => d._id);
 
 /** Asks for the lease until `holder` has it; fails after `withinMs`. */
-async function takenWithin(store: ReadModelStore, lease: string, holder: string, ttlMs: number, withinMs: number) {
+export async function takenWithin(store: ReadModelStore, lease: string, holder: string, ttlMs: number, withinMs: number) {
   const started = Date.now();
   for (;;) {
     const taken = await store.acquireLease(lease, holder, ttlMs);
@@ -25,10 +25,9 @@ async function takenWithin(store: ReadModelStore, lease: string, holder: string,
 
 /**
  * The behaviour every ReadModelStore adapter must have. Every test uses its own collections and
- * projections, so the suite also runs against a shared server. `fencedCommits: false`: the store
- * refuses fenced commits (the embedded store's commit thread, used only by rebuilds).
+ * projections, so the suite also runs against a shared server.
  */
-export function readModelStoreContract(name: string, open: () => Promise<ReadModelStore>, options: { fencedCommits?: boolean } = {}): void {
+export function readModelStoreContract(name: string, open: () => Promise<ReadModelStore>): void {
   describe(`ReadModelStore contract: ${name}`, function () {
     let store: ReadModelStore;
     let coll: string;
@@ -684,15 +683,6 @@ export function readModelStoreContract(name: string, open: () => Promise<ReadMod
         expect(await rejection(store.acquireLease(lease, 'host-a:1', 0))).to.be.instanceOf(TypeError);
         expect(await rejection(store.acquireLease(lease, 'host-a:1', 1.5))).to.be.instanceOf(TypeError);
       });
-
-      if (options.fencedCommits === false) {
-        it('refuses a fenced commit', async function () {
-          const taken = await store.acquireLease(lease, 'host-a:1', 60_000);
-          const error = await rejection(commitFenced(store, taken.token));
-          expect(error).to.be.instanceOf(TypeError);
-        });
-        return;
-      }
 
       it('a fenced commit is made while its holder holds the lease with that token', async function () {
         const taken = await store.acquireLease(lease, 'host-a:1', 60_000);

@@ -6,10 +6,10 @@ import type { Position } from '../../src/event-store/port.js';
 import { READ_MODELS_FILE } from '../../src/read-models/embedded-schema.js';
 import { deliveriesProjection, leadsProjection, reportsProjection } from '../../src/projections/projections.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
-import { ReadModelUnavailableError, type ReadWrite } from '../../src/read-models/port.js';
+import { LeaseLostError, ReadModelUnavailableError, type ReadWrite } from '../../src/read-models/port.js';
 import { aggregateSql, findSql, indexedFields, leadingValuesSql, walksLeadingField } from '../../src/read-models/sqlite-query.js';
 import { tempDir } from '../support/tmp.js';
-import { readModelStoreContract, uniqueName } from './contract.js';
+import { readModelStoreContract, takenWithin, uniqueName } from './contract.js';
 import { rejection } from '../support/rejection.js';
 
 const at = (commit: number, prepare = commit): Position => ({ commit, prepare });
@@ -19,9 +19,10 @@ describe('embedded read-model store (SQLite)', function () {
   after(() => dir.remove());
 
   readModelStoreContract('embedded SQLite', async () => EmbeddedReadModelStore.open(dir.path));
-  readModelStoreContract('embedded SQLite, commits on their own thread', async () => EmbeddedReadModelStore.open(dir.path, { commitThread: true }), {
-    fencedCommits: false,
-  });
+  readModelStoreContract('embedded SQLite, commits on their own thread', async () => EmbeddedReadModelStore.open(dir.path, { commitThread: true }));
+  readModelStoreContract('embedded SQLite, commits on their own thread, other processes writing too', async () =>
+    EmbeddedReadModelStore.open(dir.path, { commitThread: true, othersMayWrite: true }),
+  );
 
   describe('embedded only', function () {
     let store: EmbeddedReadModelStore;
@@ -426,13 +427,16 @@ describe('embedded read-model store (SQLite)', function () {
       }
     });
 
-    it('a write that cannot be applied fails alone; one the disk refuses fails every later commit', async function () {
+    it('a write that cannot be applied fails alone; one the disk refuses fails every commit sent after it, and once all are answered the store starts again from the table', async function () {
       const store = EmbeddedReadModelStore.open(dir.path, { commitThread: true, busyTimeoutMs: 20 });
       const blocker = new Database(join(dir.path, READ_MODELS_FILE));
       try {
         await store.commit(projection, at(1), [{ op: 'set', collection: coll, id: 'a', position: at(1), set: { n: 'text' } }]);
-        // Refused while folding, before anything is sent: the store goes on.
+        // Refused while folding, before anything is sent: the thread goes on, but the projection's
+        // next commit waits until it has read its checkpoint again (it would skip at(2)).
         expect(await rejection(store.commit(projection, at(2), [{ op: 'inc', collection: coll, id: 'a', position: at(2), inc: { n: 1 } }]))).to.be.instanceOf(TypeError);
+        expect(await rejection(store.commit(projection, at(3), [{ op: 'set', collection: coll, id: 'b', position: at(3), set: { n: 3 } }]))).to.be.instanceOf(ReadModelUnavailableError);
+        expect(await store.checkpoint(projection)).to.deep.equal(at(1));
         await store.commit(projection, at(3), [{ op: 'set', collection: coll, id: 'b', position: at(3), set: { n: 3 } }]);
         // Another connection holds the write lock past the thread's busy timeout.
         blocker.exec('BEGIN IMMEDIATE');
@@ -442,12 +446,91 @@ describe('embedded read-model store (SQLite)', function () {
         blocker.exec('COMMIT');
         // The next one would have moved the checkpoint past the refused one's writes.
         expect(await rejection(next)).to.be.instanceOf(ReadModelUnavailableError);
-        expect(await rejection(store.commit(projection, at(6), []))).to.be.instanceOf(ReadModelUnavailableError);
         expect(await store.checkpoint(projection)).to.deep.equal(at(3));
         expect(await store.get(coll, 'c')).to.equal(null);
         expect(await store.get(coll, 'd')).to.equal(null);
+        // Both answered: the caller commits again from its checkpoint, and the documents come from
+        // the table, not from what the failed commits had sent.
+        await store.commit(projection, at(4), [{ op: 'inc', collection: coll, id: 'b', position: at(4), inc: { n: 1 } }]);
+        expect(await store.get(coll, 'b')).to.deep.equal({ _id: 'b', n: 4 });
+        expect(await store.checkpoint(projection)).to.deep.equal(at(4));
       } finally {
         blocker.close();
+        await store.close();
+      }
+    });
+
+    it('after a commit the disk refused, that projection commits nothing more until it has read its checkpoint again; another projection goes on', async function () {
+      const store = EmbeddedReadModelStore.open(dir.path, { commitThread: true, busyTimeoutMs: 20 });
+      const blocker = new Database(join(dir.path, READ_MODELS_FILE));
+      const otherProjection = uniqueName('proj');
+      const otherColl = uniqueName('docs');
+      try {
+        await store.commit(projection, at(1), [{ op: 'set', collection: coll, id: 'a', position: at(1), set: { n: 1 } }]);
+        blocker.exec('BEGIN IMMEDIATE');
+        const refused = store.commit(projection, at(2), [{ op: 'set', collection: coll, id: 'c', position: at(2), set: { n: 2 } }]);
+        expect(await rejection(refused)).to.be.instanceOf(ReadModelUnavailableError);
+        blocker.exec('COMMIT');
+        // Every commit sent is answered. A flush that has not seen the failure (a timer's) makes
+        // the next batch: storing it would move the checkpoint past at(2), which was never stored.
+        expect(await rejection(store.commit(projection, at(3), [{ op: 'set', collection: coll, id: 'd', position: at(3), set: { n: 3 } }]))).to.be.instanceOf(
+          ReadModelUnavailableError,
+        );
+        // A projection none of whose commits failed goes on.
+        await store.commit(otherProjection, at(3), [{ op: 'set', collection: otherColl, id: 'x', position: at(3), set: { n: 3 } }]);
+        expect(await store.get(otherColl, 'x')).to.deep.equal({ _id: 'x', n: 3 });
+        expect(await store.get(coll, 'd')).to.equal(null);
+        // The first reads its checkpoint, as a runner does to start again, and commits from there.
+        expect(await store.checkpoint(projection)).to.deep.equal(at(1));
+        await store.commit(projection, at(2), [{ op: 'set', collection: coll, id: 'c', position: at(2), set: { n: 2 } }]);
+        expect(await store.checkpoint(projection)).to.deep.equal(at(2));
+        expect(await store.get(coll, 'c')).to.deep.equal({ _id: 'c', n: 2 });
+      } finally {
+        blocker.close();
+        await store.close();
+      }
+    });
+
+    it('fenced: once the lease is lost, that commit and those sent after it fail as LeaseLostError and store nothing; with the lease taken again the next commit is stored', async function () {
+      const store = EmbeddedReadModelStore.open(dir.path, { commitThread: true, othersMayWrite: true });
+      const rival = EmbeddedReadModelStore.open(dir.path);
+      const lease = uniqueName('lease');
+      try {
+        const first = await store.acquireLease(lease, 'host-a:1', 300);
+        const fence = (token: number) => ({ lease, holder: 'host-a:1', token });
+        await store.commit(projection, at(1), [{ op: 'set', collection: coll, id: 'a', position: at(1), set: { n: 1 } }], fence(first.token));
+        // The lease runs out and another holder takes it; two commits are then sent without waiting.
+        await takenWithin(rival, lease, 'host-b:2', 300, 5000);
+        const lost = store.commit(projection, at(2), [{ op: 'inc', collection: coll, id: 'a', position: at(2), inc: { n: 1 } }], fence(first.token));
+        const after = store.commit(projection, at(3), [{ op: 'inc', collection: coll, id: 'a', position: at(3), inc: { n: 10 } }], fence(first.token));
+        expect(await rejection(lost)).to.be.instanceOf(LeaseLostError);
+        expect(await rejection(after)).to.be.instanceOf(LeaseLostError);
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', n: 1 });
+        expect(await store.checkpoint(projection)).to.deep.equal(at(1));
+        // The rival lets it go; this store takes it back with a new token and goes on from its checkpoint.
+        await rival.releaseLease(lease, 'host-b:2');
+        const again = await store.acquireLease(lease, 'host-a:1', 60_000);
+        expect(again.token).to.be.above(first.token);
+        await store.commit(projection, at(2), [{ op: 'inc', collection: coll, id: 'a', position: at(2), inc: { n: 1 } }], fence(again.token));
+        expect(await store.get(coll, 'a')).to.deep.equal({ _id: 'a', n: 2 });
+        expect(await store.checkpoint(projection)).to.deep.equal(at(2));
+      } finally {
+        await rival.close();
+        await store.close();
+      }
+    });
+
+    it('othersMayWrite: a document another process wrote into a table this store first found empty is read, not taken for missing', async function () {
+      const store = EmbeddedReadModelStore.open(dir.path, { commitThread: true, othersMayWrite: true });
+      const other = EmbeddedReadModelStore.open(dir.path);
+      try {
+        await store.commit(projection, at(1), [{ op: 'set', collection: coll, id: 'a', position: at(1), set: { n: 1 } }]);
+        // While another projector holds the lease, it writes a document this store never wrote.
+        await other.commit(projection, at(2), [{ op: 'set', collection: coll, id: 'b', position: at(2), set: { from: 'other' } }]);
+        await store.commit(projection, at(3), [{ op: 'set', collection: coll, id: 'b', position: at(3), set: { n: 3 } }]);
+        expect(await store.get(coll, 'b')).to.deep.equal({ _id: 'b', from: 'other', n: 3 });
+      } finally {
+        await other.close();
         await store.close();
       }
     });

@@ -62,6 +62,10 @@ describe('an instance with only the api role', function () {
   it('beside a projector instance: the projector holds its lease, and the api instance follows its checkpoints', async function () {
     projector = await TestService.start({ dataDir: dir.path, env: { LEADPOST_ROLES: 'projector' } });
     expect(projector.service.leases()).to.deep.equal([{ lease: 'projector', held: true, holder: projector.service.leases()[0]!.holder }]);
+    // Projecting without serving the API, it stores its commits on the read-model store's commit
+    // thread (fenced there by its lease); the api instance has no such thread.
+    expect(projector.service.readModels.pipelinedCommits).to.equal(true);
+    expect(api.service.readModels.pipelinedCommits).to.not.equal(true);
     expect((await projector.request('GET', '/metrics')).text).to.match(/^leadpost_lease_held\{lease="projector"\} 1$/m);
     // Without the api role, the API is not there; the operator's routes are.
     expect((await projector.request('GET', '/healthz')).status).to.equal(200);
