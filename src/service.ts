@@ -102,7 +102,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   // gave in throughput (BENCH.md). Fenced commits are checked against the projector lease either
   // way, and projectors of other processes write the same tables when they hold it.
   const readModels =
-    overrides.readModels ?? (await openReadModelStore(config, roles.has('projector') && !roles.has('api') ? { commitThread: true, othersMayWrite: true } : {}));
+    overrides.readModels ?? (await openReadModelStore(config, roles.has('projector') && !roles.has('api') ? { commitThread: true, othersMayWrite: true, smallThreadHeap: true } : {}));
   // Every instance follows which build of each projection is served; only the one holding the
   // projector lease runs them, its commits fenced by that lease.
   const projections = new Projections(store, readModels, logger);

@@ -2,10 +2,11 @@ import { Worker } from 'node:worker_threads';
 import type { CommitThreadOptions, ThreadCommit, ThreadCommitResult } from './commit-thread.js';
 
 /**
- * The thread's heap. It holds one commit's rows at a time (strings the main thread made), so a
- * small heap is enough; V8's defaults sized for a main thread cost a serving process tens of MB.
+ * A serving process's thread heap: it holds one live commit's rows at a time (a few documents), so
+ * a small heap is enough, and V8's defaults, sized for a main thread, would cost tens of MB. A
+ * rebuild's commits carry thousands of documents each and keep V8's defaults.
  */
-const THREAD_HEAP = { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 64 } as const;
+const SMALL_HEAP = { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 64 } as const;
 
 /** The main thread's end of the commit thread: sends commits in order and settles each on its answer. */
 export class CommitThreadClient {
@@ -26,7 +27,10 @@ export class CommitThreadClient {
     private readonly toError: (failure: NonNullable<ThreadCommitResult['error']>) => Error,
     private readonly refused: (projection: string) => void = () => {},
   ) {
-    this.worker = new Worker(new URL('./commit-thread.js', import.meta.url), { workerData: options, resourceLimits: THREAD_HEAP });
+    this.worker = new Worker(new URL('./commit-thread.js', import.meta.url), {
+      workerData: options,
+      ...(options.smallHeap ? { resourceLimits: SMALL_HEAP } : {}),
+    });
     this.worker.once('error', (error) => this.fail(error));
     this.worker.once('exit', (code) => this.fail(new Error(`the read-model commit thread exited with code ${code}`)));
     this.worker.on('message', (message: ThreadCommitResult) => {

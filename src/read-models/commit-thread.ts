@@ -13,6 +13,8 @@ export interface CommitThreadOptions {
   readonly file: string;
   readonly busyTimeoutMs: number;
   readonly cacheMiB?: number;
+  /** Live commits of a serving process, a few documents each: a capped heap (commit-thread-client.ts). */
+  readonly smallHeap?: boolean;
 }
 
 export interface ThreadCommit {

@@ -47,6 +47,8 @@ export interface EmbeddedReadModelOptions {
    * what this store wrote, and a document it never wrote is not looked for.
    */
   readonly othersMayWrite?: boolean;
+  /** With the commit thread: its commits are a live projector's, a few documents each, so its heap is capped. */
+  readonly smallThreadHeap?: boolean;
 }
 
 /** A document this store has sent to its commit thread, until the thread has stored it. */
@@ -128,7 +130,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     this.pipelinedCommits = options.commitThread === true;
     this.othersMayWrite = options.othersMayWrite === true;
     if (options.commitThread) {
-      const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? 10_000, cacheMiB: options.cacheMiB };
+      const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? 10_000, cacheMiB: options.cacheMiB, smallHeap: options.smallThreadHeap };
       this.thread = new CommitThreadClient(
         threadOptions,
         ({ message, code }) => (code && UNAVAILABLE.test(code) ? unavailable(message) : Object.assign(new Error(message), code ? { code } : {})),
