@@ -99,7 +99,9 @@ export interface ReadModelStore {
   /**
    * True when commits are applied in the order they are made and, once one has failed, every later
    * one fails too: a caller may then make the next commit before the last has resolved, and lose
-   * nothing. A rebuild uses it to fold one batch while the store writes the one before.
+   * nothing. A rebuild uses it to fold one batch while the store writes the one before. After a
+   * failed commit, the projection's commits keep failing until its checkpoint is read again (what
+   * a runner does to start over from it), so no later batch can move the checkpoint past it.
    */
   readonly pipelinedCommits?: boolean;
   /**
