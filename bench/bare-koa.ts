@@ -12,11 +12,14 @@ import { tempDir } from '../test/support/tmp.js';
 // With BARE_DURABLE=1 it also makes, per request, the durable appends a sold post makes (as the
 // service's metrics count them): two one-event contact claims, one after the other, then the
 // lead's five events. That is the floor of any service that must
-// record a post on disk before answering, on this machine and this store.
+// record a post on disk before answering, on this machine and this store. With BARE_DURABLE=merged
+// the same seven events go in one append (one stream, one durable wait): what a sold post would
+// cost if its claims and its lead were one atomic append, the bound of that design.
 
 const dir = tempDir('bench-bare');
 const tls = await loadOrCreateTls({ dataDir: dir.path });
-const durable = process.env.BARE_DURABLE === '1';
+const merged = process.env.BARE_DURABLE === 'merged';
+const durable = process.env.BARE_DURABLE === '1' || merged;
 const store = durable ? await EmbeddedEventStore.open(dir.path) : undefined;
 let nextLead = 1;
 
@@ -24,13 +27,13 @@ async function record(lead: Record<string, unknown>): Promise<void> {
   if (!store) return;
   const leadId = nextLead++;
   const claimedAt = new Date().toISOString();
-  for (const kind of ['mobile', 'email']) {
-    await store.append(`contact-${kind}-${leadId}`, [{ type: 'ContactClaimed', data: { lead_id: leadId, claimed_at: claimedAt } }], { expectedRevision: 'no_stream' });
-  }
+  const claims = ['mobile', 'email'].map((kind) => ({ type: 'ContactClaimed', data: { kind, lead_id: leadId, claimed_at: claimedAt } }));
+  if (!merged) for (const claim of claims) await store.append(`contact-${claim.data.kind}-${leadId}`, [claim], { expectedRevision: 'no_stream' });
   const check = { result: 'pass', provider: 'bench', detail: 'ok' };
   await store.append(
     `lead-${leadId}`,
     [
+      ...(merged ? claims : []),
       { type: 'LeadReceived', data: { lead_id: leadId, supplier: 'bench', received_at: claimedAt, lead } },
       { type: 'LeadEnriched', data: { lead_id: leadId, phone: check, email: check, consent: check } },
       { type: 'LeadRouted', data: { lead_id: leadId, target: { kind: 'buyer', id: 'bench-buyer' }, price: 25, candidates: [{ buyer: 'bench-buyer', price: 25, eligible: true, reason: 'eligible' }] } },

@@ -206,14 +206,16 @@ const BARE = fileURLToPath(new URL('./bare-koa.js', import.meta.url));
  * The limit: a bare Koa HTTPS endpoint parsing the same body, under the same load. `durable`: the
  * same endpoint also making a sold post's durable appends before answering (bare-koa.ts).
  */
-export async function benchBareKoa(seconds: number, warmup: number, durable = false, body: (n: number) => string = sellableLead): Promise<LoadResult> {
-  const server = runChild([], durable ? { BARE_DURABLE: '1' } : {}, { script: BARE });
+/** `durable`: a sold post's appends (true), or the same events in one append ('merged'); see bare-koa.ts. */
+export async function benchBareKoa(seconds: number, warmup: number, durable: boolean | 'merged' = false, body: (n: number) => string = sellableLead): Promise<LoadResult> {
+  const server = runChild([], durable ? { BARE_DURABLE: durable === 'merged' ? 'merged' : '1' } : {}, { script: BARE });
   try {
     await server.until('{', 1);
     const port = (JSON.parse(server.lines[0]!) as { https_port: number }).https_port;
     process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
     const measured = await load(`https://127.0.0.1:${port}/`, {}, body, seconds, warmup, { n: 0 }, server.process.pid!);
-    return loadResult(durable ? "bare Koa + a post's 3 durable appends" : 'bare Koa HTTPS, same body', measured, server.process.pid!, []);
+    const name = durable === 'merged' ? "bare Koa + a post's events in 1 append" : durable ? "bare Koa + a post's 3 durable appends" : 'bare Koa HTTPS, same body';
+    return loadResult(name, measured, server.process.pid!, []);
   } finally {
     server.process.kill('SIGTERM');
     await server;

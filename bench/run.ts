@@ -41,18 +41,20 @@ const parts: Record<string, () => Promise<void>> = {
     // Alternating twice, so that a slow spell of a shared machine does not land on one side only.
     // Each round also measures the durability floor: the bare endpoint plus a post's appends.
     // Each round also runs the service split in two processes: api, and projector plus delivery.
-    const rounds: Array<{ bare: LoadResult; floor: LoadResult; service: LoadResult; apiOnly: LoadResult & { projectorCpuUsPerRequest: number } }> = [];
+    // And the floor if a sold post's events were one append (the bound of one atomic append per post).
+    const rounds: Array<{ bare: LoadResult; floor: LoadResult; merged: LoadResult; service: LoadResult; apiOnly: LoadResult & { projectorCpuUsPerRequest: number } }> = [];
     for (let round = 0; round < 2; round++) {
       rounds.push({
         bare: await benchBareKoa(seconds, 3),
         floor: await benchBareKoa(seconds, 3, true),
+        merged: await benchBareKoa(seconds, 3, 'merged'),
         service: await benchPostLead(seconds, 3),
         apiOnly: await benchPostLeadApiOnly(seconds, 3),
       });
     }
-    console.table(rounds.flatMap((r) => [r.bare, r.floor, r.service, r.apiOnly]));
+    console.table(rounds.flatMap((r) => [r.bare, r.floor, r.merged, r.service, r.apiOnly]));
     const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-    const ratio = (of: 'floor' | 'service' | 'apiOnly', to: 'bare' | 'floor', field: 'requestsPerSecond' | 'p99Ms' | 'serverCpuUsPerRequest') =>
+    const ratio = (of: 'floor' | 'merged' | 'service' | 'apiOnly', to: 'bare' | 'floor', field: 'requestsPerSecond' | 'p99Ms' | 'serverCpuUsPerRequest') =>
       mean(rounds.map((r) => r[of][field])) / mean(rounds.map((r) => r[to][field]));
     // The post path's targets, each a ratio of means from this run's rounds.
     const targets = [
@@ -68,6 +70,10 @@ const parts: Record<string, () => Promise<void>> = {
         `throughput / floor ${ratio('apiOnly', 'floor', 'requestsPerSecond').toFixed(2)}x, p99 / floor ${ratio('apiOnly', 'floor', 'p99Ms').toFixed(2)}x`,
     );
     console.log(`durability floor / bare: throughput ${ratio('floor', 'bare', 'requestsPerSecond').toFixed(2)}x, p99 ${ratio('floor', 'bare', 'p99Ms').toFixed(1)}x, CPU per request ${ratio('floor', 'bare', 'serverCpuUsPerRequest').toFixed(1)}x`);
+    console.log(
+      `a post's events in one append / the floor's three: throughput ${ratio('merged', 'floor', 'requestsPerSecond').toFixed(2)}x, ` +
+        `p99 ${ratio('merged', 'floor', 'p99Ms').toFixed(2)}x, CPU per request ${ratio('merged', 'floor', 'serverCpuUsPerRequest').toFixed(2)}x`,
+    );
   },
   // Only when named: this build against another build's dist (BENCH_COMPARE_DIST), side by side.
   'post-lead-ab': async () => {
