@@ -28,7 +28,6 @@ export interface ThreadCommit {
   readonly fence?: { readonly lease: string; readonly holder: string; readonly token: number };
 }
 
-
 export interface ThreadCommitResult {
   readonly batch: number;
   readonly error?: { readonly message: string; readonly code?: string };
