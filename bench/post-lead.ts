@@ -326,6 +326,21 @@ export async function benchPostLead(seconds: number, warmup: number): Promise<Lo
   }
 }
 
+const SHELL_ONLY = fileURLToPath(new URL('./serve-shell-only.js', import.meta.url));
+
+/** The service's HTTP shell alone, the post answered at once (serve-shell-only.ts): what the shell costs. */
+export async function benchShellOnly(seconds: number, warmup: number): Promise<LoadResult> {
+  const service = await startBenchService({ script: SHELL_ONLY });
+  try {
+    const counter: LoadCounter = { n: 0 };
+    const measured = await load(service.url, { 'x-api-key': service.apiKey }, sellableLead, seconds, warmup, counter, service.pid);
+    if (measured.result.non2xx > 0) console.error(`first non-2xx answer: ${counter.sample}`);
+    return loadResult("the service's HTTP shell, post answered at once", measured, service.pid, []);
+  } finally {
+    await service.stop();
+  }
+}
+
 /**
  * The same load on an `api`-only process, with the projections and the delivery worker in a
  * second process on the same data dir (`serve --roles projector,delivery`), on the same two cores.

@@ -6,7 +6,7 @@ import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
 import { profileAreas } from './profile-areas.js';
 import { benchPingStatic, benchPingWebhooks, pingBody } from './ping.js';
-import { type LoadResult, benchBareKoa, benchPostLead, benchPostLeadApiOnly } from './post-lead.js';
+import { type LoadResult, benchBareKoa, benchPostLead, benchPostLeadApiOnly, benchShellOnly } from './post-lead.js';
 import { benchPostLeadSideBySide } from './post-lead-ab.js';
 import { fileURLToPath } from 'node:url';
 import { benchReplay } from './replay.js';
@@ -42,19 +42,21 @@ const parts: Record<string, () => Promise<void>> = {
     // Each round also measures the durability floor: the bare endpoint plus a post's appends.
     // Each round also runs the service split in two processes: api, and projector plus delivery.
     // And the floor if a sold post's events were one append (the bound of one atomic append per post).
-    const rounds: Array<{ bare: LoadResult; floor: LoadResult; merged: LoadResult; service: LoadResult; apiOnly: LoadResult & { projectorCpuUsPerRequest: number } }> = [];
+    // And the service's HTTP shell alone, the post answered at once: what the shell costs beside the bare endpoint.
+    const rounds: Array<{ bare: LoadResult; shell: LoadResult; floor: LoadResult; merged: LoadResult; service: LoadResult; apiOnly: LoadResult & { projectorCpuUsPerRequest: number } }> = [];
     for (let round = 0; round < 2; round++) {
       rounds.push({
         bare: await benchBareKoa(seconds, 3),
+        shell: await benchShellOnly(seconds, 3),
         floor: await benchBareKoa(seconds, 3, true),
         merged: await benchBareKoa(seconds, 3, 'merged'),
         service: await benchPostLead(seconds, 3),
         apiOnly: await benchPostLeadApiOnly(seconds, 3),
       });
     }
-    console.table(rounds.flatMap((r) => [r.bare, r.floor, r.merged, r.service, r.apiOnly]));
+    console.table(rounds.flatMap((r) => [r.bare, r.shell, r.floor, r.merged, r.service, r.apiOnly]));
     const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-    const ratio = (of: 'floor' | 'merged' | 'service' | 'apiOnly', to: 'bare' | 'floor', field: 'requestsPerSecond' | 'p99Ms' | 'serverCpuUsPerRequest') =>
+    const ratio = (of: 'shell' | 'floor' | 'merged' | 'service' | 'apiOnly', to: 'bare' | 'floor', field: 'requestsPerSecond' | 'p99Ms' | 'serverCpuUsPerRequest') =>
       mean(rounds.map((r) => r[of][field])) / mean(rounds.map((r) => r[to][field]));
     // The post path's targets, each a ratio of means from this run's rounds.
     const targets = [
@@ -70,6 +72,7 @@ const parts: Record<string, () => Promise<void>> = {
         `throughput / floor ${ratio('apiOnly', 'floor', 'requestsPerSecond').toFixed(2)}x, p99 / floor ${ratio('apiOnly', 'floor', 'p99Ms').toFixed(2)}x`,
     );
     console.log(`durability floor / bare: throughput ${ratio('floor', 'bare', 'requestsPerSecond').toFixed(2)}x, p99 ${ratio('floor', 'bare', 'p99Ms').toFixed(1)}x, CPU per request ${ratio('floor', 'bare', 'serverCpuUsPerRequest').toFixed(1)}x`);
+    console.log(`the service's HTTP shell, post answered at once / bare: throughput ${ratio('shell', 'bare', 'requestsPerSecond').toFixed(2)}x, CPU per request ${ratio('shell', 'bare', 'serverCpuUsPerRequest').toFixed(2)}x`);
     console.log(
       `a post's events in one append / the floor's three: throughput ${ratio('merged', 'floor', 'requestsPerSecond').toFixed(2)}x, ` +
         `p99 ${ratio('merged', 'floor', 'p99Ms').toFixed(2)}x, CPU per request ${ratio('merged', 'floor', 'serverCpuUsPerRequest').toFixed(2)}x`,
