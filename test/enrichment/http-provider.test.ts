@@ -58,7 +58,9 @@ describe('HTTP provider adapter', function () {
     const verifier = createHttpVerifier({ name: 'p', url: provider.url, timeoutMs: 100 });
     const started = performance.now();
     expect(await verifier.verify('x', signal)).to.deep.equal({ result: 'unknown', provider: `http:${provider.host}`, detail: 'timeout' });
-    expect(performance.now() - started).to.be.within(90, 300);
+    // Not before its timeout; and well before the hanging provider would ever answer. The upper
+    // bound is loose on purpose: a busy machine delays the answer, never the behaviour.
+    expect(performance.now() - started).to.be.within(90, 5000);
   });
 
   it('stops when the caller aborts, and survives a refused connection', async function () {
