@@ -27,8 +27,9 @@ async function record(lead: Record<string, unknown>): Promise<void> {
   if (!store) return;
   const leadId = nextLead++;
   const claimedAt = new Date().toISOString();
-  const claims = ['mobile', 'email'].map((kind) => ({ type: 'ContactClaimed', data: { kind, lead_id: leadId, claimed_at: claimedAt } }));
-  if (!merged) for (const claim of claims) await store.append(`contact-${claim.data.kind}-${leadId}`, [claim], { expectedRevision: 'no_stream' });
+  const claim = { type: 'ContactClaimed', data: { lead_id: leadId, claimed_at: claimedAt } };
+  const claims = [claim, claim];
+  if (!merged) for (const kind of ['mobile', 'email']) await store.append(`contact-${kind}-${leadId}`, [claim], { expectedRevision: 'no_stream' });
   const check = { result: 'pass', provider: 'bench', detail: 'ok' };
   await store.append(
     `lead-${leadId}`,

@@ -25,7 +25,7 @@ export class CommitThreadClient {
   constructor(
     options: CommitThreadOptions,
     private readonly toError: (failure: NonNullable<ThreadCommitResult['error']>) => Error,
-    private readonly refused: (projection: string) => void = () => {},
+    private readonly refused: (projection: string) => void,
   ) {
     this.worker = new Worker(new URL('./commit-thread.js', import.meta.url), {
       workerData: options,

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { parentPort, workerData } from 'node:worker_threads';
-import { LEASE_LOST, createTableSql, openReadModelsDatabase } from './embedded-schema.js';
+import { LEASE_LOST, type LeaseRow, SELECT_LEASE, createTableSql, fenceHolds, openReadModelsDatabase } from './embedded-schema.js';
 
 // The SQLite half of the embedded read-model store's commits, on its own thread: the main thread
 // folds the writes into documents and stringifies them, this thread stores them with the
@@ -51,12 +51,11 @@ function serve(options: CommitThreadOptions): void {
     'INSERT INTO checkpoints (projection, commit_pos, prepare_pos) VALUES (?, ?, ?) ON CONFLICT (projection) DO UPDATE SET commit_pos = excluded.commit_pos, prepare_pos = excluded.prepare_pos',
   );
   const wrote = db.prepare('INSERT OR IGNORE INTO checkpoint_collections (collection, projection) VALUES (?, ?)');
-  const leaseOf = db.prepare<[string], { holder: string; token: number; expires_at: number }>('SELECT holder, token, expires_at FROM leases WHERE name = ?');
+  const leaseOf = db.prepare<[string], LeaseRow>(SELECT_LEASE);
   const store = db.transaction((commit: ThreadCommit) => {
     const fence = commit.fence;
     if (fence) {
-      const row = leaseOf.get(fence.lease);
-      if (!row || row.holder !== fence.holder || row.token !== fence.token || row.expires_at <= Date.now()) {
+      if (!fenceHolds(leaseOf.get(fence.lease), fence, Date.now())) {
         throw Object.assign(new Error(`the ${fence.lease} lease is no longer held by this process`), { code: LEASE_LOST });
       }
     }

@@ -31,6 +31,23 @@ export const READ_MODELS_FILE = 'readmodels.db';
 /** The code of a fenced commit refused on the commit thread: its lease has another holder, or ran out. */
 export const LEASE_LOST = 'LEASE_LOST';
 
+/** A lease's row, as `SELECT_LEASE` reads it. */
+export interface LeaseRow {
+  holder: string;
+  token: number;
+  expires_at: number;
+}
+
+export const SELECT_LEASE = 'SELECT holder, token, expires_at FROM leases WHERE name = ?';
+
+/**
+ * Whether a fenced commit may be made: its holder still holds the lease with its token, unexpired.
+ * Checked inside the commit's own transaction, on whichever connection makes it.
+ */
+export function fenceHolds(row: LeaseRow | undefined, fence: { readonly holder: string; readonly token: number }, now: number): boolean {
+  return row !== undefined && row.holder === fence.holder && row.token === fence.token && row.expires_at > now;
+}
+
 const TABLES = new Map<string, string>();
 /** The table of a collection; the name is checked, since it is spliced into SQL. Remembered: a rebuild asks for a few names at every write. */
 export function tableName(collection: string): string {

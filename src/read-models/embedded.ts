@@ -5,7 +5,7 @@ import type { Position } from '../event-store/port.js';
 import { type Doc, applyWrite } from './apply.js';
 import { CommitThreadClient } from './commit-thread-client.js';
 import { WrittenIds } from './written-ids.js';
-import { LEASE_LOST, READ_MODELS_FILE, createTableSql, openReadModelsDatabase, tableName } from './embedded-schema.js';
+import { LEASE_LOST, type LeaseRow, READ_MODELS_FILE, SELECT_LEASE, createTableSql, fenceHolds, openReadModelsDatabase, tableName } from './embedded-schema.js';
 import {
   type AggregateOptions,
   type Fence,
@@ -72,12 +72,6 @@ interface Pending {
 }
 
 type StoredRow = { pos: string; doc: string } | undefined;
-
-interface LeaseRow {
-  holder: string;
-  token: number;
-  expires_at: number;
-}
 
 interface DocStatements {
   readonly select: Database.Statement;
@@ -183,7 +177,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
 
   lease(name: string): Promise<Lease | null> {
     return this.run(() => {
-      const row = this.stmt('', 'SELECT holder, token, expires_at FROM leases WHERE name = ?').get(name) as LeaseRow | undefined;
+      const row = this.stmt('', SELECT_LEASE).get(name) as LeaseRow | undefined;
       return row ? { name, holder: row.holder, token: row.token, expiresAt: row.expires_at } : null;
     });
   }
@@ -312,7 +306,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   /** Runs inside a transaction that holds the write lock. */
   private takeLease(name: string, holder: string, ttlMs: number): Lease {
     const now = Date.now();
-    const row = this.stmt('', 'SELECT holder, token, expires_at FROM leases WHERE name = ?').get(name) as LeaseRow | undefined;
+    const row = this.stmt('', SELECT_LEASE).get(name) as LeaseRow | undefined;
     if (row && row.holder !== holder && row.expires_at > now) return { name, holder: row.holder, token: row.token, expiresAt: row.expires_at };
     // A renewal in time keeps the token; a lease taken anew, or back after it ran out, gets the next.
     const token = row && row.holder === holder && row.expires_at > now ? row.token : (row?.token ?? 0) + 1;
@@ -326,8 +320,8 @@ export class EmbeddedReadModelStore implements ReadModelStore {
 
   /** Runs inside the commit's transaction, under the write lock a takeover also needs. */
   private checkFence(fence: Fence): void {
-    const row = this.stmt('', 'SELECT holder, token, expires_at FROM leases WHERE name = ?').get(fence.lease) as LeaseRow | undefined;
-    if (!row || row.holder !== fence.holder || row.token !== fence.token || row.expires_at <= Date.now()) throw new LeaseLostError(fence);
+    const row = this.stmt('', SELECT_LEASE).get(fence.lease) as LeaseRow | undefined;
+    if (!fenceHolds(row, fence, Date.now())) throw new LeaseLostError(fence);
   }
 
   private commitOnce(projection: string, checkpoint: Position, writes: readonly ReadWrite[], fence: Fence | undefined): void {
