@@ -124,6 +124,17 @@ export function fromClientPosition(position: ClientPosition): Position {
   return { commit: Number(position.commit), prepare: Number(position.prepare) };
 }
 
+/**
+ * The client always gives an event a position, but servers before 22.6 answer a stream read with
+ * 2^64 - 1 in place of the event's place in `$all` (as do events of explicit transactions), which
+ * is no place at all and no safe number: such an event is read as having none (START).
+ */
+export function isKnownPosition(position: ClientPosition): boolean {
+  return position.commit <= MAX_POSITION && position.prepare <= MAX_POSITION;
+}
+
+const MAX_POSITION = BigInt(Number.MAX_SAFE_INTEGER);
+
 export function toClientReadPosition(position: Position): ReadPosition {
   return comparePositions(position, START) <= 0 ? CLIENT_START : { commit: BigInt(position.commit), prepare: BigInt(position.prepare) };
 }
@@ -206,8 +217,7 @@ export function toRecordedEvent(event: ClientRecordedEvent): RecordedEvent {
     id: event.id,
     streamId: event.streamId,
     revision: Number(event.revision),
-    // Servers before 22.6 send no position on stream reads; 24.x always does.
-    position: event.position ? fromClientPosition(event.position) : START,
+    position: event.position && isKnownPosition(event.position) ? fromClientPosition(event.position) : START,
     type: event.type,
     data: event.data,
     metadata: toMetadata(event.metadata),
@@ -367,6 +377,9 @@ export class EventStoreDbEventStore implements EventStore {
   async #appendEvents(streamId: string, proposed: ClientEventData[], expected: ExpectedRevision): Promise<AppendResult> {
     try {
       const result = await this.#client.appendToStream(streamId, proposed, { expectedRevision: toClientExpectedRevision(expected) });
+      // A connection string may set throwOnAppendFailure=false: the client then answers a failed
+      // revision check as a result, not an error, and it must not pass for an append.
+      if (result.success === false) throw new WrongExpectedRevisionError(streamId, expected, await this.#lastRevision(streamId));
       return {
         nextExpectedRevision: Number(result.nextExpectedRevision),
         // Part of the append: close waits for it, so the head read is not cut short.

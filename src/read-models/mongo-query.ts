@@ -212,6 +212,9 @@ export function isUnavailable(error: unknown): boolean {
     return true;
   }
   if (!(error instanceof MongoError)) return false;
+  // A bulk write wraps whatever its operation threw, a network or server-selection error too,
+  // which carries neither code nor label: the wrapped error is kept as its `errorResponse`.
+  if (error instanceof MongoBulkWriteError && error.errorResponse instanceof Error && error.errorResponse !== error && isUnavailable(error.errorResponse)) return true;
   if (UNAVAILABLE_LABELS.some((label) => error.hasErrorLabel(label))) return true;
   if (typeof error.code === 'number' && UNAVAILABLE_CODES.has(error.code)) return true;
   // A bulk write applied on the primary but not replicated as its write concern asks.

@@ -141,9 +141,13 @@ export class MongoReadModelStore implements ReadModelStore {
       const session = this.client.startSession();
       try {
         // The callback may run more than once (transient errors): it keeps no state between runs.
+        // The fence is written last: the lease document stays locked from that write to the commit
+        // only, so the holder's own renewal never waits behind a long commit (and times out). A
+        // takeover after the transaction began still conflicts with that write, and the retry then
+        // finds the lease lost; a LeaseLostError aborts the transaction with everything it wrote.
         await session.withTransaction(async (s) => {
-          if (fence) await this.checkFence(fence, s);
           await this.apply(projection, checkpoint, writes, s);
+          if (fence) await this.checkFence(fence, s);
         });
       } finally {
         await session.endSession();

@@ -280,6 +280,10 @@ describe('EventStoreDB adapter mappings', function () {
     assert.deepEqual(toRecordedEvent({ ...event, revision: 9n, metadata: undefined }).metadata, {});
     assert.equal(toRecordedEvent({ ...event, revision: 9n }).revision, 9);
     assert.deepEqual(toRecordedEvent({ ...event, metadata: new Uint8Array([1, 2]) }).metadata, {});
+    // A stream read on a server before 22.6 gives 2^64 - 1 for the event's place in $all: no place.
+    const none = 2n ** 64n - 1n;
+    assert.deepEqual(toRecordedEvent({ ...event, position: { commit: none, prepare: none } }).position, START);
+    assert.deepEqual(toRecordedEvent({ ...event, position: { commit: 2n ** 53n - 1n, prepare: 7n } }).position, { commit: 2 ** 53 - 1, prepare: 7 });
   });
 
   it('keeps only JSON events of non-system streams and types', function () {
@@ -711,6 +715,28 @@ class FakeStreams extends FakeLog {
     return { success: true, nextExpectedRevision: 0n, position: undefined };
   }
 }
+
+describe('EventStoreDB adapter: a client set not to throw on a failed append (fake client)', function () {
+  /** As the 6.x client answers with throwOnAppendFailure=false in the connection string. */
+  class AnswersFailure extends FakeStreams {
+    override async appendToStream(): Promise<ClientAppendResult> {
+      this.appendCalls++;
+      return { success: false, nextExpectedRevision: 4n, position: undefined };
+    }
+  }
+
+  it('rejects with WrongExpectedRevisionError and the actual revision, as when the client throws', async function () {
+    const fake = new AnswersFailure();
+    const store = storeOn(fake);
+    const error = await rejection(store.append('lead-4', [{ type: 'E', data: {} }], { expectedRevision: 2 }));
+    assert.ok(error instanceof WrongExpectedRevisionError);
+    assert.deepEqual([error.streamId, error.expected, error.actual], ['lead-4', 2, 4]);
+    const missing = await rejection(store.append('lead-9', [{ type: 'E', data: {} }], { expectedRevision: 'stream_exists' }));
+    assert.ok(missing instanceof WrongExpectedRevisionError);
+    assert.equal(missing.actual, 'no_stream');
+    assert.equal(fake.appendCalls, 2);
+  });
+});
 
 describe('EventStoreDB adapter: an append of no events (fake client)', function () {
   const head = { commit: 200, prepare: 200 };

@@ -398,6 +398,17 @@ describe('MongoDB read-model store: through the driver', function () {
       await unavailableFrom((call) => call.method === 'find', new MongoServerSelectionError('Server selection timed out after 30000 ms', {} as never), commit);
     });
 
+    it('the same, thrown inside a bulk write, which the driver wraps with neither code nor label', async function () {
+      // On a standalone server a lost connection gets no retryable label, and a selection timeout never does.
+      for (const cause of [new MongoNetworkError('connection 3 to 10.0.0.5:27017 closed'), new MongoServerSelectionError('Server selection timed out after 30000 ms', {} as never)]) {
+        const wrapped = new MongoBulkWriteError(cause, bulkResult());
+        expect([wrapped.code, wrapped.errorLabels]).to.deep.equal([undefined, []]);
+        await unavailableFrom((call) => call.method === 'bulkWrite', wrapped, commit);
+      }
+      // A bulk write refused for what it asked stays what it is.
+      expect(isUnavailable(new MongoBulkWriteError(serverError(2, 'BadValue', 'unknown operator'), bulkResult()))).to.equal(false);
+    });
+
     it('the labels the driver leaves on a transaction that could not commit', async function () {
       const conflict = serverError(112, 'WriteConflict', 'Write conflict during plan execution', ['TransientTransactionError']);
       await unavailableFrom((call) => call.method === 'withTransaction', conflict, commit);
@@ -559,21 +570,25 @@ describe('MongoDB read-model store: through the driver', function () {
       expect(of('findOne', 'rm_leases')[0]!.args[0]).to.deep.equal({ _id: 'projector' });
     });
 
-    it('a fenced commit in a transaction writes the lease first, in the session, and changes nothing when its holder lost it', async function () {
+    it('a fenced commit in a transaction writes the lease last, in the session, and fails the transaction when its holder lost it', async function () {
       const fence = { lease: 'projector', holder: 'web-1:7:ab', token: 4 };
       let held = true;
-      const { store, of } = open((call) => (call.method === 'updateOne' && call.collection === 'rm_leases' ? { matchedCount: held ? 1 : 0 } : undefined));
+      const { store, of, calls } = open((call) => (call.method === 'updateOne' && call.collection === 'rm_leases' ? { matchedCount: held ? 1 : 0 } : undefined));
       const opened = await store;
+      const from = calls.length;
       await opened.commit('p', at(1), [{ op: 'set', collection: 'a', id: 'x', position: at(1), set: { v: 1 } }], fence);
       const [fenced] = of('updateOne', 'rm_leases');
       expect(fenced!.args[0]).to.deep.equal({ _id: 'projector', holder: 'web-1:7:ab', token: 4, $expr: { $gt: ['$expires_at', '$$NOW'] } });
       expect(fenced!.args[1]).to.deep.equal({ $inc: { commits: 1 } });
       expect(fenced!.args[2]).to.have.property('session');
-      expect(of('bulkWrite', 'rm_a')).to.have.length(1);
+      // Last in the transaction: the lease is locked only from there to the commit, never behind the writes.
+      const order = calls.slice(from).map((c) => (c.collection ? `${c.method} ${c.collection}` : c.method));
+      expect(order.slice(order.indexOf('withTransaction'))).to.deep.equal(['withTransaction', 'find rm_a', 'bulkWrite rm_a', 'updateOne rm_checkpoints', 'updateOne rm_leases', 'endSession']);
       held = false;
-      expect(await rejection(opened.commit('p', at(2), [{ op: 'set', collection: 'a', id: 'x', position: at(2), set: { v: 2 } }], fence))).to.be.instanceOf(LeaseLostError);
-      expect(of('bulkWrite', 'rm_a')).to.have.length(1);
-      expect(of('updateOne', 'rm_checkpoints')).to.have.length(1);
+      // Thrown inside withTransaction, which aborts the transaction and with it the writes made before.
+      const lost = await rejection(opened.commit('p', at(2), [{ op: 'set', collection: 'a', id: 'x', position: at(2), set: { v: 2 } }], fence));
+      expect(lost).to.be.instanceOf(LeaseLostError);
+      expect(of('withTransaction')).to.have.length(2);
     });
 
     it('without transactions the fence is read just before the writes', async function () {
