@@ -165,9 +165,11 @@ const DUPLICATE_KEY_CODES = new Set([11000, 11001]);
  */
 export function isDuplicateKeyError(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
-  const { code, keyPattern } = error as { code?: unknown; keyPattern?: unknown };
+  const { code, keyPattern, errmsg } = error as { code?: unknown; keyPattern?: unknown; errmsg?: unknown };
   if (typeof code !== 'number' || !DUPLICATE_KEY_CODES.has(code)) return false;
-  return typeof keyPattern !== 'object' || keyPattern === null || Object.keys(keyPattern).join() === '_id';
+  if (typeof keyPattern === 'object' && keyPattern !== null) return Object.keys(keyPattern).join() === '_id';
+  // A bulk write's errors keep the server's message but not its key pattern: the message names the index.
+  return typeof errmsg !== 'string' || !/ index: /.test(errmsg) || / index: _id_ /.test(errmsg);
 }
 
 /**

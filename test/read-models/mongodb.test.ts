@@ -214,6 +214,9 @@ describe('MongoDB read-model store: translations', function () {
       expect(isDuplicateKeyError(new MongoServerError({ message: 'E11000 on another index', code: 11000, keyPattern: { email: 1 } }))).to.equal(false);
       expect(isDuplicateKeyError(new MongoServerError({ message: 'type mismatch', code: 14 }))).to.equal(false);
       expect(isDuplicateKeyError(new Error('E11000'))).to.equal(false);
+      // A bulk write's error as the driver rebuilds it: the message, no key pattern.
+      expect(isDuplicateKeyError({ code: 11000, errmsg: 'E11000 duplicate key error collection: leadpost.rm_a index: _id_ dup key: { _id: "x" }' })).to.equal(true);
+      expect(isDuplicateKeyError({ code: 11000, errmsg: 'E11000 duplicate key error collection: leadpost.rm_a index: email_1 dup key: { email: "x" }' })).to.equal(false);
       expect(isDuplicateKeyError(null)).to.equal(false);
     });
 
