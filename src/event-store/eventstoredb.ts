@@ -129,7 +129,7 @@ export function fromClientPosition(position: ClientPosition): Position {
  * 2^64 - 1 in place of the event's place in `$all` (as do events of explicit transactions), which
  * is no place at all and no safe number: such an event is read as having none (START).
  */
-export function isKnownPosition(position: ClientPosition): boolean {
+function isKnownPosition(position: ClientPosition): boolean {
   return position.commit <= MAX_POSITION && position.prepare <= MAX_POSITION;
 }
 
