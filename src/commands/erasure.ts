@@ -131,8 +131,11 @@ const leadShredDecider: Decider<ShredCommand, LeadShredState, LeadEvent> = {
         return event.data.target.kind === 'bucket' ? { ...state, target: { buyer: null, bucket: event.data.target.id } } : state;
       case 'LeadSold':
         return { ...state, target: { buyer: event.data.buyer, bucket: null } };
+      // Only a webhook is attempted. From its first attempt on, the buyer may hold the lead, whatever
+      // the attempt comes to: it may be answering still, or have stored it and answered 5xx or not
+      // in time. An erasure then tells it so, rather than leave its copy unmentioned.
       case 'LeadDeliveryAttempted':
-        return { ...state, attempts: Math.max(state.attempts, event.data.attempt) };
+        return { ...state, attempts: Math.max(state.attempts, event.data.attempt), webhookBuyer: event.data.buyer };
       case 'LeadDelivered':
         return { ...state, settled: true, webhookBuyer: event.data.via === 'webhook' ? event.data.buyer : state.webhookBuyer };
       case 'LeadDeliveryFailed':

@@ -123,3 +123,43 @@ describe('erasure and webhook buyers', function () {
     expect((await harness.events(pendingHook.leadId)).map((e) => e.type)).to.not.include('LeadDeliveryAttempted');
   });
 });
+
+describe('erasure while a webhook delivery is in flight', function () {
+  this.timeout(60_000);
+  let endpoint: BuyerEndpoint;
+  let harness: DeliveryHarness;
+  let release: () => void = () => {};
+  const answered = new Promise<void>((resolve) => (release = resolve));
+  let posted = false;
+
+  before(async function () {
+    // The buyer takes the lead and answers only once the erasure is recorded (within its timeout).
+    endpoint = await BuyerEndpoint.start(async (request: ReceivedDelivery) => {
+      if (request.body.type === 'lead.erased') return 200;
+      posted = true;
+      await answered;
+      return 200;
+    });
+    harness = await DeliveryHarness.start(endpoint, { timeout_ms: 10_000 });
+  });
+
+  after(async function () {
+    release();
+    await harness?.stop();
+    await endpoint?.stop();
+  });
+
+  it('the buyer answering then gets the lead.erased notice: it holds the lead whatever the attempt comes to', async function () {
+    harness.worker();
+    const admin = await harness.svc.key('admin', 'root');
+    const { leadId, lead } = await harness.sell({ zip: '90210' });
+    await until(() => posted, 10_000, () => 'the delivery POST');
+    const erased = await harness.svc.post({ email: lead.email }, { 'x-api-key': admin }, '/functions/erasures');
+    expect(erased.status, erased.text).to.equal(201);
+    expect((await harness.ofType(leadId, 'LeadPersonalDataErased'))[0]).to.include({ notify_buyer: 'hook-buyer' });
+    release();
+    await until(async () => (await harness.ofType(leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => 'the notice');
+    const notices = endpoint.forLead(leadId).filter((r) => r.body.type === 'lead.erased');
+    expect(notices.map((n) => JSON.parse(n.text))).to.deep.equal([{ type: 'lead.erased', lead_id: leadId, reason: 'consumer_request' }]);
+  });
+});
