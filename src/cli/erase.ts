@@ -41,12 +41,34 @@ function parse(args: string[], suppress: boolean): { consumer: ConsumerQuery; su
       allowPositionals: false,
     }));
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(usageProblem(error));
   }
   if (values.help) return 'help';
   const checked = normaliseConsumer({ email: values.email, mobile: values.mobile });
-  if (!checked.ok) throw new UsageError(checked.errors.map((e) => e.message.replace(/^(email|mobile)/, '--$1')).join('; '));
+  if (!checked.ok) {
+    if (checked.errors.every((e) => e.code === 'required')) throw new UsageError('--email or --mobile is required');
+    throw new UsageError(checked.errors.map((e) => e.message.replace(/\b(email|mobile)\b/g, '--$1')).join('; '));
+  }
   return { consumer: checked.consumer, suppress: (values as { suppress?: boolean }).suppress === true, json: values.json === true };
+}
+
+/**
+ * What was wrong with the arguments, naming an option at most, never a value: parseArgs's own
+ * messages quote an unexpected argument, which is as likely as not the e-mail or mobile itself.
+ */
+function usageProblem(error: unknown): string {
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  const option = typeof message === 'string' ? /'(--?[a-z][a-z-]{0,30})(?: <value>)?'/i.exec(message)?.[1] : undefined;
+  switch (code) {
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
+      return 'an argument without its option: give the e-mail as --email E and the mobile as --mobile M';
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
+      return option ? `unknown option ${option}` : 'an unknown option';
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
+      return option ? `${option} is missing its value, or takes none` : 'an option is missing its value, or takes none';
+    default:
+      return 'the arguments could not be read';
+  }
 }
 
 /** The stores, the projections brought up to date, and what the two commands need of them. */

@@ -254,7 +254,20 @@ describe('erasure of a consumer', function () {
     expect(bad.stderr).to.include('--email is not a valid e-mail address').and.not.include('no-at-sign-secret');
     const none = await runChild(['erase'], env, { script: BIN });
     expect(none.code).to.equal(2);
-    expect(none.stderr).to.include('--email or mobile is required');
+    expect(none.stderr).to.include('--email or --mobile is required');
+    // A value given without its option, or glued to a mistyped one, is never echoed either.
+    const misuses = [
+      ['erase', 'loose.value@example.com'],
+      ['erase', '--email', 'a.b@example.com', '+12135550143'],
+      ['consumer', 'show', '--emial=typo.value@example.com'],
+      ['erase', '--loose.value@example.com'],
+    ];
+    for (const args of misuses) {
+      const misuse = await runChild(args, env, { script: BIN });
+      expect(misuse.code, args.join(' ')).to.equal(2);
+      for (const value of ['loose.value', 'a.b@example.com', '2135550143', 'typo.value']) expect(misuse.stderr, args.join(' ')).not.to.include(value);
+      expect(misuse.stderr).to.match(/usage: leadpost (erase|consumer show)/);
+    }
   });
 
   it('an erasure of a consumer with no lead is recorded too, with no lead', async function () {
