@@ -1,4 +1,5 @@
 import type { EventStore } from '../event-store/index.js';
+import { retryWhileClaimsBlock } from './contacts.js';
 import { type Decider, type Folded, handleCommand, readFolded } from './handler.js';
 
 // Buyer caps. Each cap period of a buyer is a stream (`cap-acme-law-0-2026-11-21`); a sale takes
@@ -18,9 +19,10 @@ export type CapEvent =
   | { readonly type: 'CapSlotTaken'; readonly data: { readonly lead_id: number } }
   | { readonly type: 'CapSlotReleased'; readonly data: { readonly lead_id: number } };
 
-/** Slots in use in one cap period. */
+/** Slots in use in one cap period, and the leads that gave theirs back (rare: a sale not recorded). */
 export interface CapUsage {
   readonly used: number;
+  readonly released: ReadonlySet<number>;
 }
 
 export type CapCommand =
@@ -29,10 +31,16 @@ export type CapCommand =
   | { readonly type: 'ReleaseCapSlot'; readonly leadId: number };
 
 export const capDecider: Decider<CapCommand, CapUsage, CapEvent> = {
-  initialState: { used: 0 },
-  evolve: (state, event) => ({ used: state.used + (event.type === 'CapSlotTaken' ? 1 : -1) }),
+  initialState: { used: 0, released: new Set() },
+  evolve(state, event) {
+    if (event.type === 'CapSlotTaken') return { used: state.used + 1, released: state.released };
+    // A lead gives its slot back once: a give-back retried after its append landed unseen (or
+    // recorded twice before this rule) frees nothing more, so the cap is never exceeded.
+    if (state.released.has(event.data.lead_id)) return state;
+    return { used: state.used - 1, released: new Set(state.released).add(event.data.lead_id) };
+  },
   decide(command, state) {
-    if (command.type === 'ReleaseCapSlot') return [{ type: 'CapSlotReleased', data: { lead_id: command.leadId } }];
+    if (command.type === 'ReleaseCapSlot') return state.released.has(command.leadId) ? [] : [{ type: 'CapSlotReleased', data: { lead_id: command.leadId } }];
     const room = Math.max(0, command.max - state.used);
     return command.leadIds.slice(0, room).map((lead_id) => ({ type: 'CapSlotTaken', data: { lead_id } }));
   },
@@ -60,11 +68,23 @@ export class CapLedger {
 
   constructor(private readonly store: EventStore) {}
 
-  /** Takes one slot in every cap of the buyer, or none (false: a cap is full). */
+  /**
+   * Takes one slot in every cap of the buyer, or none (false: a cap is full). A take that fails
+   * (the store) gives back the slots already taken, in the background while the store fails.
+   */
   async reserve(buyer: string, caps: readonly CapPeriod[], leadId: number): Promise<boolean> {
     const taken: string[] = [];
     for (const cap of caps) {
-      if (!(await this.take(capStream(buyer, cap), cap.max, leadId))) {
+      let took: boolean;
+      try {
+        took = await this.take(capStream(buyer, cap), cap.max, leadId);
+      } catch (error) {
+        retryWhileClaimsBlock(async () => {
+          for (const stream of taken) await this.give(stream, leadId);
+        });
+        throw error;
+      }
+      if (!took) {
         for (const stream of taken) await this.give(stream, leadId);
         return false;
       }
@@ -122,7 +142,12 @@ export class CapLedger {
 
   private async grant(stream: string, group: PendingTake[]): Promise<void> {
     const command: CapCommand = { type: 'TakeCapSlots', max: group[0]!.max, leadIds: group.map((take) => take.leadId) };
-    const handled = await handleCommand(this.store, stream, capDecider, command, { from: this.usage.get(stream) ?? UNREAD });
+    let known = this.usage.get(stream) ?? UNREAD;
+    // What this instance knows may be full while slots were given back since (here or elsewhere):
+    // a refusal is only decided on what the stream holds now. Room is decided at once, and a
+    // conflict then reads what came since.
+    if (known.state.used + group.length > command.max) known = await readFolded(this.store, stream, capDecider, known);
+    const handled = await handleCommand(this.store, stream, capDecider, command, { from: known });
     this.remember(stream, handled);
     group.forEach((take, index) => take.resolve(index < handled.events.length));
   }

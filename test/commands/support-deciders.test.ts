@@ -49,6 +49,10 @@ describe('cap period decider', () => {
     given(taken(1), taken(2), { type: 'CapSlotReleased', data: { lead_id: 2 } }).when({ type: 'TakeCapSlots', max: 2, leadIds: [3] }).then([taken(3)]));
   it('a release records the slot given back', () =>
     given2.when({ type: 'ReleaseCapSlot', leadId: 2 }).then([{ type: 'CapSlotReleased', data: { lead_id: 2 } }]));
+  const released = (lead_id: number) => ({ type: 'CapSlotReleased' as const, data: { lead_id } });
+  it('a slot is given back once: a retried release records nothing', () => given(taken(1), taken(2), released(2)).when({ type: 'ReleaseCapSlot', leadId: 2 }).thenNothing());
+  it('a release recorded twice frees one slot: the cap is never exceeded', () =>
+    given(taken(1), taken(2), released(2), released(2)).when({ type: 'TakeCapSlots', max: 2, leadIds: [3, 4] }).then([taken(3)]));
 });
 
 describe('idempotency key decider', () => {

@@ -7,6 +7,7 @@ import { IdempotencyKeys } from '../../src/commands/idempotency.js';
 import { LeadIdAllocator } from '../../src/commands/lead-ids.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import type { EventStore } from '../../src/event-store/index.js';
+import { EventStoreUnavailableError } from '../../src/event-store/port.js';
 import type { IdempotentAnswer } from '../../src/commands/idempotency.js';
 import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
@@ -167,6 +168,48 @@ describe('support streams (on the embedded store)', function () {
       // The day slot taken for lead 2 was given back: 4 remain.
       const results = await Promise.all([3, 4, 5, 6, 7].map((id) => ledger.reserve('two', [day], id)));
       expect(results.filter(Boolean)).to.have.length(4);
+    });
+
+    it('a slot given back is room again, for the ledger that found the cap full and for another', async function () {
+      const ledger = new CapLedger(store);
+      const other = new CapLedger(store);
+      const cap = { index: 0, max: 1, key: 'back' };
+      expect(await ledger.reserve('back', [cap], 1)).to.equal(true);
+      expect(await ledger.reserve('back', [cap], 2)).to.equal(false);
+      expect(await other.reserve('back', [cap], 3)).to.equal(false);
+      await ledger.release('back', [cap], 1);
+      expect(await ledger.reserve('back', [cap], 4)).to.equal(true);
+      await other.release('back', [cap], 4);
+      expect(await other.reserve('back', [cap], 5)).to.equal(true);
+      expect(await ledger.reserve('back', [cap], 6)).to.equal(false);
+    });
+
+    it('a give-back retried after it landed frees the slot once: the cap is never exceeded', async function () {
+      const ledger = new CapLedger(store);
+      const cap = { index: 0, max: 2, key: 'twice' };
+      expect(await ledger.reserve('twice', [cap], 1)).to.equal(true);
+      expect(await ledger.reserve('twice', [cap], 2)).to.equal(true);
+      await ledger.release('twice', [cap], 2);
+      await ledger.release('twice', [cap], 2);
+      const results = await Promise.all([3, 4, 5].map((id) => ledger.reserve('twice', [cap], id)));
+      expect(results.filter(Boolean)).to.have.length(1);
+    });
+
+    it('a take that fails on a later cap gives back the slots already taken', async function () {
+      let failHour = true;
+      const flaky = overriding(store, {
+        append: (name, events, options) => (failHour && name.startsWith('cap-flaky-1-') ? Promise.reject(new EventStoreUnavailableError('disk full')) : store.append(name, events, options)),
+      });
+      const ledger = new CapLedger(flaky);
+      const day = { index: 0, max: 1, key: 'd' };
+      const hour = { index: 1, max: 5, key: 'h' };
+      const error = await ledger.reserve('flaky', [day, hour], 1).then(() => null, (e: unknown) => e);
+      expect(error).to.be.instanceOf(EventStoreUnavailableError);
+      failHour = false;
+      // The day slot lead 1 took is given back in the background: the next lead gets it.
+      for (let turn = 0; turn < 200 && (await store.readStream('cap-flaky-0-d')).length < 2; turn++) await new Promise((resolve) => setTimeout(resolve, 5));
+      expect((await store.readStream('cap-flaky-0-d')).map((e) => e.type)).to.deep.equal(['CapSlotTaken', 'CapSlotReleased']);
+      expect(await new CapLedger(store).reserve('flaky', [day, hour], 2)).to.equal(true);
     });
   });
 
