@@ -257,8 +257,13 @@ export class ProjectionRunner {
     this.pendingCount += 1;
     this.handled += 1;
     if (this.pendingCount >= (this.options.batchSize ?? 500)) return this.flush();
-    // A failed timed commit must reach run(): ending the subscription makes it resubscribe from the checkpoint.
-    this.flushTimer ??= setTimeout(() => void this.flush().catch(() => this.subscription?.unsubscribe().catch(() => {})), this.options.flushMs ?? 20);
+    // A failed timed commit must reach run(): ending the subscription makes it resubscribe from the
+    // checkpoint. `flushing` holds the commit just made (a pipelined flush resolves with the one
+    // before it), so its failure is seen even when no later event comes to make another.
+    this.flushTimer ??= setTimeout(() => {
+      this.flush().catch(() => {});
+      this.flushing.catch(() => this.subscription?.unsubscribe().catch(() => {}));
+    }, this.options.flushMs ?? 20);
     return undefined;
   }
 

@@ -277,6 +277,25 @@ describe('projection runner', function () {
     expect(behind.lagSeconds).to.be.within(0, 5);
   });
 
+  it('on a store that pipelines its commits, a timed commit that fails is made again from the checkpoint, with no later event to start it', async function () {
+    const threaded = EmbeddedReadModelStore.open(dir.path, { commitThread: true });
+    let failures = 0;
+    const failingOnce = overriding(threaded, {
+      commit: (...args: Parameters<ReadModelStore['commit']>) => (failures++ === 0 ? Promise.reject(new ReadModelUnavailableError('the disk is busy')) : threaded.commit(...args)),
+    });
+    const runner = new ProjectionRunner(events, failingOnce, PROJECTIONS[0]!, 'retimed', { flushMs: 5 });
+    try {
+      // The whole log goes in the first batch, by the timer: its commit fails, and nothing follows.
+      runner.start();
+      await runner.waitFor(await events.headPosition());
+      expect(failures).to.be.at.least(2);
+      expect(await threaded.checkpoint(checkpointName(PROJECTIONS[0]!, 'retimed'))).to.deep.equal(await events.headPosition());
+    } finally {
+      await runner.stop();
+      await threaded.close();
+    }
+  });
+
   it('fenced by a lease another process has taken: the commit changes nothing, and the runner stops and says so', async function () {
     const lease = 'projector-fence-test';
     const taken = await readModels.acquireLease(lease, 'old:1:a', 60_000);
