@@ -189,14 +189,23 @@ export class Projections {
     );
   }
 
-  /** Resolves once every projection has committed `position` (here, or in the instance running them). */
+  /**
+   * Resolves once every projection has committed `position` (here, or in the instance running them).
+   * Runners here may stop meanwhile (the lease lost, a build switched): it then waits on the ones
+   * that replace them, or on the checkpoints the instance that took over stores.
+   */
   async waitFor(position: Position): Promise<void> {
-    while (!this.active) {
-      await this.readCheckpoints();
-      if (comparePositions(this.position(), position) >= 0) return;
+    for (;;) {
+      if (this.active) {
+        const runners = this.all;
+        await Promise.all(runners.map((runner) => runner.waitFor(position)));
+        if (runners.every((runner) => comparePositions(runner.position, position) >= 0)) return;
+      } else {
+        await this.readCheckpoints();
+        if (comparePositions(this.position(), position) >= 0) return;
+      }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    await Promise.all(this.all.map((runner) => runner.waitFor(position)));
   }
 
   private exclusive<T>(work: () => Promise<T>): Promise<T> {

@@ -174,7 +174,14 @@ export class ProjectionRunner {
     } catch (error) {
       // Stopped because the lease went to another process: the batch is that process's to make.
       if (!(error instanceof LeaseLostError)) throw error;
+    } finally {
+      this.settleWaiters();
     }
+  }
+
+  /** A stopped runner commits nothing more: whoever waits on it is told, and looks elsewhere. */
+  private settleWaiters(): void {
+    for (const waiter of this.waiters.splice(0)) waiter.resolve();
   }
 
   /**
@@ -186,9 +193,12 @@ export class ProjectionRunner {
     return this.handle(event);
   }
 
-  /** Resolves once everything up to `position` is committed (tests, replay, read-your-writes). */
+  /**
+   * Resolves once everything up to `position` is committed (tests, replay, read-your-writes), or
+   * once the runner has stopped, which will commit nothing more: the caller then reads `position`.
+   */
   waitFor(position: Position): Promise<void> {
-    if (comparePositions(this.committed, position) >= 0) return Promise.resolve();
+    if (comparePositions(this.committed, position) >= 0 || this.stopped) return Promise.resolve();
     return new Promise((resolve) => this.waiters.push({ position, resolve }));
   }
 
@@ -229,6 +239,7 @@ export class ProjectionRunner {
         if (error instanceof LeaseLostError) {
           // Another process projects now: resubscribing would only fail again.
           this.stopped = true;
+          this.settleWaiters();
           await this.subscription?.unsubscribe();
           this.options.logger?.warn({ projection: this.projection.name }, 'projection stopped: its lease went to another process');
           this.options.onLeaseLost?.(error);

@@ -1,14 +1,14 @@
 import { expect } from 'chai';
-import { type PostLeadCommand, decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
+import { decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { type EventStore, type RecordedEvent, comparePositions } from '../../src/event-store/index.js';
 import { leadStream } from '../../src/events/lead-events.js';
-import type { NormalisedLead } from '../../src/leads/lead.js';
 import { PROJECTIONS, leadsProjection } from '../../src/projections/projections.js';
 import { LAG_SAMPLE, ProjectionRunner, checkpointName, collectionName, estimateEventsBehind } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { type ReadModelStore, ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { returned } from '../support/lead-events.js';
+import { leadCommand } from './lead-commands.js';
 import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
 import Database from 'better-sqlite3';
@@ -18,20 +18,6 @@ import { READ_MODELS_FILE } from '../../src/read-models/embedded-schema.js';
 
 // Projections over a fixed history of 40 leads: a rebuild equals the first build, a second run
 // over the same events changes nothing, and a run stopped mid-way resumes without double counting.
-
-const pass = { result: 'pass' as const, provider: 'p', detail: 'ok' };
-function leadCommand(i: number): PostLeadCommand {
-  const lead: NormalisedLead = {
-    first_name: 'Ada', last_name: 'L', email: `a${i}@example.com`, mobile: `+1213555${String(1000 + i)}`, mobile_national: `213555${1000 + i}`,
-    zip: '90210', zip4: null, accident_state: i % 3 === 0 ? 'TX' : 'CA', certificate_url: 'https://cert.trustedform.com/x', certificate_id: 'x',
-    sid: `sid-${i % 4}`, s1: null, test: i % 10 === 9,
-  };
-  const base = { leadId: i + 1, supplier: `sup-${i % 2}`, keyId: 'k', now: new Date(Date.UTC(2026, 10, 20, i % 24)), validation: { ok: true as const, lead } };
-  if (i % 7 === 6) return { ...base, duplicates: ['mobile'] };
-  const enrichment = { phone: pass, email: pass, consent: pass };
-  const target = i % 3 === 0 ? { kind: 'bucket' as const, id: 'unsold' } : { kind: 'buyer' as const, id: `buyer-${i % 2}` };
-  return { ...base, enrichment, routing: { target, price: 10 + i, currency: 'USD', strategy: 'highest_price', version: 'v', candidates: [] } };
-}
 
 async function snapshot(readModels: ReadModelStore, build: string): Promise<Record<string, unknown[]>> {
   const out: Record<string, unknown[]> = {};
