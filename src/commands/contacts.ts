@@ -105,11 +105,11 @@ const RELEASE_RETRY_MS = 250;
 
 /**
  * Runs a give-back (of contact claims, cap slots) in the background, again every RELEASE_RETRY_MS
- * while it fails, for as long as an unreleased claim could block a retry (CLAIM_IN_FLIGHT_MS): the
- * store that just failed may still be failing. One that never lands errs on the safe side.
+ * while it fails, for as long as an unreleased claim could block a retry (CLAIM_IN_FLIGHT_MS, or
+ * `forMs`): the store that just failed may still be failing. One that never lands errs on the safe side.
  */
-export function retryWhileClaimsBlock(giveBack: () => Promise<void>): void {
-  const until = Date.now() + CLAIM_IN_FLIGHT_MS;
+export function retryWhileClaimsBlock(giveBack: () => Promise<void>, forMs = CLAIM_IN_FLIGHT_MS): void {
+  const until = Date.now() + forMs;
   const attempt = (): void => {
     giveBack().catch(() => {
       if (Date.now() < until) setTimeout(attempt, RELEASE_RETRY_MS).unref();

@@ -153,6 +153,26 @@ describe('reliability: store faults', function () {
       await outage({ failAppend }, posts(1, 0, 'between-claims'));
     });
 
+    it("an Idempotency-Key's answer that fails to be recorded is recorded in the background: a retry with the key replays it, never a second lead", async function () {
+      // The key's claim lands; the append of its answer (the key's second) fails once.
+      const appends = new Map<string, number>();
+      const failAppend = (stream: string): boolean => {
+        if (!stream.startsWith('idempotency-')) return false;
+        const n = (appends.get(stream) ?? 0) + 1;
+        appends.set(stream, n);
+        return n === 2;
+      };
+      Object.assign(faulty.fault, { failAppend });
+      const [post] = posts(1, 1, 'answer-lost');
+      const first = await svc.post(post!.body, headersOf(key, post!));
+      expectAccepted([first]);
+      const [stream] = [...appends.keys()];
+      for (let turn = 0; turn < 400 && !(await svc.service.store.readStream(stream!)).some((e) => e.type === 'IdempotentResponseRecorded'); turn++) await sleep(25);
+      expect((await svc.service.store.readStream(stream!)).map((e) => e.type)).to.deep.equal(['IdempotencyKeyClaimed', 'IdempotentResponseRecorded']);
+      const again = await svc.post(post!.body, headersOf(key, post!));
+      expect([again.status, again.body.lead_id, again.headers['idempotency-replayed']]).to.deep.equal([201, first.body.lead_id, 'true']);
+    });
+
     it('the store goes down mid-request and stays down longer than the claim releases used to retry (5 s): the retry is still not a DUPLICATE', async function () {
       this.timeout(30_000);
       // From the first failed lead append on, every append fails: the contact claims the lead took

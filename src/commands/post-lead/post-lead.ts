@@ -14,7 +14,7 @@ import { type Contact, type ContactClaim, type ContactRegistry, retryWhileClaims
 import { type Folded, handleCommand, readFolded } from '../handler.js';
 import { standingBids } from '../ping/bidding.js';
 import { PingConsumedError, type PingState, pingDecider } from '../ping/decider.js';
-import type { IdempotencyKeys } from '../idempotency.js';
+import { IN_FLIGHT_STALE_MS, type IdempotencyKeys } from '../idempotency.js';
 import type { LeadIdAllocator } from '../lead-ids.js';
 import { type PostLeadCommand, type RoutingDecision, leadDecider, outcomeOf } from './decider.js';
 import type { PostLead, PostLeadRequest, PostLeadResult } from './port.js';
@@ -74,8 +74,11 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       await claim.abandon().catch(() => {});
       throw error;
     }
-    // The lead is durable whether or not this lands; a replay then re-runs the key after it goes stale.
-    await claim.complete({ outcome, traceId: request.traceId }).catch(() => {});
+    // The lead is durable whether or not this lands. If it does not, it is tried again in the
+    // background until the claim would go stale: a retry meanwhile is told the key is in flight
+    // (409, retryable), then gets this answer, rather than run the key again as a second lead.
+    const answer = { outcome, traceId: request.traceId };
+    await claim.complete(answer).catch(() => retryWhileClaimsBlock(() => claim.complete(answer), IN_FLIGHT_STALE_MS));
     return recorded(outcome, request.traceId);
   }
 
