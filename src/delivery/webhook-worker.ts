@@ -41,6 +41,9 @@ export interface DeliveryWorkerDeps {
 }
 
 const BATCH = 100;
+/** How long a notice that could not run to its record is left alone: at first, and at the most. */
+const NOTICE_HOLD_MIN_MS = 1_000;
+const NOTICE_HOLD_MAX_MS = 60_000;
 /** Long enough for the read model to catch up with a settled delivery, by a wide margin. */
 const SETTLED_HOLD_MS = 60_000;
 
@@ -55,6 +58,12 @@ export class DeliveryWorker {
   private readonly pollMs: number;
   private readonly inFlight = new Map<number, Promise<void>>();
   private readonly noticing = new Map<number, Promise<void>>();
+  /**
+   * Leads whose notice could not run to its record (the store refused it, say): left alone until
+   * `until`, the wait doubling from a second to a minute, so a buyer is not sent the same notice at
+   * every poll while its outcome cannot be written.
+   */
+  private readonly noticeHeld = new Map<number, { until: number; waitMs: number }>();
   /**
    * Leads this worker just settled or rescheduled, with the time to look at them again. The read
    * model shows an outcome a few ms after it is recorded; meanwhile the oldest due rows are the
@@ -116,6 +125,7 @@ export class DeliveryWorker {
       this.timer = undefined;
       const nowMs = this.now().getTime();
       for (const [leadId, until] of this.held) if (until <= nowMs) this.held.delete(leadId);
+      for (const [leadId, held] of this.noticeHeld) if (held.until + NOTICE_HOLD_MAX_MS <= nowMs) this.noticeHeld.delete(leadId);
       this.polling = this.notices()
         .catch((error: unknown) => this.deps.logger?.warn({ err: error }, 'erasure notice poll failed'))
         .finally(() => {
@@ -207,9 +217,18 @@ export class DeliveryWorker {
     for (const row of due) {
       const leadId = row.lead_id;
       if (!this.running || typeof leadId !== 'number' || this.noticing.has(leadId)) continue;
+      const held = this.noticeHeld.get(leadId);
+      if (held && held.until > now.getTime()) continue;
       const run = sendErasureNotice(this.sendDeps(), leadId)
-        .then((outcome) => this.deps.logger?.info({ lead_id: leadId, outcome }, 'lead.erased notice'))
-        .catch((error: unknown) => this.deps.logger?.warn({ err: error, lead_id: leadId }, 'lead.erased notice failed to run'))
+        .then((outcome) => {
+          this.noticeHeld.delete(leadId);
+          this.deps.logger?.info({ lead_id: leadId, outcome }, 'lead.erased notice');
+        })
+        .catch((error: unknown) => {
+          const waitMs = held ? Math.min(held.waitMs * 2, NOTICE_HOLD_MAX_MS) : NOTICE_HOLD_MIN_MS;
+          this.noticeHeld.set(leadId, { until: this.now().getTime() + waitMs, waitMs });
+          this.deps.logger?.warn({ err: error, lead_id: leadId }, 'lead.erased notice failed to run');
+        })
         .finally(() => this.noticing.delete(leadId));
       this.noticing.set(leadId, run);
     }

@@ -3,6 +3,8 @@ import { RetentionSweeper } from '../../src/commands/retention.js';
 import { verifyDelivery } from '../../src/delivery/signature.js';
 import { BuyerEndpoint, type ReceivedDelivery } from './buyer-endpoint.js';
 import { DeliveryHarness, SECRET_ENV, sleep, until } from './harness.js';
+import { EventStoreUnavailableError } from '../../src/event-store/port.js';
+import { overriding } from '../support/overriding.js';
 
 // After an erasure, a webhook buyer that received the lead gets a signed {"type":"lead.erased",
 // "lead_id", "reason"} notice, recorded and retried like a delivery; a delivery not made yet is
@@ -161,5 +163,49 @@ describe('erasure while a webhook delivery is in flight', function () {
     await until(async () => (await harness.ofType(leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => 'the notice');
     const notices = endpoint.forLead(leadId).filter((r) => r.body.type === 'lead.erased');
     expect(notices.map((n) => JSON.parse(n.text))).to.deep.equal([{ type: 'lead.erased', lead_id: leadId, reason: 'consumer_request' }]);
+  });
+});
+
+describe('an erasure notice whose outcome cannot be recorded', function () {
+  this.timeout(60_000);
+  let endpoint: BuyerEndpoint;
+  let harness: DeliveryHarness;
+
+  before(async function () {
+    endpoint = await BuyerEndpoint.start(() => 200);
+    harness = await DeliveryHarness.start(endpoint);
+  });
+
+  after(async function () {
+    await harness?.stop();
+    await endpoint?.stop();
+  });
+
+  it('is sent again after a wait that grows, not at every poll, and recorded once the store takes it', async function () {
+    harness.worker();
+    const admin = await harness.svc.key('admin', 'root');
+    const { leadId, lead } = await harness.sell({ zip: '90210' });
+    await harness.rowWith(leadId, 'delivered');
+    await harness.stopWorkers();
+    const erased = await harness.svc.post({ email: lead.email }, { 'x-api-key': admin }, '/functions/erasures');
+    expect(erased.status, erased.text).to.equal(201);
+    await harness.rowWith(leadId, 'delivered');
+    await until(async () => (await harness.row(leadId))?.notice === 'pending', 10_000, () => 'the notice due');
+    // The store refuses the notice's record (a disk full, say) while the buyer takes every notice.
+    const { store } = harness.svc.service;
+    let refusing = true;
+    const events = overriding(store, {
+      append: (name, appended, options) =>
+        refusing && appended.some((e) => e.type.startsWith('ErasureNotice')) ? Promise.reject(new EventStoreUnavailableError('disk full')) : store.append(name, appended, options),
+    });
+    harness.worker({ events });
+    const sent = () => endpoint.forLead(leadId).filter((r) => r.body.type === 'lead.erased').length;
+    await until(() => sent() >= 1, 10_000, () => 'the first notice');
+    // Polls every 25 ms: at every poll that would be some twenty notices in this time.
+    await sleep(600);
+    expect(sent()).to.equal(1);
+    refusing = false;
+    await until(async () => (await harness.ofType(leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => 'the notice recorded');
+    expect(sent()).to.equal(2);
   });
 });
