@@ -11,8 +11,8 @@ import { type DeliveryState, type Outcome, deliveryDecider, nextStep, outcomeOf 
 import { deliveryBody, deliveryHeaders } from './payload.js';
 import { postWebhook } from './post-webhook.js';
 
-// One delivery attempt of one lead, end to end: read its stream, claim the next attempt, POST,
-// record the outcome. Consumer fields and secrets never reach the log: only ids, numbers, codes.
+// One delivery attempt of one lead, end to end: read its stream, make the payload, claim the next
+// attempt, POST, record the outcome. Consumer fields and secrets never reach the log: only ids, numbers, codes.
 
 export interface DeliverDeps {
   readonly events: EventStore;
@@ -53,6 +53,11 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
   const context = { now: startedAt, maxAttempts: delivery.max_attempts, lostAfterMs: deps.lostAfterMs };
   const step = nextStep(read.state, context);
   if (step.kind === 'skip') return { kind: 'skipped', reason: step.reason };
+  // The payload is made before the attempt is claimed: a lead that cannot be opened now (the key
+  // store unreachable) then leaves no claim behind, to be judged lost later at the cost of an
+  // attempt the buyer never saw.
+  const payload = (state: DeliveryState) => payloadOf(deps, leadId, state);
+  let body = step.kind === 'send' ? await payload(read.state) : null;
 
   const claimed = await handleCommand(deps.events, stream, deliveryDecider, { type: 'ClaimAttempt', context, timeoutMs: delivery.timeout_ms }, {
     from: read,
@@ -63,7 +68,6 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
   // Another instance moved first: it sends this attempt, or the next tick reads what it did.
   if (claimed.events.length === 0) return { kind: 'skipped', reason: 'claimed_elsewhere' };
   const sale = claimed.state.sale!;
-  const received = claimed.state.received!;
   const log = deps.logger?.child({ lead_id: leadId, buyer: sale.buyer });
   if (lost?.type === 'LeadDeliveryFailed') log?.warn({ attempt: lost.data.attempt, final: !attempted }, 'delivery attempt lost, outcome unknown');
   if (attempted?.type !== 'LeadDeliveryAttempted') return { kind: 'recorded', attempt: lost!.data.attempt as number, outcome: 'given_up', retryAt: null };
@@ -71,8 +75,8 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
 
   const secret = delivery.secret_env ? deps.env[delivery.secret_env] || null : null;
   if (delivery.secret_env && !secret) log?.warn({ secret_env: delivery.secret_env }, 'buyer secret variable is not set: delivery goes unsigned');
-  const lead = received.lead === null ? null : await openLead(deps.personalData, leadId, received.lead);
-  const body = JSON.stringify(deliveryBody(received, lead, sale));
+  // Made already, unless a conflict on the claim found an attempt to send that the first read did not.
+  body ??= await payload(claimed.state);
   const result = await postWebhook({
     url: delivery.url,
     body,
@@ -101,6 +105,13 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
   }
   const retryAt = outcome.type === 'LeadDeliveryFailed' ? outcome.data.next_attempt_at : null;
   return { kind: 'recorded', attempt, outcome: outcome.type, retryAt };
+}
+
+/** The JSON body the buyer is sent: the sale, and the lead with its personal fields opened. */
+async function payloadOf(deps: DeliverDeps, leadId: number, state: DeliveryState): Promise<string> {
+  const received = state.received!;
+  const lead = received.lead === null ? null : await openLead(deps.personalData, leadId, received.lead);
+  return JSON.stringify(deliveryBody(received, lead, state.sale!));
 }
 
 /**

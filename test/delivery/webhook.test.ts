@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { expect } from 'chai';
+import { overriding } from '../support/overriding.js';
 import type { DeliveryWorkerDeps } from '../../src/delivery/webhook-worker.js';
 import type { LeadDelivered, LeadDeliveryAttempted, LeadDeliveryFailed } from '../../src/events/lead-events.js';
 import { CERT_URL, validLead } from '../support/service.js';
@@ -127,6 +128,24 @@ describe('delivery: webhook to a buyer endpoint', function () {
     expect(failure).to.include({ attempt: 1, status: null, error: 'timeout' });
     expect(failure!.latency_ms).to.be.within(190, 1000);
     expect((await h.ofType<Delivered>(leadId, 'LeadDelivered')).map((d) => d.attempt)).to.deep.equal([2]);
+  });
+
+  it('a lead that cannot be opened for a while (the key store unreachable) spends no attempt: it is sent on attempt 1 once it opens', async () => {
+    endpoint = await BuyerEndpoint.start(() => 200);
+    harness = await DeliveryHarness.start(endpoint);
+    const { personalData } = harness.svc.service;
+    let refusals = 3;
+    const unreachable = overriding(personalData, {
+      get: (id: string) => (refusals-- > 0 ? Promise.reject(new Error('the key store is unreachable')) : personalData.get(id)),
+    });
+    // An open claim would be judged lost 100 ms after its timeout: any claim left behind shows.
+    harness.worker({ personalData: unreachable, lostAfterMs: 100 });
+    const { leadId } = await harness.sell();
+    await harness.rowWith(leadId, 'delivered');
+    expect(refusals).to.be.below(0);
+    expect(await harness.ofType(leadId, 'LeadDeliveryFailed')).to.deep.equal([]);
+    expect((await harness.ofType<Delivered>(leadId, 'LeadDelivered')).map((d) => d.attempt)).to.deep.equal([1]);
+    expect(endpoint.forLead(leadId)).to.have.length(1);
   });
 
   it('a 4xx is final: one request, never retried', async () => {
