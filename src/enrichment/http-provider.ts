@@ -10,8 +10,10 @@ export interface HttpVerifierOptions {
 }
 
 const OUTCOMES: ReadonlySet<unknown> = new Set<CheckOutcome>(['pass', 'fail', 'unknown']);
-// The detail ends up in events and read models, so only short tokens get through; free text could carry PII.
-const SAFE_DETAIL = /^[a-z0-9_.-]{1,64}$/i;
+// The detail ends up in events and read models, in clear, so only a short word of letters gets
+// through (`mobile`, `toll_free`, `mx-missing`): no digits, dots or @, which is how a provider
+// echoing what it checked (a number, an e-mail's local part or domain) would carry personal data.
+const SAFE_DETAIL = /^[a-z][a-z_-]{0,31}$/i;
 
 export function createHttpVerifier(options: HttpVerifierOptions): Verifier<string> {
   const endpoint = new URL(options.url);

@@ -35,6 +35,11 @@ describe('HTTP provider adapter', function () {
     expect((await verifier.verify('x', signal)).detail).to.equal('unspecified');
     provider.handle(json(200, '{"result":"unknown","detail":"jo@example.com is not reachable"}'));
     expect(await verifier.verify('x', signal)).to.deep.equal({ result: 'unknown', provider: `http:${provider.host}`, detail: 'unspecified' });
+    // A provider echoing what it checked: a national number, an e-mail's local part, its domain.
+    for (const echoed of ['2135550143', 'ada.lovelace', 'lovelace-family.org', 'line2']) {
+      provider.handle(json(200, JSON.stringify({ result: 'pass', detail: echoed })));
+      expect((await verifier.verify('x', signal)).detail, echoed).to.equal('unspecified');
+    }
   });
 
   it('turns a 500, bad JSON or a bad shape into unknown provider_error', async function () {
