@@ -36,14 +36,18 @@ function known(parsed: PhoneNumber): KnownMobile | undefined {
   return type !== undefined || parsed.isValid() ? { phone: parsed, type } : undefined;
 }
 
-/** A dialable number: international, or a bare national number taken as US (+1). Whether its region is allowed is the validator's rule. */
-export function parseMobile(value: string): PhoneNumber | undefined {
+/**
+ * A dialable number: international, or a bare national number taken as US (+1). Whether its region
+ * is allowed is the validator's rule. `remember: false` for a number that is not a lead's (an
+ * erasure's or an access request's): it is not kept in memory for a phone check that never comes.
+ */
+export function parseMobile(value: string, remember = true): PhoneNumber | undefined {
   if (value.length > 32) return undefined;
   // extract: false, so that a number inside other text ("call 213-555-0189 now") is not taken for the field.
   const parsed = parsePhoneNumberFromString(value, { defaultCountry: 'US', extract: false });
   const mobile = parsed && known(parsed);
   if (!mobile) return undefined;
-  recent.set(mobile.phone.number, mobile);
+  if (remember) recent.set(mobile.phone.number, mobile);
   return mobile.phone;
 }
 

@@ -239,7 +239,7 @@ export function normaliseConsumer(input: Readonly<Record<string, unknown>>): { o
     else errors.push(fieldError('email', 'invalid_format', FORMAT_DETAIL['lead-email']));
   }
   if (mobile !== undefined && mobile !== null && mobile !== '') {
-    const parsed = typeof mobile === 'string' ? parseMobile(PRE_NORMALISE.mobile!(mobile)) : undefined;
+    const parsed = typeof mobile === 'string' ? parseMobile(PRE_NORMALISE.mobile!(mobile), false) : undefined;
     if (parsed) consumer.mobile = parsed.number;
     else errors.push(fieldError('mobile', 'invalid_format', FORMAT_DETAIL['dialable-phone']));
   }

@@ -2,8 +2,18 @@ import { expect } from 'chai';
 import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
 import { checkPhone, createPhoneVerifier } from '../../src/enrichment/phone.js';
 import { parseMobile, validE164 } from '../../src/leads/mobile.js';
+import { normaliseConsumer } from '../../src/leads/validate.js';
 
 describe('phone verifier (libphonenumber)', function () {
+  it("keeps in memory the numbers of leads it validated, never an erasure's or an access request's", function () {
+    const asked = normaliseConsumer({ mobile: '(213) 555-0177' });
+    expect(asked.ok && asked.consumer.mobile).to.equal('+12135550177');
+    // Parsed afresh each time: nothing was kept.
+    expect(validE164('+12135550177')?.phone).to.not.equal(validE164('+12135550177')?.phone);
+    const posted = parseMobile('(213) 555-0178');
+    expect(validE164('+12135550178')?.phone).to.equal(posted);
+  });
+
   const verify = (n: string) => createPhoneVerifier().verify(n, new AbortController().signal);
 
   it('passes a US number, which the metadata cannot tell apart as fixed line or mobile', async function () {
