@@ -174,6 +174,8 @@ function eraseSection(forget) {
   const cancel = () => {
     asked = null;
     confirmation.hidden = true;
+    // The line names the consumer's contacts: hidden is not forgotten.
+    consumerLine.textContent = '';
   };
   // Changing what was asked about withdraws the confirmation (what is confirmed is what is sent)
   // and the last refusal's marks.

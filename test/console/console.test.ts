@@ -653,6 +653,9 @@ describe('the console in a browser', function () {
     expect(await found.count()).to.equal(0);
     const text = await page.locator('main').innerText();
     for (const value of personal) expect(text).to.not.contain(value);
+    // Nor in what the page holds hidden (innerText leaves hidden nodes out).
+    const held = await page.locator('main').evaluate((main) => main.textContent ?? '');
+    for (const value of personal) expect(held).to.not.contain(value);
     await keptOutOfTheBrowser();
     await shoot(page, 'personal-data-erased', () => record.waitFor());
 
