@@ -1,19 +1,16 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
 import { checkLogLevel } from '../config.js';
+import { PERSONAL_FIELDS } from '../leads/lead.js';
 
 // The access log is built not to carry secrets or PII; redaction is the second line of defence for
-// a log call somewhere else that passes a request or a lead by mistake.
+// a log call somewhere else that passes a request or a lead by mistake: every personal field of a
+// lead, and a whole `lead`, at the top and up to three levels down (a LeadReceived's data holds
+// its lead one level down; a list of leads puts each one more), arrays included.
+const NESTED = ['', '*.', '*.*.', '*.*.*.'];
 const REDACT = [
   'req.headers["x-api-key"]',
   'headers["x-api-key"]',
-  'email',
-  'mobile',
-  'first_name',
-  'last_name',
-  '*.email',
-  '*.mobile',
-  '*.first_name',
-  '*.last_name',
+  ...NESTED.flatMap((prefix) => [...PERSONAL_FIELDS, 'lead'].map((field) => `${prefix}${field}`)),
 ];
 
 export interface LoggerOptions {

@@ -63,6 +63,15 @@ describe('http: createLogger', () => {
     expect(text).to.include(PII.sid);
   });
 
+  it('redacts every personal field and whole leads three levels down, in arrays too', () => {
+    const { logger, lines } = capture({ level: 'info' });
+    const personal = { ...PII, mobile_national: '2135550143', certificate_url: 'https://cert.example/abc123', certificate_id: 'abc123' };
+    logger.info({ received: { data: { lead: personal } }, batch: [personal], one: { two: { three: personal } }, ...personal }, 'careless');
+    const text = lines.join('');
+    for (const [field, value] of Object.entries(personal)) if (field !== 'sid') expect(text, field).not.to.include(value);
+    expect(text).to.include('careless');
+  });
+
   it('takes the level from LOG_LEVEL, info by default', () => {
     expect(capture({ env: {} }).logger.level).to.equal('info');
     expect(capture({ env: { LOG_LEVEL: 'warn' } }).logger.level).to.equal('warn');
