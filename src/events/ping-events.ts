@@ -1,6 +1,7 @@
 // The events of a ping's own stream, `ping-{ping_id}`: a supplier asked what a lead would fetch
 // (LeadPinged), the buyers answered (PingBidsCollected), and the lead was posted against it
-// (PingPosted, appended at the revision read, so a ping is posted once). A ping carries no
+// (PingPosted, appended at the revision read, so a ping is posted once; PingPostReleased when that
+// lead could not be recorded). A ping carries no
 // consumer: no name, e-mail or phone is ever in these events. Each event repeats the supplier and
 // source it reports under, so a projection can count it without reading another stream.
 
@@ -67,7 +68,22 @@ export interface PingPosted {
   };
 }
 
-export type PingEvent = LeadPinged | PingBidsCollected | PingPosted;
+/**
+ * A PingPosted taken back: its lead's append failed, so the lead was never recorded and the ping is
+ * the supplier's to post again at once (a retry of the same post sells at the same bid).
+ */
+export interface PingPostReleased {
+  readonly type: 'PingPostReleased';
+  readonly data: PingSource & {
+    readonly lead_id: number;
+    /** The buyer and bid of the post taken back, so that reports take its count back too. */
+    readonly buyer: string | null;
+    readonly amount: number | null;
+    readonly released_at: string;
+  };
+}
+
+export type PingEvent = LeadPinged | PingBidsCollected | PingPosted | PingPostReleased;
 
 /**
  * In the lead's own stream: the lead was posted with a ping, and sold at one of its bids (or at

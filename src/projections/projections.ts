@@ -266,7 +266,7 @@ export const reportsProjection: Projection = {
   },
 };
 
-const PING_EVENTS = new Set(['LeadPinged', 'PingBidsCollected', 'PingPosted']);
+const PING_EVENTS = new Set(['LeadPinged', 'PingBidsCollected', 'PingPosted', 'PingPostReleased']);
 
 /**
  * A ping's counters, in the bucket of the hour it was pinged: the ping under its supplier and
@@ -290,6 +290,8 @@ function pingReportWrites(event: PingEvent & RecordedEvent, buckets: string): Re
     }
     case 'PingPosted':
       return [write(event.data.buyer, { ping_posts: 1 })];
+    case 'PingPostReleased':
+      return [write(event.data.buyer, { ping_posts: -1 })];
   }
 }
 

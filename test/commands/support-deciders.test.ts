@@ -4,6 +4,7 @@ import { capDecider } from '../../src/commands/caps.js';
 import { type ContactEvent, contactDecider } from '../../src/commands/contacts.js';
 import { IDEMPOTENCY_TTL_MS, IN_FLIGHT_STALE_MS, idempotencyDecider } from '../../src/commands/idempotency.js';
 import { leadIdBlocksDecider } from '../../src/commands/lead-ids.js';
+import { pingDecider } from '../../src/commands/ping/decider.js';
 import { deliveryDecider } from '../../src/delivery/attempt.js';
 import type { LeadEvent } from '../../src/events/lead-events.js';
 import { revokeKey } from '../../src/keys/api-keys.js';
@@ -176,4 +177,24 @@ describe('after-sale decider (acknowledgements, feedback, returns)', () => {
       .thenThrows(code('ALREADY_RETURNED'));
     await given(...saleEvents).when(feedback('return', 'bad_phone', 8 * DAY)).thenThrows(code('RETURN_WINDOW_CLOSED'));
   });
+});
+
+describe('ping decider: a post taken back', () => {
+  const { given } = deciderSpec(pingDecider);
+  const source = { ping_id: 'p1', supplier: 'sup', sid: 's', accident_state: 'CA', test: false, pinged_at: T0.toISOString() };
+  const pinged = { type: 'LeadPinged' as const, data: { ...source, key_id: 'k', zip: '90210', s1: null, expires_at: at(300_000).toISOString() } };
+  const collected = { type: 'PingBidsCollected' as const, data: { ...source, bids: [], winner: { buyer: 'b', amount: 5 }, currency: 'USD', collected_at: T0.toISOString() } };
+  const posted = (lead_id: number) => ({ type: 'PingPosted' as const, data: { ...source, lead_id, buyer: 'b', amount: 5, posted_at: at(1000).toISOString() } });
+  const released = (lead_id: number) => ({ type: 'PingPostReleased' as const, data: { ...source, lead_id, buyer: 'b', amount: 5, released_at: at(2000).toISOString() } });
+
+  it('the post whose lead was not recorded is taken back, with its buyer and bid', () =>
+    given(pinged, collected, posted(7)).when({ type: 'ReleasePing', leadId: 7, now: at(2000) }).then([released(7)]));
+  it("another lead's post is not taken back, and nothing is taken back twice", async () => {
+    await given(pinged, collected, posted(8)).when({ type: 'ReleasePing', leadId: 7, now: at(2000) }).thenNothing();
+    await given(pinged, collected, posted(7), released(7)).when({ type: 'ReleasePing', leadId: 7, now: at(3000) }).thenNothing();
+  });
+  it('a ping taken back is posted again at once', () =>
+    given(pinged, collected, posted(7), released(7))
+      .when({ type: 'PostPing', leadId: 9, buyer: 'b', amount: 5, now: at(3000) })
+      .then([{ type: 'PingPosted', data: { ...source, lead_id: 9, buyer: 'b', amount: 5, posted_at: at(3000).toISOString() } }]));
 });

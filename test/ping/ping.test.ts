@@ -4,6 +4,7 @@ import { hashedStream } from '../../src/commands/streams.js';
 import type { PingBid, PingBidsCollected } from '../../src/events/ping-events.js';
 import { BuyerEndpoint, type ReceivedDelivery } from '../delivery/buyer-endpoint.js';
 import { type Reply, TestService, validLead } from '../support/service.js';
+import { FaultyEventStore } from '../reliability/support/faults.js';
 
 // Ping/post through the real HTTPS service: the buyers that bid by webhook are one real local
 // HTTPS server answering on a path per buyer (one bids, one hangs, one answers garbage, one 500…),
@@ -385,5 +386,39 @@ describe('a post whose ping bids can no longer take it', function () {
     const routed = (events.body.items as Array<{ type: string; data: { strategy: string; candidates: Array<{ buyer: string; reason: string }> } }>).find((e) => e.type === 'LeadRouted')!;
     expect(routed.data.strategy).to.equal('highest_price');
     expect(routed.data.candidates.find((c) => c.buyer === 'daytime')).to.include({ reason: 'outside_hours' });
+  });
+});
+
+describe('ping/post: a post whose lead cannot be recorded', function () {
+  this.timeout(30_000);
+  let svc: TestService;
+  let faulty: FaultyEventStore;
+
+  before(async () => {
+    svc = await TestService.start({
+      routing: { buyers: [{ id: 'bidder', price: 5, ping: { kind: 'static' } }], buckets: [{ id: 'unsold', default: true }] },
+      wrapStore: (store) => (faulty = new FaultyEventStore(store)),
+    });
+  });
+  after(async () => svc?.stop());
+
+  it("takes its ping back: the supplier's retry of the same post, with the same Idempotency-Key, sells at the bid", async function () {
+    const key = await svc.key('supplier', 'sup-retry');
+    const pinged = await svc.post({ zip: '90210', accident_state: 'CA', sid: 'src-1', s1: 'retried' }, { 'x-api-key': key }, '/functions/pings');
+    expect(pinged.body).to.include({ code: 'BID', bid: 5 });
+    const lead = validLead({ ping_id: pinged.body.ping_id, s1: 'retried' });
+    const headers = { 'x-api-key': key, 'idempotency-key': 'retried-post' };
+    // The lead's own append fails once, after its ping was marked posted.
+    let failures = 1;
+    Object.assign(faulty.fault, { failAppend: (stream: string) => /^lead-\d+$/.test(stream) && failures-- > 0 });
+    const failed = await svc.post(lead, headers);
+    expect(failed.status, failed.text).to.equal(503);
+    faulty.heal();
+    const retried = await svc.post(lead, headers);
+    expect(retried.status, retried.text).to.equal(201);
+    expect(retried.body).to.include({ code: 'SOLD', revenue: 5 });
+    const stream = await svc.service.store.readStream(`ping-${pinged.body.ping_id as string}`);
+    expect(stream.map((e) => e.type)).to.deep.equal(['LeadPinged', 'PingBidsCollected', 'PingPosted', 'PingPostReleased', 'PingPosted']);
+    expect((stream[4]!.data as { lead_id: number }).lead_id).to.equal(retried.body.lead_id);
   });
 });

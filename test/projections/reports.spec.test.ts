@@ -98,6 +98,18 @@ describe('reports projection (version 3)', function () {
     });
   });
 
+  it('a ping post taken back (its lead was not recorded) takes its count back: the retry that sells is the one post counted', async function () {
+    const source = { ping_id: 'p1', supplier: 'sup-a', sid: 'sid-1', accident_state: 'CA', test: false, pinged_at: '2026-11-20T15:01:00.000Z' };
+    const ping = (type: string, data: Record<string, unknown>) => ({ streamId: 'ping-p1', type, data: { ...source, ...data }, metadata: { occurred_at: source.pinged_at } });
+    await spec
+      .given(
+        ping('PingPosted', { lead_id: 7, buyer: 'acme', amount: 5, posted_at: '2026-11-20T15:02:00.000Z' }),
+        ping('PingPostReleased', { lead_id: 7, buyer: 'acme', amount: 5, released_at: '2026-11-20T15:02:01.000Z' }),
+        ping('PingPosted', { lead_id: 8, buyer: 'acme', amount: 5, posted_at: '2026-11-20T15:02:02.000Z' }),
+      )
+      .then({ report_buckets: bucket({ buyer: 'acme' }, { ping_posts: 1 }) });
+  });
+
   describe('a return', function () {
     it("reverses the revenue in the sale's bucket, the sale still counted", async function () {
       const counters = { ...SOLD, revenue_cents: 2500, returned: 1, returned_cents: 2500 };

@@ -43,13 +43,20 @@ export interface PostPing {
   readonly now: Date;
 }
 
+/** The post of `leadId` could not record its lead: its PingPosted is taken back (nothing when another post holds the ping). */
+export interface ReleasePing {
+  readonly type: 'ReleasePing';
+  readonly leadId: number;
+  readonly now: Date;
+}
+
 export class PingConsumedError extends Error {
   constructor(pingId: string) {
     super(`ping ${pingId} was already posted`);
   }
 }
 
-export const pingDecider: Decider<AnswerPing | PostPing, PingState, PingEvent> = {
+export const pingDecider: Decider<AnswerPing | PostPing | ReleasePing, PingState, PingEvent> = {
   initialState: initialPingState,
   evolve(state, event) {
     switch (event.type) {
@@ -59,6 +66,8 @@ export const pingDecider: Decider<AnswerPing | PostPing, PingState, PingEvent> =
         return { ...state, collected: event.data };
       case 'PingPosted':
         return { ...state, posted: event.data };
+      case 'PingPostReleased':
+        return state.posted?.lead_id === event.data.lead_id ? { ...state, posted: null } : state;
       default:
         return state;
     }
@@ -74,6 +83,12 @@ export const pingDecider: Decider<AnswerPing | PostPing, PingState, PingEvent> =
         { type: 'LeadPinged', data: { ...source, key_id: command.keyId, zip: ping.zip, s1: ping.s1, expires_at: command.expiresAt.toISOString() } },
         { type: 'PingBidsCollected', data: { ...source, bids: command.bids, winner: command.winner, currency: command.currency, collected_at: now.toISOString() } },
       ];
+    }
+    if (command.type === 'ReleasePing') {
+      const posted = state.posted;
+      if (!posted || posted.lead_id !== command.leadId) return [];
+      const { posted_at: _postedAt, ...released } = posted;
+      return [{ type: 'PingPostReleased', data: { ...released, released_at: command.now.toISOString() } }];
     }
     if (!state.pinged) throw new Error('a ping must be answered before it is posted');
     if (state.posted && state.posted.lead_id !== command.replacing) throw new PingConsumedError(state.pinged.ping_id);

@@ -124,6 +124,8 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const claims = 'claims' in claimed ? claimed.claims : [];
 
     let reservation: Reservation | null = null;
+    /** The ping this post marked posted, to take back if its lead is not recorded. */
+    let postedPing: string | null = null;
     try {
       // 4. Enrich: phone, e-mail and consent checks; a phone or e-mail that fails rejects the lead.
       //    A rejected lead's claims need no release: a claim counts only while its lead is accepted.
@@ -142,6 +144,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
         const sale = atBid ? { buyer: atBid.decision.target.id, amount: atBid.decision.price } : { buyer: null, amount: null };
         try {
           await handleCommand(deps.store, pingStream(pingId), pingDecider, { type: 'PostPing', leadId, replacing, ...sale, now }, { from: ping, metadata: pingMetadata(request, now) });
+          postedPing = pingId;
         } catch (error) {
           if (!(error instanceof PingConsumedError)) throw error;
           giveBack([], reservation, leadId, now);
@@ -155,8 +158,24 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       return await record({ ...who, validation, enrichment, routing: routed.decision, ...(pingMatch ? { pingMatch } : {}) });
     } catch (error) {
       giveBack(claims, reservation, leadId, now);
+      if (postedPing !== null) await releasePing(request, postedPing, leadId, now);
       throw error;
     }
+  }
+
+  /**
+   * Takes back the PingPosted of a post whose lead was not recorded, so that the supplier's retry
+   * (the same post, after the 503) finds the ping free and sells at its bid, rather than be refused
+   * PING_CONSUMED by its own first try. At once, so the retry finds it done; in the background while
+   * the store fails. A lead that was recorded after all (its append failed to answer, not to land)
+   * keeps its ping.
+   */
+  async function releasePing(request: PostLeadRequest, pingId: string, leadId: number, now: Date): Promise<void> {
+    const release = async () => {
+      if ((await deps.store.readStream(leadStream(leadId), { maxCount: 1 })).length > 0) return;
+      await handleCommand(deps.store, pingStream(pingId), pingDecider, { type: 'ReleasePing', leadId, now }, { metadata: pingMetadata(request, now) });
+    };
+    await release().catch(() => retryWhileClaimsBlock(release, LOST_POST_MS));
   }
 
   /**

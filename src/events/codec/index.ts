@@ -41,7 +41,7 @@ const stampedOnly = (type: string): Upcaster => ({ type, from: 0, to: 1, up: (da
 const leadReceivedV1: Upcaster = { type: 'LeadReceived', from: 1, to: 2, up: (data) => data };
 
 /** A ping's stream (src/events/ping-events.ts): written from version 1 on, so no upcaster yet. */
-const PING_EVENT_VERSIONS: Record<PingEvent['type'], number> = { LeadPinged: 1, PingBidsCollected: 1, PingPosted: 1 };
+const PING_EVENT_VERSIONS: Record<PingEvent['type'], number> = { LeadPinged: 1, PingBidsCollected: 1, PingPosted: 1, PingPostReleased: 1 };
 
 /** Support-stream events whose layout changed: the idempotency stream once kept an HTTP answer. */
 const SUPPORT_EVENT_VERSIONS = { IdempotentResponseRecorded: 1 };
