@@ -173,6 +173,19 @@ describe('reliability: store faults', function () {
       expect([again.status, again.body.lead_id, again.headers['idempotency-replayed']]).to.deep.equal([201, first.body.lead_id, 'true']);
     });
 
+    it("a lead's append that lands but whose answer is lost: the post is answered from the lead's stream, and the lead keeps its claims", async function () {
+      Object.assign(faulty.fault, { loseAnswer: (stream: string) => /^lead-\d+$/.test(stream) });
+      const [sold, bucketed] = posts(2, 0, 'answer-lost-lead');
+      const replies = await Promise.all([sold!, bucketed!].map((p) => svc.post(p.body, headersOf(key, p))));
+      faulty.heal();
+      expectAccepted(replies);
+      const recorded = await wholeLeads(svc.service.store);
+      for (const reply of replies) expect(recorded.get(reply.body.lead_id as number)?.code, `lead ${String(reply.body.lead_id)}`).to.equal(reply.body.code);
+      // Its contacts stay claimed: the same consumer again is a duplicate of it.
+      const again = await svc.post(sold!.body, headersOf(key, sold!));
+      expect([again.status, again.body.code]).to.deep.equal([409, 'DUPLICATE']);
+    });
+
     it('the store goes down mid-request and stays down longer than the claim releases used to retry (5 s): the retry is still not a DUPLICATE', async function () {
       this.timeout(30_000);
       // From the first failed lead append on, every append fails: the contact claims the lead took

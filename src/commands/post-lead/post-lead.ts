@@ -157,10 +157,21 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       // 6. One atomic append of the lead's events, and the outcome folded from them.
       return await record({ ...who, validation, enrichment, routing: routed.decision, ...(pingMatch ? { pingMatch } : {}) });
     } catch (error) {
+      // The lead's append may have landed with its answer lost (a store timing out, a writer that
+      // died after its commit): a lead that is recorded keeps its claims, cap slot and ping, and
+      // is answered from its own stream, as the retry would otherwise be refused as its duplicate.
+      const landed = await recordedOutcome(leadId).catch(() => null);
+      if (landed) return landed;
       giveBack(claims, reservation, leadId, now);
       if (postedPing !== null) await releasePing(request, postedPing, leadId, now);
       throw error;
     }
+  }
+
+  /** The outcome of the lead as its stream records it, or null when it has none. */
+  async function recordedOutcome(leadId: number): Promise<LeadOutcome | null> {
+    const { state, revision } = await readFolded(deps.store, leadStream(leadId), leadDecider);
+    return revision < 0 ? null : outcomeOf(state);
   }
 
   /**

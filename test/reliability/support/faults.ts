@@ -37,6 +37,8 @@ export interface EventStoreFault {
   failAppend?: (stream: string) => boolean;
   /** Stream reads for which this answers true fail. */
   failRead?: (stream: string) => boolean;
+  /** Appends to streams for which this answers true land, then fail: an answer lost on its way back. */
+  loseAnswer?: (stream: string) => boolean;
   /** What a failing call throws; default: EventStoreUnavailableError, as an adapter reports a store it cannot reach. */
   error?: () => Error;
 }
@@ -53,6 +55,7 @@ export class FaultyEventStore implements EventStore {
   heal(): void {
     delete this.fault.failAppend;
     delete this.fault.failRead;
+    delete this.fault.loseAnswer;
   }
 
   private error(): Error {
@@ -64,7 +67,9 @@ export class FaultyEventStore implements EventStore {
       this.refused += 1;
       throw this.error();
     }
-    return this.inner.append(streamId, events, options);
+    const appended = await this.inner.append(streamId, events, options);
+    if (this.fault.loseAnswer?.(streamId)) throw this.error();
+    return appended;
   }
 
   async readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]> {
