@@ -59,6 +59,8 @@ export class LeaseKeeper {
   private everHeld = false;
   /** After the first beat: what it found is in the service's own start-up line, so it logs nothing. */
   private started = false;
+  /** When the last beat asked: beats are a heartbeat apart from one asking to the next. */
+  private lastAsked = 0;
 
   constructor(private readonly options: LeaseKeeperOptions) {}
 
@@ -94,13 +96,17 @@ export class LeaseKeeper {
   private schedule(): void {
     if (this.stopped) return;
     const heartbeatMs = this.options.heartbeatMs ?? LEASE_HEARTBEAT_MS;
+    // A heartbeat after the last beat asked, not after its answer came: a renewal that takes d to
+    // answer then keeps the lease while d is under the lease's time less a beat (2 s), where
+    // counting from the answer stopped the work at every other beat once d passed 1 s.
+    const untilBeat = this.lastAsked + heartbeatMs - Date.now();
     // A standby asks again just after the holder's time runs out, if that comes before the next beat.
-    const untilFree = this.token === undefined && this.seen ? this.seen.expiresAt - Date.now() + 5 : heartbeatMs;
+    const untilFree = this.token === undefined && this.seen ? this.seen.expiresAt - Date.now() + 5 : untilBeat;
     this.timer = setTimeout(
       () => {
         this.beating = this.beatSafely().finally(() => this.schedule());
       },
-      Math.max(50, Math.min(heartbeatMs, untilFree)),
+      Math.max(50, Math.min(untilBeat, untilFree)),
     );
     this.timer.unref();
   }
@@ -112,6 +118,7 @@ export class LeaseKeeper {
 
   private async beat(): Promise<void> {
     const asked = Date.now();
+    this.lastAsked = asked;
     let lease: Lease;
     let timer: NodeJS.Timeout | undefined;
     try {

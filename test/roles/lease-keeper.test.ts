@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import sinon from 'sinon';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { type Fence, type Lease, ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { LeaseKeeper } from '../../src/roles/lease-keeper.js';
@@ -164,5 +165,39 @@ describe('lease keeper', function () {
     // The work's own write found the lease gone (a fenced commit refused): it stops, though every renewal succeeds.
     work.lost!();
     await until('the work stops', () => work.running === null);
+  });
+});
+
+describe('lease keeper: a store slow to answer (stubbed clock)', function () {
+  // The default lease (3 s, a beat a second) on a clock the test moves, and a store whose every
+  // answer takes 1.2 s: counted from each answer, the beats came 2.2 s apart and the work stopped
+  // at every other beat; counted from each asking, it runs on.
+  it('keeps the work running while each renewal answers within the lease less a beat', async function () {
+    const timers = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const token = 7;
+      const slow = {
+        acquireLease: (name: string, holder: string, ttlMs: number) =>
+          new Promise<Lease>((resolve) => setTimeout(() => resolve({ name, holder, token, expiresAt: Date.now() + ttlMs }), 1200)),
+        releaseLease: async () => {},
+      };
+      const work = new Work();
+      const keeper = new LeaseKeeper({ leases: slow, name: 'slow', holder: 'me', work });
+      const started = keeper.start();
+      await timers.tickAsync(1200);
+      await started;
+      expect(work.log).to.deep.equal(['start 7']);
+      await timers.tickAsync(30_000);
+      expect(work.log).to.deep.equal(['start 7']);
+      // A renewal that answers past the lease's time still stops it.
+      slow.acquireLease = () => new Promise<Lease>(() => {});
+      await timers.tickAsync(4000);
+      expect(work.log).to.deep.equal(['start 7', 'stop 7']);
+      const stopping = keeper.stop();
+      await timers.tickAsync(5000);
+      await stopping;
+    } finally {
+      timers.restore();
+    }
   });
 });
