@@ -4,7 +4,9 @@ import type { WireResult } from './attempt.js';
 
 // One POST to a buyer's endpoint, time-boxed as a whole: a buyer that accepts the connection and
 // then trickles bytes must not hold a delivery slot longer than its `timeout_ms`. The answer
-// counts once its status line arrives; the body is read only to free the connection.
+// counts once its status line arrives; the body is read only to free the connection. The box (and
+// the latency) starts when the request has a connection: a wait for one of the agent's sockets is
+// this process's, not the buyer's, and must not be judged a timeout of a request never sent.
 
 export interface WebhookPost {
   readonly url: string;
@@ -15,7 +17,7 @@ export interface WebhookPost {
 }
 
 export function postWebhook(post: WebhookPost): Promise<WireResult> {
-  const started = performance.now();
+  let started = performance.now();
   const elapsed = () => performance.now() - started;
   return new Promise((resolve) => {
     let settled = false;
@@ -53,7 +55,11 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
       settle({ kind: 'timeout', latencyMs: elapsed() });
       req.destroy();
     };
-    const deadline = setTimeout(giveUp, post.timeoutMs);
+    let deadline: NodeJS.Timeout | undefined;
+    req.once('socket', () => {
+      started = performance.now();
+      deadline = setTimeout(giveUp, post.timeoutMs);
+    });
     req.on('timeout', giveUp);
     req.on('error', (error: NodeJS.ErrnoException) => settle({ kind: 'connection_error', latencyMs: elapsed(), code: error.code ?? null }));
     req.on('close', () => settle({ kind: 'connection_error', latencyMs: elapsed(), code: null }));

@@ -44,6 +44,8 @@ const BATCH = 100;
 /** How long a notice that could not run to its record is left alone: at first, and at the most. */
 const NOTICE_HOLD_MIN_MS = 1_000;
 const NOTICE_HOLD_MAX_MS = 60_000;
+/** Connections to one buyer for `lead.erased` notices, beside the deliveries' own. */
+const NOTICE_SOCKETS = 4;
 /** Long enough for the read model to catch up with a settled delivery, by a wide margin. */
 const SETTLED_HOLD_MS = 60_000;
 
@@ -54,6 +56,7 @@ type Cursor = { readonly value: string; readonly id: string };
 
 export class DeliveryWorker {
   private readonly agent: Agent;
+  private readonly noticeAgent: Agent;
   private readonly concurrency: number;
   private readonly pollMs: number;
   private readonly inFlight = new Map<number, Promise<void>>();
@@ -92,7 +95,11 @@ export class DeliveryWorker {
   constructor(private readonly deps: DeliveryWorkerDeps) {
     this.concurrency = deps.concurrency ?? 16;
     this.pollMs = deps.pollMs ?? 200;
-    this.agent = new Agent({ keepAlive: true, maxSockets: this.concurrency, ...(deps.ca ? { ca: [...rootCertificates, deps.ca] } : {}) });
+    const ca = deps.ca ? { ca: [...rootCertificates, deps.ca] } : {};
+    this.agent = new Agent({ keepAlive: true, maxSockets: this.concurrency, ...ca });
+    // Notices have sockets of their own: a burst of them (a retention sweep) must not make the
+    // deliveries wait for a connection to their buyer.
+    this.noticeAgent = new Agent({ keepAlive: true, maxSockets: NOTICE_SOCKETS, ...ca });
   }
 
   start(): void {
@@ -109,6 +116,7 @@ export class DeliveryWorker {
     await Promise.all([this.polling, this.reading]);
     await Promise.all([...this.inFlight.values(), ...this.noticing.values()]);
     this.agent.destroy();
+    this.noticeAgent.destroy();
   }
 
   /** Looks for due leads now instead of at the next poll, e.g. once the deliveries read model has a new sale. */
@@ -219,7 +227,7 @@ export class DeliveryWorker {
       if (!this.running || typeof leadId !== 'number' || this.noticing.has(leadId)) continue;
       const held = this.noticeHeld.get(leadId);
       if (held && held.until > now.getTime()) continue;
-      const run = sendErasureNotice(this.sendDeps(), leadId)
+      const run = sendErasureNotice({ ...this.sendDeps(), agent: this.noticeAgent }, leadId)
         .then((outcome) => {
           this.noticeHeld.delete(leadId);
           this.deps.logger?.info({ lead_id: leadId, outcome }, 'lead.erased notice');
