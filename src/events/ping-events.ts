@@ -72,7 +72,7 @@ export interface PingPosted {
  * A PingPosted taken back: its lead's append failed, so the lead was never recorded and the ping is
  * the supplier's to post again at once (a retry of the same post sells at the same bid).
  */
-export interface PingPostReleased {
+interface PingPostReleased {
   readonly type: 'PingPostReleased';
   readonly data: PingSource & {
     readonly lead_id: number;
