@@ -24,6 +24,8 @@ export interface DeliverDeps {
   readonly now: () => Date;
   readonly backoff: (attempt: number) => number;
   readonly agent: Agent;
+  /** Cuts the POST short when the worker stops; the attempt is then recorded as failed, due again. */
+  readonly signal?: AbortSignal;
   readonly lostAfterMs?: number;
   readonly logger?: Logger;
 }
@@ -83,6 +85,7 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
     headers: deliveryHeaders(leadId, body, deps.now(), secret),
     timeoutMs: delivery.timeout_ms,
     agent: deps.agent,
+    ...(deps.signal ? { signal: deps.signal } : {}),
   });
   const outcome = outcomeOf(result, {
     sale,

@@ -14,6 +14,8 @@ export interface WebhookPost {
   readonly headers: Record<string, string>;
   readonly timeoutMs: number;
   readonly agent: Agent;
+  /** Cuts the POST short (the worker stopping): it ends as a connection error, retried later. */
+  readonly signal?: AbortSignal;
 }
 
 export function postWebhook(post: WebhookPost): Promise<WireResult> {
@@ -37,6 +39,7 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
           agent: post.agent,
           headers: { ...post.headers, 'Content-Length': String(Buffer.byteLength(post.body)) },
           timeout: post.timeoutMs,
+          ...(post.signal ? { signal: post.signal } : {}),
         },
         (res) => {
           const retryAfter = res.headers['retry-after'] ?? null;

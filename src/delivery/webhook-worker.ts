@@ -38,12 +38,16 @@ export interface DeliveryWorkerDeps {
   readonly lostAfterMs?: number;
   /** Called after each attempt; for tests and metrics. */
   readonly onAttempt?: (leadId: number, report: AttemptReport) => void;
+  /** How long stop() lets the POSTs in flight run before it cuts them short (default 3 s). */
+  readonly stopGraceMs?: number;
 }
 
 const BATCH = 100;
 /** How long a notice that could not run to its record is left alone: at first, and at the most. */
 const NOTICE_HOLD_MIN_MS = 1_000;
 const NOTICE_HOLD_MAX_MS = 60_000;
+/** How long stop() lets POSTs in flight run: the service's shutdown budget is 10 s in all. */
+const STOP_GRACE_MS = 3_000;
 /** Connections to one buyer for `lead.erased` notices, beside the deliveries' own. */
 const NOTICE_SOCKETS = 4;
 /** Long enough for the read model to catch up with a settled delivery, by a wide margin. */
@@ -57,6 +61,8 @@ type Cursor = { readonly value: string; readonly id: string };
 export class DeliveryWorker {
   private readonly agent: Agent;
   private readonly noticeAgent: Agent;
+  /** Aborted when stop() has waited long enough for the POSTs in flight. */
+  private readonly stopping = new AbortController();
   private readonly concurrency: number;
   private readonly pollMs: number;
   private readonly inFlight = new Map<number, Promise<void>>();
@@ -108,13 +114,23 @@ export class DeliveryWorker {
     this.schedule(0);
   }
 
-  /** Stops polling and waits for the attempts in flight to be recorded. */
+  /**
+   * Stops polling and waits for the attempts in flight to be recorded. A POST still unanswered
+   * after `stopGraceMs` is cut short and recorded as failed, due again at its backoff: a process
+   * must end within its shutdown budget, and an attempt cut off unrecorded would wait to be judged
+   * lost (its timeout and 30 s more) before it is sent again.
+   */
   async stop(): Promise<void> {
     this.running = false;
     clearTimeout(this.timer);
     this.timer = undefined;
-    await Promise.all([this.polling, this.reading]);
-    await Promise.all([...this.inFlight.values(), ...this.noticing.values()]);
+    const cutShort = setTimeout(() => this.stopping.abort(), this.deps.stopGraceMs ?? STOP_GRACE_MS);
+    try {
+      await Promise.all([this.polling, this.reading]);
+      await Promise.all([...this.inFlight.values(), ...this.noticing.values()]);
+    } finally {
+      clearTimeout(cutShort);
+    }
     this.agent.destroy();
     this.noticeAgent.destroy();
   }
@@ -259,6 +275,7 @@ export class DeliveryWorker {
       now: () => this.now(),
       backoff: this.deps.backoff ?? backoffMs,
       agent: this.agent,
+      signal: this.stopping.signal,
     };
   }
 

@@ -5,7 +5,7 @@ import type { DeliveryWorkerDeps } from '../../src/delivery/webhook-worker.js';
 import type { LeadDelivered, LeadDeliveryAttempted, LeadDeliveryFailed } from '../../src/events/lead-events.js';
 import { CERT_URL, validLead } from '../support/service.js';
 import { type Answer, BuyerEndpoint, type ReceivedDelivery } from './buyer-endpoint.js';
-import { DeliveryHarness, HOOK_BUYER, SECRET_ENV, type WebhookOptions, sleep } from './harness.js';
+import { DeliveryHarness, HOOK_BUYER, SECRET_ENV, type WebhookOptions, sleep, until } from './harness.js';
 
 // Webhook delivery against a real local HTTPS buyer endpoint and the real service: what the buyer
 // receives, and what is recorded for each way the buyer can answer.
@@ -146,6 +146,19 @@ describe('delivery: webhook to a buyer endpoint', function () {
     expect(await harness.ofType(leadId, 'LeadDeliveryFailed')).to.deep.equal([]);
     expect((await harness.ofType<Delivered>(leadId, 'LeadDelivered')).map((d) => d.attempt)).to.deep.equal([1]);
     expect(endpoint.forLead(leadId)).to.have.length(1);
+  });
+
+  it('a worker stopping cuts a POST still unanswered short after its grace, and records it failed, due again', async () => {
+    endpoint = await BuyerEndpoint.start(() => 'hang');
+    harness = await DeliveryHarness.start(endpoint, { timeout_ms: 60_000 });
+    harness.worker({ stopGraceMs: 200 });
+    const { leadId } = await harness.sell();
+    await until(() => endpoint!.forLead(leadId).length === 1, 10_000, () => 'the POST');
+    await harness.stopWorkers();
+    const failures = await harness.ofType<Failed>(leadId, 'LeadDeliveryFailed');
+    expect(failures).to.have.length(1);
+    expect(failures[0]).to.include({ attempt: 1 });
+    expect(failures[0]!.next_attempt_at, 'due again').to.be.a('string');
   });
 
   it('a 4xx is final: one request, never retried', async () => {
