@@ -15,7 +15,7 @@ import type { MxResolver } from './enrichment/email.js';
 import { createDefaultEnricher } from './enrichment/enricher.js';
 import { type EventStore, openEventStore } from './event-store/index.js';
 import { type PersonalDataKeys, openPersonalDataKeys } from './personal-data/index.js';
-import { ContactHashes } from './personal-data/contact-hashes.js';
+import { ContactHashes, idempotencyNames } from './personal-data/contact-hashes.js';
 import { createApp, createOpsApp } from './http/app.js';
 import { DeliveryWorker } from './delivery/webhook-worker.js';
 import { createLogger } from './http/logger.js';
@@ -142,6 +142,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const ops = { readiness, metrics, shutdown };
 
   const contacts = new ContactRegistry(store, contactHashes);
+  const keyNames = await idempotencyNames(contactHashes, store, overrides.now);
   const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (position: Position) => projections.waitFor(position) };
   const eraser = new ConsumerEraser({ ...consumerLeads, keys: personalData, hashes: contactHashes, contacts, now });
   const caps = new CapLedger(store);
@@ -176,7 +177,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
           routing: () => routing,
           contacts,
           caps,
-          idempotency: new IdempotencyKeys(store, () => now().getTime()),
+          idempotency: new IdempotencyKeys(store, () => now().getTime(), keyNames),
           now,
         }),
         logger,

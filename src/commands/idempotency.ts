@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 import type { EventStore } from '../event-store/index.js';
 import type { LeadOutcome } from '../leads/outcome.js';
-import { type Decider, handleCommand } from './handler.js';
+import { type Decider, handleCommand, readFolded } from './handler.js';
 import { hashedStream } from './streams.js';
 
 // Idempotency-Key, per supplier, kept 72 h. The key's stream records a claim before the lead is
@@ -72,15 +72,44 @@ export const idempotencyDecider: Decider<IdempotencyCommand, KeyState, Idempoten
 
 export const requestHash = (body: Buffer): string => hash('sha256', body, 'hex');
 
+/**
+ * How a key's stream is named. A supplier may make its keys of the consumer's e-mail or phone, so
+ * the service names them by a keyed hash; stores from older releases hold them under a plain hash,
+ * which is read while an answer there may still count.
+ */
+export interface IdempotencyNames {
+  stream(supplier: string, key: string): string;
+  /** The key's stream under its plain name, while one may still hold a live answer; null once none can. */
+  olderStream(supplier: string, key: string, now: number): string | null;
+}
+
+/** The plain names of older releases (tests and tools that need no secret). */
+const plainIdempotencyNames: IdempotencyNames = {
+  stream: (supplier, key) => plainIdempotencyStream(supplier, key),
+  olderStream: () => null,
+};
+
+export const plainIdempotencyStream = (supplier: string, key: string): string => hashedStream('idempotency', supplier, key);
+
 export class IdempotencyKeys {
   constructor(
     private readonly store: EventStore,
     private readonly now: () => number = Date.now,
+    private readonly names: IdempotencyNames = plainIdempotencyNames,
   ) {}
 
   async claim(supplier: string, key: string, body: Buffer): Promise<IdempotencyClaim> {
-    const stream = hashedStream('idempotency', supplier, key);
+    const stream = this.names.stream(supplier, key);
     const hash = requestHash(body);
+    // A key used just before this release was named plainly: its answer still stands.
+    const older = this.names.olderStream(supplier, key, this.now());
+    if (older !== null) {
+      const { state } = await readFolded(this.store, older, idempotencyDecider);
+      if (taken(state, this.now())) {
+        if (state.kind === 'free' || state.hash !== hash) return { kind: 'other_body' };
+        return state.kind === 'done' ? { kind: 'replay', answer: state.answer } : { kind: 'in_flight' };
+      }
+    }
     // A key is usually new: the claim is first tried as a new stream, without reading it.
     const claimed = await handleCommand(this.store, stream, idempotencyDecider, { type: 'ClaimIdempotencyKey', hash, now: this.now() }, { assumeNew: true });
     const { state } = claimed;

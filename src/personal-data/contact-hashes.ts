@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { EventStore } from '../event-store/port.js';
+import { IDEMPOTENCY_TTL_MS, type IdempotencyNames, plainIdempotencyStream } from '../commands/idempotency.js';
 import { LEAD_ID_BLOCKS_STREAM } from '../commands/lead-ids.js';
 import { hashedStream } from '../commands/streams.js';
 import type { PersonalDataKeys } from './data-keys.js';
@@ -22,9 +23,33 @@ const SECRET_NAME = 'contact-hashes';
 const HASHING_STREAM = 'contact-hashing';
 const DAY_MS = 86_400_000;
 
-interface ContactHashesKeyed {
-  readonly type: 'ContactHashesKeyed';
+/** When a store began naming a kind of stream by a keyed hash, and whether older plain names may exist. */
+interface HashesKeyed {
+  readonly type: string;
   readonly data: { readonly keyed_at: string; readonly older_streams: boolean };
+}
+
+/**
+ * Since when streams under older plain names may still need reading (epoch ms), or null when none
+ * can exist: recorded in `stream` by the first instance to start this release (older streams exist
+ * when a lead was ever posted), and read by every later start.
+ */
+async function keyedSince(events: EventStore, stream: string, type: string, now: () => Date): Promise<number | null> {
+  for (let attempt = 0; ; attempt++) {
+    const [first] = await events.readStream(stream, { maxCount: 1 });
+    if (first?.type === type) {
+      const { keyed_at, older_streams } = (first as unknown as HashesKeyed).data;
+      return older_streams ? Date.parse(keyed_at) : null;
+    }
+    const posted = await events.readStream(LEAD_ID_BLOCKS_STREAM, { maxCount: 1 });
+    const keyed: HashesKeyed = { type, data: { keyed_at: now().toISOString(), older_streams: posted.length > 0 } };
+    try {
+      await events.append(stream, [keyed], { expectedRevision: 'no_stream' });
+    } catch (error) {
+      // Another instance recorded it first: read what it wrote.
+      if (attempt >= 3) throw error;
+    }
+  }
 }
 
 /** The contact stream of a keyed hash. */
@@ -40,26 +65,21 @@ export class ContactHashes {
   /** The contact hashes of this store: the secret from the key store, and the upgrade record (written on the first start). */
   static async open(keys: PersonalDataKeys, events: EventStore, now: () => Date = () => new Date()): Promise<ContactHashes> {
     const secret = await keys.secret(SECRET_NAME);
-    for (let attempt = 0; ; attempt++) {
-      const [first] = await events.readStream(HASHING_STREAM, { maxCount: 1 });
-      if (first?.type === 'ContactHashesKeyed') {
-        const { keyed_at, older_streams } = (first as unknown as ContactHashesKeyed).data;
-        return new ContactHashes(secret, older_streams ? Date.parse(keyed_at) : null);
-      }
-      const posted = await events.readStream(LEAD_ID_BLOCKS_STREAM, { maxCount: 1 });
-      const keyed: ContactHashesKeyed = { type: 'ContactHashesKeyed', data: { keyed_at: now().toISOString(), older_streams: posted.length > 0 } };
-      try {
-        await events.append(HASHING_STREAM, [keyed], { expectedRevision: 'no_stream' });
-      } catch (error) {
-        // Another instance recorded it first: read what it wrote.
-        if (attempt >= 3) throw error;
-      }
-    }
+    return new ContactHashes(secret, await keyedSince(events, HASHING_STREAM, 'ContactHashesKeyed', now));
   }
 
   /** For tests and tools: keyed hashes with this secret, on a store with no older streams. */
   static withSecret(secret: Buffer): ContactHashes {
     return new ContactHashes(secret, null);
+  }
+
+  /**
+   * A stream named by the same secret for another value a client gives that must not be found from
+   * the name (an Idempotency-Key, which a supplier may well make of the consumer's e-mail): the
+   * prefix goes into the keyed hash too, so no two kinds of name can meet.
+   */
+  keyedStream(prefix: string, ...parts: string[]): string {
+    return `${prefix}-${createHmac('sha256', this.secret).update([prefix, ...parts].join('\n')).digest('hex')}`;
   }
 
   /** The keyed hash (hex) of a normalised mobile (E.164) or e-mail: what a lead records of its contacts. */
@@ -77,4 +97,17 @@ export class ContactHashes {
     if (this.legacySince === null || now.getTime() - this.legacySince >= windowDays * DAY_MS) return null;
     return hashedStream('contact', kind, value);
   }
+}
+
+/**
+ * The names of the Idempotency-Key streams of this store: keyed by the contact hashes' secret; the
+ * plain name of older releases is read for the 72 h a key lives after this release first started,
+ * on a store that held leads before it.
+ */
+export async function idempotencyNames(hashes: ContactHashes, events: EventStore, now: () => Date = () => new Date()): Promise<IdempotencyNames> {
+  const since = await keyedSince(events, 'idempotency-hashing', 'IdempotencyKeysKeyed', now);
+  return {
+    stream: (supplier, key) => hashes.keyedStream('idempotency', supplier, key),
+    olderStream: (supplier, key, at) => (since !== null && at - since < IDEMPOTENCY_TTL_MS ? plainIdempotencyStream(supplier, key) : null),
+  };
 }

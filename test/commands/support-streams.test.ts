@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import { hash } from 'node:crypto';
 import { CapLedger } from '../../src/commands/caps.js';
 import { ContactRegistry } from '../../src/commands/contacts.js';
-import { ContactHashes } from '../../src/personal-data/contact-hashes.js';
-import { IdempotencyKeys } from '../../src/commands/idempotency.js';
+import { ContactHashes, idempotencyNames } from '../../src/personal-data/contact-hashes.js';
+import { IDEMPOTENCY_TTL_MS, IdempotencyKeys, plainIdempotencyStream } from '../../src/commands/idempotency.js';
 import { LeadIdAllocator } from '../../src/commands/lead-ids.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import type { EventStore } from '../../src/event-store/index.js';
@@ -297,6 +297,56 @@ describe('support streams (on the embedded store)', function () {
       expect((await keys.claim('sup', 'k-2', body)).kind).to.equal('claimed');
       clock += 31_000;
       expect((await keys.claim('sup', 'k-2', body)).kind).to.equal('claimed');
+    });
+
+    it("named by a keyed hash: the name is not the plain hash a guess of the key could be checked against; a fresh store reads no older name", async function () {
+      const fresh = tempDir('support-keyed');
+      const events = await EmbeddedEventStore.open(fresh.path);
+      try {
+        const hashes = ContactHashes.withSecret(Buffer.alloc(32, 7));
+        const names = await idempotencyNames(hashes, events, () => now);
+        const keyed = names.stream('sup', 'ada@example.com');
+        expect(keyed).to.match(/^idempotency-[0-9a-f]{64}$/).and.not.equal(plainIdempotencyStream('sup', 'ada@example.com'));
+        expect(keyed).to.not.equal(ContactHashes.withSecret(Buffer.alloc(32, 8)).keyedStream('idempotency', 'sup', 'ada@example.com'));
+        expect(names.olderStream('sup', 'ada@example.com', now.getTime())).to.equal(null);
+        const keys = new IdempotencyKeys(events, () => now.getTime(), names);
+        const first = await keys.claim('sup', 'ada@example.com', Buffer.from('{}'));
+        if (first.kind === 'claimed') await first.complete(answer);
+        expect(await keys.claim('sup', 'ada@example.com', Buffer.from('{}'))).to.deep.equal({ kind: 'replay', answer });
+        expect(await events.readStream(keyed)).to.have.length(2);
+      } finally {
+        await events.close();
+        fresh.remove();
+      }
+    });
+
+    it('a key answered under its plain name before the upgrade replays for its 72 h, then is free; one in flight there is in flight', async function () {
+      const upgraded = tempDir('support-upgraded');
+      const events = await EmbeddedEventStore.open(upgraded.path);
+      try {
+        // A store that held leads before this release: keys under the plain name may be live.
+        await new LeadIdAllocator(events, 10, 'older').nextId();
+        const before = new IdempotencyKeys(events, () => now.getTime());
+        const body = Buffer.from('{"a":1}');
+        const answered = await before.claim('sup', 'k-old', body);
+        if (answered.kind === 'claimed') await answered.complete(answer);
+        expect((await before.claim('sup', 'k-flight', body)).kind).to.equal('claimed');
+
+        let clock = now.getTime() + 1000;
+        const names = await idempotencyNames(ContactHashes.withSecret(Buffer.alloc(32, 7)), events, () => new Date(clock));
+        const keys = new IdempotencyKeys(events, () => clock, names);
+        expect(await keys.claim('sup', 'k-old', body)).to.deep.equal({ kind: 'replay', answer });
+        expect((await keys.claim('sup', 'k-old', Buffer.from('{"a":2}'))).kind).to.equal('other_body');
+        expect((await keys.claim('sup', 'k-flight', body)).kind).to.equal('in_flight');
+        expect((await keys.claim('sup', 'k-new', body)).kind).to.equal('claimed');
+        // 72 h after the upgrade no plain name is read: the key is the supplier's again.
+        clock += IDEMPOTENCY_TTL_MS;
+        expect(names.olderStream('sup', 'k-old', clock)).to.equal(null);
+        expect((await keys.claim('sup', 'k-old', body)).kind).to.equal('claimed');
+      } finally {
+        await events.close();
+        upgraded.remove();
+      }
     });
 
     it('20 concurrent claims of one key: exactly one is claimed', async function () {
