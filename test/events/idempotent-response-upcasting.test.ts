@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { requestHash } from '../../src/commands/idempotency.js';
+import { LeadIdAllocator } from '../../src/commands/lead-ids.js';
 import { hashedStream } from '../../src/commands/streams.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { TestService } from '../support/service.js';
@@ -26,6 +27,8 @@ describe('IdempotentResponseRecorded schema 0 (an HTTP answer kept in the event)
       };
       const raw = await EmbeddedEventStore.open(dir.path);
       try {
+        // As the older release left it: the lead's id taken from a block, the key under its plain name.
+        await new LeadIdAllocator(raw, 100, 'older').nextId();
         await raw.append(hashedStream('idempotency', 'sup-1', 'order-8841'), [
           { type: 'IdempotencyKeyClaimed', data: { request_hash: requestHash(Buffer.from(body)), at } },
           { type: 'IdempotentResponseRecorded', data: { at, status: 422, envelope } },
