@@ -72,6 +72,12 @@ export const idempotencyDecider: Decider<IdempotencyCommand, KeyState, Idempoten
 
 export const requestHash = (body: Buffer): string => hash('sha256', body, 'hex');
 
+/** What a request with this body is told of a key another request holds: its answer, in flight, or another body's. */
+function heldBy(state: KeyState, hash: string): IdempotencyClaim {
+  if (state.kind === 'free' || state.hash !== hash) return { kind: 'other_body' };
+  return state.kind === 'done' ? { kind: 'replay', answer: state.answer } : { kind: 'in_flight' };
+}
+
 /**
  * How a key's stream is named. A supplier may make its keys of the consumer's e-mail or phone, so
  * the service names them by a keyed hash; stores from older releases hold them under a plain hash,
@@ -105,18 +111,12 @@ export class IdempotencyKeys {
     const older = this.names.olderStream(supplier, key, this.now());
     if (older !== null) {
       const { state } = await readFolded(this.store, older, idempotencyDecider);
-      if (taken(state, this.now())) {
-        if (state.kind === 'free' || state.hash !== hash) return { kind: 'other_body' };
-        return state.kind === 'done' ? { kind: 'replay', answer: state.answer } : { kind: 'in_flight' };
-      }
+      if (taken(state, this.now())) return heldBy(state, hash);
     }
     // A key is usually new: the claim is first tried as a new stream, without reading it.
     const claimed = await handleCommand(this.store, stream, idempotencyDecider, { type: 'ClaimIdempotencyKey', hash, now: this.now() }, { assumeNew: true });
     const { state } = claimed;
-    if (claimed.events.length === 0) {
-      if (state.kind === 'free' || state.hash !== hash) return { kind: 'other_body' };
-      return state.kind === 'done' ? { kind: 'replay', answer: state.answer } : { kind: 'in_flight' };
-    }
+    if (claimed.events.length === 0) return heldBy(state, hash);
     if (state.kind !== 'in_flight') throw new Error('a claimed idempotency key is in flight');
     const end = (command: IdempotencyCommand) => handleCommand(this.store, stream, idempotencyDecider, command, { from: claimed }).then(() => {});
     return {

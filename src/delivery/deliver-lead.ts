@@ -85,7 +85,7 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
     headers: deliveryHeaders(leadId, body, deps.now(), secret),
     timeoutMs: delivery.timeout_ms,
     agent: deps.agent,
-    ...(deps.signal ? { signal: deps.signal } : {}),
+    signal: deps.signal,
   });
   const outcome = outcomeOf(result, {
     sale,

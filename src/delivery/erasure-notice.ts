@@ -82,7 +82,7 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
   const secret = delivery.secret_env ? deps.env[delivery.secret_env] || null : null;
   const headers: Record<string, string> = { 'Content-Type': 'application/json', 'Idempotency-Key': `lead-erased-${leadId}`, [TIMESTAMP_HEADER]: timestamp };
   if (secret) headers[SIGNATURE_HEADER] = signDelivery(secret, timestamp, body);
-  const result = await postWebhook({ url: delivery.url, body, headers, timeoutMs: delivery.timeout_ms, agent: deps.agent, ...(deps.signal ? { signal: deps.signal } : {}) });
+  const result = await postWebhook({ url: delivery.url, body, headers, timeoutMs: delivery.timeout_ms, agent: deps.agent, signal: deps.signal });
   const at = deps.now();
   // The delivery's rules decide what the answer means (2xx done; 408, 425, 429, 5xx and no answer retried).
   const sale = { lead_id: leadId, buyer: buyerId, revenue: 0, currency: 'USD', sold_at: at.toISOString() };

@@ -39,7 +39,7 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
           agent: post.agent,
           headers: { ...post.headers, 'Content-Length': String(Buffer.byteLength(post.body)) },
           timeout: post.timeoutMs,
-          ...(post.signal ? { signal: post.signal } : {}),
+          signal: post.signal,
         },
         (res) => {
           const retryAfter = res.headers['retry-after'] ?? null;
