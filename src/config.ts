@@ -23,6 +23,11 @@ type ServiceRole = (typeof SERVICE_ROLES)[number];
 export interface ServiceConfig extends Config {
   /** LEADPOST_ROLES (or `serve --roles`); every role by default. */
   readonly roles: ReadonlySet<ServiceRole>;
+  /**
+   * LEADPOST_BACKGROUND_THREAD: a process that serves the API and also projects or delivers runs
+   * those on a thread of their own (on by default), so they take the second core, not the API's.
+   */
+  readonly backgroundThread: boolean;
   readonly port: number;
   readonly httpPort: number;
   readonly host: string | undefined;
@@ -95,6 +100,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
   const config: ServiceConfig = {
     ...base,
     roles: check(() => roleList(env, 'LEADPOST_ROLES'), new Set(SERVICE_ROLES)),
+    backgroundThread: check(() => flag(env, 'LEADPOST_BACKGROUND_THREAD', true), true),
     port: check(() => integer(env, 'PORT', 8443, 0, 65535), 0),
     httpPort: check(() => integer(env, 'HTTP_PORT', 8080, 0, 65535), 0),
     host: env.HOST || undefined,

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { CapLedger } from './commands/caps.js';
 import { ContactRegistry } from './commands/contacts.js';
 import { ConsumerEraser, consumerLeadIds } from './commands/erasure.js';
-import { RetentionSweeper } from './commands/retention.js';
+import type { RetentionSweeper } from './commands/retention.js';
 import type { Position } from './event-store/port.js';
 import { IdempotencyKeys } from './commands/idempotency.js';
 import { LeadIdAllocator } from './commands/lead-ids.js';
@@ -17,7 +17,6 @@ import { type EventStore, openEventStore } from './event-store/index.js';
 import { type PersonalDataKeys, openPersonalDataKeys } from './personal-data/index.js';
 import { ContactHashes, idempotencyNames } from './personal-data/contact-hashes.js';
 import { createApp, createOpsApp } from './http/app.js';
-import { DeliveryWorker } from './delivery/webhook-worker.js';
 import { createLogger } from './http/logger.js';
 import { startServers } from './http/server.js';
 import { loadOrCreateTls } from './http/tls.js';
@@ -32,7 +31,9 @@ import { countingEventStore } from './ops/counting-event-store.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
-import { LeaseKeeper, type LeaseStatus, leaseHolderId } from './roles/lease-keeper.js';
+import { type LeaseStatus, leaseHolderId } from './roles/lease-keeper.js';
+import { BackgroundRoles } from './roles/background-roles.js';
+import { BackgroundThread } from './roles/background-thread.js';
 
 /** What tests replace: things outside the service (clock, DNS) and where logs go. */
 export interface ServiceOverrides {
@@ -42,7 +43,7 @@ export interface ServiceOverrides {
   /** A store from openEventStore (so behind the event codec), perhaps wrapped. */
   readonly store?: EventStore;
   readonly readModels?: ReadModelStore;
-  /** A CA trusted on top of the system ones when asking webhook bidders (a test's self-signed buyer). */
+  /** A CA trusted on top of the system ones when asking webhook bidders and posting to webhook buyers (a test's self-signed buyer). */
   readonly buyerCa?: string;
   /** false: no webhook delivery worker (tests that run their own, trusting a test CA). */
   readonly deliveryWorker?: boolean;
@@ -64,6 +65,8 @@ export interface RunningService {
   readonly metrics: ServiceMetrics;
   /** The leases this process keeps (projector, delivery), as it sees them now. */
   leases(): LeaseStatus[];
+  /** The thread running the projector, delivery and retention beside the API; null when they run on the main thread (or not at all). */
+  readonly backgroundThread: BackgroundThread | null;
   /** Drains: stops accepting, lets requests in flight finish, stops the workers, closes the stores. */
   close(): Promise<void>;
 }
@@ -87,8 +90,9 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const tls = await loadOrCreateTls({ dataDir: config.dataDir, certFile: config.tlsCertFile, keyFile: config.tlsKeyFile });
   // One head read for every projection's status (a scrape or a readiness probe asks for all of them).
   const projectionStatuses = async () => projections.statuses(await store.headPosition());
-  const keepers: LeaseKeeper[] = [];
-  const leases = () => keepers.map((keeper) => keeper.status());
+  let background: BackgroundRoles | null = null;
+  let thread: BackgroundThread | null = null;
+  const leases = () => thread?.leases() ?? background?.leases() ?? [];
   const metrics = new ServiceMetrics({ projections: projectionStatuses, roles: { all: SERVICE_ROLES, running: [...roles], leases } });
   // Every append of the service goes through this decorator, so /metrics counts them all.
   // One set of data keys seals new leads and opens them for the readers allowed to see them.
@@ -107,19 +111,60 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   // projector lease runs them, its commits fenced by that lease.
   const projections = new Projections(store, readModels, logger);
   await projections.start();
-  const holder = leaseHolderId();
-  const projector = roles.has('projector')
-    ? new LeaseKeeper({
-        leases: readModels,
-        name: 'projector',
-        holder,
+  // What is open by now, closed in the reverse order; the API's own resources are closed first, by closeStores.
+  async function closeOpened(): Promise<void> {
+    await keys.close();
+    await background?.stopProjector();
+    await projections.stop();
+    if (!overrides.readModels) await readModels.close();
+    if (!overrides.store) await store.close();
+    await personalData.close();
+  }
+  // The work besides the API runs on a thread of its own where it can (see background-thread.ts);
+  // stores or a clock a test hands in cannot cross to a thread, so then it runs here.
+  const threaded =
+    config.backgroundThread &&
+    roles.has('api') &&
+    (roles.has('projector') || roles.has('delivery')) &&
+    !overrides.store &&
+    !overrides.readModels &&
+    !overrides.now &&
+    overrides.deliveryWorker !== false;
+  const now = overrides.now ?? (() => new Date());
+  background = threaded
+    ? null
+    : new BackgroundRoles({
+        projector: roles.has('projector'),
+        delivery: roles.has('delivery') && overrides.deliveryWorker !== false,
+        piiRetentionDays: config.piiRetentionDays,
+        store,
+        personalData,
+        readModels,
+        projections,
+        routing: () => routing,
+        now,
         logger,
-        work: { start: (fence, lost) => projections.run(fence, lost), stop: () => projections.pause() },
+        holder: leaseHolderId(),
+        onAttempt: metrics.countDeliveryAttempt,
+        ...(overrides.buyerCa ? { buyerCa: overrides.buyerCa } : {}),
+      });
+  await background?.startProjector();
+  thread = threaded
+    ? await BackgroundThread.start({
+        data: {
+          config: { ...config, roles: new Set([...roles].filter((role) => role !== 'api')) },
+          routing,
+          ...(overrides.buyerCa ? { buyerCa: overrides.buyerCa } : {}),
+        },
+        logger,
+        leaseNames: [...(roles.has('projector') ? ['projector'] : []), ...(roles.has('delivery') ? ['delivery'] : []), ...(roles.has('projector') && config.piiRetentionDays !== null ? ['retention'] : [])],
+        countAppends: metrics.countAppend,
+        countDeliveries: metrics.countDeliveryOutcome,
+      }).catch(async (error: unknown) => {
+        await closeOpened();
+        throw error;
       })
     : null;
-  if (projector) keepers.push(projector);
-  // A free lease is taken at the first beat: a single instance answers from running projections at once.
-  await projector?.start();
   const readBack = new ReadBack({
     events: store,
     personalData,
@@ -127,13 +172,12 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     collection: (base) => projections.collection(base),
     position: () => projections.position(),
   });
-  const now = overrides.now ?? (() => new Date());
   const shutdown = new ShutdownFlag();
   const readiness = new ReadinessProbe({
     events: store,
     readModels,
     projections: projectionStatuses,
-    projectionsHere: () => projections.active,
+    projectionsHere: () => (thread ? leases().some((lease) => lease.lease === 'projector' && lease.held) : projections.active),
     roles: { running: [...roles], leases },
     maxLagSeconds: config.readyMaxLagSeconds,
     shuttingDown: () => shutdown.shuttingDown,
@@ -194,12 +238,8 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     : createOpsApp({ logger, ops });
   const closeStores = async () => {
     bidAgent.destroy();
-    await keys.close();
-    await projector?.stop();
-    await projections.stop();
-    if (!overrides.readModels) await readModels.close();
-    if (!overrides.store) await store.close();
-    await personalData.close();
+    await thread?.stop();
+    await closeOpened();
   };
   const servers = await startServers({
     app,
@@ -216,59 +256,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     await closeStores();
     throw error;
   });
-  // Started after the listeners, so that a failed start leaves no worker running. The worker runs
-  // only while this instance holds the delivery lease; a new one each time it takes it.
-  let worker: DeliveryWorker | null = null;
-  const delivery =
-    overrides.deliveryWorker === false || !roles.has('delivery')
-      ? null
-      : new LeaseKeeper({
-          leases: readModels,
-          name: 'delivery',
-          holder,
-          logger,
-          work: {
-            start: async () => {
-              worker = new DeliveryWorker({
-                events: store,
-                personalData,
-                readModels,
-                deliveries: () => projections.collection('deliveries'),
-                routing: () => routing,
-                env: process.env,
-                now,
-                logger: logger.child({ component: 'delivery' }),
-                onAttempt: metrics.countDeliveryAttempt,
-              });
-              worker.start();
-            },
-            stop: async () => {
-              const stopping = worker;
-              worker = null;
-              await stopping?.stop();
-            },
-          },
-        });
-  if (delivery) keepers.push(delivery);
-  await delivery?.start();
-  // Retention shreds in one instance at a time: the one holding its lease, among those that project.
-  const retention =
-    config.piiRetentionDays === null || !roles.has('projector')
-      ? null
-      : new RetentionSweeper({ ...consumerLeads, keys: personalData, days: config.piiRetentionDays, now, logger: logger.child({ component: 'retention' }) });
-  const retentionLease = retention
-    ? new LeaseKeeper({
-        leases: readModels,
-        name: 'retention',
-        holder,
-        logger,
-        work: { start: async () => retention.start(), stop: () => retention.stop() },
-      })
-    : null;
-  if (retentionLease) keepers.push(retentionLease);
-  await retentionLease?.start();
-  // A sale reaches the deliveries read model within milliseconds: look then, not at the next poll.
-  projections.onCommit((name) => name === 'deliveries' && worker?.wake());
+  await background?.startDeliveryAndRetention();
   logger.info(
     {
       https_port: servers.httpsPort,
@@ -278,7 +266,6 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       routing_version: routing.version,
       self_signed: tls.selfSigned,
       roles: [...roles],
-      lease_holder: holder,
       leases: leases(),
     },
     'leadpost listening',
@@ -292,14 +279,15 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     keys,
     readModels,
     projections,
-    retention,
+    retention: background?.retention ?? null,
     metrics,
     leases,
+    backgroundThread: thread,
     close: async () => {
       const started = Date.now();
       shutdown.raise();
       // Appends of requests in flight and of delivery attempts land before the stores close.
-      const finishing = Promise.all([servers.close(IN_FLIGHT_GRACE_MS), delivery?.stop(), retentionLease?.stop()]);
+      const finishing = Promise.all([servers.close(IN_FLIGHT_GRACE_MS), background?.stopDeliveryAndRetention(), thread?.stop()]);
       logger.info({ grace_ms: IN_FLIGHT_GRACE_MS }, 'leadpost stopping: no new connections, finishing requests in flight');
       await finishing;
       await closeStores();

@@ -14,6 +14,8 @@ delivery the webhook worker, each only while this process holds that role's leas
 read-model store (renewed every 1 s, lasting 3 s: a standby takes over within about 3 s of the
 holder's death, at once after a clean stop). Without api the listeners answer only /healthz,
 /readyz and /metrics, which say which roles run and whether this process holds each lease.
+With api and another role, the others run on a background thread of the process (its second
+core), unless LEADPOST_BACKGROUND_THREAD=0; a thread that dies is started again.
 
 Configured by the environment; every variable is checked at start and a bad one stops serve
 with a message naming it (exit 1):
@@ -21,7 +23,8 @@ with a message naming it (exit 1):
   stores       LEADPOST_DATA_DIR (./data), EVENTSTORE_URL (esdb://…), MONGODB_URL (mongodb://…)
   encryption   LEADPOST_MASTER_KEY_FILE (<data dir>/master.key: 32 bytes, mode 0600, made on
                the first start; wraps the keys of personal data: back it up, apart from the data)
-  roles        LEADPOST_ROLES (api,projector,delivery; --roles overrides it)
+  roles        LEADPOST_ROLES (api,projector,delivery; --roles overrides it),
+               LEADPOST_BACKGROUND_THREAD (1: projector and delivery beside api on a thread)
   retention    PII_RETENTION_DAYS (unset: keep; else leads older than this many days lose their
                personal data in the background, outcomes and reports stay)
   listeners    PORT (8443), HTTP_PORT (8080), HOST (all interfaces), TRUST_PROXY (0)

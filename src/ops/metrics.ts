@@ -94,14 +94,19 @@ export class ServiceMetrics {
     }
   }
 
-  readonly countAppend = (result: AppendResultLabel, events: number): void => {
-    this.appends.inc({ result });
+  readonly countAppend = (result: AppendResultLabel, events: number, appends = 1): void => {
+    this.appends.inc({ result }, appends);
     if (events > 0) this.appendedEvents.inc(events);
   };
 
   readonly countDeliveryAttempt = (_leadId: number, report: AttemptReport): void => {
-    if (report.kind === 'skipped') return;
-    this.deliveries.inc({ outcome: deliveryOutcome(report) });
+    const outcome = deliveryOutcome(report);
+    if (outcome) this.countDeliveryOutcome(outcome);
+  };
+
+  /** Attempts counted elsewhere (the background thread), by outcome. */
+  readonly countDeliveryOutcome = (outcome: string, attempts = 1): void => {
+    this.deliveries.inc({ outcome }, attempts);
   };
 
   async render(): Promise<{ contentType: string; body: string }> {
@@ -148,7 +153,9 @@ export class ServiceMetrics {
   }
 }
 
-function deliveryOutcome(report: Exclude<AttemptReport, { kind: 'skipped' }>): string {
+/** The `outcome` label of an attempt; null for a lead skipped without an attempt. */
+export function deliveryOutcome(report: AttemptReport): string | null {
+  if (report.kind === 'skipped') return null;
   if (report.kind === 'superseded') return 'superseded';
   if (report.outcome === 'LeadDelivered') return 'delivered';
   if (report.outcome === 'given_up') return 'given_up';

@@ -166,6 +166,11 @@ export class Projections {
     await this.pause();
   }
 
+  /** The build a projection is served from (the runners, here or on another thread or process, follow it within a second). */
+  build(projection: string): string | undefined {
+    return this.builds.get(projection);
+  }
+
   /** The physical collection a base collection is served from. */
   collection(base: string): string {
     for (const projection of PROJECTIONS) {

@@ -70,6 +70,7 @@ describe('personal data encrypted in the event store', function () {
   it('the projections keep the envelope, never the fields: the lead view row holds it sealed', async function () {
     const svc = await TestService.start({ dataDir: dir.path });
     try {
+      await svc.service.projections.waitFor(await svc.service.store.headPosition());
       const row = await svc.service.readModels.get(svc.service.projections.collection('leads'), String(leadIds[0]));
       const lead = row!.lead as Record<string, unknown>;
       for (const field of PERSONAL_FIELDS) expect(lead, field).to.not.have.property(field);

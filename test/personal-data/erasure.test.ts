@@ -278,7 +278,7 @@ describe('erasure of a consumer', function () {
 
   it('replay after the erasure gives the same read models as the live ones, with no personal data', async function () {
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
-    const live = Object.fromEntries(svc.service.projections.all.map((r) => [r.projection.name, r.build]));
+    const live = Object.fromEntries(['leads', 'deliveries', 'reports'].map((name) => [name, svc.service.projections.build(name)!]));
     const replay = await runChild(['replay'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
     expect(replay.code, replay.stderr).to.equal(0);
     for (const [name, base] of [['leads', 'leads'], ['deliveries', 'deliveries'], ['reports', 'report_buckets'], ['reports', 'report_leads']] as const) {

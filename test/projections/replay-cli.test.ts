@@ -16,7 +16,8 @@ describe('leadpost replay', function () {
       const key = await svc.key();
       for (let i = 0; i < 30; i++) await svc.post(validLead({ accident_state: i % 3 ? 'CA' : 'TX', zip: i % 3 ? '90210' : '75001' }), { 'x-api-key': key });
       await svc.service.projections.waitFor(await svc.service.store.headPosition());
-      const oldBuilds = Object.fromEntries(svc.service.projections.all.map((r) => [r.projection.name, r.build]));
+      const served = () => Object.fromEntries(PROJECTIONS.map((p) => [p.name, svc.service.projections.build(p.name)!]));
+      const oldBuilds = served();
       // Each projection serves the build of its own version.
       expect(oldBuilds).to.deep.equal(Object.fromEntries(PROJECTIONS.map((p) => [p.name, versionBuild(p)])));
 
@@ -30,18 +31,18 @@ describe('leadpost replay', function () {
 
       // The running service follows the switch within a second or two, and answers the same.
       const started = Date.now();
-      while (svc.service.projections.all.some((r) => r.build === oldBuilds[r.projection.name]) && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 100));
-      for (const runner of svc.service.projections.all) expect(runner.build).to.match(new RegExp(`^${oldBuilds[runner.projection.name]}_r\\d+$`));
+      while (Object.entries(served()).some(([name, build]) => build === oldBuilds[name]) && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 100));
+      for (const [name, build] of Object.entries(served())) expect(build).to.match(new RegExp(`^${oldBuilds[name]}_r\\d+$`));
       for (const [name, base] of [['leads', 'leads'], ['deliveries', 'deliveries'], ['reports', 'report_buckets']] as const) {
         const read = (build: string) => svc.service.readModels.find(collectionName(base, build), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
-        const rebuilt = await read(svc.service.projections.runner(name)!.build);
+        const rebuilt = await read(svc.service.projections.build(name)!);
         expect(rebuilt.length).to.be.above(0);
         expect(rebuilt, `${name} rebuilt equals live`).to.deep.equal(await read(oldBuilds[name]!));
       }
       // New leads land in the new build.
       const posted = await svc.post(validLead(), { 'x-api-key': key });
       await svc.service.projections.waitFor(await svc.service.store.headPosition());
-      const view = await svc.service.readModels.get(collectionName('leads', svc.service.projections.runner('leads')!.build), String(posted.body.lead_id));
+      const view = await svc.service.readModels.get(collectionName('leads', svc.service.projections.build('leads')!), String(posted.body.lead_id));
       expect(view).to.include({ lead_status: 'sold' });
     } finally {
       await svc.stop();
@@ -64,8 +65,8 @@ describe('leadpost replay', function () {
         if (round >= 3) expect(replay.lines, `round ${round}`).to.include(`leads: removed older builds ${switched[round - 3]} (kept ${build} and ${switched[round - 2]})`);
         // The service follows each switch (within a second) before the next replay removes what it left.
         const started = Date.now();
-        while (svc.service.projections.runner('leads')!.build !== build && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 50));
-        expect(svc.service.projections.runner('leads')!.build).to.equal(build);
+        while (svc.service.projections.build('leads') !== build && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 50));
+        expect(svc.service.projections.build('leads')).to.equal(build);
       }
       const collections = await svc.service.readModels.collections();
       for (const projection of PROJECTIONS) {

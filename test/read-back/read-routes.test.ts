@@ -24,7 +24,8 @@ describe('read-back routes', function () {
   const leads: Record<string, number> = {};
 
   before(async function () {
-    svc = await TestService.start({ routing });
+    // On the main thread: a test below stops the leads projection's runner to read a lead while it is stopped.
+    svc = await TestService.start({ routing, env: { LEADPOST_BACKGROUND_THREAD: '0' } });
     Object.assign(keys, await roleKeys(svc));
     const post = async (name: string, key: string, lead: Record<string, unknown>) => {
       const reply = await svc.post(lead, { 'x-api-key': key });

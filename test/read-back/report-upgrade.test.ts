@@ -46,10 +46,10 @@ describe('reports projection upgrade', function () {
 
     svc = await TestService.start({ dataDir: dir.path });
     try {
-      const runner = svc.service.projections.runner('reports')!;
-      expect(runner.build).to.equal(versionBuild(reportsProjection));
-      expect(runner.build).to.not.match(/^v1/);
-      await runner.waitFor(await svc.service.store.headPosition());
+      const build = svc.service.projections.build('reports');
+      expect(build).to.equal(versionBuild(reportsProjection));
+      expect(build).to.not.match(/^v1/);
+      await svc.service.projections.waitFor(await svc.service.store.headPosition());
       const reply = await svc.request('GET', `/functions/reports/summary?from=${today}&to=${today}&group_by=s1`, { 'x-api-key': key });
       expect(reply.status, reply.text).to.equal(200);
       const rows = reply.body.items as Array<Record<string, unknown>>;

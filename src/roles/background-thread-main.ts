@@ -1,0 +1,115 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import { openEventStore } from '../event-store/index.js';
+import { createLogger } from '../http/logger.js';
+import { type AppendResultLabel, countingEventStore } from '../ops/counting-event-store.js';
+import { deliveryOutcome } from '../ops/metrics.js';
+import { openPersonalDataKeys } from '../personal-data/index.js';
+import { Projections } from '../projections/index.js';
+import { openReadModelStore } from '../read-models/index.js';
+import { BackgroundRoles } from './background-roles.js';
+import type { BackgroundThreadData, FromBackground, ToBackground } from './background-thread.js';
+import { leaseHolderId } from './lease-keeper.js';
+
+// The background thread of an API process (background-thread.ts): it opens the stores as a
+// `projector,delivery` process would, keeps the leases of the roles the process was given besides
+// `api`, and tells the main thread what it logs, holds and counts.
+
+const port = parentPort!;
+const { config, routing, buyerCa } = workerData as BackgroundThreadData;
+const post = (message: FromBackground) => port.postMessage(message);
+
+// Log lines go to the main thread in batches, each written there by the process's own logger.
+let lines: string[] = [];
+const flushLogs = () => {
+  if (lines.length === 0) return;
+  post({ kind: 'logs', lines });
+  lines = [];
+};
+const logger = createLogger({
+  destination: {
+    write(line: string) {
+      if (lines.length === 0) setImmediate(flushLogs);
+      lines.push(line);
+    },
+  },
+});
+
+// What /metrics counts, summed here and sent with the leases a few times a second.
+const appends = new Map<AppendResultLabel, [number, number]>();
+const attempts = new Map<string, number>();
+const countAppend = (result: AppendResultLabel, events: number) => {
+  const [count, total] = appends.get(result) ?? [0, 0];
+  appends.set(result, [count + 1, total + events]);
+};
+
+let roles: BackgroundRoles | undefined;
+const report = () => {
+  post({
+    kind: 'report',
+    leases: roles?.leases() ?? [],
+    appends: [...appends].map(([result, [count, events]]) => [result, count, events]),
+    attempts: [...attempts],
+  });
+  appends.clear();
+  attempts.clear();
+};
+
+const closers: Array<() => Promise<void>> = [];
+const closeAll = async () => {
+  for (const close of closers.reverse()) await close().catch((error: unknown) => logger.error({ err: error }, 'closing a store of the background thread failed'));
+};
+
+try {
+  const personalData = await openPersonalDataKeys(config);
+  closers.push(() => personalData.close());
+  const store = countingEventStore(await openEventStore(config, { logger, personalData }), countAppend);
+  closers.push(() => store.close());
+  // Commits on a thread of their own, as a projector-only process stores them: this thread's
+  // event loop reads, folds and delivers while the last commit is written.
+  const readModels = await openReadModelStore(config, { commitThread: true, othersMayWrite: true, smallThreadHeap: true });
+  closers.push(() => readModels.close());
+  const projections = new Projections(store, readModels, logger);
+  await projections.start();
+  closers.push(() => projections.stop());
+  roles = new BackgroundRoles({
+    projector: config.roles.has('projector'),
+    delivery: config.roles.has('delivery'),
+    piiRetentionDays: config.piiRetentionDays,
+    store,
+    personalData,
+    readModels,
+    projections,
+    routing: () => routing,
+    now: () => new Date(),
+    logger,
+    holder: leaseHolderId(),
+    ...(buyerCa ? { buyerCa } : {}),
+    onAttempt: (_leadId, attempt) => {
+      const outcome = deliveryOutcome(attempt);
+      if (outcome) attempts.set(outcome, (attempts.get(outcome) ?? 0) + 1);
+    },
+  });
+  const started = roles;
+  closers.push(() => started.stopProjector());
+  await started.startProjector();
+  closers.push(() => started.stopDeliveryAndRetention());
+  await started.startDeliveryAndRetention();
+} catch (error) {
+  await closeAll();
+  flushLogs();
+  post({ kind: 'failed', error: { name: (error as Error).name ?? 'Error', message: (error as Error).message ?? String(error) } });
+  port.close();
+  process.exit(1);
+}
+
+const reporting = setInterval(report, 250);
+post({ kind: 'started', leases: roles!.leases() });
+port.on('message', (message: ToBackground) => {
+  if (message.kind !== 'stop') return;
+  clearInterval(reporting);
+  void closeAll().then(() => {
+    report();
+    flushLogs();
+    port.close();
+  });
+});

@@ -1,0 +1,196 @@
+import { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import type { ServiceConfig } from '../config.js';
+import type { AppendResultLabel } from '../ops/counting-event-store.js';
+import type { LoadedRoutingConfig } from '../routing/load-config.js';
+import type { LeaseStatus } from './lease-keeper.js';
+
+// An API process's projector, delivery worker and retention sweep, on a thread of their own. On
+// two cores the API and the projections then each have one, as an `api` process and a
+// `projector,delivery` process beside it do (BENCH.md: about 30% more posts a second than one
+// thread doing both), in one process to deploy. The thread opens the stores itself, exactly as a
+// separate process would: the leases, fences and checkpoints that let processes share a data dir
+// are what keep the two threads apart. What the operator sees of it comes back in messages: its
+// log lines (written by this process's logger), its leases (for /readyz and /metrics) and what it
+// counted for /metrics.
+
+/** What the thread is started with: plain data, copied into it. */
+export interface BackgroundThreadData {
+  readonly config: ServiceConfig;
+  readonly routing: LoadedRoutingConfig;
+  readonly buyerCa?: string;
+}
+
+export type FromBackground =
+  | { readonly kind: 'started'; readonly leases: LeaseStatus[] }
+  | { readonly kind: 'failed'; readonly error: { readonly name: string; readonly message: string } }
+  | { readonly kind: 'logs'; readonly lines: string[] }
+  | {
+      readonly kind: 'report';
+      readonly leases: LeaseStatus[];
+      /** [result, appends, events] since the last report. */
+      readonly appends: Array<[AppendResultLabel, number, number]>;
+      /** [outcome, attempts] since the last report. */
+      readonly attempts: Array<[string, number]>;
+    };
+
+export type ToBackground = { readonly kind: 'stop' };
+
+export interface BackgroundThreadOptions {
+  readonly data: BackgroundThreadData;
+  readonly logger: Logger;
+  /** The leases the thread keeps, known before it says so. */
+  readonly leaseNames: readonly string[];
+  readonly countAppends: (result: AppendResultLabel, events: number, appends: number) => void;
+  readonly countDeliveries: (outcome: string, attempts: number) => void;
+  /** How long a stop waits for the thread to finish its work and close its stores; then it is cut off. */
+  readonly stopTimeoutMs?: number;
+}
+
+/** A thread that died is started again after 1 s, then 2, 4 … up to this. */
+const MAX_RESTART_DELAY_MS = 30_000;
+/** A thread that ran this long without dying starts the delays over. */
+const STABLE_MS = 60_000;
+
+class BackgroundThreadError extends Error {
+  override readonly name = 'BackgroundThreadError';
+}
+
+export class BackgroundThread {
+  private worker: Worker | null = null;
+  private seen: LeaseStatus[];
+  private stopping = false;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private restartDelayMs = 1000;
+  private startedAt = 0;
+  private exited: Promise<void> = Promise.resolve();
+  /** How many times the thread has died and been started again: for tests and the log. */
+  restarts = 0;
+
+  private constructor(private readonly options: BackgroundThreadOptions) {
+    this.seen = options.leaseNames.map((lease) => ({ lease, held: false, holder: null }));
+  }
+
+  /** Resolves once the thread has opened its stores and kept its leases once; rejects with why it could not. */
+  static async start(options: BackgroundThreadOptions): Promise<BackgroundThread> {
+    const thread = new BackgroundThread(options);
+    await thread.spawn();
+    return thread;
+  }
+
+  /** The thread's leases as it last told them; none held while it is down. */
+  leases(): LeaseStatus[] {
+    return this.worker ? this.seen : this.seen.map((status) => ({ ...status, held: false }));
+  }
+
+  /** Whether the thread runs now (false between a death and its restart). */
+  get running(): boolean {
+    return this.worker !== null;
+  }
+
+  /** Asks the thread to stop its work and close its stores; cuts it off if it has not within the limit. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.restartTimer);
+    const worker = this.worker;
+    if (!worker) return;
+    worker.postMessage({ kind: 'stop' } satisfies ToBackground);
+    const limit = setTimeout(() => {
+      this.options.logger.error({ timeout_ms: this.stopTimeoutMs }, 'the background thread did not stop in time; cutting it off');
+      void worker.terminate();
+    }, this.stopTimeoutMs);
+    await this.exited;
+    clearTimeout(limit);
+  }
+
+  /** Kills the thread as a crash would (for tests of the restart). */
+  async crashForTest(): Promise<void> {
+    await this.worker?.terminate();
+  }
+
+  private get stopTimeoutMs(): number {
+    return this.options.stopTimeoutMs ?? 8_000;
+  }
+
+  private spawn(): Promise<void> {
+    const { logger } = this.options;
+    const worker = new Worker(new URL('./background-thread-main.js', import.meta.url), { workerData: this.options.data });
+    let settle: { resolve: () => void; reject: (error: Error) => void } | null = null;
+    const started = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
+    let failure: Error | null = null;
+    worker.on('message', (message: FromBackground) => {
+      switch (message.kind) {
+        case 'logs':
+          for (const line of message.lines) relayLogLine(logger, line);
+          return;
+        case 'report':
+          this.seen = message.leases;
+          for (const [result, appends, events] of message.appends) this.options.countAppends(result, events, appends);
+          for (const [outcome, attempts] of message.attempts) this.options.countDeliveries(outcome, attempts);
+          return;
+        case 'started':
+          this.seen = message.leases;
+          this.worker = worker;
+          this.startedAt = Date.now();
+          // A restart that finished starting after stop() was called stops at once.
+          if (this.stopping) worker.postMessage({ kind: 'stop' } satisfies ToBackground);
+          settle?.resolve();
+          settle = null;
+          return;
+        case 'failed':
+          failure = Object.assign(new BackgroundThreadError(message.error.message), { name: message.error.name });
+          return;
+      }
+    });
+    // An uncaught error ends the thread; 'exit' follows and says what happens next.
+    worker.on('error', (error) => {
+      failure ??= error;
+      logger.error({ err: error }, 'the background thread failed');
+    });
+    this.exited = new Promise<void>((resolve) =>
+      worker.once('exit', (code) => {
+        resolve();
+        this.worker = null;
+        if (settle) {
+          settle.reject(failure ?? new BackgroundThreadError(`the background thread exited with code ${code} before it started`));
+          settle = null;
+          return;
+        }
+        if (this.stopping) return;
+        this.scheduleRestart(code, Date.now() - this.startedAt);
+      }),
+    );
+    return started;
+  }
+
+  private scheduleRestart(code: number, ranMs: number): void {
+    if (ranMs > STABLE_MS) this.restartDelayMs = 1000;
+    const delayMs = this.restartDelayMs;
+    this.restartDelayMs = Math.min(MAX_RESTART_DELAY_MS, delayMs * 2);
+    // Its leases run out and a standby (or this thread, restarted) takes them over.
+    this.options.logger.error({ exit_code: code, restart_in_ms: delayMs }, 'the background thread stopped unexpectedly; starting it again');
+    this.restartTimer = setTimeout(() => {
+      if (this.stopping) return;
+      this.restarts++;
+      this.spawn().catch((error: unknown) => {
+        this.options.logger.error({ err: error }, 'the background thread could not start again');
+        if (!this.stopping) this.scheduleRestart(1, 0);
+      });
+    }, delayMs);
+    this.restartTimer.unref();
+  }
+}
+
+/** One of the thread's JSON log lines, written by this process's logger at its level. */
+function relayLogLine(logger: Logger, line: string): void {
+  let entry: Record<string, unknown>;
+  try {
+    entry = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return;
+  }
+  const { level, time: _time, pid: _pid, hostname: _hostname, service: _service, msg, ...fields } = entry;
+  const label = typeof level === 'number' ? logger.levels.labels[level] : undefined;
+  const write = label && label in logger ? (logger[label as 'info'] as Logger['info']) : logger.info;
+  write.call(logger, { ...fields, thread: 'background' }, typeof msg === 'string' ? msg : '');
+}

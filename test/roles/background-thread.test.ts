@@ -1,0 +1,131 @@
+import { expect } from 'chai';
+import { openReadModelStore } from '../../src/read-models/index.js';
+import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
+import { deliveryRouting } from '../delivery/harness.js';
+import { TestService, validLead } from '../support/service.js';
+import { tempDir } from '../support/tmp.js';
+
+// A process with every role runs the projector and the delivery worker on a background thread:
+// the thread keeps their leases, builds the read models from what the API appends, POSTs sales
+// to webhook buyers, and tells the main thread what /readyz, /metrics and the log show. A thread
+// that dies is started again; one that is stopped gives its leases up.
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, withinMs = 15_000): Promise<T> {
+  const started = Date.now();
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() - started > withinMs) throw new Error(`never: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+describe('an all-roles process with its background roles on a thread', function () {
+  this.timeout(60_000);
+  const dir = tempDir('background-thread');
+  let endpoint: BuyerEndpoint;
+  let svc: TestService;
+  let key: string;
+  let stopped = false;
+
+  before(async function () {
+    endpoint = await BuyerEndpoint.start(() => 200);
+    svc = await TestService.start({ dataDir: dir.path, routing: deliveryRouting(endpoint.url), buyerCa: endpoint.cert });
+    key = await svc.key();
+  });
+  after(async function () {
+    if (!stopped) await svc?.stop();
+    await endpoint?.stop();
+    dir.remove();
+  });
+
+  const sell = async () => {
+    const posted = await svc.post(validLead({ zip: '90210' }), { 'x-api-key': key });
+    expect(posted.status).to.equal(201);
+    expect(posted.body).to.include({ code: 'SOLD', sold: true });
+    return posted.body.lead_id as number;
+  };
+
+  it('keeps the projector and delivery leases on the thread, and /readyz and /metrics say this process holds them', async function () {
+    expect(svc.service.backgroundThread?.running).to.equal(true);
+    // The main thread only follows the builds; the thread runs them.
+    expect(svc.service.projections.active).to.equal(false);
+    const leases = svc.service.leases();
+    expect(leases.map((lease) => [lease.lease, lease.held])).to.deep.equal([
+      ['projector', true],
+      ['delivery', true],
+    ]);
+    for (const lease of leases) expect(lease.holder).to.include(`:${process.pid}:`);
+    const ready = await svc.request('GET', '/readyz');
+    const checks = ready.body.checks as Record<string, { ok: boolean; detail: string }>;
+    expect(checks.roles!.detail).to.equal('api, projector (holds the lease), delivery (holds the lease)');
+    expect(checks.projections!.detail).to.match(/^running, within/);
+    const metrics = (await svc.request('GET', '/metrics')).text;
+    expect(metrics).to.match(/^leadpost_lease_held\{lease="projector"\} 1$/m);
+    expect(metrics).to.match(/^leadpost_lease_held\{lease="delivery"\} 1$/m);
+  });
+
+  it('projects what the API appends and POSTs a sale to its webhook buyer, counted in /metrics', async function () {
+    const leadId = await sell();
+    await until('the buyer received the lead', () => (endpoint.forLead(leadId).length === 1 ? true : undefined));
+    // The main thread waits on the checkpoints the thread commits.
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    const view = await svc.service.readModels.get(svc.service.projections.collection('leads'), String(leadId));
+    expect(view).to.include({ lead_id: leadId });
+    await until('the attempt counted', async () => {
+      const metrics = (await svc.request('GET', '/metrics')).text;
+      return /^leadpost_delivery_attempts_total\{outcome="delivered"\} 1$/m.test(metrics) ? true : undefined;
+    });
+  });
+
+  it('starts a thread that died again: its log says so, the leases come back and sales are delivered', async function () {
+    const thread = svc.service.backgroundThread!;
+    await thread.crashForTest();
+    expect(svc.service.leases().every((lease) => !lease.held)).to.equal(true);
+    await until('the death logged', () => (svc.logs.some((line) => line.includes('the background thread stopped unexpectedly')) ? true : undefined));
+    // The dead thread never gave its leases up: the new one takes them when they run out (3 s).
+    await until('the leases held again', () => (svc.service.leases().every((lease) => lease.held) ? true : undefined));
+    expect(thread.restarts).to.equal(1);
+    const leadId = await sell();
+    await until('the buyer received the lead', () => (endpoint.forLead(leadId).length === 1 ? true : undefined));
+    // The thread's own log lines reach the process's log, marked as the thread's.
+    const taken = svc.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((entry) => entry.msg === 'lease taken: this instance runs the work');
+    expect(taken.length).to.be.greaterThan(0);
+    expect(taken[0]).to.include({ thread: 'background', service: 'leadpost' });
+  });
+
+  it('gives its leases up when the service stops, so another process takes them at once', async function () {
+    stopped = true;
+    await svc.stop();
+    const readModels = await openReadModelStore({ dataDir: dir.path, mongoUrl: undefined });
+    try {
+      for (const name of ['projector', 'delivery']) {
+        const lease = await readModels.acquireLease(name, 'next-process', 3000);
+        expect(lease.holder, name).to.equal('next-process');
+      }
+    } finally {
+      await readModels.close();
+    }
+  });
+});
+
+describe('an all-roles process with LEADPOST_BACKGROUND_THREAD=0', function () {
+  this.timeout(30_000);
+  let svc: TestService;
+
+  before(async function () {
+    svc = await TestService.start({ env: { LEADPOST_BACKGROUND_THREAD: '0' } });
+  });
+  after(async function () {
+    await svc?.stop();
+  });
+
+  it('runs the projections and keeps the leases on its main thread', async function () {
+    expect(svc.service.backgroundThread).to.equal(null);
+    expect(svc.service.projections.active).to.equal(true);
+    expect(svc.service.leases().map((lease) => [lease.lease, lease.held])).to.deep.equal([
+      ['projector', true],
+      ['delivery', true],
+    ]);
+  });
+});
