@@ -266,6 +266,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       routing_version: routing.version,
       self_signed: tls.selfSigned,
       roles: [...roles],
+      lease_holder: thread?.holder ?? background?.holder ?? null,
       leases: leases(),
     },
     'leadpost listening',

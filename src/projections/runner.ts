@@ -36,8 +36,15 @@ export interface RunnerOptions {
 /** The LeadReceived of recent leads, by lead id. */
 export type ReceivedLeads = TwoGenerationCache<number, LeadReceived['data']>;
 
-/** Leads a runner remembers (between this and twice as many): a lead's later events usually come soon after. */
+/** Leads a rebuild's runner remembers (between this and twice as many): a lead's later events usually come soon after. */
 export const REMEMBERED_LEADS = 5_000;
+/**
+ * Leads a live runner remembers: a second or two of posts at full load, which covers a sale's
+ * delivery; what comes later (feedback, returns) is read from the lead's stream either way. Each
+ * of the four runners keeps its own, so 5,000 kept some 5–10 MB more of a serving process resident
+ * for no CPU it saved (BENCH.md).
+ */
+const LIVE_REMEMBERED_LEADS = 1_000;
 
 export interface ProjectionStatus {
   readonly projection: string;
@@ -131,7 +138,7 @@ export class ProjectionRunner {
     readonly build: string,
     private readonly options: RunnerOptions = {},
   ) {
-    this.receivedLeads = options.receivedLeads ?? new TwoGenerationCache(REMEMBERED_LEADS);
+    this.receivedLeads = options.receivedLeads ?? new TwoGenerationCache(LIVE_REMEMBERED_LEADS);
     // A projection names its collections at every event: each name is made once.
     const names = new Map<string, string>();
     this.context = {

@@ -77,6 +77,11 @@ export class BackgroundRoles {
     projections.onCommit((name) => name === 'deliveries' && this.worker?.wake());
   }
 
+  /** This process's name in the leases. */
+  get holder(): string {
+    return this.deps.holder;
+  }
+
   /** The leases kept here, as this process sees them now. */
   leases(): LeaseStatus[] {
     return [this.projector, this.delivery, this.retentionLease].filter((keeper) => keeper !== null).map((keeper) => keeper.status());

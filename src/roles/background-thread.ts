@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { ServiceConfig } from '../config.js';
 import type { AppendResultLabel } from '../ops/counting-event-store.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
-import type { LeaseStatus } from './lease-keeper.js';
+import { type LeaseStatus, leaseHolderId } from './lease-keeper.js';
 
 // An API process's projector, delivery worker and retention sweep, on a thread of their own. On
 // two cores the API and the projections then each have one, as an `api` process and a
@@ -17,6 +17,8 @@ import type { LeaseStatus } from './lease-keeper.js';
 /** What the thread is started with: plain data, copied into it. */
 export interface BackgroundThreadData {
   readonly config: ServiceConfig;
+  /** Its name in the leases it holds: a new one at every start, so a restarted thread never renews what the dead one held. */
+  readonly holder: string;
   readonly routing: LoadedRoutingConfig;
   readonly buyerCa?: string;
 }
@@ -37,7 +39,7 @@ export type FromBackground =
 export type ToBackground = { readonly kind: 'stop' };
 
 export interface BackgroundThreadOptions {
-  readonly data: BackgroundThreadData;
+  readonly data: Omit<BackgroundThreadData, 'holder'>;
   readonly logger: Logger;
   /** The leases the thread keeps, known before it says so. */
   readonly leaseNames: readonly string[];
@@ -46,6 +48,13 @@ export interface BackgroundThreadOptions {
   /** How long a stop waits for the thread to finish its work and close its stores; then it is cut off. */
   readonly stopTimeoutMs?: number;
 }
+
+/**
+ * The young generation of the thread's heap: V8's default (16 MB semi-spaces) kept some 25 MB more
+ * of the process resident under load for no CPU it saved (BENCH.md). The old generation is the
+ * process's (`npm start` caps it at 128 MB).
+ */
+const THREAD_HEAP = { maxYoungGenerationSizeMb: 8 } as const;
 
 /** A thread that died is started again after 1 s, then 2, 4 … up to this. */
 const MAX_RESTART_DELAY_MS = 30_000;
@@ -66,6 +75,8 @@ export class BackgroundThread {
   private exited: Promise<void> = Promise.resolve();
   /** How many times the thread has died and been started again: for tests and the log. */
   restarts = 0;
+  /** The thread's name in the leases, as of its last start. */
+  holder = '';
 
   private constructor(private readonly options: BackgroundThreadOptions) {
     this.seen = options.leaseNames.map((lease) => ({ lease, held: false, holder: null }));
@@ -114,7 +125,9 @@ export class BackgroundThread {
 
   private spawn(): Promise<void> {
     const { logger } = this.options;
-    const worker = new Worker(new URL('./background-thread-main.js', import.meta.url), { workerData: this.options.data });
+    this.holder = leaseHolderId();
+    const workerData: BackgroundThreadData = { ...this.options.data, holder: this.holder };
+    const worker = new Worker(new URL('./background-thread-main.js', import.meta.url), { workerData, resourceLimits: THREAD_HEAP });
     let settle: { resolve: () => void; reject: (error: Error) => void } | null = null;
     const started = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     let failure: Error | null = null;

@@ -72,6 +72,13 @@ describe('LEADPOST_ROLES and serve --roles', function () {
     expect([...loadServiceConfig({ LEADPOST_ROLES: ' API , delivery,api,' }).roles]).to.deep.equal(['api', 'delivery']);
   });
 
+  it('LEADPOST_BACKGROUND_THREAD is on by default, off with 0, and anything else names it', function () {
+    expect(loadServiceConfig({}).backgroundThread).to.equal(true);
+    expect(loadServiceConfig({ LEADPOST_BACKGROUND_THREAD: '0' }).backgroundThread).to.equal(false);
+    expect(loadServiceConfig({ LEADPOST_BACKGROUND_THREAD: 'off' }).backgroundThread).to.equal(false);
+    expect(problem({ LEADPOST_BACKGROUND_THREAD: 'sometimes' })).to.contain("LEADPOST_BACKGROUND_THREAD must be 1 or 0 (true/false, yes/no, on/off), not 'sometimes'");
+  });
+
   it('refuses an unknown role or an empty list, naming the variable', function () {
     expect(problem({ LEADPOST_ROLES: 'api,worker' })).to.contain("LEADPOST_ROLES must be a comma-separated list of api, projector, delivery, not 'api,worker'");
     expect(problem({ LEADPOST_ROLES: ' , ' })).to.contain('LEADPOST_ROLES must be a comma-separated list');

@@ -55,7 +55,12 @@ describe('an all-roles process with its background roles on a thread', function 
       ['projector', true],
       ['delivery', true],
     ]);
-    for (const lease of leases) expect(lease.holder).to.include(`:${process.pid}:`);
+    // Named after this process, with the thread's own nonce, in the leases and in the start-up line.
+    const holder = svc.service.backgroundThread!.holder;
+    expect(holder).to.include(`:${process.pid}:`);
+    for (const lease of leases) expect(lease.holder).to.equal(holder);
+    const listening = svc.logs.map((line) => JSON.parse(line) as Record<string, unknown>).find((entry) => entry.msg === 'leadpost listening');
+    expect(listening).to.include({ lease_holder: holder });
     const ready = await svc.request('GET', '/readyz');
     const checks = ready.body.checks as Record<string, { ok: boolean; detail: string }>;
     expect(checks.roles!.detail).to.equal('api, projector (holds the lease), delivery (holds the lease)');
@@ -80,12 +85,16 @@ describe('an all-roles process with its background roles on a thread', function 
 
   it('starts a thread that died again: its log says so, the leases come back and sales are delivered', async function () {
     const thread = svc.service.backgroundThread!;
+    const deadHolder = thread.holder;
     await thread.crashForTest();
     expect(svc.service.leases().every((lease) => !lease.held)).to.equal(true);
     await until('the death logged', () => (svc.logs.some((line) => line.includes('the background thread stopped unexpectedly')) ? true : undefined));
     // The dead thread never gave its leases up: the new one takes them when they run out (3 s).
     await until('the leases held again', () => (svc.service.leases().every((lease) => lease.held) ? true : undefined));
     expect(thread.restarts).to.equal(1);
+    // A new name: the restarted thread took the leases over once the dead one's ran out, never renewed them.
+    expect(thread.holder).to.not.equal(deadHolder);
+    for (const lease of svc.service.leases()) expect(lease.holder).to.equal(thread.holder);
     const leadId = await sell();
     await until('the buyer received the lead', () => (endpoint.forLead(leadId).length === 1 ? true : undefined));
     // The thread's own log lines reach the process's log, marked as the thread's.
