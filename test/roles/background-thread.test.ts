@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { openReadModelStore } from '../../src/read-models/index.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
-import { deliveryRouting } from '../delivery/harness.js';
+import { deliveryRouting, until } from '../delivery/harness.js';
 import { TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
 
@@ -9,16 +9,6 @@ import { tempDir } from '../support/tmp.js';
 // the thread keeps their leases, builds the read models from what the API appends, POSTs sales
 // to webhook buyers, and tells the main thread what /readyz, /metrics and the log show. A thread
 // that dies is started again; one that is stopped gives its leases up.
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, withinMs = 15_000): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() - started > withinMs) throw new Error(`never: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 
 describe('an all-roles process with its background roles on a thread', function () {
   this.timeout(60_000);
@@ -72,15 +62,13 @@ describe('an all-roles process with its background roles on a thread', function 
 
   it('projects what the API appends and POSTs a sale to its webhook buyer, counted in /metrics', async function () {
     const leadId = await sell();
-    await until('the buyer received the lead', () => (endpoint.forLead(leadId).length === 1 ? true : undefined));
+    await until(() => endpoint.forLead(leadId).length === 1, 15_000, () => 'the buyer received the lead');
     // The main thread waits on the checkpoints the thread commits.
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
     const view = await svc.service.readModels.get(svc.service.projections.collection('leads'), String(leadId));
     expect(view).to.include({ lead_id: leadId });
-    await until('the attempt counted', async () => {
-      const metrics = (await svc.request('GET', '/metrics')).text;
-      return /^leadpost_delivery_attempts_total\{outcome="delivered"\} 1$/m.test(metrics) ? true : undefined;
-    });
+    const delivered = /^leadpost_delivery_attempts_total\{outcome="delivered"\} 1$/m;
+    await until(async () => delivered.test((await svc.request('GET', '/metrics')).text), 15_000, () => 'the attempt counted');
   });
 
   it('starts a thread that died again: its log says so, the leases come back and sales are delivered', async function () {
@@ -88,15 +76,15 @@ describe('an all-roles process with its background roles on a thread', function 
     const deadHolder = thread.holder;
     await thread.crashForTest();
     expect(svc.service.leases().every((lease) => !lease.held)).to.equal(true);
-    await until('the death logged', () => (svc.logs.some((line) => line.includes('the background thread stopped unexpectedly')) ? true : undefined));
+    await until(() => svc.logs.some((line) => line.includes('the background thread stopped unexpectedly')), 15_000, () => 'the death logged');
     // The dead thread never gave its leases up: the new one takes them when they run out (3 s).
-    await until('the leases held again', () => (svc.service.leases().every((lease) => lease.held) ? true : undefined));
+    await until(() => svc.service.leases().every((lease) => lease.held), 15_000, () => 'the leases held again');
     expect(thread.restarts).to.equal(1);
     // A new name: the restarted thread took the leases over once the dead one's ran out, never renewed them.
     expect(thread.holder).to.not.equal(deadHolder);
     for (const lease of svc.service.leases()) expect(lease.holder).to.equal(thread.holder);
     const leadId = await sell();
-    await until('the buyer received the lead', () => (endpoint.forLead(leadId).length === 1 ? true : undefined));
+    await until(() => endpoint.forLead(leadId).length === 1, 15_000, () => 'the buyer received the lead');
     // The thread's own log lines reach the process's log, marked as the thread's.
     const taken = svc.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((entry) => entry.msg === 'lease taken: this instance runs the work');
     expect(taken.length).to.be.greaterThan(0);
