@@ -60,7 +60,7 @@ export interface RunningService {
   readonly keys: KeyRing;
   readonly readModels: ReadModelStore;
   readonly projections: Projections;
-  /** The background shredding of personal data past PII_RETENTION_DAYS; null when it is unset. */
+  /** The background shredding of personal data past PII_RETENTION_DAYS; null when it is unset, or when it runs on the background thread. */
   readonly retention: RetentionSweeper | null;
   readonly metrics: ServiceMetrics;
   /** The leases this process keeps (projector, delivery), as it sees them now. */
@@ -161,7 +161,8 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
         countAppends: metrics.countAppend,
         countDeliveries: metrics.countDeliveryOutcome,
       }).catch(async (error: unknown) => {
-        await closeOpened();
+        // The thread's failure is what the operator must see, not a failure to close after it.
+        await closeOpened().catch((closing: unknown) => logger.error({ err: closing }, 'closing the stores after a failed start failed'));
         throw error;
       })
     : null;
@@ -256,7 +257,9 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     await closeStores();
     throw error;
   });
+  // Started after the listeners, so that a failed start leaves no worker running.
   await background?.startDeliveryAndRetention();
+  await thread?.deliver();
   logger.info(
     {
       https_port: servers.httpsPort,
@@ -288,7 +291,8 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       const started = Date.now();
       shutdown.raise();
       // Appends of requests in flight and of delivery attempts land before the stores close.
-      const finishing = Promise.all([servers.close(IN_FLIGHT_GRACE_MS), background?.stopDeliveryAndRetention(), thread?.stop()]);
+      // The projector runs on until the stores close: a request in flight may wait for it (an erasure).
+      const finishing = Promise.all([servers.close(IN_FLIGHT_GRACE_MS), background?.stopDeliveryAndRetention(), thread?.drain()]);
       logger.info({ grace_ms: IN_FLIGHT_GRACE_MS }, 'leadpost stopping: no new connections, finishing requests in flight');
       await finishing;
       await closeStores();

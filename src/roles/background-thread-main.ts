@@ -14,7 +14,7 @@ import type { BackgroundThreadData, FromBackground, ToBackground } from './backg
 // `api`, and tells the main thread what it logs, holds and counts.
 
 const port = parentPort!;
-const { config, routing, buyerCa, holder } = workerData as BackgroundThreadData;
+const { config, routing, buyerCa, holder, logLevel, deliverAtOnce } = workerData as BackgroundThreadData;
 const post = (message: FromBackground) => port.postMessage(message);
 
 // Log lines go to the main thread in batches, each written there by the process's own logger.
@@ -25,6 +25,7 @@ const flushLogs = () => {
   lines = [];
 };
 const logger = createLogger({
+  level: logLevel,
   destination: {
     write(line: string) {
       if (lines.length === 0) setImmediate(flushLogs);
@@ -53,11 +54,23 @@ const report = () => {
   attempts.clear();
 };
 
+// What the main thread asks arrives from the start, while the stores open: a stop then waits for
+// the start to finish (or the main thread cuts the thread off).
+let wanted: 'deliver' | 'drain' | 'stop' | null = null;
+let act: (message: ToBackground) => void = (message) => {
+  if (wanted !== 'stop') wanted = message.kind;
+};
+port.on('message', (message: ToBackground) => act(message));
+
 const closers: Array<() => Promise<void>> = [];
 const closeAll = async () => {
-  for (const close of closers.reverse()) await close().catch((error: unknown) => logger.error({ err: error }, 'closing a store of the background thread failed'));
+  for (const close of [...closers].reverse()) await close().catch((error: unknown) => logger.error({ err: error }, 'closing a store of the background thread failed'));
 };
 
+/** Delivery and retention starting and stopping, in the order asked; each happens once. */
+let delivery: Promise<void> = Promise.resolve();
+let delivered = deliverAtOnce;
+let draining: Promise<void> | null = null;
 try {
   const personalData = await openPersonalDataKeys(config);
   closers.push(() => personalData.close());
@@ -92,8 +105,9 @@ try {
   const started = roles;
   closers.push(() => started.stopProjector());
   await started.startProjector();
-  closers.push(() => started.stopDeliveryAndRetention());
-  await started.startDeliveryAndRetention();
+  // Delivery and retention start when the process's listeners are up (a thread started again: at once).
+  closers.push(() => (draining ??= started.stopDeliveryAndRetention()));
+  if (deliverAtOnce) await started.startDeliveryAndRetention();
 } catch (error) {
   await closeAll();
   flushLogs();
@@ -103,13 +117,34 @@ try {
 }
 
 const reporting = setInterval(report, 250);
+let stopping = false;
+act = (message) => {
+  if (stopping) return;
+  const running = roles!;
+  const logged = (error: unknown) => logger.error({ err: error }, 'starting or stopping delivery failed');
+  if (message.kind === 'deliver') {
+    const start = !delivered && !draining;
+    delivered = true;
+    delivery = delivery
+      .then(() => (start ? running.startDeliveryAndRetention() : undefined))
+      .catch(logged)
+      .then(() => post({ kind: 'delivering', leases: running.leases() }));
+  } else if (message.kind === 'drain') {
+    delivery = delivery
+      .then(() => (draining ??= running.stopDeliveryAndRetention()))
+      .catch(logged)
+      .then(() => post({ kind: 'drained', leases: running.leases() }));
+  } else {
+    stopping = true;
+    clearInterval(reporting);
+    void delivery
+      .then(closeAll)
+      .then(() => {
+        report();
+        flushLogs();
+        port.close();
+      });
+  }
+};
 post({ kind: 'started', leases: roles!.leases() });
-port.on('message', (message: ToBackground) => {
-  if (message.kind !== 'stop') return;
-  clearInterval(reporting);
-  void closeAll().then(() => {
-    report();
-    flushLogs();
-    port.close();
-  });
-});
+if (wanted) act({ kind: wanted });

@@ -21,10 +21,15 @@ export interface BackgroundThreadData {
   readonly holder: string;
   readonly routing: LoadedRoutingConfig;
   readonly buyerCa?: string;
+  /** The level of the process's logger: the thread logs what it would write. */
+  readonly logLevel: string;
+  /** Start delivery and retention at once (a restart), not when the process's listeners are up. */
+  readonly deliverAtOnce: boolean;
 }
 
 export type FromBackground =
   | { readonly kind: 'started'; readonly leases: LeaseStatus[] }
+  | { readonly kind: 'delivering' | 'drained'; readonly leases: LeaseStatus[] }
   | { readonly kind: 'failed'; readonly error: { readonly name: string; readonly message: string } }
   | { readonly kind: 'logs'; readonly lines: string[] }
   | {
@@ -36,10 +41,11 @@ export type FromBackground =
       readonly attempts: Array<[string, number]>;
     };
 
-export type ToBackground = { readonly kind: 'stop' };
+/** deliver: start delivery and retention; drain: stop them (shutdown, while requests finish); stop: stop all, close the stores, exit. */
+export type ToBackground = { readonly kind: 'deliver' | 'drain' | 'stop' };
 
 export interface BackgroundThreadOptions {
-  readonly data: Omit<BackgroundThreadData, 'holder'>;
+  readonly data: Omit<BackgroundThreadData, 'holder' | 'logLevel' | 'deliverAtOnce'>;
   readonly logger: Logger;
   /** The leases the thread keeps, known before it says so. */
   readonly leaseNames: readonly string[];
@@ -66,14 +72,21 @@ class BackgroundThreadError extends Error {
 }
 
 export class BackgroundThread {
+  /** The thread from the moment it is made until it exits, started or not. */
+  private current: Worker | null = null;
+  /** The thread once it has said it started. */
   private worker: Worker | null = null;
   private seen: LeaseStatus[];
-  private stopping = false;
+  private stopping: Promise<void> | null = null;
   private restartTimer: NodeJS.Timeout | undefined;
   private restartDelayMs = 1000;
   private startedAt = 0;
   private exited: Promise<void> = Promise.resolve();
-  /** How many times the thread has died and been started again: for tests and the log. */
+  /** Delivery and retention run (or should, in a thread started again). */
+  private delivering = false;
+  /** Waiting for the current thread to say it started delivery, or drained it. */
+  private answer: { kind: 'delivering' | 'drained'; resolve(): void } | null = null;
+  /** How many times the thread has been started again after it died: for tests and the log. */
   restarts = 0;
   /** The thread's name in the leases, as of its last start. */
   holder = '';
@@ -82,7 +95,10 @@ export class BackgroundThread {
     this.seen = options.leaseNames.map((lease) => ({ lease, held: false, holder: null }));
   }
 
-  /** Resolves once the thread has opened its stores and kept its leases once; rejects with why it could not. */
+  /**
+   * Resolves once the thread has opened its stores and kept the projector lease once; rejects
+   * with why it could not. Delivery and retention wait for `deliver()`.
+   */
   static async start(options: BackgroundThreadOptions): Promise<BackgroundThread> {
     const thread = new BackgroundThread(options);
     await thread.spawn();
@@ -99,19 +115,27 @@ export class BackgroundThread {
     return this.worker !== null;
   }
 
+  /** Whether a thread exists: starting, running or stopping (false once stopped, or while waiting to start again). */
+  get alive(): boolean {
+    return this.current !== null;
+  }
+
+  /** Starts delivery and retention (after the process's listeners are up), here and in any restart. */
+  deliver(): Promise<void> {
+    this.delivering = true;
+    return this.ask('deliver', 'delivering');
+  }
+
+  /** Stops delivery and retention, with their attempts in flight (shutdown, while requests finish); the projector goes on. */
+  drain(): Promise<void> {
+    this.delivering = false;
+    return this.ask('drain', 'drained');
+  }
+
   /** Asks the thread to stop its work and close its stores; cuts it off if it has not within the limit. */
-  async stop(): Promise<void> {
-    this.stopping = true;
-    clearTimeout(this.restartTimer);
-    const worker = this.worker;
-    if (!worker) return;
-    worker.postMessage({ kind: 'stop' } satisfies ToBackground);
-    const limit = setTimeout(() => {
-      this.options.logger.error({ timeout_ms: this.stopTimeoutMs }, 'the background thread did not stop in time; cutting it off');
-      void worker.terminate();
-    }, this.stopTimeoutMs);
-    await this.exited;
-    clearTimeout(limit);
+  stop(): Promise<void> {
+    this.stopping ??= this.stopNow();
+    return this.stopping;
   }
 
   /** Kills the thread as a crash would (for tests of the restart). */
@@ -119,34 +143,67 @@ export class BackgroundThread {
     await this.worker?.terminate();
   }
 
-  private get stopTimeoutMs(): number {
-    return this.options.stopTimeoutMs ?? 8_000;
+  private async stopNow(): Promise<void> {
+    clearTimeout(this.restartTimer);
+    // A thread still starting (a restart) is stopped too: it acts on the message once it has.
+    const worker = this.current;
+    if (!worker) return;
+    worker.postMessage({ kind: 'stop' } satisfies ToBackground);
+    // Delivery was drained while requests finished: what is left (the projector's last commit,
+    // closing the stores) takes milliseconds, and a commit cut off is made again from the checkpoint.
+    const limitMs = this.options.stopTimeoutMs ?? 2_500;
+    const limit = setTimeout(() => {
+      this.options.logger.error({ timeout_ms: limitMs }, 'the background thread did not stop in time; cutting it off');
+      void worker.terminate();
+    }, limitMs);
+    await this.exited;
+    clearTimeout(limit);
+  }
+
+  /** Sends `kind` and resolves on the thread's answer, or when it exits (nothing then runs). */
+  private ask(kind: ToBackground['kind'], answer: 'delivering' | 'drained'): Promise<void> {
+    const worker = this.current;
+    if (!worker || this.stopping) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.answer?.resolve();
+      this.answer = { kind: answer, resolve };
+      worker.postMessage({ kind } satisfies ToBackground);
+    });
   }
 
   private spawn(): Promise<void> {
     const { logger } = this.options;
     this.holder = leaseHolderId();
-    const workerData: BackgroundThreadData = { ...this.options.data, holder: this.holder };
+    const workerData: BackgroundThreadData = { ...this.options.data, holder: this.holder, logLevel: logger.level, deliverAtOnce: this.delivering };
     const worker = new Worker(new URL('./background-thread-main.js', import.meta.url), { workerData, resourceLimits: THREAD_HEAP });
+    this.current = worker;
+    // Its lines were redacted and their errors serialised by the thread's own logger.
+    const relay = logger.child({ thread: 'background' }, { serializers: { err: (err: unknown) => err } });
     let settle: { resolve: () => void; reject: (error: Error) => void } | null = null;
     const started = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     let failure: Error | null = null;
     worker.on('message', (message: FromBackground) => {
       switch (message.kind) {
         case 'logs':
-          for (const line of message.lines) relayLogLine(logger, line);
+          for (const line of message.lines) relayLogLine(relay, line);
           return;
         case 'report':
           this.seen = message.leases;
           for (const [result, appends, events] of message.appends) this.options.countAppends(result, events, appends);
           for (const [outcome, attempts] of message.attempts) this.options.countDeliveries(outcome, attempts);
           return;
+        case 'delivering':
+        case 'drained':
+          this.seen = message.leases;
+          if (this.answer?.kind === message.kind) {
+            this.answer.resolve();
+            this.answer = null;
+          }
+          return;
         case 'started':
           this.seen = message.leases;
           this.worker = worker;
           this.startedAt = Date.now();
-          // A restart that finished starting after stop() was called stops at once.
-          if (this.stopping) worker.postMessage({ kind: 'stop' } satisfies ToBackground);
           settle?.resolve();
           settle = null;
           return;
@@ -163,7 +220,10 @@ export class BackgroundThread {
     this.exited = new Promise<void>((resolve) =>
       worker.once('exit', (code) => {
         resolve();
+        this.current = null;
         this.worker = null;
+        this.answer?.resolve();
+        this.answer = null;
         if (settle) {
           settle.reject(failure ?? new BackgroundThreadError(`the background thread exited with code ${code} before it started`));
           settle = null;
@@ -180,7 +240,7 @@ export class BackgroundThread {
     if (ranMs > STABLE_MS) this.restartDelayMs = 1000;
     const delayMs = this.restartDelayMs;
     this.restartDelayMs = Math.min(MAX_RESTART_DELAY_MS, delayMs * 2);
-    // Its leases run out and a standby (or this thread, restarted) takes them over.
+    // Its leases run out and a standby (or this thread, started again) takes them over.
     this.options.logger.error({ exit_code: code, restart_in_ms: delayMs }, 'the background thread stopped unexpectedly; starting it again');
     this.restartTimer = setTimeout(() => {
       if (this.stopping) return;
@@ -205,5 +265,5 @@ function relayLogLine(logger: Logger, line: string): void {
   const { level, time: _time, pid: _pid, hostname: _hostname, service: _service, msg, ...fields } = entry;
   const label = typeof level === 'number' ? logger.levels.labels[level] : undefined;
   const write = label && label in logger ? (logger[label as 'info'] as Logger['info']) : logger.info;
-  write.call(logger, { ...fields, thread: 'background' }, typeof msg === 'string' ? msg : '');
+  write.call(logger, fields, typeof msg === 'string' ? msg : '');
 }

@@ -1,8 +1,16 @@
 import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { loadServiceConfig } from '../../src/config.js';
+import { createLogger } from '../../src/http/logger.js';
+import { ServiceMetrics } from '../../src/ops/metrics.js';
+import { BackgroundThread } from '../../src/roles/background-thread.js';
+import { loadRoutingConfig } from '../../src/routing/load-config.js';
 import { openReadModelStore } from '../../src/read-models/index.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 import { deliveryRouting, until } from '../delivery/harness.js';
-import { TestService, validLead } from '../support/service.js';
+import { ALWAYS_OPEN_ROUTING, TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
 
 // A process with every role runs the projector and the delivery worker on a background thread:
@@ -106,6 +114,23 @@ describe('an all-roles process with its background roles on a thread', function 
   });
 });
 
+describe('an all-roles process stopped while its background thread starts again', function () {
+  this.timeout(30_000);
+
+  it('stops the thread still starting too, rather than leaving it running after the service closed', async function () {
+    const svc = await TestService.start();
+    const thread = svc.service.backgroundThread!;
+    await thread.crashForTest();
+    // The restart comes 1 s after the death: stop as it begins, before the thread has said it started.
+    await until(() => thread.restarts === 1 && thread.alive, 15_000, () => 'the restart begun');
+    expect(thread.running).to.equal(false);
+    await thread.stop();
+    expect(thread.alive).to.equal(false);
+    expect(thread.running).to.equal(false);
+    await svc.stop();
+  });
+});
+
 describe('an all-roles process with LEADPOST_BACKGROUND_THREAD=0', function () {
   this.timeout(30_000);
   let svc: TestService;
@@ -123,6 +148,57 @@ describe('an all-roles process with LEADPOST_BACKGROUND_THREAD=0', function () {
     expect(svc.service.leases().map((lease) => [lease.lease, lease.held])).to.deep.equal([
       ['projector', true],
       ['delivery', true],
+    ]);
+  });
+});
+
+describe('the background thread on its own, as the service drives it', function () {
+  this.timeout(30_000);
+  const dir = tempDir('background-thread-alone');
+  const logs: string[] = [];
+  let thread: BackgroundThread;
+
+  before(async function () {
+    const routingFile = join(dir.path, 'routing.json');
+    writeFileSync(routingFile, JSON.stringify(ALWAYS_OPEN_ROUTING));
+    const config = loadServiceConfig({ LEADPOST_DATA_DIR: dir.path, LEADPOST_ROUTING_FILE: routingFile, LEADPOST_ROLES: 'projector,delivery' });
+    const logger = createLogger({ level: 'info', destination: new Writable({ write: (chunk: Buffer, _encoding, done) => (logs.push(chunk.toString('utf8')), done()) }) });
+    const metrics = new ServiceMetrics({ runtime: false });
+    thread = await BackgroundThread.start({
+      data: { config, routing: loadRoutingConfig(routingFile) },
+      logger,
+      leaseNames: ['projector', 'delivery'],
+      countAppends: metrics.countAppend,
+      countDeliveries: metrics.countDeliveryOutcome,
+    });
+  });
+  after(async function () {
+    await thread?.stop();
+    dir.remove();
+  });
+
+  const held = () => Object.fromEntries(thread.leases().map((lease) => [lease.lease, lease.held]));
+
+  it('projects once started, and delivers only once told to (after the listeners are up)', async function () {
+    expect(held()).to.deep.equal({ projector: true, delivery: false });
+    await thread.deliver();
+    expect(held()).to.deep.equal({ projector: true, delivery: true });
+  });
+
+  it('drains delivery while requests finish, the projector running on until the stop', async function () {
+    await thread.drain();
+    expect(held()).to.deep.equal({ projector: true, delivery: false });
+  });
+
+  it('stops once however often it is asked, closing each store once, and is gone when the stop resolves', async function () {
+    await Promise.all([thread.stop(), thread.stop()]);
+    expect(thread.alive).to.equal(false);
+    expect(logs.filter((line) => line.includes('closing a store of the background thread failed'))).to.deep.equal([]);
+    // The thread's own lines came through this logger, marked as the thread's.
+    const released = logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((entry) => entry.msg === 'lease given up: this instance stops the work');
+    expect(released.map((entry) => [entry.lease, entry.thread])).to.have.deep.members([
+      ['delivery', 'background'],
+      ['projector', 'background'],
     ]);
   });
 });
