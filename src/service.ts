@@ -157,7 +157,6 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
           ...(overrides.buyerCa ? { buyerCa: overrides.buyerCa } : {}),
         },
         logger,
-        leaseNames: [...(roles.has('projector') ? ['projector'] : []), ...(roles.has('delivery') ? ['delivery'] : []), ...(roles.has('projector') && config.piiRetentionDays !== null ? ['retention'] : [])],
         countAppends: metrics.countAppend,
         countDeliveries: metrics.countDeliveryOutcome,
       }).catch(async (error: unknown) => {

@@ -47,8 +47,6 @@ export type ToBackground = { readonly kind: 'deliver' | 'drain' | 'stop' };
 export interface BackgroundThreadOptions {
   readonly data: Omit<BackgroundThreadData, 'holder' | 'logLevel' | 'deliverAtOnce'>;
   readonly logger: Logger;
-  /** The leases the thread keeps, known before it says so. */
-  readonly leaseNames: readonly string[];
   readonly countAppends: (result: AppendResultLabel, events: number, appends: number) => void;
   readonly countDeliveries: (outcome: string, attempts: number) => void;
   /** How long a stop waits for the thread to finish its work and close its stores; then it is cut off. */
@@ -76,7 +74,8 @@ export class BackgroundThread {
   private current: Worker | null = null;
   /** The thread once it has said it started. */
   private worker: Worker | null = null;
-  private seen: LeaseStatus[];
+  /** The leases as the thread last told them (its 'started' message tells them before start() resolves). */
+  private seen: LeaseStatus[] = [];
   private stopping: Promise<void> | null = null;
   private restartTimer: NodeJS.Timeout | undefined;
   private restartDelayMs = 1000;
@@ -86,13 +85,19 @@ export class BackgroundThread {
   private delivering = false;
   /** Waiting for the current thread to say it started delivery, or drained it. */
   private answer: { kind: 'delivering' | 'drained'; resolve(): void } | null = null;
-  /** How many times the thread has been started again after it died: for tests and the log. */
-  restarts = 0;
-  /** The thread's name in the leases, as of its last start. */
-  holder = '';
+  private restarted = 0;
+  private name = '';
 
-  private constructor(private readonly options: BackgroundThreadOptions) {
-    this.seen = options.leaseNames.map((lease) => ({ lease, held: false, holder: null }));
+  private constructor(private readonly options: BackgroundThreadOptions) {}
+
+  /** How many times the thread has been started again after it died. */
+  get restarts(): number {
+    return this.restarted;
+  }
+
+  /** The thread's name in the leases, as of its last start. */
+  get holder(): string {
+    return this.name;
   }
 
   /**
@@ -173,8 +178,8 @@ export class BackgroundThread {
 
   private spawn(): Promise<void> {
     const { logger } = this.options;
-    this.holder = leaseHolderId();
-    const workerData: BackgroundThreadData = { ...this.options.data, holder: this.holder, logLevel: logger.level, deliverAtOnce: this.delivering };
+    this.name = leaseHolderId();
+    const workerData: BackgroundThreadData = { ...this.options.data, holder: this.name, logLevel: logger.level, deliverAtOnce: this.delivering };
     const worker = new Worker(new URL('./background-thread-main.js', import.meta.url), { workerData, resourceLimits: THREAD_HEAP });
     this.current = worker;
     // Its lines were redacted and their errors serialised by the thread's own logger.
@@ -244,7 +249,7 @@ export class BackgroundThread {
     this.options.logger.error({ exit_code: code, restart_in_ms: delayMs }, 'the background thread stopped unexpectedly; starting it again');
     this.restartTimer = setTimeout(() => {
       if (this.stopping) return;
-      this.restarts++;
+      this.restarted++;
       this.spawn().catch((error: unknown) => {
         this.options.logger.error({ err: error }, 'the background thread could not start again');
         if (!this.stopping) this.scheduleRestart(1, 0);

@@ -167,7 +167,6 @@ describe('the background thread on its own, as the service drives it', function 
     thread = await BackgroundThread.start({
       data: { config, routing: loadRoutingConfig(routingFile) },
       logger,
-      leaseNames: ['projector', 'delivery'],
       countAppends: metrics.countAppend,
       countDeliveries: metrics.countDeliveryOutcome,
     });
