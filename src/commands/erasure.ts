@@ -4,9 +4,9 @@ import { type LeadContacts, type LeadEvent, leadStream } from '../events/lead-ev
 import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
 import type { PiiEnvelope } from '../leads/lead.js';
 import type { ReadModelStore } from '../read-models/port.js';
-import type { ContactHashes } from '../personal-data/contact-hashes.js';
+import { type ContactHashes, contactStream } from '../personal-data/contact-hashes.js';
 import type { PersonalDataKeys } from '../personal-data/data-keys.js';
-import type { ContactRegistry } from './contacts.js';
+import type { ContactClaimed, ContactRegistry } from './contacts.js';
 import { type Decider, handleCommand, readFolded } from './handler.js';
 
 // Erasure on a consumer's request, by crypto-shredding: the data keys of every lead of the
@@ -224,7 +224,9 @@ const PAGE = 500;
 
 /**
  * The ids of every lead recorded with either contact, oldest first, as of the event store's head
- * when asked: the read models are waited for up to it first, so a lead just posted is found.
+ * when asked: the read models are waited for up to it first, so a lead just posted is found. An
+ * accepted lead is named by its claim in the contact's stream; a test or rejected lead, which holds
+ * no claim, by the contact hashes its view carries (see unclaimedContacts).
  */
 export async function consumerLeadIds(deps: ConsumerLeadsDeps, contacts: ConsumerContacts): Promise<number[]> {
   return (await consumerLeadsAsOf(deps, contacts)).ids;
@@ -237,6 +239,7 @@ async function consumerLeadsAsOf(deps: ConsumerLeadsDeps, contacts: ConsumerCont
   const ids = new Set<number>();
   for (const [field, hash] of [['contact_email', contacts.email], ['contact_mobile', contacts.mobile]] as const) {
     if (!hash) continue;
+    for (const id of await claimingLeads(deps.store, hash)) ids.add(id);
     let after: { value: string; id: string } | undefined;
     for (;;) {
       const docs = await deps.readModels.find(deps.leads(), { filter: { [field]: hash }, sort: { field: 'received_at', direction: 'asc' }, ...(after ? { after } : {}), limit: PAGE });
@@ -247,6 +250,19 @@ async function consumerLeadsAsOf(deps: ConsumerLeadsDeps, contacts: ConsumerCont
     }
   }
   return { ids: [...ids].sort((a, b) => a - b), head };
+}
+
+/**
+ * The recorded leads that ever claimed the contact. A claim is made before its lead is recorded,
+ * so a post that failed after it leaves a claim naming no lead: only leads with a stream count.
+ */
+async function claimingLeads(store: EventStore, hash: string): Promise<number[]> {
+  const claimed = new Set<number>();
+  for (const event of await store.readStream(contactStream(hash))) {
+    if (event.type === 'ContactClaimed') claimed.add((event.data as ContactClaimed['data']).lead_id);
+  }
+  const recorded = await Promise.all([...claimed].map(async (id) => ((await store.readStream(leadStream(id), { maxCount: 1 }))[0]?.type === 'LeadReceived' ? id : null)));
+  return recorded.filter((id) => id !== null);
 }
 
 export interface ErasureDeps extends ConsumerLeadsDeps {

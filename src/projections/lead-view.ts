@@ -1,5 +1,5 @@
 import type { RecordedEvent } from '../event-store/port.js';
-import type { LeadEvent } from '../events/lead-events.js';
+import type { LeadEvent, LeadReceived } from '../events/lead-events.js';
 import { type StoredLead, scrubbedLead } from '../leads/lead.js';
 import { leadCounterField, reportCounts } from './report-counters.js';
 
@@ -31,7 +31,11 @@ export interface LeadView {
   ping?: { ping_id: string; buyer: string | null; bid: number | null } | null;
   /** The normalised consumer fields: shown only to the supplier that sent it, the buyer that bought it, admin. */
   lead: Record<string, unknown> | null;
-  /** The keyed hashes of the lead's mobile and e-mail (absent before leads recorded them): how an erasure finds it. */
+  /**
+   * The keyed hashes of the lead's mobile and e-mail, only on a lead that holds no claim on them: a
+   * test lead or a rejected one (see unclaimedContacts). An erasure finds the others by the claims
+   * in the contacts' own streams. Absent, too, on leads from before leads recorded them.
+   */
   contact_mobile?: string;
   contact_email?: string;
   /** Its personal data was erased or expired: `lead` keeps only the fields that are not personal. */
@@ -69,8 +73,8 @@ function viewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Partial<LeadV
         test: e.data.test,
         received_at: e.data.received_at,
         lead: e.data.lead as unknown as Record<string, unknown> | null,
-        // Only on leads that recorded them: a row without them is never found by contact.
-        ...(e.data.contacts ? { contact_mobile: e.data.contacts.mobile, contact_email: e.data.contacts.email } : {}),
+        // A test lead claims no contact: its view is how an erasure finds it (see unclaimedContacts).
+        ...(e.data.test ? unclaimedContacts(e.data) : {}),
         lead_status: 'received',
         code: null,
         sold: false,
@@ -113,6 +117,19 @@ function viewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Partial<LeadV
   }
 }
 
+/**
+ * The contact hashes a lead's view carries, for a lead that holds no claim on its contacts: a test
+ * lead (it takes none) or a rejected one (a duplicate or suppressed lead took none; one rejected
+ * after its claims gave them back). An accepted lead has claimed both, and the claims in the
+ * contacts' streams name it: indexing it in the view as well cost two entries at random places of
+ * two indexes, rewritten at every commit of the projection, for every lead. Nothing for a lead
+ * that recorded no hashes (rejected before they were made, or from before leads recorded them).
+ */
+export function unclaimedContacts(received: Pick<LeadReceived['data'], 'contacts'> | null | undefined): Pick<LeadView, 'contact_mobile' | 'contact_email'> {
+  const contacts = received?.contacts;
+  return contacts ? { contact_mobile: contacts.mobile, contact_email: contacts.email } : {};
+}
+
 /** The feedback entry an event adds to the view, if any. */
 export function leadViewFeedback(event: Pick<RecordedEvent, 'type' | 'data'>): LeadView['feedback'][number] | null {
   const e = event as unknown as LeadEvent;
@@ -123,6 +140,8 @@ export function leadViewFeedback(event: Pick<RecordedEvent, 'type' | 'data'>): L
 export function leadViewFromEvents(events: ReadonlyArray<Pick<RecordedEvent, 'type' | 'data'>>): LeadView | null {
   if (events.length === 0) return null;
   const view = Object.assign({}, ...events.map(leadViewChanges)) as LeadView;
+  // A rejected lead's view carries its contacts as the projection writes them (from its LeadReceived).
+  if (view.lead_status === 'rejected' && events[0]?.type === 'LeadReceived') Object.assign(view, unclaimedContacts(events[0].data as LeadReceived['data']));
   view.feedback = events.map(leadViewFeedback).filter((f) => f !== null);
   // A test lead is never delivered: its view shows no delivery, as the projection writes it.
   if (view.test) view.delivery = null;

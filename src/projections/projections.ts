@@ -3,7 +3,7 @@ import type { LeadEvent, LeadReceived } from '../events/lead-events.js';
 import type { PingEvent } from '../events/ping-events.js';
 import type { IndexSpec, ReadWrite } from '../read-models/port.js';
 import { scrubbedLead } from '../leads/lead.js';
-import { leadViewChanges, leadViewFeedback } from './lead-view.js';
+import { leadViewChanges, leadViewFeedback, unclaimedContacts } from './lead-view.js';
 import { type ReportCounts, cents, reportCounts } from './report-counters.js';
 
 // The projections from `$all` into read models. Each has a name and a version: a new version
@@ -61,11 +61,12 @@ const asLead = (event: RecordedEvent) => event as unknown as LeadEvent & Recorde
 
 /**
  * Version 2: each lead's view also carries the report counters its events added, and is indexed
- * on s1, so that a report by s1 is summed from it (version 1 had neither).
+ * on s1, so that a report by s1 is summed from it (version 1 had neither). Version 3: only a lead
+ * that holds no claim on its contacts (test, rejected) carries their hashes (see unclaimedContacts).
  */
 export const leadsProjection: Projection = {
   name: 'leads',
-  version: 2,
+  version: 3,
   collections: ['leads'],
   // The leads list reads each caller's scope newest first: all leads, a supplier's, a buyer's
   // sales. A filter on status, code or source is applied while that range is read, not given an
@@ -79,9 +80,10 @@ export const leadsProjection: Projection = {
       ['received_at'],
       ['supplier', 'received_at'],
       { fields: ['buyer', 'lead_status', 'received_at'], whereSet: 'buyer' },
-      // A consumer's leads, for an erasure or an access request: by either contact's keyed hash.
-      ['contact_email', 'received_at'],
-      ['contact_mobile', 'received_at'],
+      // A consumer's leads that hold no claim on its contacts (test and rejected leads), for an
+      // erasure or an access request, by either contact's keyed hash; the claims name the others.
+      { fields: ['contact_email', 'received_at'], whereSet: 'contact_email' },
+      { fields: ['contact_mobile', 'received_at'], whereSet: 'contact_mobile' },
       // A report by s1 walks these (see report-counters.ts).
       ['s1'],
       ['supplier', 's1'],
@@ -99,6 +101,13 @@ export const leadsProjection: Projection = {
     if (SCRUBS.has(event.type)) {
       return withReceived(context, lead.data.lead_id, (received) => {
         set.lead = scrubbedLead(received?.lead);
+        return write();
+      });
+    }
+    // A rejected lead is found by an erasure through its view: it carries its contacts from its LeadReceived.
+    if (event.type === 'LeadRejected') {
+      return withReceived(context, lead.data.lead_id, (received) => {
+        Object.assign(set, unclaimedContacts(received));
         return write();
       });
     }

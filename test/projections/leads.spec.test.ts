@@ -11,6 +11,7 @@ import {
   REJECTION_ERRORS,
   apiKeyIssued,
   consumer,
+  contactsOf,
   deliveryAttempted,
   deliveryFailed,
   feedbackRecorded,
@@ -65,6 +66,8 @@ function view(changes: Partial<Record<keyof LeadView, unknown>> = {}): Record<st
  * sums. The lead's hour, supplier, sid, state, buyer and test flag are the view's own fields.
  */
 const counted = (counters: Record<string, number>) => Object.fromEntries(Object.entries(counters).map(([c, n]) => [`report_${c}`, n]));
+/** The contact hashes a lead's view carries when the lead holds no claim on them (a test or rejected lead). */
+const unclaimed = (leadId = 1) => ({ contact_mobile: contactsOf(leadId).mobile, contact_email: contactsOf(leadId).email });
 const UNSOLD_COUNTS = counted({ received: 1, accepted: 1, unsold: 1 });
 const rejectedCounts = (code: RejectionCode) => counted({ received: 1, rejected: 1, [`rejected_${code}`]: 1 });
 
@@ -105,19 +108,39 @@ describe('leads projection (the lead view)', function () {
 
     it('DUPLICATE: the matching field named, never enriched', async function () {
       await spec.given(...rejectedLead(1, 'DUPLICATE')).then({
-        leads: { '1': view({ lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE, ...rejectedCounts('DUPLICATE') }) },
+        leads: { '1': view({ lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE, ...rejectedCounts('DUPLICATE'), ...unclaimed() }) },
       });
     });
 
     it('VERIFICATION_FAILED: the failed check kept in the enrichment', async function () {
       await spec.given(...rejectedLead(1, 'VERIFICATION_FAILED')).then({
-        leads: { '1': view({ lead_status: 'rejected', code: 'VERIFICATION_FAILED', errors: REJECTION_ERRORS.VERIFICATION_FAILED, enrichment: FAILING_PHONE, ...rejectedCounts('VERIFICATION_FAILED') }) },
+        leads: { '1': view({ lead_status: 'rejected', code: 'VERIFICATION_FAILED', errors: REJECTION_ERRORS.VERIFICATION_FAILED, enrichment: FAILING_PHONE, ...rejectedCounts('VERIFICATION_FAILED'), ...unclaimed() }) },
+      });
+    });
+  });
+
+  describe('contact hashes, by which an erasure finds a lead', function () {
+    it('an accepted lead carries none: it claimed both contacts, and the claims in their streams name it', async function () {
+      const [sold] = recorded(...soldLead(1, 'acme', 25));
+      expect((sold!.data as { contacts?: unknown }).contacts, 'the lead recorded its hashes').to.deep.equal(contactsOf(1));
+      await spec.given(...soldLead(1, 'acme', 25), ...unsoldLead(2, 'unsold-ca')).then({
+        leads: {
+          '1': view(SOLD),
+          '2': view({ lead_id: 2, lead_status: 'unsold', code: 'UNSOLD', bucket: 'unsold-ca', enrichment: PASSING_CHECKS, delivery: { status: 'pending', attempts: 0 }, ...UNSOLD_COUNTS }),
+        },
+      });
+    });
+
+    it('a rejected lead carries both, also when its rejection comes in a later batch (its LeadReceived read back from its stream)', async function () {
+      const [received, rejected] = rejectedLead(1, 'DUPLICATE');
+      await spec.given(received!).when(rejected!).then({
+        leads: { '1': view({ lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE, ...rejectedCounts('DUPLICATE'), ...unclaimed() }) },
       });
     });
   });
 
   describe('test leads', function () {
-    const testView = (changes: Partial<Record<keyof LeadView, unknown>>) => view({ test: true, lead: consumer({ test: true }), ...changes });
+    const testView = (changes: Partial<Record<keyof LeadView, unknown>>) => view({ test: true, lead: consumer({ test: true }), ...unclaimed(), ...changes });
 
     it('a sold test lead is flagged and shows no delivery: it is never delivered', async function () {
       await spec.given(...soldLead(1, 'acme', 25, { test: true })).then({ leads: { '1': testView({ ...SOLD, delivery: null }) } });
@@ -209,7 +232,7 @@ describe('leads projection (the lead view)', function () {
     await spec.given(apiKeyIssued(), ...soldLead(1, 'acme', 25), ...rejectedLead(2, 'DUPLICATE', { supplier: 'sup-b' }), apiKeyIssued()).then({
       leads: {
         '1': view(SOLD),
-        '2': view({ lead_id: 2, supplier: 'sup-b', lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE, ...rejectedCounts('DUPLICATE') }),
+        '2': view({ lead_id: 2, supplier: 'sup-b', lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE, ...rejectedCounts('DUPLICATE'), ...unclaimed(2) }),
       },
     });
   });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Enrichment } from '../../src/enrichment/check.js';
 import type { EventMetadata } from '../../src/event-store/port.js';
 import type {
@@ -6,6 +7,7 @@ import type {
   LeadDelivered,
   LeadDeliveryAttempted,
   LeadDeliveryFailed,
+  LeadContacts,
   LeadEnriched,
   LeadEvent,
   LeadReceived,
@@ -72,10 +74,20 @@ export const consumer = (fields: Partial<NormalisedLead> = {}): NormalisedLead =
 type ReceivedFields = Partial<Pick<LeadReceived['data'], 'supplier' | 'sid' | 's1' | 'accident_state' | 'test' | 'received_at'>>;
 
 /** A valid lead received: its source, click id, state and test flag are the consumer's. */
+/** The keyed hashes a valid lead records of its contacts (stand-ins: 64 hex digits, one pair per lead). */
+export const contactsOf = (leadId: number): LeadContacts => ({
+  mobile: createHash('sha256').update(`mobile\n${leadId}`).digest('hex'),
+  email: createHash('sha256').update(`email\n${leadId}`).digest('hex'),
+});
+
 export function leadReceived(leadId: number, fields: ReceivedFields = {}): NewLeadEvent<LeadReceived> {
   const { supplier = 'sup-a', sid = 'sid-1', s1 = 'click-1', accident_state = 'CA', test = false, received_at = RECEIVED_AT } = fields;
   const lead = consumer({ sid: sid ?? 'sid-1', s1, accident_state: accident_state ?? 'CA', test });
-  return stamp({ type: 'LeadReceived', data: { lead_id: leadId, supplier, key_id: 'key-1', sid, s1, accident_state, test, lead, received_at } }, received_at, supplier);
+  return stamp(
+    { type: 'LeadReceived', data: { lead_id: leadId, supplier, key_id: 'key-1', sid, s1, accident_state, test, lead, contacts: contactsOf(leadId), received_at } },
+    received_at,
+    supplier,
+  );
 }
 
 /** A lead that failed validation: only the fields that passed are kept, and no consumer. */

@@ -1,0 +1,91 @@
+import { expect } from 'chai';
+import { leadStream } from '../../src/events/lead-events.js';
+import { contactStream } from '../../src/personal-data/contact-hashes.js';
+import { type Consumer, consumers } from '../support/consumers.js';
+import { TestService, leadWith } from '../support/service.js';
+import { tempDir } from '../support/tmp.js';
+
+// How an erasure or an access request finds a consumer's leads. An accepted lead has claimed the
+// consumer's mobile and e-mail, and the claims in the two contact streams name it; its view keeps
+// no contact hash. A lead that holds no claim (a test lead, a rejected one) carries the hashes in
+// its view, which indexes them. Both are looked at: each test below fails if one is left out.
+
+const run = (Date.now() % 100_000) + 500_000;
+const [SOLD_ONLY, TEST_ONLY, PHANTOM] = consumers(run, [
+  ['Evangeline', 'Featherstonehaugh'],
+  ['Barnaby', 'Quillfeather'],
+  ['Rosalind', 'Ashcombe-Vane'],
+]) as [Consumer, Consumer, Consumer];
+
+describe('finding a consumer’s leads', function () {
+  this.timeout(60_000);
+  const dir = tempDir('consumer-leads');
+  let svc: TestService;
+  let admin: string;
+  let supplier: string;
+
+  const post = (consumer: Consumer, overrides: Record<string, unknown> = {}) =>
+    svc.post(leadWith(consumer.email, consumer.mobile, { first_name: consumer.first_name, last_name: consumer.last_name, ...overrides }), { 'x-api-key': supplier });
+  const lookup = (body: unknown) => svc.post(body, { 'x-api-key': admin }, '/functions/consumers/lookup');
+  const erase = (body: unknown) => svc.post(body, { 'x-api-key': admin }, '/functions/erasures');
+  const viewOf = async (leadId: number) => svc.service.readModels.get(svc.service.projections.collection('leads'), String(leadId));
+
+  before(async function () {
+    svc = await TestService.start({ dataDir: dir.path });
+    supplier = await svc.key();
+    admin = await svc.key('admin', 'root');
+  });
+
+  after(async function () {
+    await svc?.stop().catch(() => {});
+    dir.remove();
+  });
+
+  it('an accepted lead, whose view keeps no contact hash, is found by its claims', async function () {
+    const sold = await post(SOLD_ONLY);
+    expect(sold.status, sold.text).to.equal(201);
+    const leadId = sold.body.lead_id as number;
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    const view = await viewOf(leadId);
+    expect(view, 'the lead is projected').to.include({ lead_status: 'sold' });
+    expect(view).to.not.have.any.keys('contact_email', 'contact_mobile');
+
+    for (const by of [{ email: SOLD_ONLY.email }, { mobile: SOLD_ONLY.national }]) {
+      const reply = await lookup(by);
+      expect(reply.status, reply.text).to.equal(200);
+      expect((reply.body.items as Array<Record<string, unknown>>).map((i) => i.lead_id), JSON.stringify(Object.keys(by))).to.deep.equal([leadId]);
+    }
+  });
+
+  it('a test lead, which claims nothing, is found by the hashes its view carries, and erased', async function () {
+    const posted = await post(TEST_ONLY, { test: true });
+    expect(posted.status, posted.text).to.equal(201);
+    expect(posted.body.code).to.equal('SOLD');
+    const leadId = posted.body.lead_id as number;
+    expect(await svc.service.store.readStream(contactStream(svc.service.contactHashes.hash('email', TEST_ONLY.email))), 'no claim').to.deep.equal([]);
+
+    const found = await lookup({ email: TEST_ONLY.email });
+    expect((found.body.items as Array<Record<string, unknown>>).map((i) => i.lead_id)).to.deep.equal([leadId]);
+    const erased = await erase({ mobile: TEST_ONLY.mobile });
+    expect(erased.status, erased.text).to.equal(201);
+    expect(erased.body.erasure).to.include({ leads_erased: 1 });
+    expect((erased.body.erasure as { lead_ids: number[] }).lead_ids).to.deep.equal([leadId]);
+  });
+
+  it('a claim whose lead was never recorded (its post failed after claiming) names no lead: not listed, not erased, no stream made for it', async function () {
+    const posted = await post(PHANTOM);
+    expect(posted.status, posted.text).to.equal(201);
+    const leadId = posted.body.lead_id as number;
+    // What a post that failed after its claims leaves: a claim for a lead id with no stream.
+    const never = leadId + 1_000_000;
+    const stream = contactStream(svc.service.contactHashes.hash('mobile', PHANTOM.mobile));
+    await svc.service.store.append(stream, [{ type: 'ContactClaimed', data: { lead_id: never, claimed_at: new Date().toISOString() } }]);
+
+    const found = await lookup({ mobile: PHANTOM.mobile });
+    expect((found.body.items as Array<Record<string, unknown>>).map((i) => i.lead_id)).to.deep.equal([leadId]);
+    const erased = await erase({ email: PHANTOM.email, mobile: PHANTOM.mobile });
+    expect(erased.status, erased.text).to.equal(201);
+    expect((erased.body.erasure as { lead_ids: number[] }).lead_ids).to.deep.equal([leadId]);
+    expect(await svc.service.store.readStream(leadStream(never))).to.deep.equal([]);
+  });
+});
