@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { type PostLeadCommand, decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
 import type { EventStore } from '../../src/event-store/port.js';
 import { LEAD_EVENT_SCHEMA, leadStream } from '../../src/events/lead-events.js';
@@ -35,7 +36,9 @@ function leadEvents(n: number, shape: LeadShape = BENCH_SHAPE) {
     zip: '90210', zip4: null, accident_state: ['CA', 'TX', 'NY', 'FL'][n % 4]!, certificate_url: 'https://cert.trustedform.com/x',
     certificate_id: 'x', sid: `sid-${n % 20}`, s1: shape.s1(n), test: false,
   };
-  const base = { leadId: n, supplier: `sup-${n % 5}`, keyId: 'k', now: shape.receivedAt(n), validation: { ok: true as const, lead } };
+  // The keyed hashes of its contacts, as every valid lead records them (stand-ins, one pair per lead).
+  const contacts = { mobile: createHash('sha256').update(`mobile\n${n}`).digest('hex'), email: createHash('sha256').update(`email\n${n}`).digest('hex') };
+  const base = { leadId: n, supplier: `sup-${n % 5}`, keyId: 'k', now: shape.receivedAt(n), validation: { ok: true as const, lead }, contacts };
   const command: PostLeadCommand =
     n % 10 === 0
       ? { ...base, duplicates: ['email'] }
