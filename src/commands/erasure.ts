@@ -261,8 +261,15 @@ async function claimingLeads(store: EventStore, hash: string): Promise<number[]>
   for (const event of await store.readStream(contactStream(hash))) {
     if (event.type === 'ContactClaimed') claimed.add((event.data as ContactClaimed['data']).lead_id);
   }
-  const recorded = await Promise.all([...claimed].map(async (id) => ((await store.readStream(leadStream(id), { maxCount: 1 }))[0]?.type === 'LeadReceived' ? id : null)));
-  return recorded.filter((id) => id !== null);
+  const ids = [...claimed];
+  const recorded: number[] = [];
+  // A contact many leads gave (a placeholder e-mail) may name thousands: read them a batch at a time.
+  for (let from = 0; from < ids.length; from += SHRED_BATCH) {
+    const batch = ids.slice(from, from + SHRED_BATCH);
+    const firsts = await Promise.all(batch.map((id) => store.readStream(leadStream(id), { maxCount: 1 })));
+    batch.forEach((id, i) => firsts[i]![0]?.type === 'LeadReceived' && recorded.push(id));
+  }
+  return recorded;
 }
 
 export interface ErasureDeps extends ConsumerLeadsDeps {

@@ -57,6 +57,17 @@ describe('finding a consumer’s leads', function () {
     }
   });
 
+  it('an accepted lead whose claims were given back (released after it landed) is still found by them', async function () {
+    const [sold] = await svc.service.store.readStream(contactStream(svc.service.contactHashes.hash('mobile', SOLD_ONLY.mobile)));
+    const leadId = (sold!.data as { lead_id: number }).lead_id;
+    for (const kind of ['mobile', 'email'] as const) {
+      const stream = contactStream(svc.service.contactHashes.hash(kind, SOLD_ONLY[kind]));
+      await svc.service.store.append(stream, [{ type: 'ContactReleased', data: { lead_id: leadId, released_at: new Date().toISOString() } }]);
+    }
+    const reply = await lookup({ email: SOLD_ONLY.email, mobile: SOLD_ONLY.mobile });
+    expect((reply.body.items as Array<Record<string, unknown>>).map((i) => i.lead_id)).to.deep.equal([leadId]);
+  });
+
   it('a test lead, which claims nothing, is found by the hashes its view carries, and erased', async function () {
     const posted = await post(TEST_ONLY, { test: true });
     expect(posted.status, posted.text).to.equal(201);

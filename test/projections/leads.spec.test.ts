@@ -131,6 +131,12 @@ describe('leads projection (the lead view)', function () {
       });
     });
 
+    it('a lead rejected SUPPRESSED keeps no consumer, but carries both hashes', async function () {
+      await spec.given(...rejectedLead(1, 'SUPPRESSED')).then({
+        leads: { '1': view({ lead: null, lead_status: 'rejected', code: 'SUPPRESSED', errors: REJECTION_ERRORS.SUPPRESSED, ...rejectedCounts('SUPPRESSED'), ...unclaimed() }) },
+      });
+    });
+
     it('a rejected lead carries both, also when its rejection comes in a later batch (its LeadReceived read back from its stream)', async function () {
       const [received, rejected] = rejectedLead(1, 'DUPLICATE');
       await spec.given(received!).when(rejected!).then({
@@ -275,7 +281,8 @@ describe('leads projection (the lead view)', function () {
       unsold: unsoldLead(1, 'unsold-ca'),
       'sold test lead': soldLead(1, 'acme', 25, { test: true }),
       'unsold test lead': unsoldLead(1, 'unsold-ca', { test: true }),
-      ...Object.fromEntries((['INVALID', 'DUPLICATE', 'VERIFICATION_FAILED'] as RejectionCode[]).map((code) => [code, rejectedLead(1, code)])),
+      ...Object.fromEntries((['INVALID', 'DUPLICATE', 'VERIFICATION_FAILED', 'SUPPRESSED', 'PING_EXPIRED'] as RejectionCode[]).map((code) => [code, rejectedLead(1, code)])),
+      'rejected test lead': rejectedLead(1, 'DUPLICATE', { test: true }),
     };
     for (const [name, events] of Object.entries(cases)) {
       it(`equals the projected view: ${name}`, async function () {

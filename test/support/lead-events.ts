@@ -73,13 +73,13 @@ export const consumer = (fields: Partial<NormalisedLead> = {}): NormalisedLead =
 
 type ReceivedFields = Partial<Pick<LeadReceived['data'], 'supplier' | 'sid' | 's1' | 'accident_state' | 'test' | 'received_at'>>;
 
-/** A valid lead received: its source, click id, state and test flag are the consumer's. */
 /** The keyed hashes a valid lead records of its contacts (stand-ins: 64 hex digits, one pair per lead). */
 export const contactsOf = (leadId: number): LeadContacts => ({
   mobile: createHash('sha256').update(`mobile\n${leadId}`).digest('hex'),
   email: createHash('sha256').update(`email\n${leadId}`).digest('hex'),
 });
 
+/** A valid lead received: its source, click id, state and test flag are the consumer's. */
 export function leadReceived(leadId: number, fields: ReceivedFields = {}): NewLeadEvent<LeadReceived> {
   const { supplier = 'sup-a', sid = 'sid-1', s1 = 'click-1', accident_state = 'CA', test = false, received_at = RECEIVED_AT } = fields;
   const lead = consumer({ sid: sid ?? 'sid-1', s1, accident_state: accident_state ?? 'CA', test });
@@ -206,8 +206,11 @@ export function rejectedLead(leadId: number, code: RejectionCode, fields: Receiv
     case 'PING_CONSUMED':
     case 'PING_MISMATCH':
       return [leadReceived(leadId, fields), leadRejected(leadId, code, at)];
-    case 'SUPPRESSED':
-      return [invalidLeadReceived(leadId, fields), leadRejected(leadId, code, at)];
+    case 'SUPPRESSED': {
+      // Valid, but its consumer asked to be forgotten: no personal data kept, only its contacts' hashes.
+      const received = leadReceived(leadId, fields);
+      return [{ ...received, data: { ...received.data, lead: null } }, leadRejected(leadId, code, at)];
+    }
     case 'VERIFICATION_FAILED':
       return [leadReceived(leadId, fields), leadEnriched(leadId, FAILING_PHONE, at), leadRejected(leadId, code, at)];
   }
