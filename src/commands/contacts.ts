@@ -99,7 +99,7 @@ interface ContactsTaken {
 type Standing = 'free' | 'held' | 'suppressed';
 
 /** A lead whose stream is still missing this long after its claim will never be recorded. */
-const CLAIM_IN_FLIGHT_MS = 10_000;
+export const CLAIM_IN_FLIGHT_MS = 10_000;
 const DAY_MS = 86_400_000;
 const RELEASE_RETRY_MS = 250;
 

@@ -6,7 +6,7 @@ import type { PiiEnvelope } from '../leads/lead.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import { type ContactHashes, contactStream } from '../personal-data/contact-hashes.js';
 import type { PersonalDataKeys } from '../personal-data/data-keys.js';
-import type { ContactClaimed, ContactRegistry } from './contacts.js';
+import { CLAIM_IN_FLIGHT_MS, type ContactClaimed, type ContactRegistry } from './contacts.js';
 import { type Decider, handleCommand, readFolded } from './handler.js';
 
 // Erasure on a consumer's request, by crypto-shredding: the data keys of every lead of the
@@ -22,7 +22,9 @@ import { type Decider, handleCommand, readFolded } from './handler.js';
 // reported in ConsumerErased once (its stream is appended at the revision read, so two requests
 // racing report each lead once). A lead posted while an erasure runs is found by the next look
 // (the erasure looks again after each round, up to the event store's head), so when the answer
-// is given, every lead recorded up to its last look (`as_of`) is erased.
+// is given, every lead recorded up to its last look (`as_of`) is erased. A post whose claims on
+// the consumer's contacts a look sees, but whose lead is not recorded yet, is waited for before
+// the next look, until its lead lands or its claim lapses.
 //
 // A process whose key cache still holds a destroyed key (another instance, a CLI) must not open
 // the lead with it: every reader checks the lead's mark first (the read models are scrubbed
@@ -232,14 +234,23 @@ export async function consumerLeadIds(deps: ConsumerLeadsDeps, contacts: Consume
   return (await consumerLeadsAsOf(deps, contacts)).ids;
 }
 
-/** consumerLeadIds, with the head they are complete up to. */
-async function consumerLeadsAsOf(deps: ConsumerLeadsDeps, contacts: ConsumerContacts): Promise<{ ids: number[]; head: Position }> {
+/** A post that has claimed a contact and may still record its lead: until when it may. */
+interface PostInFlight {
+  readonly leadId: number;
+  readonly until: number;
+}
+
+/** consumerLeadIds, with the head they are complete up to, and the posts of the consumer still in flight. */
+async function consumerLeadsAsOf(deps: ConsumerLeadsDeps, contacts: ConsumerContacts): Promise<{ ids: number[]; head: Position; inFlight: PostInFlight[] }> {
   const head = await deps.store.headPosition();
   await deps.caughtUp(head);
   const ids = new Set<number>();
+  const inFlight = new Map<number, PostInFlight>();
   for (const [field, hash] of [['contact_email', contacts.email], ['contact_mobile', contacts.mobile]] as const) {
     if (!hash) continue;
-    for (const id of await claimingLeads(deps.store, hash)) ids.add(id);
+    const claiming = await claimingLeads(deps.store, hash);
+    for (const id of claiming.recorded) ids.add(id);
+    for (const post of claiming.inFlight) inFlight.set(post.leadId, post);
     let after: { value: string; id: string } | undefined;
     for (;;) {
       const docs = await deps.readModels.find(deps.leads(), { filter: { [field]: hash }, sort: { field: 'received_at', direction: 'asc' }, ...(after ? { after } : {}), limit: PAGE });
@@ -249,27 +260,50 @@ async function consumerLeadsAsOf(deps: ConsumerLeadsDeps, contacts: ConsumerCont
       after = { value: String(last.received_at), id: last._id };
     }
   }
-  return { ids: [...ids].sort((a, b) => a - b), head };
+  return { ids: [...ids].sort((a, b) => a - b), head, inFlight: [...inFlight.values()].filter((post) => !ids.has(post.leadId)) };
 }
 
 /**
  * The recorded leads that ever claimed the contact. A claim is made before its lead is recorded,
- * so a post that failed after it leaves a claim naming no lead: only leads with a stream count.
+ * so a claim whose lead has no stream is a post still on its way (for CLAIM_IN_FLIGHT_MS after
+ * the claim, as the duplicate check counts it) or one that failed: only leads with a stream count.
  */
-async function claimingLeads(store: EventStore, hash: string): Promise<number[]> {
-  const claimed = new Set<number>();
+async function claimingLeads(store: EventStore, hash: string): Promise<{ recorded: number[]; inFlight: PostInFlight[] }> {
+  const claimed = new Map<number, string>();
   for (const event of await store.readStream(contactStream(hash))) {
-    if (event.type === 'ContactClaimed') claimed.add((event.data as ContactClaimed['data']).lead_id);
+    if (event.type === 'ContactClaimed') {
+      const claim = event.data as ContactClaimed['data'];
+      claimed.set(claim.lead_id, claim.claimed_at);
+    }
   }
-  const ids = [...claimed];
+  const ids = [...claimed.keys()];
   const recorded: number[] = [];
+  const inFlight: PostInFlight[] = [];
   // A contact many leads gave (a placeholder e-mail) may name thousands: read them a batch at a time.
   for (let from = 0; from < ids.length; from += SHRED_BATCH) {
     const batch = ids.slice(from, from + SHRED_BATCH);
     const firsts = await Promise.all(batch.map((id) => store.readStream(leadStream(id), { maxCount: 1 })));
-    batch.forEach((id, i) => firsts[i]![0]?.type === 'LeadReceived' && recorded.push(id));
+    batch.forEach((id, i) => {
+      if (firsts[i]![0]?.type === 'LeadReceived') recorded.push(id);
+      else {
+        const until = Date.parse(claimed.get(id)!) + CLAIM_IN_FLIGHT_MS;
+        if (until > Date.now()) inFlight.push({ leadId: id, until });
+      }
+    });
   }
-  return recorded;
+  return { recorded, inFlight };
+}
+
+const IN_FLIGHT_POLL_MS = 50;
+
+/** Resolves once each post has recorded its lead, or can no longer (its claim has lapsed). */
+async function postsLanded(store: EventStore, posts: readonly PostInFlight[]): Promise<void> {
+  let waiting = [...posts];
+  while (waiting.length > 0) {
+    const firsts = await Promise.all(waiting.map((post) => store.readStream(leadStream(post.leadId), { maxCount: 1 })));
+    waiting = waiting.filter((post, i) => firsts[i]!.length === 0 && post.until > Date.now());
+    if (waiting.length > 0) await new Promise((resolve) => setTimeout(resolve, IN_FLIGHT_POLL_MS));
+  }
 }
 
 export interface ErasureDeps extends ConsumerLeadsDeps {
@@ -338,8 +372,8 @@ export class ConsumerEraser {
       lastLook = look.head;
       const fresh = look.ids.filter((id) => !folded.state.reported.has(id));
       const suppressNow = request.suppress && !folded.state.suppressed;
-      // Nothing new, and the request is on record: done.
-      if (fresh.length === 0 && !suppressNow && folded.state.exists) break;
+      // Nothing new, no post of the consumer on its way, and the request is on record: done.
+      if (fresh.length === 0 && !suppressNow && folded.state.exists && look.inFlight.length === 0) break;
       const now = this.deps.now();
       await shredLeads(this.deps.store, this.deps.keys, fresh, { type: 'Erase', erasureId, now }, `erasure:${erasureId}`);
       if (suppressNow) for (const hash of Object.values(contacts)) await this.deps.contacts.suppress(hash, erasureId, now);
@@ -361,6 +395,9 @@ export class ConsumerEraser {
       if (handled.events.length > 0) created = true;
       // The answer waits for the read models to show the marks: no instance serves a copy after it.
       await this.deps.caughtUp(await this.deps.store.headPosition());
+      // A post that claimed the consumer's contacts before this look (or before the suppression)
+      // records its lead after it: waited for, so that the next look erases it.
+      await postsLanded(this.deps.store, look.inFlight);
     }
     const erasure = (await this.record(erasureId))!;
     return { created, erasure: { ...erasure, as_of: lastLook ?? erasure.as_of } };

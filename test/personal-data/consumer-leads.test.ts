@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { CLAIM_IN_FLIGHT_MS } from '../../src/commands/contacts.js';
+import { decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
 import { leadStream } from '../../src/events/lead-events.js';
 import { contactStream } from '../../src/personal-data/contact-hashes.js';
 import { type Consumer, consumers } from '../support/consumers.js';
@@ -11,11 +13,12 @@ import { tempDir } from '../support/tmp.js';
 // its view, which indexes them. Both are looked at: each test below fails if one is left out.
 
 const run = (Date.now() % 100_000) + 500_000;
-const [SOLD_ONLY, TEST_ONLY, PHANTOM] = consumers(run, [
+const [SOLD_ONLY, TEST_ONLY, PHANTOM, RACING] = consumers(run, [
   ['Evangeline', 'Featherstonehaugh'],
   ['Barnaby', 'Quillfeather'],
   ['Rosalind', 'Ashcombe-Vane'],
-]) as [Consumer, Consumer, Consumer];
+  ['Leopold', 'Witherspoon-Hale'],
+]) as [Consumer, Consumer, Consumer, Consumer];
 
 describe('finding a consumer’s leads', function () {
   this.timeout(60_000);
@@ -87,10 +90,11 @@ describe('finding a consumer’s leads', function () {
     const posted = await post(PHANTOM);
     expect(posted.status, posted.text).to.equal(201);
     const leadId = posted.body.lead_id as number;
-    // What a post that failed after its claims leaves: a claim for a lead id with no stream.
+    // What a post that failed after its claims leaves: a claim for a lead id with no stream, lapsed.
     const never = leadId + 1_000_000;
     const stream = contactStream(svc.service.contactHashes.hash('mobile', PHANTOM.mobile));
-    await svc.service.store.append(stream, [{ type: 'ContactClaimed', data: { lead_id: never, claimed_at: new Date().toISOString() } }]);
+    const lapsed = new Date(Date.now() - CLAIM_IN_FLIGHT_MS - 1000).toISOString();
+    await svc.service.store.append(stream, [{ type: 'ContactClaimed', data: { lead_id: never, claimed_at: lapsed } }]);
 
     const found = await lookup({ mobile: PHANTOM.mobile });
     expect((found.body.items as Array<Record<string, unknown>>).map((i) => i.lead_id)).to.deep.equal([leadId]);
@@ -98,5 +102,38 @@ describe('finding a consumer’s leads', function () {
     expect(erased.status, erased.text).to.equal(201);
     expect((erased.body.erasure as { lead_ids: number[] }).lead_ids).to.deep.equal([leadId]);
     expect(await svc.service.store.readStream(leadStream(never))).to.deep.equal([]);
+  });
+
+  it('a post that claimed the contacts and records its lead while the erasure runs is waited for, and erased', async function () {
+    const hashes = { mobile: svc.service.contactHashes.hash('mobile', RACING.mobile), email: svc.service.contactHashes.hash('email', RACING.email) };
+    const leadId = 900_000_000 + (run % 1000);
+    const claimedAt = new Date();
+    // The post's claims, made before the erasure is asked; its lead is recorded 300 ms later.
+    for (const hash of Object.values(hashes)) {
+      await svc.service.store.append(contactStream(hash), [{ type: 'ContactClaimed', data: { lead_id: leadId, claimed_at: claimedAt.toISOString() } }]);
+    }
+    const lead = {
+      first_name: RACING.first_name, last_name: RACING.last_name, email: RACING.email, mobile: RACING.mobile, mobile_national: RACING.national,
+      zip: '90210', zip4: null, accident_state: 'CA', certificate_url: 'https://cert.trustedform.com/x', certificate_id: 'x', sid: 'sid-1', s1: null, test: false,
+    };
+    const pass = { result: 'pass' as const, provider: 'test', detail: 'ok' };
+    const events = await decide(
+      {
+        leadId, supplier: 'supplier', keyId: 'k', now: claimedAt, contacts: hashes, validation: { ok: true, lead },
+        enrichment: { phone: pass, email: pass, consent: pass },
+        routing: { target: { kind: 'bucket', id: 'unsold' }, price: 0, currency: 'USD', strategy: 'highest_price', version: 'test', candidates: [] },
+      },
+      initialLeadState,
+    );
+    const landing = new Promise<void>((resolve, reject) => {
+      setTimeout(() => void svc.service.store.append(leadStream(leadId), events.map((event) => ({ ...event, metadata: {} })), { expectedRevision: 'no_stream' }).then(() => resolve(), reject), 300);
+    });
+
+    const erased = await erase({ email: RACING.email, suppress: true });
+    await landing;
+    expect(erased.status, erased.text).to.equal(201);
+    expect((erased.body.erasure as { lead_ids: number[] }).lead_ids, 'the racing post’s lead').to.deep.equal([leadId]);
+    const marked = await svc.service.store.readStream(leadStream(leadId));
+    expect(marked.map((event) => event.type)).to.include('LeadPersonalDataErased');
   });
 });
