@@ -396,8 +396,9 @@ export class ConsumerEraser {
       // The answer waits for the read models to show the marks: no instance serves a copy after it.
       await this.deps.caughtUp(await this.deps.store.headPosition());
       // A post that claimed the consumer's contacts before this look (or before the suppression)
-      // records its lead after it: waited for, so that the next look erases it.
-      await postsLanded(this.deps.store, look.inFlight);
+      // records its lead after it: waited for, so that the next look erases it (the last round
+      // makes no next look).
+      if (round < MAX_ROUNDS - 1) await postsLanded(this.deps.store, look.inFlight);
     }
     const erasure = (await this.record(erasureId))!;
     return { created, erasure: { ...erasure, as_of: lastLook ?? erasure.as_of } };
