@@ -28,6 +28,7 @@ import type { ReadModelStore } from './read-models/port.js';
 import { createLeadValidator, createPingValidator } from './leads/validate.js';
 import { loadRoutingConfig } from './routing/load-config.js';
 import { countingEventStore } from './ops/counting-event-store.js';
+import { holdsClearLeads } from './personal-data/clear-leads.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
@@ -273,6 +274,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     },
     'leadpost listening',
   );
+  await warnOfClearLeads(store, config, logger);
   return {
     httpsPort: servers.httpsPort,
     httpPort: servers.httpPort,
@@ -299,3 +301,18 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     },
   };
 }
+
+/** Leads an older release wrote in clear cannot be erased until they are sealed: the operator is told at every start. */
+async function warnOfClearLeads(store: EventStore, config: ServiceConfig, logger: Logger): Promise<void> {
+  try {
+    if (!(await holdsClearLeads(store))) return;
+    logger.warn(
+      config.eventStoreUrl
+        ? 'this event store holds leads an older release wrote with their personal data in clear: an erasure cannot shred them, and EventStoreDB events cannot be sealed in place'
+        : 'this event store holds leads an older release wrote with their personal data in clear: an erasure cannot find or shred them until `leadpost seal-clear-leads` has run (with the service stopped)',
+    );
+  } catch (error) {
+    logger.warn({ err: error }, 'could not tell whether the event store holds leads written in clear');
+  }
+}
+

@@ -19,4 +19,10 @@ export class TwoGenerationCache<K, V> {
     }
     this.young.set(key, value);
   }
+
+  /** Forgets every entry. */
+  clear(): void {
+    this.young = new Map();
+    this.old = new Map();
+  }
 }

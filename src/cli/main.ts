@@ -6,6 +6,7 @@ import { runConsumerCommand, runEraseCommand } from './erase.js';
 import { runHealthCommand } from './health.js';
 import { runKeysCommand } from './keys.js';
 import { runReplayCommand } from './replay.js';
+import { runSealClearLeadsCommand } from './seal-clear-leads.js';
 import { SERVE_USAGE } from './serve-help.js';
 
 const USAGE = `usage: leadpost <command> [options]
@@ -27,6 +28,8 @@ commands:
                                           a consumer's leads with personal data and outcomes
   replay [--projection NAME]              rebuild read models from the events, switch to them, and
                                           remove the builds older than the previous one
+  seal-clear-leads [--json]               once, after upgrading from a release that kept leads' personal
+                                          data in clear, with the service stopped: seal it, so it can be erased
   health [--ready]                        ask the local service for /healthz (/readyz); exit 0 when 200
   help [COMMAND]                          this text, or a command's
 
@@ -52,6 +55,8 @@ export async function main(args: string[]): Promise<number> {
       return runEraseCommand(args.slice(1));
     case 'consumer':
       return runConsumerCommand(args.slice(1));
+    case 'seal-clear-leads':
+      return runSealClearLeadsCommand(args.slice(1));
     case 'health':
       return runHealthCommand(args.slice(1));
     case 'help':

@@ -14,6 +14,17 @@ export const LEAD_EVENT_SCHEMA = 1;
  */
 export const LEAD_RECEIVED_SCHEMA = 2;
 
+/**
+ * Metadata of a LeadReceived that was written in clear by a release from before encryption and
+ * sealed later (`leadpost seal-clear-leads`): the version it was written in. Such a lead holds no
+ * claim on its contacts under today's keyed names, so its view carries their hashes.
+ */
+export const SEALED_FROM_SCHEMA = 'sealed_from_schema';
+
+/** True for a LeadReceived written in clear and sealed later (see SEALED_FROM_SCHEMA). */
+export const sealedAfterTheFact = (event: { readonly metadata?: Readonly<Record<string, unknown>> | undefined }): boolean =>
+  event.metadata?.[SEALED_FROM_SCHEMA] !== undefined;
+
 export const leadStream = (leadId: number): string => `lead-${leadId}`;
 
 export type RejectionCode = 'INVALID' | 'VERIFICATION_FAILED' | 'DUPLICATE' | 'SUPPRESSED' | 'PING_EXPIRED' | 'PING_CONSUMED' | 'PING_MISMATCH';

@@ -76,6 +76,32 @@ export async function dropBuildsOlderThan(readModels: ReadModelStore, projection
   return dropped;
 }
 
+/** Collections older versions of a projection kept and today's does not. */
+const FORMER_COLLECTIONS: Readonly<Record<string, readonly string[]>> = { reports: ['report_leads'] };
+
+/**
+ * Removes every build of every projection but the one served, of this version or any other: for
+ * `leadpost seal-clear-leads`, once every instance runs this release, since an older build may hold
+ * what the release it was made by kept in clear. Returns the collections removed.
+ */
+export async function dropUnservedBuilds(readModels: ReadModelStore): Promise<string[]> {
+  const dropped: string[] = [];
+  const names = await readModels.collections();
+  for (const projection of PROJECTIONS) {
+    const served = await servedBuild(readModels, projection);
+    for (const base of [...projection.collections, ...(FORMER_COLLECTIONS[projection.name] ?? [])]) {
+      for (const name of names) {
+        const build = name.startsWith(`${base}_`) ? name.slice(base.length + 1) : undefined;
+        if (build === undefined || build === served || !/^v\d+(_r\d+)?$/.test(build)) continue;
+        await readModels.drop(name);
+        await readModels.resetCheckpoint(checkpointName(projection, build));
+        dropped.push(name);
+      }
+    }
+  }
+  return dropped;
+}
+
 /**
  * Every projection of the service inside `leadpost serve`. Each serves the build last switched to;
  * when `leadpost replay` has rebuilt one and switched to it, every instance notices within a

@@ -1,5 +1,5 @@
 import type { RecordedEvent } from '../event-store/port.js';
-import type { LeadEvent, LeadReceived } from '../events/lead-events.js';
+import { type LeadEvent, type LeadReceived, sealedAfterTheFact } from '../events/lead-events.js';
 import { type StoredLead, scrubbedLead } from '../leads/lead.js';
 import { leadCounterField, reportCounts } from './report-counters.js';
 
@@ -33,7 +33,7 @@ export interface LeadView {
   lead: Record<string, unknown> | null;
   /**
    * The keyed hashes of the lead's mobile and e-mail, only on a lead that holds no claim on them: a
-   * test lead or a rejected one (see unclaimedContacts). An erasure finds the others by the claims
+   * test lead, a rejected one, or one written in clear and sealed later (see unclaimedContacts). An erasure finds the others by the claims
    * in the contacts' own streams. Absent, too, on leads from before leads recorded them.
    */
   contact_mobile?: string;
@@ -47,8 +47,11 @@ export interface LeadView {
   [counter: `report_${string}`]: number;
 }
 
+/** An event as the view reads it: its metadata only says how a LeadReceived was stored. */
+type ViewEvent = Pick<RecordedEvent, 'type' | 'data'> & { readonly metadata?: RecordedEvent['metadata'] | undefined };
+
 /** The fields of the lead view an event sets (empty for events that do not change it). */
-export function leadViewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Partial<LeadView> {
+export function leadViewChanges(event: ViewEvent): Partial<LeadView> {
   const changes = viewChanges(event);
   // Each counter is added by one event of a lead (its outcome, or its return), so setting it is
   // counting it, also when the view is folded again from the stream.
@@ -60,7 +63,7 @@ export function leadViewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Pa
   return changes;
 }
 
-function viewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Partial<LeadView> {
+function viewChanges(event: ViewEvent): Partial<LeadView> {
   const e = event as unknown as LeadEvent;
   switch (e.type) {
     case 'LeadReceived':
@@ -73,8 +76,9 @@ function viewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Partial<LeadV
         test: e.data.test,
         received_at: e.data.received_at,
         lead: e.data.lead as unknown as Record<string, unknown> | null,
-        // A test lead claims no contact: its view is how an erasure finds it (see unclaimedContacts).
-        ...(e.data.test ? unclaimedContacts(e.data) : {}),
+        // A test lead claims no contact, nor did a lead written in clear by an older release: the
+        // view is how an erasure finds them (see unclaimedContacts).
+        ...(e.data.test || sealedAfterTheFact(event) ? unclaimedContacts(e.data) : {}),
         lead_status: 'received',
         code: null,
         sold: false,
@@ -119,8 +123,9 @@ function viewChanges(event: Pick<RecordedEvent, 'type' | 'data'>): Partial<LeadV
 
 /**
  * The contact hashes a lead's view carries, for a lead that holds no claim on its contacts: a test
- * lead (it takes none) or a rejected one (a duplicate or suppressed lead took none; one rejected
- * after its claims gave them back). An accepted lead has claimed both, and the claims in the
+ * lead (it takes none), a rejected one (a duplicate or suppressed lead took none; one rejected
+ * after its claims gave them back), or one an older release wrote in clear and that was sealed
+ * later (its claims, if any, are under names from before keyed hashes). An accepted lead has claimed both, and the claims in the
  * contacts' streams name it: indexing it in the view as well cost two entries at random places of
  * two indexes, rewritten at every commit of the projection, for every lead. Nothing for a lead
  * that recorded no hashes (rejected before they were made, or from before leads recorded them).
@@ -137,7 +142,7 @@ export function leadViewFeedback(event: Pick<RecordedEvent, 'type' | 'data'>): L
 }
 
 /** The view folded straight from a lead's stream; null when the stream is empty. */
-export function leadViewFromEvents(events: ReadonlyArray<Pick<RecordedEvent, 'type' | 'data'>>): LeadView | null {
+export function leadViewFromEvents(events: readonly ViewEvent[]): LeadView | null {
   if (events.length === 0) return null;
   const view = Object.assign({}, ...events.map(leadViewChanges)) as LeadView;
   // A rejected lead's view carries its contacts as the projection writes them (from its LeadReceived).

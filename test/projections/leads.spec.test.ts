@@ -66,6 +66,8 @@ function view(changes: Partial<Record<keyof LeadView, unknown>> = {}): Record<st
  * sums. The lead's hour, supplier, sid, state, buyer and test flag are the view's own fields.
  */
 const counted = (counters: Record<string, number>) => Object.fromEntries(Object.entries(counters).map(([c, n]) => [`report_${c}`, n]));
+/** A lead's events as `leadpost seal-clear-leads` leaves a lead an older release wrote in clear: its LeadReceived marked with the version it was written in. */
+const sealedLater = ([received, ...rest]: NewLeadEvent[]): NewLeadEvent[] => [{ ...received!, metadata: { ...received!.metadata, sealed_from_schema: 1 } }, ...rest];
 /** The contact hashes a lead's view carries when the lead holds no claim on them (a test or rejected lead). */
 const unclaimed = (leadId = 1) => ({ contact_mobile: contactsOf(leadId).mobile, contact_email: contactsOf(leadId).email });
 const UNSOLD_COUNTS = counted({ received: 1, accepted: 1, unsold: 1 });
@@ -135,6 +137,10 @@ describe('leads projection (the lead view)', function () {
       await spec.given(...rejectedLead(1, 'SUPPRESSED')).then({
         leads: { '1': view({ lead: null, lead_status: 'rejected', code: 'SUPPRESSED', errors: REJECTION_ERRORS.SUPPRESSED, ...rejectedCounts('SUPPRESSED'), ...unclaimed() }) },
       });
+    });
+
+    it('a sold lead an older release wrote in clear, sealed later, carries both: it claimed none under their keyed names', async function () {
+      await spec.given(...sealedLater(soldLead(1, 'acme', 25))).then({ leads: { '1': view({ ...SOLD, ...unclaimed() }) } });
     });
 
     it('a rejected lead carries both, also when its rejection comes in a later batch (its LeadReceived read back from its stream)', async function () {
@@ -283,6 +289,7 @@ describe('leads projection (the lead view)', function () {
       'unsold test lead': unsoldLead(1, 'unsold-ca', { test: true }),
       ...Object.fromEntries((['INVALID', 'DUPLICATE', 'VERIFICATION_FAILED', 'SUPPRESSED', 'PING_EXPIRED'] as RejectionCode[]).map((code) => [code, rejectedLead(1, code)])),
       'rejected test lead': rejectedLead(1, 'DUPLICATE', { test: true }),
+      'sold lead sealed after the fact': sealedLater(soldLead(1, 'acme', 25)),
     };
     for (const [name, events] of Object.entries(cases)) {
       it(`equals the projected view: ${name}`, async function () {

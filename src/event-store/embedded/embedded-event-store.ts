@@ -23,6 +23,7 @@ import {
 } from '../port.js';
 import { type AppendRequest, type GroupAnswer, OUTCOME, type StoredEvent, type WriterOptions, encodeBatch } from './protocol.js';
 import { EVENTS_FILE, openEventsDatabase } from './schema.js';
+import { type CommitSelection, type StoredCommit, rewriteCommits } from './rewrite.js';
 import { PollingSubscription } from './subscription.js';
 
 export interface EmbeddedEventStoreOptions {
@@ -217,6 +218,20 @@ export class EmbeddedEventStore implements EventStore {
       if (this.inFlight.size === 0) queueMicrotask(() => this.flush());
       else setImmediate(() => this.flush());
     });
+  }
+
+  /**
+   * Rewrites stored events in place (rewrite.ts): for sealing what older releases wrote in clear,
+   * never for the service's own writes. What this process remembers of recent commits is
+   * forgotten, so that no read serves a commit's old form.
+   */
+  async rewriteCommits(selection: CommitSelection, rewrite: (commits: readonly StoredCommit[]) => Promise<ReadonlyMap<number, StoredEvent[]>>): Promise<number> {
+    try {
+      return await rewriteCommits(this.file, selection, rewrite);
+    } finally {
+      this.recent.clear();
+      this.tail = [];
+    }
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
