@@ -298,6 +298,8 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   async compact(): Promise<void> {
     await this.thread?.idle();
     return this.run(() => {
+      // VACUUM copies the database into a temporary one: on disk, not in memory.
+      this.db.pragma('temp_store = FILE');
       this.db.exec('VACUUM');
       this.db.pragma('wal_checkpoint(TRUNCATE)');
     });

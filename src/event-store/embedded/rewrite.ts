@@ -57,6 +57,8 @@ export async function rewriteCommits(
       }).immediate();
       rewritten += replaced.size;
     }
+    // VACUUM copies the database into a temporary one: on disk, not in memory (this connection keeps temp_store = MEMORY for its reads).
+    db.pragma('temp_store = FILE');
     db.exec('VACUUM');
     db.pragma('wal_checkpoint(TRUNCATE)');
     return rewritten;
