@@ -6,6 +6,7 @@ import { EventDecodeError } from '../events/codec/codec.js';
 import { leadReceivedSealer } from '../events/codec/lead-received-sealer.js';
 import { LEAD_RECEIVED_SCHEMA, type LeadContacts, type LeadReceived, SEALED_FROM_SCHEMA, sealedAfterTheFact } from '../events/lead-events.js';
 import type { PiiEnvelope } from '../leads/lead.js';
+import { normaliseConsumer } from '../leads/validate.js';
 import type { ContactHashes } from './contact-hashes.js';
 import type { PersonalDataKeys } from './data-keys.js';
 
@@ -103,11 +104,22 @@ async function readable(store: EventStore, commit: StoredCommit): Promise<Record
   }
 }
 
-/** The contact hashes a valid lead records today, for a lead that has none. */
+/**
+ * The contact hashes a valid lead records today, for a lead that has none: of its e-mail and mobile
+ * normalised as an erasure or access request normalises what it is given (an older release may
+ * have kept an e-mail as posted, in capitals), so that the request finds the lead.
+ */
 function contactsOf(hashes: ContactHashes, data: LeadReceived['data']): { contacts?: LeadContacts } {
   const lead = data.lead as { email?: unknown; mobile?: unknown } | null;
   if (data.contacts || typeof lead?.email !== 'string' || typeof lead.mobile !== 'string') return {};
-  return { contacts: { mobile: hashes.hash('mobile', lead.mobile), email: hashes.hash('email', lead.email) } };
+  const email = normaliseConsumer({ email: lead.email });
+  const mobile = normaliseConsumer({ mobile: lead.mobile });
+  return {
+    contacts: {
+      mobile: hashes.hash('mobile', (mobile.ok && mobile.consumer.mobile) || lead.mobile),
+      email: hashes.hash('email', (email.ok && email.consumer.email) || lead.email.trim().toLowerCase()),
+    },
+  };
 }
 
 /**

@@ -35,9 +35,12 @@ function receivedV1(leadId: number, who: Consumer): NewLeadEvent {
   return { ...event, data: { ...data, lead: fieldsOf(who) }, metadata: { ...event.metadata, schema: 1 } };
 }
 
-/** LeadReceived as the first releases wrote it (version 0): no version, sid and s1 inside the lead, no mobile_national. */
+/** How an older release may have kept an e-mail: as posted, with capitals (an erasure asks in lower case). */
+const asPosted = (email: string) => email.replace(/^./, (c) => c.toUpperCase()).replace(/@.*/, (domain) => domain.toUpperCase());
+
+/** LeadReceived as the first releases wrote it (version 0): no version, sid and s1 inside the lead, no mobile_national, the e-mail as posted. */
 function receivedV0(leadId: number, who: Consumer): EventData {
-  const { mobile_national: _national, zip4: _zip4, ...lead } = fieldsOf(who);
+  const { mobile_national: _national, zip4: _zip4, ...lead } = { ...fieldsOf(who), email: asPosted(who.email) };
   const { metadata } = leadReceived(leadId);
   const { schema: _schema, ...bare } = metadata;
   return { type: 'LeadReceived', data: { lead_id: leadId, supplier: 'sup-a', key_id: 'key-1', test: false, lead, received_at: '2026-01-05T17:00:00.000Z' }, metadata: bare };
@@ -93,6 +96,7 @@ describe('leadpost seal-clear-leads: the leads an older release wrote in clear',
     expect(firstStartLogs.some((line) => line.includes(WARNING) && line.includes('seal-clear-leads'))).to.equal(true);
     const contents = contentsOf(filesUnder(dir.path));
     for (const who of [SOLD_V0, REJECTED_V1, EXPIRED_V1]) expect(found(contents, who), who.last_name).not.to.deep.equal([]);
+    expect(found(contents, { ...SOLD_V0, email: asPosted(SOLD_V0.email) }).filter((f) => f.startsWith('email'))).not.to.deep.equal([]);
     expect(found(contents, POSTED_TODAY)).to.deep.equal([]);
   });
 
@@ -118,6 +122,7 @@ describe('leadpost seal-clear-leads: the leads an older release wrote in clear',
     const contents = contentsOf(filesUnder(dir.path));
     contents.push({ where: 'the output', bytes: Buffer.from(sealed.lines.join('\n') + sealed.stderr, 'utf8') });
     for (const who of [SOLD_V0, REJECTED_V1, EXPIRED_V1, POSTED_TODAY]) expect(found(contents, who), who.last_name).to.deep.equal([]);
+    expect(found(contents, { ...SOLD_V0, email: asPosted(SOLD_V0.email) }), 'the e-mail as posted').to.deep.equal([]);
   });
 
   it('each is the same fact, sealed in place: same id and revision, its contact hashes added, the version it was written in kept', async function () {
@@ -148,7 +153,7 @@ describe('leadpost seal-clear-leads: the leads an older release wrote in clear',
     try {
       const admin = await svc.key('admin', 'root-2');
       const get = async (id: number) => ((await svc.request('GET', `/functions/leads/${id}`, { 'x-api-key': admin })).body.lead as { lead: Record<string, unknown> }).lead;
-      expect(await get(1)).to.include({ first_name: SOLD_V0.first_name, email: SOLD_V0.email, mobile: SOLD_V0.mobile, mobile_national: SOLD_V0.national, sid: 'sid-1' });
+      expect(await get(1)).to.include({ first_name: SOLD_V0.first_name, email: asPosted(SOLD_V0.email), mobile: SOLD_V0.mobile, mobile_national: SOLD_V0.national, sid: 'sid-1' });
       expect(await get(2)).to.include({ last_name: REJECTED_V1.last_name, email: REJECTED_V1.email });
       expect(await get(3)).to.include({ erased: true }).and.not.have.property('email');
       expect(await get(todayId)).to.include({ last_name: POSTED_TODAY.last_name });
