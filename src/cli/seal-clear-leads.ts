@@ -1,7 +1,7 @@
 import { loadConfig } from '../config.js';
 import { EmbeddedEventStore } from '../event-store/embedded/embedded-event-store.js';
 import { codedEventStore, eventCodec } from '../events/codec/index.js';
-import { sealClearLeads } from '../personal-data/clear-leads.js';
+import { recordSealed, sealClearLeads } from '../personal-data/clear-leads.js';
 import { ContactHashes } from '../personal-data/contact-hashes.js';
 import { openPersonalDataKeys } from '../personal-data/index.js';
 import { dropUnservedBuilds, switchBuild } from '../projections/index.js';
@@ -92,11 +92,14 @@ export async function runSealClearLeadsCommand(args: string[], io: CliIo = { out
     const removed = await dropUnservedBuilds(readModels);
     if (readModels instanceof EmbeddedReadModelStore) await readModels.compact();
     await stillHeld();
+    // Last: what it records tells a starting service that nothing is left in clear.
+    await recordSealed(store, report);
 
-    const outcome = { sealed: report.sealed, shredded: report.shredded, unreadable: report.unreadable, leads_build: rebuilt!.build, removed };
+    const outcome = { sealed: report.sealed, shredded: report.shredded, unreadable: report.unreadable, renamed_streams: report.renamed, leads_build: rebuilt!.build, removed };
     if (json) io.out.write(`${JSON.stringify(outcome)}\n`);
     else {
       io.out.write(`sealed ${report.sealed} lead(s) written in clear${report.shredded > 0 ? `, ${report.shredded} of them already erased or expired (their new keys destroyed)` : ''}\n`);
+      if (report.renamed > 0) io.out.write(`renamed ${report.renamed} contact and Idempotency-Key stream(s) named by a plain hash\n`);
       io.out.write(`leads read model rebuilt: now served from build ${rebuilt!.build}\n`);
       if (removed.length > 0) io.out.write(`removed read-model builds: ${removed.join(', ')}\n`);
     }

@@ -15,12 +15,14 @@ import type { PersonalDataKeys } from './data-keys.js';
 // contact streams may exist (a lead was ever posted: the lead-id stream exists). For one duplicate window after
 // that, a contact is also looked up under its old name, read-only, so a lead posted just before
 // the upgrade still makes its repeat a duplicate; after the window, old names are never read.
+// `leadpost seal-clear-leads` renames those streams by a keyed hash of their old name (recorded
+// as `OlderStreamsRenamed`), so that none is left named by a reversible hash; the window then
+// reads them under that name.
 
 export type ContactKind = 'mobile' | 'email';
 
 /** The name of the secret in the key store. */
 const SECRET_NAME = 'contact-hashes';
-const HASHING_STREAM = 'contact-hashing';
 const DAY_MS = 86_400_000;
 
 /** When a store began naming a kind of stream by a keyed hash, and whether older plain names may exist. */
@@ -30,16 +32,27 @@ interface HashesKeyed {
 }
 
 /**
- * Since when streams under older plain names may still need reading (epoch ms), or null when none
- * can exist: recorded in `stream` by the first instance to start this release (older streams exist
- * when a lead was ever posted), and read by every later start.
+ * What a store says of its older plain names: since when they may still need reading (epoch ms),
+ * or null when none can exist, as recorded in `stream` by the first instance to start this
+ * release (older streams exist when a lead was ever posted) and read by every later start; and
+ * whether `leadpost seal-clear-leads` has since renamed them by a keyed hash of the plain name
+ * (`OlderStreamsRenamed` in the same stream), so that no stream is named by a reversible hash.
  */
-async function keyedSince(events: EventStore, stream: string, type: string, now: () => Date): Promise<number | null> {
+export interface OlderNames {
+  readonly since: number | null;
+  readonly renamed: boolean;
+}
+
+/** The event that says a store's older plain names were renamed (see OlderNames). */
+export const OLDER_STREAMS_RENAMED = 'OlderStreamsRenamed';
+
+async function olderNames(events: EventStore, stream: string, type: string, now: () => Date): Promise<OlderNames> {
   for (let attempt = 0; ; attempt++) {
-    const [first] = await events.readStream(stream, { maxCount: 1 });
+    const recorded = await events.readStream(stream);
+    const first = recorded[0];
     if (first?.type === type) {
       const { keyed_at, older_streams } = (first as unknown as HashesKeyed).data;
-      return older_streams ? Date.parse(keyed_at) : null;
+      return { since: older_streams ? Date.parse(keyed_at) : null, renamed: recorded.some((event) => event.type === OLDER_STREAMS_RENAMED) };
     }
     const posted = await events.readStream(LEAD_ID_BLOCKS_STREAM, { maxCount: 1 });
     const keyed: HashesKeyed = { type, data: { keyed_at: now().toISOString(), older_streams: posted.length > 0 } };
@@ -52,25 +65,31 @@ async function keyedSince(events: EventStore, stream: string, type: string, now:
   }
 }
 
+/** Where each kind of older name is recorded, and the prefix of its keyed rename. */
+export const OLDER_NAMES = {
+  contact: { record: 'contact-hashing', type: 'ContactHashesKeyed', renamedPrefix: 'contact-older' },
+  idempotency: { record: 'idempotency-hashing', type: 'IdempotencyKeysKeyed', renamedPrefix: 'idempotency-older' },
+} as const;
+
 /** The contact stream of a keyed hash. */
 export const contactStream = (hash: string): string => `contact-${hash}`;
 
 export class ContactHashes {
   private constructor(
     private readonly secret: Buffer,
-    /** When keyed hashing began on a store that may hold streams under the old names; null: none can. */
-    private readonly legacySince: number | null,
+    /** When keyed hashing began on a store that may hold streams under the old names, and whether they were renamed. */
+    private readonly older: OlderNames,
   ) {}
 
   /** The contact hashes of this store: the secret from the key store, and the upgrade record (written on the first start). */
   static async open(keys: PersonalDataKeys, events: EventStore, now: () => Date = () => new Date()): Promise<ContactHashes> {
     const secret = await keys.secret(SECRET_NAME);
-    return new ContactHashes(secret, await keyedSince(events, HASHING_STREAM, 'ContactHashesKeyed', now));
+    return new ContactHashes(secret, await olderNames(events, OLDER_NAMES.contact.record, OLDER_NAMES.contact.type, now));
   }
 
   /** For tests and tools: keyed hashes with this secret, on a store with no older streams. */
   static withSecret(secret: Buffer): ContactHashes {
-    return new ContactHashes(secret, null);
+    return new ContactHashes(secret, { since: null, renamed: false });
   }
 
   /**
@@ -94,8 +113,14 @@ export class ContactHashes {
 
   /** The stream the contact had before keyed hashes, while a claim there may still count; null once none can. */
   olderStream(kind: ContactKind, value: string, now: Date, windowDays: number): string | null {
-    if (this.legacySince === null || now.getTime() - this.legacySince >= windowDays * DAY_MS) return null;
-    return hashedStream('contact', kind, value);
+    const { since, renamed } = this.older;
+    if (since === null || now.getTime() - since >= windowDays * DAY_MS) return null;
+    return this.olderName('contact', hashedStream('contact', kind, value), renamed);
+  }
+
+  /** An older plain name as the store has it: as it was, or renamed by a keyed hash of it. */
+  olderName(kind: keyof typeof OLDER_NAMES, plain: string, renamed = true): string {
+    return renamed ? this.keyedStream(OLDER_NAMES[kind].renamedPrefix, plain) : plain;
   }
 }
 
@@ -105,9 +130,9 @@ export class ContactHashes {
  * on a store that held leads before it.
  */
 export async function idempotencyNames(hashes: ContactHashes, events: EventStore, now: () => Date = () => new Date()): Promise<IdempotencyNames> {
-  const since = await keyedSince(events, 'idempotency-hashing', 'IdempotencyKeysKeyed', now);
+  const { since, renamed } = await olderNames(events, OLDER_NAMES.idempotency.record, OLDER_NAMES.idempotency.type, now);
   return {
     stream: (supplier, key) => hashes.keyedStream('idempotency', supplier, key),
-    olderStream: (supplier, key, at) => (since !== null && at - since < IDEMPOTENCY_TTL_MS ? plainIdempotencyStream(supplier, key) : null),
+    olderStream: (supplier, key, at) => (since !== null && at - since < IDEMPOTENCY_TTL_MS ? hashes.olderName('idempotency', plainIdempotencyStream(supplier, key), renamed) : null),
   };
 }

@@ -1,7 +1,10 @@
 import { expect } from 'chai';
+import { hash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { IdempotencyKeys, plainIdempotencyStream } from '../../src/commands/idempotency.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import type { EventData } from '../../src/event-store/index.js';
+import { EVENT_CODEC, codedEventStore } from '../../src/events/codec/index.js';
 import { leadStream } from '../../src/events/lead-events.js';
 import { SEALING_STREAM, holdsClearLeads } from '../../src/personal-data/clear-leads.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
@@ -46,6 +49,10 @@ function receivedV0(leadId: number, who: Consumer): EventData {
   return { type: 'LeadReceived', data: { lead_id: leadId, supplier: 'sup-a', key_id: 'key-1', test: false, lead, received_at: '2026-01-05T17:00:00.000Z' }, metadata: bare };
 }
 
+/** The names an older release gave a contact's stream and an Idempotency-Key's: a plain SHA-256, reversed by hashing every phone number. */
+const plainContact = (kind: string, value: string) => `contact-${hash('sha256', `${kind}\n${value}`, 'hex')}`;
+const PLAIN_KEY = plainIdempotencyStream('sup-1', `key-${run}`);
+
 const sold = (leadId: number): NewLeadEvent[] => [leadEnriched(leadId), leadRoutedToBuyer(leadId, 'b1', 20), leadSold(leadId, 'b1', 20)];
 const asData = (events: ReadonlyArray<NewLeadEvent | EventData>): EventData[] => events.map(({ type, data, metadata }) => ({ type, data, metadata }));
 
@@ -66,6 +73,11 @@ describe('leadpost seal-clear-leads: the leads an older release wrote in clear',
     const expired = { lead_id: 3, retention_days: 30, had_delivery: true, notify_buyer: null, expired_at: '2026-02-05T00:00:00.000Z' };
     await raw.append(leadStream(3), [{ type: 'LeadPersonalDataExpired', data: expired, metadata: { schema: 1 } }]);
     soldEventId = (await raw.readStream(leadStream(1)))[0]!.id;
+    // Its mobile's duplicate claim and a supplier's Idempotency-Key, under the plain names of that release.
+    await raw.append(plainContact('mobile', SOLD_V0.mobile), [{ type: 'ContactClaimed', data: { lead_id: 1, claimed_at: new Date(Date.now() - 86_400_000).toISOString() } }]);
+    const claim = await new IdempotencyKeys(codedEventStore(raw, EVENT_CODEC)).claim('sup-1', `key-${run}`, Buffer.from('{}'));
+    if (claim.kind !== 'claimed') throw new Error(`the key was ${claim.kind}`);
+    await claim.complete({ outcome: { lead_id: 1, code: 'SOLD', lead_status: 'sold', sold: true, revenue: 20, currency: 'USD' }, traceId: 't-old' });
     await raw.close();
     // A build of an older version of the leads projection, with its copy of a lead in clear.
     const oldBuild = EmbeddedReadModelStore.open(dir.path);
@@ -98,6 +110,8 @@ describe('leadpost seal-clear-leads: the leads an older release wrote in clear',
     for (const who of [SOLD_V0, REJECTED_V1, EXPIRED_V1]) expect(found(contents, who), who.last_name).not.to.deep.equal([]);
     expect(found(contents, { ...SOLD_V0, email: asPosted(SOLD_V0.email) }).filter((f) => f.startsWith('email'))).not.to.deep.equal([]);
     expect(found(contents, POSTED_TODAY)).to.deep.equal([]);
+    const events = contents.filter((c) => /events\.db/.test(c.where));
+    for (const name of [plainContact('mobile', SOLD_V0.mobile), PLAIN_KEY]) expect(events.some((c) => c.bytes.includes(Buffer.from(name))), name).to.equal(true);
   });
 
   it('refuses while a service runs on the data dir, naming the lease it holds', async function () {
@@ -115,7 +129,7 @@ describe('leadpost seal-clear-leads: the leads an older release wrote in clear',
     const sealed = await runChild(['seal-clear-leads', '--json'], env, { script: BIN });
     expect(sealed.code, sealed.stderr).to.equal(0);
     const outcome = JSON.parse(sealed.lines[0]!) as { sealed: number; shredded: number; unreadable: string[]; leads_build: string; removed: string[] };
-    expect(outcome).to.include({ sealed: 3, shredded: 1 });
+    expect(outcome).to.include({ sealed: 3, shredded: 1, renamed_streams: 2 });
     expect(outcome.unreadable).to.deep.equal([]);
     expect(outcome.leads_build).to.match(/^v\d+_r\d+$/);
     expect(outcome.removed).to.include.members(['leads_v1', 'leads_v3']);
@@ -123,6 +137,8 @@ describe('leadpost seal-clear-leads: the leads an older release wrote in clear',
     contents.push({ where: 'the output', bytes: Buffer.from(sealed.lines.join('\n') + sealed.stderr, 'utf8') });
     for (const who of [SOLD_V0, REJECTED_V1, EXPIRED_V1, POSTED_TODAY]) expect(found(contents, who), who.last_name).to.deep.equal([]);
     expect(found(contents, { ...SOLD_V0, email: asPosted(SOLD_V0.email) }), 'the e-mail as posted').to.deep.equal([]);
+    // Nor a stream named by a reversible hash of a mobile or of a client's key.
+    for (const name of [plainContact('mobile', SOLD_V0.mobile), PLAIN_KEY]) expect(contents.filter((c) => c.bytes.includes(Buffer.from(name.split('-')[1]!))).map((c) => c.where), name).to.deep.equal([]);
   });
 
   it('each is the same fact, sealed in place: same id and revision, its contact hashes added, the version it was written in kept', async function () {
@@ -137,6 +153,12 @@ describe('leadpost seal-clear-leads: the leads an older release wrote in clear',
       // The upcast of version 0 is kept: sid beside the lead.
       expect(data.sid).to.equal('sid-1');
       expect(svc.logs.some((line) => line.includes(WARNING))).to.equal(false);
+      // The older names, renamed by a keyed hash, are still what their window after the upgrade reads.
+      const hashes = svc.service.contactHashes;
+      expect(await svc.service.store.readStream(hashes.olderName('idempotency', PLAIN_KEY))).to.have.length(2);
+      const repeat = await svc.post(leadWith(`other.${run}@example.com`, SOLD_V0.mobile), { 'x-api-key': await svc.key() });
+      expect(repeat.status, repeat.text).to.equal(409);
+      expect(repeat.body.code).to.equal('DUPLICATE');
       // Opened with its key, as the events CLI prints a lead; the expired one's new key is gone.
       expect((await eventsJson(dir.path, leadStream(2)))[0]!.data).to.have.nested.property('lead.email', REJECTED_V1.email);
       const [expiredReceived] = await svc.service.store.readStream(leadStream(3), { maxCount: 1 });
@@ -190,16 +212,22 @@ describe('whether a store holds leads written in clear, as a starting service te
   it('its first lead in an older version, or sealed by a run that has not recorded sealing every lead', async function () {
     const dir = tempDir('clear-leads-check');
     const store = await EmbeddedEventStore.open(dir.path);
+    // As the service reads it: through the codec, which says in what version an event was stored.
+    const coded = codedEventStore(store, EVENT_CODEC);
     try {
-      expect(await holdsClearLeads(store), 'no lead yet').to.equal(false);
-      const [received, ...rest] = asData([receivedV1(1, SOLD_V0), ...sold(1)]);
-      await store.append(leadStream(1), [{ ...received!, metadata: { ...received!.metadata, schema: 2, sealed_from_schema: 1 } }, ...rest]);
-      expect(await holdsClearLeads(store), 'a run cut short').to.equal(true);
-      const ended = (unreadable: number) => ({ type: 'ClearLeadsSealed', data: { sealed: 1, shredded: 0, unreadable, sealed_at: '2026-11-27T00:00:00.000Z' } });
+      expect(await holdsClearLeads(coded), 'no lead yet').to.equal(false);
+      // The first lead is found from the first block of ids, also when the block's first ids were never used.
+      await store.append('lead-id-blocks', [{ type: 'LeadIdBlockReserved', data: { from: 1, to: 100, instance: 'old' } }]);
+      await store.append(leadStream(4), asData([receivedV1(4, SOLD_V0), ...sold(4)]));
+      expect(await holdsClearLeads(coded), 'written in clear').to.equal(true);
+      const [received, ...rest] = asData([receivedV1(3, SOLD_V0), ...sold(3)]);
+      await store.append(leadStream(3), [{ ...received!, metadata: { ...received!.metadata, schema: 2, sealed_from_schema: 1 } }, ...rest]);
+      expect(await holdsClearLeads(coded), 'a run cut short').to.equal(true);
+      const ended = (unreadable: number) => ({ type: 'ClearLeadsSealed', data: { sealed: 1, shredded: 0, renamed: 0, unreadable, sealed_at: '2026-11-27T00:00:00.000Z' } });
       await store.append(SEALING_STREAM, [ended(2)]);
-      expect(await holdsClearLeads(store), 'a run that left leads it could not read').to.equal(true);
+      expect(await holdsClearLeads(coded), 'a run that left leads it could not read').to.equal(true);
       await store.append(SEALING_STREAM, [ended(0)]);
-      expect(await holdsClearLeads(store), 'a run that sealed them all').to.equal(false);
+      expect(await holdsClearLeads(coded), 'a run that sealed them all').to.equal(false);
     } finally {
       await store.close();
       dir.remove();

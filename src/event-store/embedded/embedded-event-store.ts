@@ -23,7 +23,7 @@ import {
 } from '../port.js';
 import { type AppendRequest, type GroupAnswer, OUTCOME, type StoredEvent, type WriterOptions, encodeBatch } from './protocol.js';
 import { EVENTS_FILE, openEventsDatabase } from './schema.js';
-import { type CommitSelection, type StoredCommit, rewriteCommits } from './rewrite.js';
+import { type CommitSelection, type StoredCommit, renameStreams, rewriteCommits, streamsOlderThan } from './rewrite.js';
 import { PollingSubscription } from './subscription.js';
 
 export interface EmbeddedEventStoreOptions {
@@ -228,6 +228,21 @@ export class EmbeddedEventStore implements EventStore {
   async rewriteCommits(selection: CommitSelection, rewrite: (commits: readonly StoredCommit[]) => Promise<ReadonlyMap<number, StoredEvent[]>>): Promise<number> {
     try {
       return await rewriteCommits(this.file, selection, rewrite);
+    } finally {
+      this.recent.clear();
+      this.tail = [];
+    }
+  }
+
+  /** See rewrite.ts: the streams under `streams` (a GLOB) none of whose commits is at or after `before`. */
+  streamsOlderThan(streams: string, before: number): string[] {
+    return streamsOlderThan(this.file, streams, before);
+  }
+
+  /** See rewrite.ts: for the same one-time step as rewriteCommits. Forgets what this process cached. */
+  renameStreams(renames: ReadonlyArray<readonly [from: string, to: string]>): number {
+    try {
+      return renameStreams(this.file, renames);
     } finally {
       this.recent.clear();
       this.tail = [];

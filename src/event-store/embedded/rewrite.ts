@@ -66,3 +66,48 @@ export async function rewriteCommits(
     db.close();
   }
 }
+
+/**
+ * The streams named by `streams` (an SQLite GLOB) whose every commit is older than `before` (a
+ * commit position): those an older release wrote under names this one no longer writes to.
+ */
+export function streamsOlderThan(file: string, streams: string, before: number): string[] {
+  const db = openEventsDatabase(file);
+  try {
+    return db.prepare<[string, number], string>('SELECT name FROM streams WHERE name GLOB ? AND last_commit < ? ORDER BY name').pluck().all(streams, before);
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Gives streams new names: their row in `streams` and each of their commits, found newest first
+ * through `previous` as a read finds them. Positions, revisions and events stay. A stream whose
+ * new name is taken, or that is gone, is left as it is. A batch of renames is one transaction.
+ * Returns how many were renamed. (The caller vacuums the file after: see rewriteCommits.)
+ */
+export function renameStreams(file: string, renames: ReadonlyArray<readonly [from: string, to: string]>, batchSize = 1000): number {
+  const db = openEventsDatabase(file);
+  try {
+    const lastCommit = db.prepare<[string], number>('SELECT last_commit FROM streams WHERE name = ?').pluck();
+    const previous = db.prepare<[number], number | null>('SELECT previous FROM commits WHERE position = ?').pluck();
+    const renameStream = db.prepare<[string, string]>('UPDATE streams SET name = ? WHERE name = ?');
+    const renameCommit = db.prepare<[string, number]>('UPDATE commits SET stream = ? WHERE position = ?');
+    let renamed = 0;
+    for (let at = 0; at < renames.length; at += batchSize) {
+      db.transaction(() => {
+        for (const [from, to] of renames.slice(at, at + batchSize)) {
+          const last = lastCommit.get(from);
+          if (last === undefined || lastCommit.get(to) !== undefined) continue;
+          for (let position: number | null | undefined = last; position !== null && position !== undefined; position = previous.get(position)) renameCommit.run(to, position);
+          renameStream.run(to, from);
+          renamed++;
+        }
+      }).immediate();
+    }
+    return renamed;
+  } finally {
+    db.close();
+  }
+}
+
