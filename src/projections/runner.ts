@@ -225,6 +225,10 @@ export class ProjectionRunner {
 
   private async run(): Promise<void> {
     let backoff = 100;
+    // Where the checkpoint stood at the last failure. The wait before resubscribing starts over
+    // only once a commit has gone past it: an event that cannot be read fails every attempt after
+    // the events before it were handled again, and must not be tried ten times a second for ever.
+    let failedAt: Position | null = null;
     while (!this.stopped) {
       try {
         const from = await this.prepare();
@@ -235,7 +239,10 @@ export class ProjectionRunner {
         for await (const event of subscription) {
           const handling = this.handle(event);
           if (handling) await handling;
-          backoff = 100;
+          if (failedAt !== null && comparePositions(this.committed, failedAt) > 0) {
+            backoff = 100;
+            failedAt = null;
+          }
         }
         await this.flush();
       } catch (error) {
@@ -252,8 +259,9 @@ export class ProjectionRunner {
           this.options.onLeaseLost?.(error);
           break;
         }
-        this.options.logger?.warn({ err: error, projection: this.projection.name }, 'projection stopped; resubscribing');
+        this.options.logger?.warn({ err: error, projection: this.projection.name, retry_in_ms: backoff }, 'projection stopped; resubscribing');
         if (this.stopped) break;
+        failedAt = this.committed;
         await new Promise((resolve) => setTimeout(resolve, backoff));
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
       }

@@ -2,7 +2,9 @@ import { expect } from 'chai';
 import { decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { type EventStore, type RecordedEvent, comparePositions } from '../../src/event-store/index.js';
+import { EVENT_CODEC, codedEventStore } from '../../src/events/codec/index.js';
 import { leadStream } from '../../src/events/lead-events.js';
+import type { Logger } from 'pino';
 import { PROJECTIONS, leadsProjection } from '../../src/projections/projections.js';
 import { LAG_SAMPLE, ProjectionRunner, checkpointName, collectionName, estimateEventsBehind } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
@@ -307,6 +309,37 @@ describe('projection runner', function () {
     // Stopped for good: it does not resubscribe and try again, and stop() is quiet.
     await runner.stop();
     expect(lost).to.equal(1);
+  });
+});
+
+describe('an event a projection cannot read', function () {
+  it('stops it where it is, and each new try comes after twice the wait before, although the events before it are handled again each time', async function () {
+    const dir = tempDir('projection-poison');
+    const raw = await EmbeddedEventStore.open(dir.path);
+    const readModels = EmbeddedReadModelStore.open(dir.path);
+    const tries: number[] = [];
+    const logger = { warn: (_fields: unknown, message: string) => void (message === 'projection stopped; resubscribing' && tries.push(Date.now())) } as unknown as Logger;
+    const runner = new ProjectionRunner(codedEventStore(raw, EVENT_CODEC), readModels, leadsProjection, 'poisoned', { flushMs: 5, logger });
+    try {
+      for (let i = 0; i < 3; i++) await raw.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState));
+      // Written without the codec: version 0, whose upcaster refuses data of another layout.
+      await raw.append('idempotency-poison', [{ type: 'IdempotentResponseRecorded', data: { outcome: {} } }]);
+      await raw.append(leadStream(4), decide(leadCommand(3), initialLeadState));
+      runner.start();
+      const started = Date.now();
+      while (tries.length < 4 && Date.now() - started < 10_000) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(tries).to.have.length.of.at.least(4);
+      const waits = tries.slice(1, 4).map((at, i) => at - tries[i]!);
+      expect(waits[1], `waits ${waits.join(', ')} ms`).to.be.at.least(1.6 * waits[0]!);
+      expect(waits[2], `waits ${waits.join(', ')} ms`).to.be.at.least(1.6 * waits[1]!);
+      // Nothing after it is in the read model: it is not passed over.
+      expect(await readModels.get(collectionName('leads', 'poisoned'), '4')).to.equal(null);
+    } finally {
+      await runner.stop();
+      await readModels.close();
+      await raw.close();
+      dir.remove();
+    }
   });
 });
 
