@@ -22,12 +22,20 @@ export interface ReserveLeadIdBlock {
   readonly instance: string;
 }
 
+/** The stream holds a reservation with no whole-number range: no id can be given out without risking one given before. */
+export class LeadIdBlocksDamagedError extends Error {
+  override readonly name = 'LeadIdBlocksDamagedError';
+}
+
 export const leadIdBlocksDecider: Decider<ReserveLeadIdBlock, LeadIdBlocks, LeadIdBlockReserved> = {
   initialState: { highest: 0 },
   evolve: (state, event) => (event.type === 'LeadIdBlockReserved' ? { highest: Math.max(state.highest, event.data.to) } : state),
-  decide: (command, state) => [
-    { type: 'LeadIdBlockReserved', data: { from: state.highest + 1, to: state.highest + command.blockSize, instance: command.instance } },
-  ],
+  decide: (command, state) => {
+    // A reservation written by something else than this decider (a damaged or hand-made event)
+    // folds to NaN: refused, rather than hand out ids that name no stream of their own.
+    if (!Number.isSafeInteger(state.highest)) throw new LeadIdBlocksDamagedError(`${LEAD_ID_BLOCKS_STREAM} holds a LeadIdBlockReserved without a whole-number "to": lead ids cannot be reserved until it is repaired`);
+    return [{ type: 'LeadIdBlockReserved', data: { from: state.highest + 1, to: state.highest + command.blockSize, instance: command.instance } }];
+  },
 };
 
 export class LeadIdAllocator {

@@ -4,7 +4,7 @@ import { CapLedger } from '../../src/commands/caps.js';
 import { ContactRegistry } from '../../src/commands/contacts.js';
 import { ContactHashes, idempotencyNames } from '../../src/personal-data/contact-hashes.js';
 import { IDEMPOTENCY_TTL_MS, IdempotencyKeys, plainIdempotencyStream } from '../../src/commands/idempotency.js';
-import { LeadIdAllocator } from '../../src/commands/lead-ids.js';
+import { LeadIdAllocator, LeadIdBlocksDamagedError } from '../../src/commands/lead-ids.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import type { EventStore } from '../../src/event-store/index.js';
 import { EventStoreUnavailableError } from '../../src/event-store/port.js';
@@ -47,6 +47,22 @@ describe('support streams (on the embedded store)', function () {
       expect(Math.max(...ids)).to.be.at.most(70);
       const blocks = await store.readStream('lead-id-blocks');
       expect(blocks.length).to.be.within(6, 7);
+    });
+
+    it('a reservation with no whole-number range (a damaged or hand-made event) is refused, never folded into ids that are not numbers', async function () {
+      const damaged = tempDir('lead-ids-damaged');
+      const events = await EmbeddedEventStore.open(damaged.path);
+      try {
+        await events.append('lead-id-blocks', [{ type: 'LeadIdBlockReserved', data: { first: 1, last: 100, instance: 'old' } }]);
+        let refused: unknown;
+        await new LeadIdAllocator(events, 10, 'a').nextId().catch((error: unknown) => (refused = error));
+        expect(refused).to.be.instanceOf(LeadIdBlocksDamagedError);
+        expect((refused as Error).message).to.include('lead-id-blocks').and.include('"to"');
+        expect(await events.readStream('lead-id-blocks')).to.have.length(1);
+      } finally {
+        await events.close();
+        damaged.remove();
+      }
     });
   });
 

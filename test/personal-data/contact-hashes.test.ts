@@ -71,7 +71,7 @@ describe('contact hashes: keyed, with an upgrade path from plain hashes', functi
     try {
       // What an older release left: a lead posted and sold, its mobile claimed under the plain hash.
       const raw = await EmbeddedEventStore.open(dir.path);
-      await raw.append('lead-id-blocks', [{ type: 'LeadIdBlockReserved', data: { first: 1, last: 100, instance: 'old' } }]);
+      await raw.append('lead-id-blocks', [{ type: 'LeadIdBlockReserved', data: { from: 1, to: 100, instance: 'old' } }]);
       await raw.append('lead-1', [
         { type: 'LeadReceived', data: { lead_id: 1 }, metadata: { schema: 1 } },
         { type: 'LeadSold', data: { lead_id: 1 }, metadata: { schema: 1 } },
