@@ -11,6 +11,7 @@ import { benchPostLeadSideBySide } from './post-lead-ab.js';
 import { fileURLToPath } from 'node:url';
 import { benchReplay } from './replay.js';
 import { benchReports } from './reports.js';
+import { benchSealClearLeads } from './seal-clear-leads.js';
 
 // `npm run bench [part…]`: runs the named parts (all by default) and prints one table per part.
 const parts: Record<string, () => Promise<void>> = {
@@ -156,6 +157,11 @@ const parts: Record<string, () => Promise<void>> = {
     const totalLeads = Number(process.env.BENCH_MEMORY_LEADS ?? 1_000_000);
     console.log(`\nService RSS: at start, after ${httpLeads.toLocaleString('en-US')} leads posted over HTTPS, and with ${totalLeads.toLocaleString('en-US')} leads in the store`);
     console.table(await benchMemory(httpLeads, totalLeads));
+  },
+  'seal-clear-leads': async () => {
+    const leads = Number(process.env.BENCH_SEAL_LEADS ?? 100_000);
+    console.log(`\nleadpost seal-clear-leads on ${leads.toLocaleString('en-US')} leads an older release wrote in clear, each with two duplicate claims under plain-hash names (npm start's heap cap)`);
+    console.table([await benchSealClearLeads(leads)]);
   },
   'memory-roles': async () => {
     const httpLeads = Number(process.env.BENCH_MEMORY_HTTP_LEADS ?? 100_000);
