@@ -29,6 +29,8 @@ again. Not for EventStoreDB, whose events cannot be rewritten.
 
 /** The leases a running service holds: while the command holds them, no projector, delivery worker or retention sweep runs. */
 const LEASES = ['projector', 'delivery', 'retention'] as const;
+/** How long a lease held by another is waited for: a lease's time (3 s) and a beat. */
+const LEASE_WAIT_MS = 4500;
 
 export async function runSealClearLeadsCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   if (args.includes('--help') || args.includes('-h')) {
@@ -61,6 +63,10 @@ export async function runSealClearLeadsCommand(args: string[], io: CliIo = { out
     for (const keeper of keepers) {
       closers.unshift(() => keeper.stop());
       await keeper.start();
+      // A holder that died (a killed run of this command, a crashed service) holds its lease until
+      // it runs out: the keeper takes it then, as a standby would. A live holder renews it.
+      const until = Date.now() + LEASE_WAIT_MS;
+      while (!keeper.status().held && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
       const status = keeper.status();
       if (!status.held) {
         io.err.write(`leadpost seal-clear-leads: a service is running on this data dir (${status.holder ?? 'another process'} holds the ${status.lease} lease): stop every instance of it, then run this again\n`);

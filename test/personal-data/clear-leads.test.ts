@@ -1,17 +1,20 @@
+import Database from 'better-sqlite3';
 import { expect } from 'chai';
+import { join } from 'node:path';
 import { hash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { IdempotencyKeys, plainIdempotencyStream } from '../../src/commands/idempotency.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import type { EventData } from '../../src/event-store/index.js';
-import { EVENT_CODEC, codedEventStore } from '../../src/events/codec/index.js';
-import { leadStream } from '../../src/events/lead-events.js';
+import { EVENT_CODEC, codedEventStore, eventCodec, openLead } from '../../src/events/codec/index.js';
+import { type LeadReceived, leadStream } from '../../src/events/lead-events.js';
+import { openPersonalDataKeys } from '../../src/personal-data/index.js';
 import { SEALING_STREAM, holdsClearLeads } from '../../src/personal-data/clear-leads.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { runChild } from '../support/child.js';
 import { type Consumer, consumers, contentsOf, eventsJson, filesUnder, found } from '../support/consumers.js';
 import { type NewLeadEvent, consumer, leadEnriched, leadReceived, leadRoutedToBuyer, leadSold, rejectedLead } from '../support/lead-events.js';
-import { TestService, leadWith } from '../support/service.js';
+import { TestService, leadWith, testMobile } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
 
 // A data dir an older release left: leads whose personal data is in clear in events.db (versions
@@ -230,6 +233,78 @@ describe('whether a store holds leads written in clear, as a starting service te
       expect(await holdsClearLeads(coded), 'a run that sealed them all').to.equal(false);
     } finally {
       await store.close();
+      dir.remove();
+    }
+  });
+});
+
+describe('leadpost seal-clear-leads killed part-way, then run again', function () {
+  this.timeout(180_000);
+
+  it('seals the rest: every lead opens with a key the key store has, the expired ones stay shredded, none is left in clear', async function () {
+    const dir = tempDir('clear-leads-crash');
+    const env = { LEADPOST_DATA_DIR: dir.path };
+    const LEADS = 10_000;
+    const who = (id: number): Consumer => {
+      const mobile = testMobile(run * 10 + 100 + id);
+      return { first_name: `Augusta${run}n${id}`, last_name: `Crash${id}x`, email: `crash.${run}.${id}@example.com`, mobile, national: mobile.slice(2) };
+    };
+    const expired = (id: number) => id % 10 === 0;
+    try {
+      const raw = await EmbeddedEventStore.open(dir.path);
+      await raw.append('lead-id-blocks', [{ type: 'LeadIdBlockReserved', data: { from: 1, to: LEADS, instance: 'old' } }]);
+      for (let first = 1; first <= LEADS; first += 500) {
+        const appends: Array<Promise<unknown>> = [];
+        for (let id = first; id < first + 500; id++) {
+          appends.push(
+            raw.append(leadStream(id), asData([receivedV1(id, who(id)), ...sold(id)])).then(() =>
+              expired(id) ? raw.append(leadStream(id), [{ type: 'LeadPersonalDataExpired', data: { lead_id: id, retention_days: 30, had_delivery: true, notify_buyer: null, expired_at: '2026-02-05T00:00:00.000Z' }, metadata: { schema: 1 } }]) : undefined,
+            ),
+          );
+        }
+        await Promise.all(appends);
+      }
+      await raw.close();
+
+      // Killed once its first batch of sealed leads is committed.
+      const sealedRows = () => {
+        const db = new Database(join(dir.path, 'events.db'), { readonly: true });
+        try {
+          return db.prepare<[], number>("SELECT count(*) FROM commits WHERE instr(events, 'sealed_from_schema') > 0").pluck().get()!;
+        } finally {
+          db.close();
+        }
+      };
+      const first = runChild(['seal-clear-leads', '--json'], env, { script: BIN });
+      const started = Date.now();
+      while (sealedRows() === 0 && Date.now() - started < 60_000) await new Promise((resolve) => setTimeout(resolve, 5));
+      first.process.kill('SIGKILL');
+      expect((await first).signal).to.equal('SIGKILL');
+      const sealedBefore = sealedRows();
+      expect(sealedBefore, 'killed part-way').to.be.within(1, LEADS - 1);
+
+      const again = await runChild(['seal-clear-leads', '--json'], env, { script: BIN });
+      expect(again.code, again.stderr).to.equal(0);
+      expect(JSON.parse(again.lines.at(-1)!)).to.include({ sealed: LEADS - sealedBefore });
+
+      const keys = await openPersonalDataKeys({ dataDir: dir.path });
+      const store = codedEventStore(await EmbeddedEventStore.open(dir.path), eventCodec(keys));
+      try {
+        for (let id = 1; id <= LEADS; id++) {
+          const [received] = await store.readStream(leadStream(id), { maxCount: 1 });
+          const data = received!.data as LeadReceived['data'];
+          expect(data.lead, `lead ${id}`).to.have.property('pii');
+          const opened = (await openLead(keys, id, data.lead!)) as unknown as Record<string, unknown>;
+          if (expired(id)) expect(opened, `lead ${id}`).to.include({ erased: true }).and.not.have.property('email');
+          else expect(opened, `lead ${id}`).to.include({ email: who(id).email, mobile: who(id).mobile });
+        }
+      } finally {
+        await store.close();
+        await keys.close();
+      }
+      const contents = contentsOf(filesUnder(dir.path));
+      for (const id of [1, 2, 10, 499, 500, 501, 5_000, LEADS]) expect(found(contents, who(id)), `lead ${id}`).to.deep.equal([]);
+    } finally {
       dir.remove();
     }
   });
