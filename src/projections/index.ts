@@ -38,6 +38,9 @@ export async function switchBuild(readModels: ReadModelStore, projection: Projec
   ]);
 }
 
+/** The build a collection of `base` belongs to (`leads_v3_r17…` → `v3_r17…`), or undefined for another base's. */
+const buildOf = (base: string, name: string): string | undefined => (name.startsWith(`${base}_`) ? name.slice(base.length + 1) : undefined);
+
 /** When a build of this version was made: `v1_r1700000000000` → its time; the version's own `v1` → 0. */
 function buildTime(projection: Projection, build: string): number | undefined {
   const own = versionBuild(projection);
@@ -60,11 +63,9 @@ export async function dropBuildsOlderThan(readModels: ReadModelStore, projection
   const older = new Set<string>();
   for (const name of await readModels.collections()) {
     for (const base of projection.collections) {
-      const prefix = `${base}_`;
-      if (!name.startsWith(prefix)) continue;
-      const build = name.slice(prefix.length);
-      const time = buildTime(projection, build);
-      if (time !== undefined && time < keptTime) older.add(build);
+      const build = buildOf(base, name);
+      const time = build === undefined ? undefined : buildTime(projection, build);
+      if (time !== undefined && time < keptTime) older.add(build!);
     }
   }
   const dropped = [...older].sort((a, b) => buildTime(projection, a)! - buildTime(projection, b)!);
@@ -91,7 +92,7 @@ export async function dropUnservedBuilds(readModels: ReadModelStore): Promise<st
     const served = await servedBuild(readModels, projection);
     for (const base of [...projection.collections, ...(FORMER_COLLECTIONS[projection.name] ?? [])]) {
       for (const name of names) {
-        const build = name.startsWith(`${base}_`) ? name.slice(base.length + 1) : undefined;
+        const build = buildOf(base, name);
         if (build === undefined || build === served || !/^v\d+(_r\d+)?$/.test(build)) continue;
         await readModels.drop(name);
         await readModels.resetCheckpoint(checkpointName(projection, build));

@@ -229,8 +229,7 @@ export class EmbeddedEventStore implements EventStore {
     try {
       return await rewriteCommits(this.file, selection, rewrite);
     } finally {
-      this.recent.clear();
-      this.tail = [];
+      this.forgetRecentCommits();
     }
   }
 
@@ -244,9 +243,14 @@ export class EmbeddedEventStore implements EventStore {
     try {
       return renameStreams(this.file, renames);
     } finally {
-      this.recent.clear();
-      this.tail = [];
+      this.forgetRecentCommits();
     }
+  }
+
+  /** After a rewrite: no read may serve a commit's old form from memory. */
+  private forgetRecentCommits(): void {
+    this.recent.clear();
+    this.tail = [];
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
