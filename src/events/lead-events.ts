@@ -27,7 +27,9 @@ export const sealedAfterTheFact = (event: { readonly metadata?: Readonly<Record<
 
 export const leadStream = (leadId: number): string => `lead-${leadId}`;
 
-export type RejectionCode = 'INVALID' | 'VERIFICATION_FAILED' | 'DUPLICATE' | 'SUPPRESSED' | 'PING_EXPIRED' | 'PING_CONSUMED' | 'PING_MISMATCH';
+/** Every code a LeadRejected may carry: a report has a column for each. */
+export const REJECTION_CODES = ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'SUPPRESSED', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH'] as const;
+export type RejectionCode = (typeof REJECTION_CODES)[number];
 
 /** The keyed hashes (HMAC, hex) of a lead's normalised mobile and e-mail: how a consumer's leads are found, never the values. */
 export interface LeadContacts {

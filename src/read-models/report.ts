@@ -1,3 +1,4 @@
+import { REJECTION_CODES } from '../events/lead-events.js';
 import { localTime, pad } from '../routing/local-time.js';
 
 // The summary report: hourly UTC buckets folded into rows of the requested
@@ -6,8 +7,6 @@ import { localTime, pad } from '../routing/local-time.js';
 
 export const GROUP_BY = ['day', 'sid', 's1', 'state', 'buyer', 'supplier'] as const;
 export type GroupBy = (typeof GROUP_BY)[number];
-
-const REJECTION_CODES = ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH'] as const;
 
 export interface ReportBucket {
   readonly hour: string;

@@ -174,6 +174,17 @@ describe('erasure of a consumer', function () {
       const view = await get(`/functions/leads/${reply.body.lead_id as number}`);
       expect((view.body.lead as Record<string, unknown>).lead).to.equal(null);
     }
+    // The report counts them under their own code, and a row's rejected is the sum of its codes.
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    const rows = (await report()).body.items as Array<Record<string, number>>;
+    const total = (column: string, of: Array<Record<string, number>>) => of.reduce((sum, row) => sum + (row[column] ?? 0), 0);
+    expect(total('rejected_SUPPRESSED', rows)).to.equal(3);
+    expect(total('rejected_SUPPRESSED', reportBefore.body.items as Array<Record<string, number>>)).to.equal(0);
+    for (const row of rows) {
+      const byCode = Object.keys(row).filter((column) => column.startsWith('rejected_'));
+      expect(byCode).to.have.length(7);
+      expect(byCode.reduce((sum, column) => sum + row[column]!, 0)).to.equal(row.rejected);
+    }
   });
 
   it('access: POST /functions/consumers/lookup gives an admin every lead of a consumer, opened, with its outcome', async function () {

@@ -47,7 +47,7 @@ describe('report summary (pure)', function () {
     expect(keys.sort(compareKeys)).to.deep.equal([[null], ['B'], ['a', null], ['a', 'z'], ['b'], ['é']]);
   });
 
-  const NO_PINGS_REJECTED = { rejected_PING_EXPIRED: 0, rejected_PING_CONSUMED: 0, rejected_PING_MISMATCH: 0 };
+  const NO_PINGS_REJECTED = { rejected_SUPPRESSED: 0, rejected_PING_EXPIRED: 0, rejected_PING_CONSUMED: 0, rejected_PING_MISMATCH: 0 };
   const NO_PINGS = { pings: 0, bids: 0, ping_posts: 0 };
 
   it('sums counters per group and derives rates, revenue, returns and average price', function () {
