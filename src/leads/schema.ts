@@ -31,7 +31,7 @@ export const LEAD_SCHEMA = {
         'INVALID with code region_not_allowed. Stored as E.164 and national.',
     },
     zip: { type: 'string', pattern: '^[0-9]{5}(?:-[0-9]{4})?$', description: 'US ZIP: 12345 or 12345-6789.' },
-    accident_state: { type: 'string', enum: US_STATE_CODES, description: 'USPS code in any case, or the full state name.' },
+    accident_state: { type: 'string', enum: US_STATE_CODES, description: 'USPS code in any case, or the full name, of a state, DC or an inhabited territory (PR, VI, GU, AS, MP).' },
     certificate_url: {
       type: 'string',
       maxLength: 2048,

@@ -1,4 +1,5 @@
-// USPS codes accepted as accident_state, with the names a supplier may send instead.
+// USPS codes accepted as accident_state, with the names a supplier may send instead: the states,
+// DC and the inhabited territories, whose consumers' mobiles the default phone regions accept.
 const US_STATES: Readonly<Record<string, string>> = {
   AL: 'Alabama', AK: 'Alaska', AZ: 'Arizona', AR: 'Arkansas', CA: 'California', CO: 'Colorado',
   CT: 'Connecticut', DE: 'Delaware', DC: 'District of Columbia', FL: 'Florida', GA: 'Georgia',
@@ -10,11 +11,15 @@ const US_STATES: Readonly<Record<string, string>> = {
   OR: 'Oregon', PA: 'Pennsylvania', PR: 'Puerto Rico', RI: 'Rhode Island', SC: 'South Carolina',
   SD: 'South Dakota', TN: 'Tennessee', TX: 'Texas', UT: 'Utah', VT: 'Vermont', VA: 'Virginia',
   WA: 'Washington', WV: 'West Virginia', WI: 'Wisconsin', WY: 'Wyoming',
+  VI: 'Virgin Islands', GU: 'Guam', AS: 'American Samoa', MP: 'Northern Mariana Islands',
 };
+
+/** Other names in common use. */
+const ALSO_NAMED: Readonly<Record<string, string>> = { 'us virgin islands': 'VI', 'u.s. virgin islands': 'VI' };
 
 export const US_STATE_CODES = Object.keys(US_STATES);
 
-const BY_NAME = new Map(Object.entries(US_STATES).map(([code, name]) => [name.toLowerCase(), code]));
+const BY_NAME = new Map([...Object.entries(US_STATES).map(([code, name]) => [name.toLowerCase(), code] as const), ...Object.entries(ALSO_NAMED)]);
 
 /** The USPS code for a code in any case or a full state name (spaces folded); undefined if neither. */
 export function toStateCode(value: string): string | undefined {

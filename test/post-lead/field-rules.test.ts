@@ -80,6 +80,11 @@ const GOOD: Good[] = [
   { title: 'accident_state "NEW   YORK" → NY', set: { accident_state: 'NEW   YORK' }, expect: { accident_state: 'NY' } },
   { title: 'accident_state District of Columbia → DC', set: { accident_state: 'district of columbia' }, expect: { accident_state: 'DC' } },
   { title: 'accident_state Tx → TX', set: { accident_state: 'Tx' }, expect: { accident_state: 'TX' } },
+  // The territories whose mobiles are accepted by default are places an accident happens too.
+  { title: 'accident_state gu → GU', set: { accident_state: 'gu' }, expect: { accident_state: 'GU' } },
+  { title: 'accident_state U.S. Virgin Islands → VI', set: { accident_state: 'U.S. Virgin Islands' }, expect: { accident_state: 'VI' } },
+  { title: 'accident_state Northern Mariana Islands → MP', set: { accident_state: 'northern mariana islands' }, expect: { accident_state: 'MP' } },
+  { title: 'accident_state AS (American Samoa) → AS', set: { accident_state: 'AS' }, expect: { accident_state: 'AS' } },
   // certificate_url
   { title: 'certificate_url on cert.trustedform.com', set: { certificate_url: CERT_URL }, expect: { certificate_url: CERT_URL, certificate_id: CERT_ID } },
   {
