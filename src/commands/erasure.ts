@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { EventStore, Position } from '../event-store/port.js';
 import { type LeadContacts, type LeadEvent, leadStream } from '../events/lead-events.js';
-import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
+import { type ActingPrincipal, leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
 import type { PiiEnvelope } from '../leads/lead.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import { type ContactHashes, contactStream } from '../personal-data/contact-hashes.js';
@@ -177,6 +177,13 @@ const leadShredDecider: Decider<ShredCommand, LeadShredState, LeadEvent> = {
   },
 };
 
+/** Why leads are shredded, for their marks' metadata: the erasure or the sweep, and the request that asked. */
+export interface ShredOrigin {
+  readonly causationId: string;
+  readonly traceId?: string | null;
+  readonly principal?: ActingPrincipal;
+}
+
 /**
  * Shreds leads: destroys their data keys (all in one key-store write), then records why on each
  * lead's stream. Idempotent: a lead already shredded changes nothing. A crash between the two
@@ -187,7 +194,7 @@ export async function shredLeads(
   keys: PersonalDataKeys,
   leadIds: readonly number[],
   command: ShredCommand,
-  cause: string,
+  origin: ShredOrigin,
 ): Promise<number[]> {
   const marked: number[] = [];
   for (let from = 0; from < leadIds.length; from += SHRED_BATCH) {
@@ -201,7 +208,10 @@ export async function shredLeads(
         const handled = await handleCommand(store, leadStream(id), leadShredDecider, command, {
           from: folded,
           metadata: (state) =>
-            leadEventMetadata({ traceId: null, correlationId: state.correlationId, causationId: cause, supplierId: state.supplier }, command.now),
+            leadEventMetadata(
+              { traceId: origin.traceId ?? null, correlationId: state.correlationId, causationId: origin.causationId, supplierId: state.supplier, ...(origin.principal ? { principal: origin.principal } : {}) },
+              command.now,
+            ),
         });
         if (handled.events.length > 0) marked.push(id);
       }),
@@ -336,6 +346,9 @@ export interface ErasureRequest {
   readonly suppress: boolean;
   /** Who asked, for the record. */
   readonly principal: string;
+  /** The request that asked (an API request's trace and key; the CLI has neither), for the events' metadata. */
+  readonly traceId?: string | null;
+  readonly actor?: ActingPrincipal;
 }
 
 /**
@@ -375,7 +388,8 @@ export class ConsumerEraser {
       // Nothing new, no post of the consumer on its way, and the request is on record: done.
       if (fresh.length === 0 && !suppressNow && folded.state.exists && look.inFlight.length === 0) break;
       const now = this.deps.now();
-      await shredLeads(this.deps.store, this.deps.keys, fresh, { type: 'Erase', erasureId, now }, `erasure:${erasureId}`);
+      const origin = { causationId: `erasure:${erasureId}`, traceId: request.traceId ?? null, ...(request.actor ? { principal: request.actor } : {}) };
+      await shredLeads(this.deps.store, this.deps.keys, fresh, { type: 'Erase', erasureId, now }, origin);
       if (suppressNow) for (const hash of Object.values(contacts)) await this.deps.contacts.suppress(hash, erasureId, now);
       const data: ConsumerErased['data'] = {
         erasure_id: erasureId,
@@ -389,7 +403,14 @@ export class ConsumerEraser {
       // At the revision read: of two requests racing, the second reports only what the first did not.
       const handled = await handleCommand(this.deps.store, stream, erasureDecider, data, {
         from: folded,
-        metadata: { occurred_at: data.erased_at, causation_id: `erasure:${erasureId}` },
+        // The request begins the erasure: its trace is the correlation of what it records.
+        metadata: {
+          trace_id: origin.traceId,
+          occurred_at: data.erased_at,
+          correlation_id: origin.traceId,
+          causation_id: origin.causationId,
+          ...(origin.principal ? { principal: origin.principal } : {}),
+        },
       });
       folded = handled;
       if (handled.events.length > 0) created = true;

@@ -6,7 +6,7 @@ import { LEAD_EVENT_SCHEMA } from './lead-events.js';
 // auditor can follow any event back to the request that caused it and to the post that began it.
 
 /** The API key's principal that asked for an event appended after the post. */
-interface ActingPrincipal {
+export interface ActingPrincipal {
   /** The key's role (`buyer`, or `admin` acting for the buyer). */
   readonly role: string;
   /** The name it acts for: a buyer id, an admin's name. */

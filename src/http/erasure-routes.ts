@@ -75,7 +75,13 @@ export function registerErasureRoutes(router: Router<ShellState>, lookup: Authen
     if (!checked.ok) errors.push(...checked.errors);
     if (errors.length > 0 || !checked.ok) invalid(errors);
     const principal = ctx.state.principal!;
-    const { created, erasure } = await deps.eraser.erase({ ...checked.consumer, suppress: body.suppress === true, principal: `${principal.role}:${principal.name}` });
+    const { created, erasure } = await deps.eraser.erase({
+      ...checked.consumer,
+      suppress: body.suppress === true,
+      principal: `${principal.role}:${principal.name}`,
+      traceId: ctx.state.traceId,
+      actor: { role: principal.role, id: principal.name, key_id: principal.keyId },
+    });
     ctx.status = created ? 201 : 200;
     ctx.set('Location', `/functions/erasures/${erasure.erasure_id}`);
     ctx.body = {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RecordedEvent } from '../../src/event-store/index.js';
 import { leadStream } from '../../src/events/lead-events.js';
+import { parseKey } from '../../src/keys/api-keys.js';
 import { PERSONAL_FIELDS } from '../../src/leads/lead.js';
 import { collectionName } from '../../src/projections/runner.js';
 import { runChild } from '../support/child.js';
@@ -105,6 +106,19 @@ describe('erasure of a consumer', function () {
     expect(again.status, again.text).to.equal(200);
     // The answer's as_of is its last look; the record's, the last look that erased something.
     expect(withoutAsOf(again.body.erasure)).to.deep.equal(withoutAsOf(record));
+  });
+
+  it("its events follow back to the request: the request's trace and the admin's key on each lead's mark and on the record", async function () {
+    const traceId = erasure.body.trace_id as string;
+    const asker = { role: 'admin', id: 'root', key_id: parseKey(admin)!.id };
+    const record = await svc.service.store.readStream(`erasure-${(erasure.body.erasure as { erasure_id: string }).erasure_id}`);
+    expect(record[0]!.metadata).to.deep.include({ trace_id: traceId, correlation_id: traceId, principal: asker });
+    for (const id of leadsOf.get(ERASED)!) {
+      const events = await svc.service.store.readStream(leadStream(id));
+      const mark = events.find((e) => e.type === 'LeadPersonalDataErased')!;
+      // Its correlation stays the post's, as every event of the lead's.
+      expect(mark.metadata).to.deep.include({ trace_id: traceId, principal: asker, correlation_id: events[0]!.metadata.correlation_id ?? events[0]!.metadata.trace_id });
+    }
   });
 
   it('asked again, it is the same erasure, reported once: 200 and nothing new', async function () {
