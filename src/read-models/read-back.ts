@@ -9,7 +9,7 @@ import type { Principal } from '../keys/principal.js';
 import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
 import { leadCounterField } from '../projections/report-counters.js';
 import type { AggregateOptions, Filter, GroupValue, ReadDoc, ReadModelStore } from './port.js';
-import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, daySteps, keyOrder, reportRow, startOfLocalDay } from './report.js';
+import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, addDays, daySteps, isCalendarDay, keyOrder, localDay, reportRow, startOfLocalDay } from './report.js';
 
 // The queries behind the read-back routes, with their scope rules: a supplier sees
 // its own leads, a buyer the leads it bought, an analyst everything without consumer PII, an admin
@@ -147,7 +147,7 @@ function instant(query: Query, name: string, errors: FieldError[]): string | und
   const raw = one(query, name, errors);
   if (raw === undefined) return undefined;
   const time = Date.parse(raw);
-  if (Number.isNaN(time) || !/^\d{4}-\d{2}-\d{2}/.test(raw)) {
+  if (Number.isNaN(time) || !isCalendarDay(raw.slice(0, 10))) {
     errors.push({ field: name, code: 'invalid_format', message: `${name} must be an ISO 8601 date or time` });
     return undefined;
   }
@@ -398,17 +398,19 @@ export class ReadBack {
   private reportPlan(principal: Principal, query: Query): ReportPlan {
     if (principal.role === 'buyer') throw new ReadBackForbiddenError();
     const errors: FieldError[] = [];
-    const tz = one(query, 'tz', errors) ?? 'UTC';
+    let tz = one(query, 'tz', errors) ?? 'UTC';
     try {
       new Intl.DateTimeFormat('en-US', { timeZone: tz });
     } catch {
       errors.push({ field: 'tz', code: 'invalid_value', message: 'tz must be an IANA time zone, e.g. America/New_York' });
+      tz = 'UTC';
     }
-    const today = new Date().toISOString().slice(0, 10);
-    const from = one(query, 'from', errors) ?? new Date(Date.now() - 6 * 86_400_000).toISOString().slice(0, 10);
+    // The days are the report's zone's: its today may be yesterday or tomorrow in UTC.
+    const today = localDay(new Date(), tz);
+    const from = one(query, 'from', errors) ?? addDays(today, -6);
     const to = one(query, 'to', errors) ?? today;
     for (const [name, value] of [['from', from], ['to', to]] as const) {
-      if (!/^\d{4}-\d{2}-\d{2}$/.test(value) || Number.isNaN(Date.parse(value))) {
+      if (!isCalendarDay(value)) {
         errors.push({ field: name, code: 'invalid_format', message: `${name} must be a date, YYYY-MM-DD` });
       }
     }
@@ -433,7 +435,7 @@ export class ReadBack {
     if (errors.length > 0) throw new ReadBackInputError(errors);
 
     const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
-    const endDay = new Date(Date.parse(to) + 86_400_000).toISOString().slice(0, 10);
+    const endDay = addDays(to, 1);
     const end = startOfLocalDay(endDay, tz).toISOString().slice(0, 13);
     // s1 is a click id, about one per lead: never a bucket key, so a report by s1 sums the counters
     // each lead's view carries, walked along that collection's index on s1 a page at a time.

@@ -54,6 +54,24 @@ export function dayOf(hour: string, tz: string, cache: Map<string, string>): str
   return day;
 }
 
+/** The local calendar day (YYYY-MM-DD) of an instant in `tz`. */
+export function localDay(at: Date, tz: string): string {
+  const t = localTime(at, tz);
+  return `${t.year}-${pad(t.month)}-${pad(t.day)}`;
+}
+
+/** The day `days` after (or before) a calendar day. */
+export function addDays(day: string, days: number): string {
+  return new Date(Date.parse(`${day}T00:00:00Z`) + days * 86_400_000).toISOString().slice(0, 10);
+}
+
+/** True for a day of the calendar written YYYY-MM-DD: not 2026-02-30, which Date.parse takes for 2 March. */
+export function isCalendarDay(value: string): boolean {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(value)) return false;
+  const time = Date.parse(`${value}T00:00:00Z`);
+  return !Number.isNaN(time) && new Date(time).toISOString().startsWith(value);
+}
+
 /** The UTC instant at which local day `date` (YYYY-MM-DD) starts in `tz`. */
 export function startOfLocalDay(date: string, tz: string): Date {
   const [y, m, d] = date.split('-').map(Number) as [number, number, number];

@@ -3,7 +3,7 @@ import { request } from 'node:https';
 import sinon from 'sinon';
 import { ReadModelUnavailableError } from '../../src/read-models/port.js';
 import type { LeadView } from '../../src/projections/lead-view.js';
-import { type GroupBy, type ReportBucket, SUMMED, startOfLocalDay, summarise } from '../../src/read-models/report.js';
+import { type GroupBy, type ReportBucket, SUMMED, addDays, localDay, startOfLocalDay, summarise } from '../../src/read-models/report.js';
 import { TestService, validLead } from '../support/service.js';
 import { roleKeys } from './role-keys.js';
 
@@ -312,6 +312,30 @@ describe('read-back routes', function () {
       const reply = await get('/functions/reports/summary?from=2026-13-01&tz=Mars/Base&group_by=day,colour', keys.admin!);
       expect(reply.status).to.equal(422);
       expect((reply.body.errors as Array<{ field: string }>).map((e) => e.field)).to.have.members(['from', 'tz', 'group_by']);
+    });
+
+    it('a day that is not in the calendar is 422, in a report and in a list (not taken for a day of the next month)', async function () {
+      const report = await get('/functions/reports/summary?from=2026-02-30&to=2026-11-31', keys.admin!);
+      expect(report.status, report.text).to.equal(422);
+      expect((report.body.errors as Array<{ field: string }>).map((e) => e.field)).to.have.members(['from', 'to']);
+      expect((await get('/functions/reports/summary?from=2028-02-29&to=2028-03-01', keys.admin!)).status).to.equal(200);
+      for (const path of ['/functions/leads?since=2026-02-29', '/functions/feedback?since=2026-04-31T10:00:00Z']) {
+        const reply = await get(path, keys.admin!);
+        expect(reply.status, path).to.equal(422);
+        expect(reply.body.errors, path).to.deep.equal([{ field: 'since', code: 'invalid_format', message: 'since must be an ISO 8601 date or time' }]);
+      }
+    });
+
+    it("without from and to, the last seven days are the report zone's, ending on its today", async function () {
+      for (const tz of ['Pacific/Kiritimati', 'Etc/GMT+12', 'UTC']) {
+        const before = localDay(new Date(), tz);
+        const reply = await get(`/functions/reports/summary?tz=${encodeURIComponent(tz)}`, keys.admin!);
+        const after = localDay(new Date(), tz);
+        expect(reply.status, reply.text).to.equal(200);
+        // Read around the request, so that a day that turns meanwhile does not fail it.
+        expect(reply.body.to, tz).to.be.oneOf([before, after]);
+        expect(reply.body.from, tz).to.equal(addDays(reply.body.to as string, -6));
+      }
     });
   });
 });
