@@ -26,11 +26,13 @@ function answerOf(result: PostLeadResult, traceId: string): Answer {
       return { status: 409, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId), headers: { 'Retry-After': '1' } };
     case 'other_body':
       return { status: 422, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, { acceptance: 'rejected', message: 'This Idempotency-Key was used with a different body.' }) };
-    case 'malformed_key':
+    case 'malformed_key': {
+      const message = 'Idempotency-Key must be 1 to 255 visible ASCII characters.';
       return {
         status: 422,
-        envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, { acceptance: 'rejected', message: 'Idempotency-Key must be 1 to 255 visible ASCII characters.' }),
+        envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, { acceptance: 'rejected', message, errors: [{ field: 'Idempotency-Key', code: 'invalid_format', message }] }),
       };
+    }
   }
 }
 
@@ -41,7 +43,9 @@ export function postLeadHandler(postLead: PostLead, bodyBytes: number): Middlewa
     const rawBody = await readBody(ctx.req, bodyBytes);
     const body = parseJsonObject(rawBody);
     const traceId = ctx.state.traceId;
-    const result = await postLead({ principal, traceId, body, rawBody, idempotencyKey: ctx.get('Idempotency-Key') || undefined });
+    // A header sent empty is a malformed key, refused as such: taken for no key, a retry would record a second lead.
+    const idempotencyKey = ctx.req.headers['idempotency-key'];
+    const result = await postLead({ principal, traceId, body, rawBody, idempotencyKey: idempotencyKey === undefined ? undefined : ctx.get('Idempotency-Key') });
     const answer = answerOf(result, traceId);
     for (const [name, value] of Object.entries(answer.headers ?? {})) ctx.set(name, value);
     ctx.status = answer.status;

@@ -224,6 +224,18 @@ describe('POST /functions/leads: every outcome', function () {
     expectEnvelope(other, 422, 'IDEMPOTENCY_CONFLICT', 'rejected', false);
   });
 
+  it('IDEMPOTENCY_CONFLICT: a malformed key (empty, too long, a blank or a byte outside visible ASCII inside) is 422 naming the header, and records nothing', async function () {
+    const head = await svc.service.store.headPosition();
+    for (const malformed of ['', 'x'.repeat(256), 'order 1', 'order-\u00e9']) {
+      const reply = await svc.post(validLead(), { 'x-api-key': key, 'idempotency-key': malformed });
+      expectEnvelope(reply, 422, 'IDEMPOTENCY_CONFLICT', 'rejected', false);
+      expect(reply.body.errors, JSON.stringify(malformed)).to.deep.equal([
+        { field: 'Idempotency-Key', code: 'invalid_format', message: 'Idempotency-Key must be 1 to 255 visible ASCII characters.' },
+      ]);
+    }
+    expect(await svc.service.store.headPosition()).to.deep.equal(head);
+  });
+
   it('UNAVAILABLE 503 with Retry-After when the store cannot write; nothing half-written', async function () {
     // The lead's own append fails after its contacts were claimed: they must be given back.
     Object.assign(fault, { error: new EventStoreUnavailableError('disk full'), streams: /^lead-\d/ });

@@ -54,7 +54,8 @@ export function oracle(kase: Case): readonly string[] {
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return ['MALFORMED_JSON'];
   const idem = kase.headers['idempotency-key'] as string | undefined;
-  if (idem !== undefined && idem.trim() !== '' && !/^[\x21-\x7e]{1,255}$/.test(idem.trim())) return ['IDEMPOTENCY_CONFLICT'];
+  // The server sees the value without its surrounding blanks; sent empty, it is a malformed key.
+  if (idem !== undefined && !/^[\x21-\x7e]{1,255}$/.test(idem.trim())) return ['IDEMPOTENCY_CONFLICT'];
   const keys = Object.keys(parsed);
   const hasCert = keys.includes('certificate_url') || keys.includes('xxTrustedFormCertUrl');
   if (keys.some((k) => !LEAD_FIELDS.has(k)) || REQUIRED.some((f) => f !== 'certificate_url' && !keys.includes(f)) || !hasCert) return ['INVALID'];
