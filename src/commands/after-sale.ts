@@ -77,18 +77,39 @@ type FeedbackBody = FromSchema<typeof FEEDBACK_SCHEMA>;
 
 const validateFeedback = new Ajv({ allErrors: true, strict: true }).compile<FeedbackBody>(FEEDBACK_SCHEMA);
 
+/** One error per failing field, saying what the field takes; never the value sent. */
 function feedbackErrors(body: unknown): FieldError[] {
   if (validateFeedback(body)) return [];
-  return (validateFeedback.errors ?? []).map((error) => {
-    const field =
-      error.keyword === 'required'
-        ? String((error.params as { missingProperty: string }).missingProperty)
-        : error.keyword === 'additionalProperties'
-          ? String((error.params as { additionalProperty: string }).additionalProperty).slice(0, 64)
-          : error.instancePath.slice(1);
-    const code = error.keyword === 'required' ? 'required' : error.keyword === 'additionalProperties' ? 'unknown_field' : 'invalid_value';
-    return { field, code, message: `${field} ${code === 'required' ? 'is required' : code === 'unknown_field' ? 'is not a feedback field' : 'is not valid'}` };
-  });
+  const byField = new Map<string, FieldError>();
+  for (const error of validateFeedback.errors ?? []) {
+    if (error.keyword === 'additionalProperties') {
+      const field = String((error.params as { additionalProperty: string }).additionalProperty).slice(0, 64);
+      byField.set(field, { field, code: 'unknown_field', message: `${field} is not a feedback field` });
+      continue;
+    }
+    const field = error.keyword === 'required' ? String((error.params as { missingProperty: string }).missingProperty) : error.instancePath.slice(1);
+    // ajv reports a field once per rule it breaks; the first (its type before its values) is the one to fix.
+    if (!byField.has(field)) byField.set(field, feedbackFieldError(field, error));
+  }
+  return [...byField.values()].slice(0, 20);
+}
+
+function feedbackFieldError(field: string, error: { keyword: string; params: unknown }): FieldError {
+  const limit = (error.params as { limit?: number }).limit;
+  switch (error.keyword) {
+    case 'required':
+      return { field, code: 'required', message: `${field} is required` };
+    case 'type':
+      return { field, code: 'wrong_type', message: `${field} must be a string` };
+    case 'enum':
+      return { field, code: 'invalid_value', message: `${field} must be one of ${FEEDBACK_SCHEMA.properties.type.enum.join(', ')}` };
+    case 'minLength':
+      return { field, code: 'too_short', message: `${field} must not be empty` };
+    case 'maxLength':
+      return { field, code: 'too_long', message: `${field} must be at most ${limit} characters` };
+    default:
+      return { field, code: 'invalid_value', message: `${field} is not valid` };
+  }
 }
 
 /** POST /functions/leads/{id}/feedback by the buyer that bought the lead. */

@@ -234,13 +234,15 @@ export function normaliseConsumer(input: Readonly<Record<string, unknown>>): { o
   const consumer: { email?: string; mobile?: string } = {};
   const { email, mobile } = input;
   if (email !== undefined && email !== null && email !== '') {
-    const value = typeof email === 'string' ? PRE_NORMALISE.email!(email) : null;
-    if (value !== null && isLeadEmail(value)) consumer.email = value;
+    const value = typeof email === 'string' ? PRE_NORMALISE.email!(email) : undefined;
+    if (value === undefined) errors.push(fieldError('email', 'wrong_type', 'must be a string'));
+    else if (isLeadEmail(value)) consumer.email = value;
     else errors.push(fieldError('email', 'invalid_format', FORMAT_DETAIL['lead-email']));
   }
   if (mobile !== undefined && mobile !== null && mobile !== '') {
     const parsed = typeof mobile === 'string' ? parseMobile(PRE_NORMALISE.mobile!(mobile), false) : undefined;
-    if (parsed) consumer.mobile = parsed.number;
+    if (typeof mobile !== 'string') errors.push(fieldError('mobile', 'wrong_type', 'must be a string'));
+    else if (parsed) consumer.mobile = parsed.number;
     else errors.push(fieldError('mobile', 'invalid_format', FORMAT_DETAIL['dialable-phone']));
   }
   if (errors.length === 0 && !consumer.email && !consumer.mobile) {

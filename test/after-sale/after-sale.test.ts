@@ -180,7 +180,21 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
       const leadId = await sell();
       const unknownType = await feedback(leadId, keys.puller!, { type: 'praise', stars: 5 });
       expect(unknownType.status).to.equal(422);
-      expect((unknownType.body.errors as Array<{ field: string }>).map((e) => e.field)).to.have.members(['type', 'stars']);
+      expect(unknownType.body.errors).to.have.deep.members([
+        { field: 'type', code: 'invalid_value', message: 'type must be one of return, conversion, contacted' },
+        { field: 'stars', code: 'unknown_field', message: 'stars is not a feedback field' },
+      ]);
+      // Each field once, with the rule it breaks: a type, or a length.
+      for (const [body, error] of [
+        [{ type: 5 }, { field: 'type', code: 'wrong_type', message: 'type must be a string' }],
+        [{ type: null }, { field: 'type', code: 'wrong_type', message: 'type must be a string' }],
+        [{ type: 'return', reason: 'r'.repeat(5000) }, { field: 'reason', code: 'too_long', message: 'reason must be at most 64 characters' }],
+        [{ type: 'return', reason: '' }, { field: 'reason', code: 'too_short', message: 'reason must not be empty' }],
+        [{}, { field: 'type', code: 'required', message: 'type is required' }],
+      ] as const) {
+        const reply = await feedback(leadId, keys.puller!, body);
+        expect([reply.status, reply.body.errors], JSON.stringify(body).slice(0, 40)).to.deep.equal([422, [error]]);
+      }
       expect((await feedback(leadId, keys.puller!, '[1]')).status).to.equal(400);
       const form = await svc.post('type=return', { 'x-api-key': keys.puller!, 'content-type': 'text/plain' }, `/functions/leads/${leadId}/feedback`);
       expect(form.status).to.equal(415);

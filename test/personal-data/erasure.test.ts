@@ -241,6 +241,12 @@ describe('erasure of a consumer', function () {
     expect(bad.status, bad.text).to.equal(422);
     expect((bad.body.errors as Array<{ field: string }>).map((e) => e.field).sort()).to.deep.equal(['email', 'extra', 'mobile', 'suppress']);
     expect(bad.text).to.not.include('not-an-address-secret');
+    // A contact that is no string is named as the lookup names it: the wrong type, not a bad format.
+    const typed = await erase({ email: 5, mobile: ['+12135550100'] });
+    expect(typed.body.errors).to.deep.equal([
+      { field: 'email', code: 'wrong_type', message: 'email must be a string' },
+      { field: 'mobile', code: 'wrong_type', message: 'mobile must be a string' },
+    ]);
     const query = await get('/functions/consumers?email=nope-secret&x=1');
     expect(query.status).to.equal(422);
     expect((query.body.errors as Array<{ field: string }>).map((e) => e.field).sort()).to.deep.equal(['email', 'x']);
