@@ -67,6 +67,13 @@ const READ_PAGE = 500;
 const HEAD_PAGE = 100;
 const MIN_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 5000;
+const DEFAULT_SUBSCRIPTION_IDLE_MS = 30_000;
+/**
+ * How long close waits for the appends already sent. Not forever: the client's batch append
+ * settles an append only on an answer or an error of its gRPC stream, and a stream that ends
+ * without either leaves it pending.
+ */
+const CLOSE_APPENDS_WAIT_MS = 10_000;
 // gRPC status codes; @grpc/grpc-js is only a transitive dependency, so it is not imported.
 const GRPC_CANCELLED = 1;
 const GRPC_DEADLINE_EXCEEDED = 4;
@@ -100,6 +107,13 @@ export type AdapterLogger = Pick<Logger, 'warn'>;
 
 export interface EventStoreDbOptions {
   readonly logger?: AdapterLogger | undefined;
+  /**
+   * How long a `$all` subscription waits for the server's next event before it reads the store's
+   * head: a head past the last event it delivered means the subscription went silent with events
+   * to deliver (a stream a server or a proxy keeps open without sending), and it starts again from
+   * that event. 30 s when not given.
+   */
+  readonly subscriptionIdleMs?: number | undefined;
 }
 
 export function toClientExpectedRevision(expected: ExpectedRevision): AppendExpectedRevision {
@@ -245,9 +259,10 @@ function closedError(cause?: unknown): EventStoreUnavailableError {
 export class EventStoreDbEventStore implements EventStore {
   readonly #client: EventStoreDBClient;
   readonly #logger: AdapterLogger | undefined;
+  readonly #subscriptionIdleMs: number;
   readonly #subscriptions = new Set<EventStoreDbSubscription>();
-  /** Appends sent to the server and not yet answered: close lets them finish. */
-  readonly #appends = new Set<Promise<unknown>>();
+  /** Appends sent to the server and not yet answered, each with what fails it: close lets them finish, for a while. */
+  readonly #appends = new Map<Promise<AppendResult>, (error: unknown) => void>();
   /** No new call is accepted. */
   #closed = false;
   /** The client is being disposed of: a call still running has been cut short. */
@@ -258,6 +273,9 @@ export class EventStoreDbEventStore implements EventStore {
   constructor(client: EventStoreDBClient, options: EventStoreDbOptions = {}) {
     this.#client = client;
     this.#logger = options.logger;
+    this.#subscriptionIdleMs = options.subscriptionIdleMs ?? DEFAULT_SUBSCRIPTION_IDLE_MS;
+    // Zero would read the head on every turn of the event loop.
+    if (!(this.#subscriptionIdleMs > 0)) throw new RangeError(`subscriptionIdleMs must be positive, not ${this.#subscriptionIdleMs}`);
   }
 
   static async connect(connectionString: string, options: EventStoreDbOptions = {}): Promise<EventStoreDbEventStore> {
@@ -271,8 +289,12 @@ export class EventStoreDbEventStore implements EventStore {
     // The server answers an empty append with revision 0 for a stream that does not exist; the
     // port's answer (the embedded store's) is the stream's revision as it is, -1 when missing.
     if (proposed.length === 0) return this.#call(() => this.#appendNothing(streamId, expected));
-    const appending = this.#appendEvents(streamId, proposed, expected);
-    this.#appends.add(appending);
+    let abandon: (error: unknown) => void = () => {};
+    const appending = new Promise<AppendResult>((resolve, reject) => {
+      abandon = reject;
+      this.#appendEvents(streamId, proposed, expected).then(resolve, reject);
+    });
+    this.#appends.set(appending, abandon);
     const settled = () => void this.#appends.delete(appending);
     appending.then(settled, settled);
     return appending;
@@ -330,6 +352,8 @@ export class EventStoreDbEventStore implements EventStore {
       closed: () => this.#closed,
       logger: this.#logger,
       onEnd: () => this.#subscriptions.delete(subscription),
+      idleMs: this.#subscriptionIdleMs,
+      head: () => this.#head(),
     });
     if (!this.#closed) this.#subscriptions.add(subscription);
     return subscription;
@@ -342,7 +366,8 @@ export class EventStoreDbEventStore implements EventStore {
 
   /**
    * Like the embedded store: ends the subscriptions, refuses new calls, lets the appends already
-   * sent finish, then disposes of the client, which cuts the reads still running short (they fail).
+   * sent finish (for 10 s at most), then disposes of the client, which cuts the reads still running
+   * short (they fail). An append still unanswered then fails as unavailable: it may have been written.
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();
@@ -352,9 +377,20 @@ export class EventStoreDbEventStore implements EventStore {
   async #close(): Promise<void> {
     this.#closed = true;
     await Promise.all([...this.#subscriptions].map((subscription) => subscription.unsubscribe()));
-    await Promise.allSettled([...this.#appends]);
+    await this.#appendsAnswered(CLOSE_APPENDS_WAIT_MS);
     this.#disposed = true;
     await this.#client.dispose();
+    const unanswered = new EventStoreUnavailableError('the event store closed before EventStoreDB answered the append, which may have been written');
+    for (const abandon of this.#appends.values()) abandon(unanswered);
+  }
+
+  /** Resolves once every append sent has settled, or after `waitMs`, whichever comes first. */
+  async #appendsAnswered(waitMs: number): Promise<void> {
+    if (this.#appends.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)));
+    await Promise.race([Promise.allSettled(this.#appends.keys()), waited]);
+    clearTimeout(timer);
   }
 
   /**
@@ -440,6 +476,10 @@ interface SubscriptionContext {
   readonly closed: () => boolean;
   readonly logger: AdapterLogger | undefined;
   readonly onEnd: () => void;
+  /** How long the server may be silent before the store's head is compared with the last event delivered. */
+  readonly idleMs: number;
+  /** The position of the store's last event a subscription delivers. */
+  readonly head: () => Promise<Position>;
 }
 
 /**
@@ -447,7 +487,9 @@ interface SubscriptionContext {
  * server is unavailable, the next starts after the last event seen, so nothing is skipped, and
  * anything at or before it is dropped, so nothing is delivered twice. Any other failure (access
  * denied, an invalid position, a bad request) ends the iteration with that error, as the embedded
- * subscription does, so the projection runner reports it. Single consumer.
+ * subscription does, so the projection runner reports it. A client subscription that stays open
+ * but sends nothing while the store has later events is cancelled by a watchdog, and the next
+ * starts the same way. Single consumer.
  */
 class EventStoreDbSubscription implements AllSubscription {
   readonly #client: EventStoreDBClient;
@@ -457,6 +499,13 @@ class EventStoreDbSubscription implements AllSubscription {
   #stopped = false;
   #iterating = false;
   #wake: (() => void) | undefined;
+  /** Since when the subscription has waited for the server: its last event, or the consumer asking for the next. */
+  #waitingSince = Date.now();
+  /** The consumer has an event in hand: a silence meanwhile is its own, not the server's. */
+  #consumerBusy = false;
+  #watchdog: NodeJS.Timeout | undefined;
+  /** The store's head when the watchdog cancelled the client subscription, for the warning. */
+  #silentBehind: Position | undefined;
 
   constructor(client: EventStoreDBClient, fromPosition: Position, context: SubscriptionContext) {
     this.#client = client;
@@ -469,6 +518,7 @@ class EventStoreDbSubscription implements AllSubscription {
     this.#iterating = true;
     let backoff = MIN_BACKOFF_MS;
     try {
+      this.#watchFor(this.#context.idleMs);
       while (!this.#stopped) {
         if (this.#context.closed()) throw closedError();
         let current: AllStreamSubscription | undefined;
@@ -476,7 +526,9 @@ class EventStoreDbSubscription implements AllSubscription {
         try {
           current = this.#client.subscribeToAll({ fromPosition: toClientReadPosition(this.#after), filter: excludeSystemEvents() });
           this.#current = current;
+          this.#waitingSince = Date.now();
           for await (const resolved of current) {
+            this.#waitingSince = Date.now();
             // The consumer may unsubscribe from inside its loop while events are still buffered.
             if (this.#stopped) break;
             if (!resolved.event) continue;
@@ -485,7 +537,11 @@ class EventStoreDbSubscription implements AllSubscription {
             // Advance past filtered events too, so a resubscription does not read them again.
             this.#after = position;
             backoff = MIN_BACKOFF_MS;
-            if (isUserEvent(resolved)) yield toRecordedEvent(resolved.event);
+            if (!isUserEvent(resolved)) continue;
+            this.#consumerBusy = true;
+            yield toRecordedEvent(resolved.event);
+            this.#consumerBusy = false;
+            this.#waitingSince = Date.now();
           }
         } catch (error) {
           failure = { error };
@@ -496,26 +552,68 @@ class EventStoreDbSubscription implements AllSubscription {
         }
         if (this.#stopped) break;
         if (failure && !isUnavailable(failure.error)) throw translateError(failure.error);
-        // Dropped (server restart, network) or ended by the server: resubscribe after the last event seen.
-        this.#context.logger?.warn(
-          { err: failure?.error, after: this.#after, retryInMs: backoff },
-          failure ? 'EventStoreDB $all subscription dropped; resubscribing' : 'EventStoreDB $all subscription ended by the server; resubscribing',
-        );
+        this.#warnResubscribing(failure, backoff);
         await this.#sleep(backoff);
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
       }
     } finally {
       // Also reached when the consumer breaks out of its loop: that ends the subscription for good.
       this.#stopped = true;
+      clearTimeout(this.#watchdog);
       this.#context.onEnd();
     }
   }
 
   async unsubscribe(): Promise<void> {
     this.#stopped = true;
+    clearTimeout(this.#watchdog);
     this.#wake?.();
     await this.#current?.unsubscribe().catch(() => {});
     if (!this.#iterating) this.#context.onEnd();
+  }
+
+  /** Dropped (server restart, network), ended by the server, or silent: it resubscribes after the last event seen. */
+  #warnResubscribing(failure: { error: unknown } | undefined, backoff: number): void {
+    const head = this.#silentBehind;
+    this.#silentBehind = undefined;
+    const details = { err: failure?.error, after: this.#after, retryInMs: backoff };
+    if (failure) this.#context.logger?.warn(details, 'EventStoreDB $all subscription dropped; resubscribing');
+    else if (head) this.#context.logger?.warn({ ...details, head }, 'EventStoreDB $all subscription silent while the store has later events; resubscribing');
+    else this.#context.logger?.warn(details, 'EventStoreDB $all subscription ended by the server; resubscribing');
+  }
+
+  /** The watchdog's next look, in `ms`; its timer never keeps the process alive. */
+  #watchFor(ms: number): void {
+    if (this.#stopped) return;
+    this.#watchdog = setTimeout(() => void this.#watch(), ms);
+    this.#watchdog.unref();
+  }
+
+  async #watch(): Promise<void> {
+    const idleMs = this.#context.idleMs;
+    const quietFor = Date.now() - this.#waitingSince;
+    if (this.#consumerBusy) return this.#watchFor(idleMs);
+    if (quietFor < idleMs) return this.#watchFor(idleMs - quietFor);
+    await this.#cancelIfBehind();
+    this.#watchFor(idleMs);
+  }
+
+  /** Cancels the client subscription when the store holds an event past the last it delivered, which the loop then reads again. */
+  async #cancelIfBehind(): Promise<void> {
+    const current = this.#current;
+    if (!current) return;
+    let head: Position;
+    try {
+      head = await this.#context.head();
+    } catch {
+      // A store that cannot be read: the subscription's own call fails too if it is down, and the next look tries again.
+      return;
+    }
+    // Heard from meanwhile, or already ended: nothing to cancel.
+    if (current !== this.#current || this.#consumerBusy || Date.now() - this.#waitingSince < this.#context.idleMs) return;
+    if (comparePositions(head, this.#after) <= 0) return;
+    this.#silentBehind = head;
+    await current.unsubscribe().catch(() => {});
   }
 
   #sleep(ms: number): Promise<void> {

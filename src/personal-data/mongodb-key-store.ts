@@ -1,5 +1,6 @@
-import { Binary, type Collection, MongoBulkWriteError, MongoClient } from 'mongodb';
-import { databaseNameFromUrl, isDuplicateKeyError } from '../read-models/mongo-query.js';
+import { Binary, type Collection, type CollectionOptions, type Db, MongoBulkWriteError, MongoClient, ReadPreference } from 'mongodb';
+import { EventStoreUnavailableError } from '../event-store/port.js';
+import { databaseNameFromUrl, isDuplicateKeyError, isUnavailable } from '../read-models/mongo-query.js';
 import { type DataKeyStore, KeyIdTakenError, type StoredKey, checkKeyIds } from './key-store.js';
 
 // The key store on MongoDB (with MONGODB_URL): a `data_keys` collection beside the read models.
@@ -20,7 +21,39 @@ interface SecretDoc {
   value: Binary;
 }
 
-const DURABLE = { writeConcern: { w: 'majority' as const, j: true } };
+/**
+ * Whatever MONGODB_URL (the read models' too) asks for: reads go to the primary, so a key just
+ * stored is never looked for on a secondary that has not got it yet; writes wait for the majority
+ * and the journal, and give up after 10 s, so a lost majority fails a lead's post (503) instead of
+ * holding it.
+ */
+const ON_PRIMARY_DURABLY: CollectionOptions = {
+  readPreference: ReadPreference.primary,
+  writeConcern: { w: 'majority', journal: true, wtimeoutMS: 10_000 },
+};
+
+/** The key store's collections, with ON_PRIMARY_DURABLY whatever the client's own options. */
+export function keyStoreCollections(db: Db): { keys: Collection<DataKeyDoc>; secrets: Collection<SecretDoc> } {
+  return { keys: db.collection<DataKeyDoc>('data_keys', ON_PRIMARY_DURABLY), secrets: db.collection<SecretDoc>('key_secrets', ON_PRIMARY_DURABLY) };
+}
+
+/**
+ * The ids of a batch that clashed with keys stored or destroyed, from the failure of its unordered
+ * insert (every key was tried): null unless each write that failed did so on a duplicate `_id` and
+ * nothing else went wrong (the server unreachable, a write concern not met), as the batch then
+ * cannot be said to have clashed only.
+ */
+export function clashingKeyIds(error: unknown, ids: readonly string[]): string[] | null {
+  if (!(error instanceof MongoBulkWriteError) || isUnavailable(error)) return null;
+  const failed = [error.writeErrors].flat();
+  if (failed.length === 0 || !failed.every(isDuplicateKeyError)) return null;
+  return failed.map((write) => ids[write.index]).filter((id) => id !== undefined);
+}
+
+/** The server failing for now (unreachable, between primaries, a write concern not met in time) is an outage: a 503 for a request. */
+export function keyStoreError(error: unknown): unknown {
+  return isUnavailable(error) ? new EventStoreUnavailableError(`the key store is unavailable: ${(error as Error).message}`, { cause: error }) : error;
+}
 
 export class MongoKeyStore implements DataKeyStore {
   private constructor(
@@ -33,8 +66,8 @@ export class MongoKeyStore implements DataKeyStore {
     const client = new MongoClient(url, { ignoreUndefined: true });
     try {
       await client.connect();
-      const db = client.db(options.dbName ?? databaseNameFromUrl(url) ?? 'leadpost');
-      return new MongoKeyStore(client, db.collection<DataKeyDoc>('data_keys'), db.collection<SecretDoc>('key_secrets'));
+      const { keys, secrets } = keyStoreCollections(client.db(options.dbName ?? databaseNameFromUrl(url) ?? 'leadpost'));
+      return new MongoKeyStore(client, keys, secrets);
     } catch (error) {
       await client.close().catch(() => {});
       throw error;
@@ -45,57 +78,85 @@ export class MongoKeyStore implements DataKeyStore {
     checkKeyIds(keys.map((k) => k.id));
     if (keys.length === 0) return;
     const now = new Date();
-    try {
-      await this.keys.insertMany(
-        keys.map((key) => ({ _id: key.id, wrapped: new Binary(key.wrapped), created_at: now })),
-        { ordered: true, ...DURABLE },
-      );
-    } catch (error) {
-      if (!isDuplicateKeyError(error) && !(error instanceof MongoBulkWriteError && error.code === 11000)) throw error;
-      // All or none, without a transaction: the keys of this batch stored before the clash were
-      // never handed out, so they are taken back.
-      const stored = error instanceof MongoBulkWriteError ? Object.values(error.insertedIds).map(String) : [];
-      if (stored.length > 0) await this.keys.deleteMany({ _id: { $in: stored }, destroyed_at: { $exists: false } }, DURABLE);
-      throw new KeyIdTakenError(keys.map((k) => k.id).filter((id) => !stored.includes(id)));
-    }
+    return outagesTranslated(async () => {
+      try {
+        // Unordered, so that every key is tried and a refusal names each id that clashed.
+        await this.keys.insertMany(
+          keys.map((key) => ({ _id: key.id, wrapped: new Binary(key.wrapped), created_at: now })),
+          { ordered: false },
+        );
+      } catch (error) {
+        const clashing = clashingKeyIds(error, keys.map((k) => k.id));
+        if (clashing === null) throw error;
+        const refused = new Set(clashing);
+        await this.takeBack(keys.filter((key) => !refused.has(key.id)));
+        throw new KeyIdTakenError(clashing);
+      }
+    });
+  }
+
+  /**
+   * All or none, without a transaction: the keys of a refused batch were never handed out, so the
+   * ones it stored are taken back, matched by their wrapped bytes too, which only this batch wrote.
+   */
+  private async takeBack(stored: readonly StoredKey[]): Promise<void> {
+    if (stored.length === 0) return;
+    await this.keys.bulkWrite(
+      stored.map((key) => ({ deleteOne: { filter: { _id: key.id, wrapped: new Binary(key.wrapped) } } })),
+      { ordered: false },
+    );
   }
 
   async fetch(ids: readonly string[]): Promise<Map<string, Buffer | null>> {
     checkKeyIds(ids);
-    const found = new Map<string, Buffer | null>();
-    for await (const doc of this.keys.find({ _id: { $in: [...ids] } })) {
-      found.set(doc._id, doc.wrapped ? Buffer.from(doc.wrapped.buffer) : null);
-    }
-    return found;
+    return outagesTranslated(async () => {
+      const found = new Map<string, Buffer | null>();
+      for await (const doc of this.keys.find({ _id: { $in: [...ids] } })) {
+        found.set(doc._id, doc.wrapped ? Buffer.from(doc.wrapped.buffer) : null);
+      }
+      return found;
+    });
   }
 
   async destroy(ids: readonly string[]): Promise<void> {
     checkKeyIds(ids);
     if (ids.length === 0) return;
     const now = new Date();
-    await this.keys.bulkWrite(
-      ids.map((id) => ({
-        updateOne: {
-          filter: { _id: id },
-          update: { $unset: { wrapped: '' }, $setOnInsert: { created_at: now }, $min: { destroyed_at: now } },
-          upsert: true,
-        },
-      })),
-      { ordered: false, ...DURABLE },
-    );
+    return outagesTranslated(async () => {
+      await this.keys.bulkWrite(
+        ids.map((id) => ({
+          updateOne: {
+            filter: { _id: id },
+            update: { $unset: { wrapped: '' }, $setOnInsert: { created_at: now }, $min: { destroyed_at: now } },
+            upsert: true,
+          },
+        })),
+        { ordered: false },
+      );
+    });
   }
 
   async secret(name: string, candidate: Buffer): Promise<Buffer> {
-    await this.secrets.updateOne({ _id: name }, { $setOnInsert: { value: new Binary(candidate) } }, { upsert: true, ...DURABLE }).catch((error: unknown) => {
-      // Two instances storing the first secret at once: one upsert wins, the other reads it.
-      if (!isDuplicateKeyError(error)) throw error;
+    return outagesTranslated(async () => {
+      await this.secrets.updateOne({ _id: name }, { $setOnInsert: { value: new Binary(candidate) } }, { upsert: true }).catch((error: unknown) => {
+        // Two instances storing the first secret at once: one upsert wins, the other reads it.
+        if (!isDuplicateKeyError(error)) throw error;
+      });
+      const doc = await this.secrets.findOne({ _id: name });
+      if (!doc) throw new Error(`the secret ${name} could not be stored`);
+      return Buffer.from(doc.value.buffer);
     });
-    const doc = await this.secrets.findOne({ _id: name });
-    if (!doc) throw new Error(`the secret ${name} could not be stored`);
-    return Buffer.from(doc.value.buffer);
   }
 
   async close(): Promise<void> {
     await this.client.close();
+  }
+}
+
+async function outagesTranslated<T>(body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (error) {
+    throw keyStoreError(error);
   }
 }

@@ -1,5 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type AnyBulkWriteOperation, type ClientSession, type Collection, type Db, type Document, MongoBulkWriteError, MongoClient, MongoServerError } from 'mongodb';
+import {
+  type AnyBulkWriteOperation,
+  type ClientSession,
+  type Collection,
+  type Db,
+  type Document,
+  MongoBulkWriteError,
+  MongoClient,
+  MongoServerError,
+  ReadPreference,
+  type TransactionOptions,
+  WriteConcern,
+} from 'mongodb';
 import type { Position } from '../event-store/port.js';
 import {
   type LeadingWindow,
@@ -63,6 +75,24 @@ const LEASES = 'rm_leases';
 const DEFAULT_PRIMARY_WAIT_MS = 30_000;
 /** Documents per batch while walking the first key field: bounds what one getMore brings into memory. */
 const LEADING_BATCH = 1000;
+/**
+ * Stated for every commit rather than taken from MONGODB_URL: a read preference other than primary
+ * there would make each read in a transaction fail, and no retry could mend that. A commit is
+ * majority-committed, and gives up on a majority it waits 10 s for: the projection then tries the
+ * commit again later instead of waiting forever.
+ */
+const COMMIT_TRANSACTION: TransactionOptions = {
+  readPreference: ReadPreference.primary,
+  readConcern: { level: 'majority' },
+  writeConcern: new WriteConcern('majority', 10_000),
+};
+
+/**
+ * For reads of leases and checkpoints outside a transaction, whatever MONGODB_URL prefers: a
+ * secondary's copy may be behind, and a standby would read a lease as free, or a projector resume
+ * from a checkpoint older than its own.
+ */
+const ON_PRIMARY = { readPreference: ReadPreference.primary };
 
 /** The value at a dotted path of a document, null when missing. */
 function valueAt(doc: Document, path: string): unknown {
@@ -148,7 +178,7 @@ export class MongoReadModelStore implements ReadModelStore {
         await session.withTransaction(async (s) => {
           await this.apply(projection, checkpoint, writes, s);
           if (fence) await this.checkFence(fence, s);
-        });
+        }, COMMIT_TRANSACTION);
       } finally {
         await session.endSession();
       }
@@ -180,7 +210,7 @@ export class MongoReadModelStore implements ReadModelStore {
       } catch (error) {
         if (!isDuplicateKeyError(error)) throw error;
       }
-      const current = await this.leases().findOne({ _id: name });
+      const current = await this.leases().findOne({ _id: name }, ON_PRIMARY);
       if (!current) throw new ReadModelUnavailableError(`the ${name} lease could be neither taken nor read`);
       return leaseOf(current);
     });
@@ -196,14 +226,14 @@ export class MongoReadModelStore implements ReadModelStore {
 
   lease(name: string): Promise<Lease | null> {
     return this.run(async () => {
-      const doc = await this.leases().findOne({ _id: name });
+      const doc = await this.leases().findOne({ _id: name }, ON_PRIMARY);
       return doc ? leaseOf(doc) : null;
     });
   }
 
   checkpoint(projection: string): Promise<Position | null> {
     return this.run(async () => {
-      const doc = await this.checkpoints().findOne({ _id: projection });
+      const doc = await this.checkpoints().findOne({ _id: projection }, ON_PRIMARY);
       return doc ? { commit: doc.commit, prepare: doc.prepare } : null;
     });
   }
@@ -387,7 +417,7 @@ export class MongoReadModelStore implements ReadModelStore {
     const filter = { _id: fence.lease, holder: fence.holder, token: fence.token, $expr: { $gt: ['$expires_at', '$$NOW'] } };
     const held = session
       ? (await this.leases().updateOne(filter, { $inc: { commits: 1 } }, { session })).matchedCount > 0
-      : (await this.leases().findOne(filter)) !== null;
+      : (await this.leases().findOne(filter, ON_PRIMARY)) !== null;
     if (!held) throw new LeaseLostError(fence);
   }
 

@@ -1,0 +1,71 @@
+// The MongoDB read-model store's transactions without a server: the options a commit's
+// transaction runs with, and what the driver makes of them for a read inside it when MONGODB_URL
+// asks for another read preference.
+import { expect } from 'chai';
+import { MongoClient, type TransactionOptions } from 'mongodb';
+import { MongoReadModelStore } from '../../src/read-models/mongodb.js';
+import { scriptedClient } from './scripted-mongo.js';
+
+const URL = 'mongodb://db1.example:27017,db2.example:27017/leadpost?replicaSet=rs0&readPreference=secondaryPreferred&w=1';
+
+/** The options of each transaction a commit runs, read from a scripted client. */
+async function transactionOptionsOfACommit(): Promise<Array<TransactionOptions | undefined>> {
+  const scripted = scriptedClient();
+  const seen: Array<TransactionOptions | undefined> = [];
+  const startSession = scripted.client.startSession.bind(scripted.client);
+  scripted.client.startSession = (() => {
+    const session = startSession();
+    const run = session.withTransaction.bind(session);
+    session.withTransaction = ((body: never, options?: TransactionOptions) => {
+      seen.push(options);
+      return run(body);
+    }) as typeof session.withTransaction;
+    return session;
+  }) as typeof scripted.client.startSession;
+  const store = await MongoReadModelStore.open(scripted.client, URL);
+  const at = { commit: 1, prepare: 1 };
+  await store.commit('leads', at, [{ op: 'set', collection: 'leads', id: 'lead-1', position: at, set: { status: 'sold' } }]);
+  return seen;
+}
+
+describe('MongoDB read-model store: a commit in a transaction', function () {
+  it('reads from the primary with majority read and write concerns, giving up on a majority after 10 s', async function () {
+    const [options, ...more] = await transactionOptionsOfACommit();
+    expect(more).to.deep.equal([]);
+    expect(options?.readPreference).to.have.property('mode', 'primary');
+    expect(options?.readConcern).to.deep.equal({ level: 'majority' });
+    expect({ ...options?.writeConcern }).to.include({ w: 'majority', wtimeoutMS: 10_000 });
+  });
+
+  it('with those options a read in the transaction goes to the primary where MONGODB_URL says secondaryPreferred', async function () {
+    const [options] = await transactionOptionsOfACommit();
+    // A real driver session, never connected: the read preference is settled before any server is chosen.
+    const client = new MongoClient(URL);
+    const session = client.startSession();
+    try {
+      const leads = client.db('leadpost').collection('rm_leads');
+      session.startTransaction();
+      // The driver refuses this one in a transaction ("Read preference in a transaction must be primary").
+      expect(leads.find({}, { session }).readPreference.mode).to.equal('secondaryPreferred');
+      await session.abortTransaction();
+      session.startTransaction(options);
+      expect(leads.find({}, { session }).readPreference.mode).to.equal('primary');
+      await session.abortTransaction();
+    } finally {
+      await session.endSession();
+      await client.close();
+    }
+  });
+});
+
+describe('MongoDB read-model store: leases and checkpoints', function () {
+  it('are read from the primary where MONGODB_URL says secondaryPreferred: a secondary may hold an older lease or checkpoint', async function () {
+    const scripted = scriptedClient();
+    const store = await MongoReadModelStore.open(scripted.client, URL);
+    await store.lease('projector');
+    await store.checkpoint('leads');
+    const reads = [...scripted.of('findOne', 'rm_leases'), ...scripted.of('findOne', 'rm_checkpoints')];
+    expect(reads).to.have.length(2);
+    for (const read of reads) expect((read.args[1] as { readPreference?: { mode: string } } | undefined)?.readPreference?.mode, read.collection).to.equal('primary');
+  });
+});
