@@ -132,6 +132,24 @@ function one(query: Query, name: string, errors: FieldError[]): string | undefin
   return value === '' ? undefined : value;
 }
 
+/**
+ * A parameter a list does not take is refused by name, as an unknown field of a body is: ignored,
+ * a misspelt filter (`stauts=sold`) would answer every row as if it had been applied.
+ */
+function unknownParameters(query: Query, known: readonly string[], errors: FieldError[]): void {
+  const unknown = Object.keys(query).filter((name) => !known.includes(name));
+  for (const name of unknown.slice(0, 20)) {
+    const field = name.length > 64 ? `${name.slice(0, 64)}…` : name;
+    errors.push({ field, code: 'unknown_field', message: `${field} is not a parameter of this list` });
+  }
+}
+
+const PAGING = ['limit', 'cursor'] as const;
+const LEADS_PARAMETERS = ['status', 'code', 'sid', 'since', 'until', ...PAGING];
+const DELIVERIES_PARAMETERS = ['status', 'buyer', 'bucket', 'since', 'until', ...PAGING];
+const FEEDBACK_PARAMETERS = ['type', 'since', ...PAGING];
+const REPORT_PARAMETERS = ['from', 'to', 'tz', 'group_by', 'test', ...PAGING];
+
 function limitOf(query: Query, errors: FieldError[]): number {
   const raw = one(query, 'limit', errors);
   if (raw === undefined) return DEFAULT_LIMIT;
@@ -272,6 +290,7 @@ export class ReadBack {
     if (since || until) filter.received_at = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
     const limit = limitOf(query, errors);
     const after = cursorOf(query, errors);
+    unknownParameters(query, LEADS_PARAMETERS, errors);
     if (errors.length > 0) throw new ReadBackInputError(errors);
     if (principal.role === 'buyer') {
       // A buyer reads a lead only once it bought it: a lead routed to it but not sold is not its.
@@ -298,6 +317,7 @@ export class ReadBack {
     if (since || until) filter.created_at = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
     const limit = limitOf(query, errors);
     const after = cursorOf(query, errors);
+    unknownParameters(query, DELIVERIES_PARAMETERS, errors);
     if (errors.length > 0) throw new ReadBackInputError(errors);
 
     return this.newestFirst(principal, 'deliveries', 'created_at', filter, limit, after, async (doc) => {
@@ -321,6 +341,7 @@ export class ReadBack {
     if (since) filter.recorded_at = { $gte: since };
     const limit = limitOf(query, errors);
     const after = cursorOf(query, errors);
+    unknownParameters(query, FEEDBACK_PARAMETERS, errors);
     if (errors.length > 0) throw new ReadBackInputError(errors);
     return this.newestFirst(principal, 'feedback', 'recorded_at', filter, limit, after, (doc) => {
       const row = strip(doc);
@@ -432,6 +453,7 @@ export class ReadBack {
     const limit = limitOf(query, errors);
     const order = keyOrder(groupByValid ? (groupBy as GroupBy[]) : []);
     const after = groupByValid ? reportCursorOf(query, order, errors) : undefined;
+    unknownParameters(query, REPORT_PARAMETERS, errors);
     if (errors.length > 0) throw new ReadBackInputError(errors);
 
     const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);

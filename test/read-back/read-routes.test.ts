@@ -314,6 +314,24 @@ describe('read-back routes', function () {
       expect((reply.body.errors as Array<{ field: string }>).map((e) => e.field)).to.have.members(['from', 'tz', 'group_by']);
     });
 
+    it('a parameter a list does not take is 422 naming it, on every list: a misspelt filter never answers unfiltered rows', async function () {
+      for (const path of [
+        '/functions/leads?stauts=sold&limit[]=1',
+        '/functions/deliveries?stauts=sold&limit[]=1',
+        '/functions/feedback?stauts=sold&limit[]=1',
+        '/functions/reports/summary?stauts=sold&limit[]=1',
+      ]) {
+        const reply = await get(path, keys.admin!);
+        expect(reply.status, path).to.equal(422);
+        expect(reply.body.errors, path).to.have.deep.members([
+          { field: 'stauts', code: 'unknown_field', message: 'stauts is not a parameter of this list' },
+          { field: 'limit[]', code: 'unknown_field', message: 'limit[] is not a parameter of this list' },
+        ]);
+      }
+      const many = await get(`/functions/leads?${Array.from({ length: 30 }, (_, i) => `p${i}=1`).join('&')}`, keys.admin!);
+      expect(many.body.errors).to.have.length(20);
+    });
+
     it('a day that is not in the calendar is 422, in a report and in a list (not taken for a day of the next month)', async function () {
       const report = await get('/functions/reports/summary?from=2026-02-30&to=2026-11-31', keys.admin!);
       expect(report.status, report.text).to.equal(422);
