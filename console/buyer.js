@@ -26,7 +26,7 @@ export async function renderPulls(main, _params, current, me) {
       h(
         'table',
         { id: 'pulls-table', 'aria-label': 'Pending pulls' },
-        h('thead', {}, h('tr', {}, ['Lead', 'Sold', 'Name', 'E-mail', 'Mobile', 'ZIP', 'State', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('thead', {}, h('tr', {}, ['Lead', 'Sold', 'Name', 'E-mail', 'Mobile', 'ZIP', 'State', ''].map((t, i, all) => h('th', { scope: 'col', class: i === all.length - 1 ? 'action' : undefined }, t)))),
         body,
       ),
       h('p', {}, more),
@@ -74,7 +74,8 @@ export async function renderPulls(main, _params, current, me) {
           h('td', {}, lead.mobile ?? ''),
           h('td', {}, lead.zip ?? ''),
           h('td', {}, lead.accident_state ?? ''),
-          h('td', {}, button),
+          // Kept in view at a phone's width, however far the row is scrolled (console.css).
+          h('td', { class: 'action' }, button),
         ),
       );
     }

@@ -8,8 +8,20 @@ import { getAll, getJson, explain } from './api.js';
 import { h, field, select, count, money, time } from './dom.js';
 
 const STATUSES = [['', 'Any'], ['sold', 'Sold'], ['unsold', 'Unsold'], ['rejected', 'Rejected'], ['received', 'Received']];
-const CODES = [['', 'Any'], ['SOLD', 'SOLD'], ['UNSOLD', 'UNSOLD'], ['INVALID', 'INVALID'], ['VERIFICATION_FAILED', 'VERIFICATION_FAILED'], ['DUPLICATE', 'DUPLICATE']];
-const REJECTION_CODES = ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE'];
+/**
+ * Every code a rejected lead may have, with what it means: the console's one list of them, for the
+ * code filter and the breakdown by code (the report has a rejected_<CODE> column for each).
+ */
+const REJECTION_CODES = {
+  INVALID: 'one or more fields are invalid',
+  VERIFICATION_FAILED: 'phone or e-mail verification failed',
+  DUPLICATE: 'the same mobile or e-mail was accepted recently',
+  SUPPRESSED: 'the mobile or e-mail is on the suppression list',
+  PING_EXPIRED: 'its ping had expired',
+  PING_CONSUMED: 'its ping was already posted',
+  PING_MISMATCH: "its zip, state or sid differ from its ping's",
+};
+const CODES = [['', 'Any'], ...['SOLD', 'UNSOLD', ...Object.keys(REJECTION_CODES)].map((c) => [c, c])];
 
 const utcDay = (date) => date.toISOString().slice(0, 10);
 const nextDay = (day) => utcDay(new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000));
@@ -43,11 +55,13 @@ export function leadTable(id, label, columns) {
 
 const LEAD_COLUMNS = [
   ['Lead', (r) => h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id)],
-  ['Received', (r) => time(r.received_at)],
+  ['Received', (r) => time(r.received_at), 'time'],
   ['Status', (r) => r.lead_status],
   ['Code', (r) => r.code ?? ''],
-  ['Source', (r) => r.sid ?? ''],
-  ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? ''],
+  // Left out at a phone's width (console.css), for the outcome and money to fit: a filter picks the
+  // source, and the lead's page has both.
+  ['Source', (r) => r.sid ?? '', 'optional'],
+  ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? '', 'optional'],
   ['Revenue', (r) => money(r.revenue), 'num'],
   ['Failing fields', (r) => (r.errors ?? []).map((e) => e.field).join(', ')],
 ];
@@ -133,19 +147,39 @@ export async function renderLeads(main, _params, current, me) {
     );
   }
 
-  /** Per rejection code over the date range, from the report (UTC days, every source). */
+  /**
+   * Per rejection code over the date range, from the report (UTC days, every source): a row per
+   * code with any, which add up to the report's `rejected`. A rejected_<CODE> column the console
+   * does not know yet is shown too, under its code.
+   */
   async function loadCodes() {
     const report = await getAll('/functions/reports/summary', { from: from.value, to: to.value, tz: 'UTC', group_by: 'day' });
     if (!current()) return;
-    const sums = Object.fromEntries(['rejected', ...REJECTION_CODES.map((c) => `rejected_${c}`)].map((name) => [name, report.items.reduce((s, row) => s + (row[name] ?? 0), 0)]));
+    const columns = new Set(Object.keys(REJECTION_CODES).map((c) => `rejected_${c}`));
+    for (const row of report.items) for (const name of Object.keys(row)) if (/^rejected_[A-Z_]+$/.test(name)) columns.add(name);
+    const sums = Object.fromEntries(['rejected', ...columns].map((name) => [name, report.items.reduce((s, row) => s + (row[name] ?? 0), 0)]));
+    const rows = [...columns].filter((name) => sums[name] > 0).map((name) => name.slice('rejected_'.length));
+    // The report's rejected is the sum of its rejected_* columns; should it ever not be, the
+    // difference shows as a row of its own rather than a total the rows do not add up to.
+    const other = sums.rejected - rows.reduce((s, c) => s + sums[`rejected_${c}`], 0);
     byCode.replaceChildren(
       h('h3', {}, 'By code'),
       h('p', { class: 'muted' }, `Every lead rejected from ${from.value} to ${to.value} (UTC), from the report: ${count(sums.rejected)} in all.`),
-      h(
-        'table',
-        { 'aria-label': 'Rejected leads by code' },
-        h('tbody', {}, REJECTION_CODES.map((c) => h('tr', { 'data-code': c }, h('th', { scope: 'row' }, c), h('td', { class: 'num' }, count(sums[`rejected_${c}`]))))),
-      ),
+      rows.length === 0 && other === 0
+        ? h('p', { class: 'muted' }, 'No lead was rejected in these days.')
+        : h(
+            'table',
+            { 'aria-label': 'Rejected leads by code' },
+            h(
+              'tbody',
+              {},
+              rows.map((c) =>
+                h('tr', { 'data-code': c }, h('th', { scope: 'row' }, c, REJECTION_CODES[c] ? h('span', { class: 'muted meaning' }, REJECTION_CODES[c]) : null), h('td', { class: 'num' }, count(sums[`rejected_${c}`]))),
+              ),
+              other !== 0 ? h('tr', { 'data-code': 'other' }, h('th', { scope: 'row' }, 'Other codes'), h('td', { class: 'num' }, count(other))) : null,
+            ),
+            h('tfoot', {}, h('tr', {}, h('th', { scope: 'row' }, 'Total'), h('td', { class: 'num' }, count(sums.rejected)))),
+          ),
     );
     byCode.dataset.totals = JSON.stringify(sums);
   }

@@ -83,14 +83,82 @@ describe('the console in a browser', function () {
     return { page, problems, elsewhere };
   }
 
+  /** Screenshots of the page at each size; at a phone's, once it reads there (PHONE_PROBLEMS). */
   async function shoot(page: Page, name: string, ready: () => Promise<unknown>): Promise<void> {
     for (const [size, viewport] of Object.entries(SIZES)) {
       await page.setViewportSize(viewport);
       await ready();
+      if (size === 'phone') expect(await phoneProblems(page), `${name} at a phone's width`).to.deep.equal([]);
       await page.screenshot({ path: join(SHOTS, `${name}-${size}.png`), fullPage: true });
     }
     await page.setViewportSize(SIZES.laptop);
   }
+
+  /** PHONE_PROBLEMS once the page has settled at its new width (a chart redraws a few frames after it changes): none, or the last found. */
+  async function phoneProblems(page: Page): Promise<string[]> {
+    const deadline = Date.now() + 3000;
+    for (;;) {
+      const problems = (await page.evaluate(PHONE_PROBLEMS)) as string[];
+      if (problems.length === 0 || Date.now() > deadline) return problems;
+      await page.waitForTimeout(100);
+    }
+  }
+
+  /**
+   * What keeps a page readable at a phone's width, as the problems found, in words: the page itself
+   * never scrolls sideways; every button and link of the header and the page (the filters' submit
+   * among them), and each table's first column (its heading and first row), is on screen, whole and
+   * not covered, with the window scrolled down to it (never sideways); a table wider than its box
+   * scrolls inside that box, which shows it (a shadow at the edge where there is more: a background
+   * gradient), and scrolled to its end it still shows its first column and its rows' buttons. Run
+   * in the page, as text.
+   */
+  const PHONE_PROBLEMS = `(() => {
+    const problems = [];
+    const width = window.innerWidth;
+    const what = (el) => el.outerHTML.slice(0, 90);
+    const clipper = (el) => {
+      for (let box = el.parentElement; box && box !== document.body; box = box.parentElement) if (getComputedStyle(box).overflowX !== 'visible') return box;
+      return null;
+    };
+    if (document.documentElement.scrollWidth > width) {
+      const out = [...document.querySelectorAll('body *')].filter((el) => el.getBoundingClientRect().right > width + 0.5 && clipper(el) === null);
+      problems.push('the page is ' + document.documentElement.scrollWidth + ' px wide in a ' + width + ' px window, past it: ' + out.slice(0, 3).map(what).join(' | '));
+    }
+    const onScreen = (el) => {
+      window.scrollTo(0, Math.max(0, el.getBoundingClientRect().top + window.scrollY - window.innerHeight / 2));
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 || r.height === 0 || r.left < -0.5 || r.right > width + 0.5) return false;
+      for (let box = clipper(el); box; box = clipper(box)) {
+        const left = box.getBoundingClientRect().left + box.clientLeft;
+        if (r.left < left - 0.5 || r.right > left + box.clientWidth + 0.5) return false;
+      }
+      const hit = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
+      return hit !== null && el.contains(hit);
+    };
+    const shown = (el) => el.checkVisibility();
+    for (const el of document.querySelectorAll('header a, header button, main button, main a[href]')) {
+      if (shown(el) && !onScreen(el)) problems.push('off screen: ' + what(el));
+    }
+    for (const table of document.querySelectorAll('main table')) {
+      if (!shown(table)) continue;
+      const name = table.id || table.getAttribute('aria-label');
+      const box = clipper(table);
+      const scrolls = box !== null && box.scrollWidth > box.clientWidth + 1;
+      if (scrolls && !/gradient/.test(getComputedStyle(box).backgroundImage)) problems.push('scrolls sideways with nothing to show it: ' + name);
+      for (const end of scrolls ? [false, true] : [false]) {
+        if (scrolls) box.scrollLeft = end ? box.scrollWidth : 0;
+        const at = end ? ' once ' + name + ' is scrolled to its end: ' : ': ';
+        for (const cell of table.querySelectorAll(':scope > thead > tr:first-child > :first-child, :scope > tbody > tr:first-child > :first-child')) {
+          if (!onScreen(cell)) problems.push('first column off screen' + at + what(cell));
+        }
+        if (end) for (const button of table.querySelectorAll('button')) if (shown(button) && !onScreen(button)) problems.push('off screen' + at + what(button));
+      }
+      if (scrolls) box.scrollLeft = 0;
+    }
+    window.scrollTo(0, 0);
+    return problems;
+  })()`;
 
   /**
    * The accessible name of an element, as a screen reader announces it (aria-label, then
@@ -261,6 +329,19 @@ describe('the console in a browser', function () {
     // Two rejected leads of its own: one failing on zip, one on zip and e-mail.
     leads.aZip = (await svc!.post(validLead({ zip: 'bad', sid: 'google' }), { 'x-api-key': keys.supA! })).body.lead_id as number;
     leads.aZipEmail = (await svc!.post(validLead({ zip: 'bad', email: 'nope', sid: 'bing' }), { 'x-api-key': keys.supA! })).body.lead_id as number;
+    // And two of other codes: posted with a ping whose sid it does not have (PING_MISMATCH), and of
+    // a consumer who asked not to be contacted (an admin erased its mobile with suppress: SUPPRESSED).
+    const pinged = await svc!.post({ zip: '90210', accident_state: 'CA', sid: 'google' }, { 'x-api-key': keys.supA! }, '/functions/pings');
+    expect(pinged.status, pinged.text).to.equal(201);
+    const mismatch = await svc!.post(validLead({ ping_id: pinged.body.ping_id, sid: 'yahoo' }), { 'x-api-key': keys.supA! });
+    expect(mismatch.body, mismatch.text).to.include({ code: 'PING_MISMATCH' });
+    leads.aPingMismatch = mismatch.body.lead_id as number;
+    const unwanted = validLead({ sid: 'google' });
+    const erasure = await svc!.post({ mobile: unwanted.mobile, suppress: true }, { 'x-api-key': await svc!.key('admin', 'dpo') }, '/functions/erasures');
+    expect(erasure.status, erasure.text).to.equal(201);
+    const suppressed = await svc!.post(unwanted, { 'x-api-key': keys.supA! });
+    expect(suppressed.body, suppressed.text).to.include({ code: 'SUPPRESSED' });
+    leads.aSuppressed = suppressed.body.lead_id as number;
     await settled();
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
     const { page, problems, elsewhere } = await watched(context);
@@ -277,24 +358,46 @@ describe('the console in a browser', function () {
     const until = new Date(Date.parse(`${to}T00:00:00Z`) + 86_400_000).toISOString();
     const listed = await api(`/functions/leads?since=${from}T00:00:00Z&until=${until}`, keys.supA!);
     const own = (listed.items as Array<{ lead_id: number }>).map((r) => r.lead_id);
-    expect(own).to.have.members([leads.caSold, leads.caSold2, leads.nySold, leads.aZip, leads.aZipEmail]);
+    expect(own).to.have.members([leads.caSold, leads.caSold2, leads.nySold, leads.aZip, leads.aZipEmail, leads.aPingMismatch, leads.aSuppressed]);
     expect(await shown()).to.deep.equal(own);
     expect(await shown()).to.not.include(leads.txUnsold).and.not.include(leads.invalid);
 
     // By code: the report's counts for the same days; by field: the rejected leads in the table.
     const report = await api(`/functions/reports/summary?from=${from}&to=${to}&tz=UTC&group_by=day&limit=500`, keys.supA!);
     const rows = report.items as Array<Record<string, number>>;
-    const fromReport = Object.fromEntries(
-      ['rejected', 'rejected_INVALID', 'rejected_VERIFICATION_FAILED', 'rejected_DUPLICATE'].map((f) => [f, rows.reduce((s, r) => s + (r[f] ?? 0), 0)]),
-    );
-    expect(fromReport).to.include({ rejected: 2, rejected_INVALID: 2 });
+    const columns = Object.keys(rows[0]!).filter((f) => f === 'rejected' || f.startsWith('rejected_'));
+    expect(columns).to.have.length(8);
+    const fromReport = Object.fromEntries(columns.map((f) => [f, rows.reduce((s, r) => s + (r[f] ?? 0), 0)]));
+    expect(fromReport).to.include({ rejected: 4, rejected_INVALID: 2, rejected_PING_MISMATCH: 1, rejected_SUPPRESSED: 1 });
     expect(JSON.parse((await page.locator('#rejections-by-code').getAttribute('data-totals'))!)).to.deep.equal(fromReport);
-    expect(await page.locator('#rejections-by-code tr[data-code="INVALID"] td').innerText()).to.equal('2');
+    // A row per code with any, adding up to the total the page states.
+    const byCode = await page.locator('#rejections-by-code tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-code'), Number(tr.querySelector('td')!.textContent)]));
+    expect(Object.fromEntries(byCode)).to.deep.equal({ INVALID: 2, SUPPRESSED: 1, PING_MISMATCH: 1 });
+    expect(await page.locator('#rejections-by-code tfoot td').innerText()).to.equal('4');
+    expect(await page.locator('#rejections-by-code p').innerText()).to.contain('4 in all');
+    expect(byCode.reduce((s, [, n]) => s + (n as number), 0)).to.equal(fromReport.rejected);
     expect(await page.locator('#rejections-by-field tr[data-field="zip"] td').innerText()).to.equal('2');
     expect(await page.locator('#rejections-by-field tr[data-field="email"] td').innerText()).to.equal('1');
+    expect(await page.locator('#rejections-by-field tr[data-field="sid"] td').innerText()).to.equal('1');
+    expect(await page.locator('#rejections-by-field tr[data-field="mobile"] td').innerText()).to.equal('1');
     expect(await page.locator('#rejections-by-field').innerText()).to.contain('rejected leads shown');
     expect(await unnamed(page)).to.deep.equal([]);
     await shoot(page, 'supplier-leads', () => table.locator('tbody tr').first().waitFor());
+
+    // The code filter offers every code, and the list takes each: a rejection of each new kind.
+    const codeFilter = page.getByLabel('Code', { exact: true });
+    expect(await codeFilter.locator('option').evaluateAll((os) => os.map((o) => o.getAttribute('value')))).to.deep.equal(
+      ['', 'SOLD', 'UNSOLD', ...columns.filter((f) => f !== 'rejected').map((f) => f.slice('rejected_'.length))],
+    );
+    for (const [code, lead] of [['PING_MISMATCH', leads.aPingMismatch], ['SUPPRESSED', leads.aSuppressed]] as const) {
+      await codeFilter.selectOption(code);
+      await page.getByRole('button', { name: 'Show' }).click();
+      await table.locator(`tr[data-lead="${lead}"]`).waitFor();
+      await page.locator('main [role="status"]', { hasText: /^1 lead shown/ }).waitFor();
+      expect(await shown(), code).to.deep.equal([lead]);
+      expect(await table.locator('tbody tr td').nth(3).innerText()).to.equal(code);
+    }
+    await codeFilter.selectOption('');
 
     // Filtered to its rejected leads from one source.
     await page.getByLabel('Status').selectOption('rejected');
