@@ -18,6 +18,7 @@ import { toOpenApiSchema } from './json-schema.js';
 import {
   DELIVERY_ROW_SCHEMA,
   FEEDBACK_ROW_SCHEMA,
+  LEAD_FEEDBACK_SCHEMA,
   LEAD_VIEW_SCHEMA,
   LEAD_EVENT_SCHEMA,
   POSITION_SCHEMA,
@@ -149,6 +150,12 @@ function operation(route: RouteDoc, examples: Record<ExampleName, unknown>): Jso
         headers: Object.fromEntries(['X-Trace-Id', ...(success.headers ?? [])].map((h) => [h, headerRef(h)])),
         content: successContent,
       },
+      ...Object.fromEntries(
+        (route.alsoSuccess ?? []).map((also) => [
+          String(also.status),
+          { description: also.description, headers: Object.fromEntries(['X-Trace-Id', ...(also.headers ?? [])].map((h) => [h, headerRef(h)])), content: also.content },
+        ]),
+      ),
       ...errorResponses(route, examples, envelope),
     },
   };
@@ -191,7 +198,7 @@ const INTRODUCTION = `Suppliers post consumer leads and get the decision — acc
 - Body: 64 KiB (\`BODY_LIMIT_BYTES\`); beyond, \`413 PAYLOAD_TOO_LARGE\`. Request headers: ${MAX_HEADER_BYTES / 1024} KiB; beyond, \`431\` with the code \`PAYLOAD_TOO_LARGE\`.
 - Time: all headers within ${DEFAULT_TIMEOUTS.headersMs / 1000} s (\`HEADERS_TIMEOUT_MS\`), the whole request within ${DEFAULT_TIMEOUTS.requestMs / 1000} s (\`REQUEST_TIMEOUT_MS\`); else \`408 REQUEST_TIMEOUT\` (\`Response: Error\`: sent in time, the same request may succeed) and the connection is closed.
 
-An unknown path is \`404 NOT_FOUND\`, a known path with another method \`405 METHOD_NOT_ALLOWED\` with \`Allow\`.
+**Other paths and methods.** Two answers belong to no operation below, since they answer a request for none: an unknown path is \`404 NOT_FOUND\`, and a path below asked with a method it does not have is \`405 METHOD_NOT_ALLOWED\`, its \`Allow\` header naming the methods the path has (those given for it below, and \`HEAD\` wherever there is \`GET\`). Each is described once, as a shared response: \`#/components/responses/NotFound\` and \`#/components/responses/MethodNotAllowed\`.
 
 ## Outcome codes
 
@@ -251,12 +258,12 @@ async function buildOpenApiDocument(): Promise<Json> {
       headers: Object.fromEntries(Object.entries(HEADERS).map(([name, header]) => [name.replaceAll('-', ''), header])),
       responses: {
         NotFound: {
-          description: describe('NOT_FOUND'),
+          description: `${describe('NOT_FOUND')} Any path not above (a route that can answer 404 for a path above lists it itself).`,
           headers: { 'X-Trace-Id': headerRef('X-Trace-Id') },
           content: { 'application/json': { schema: schema('DecisionEnvelope'), examples: { NOT_FOUND: { summary: 'NOT_FOUND', value: examples.NOT_FOUND } } } },
         },
         MethodNotAllowed: {
-          description: `${describe('METHOD_NOT_ALLOWED')} Any path above, with a method it does not have.`,
+          description: `${describe('METHOD_NOT_ALLOWED')} Any path above, asked with a method it does not have; \`Allow\` names the methods the path has: those documented for it, and HEAD wherever GET is.`,
           headers: { 'X-Trace-Id': headerRef('X-Trace-Id'), Allow: headerRef('Allow') },
           content: { 'application/json': { schema: schema('DecisionEnvelope'), examples: { METHOD_NOT_ALLOWED: { summary: 'METHOD_NOT_ALLOWED', value: examples.METHOD_NOT_ALLOWED } } } },
         },
@@ -272,6 +279,7 @@ async function buildOpenApiDocument(): Promise<Json> {
         LeadEvent: LEAD_EVENT_SCHEMA,
         DeliveryRow: DELIVERY_ROW_SCHEMA,
         FeedbackRow: FEEDBACK_ROW_SCHEMA,
+        LeadFeedback: LEAD_FEEDBACK_SCHEMA,
         ReportRow: REPORT_ROW_SCHEMA,
         ErasureRequest: ERASURE_REQUEST_SCHEMA,
         ConsumerLookup: toOpenApiSchema(CONSUMER_LOOKUP_SCHEMA),

@@ -67,7 +67,7 @@ export const LEAD_VIEW_SCHEMA = {
       properties: { status: { type: 'string', enum: DELIVERY_STATUSES }, attempts: { type: 'integer' } },
       description: 'null for a rejected or test lead.',
     },
-    feedback: { type: 'array', items: ref('FeedbackRow') },
+    feedback: { type: 'array', items: ref('LeadFeedback'), description: 'What the buyer said about the lead, oldest first.' },
     ping: {
       type: ['object', 'null'],
       properties: {
@@ -118,24 +118,47 @@ export const DELIVERY_ROW_SCHEMA = {
     attempts: { type: 'integer' },
     last_attempt_at: nullable('string', { format: 'date-time' }),
     last_status_code: nullable('integer'),
+    last_error: nullable('string', {
+      pattern: '^(http_[1-5]xx|timeout|connection_error|attempt_lost)$',
+      description:
+        'Why the latest failed webhook attempt failed: `http_4xx`, `http_5xx` (any status but 2xx, by its hundred; the status is in last_status_code), ' +
+        '`timeout`, `connection_error`, or `attempt_lost` (an attempt that recorded no outcome in time). ' +
+        'null until an attempt fails, and again once the lead is delivered; a cancelled delivery keeps the last one. Only a webhook buyer\'s row is ever set: a pull buyer\'s and a bucket\'s stay null.',
+    }),
     delivered_at: nullable('string', { format: 'date-time' }),
+    next_attempt_at: nullable('string', {
+      format: 'date-time',
+      description:
+        'When the webhook worker is to make the next attempt: created_at, the moment of the sale (due at once), when the lead is sold, ' +
+        'and after a failed attempt that will be retried, when the retry is due (the buyer\'s Retry-After, else the backoff); unchanged while an attempt is under way. ' +
+        'null for a bucket\'s row, and once the delivery is delivered, cancelled, or failed for good (status `failed`). ' +
+        'A pull buyer\'s pending row keeps its created_at: no worker sends it, the buyer lists and acknowledges it.',
+    }),
     created_at: { type: 'string', format: 'date-time' },
     lead: { type: ['object', 'null'], description: 'The consumer fields, for the buyer it was sold to (and admin); `{…, erased: true}` without them once erased.' },
     erased: { const: true, description: "Present once the lead's personal data was erased or expired." },
     notice: { type: 'string', enum: ['pending', 'sent', 'failed'], description: 'A webhook buyer that received an erased lead: its `lead.erased` notice.' },
+    notice_next_at: nullable('string', { format: 'date-time', description: 'With `notice`: when the notice is next due; null once it is sent or given up.' }),
   },
 };
 
-export const FEEDBACK_ROW_SCHEMA = {
+/** One piece of feedback inside its lead's view: the lead is the view's own, so no lead_id. */
+export const LEAD_FEEDBACK_SCHEMA = {
   type: 'object',
-  required: ['lead_id', 'buyer', 'type', 'recorded_at'],
+  required: ['buyer', 'type', 'recorded_at'],
   properties: {
-    lead_id: { type: 'integer' },
     buyer: { type: 'string' },
     type: { type: 'string', enum: FEEDBACK_SCHEMA.properties.type.enum },
     reason: nullable('string'),
     recorded_at: { type: 'string', format: 'date-time' },
   },
+};
+
+/** One piece of feedback on its own (the feedback list, a feedback post's answer): the same, with its lead_id. */
+export const FEEDBACK_ROW_SCHEMA = {
+  type: 'object',
+  required: ['lead_id', ...LEAD_FEEDBACK_SCHEMA.required],
+  properties: { lead_id: { type: 'integer' }, ...LEAD_FEEDBACK_SCHEMA.properties },
 };
 
 export const REPORT_ROW_SCHEMA = {
@@ -231,10 +254,17 @@ export const ERASURE_ANSWER_SCHEMA = {
         lead_ids: { type: 'array', items: { type: 'integer' } },
         first_erased_at: { type: 'string', format: 'date-time' },
         last_erased_at: { type: 'string', format: 'date-time' },
-        as_of: { ...ref('Position'), description: 'Every lead of the consumer recorded up to here in the event log is erased (a lead posted later, while the erasure answered, is caught by asking again).' },
+        as_of: {
+          ...ref('Position'),
+          description:
+            'Where in the event log a look for the consumer\'s leads stopped: every lead of the consumer recorded up to here is erased; a lead recorded later is caught by asking again. ' +
+            'The answer of POST /functions/erasures gives the last look of that request: after it erases what it found, a request looks again, and stops at a look that finds nothing new (or at its fifth, while posts of the consumer keep coming). ' +
+            'Asked again, the answer (200 when nothing new) gives that request\'s own look, at or after the earlier answer\'s. ' +
+            'GET /functions/erasures/{erasure_id} gives the look recorded last, made before the leads it found were erased, so at or before the as_of its request answered with.',
+        },
         requests: {
           type: 'array',
-          description: 'Each request that erased something (or the first one), in order.',
+          description: 'What was recorded, in order: each look of a request that erased leads or newly suppressed the contacts, and the erasure\'s first request even when it found none.',
           items: {
             type: 'object',
             properties: {

@@ -13,6 +13,13 @@ export type Json = Record<string, unknown>;
 export type Method = 'get' | 'post';
 type Tag = 'Suppliers' | 'Read-back' | 'Buyers' | 'Personal data' | 'Operations';
 
+interface Success {
+  readonly status: number;
+  readonly description: string;
+  readonly content: Json;
+  readonly headers?: readonly string[];
+}
+
 export interface RouteDoc {
   readonly method: Method;
   /** As the router writes it: `/functions/leads/:lead_id`. */
@@ -24,7 +31,9 @@ export interface RouteDoc {
   readonly roles?: readonly Role[];
   readonly parameters?: readonly Json[];
   readonly body?: { readonly schema: string; readonly example?: unknown };
-  readonly success: { readonly status: number; readonly description: string; readonly content: Json; readonly headers?: readonly string[] };
+  readonly success: Success;
+  /** Other statuses the route answers with when it succeeds (an erasure asked again: 200). */
+  readonly alsoSuccess?: readonly Success[];
   /**
    * The envelope codes this route can answer with, besides those every route can: HTTPS_REQUIRED,
    * REQUEST_TIMEOUT (408), HEADERS_TOO_LARGE (431) and INTERNAL_ERROR.
@@ -273,10 +282,26 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'sold, rejected or test, as of the moment asked; destroys their data keys, so their personal fields can never be read again; records the erasure (contact hashes, lead ids, when, by whom; no personal data). ' +
       'The lead views, deliveries and event reads then show `erased: true` and no personal field; a pending delivery is cancelled; outcomes and reports are unchanged. ' +
       'With `suppress: true`, later leads with that mobile or e-mail are rejected `SUPPRESSED`. ' +
-      'The erasure id is derived from the consumer\'s contacts: asking again (after a failure, or later) continues the same erasure — 201 when it erased something new, 200 with the record as it stands when not.',
+      'The erasure id is derived from the consumer\'s contacts: asking again (after a failure, or later) continues the same erasure — 201 when it recorded something new (a lead erased, the contacts newly suppressed, or the erasure\'s first request), ' +
+      '200 when not, with the record as it stands but for `as_of`, which is where this request\'s own look stopped.',
     roles: ['admin'],
     body: { schema: 'ErasureRequest', example: { email: 'ada@example.com', mobile: '2025550143', suppress: true } },
-    success: { status: 201, description: 'Erased (200: nothing new to erase). `Location` names the erasure.', content: json(schema('ErasureAnswer')), headers: ['Location'] },
+    success: {
+      status: 201,
+      description: 'Erased: the request recorded something new. `as_of` is where its last look stopped; `Location` names the erasure.',
+      content: json(schema('ErasureAnswer')),
+      headers: ['Location'],
+    },
+    alsoSuccess: [
+      {
+        status: 200,
+        description:
+          'Asked again with nothing new to erase or suppress: nothing is recorded, and the answer is the erasure as recorded, except `as_of`, which is where this request\'s look stopped ' +
+          '(at or after the `as_of` of any earlier answer). `Location` names the erasure.',
+        content: json(schema('ErasureAnswer')),
+        headers: ['Location'],
+      },
+    ],
     outcomes: ['INVALID_INPUT', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE', ...KEYED_ERRORS],
   },
   {
@@ -284,7 +309,9 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     path: '/functions/erasures/:erasure_id',
     tag: 'Personal data',
     summary: 'An erasure',
-    description: 'The erasure as recorded: every request that erased something, the leads erased, whether the contacts are suppressed.',
+    description:
+      'The erasure as recorded: every request that erased something, the leads erased, whether the contacts are suppressed. ' +
+      'Its `as_of` is the look recorded last, made before the leads it found were erased: at or before the `as_of` the answer of that request gave, which is where the request\'s final look, finding nothing new, stopped.',
     roles: ['admin'],
     parameters: [{ name: 'erasure_id', in: 'path', required: true, schema: { type: 'string', pattern: '^[0-9a-f]{32}$' } }],
     success: { status: 200, description: 'The erasure.', content: json(schema('ErasureAnswer')) },

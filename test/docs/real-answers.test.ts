@@ -1,22 +1,39 @@
 import { expect } from 'chai';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { openApiDocument } from '../../src/docs/openapi.js';
 import { type Reply, TestService, validLead } from '../support/service.js';
 import { DocumentReader } from '../support/openapi.js';
+import { bodySchema, unnamedFields } from './named-fields.js';
 
 // The document against the running service: every answer below is looked up in the document by
-// path, method and status, must be documented there, fit its schema, and carry a code the
-// document lists for that status. A route that answers what its docs do not say fails here.
+// path, method and status, must be documented there, fit its schema, carry a code the document
+// lists for that status, and hold no field its schema does not name. A route that answers what
+// its docs do not say fails here.
+
+const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
 
 const routing = {
-  buyers: [{ id: 'acme-law', price: 42.5, states: ['CA'], return_reasons: ['bad_phone'] }],
+  buyers: [
+    { id: 'acme-law', price: 42.5, states: ['CA'], return_reasons: ['bad_phone'] },
+    // A webhook buyer nobody listens for (port 1): its one attempt fails for good.
+    { id: 'hook-law', price: 30, states: ['NV'], delivery: { kind: 'webhook', url: 'https://127.0.0.1:1/leads', timeout_ms: 2000, max_attempts: 1 } },
+  ],
   buckets: [{ id: 'unsold', default: true }],
 };
+
+type Json = Record<string, any>;
+const commitOf = (reply: Reply) => Number((reply.body.erasure as Json).as_of.commit);
+const withoutAsOf = (reply: Reply) => ({ ...(reply.body.erasure as Json), as_of: undefined });
 
 describe('OpenAPI document against real answers', function () {
   this.timeout(60_000);
   let svc: TestService;
   let reader: DocumentReader;
   const answers: Array<{ method: string; path: string; reply: Reply }> = [];
+  const erasures: Reply[] = [];
+  /** HEAD requests, apart: their answers have no body to check against a schema. */
+  const heads: Array<{ path: string; reply: Reply }> = [];
 
   before(async function () {
     reader = new DocumentReader(await openApiDocument());
@@ -24,6 +41,7 @@ describe('OpenAPI document against real answers', function () {
     const supplier = await svc.key('supplier', 'sup-1');
     const buyer = await svc.key('buyer', 'acme-law');
     const analyst = await svc.key('analyst', 'ann');
+    const admin = await svc.key('admin', 'root');
     const as = (key: string) => ({ 'x-api-key': key });
     const call = async (method: string, path: string, headers: Record<string, string>, body?: unknown) => {
       const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
@@ -32,6 +50,7 @@ describe('OpenAPI document against real answers', function () {
       return reply;
     };
     const post = (body: unknown, headers: Record<string, string> = as(supplier)) => call('POST', '/functions/leads', headers, body);
+    const settled = async () => svc.service.projections.waitFor(await svc.service.store.headPosition());
 
     const sold = validLead();
     const soldReply = await post(sold, { ...as(supplier), 'idempotency-key': 'docs-1' });
@@ -46,8 +65,10 @@ describe('OpenAPI document against real answers', function () {
     await post({ s1: 'x'.repeat(70_000) });
     await post(validLead(), {});
     await post(validLead(), as(analyst));
+    await post(validLead()); // sold to the pull buyer, left pending
+    const hooked = (await post(validLead({ accident_state: 'NV', zip: '89101' }))).body.lead_id as number;
     const leadId = soldReply.body.lead_id as number;
-    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    await settled();
 
     await call('GET', `/functions/leads/${leadId}`, as(supplier));
     await call('GET', '/functions/leads/999999', as(supplier));
@@ -67,15 +88,39 @@ describe('OpenAPI document against real answers', function () {
     await call('POST', `/functions/leads/${leadId}/feedback`, as(buyer), { type: 'return', reason: 'bad_phone' });
     await call('POST', `/functions/leads/${leadId}/feedback`, as(buyer), { type: 'return', reason: 'bad_phone' });
     await call('POST', `/functions/leads/${leadId}/feedback`, as(buyer), { type: 'return', reason: 'moon' });
-    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    await settled();
     await call('GET', '/functions/feedback?type=return', as(supplier));
+    // A lead with feedback, in each answer that shows a lead view.
+    await call('GET', `/functions/leads/${leadId}`, as(buyer));
+    await call('GET', '/functions/leads', as(supplier));
+    await call('POST', '/functions/consumers/lookup', as(admin), { email: sold.email });
+    await call('GET', `/functions/consumers?email=${encodeURIComponent(String(sold.email))}`, as(admin));
+    // The webhook buyer's failed attempt, then every kind of delivery row: delivered, pending, failed, bucket.
+    for (const started = Date.now(); Date.now() - started < 20_000; await new Promise((resolve) => setTimeout(resolve, 100))) {
+      await settled();
+      const rows = (await svc.request('GET', '/functions/deliveries?buyer=hook-law', as(analyst))).body.items as Json[] | undefined;
+      if (rows?.some((row) => row.lead_id === hooked && row.status === 'failed')) break;
+    }
+    await call('GET', '/functions/deliveries', as(analyst));
     await call('GET', '/healthz', {});
     await call('GET', '/readyz', {});
     await call('GET', '/metrics', {});
     await call('GET', '/docs', {});
     await call('GET', '/docs/openapi.json', {});
     await call('DELETE', '/functions/leads', as(supplier));
+    await call('PUT', `/functions/leads/${leadId}`, as(supplier));
+    await call('GET', '/functions/erasures', as(admin));
+    await call('GET', `/functions/deliveries/${leadId}/ack`, as(buyer));
+    await call('POST', '/healthz', {});
+    await call('OPTIONS', '/functions/deliveries', as(analyst));
     await call('GET', '/functions/nothing-here', {});
+    for (const path of ['/healthz', '/functions/erasures']) heads.push({ path, reply: await svc.request('HEAD', path, as(admin)) });
+    // The same erasure asked again, with an event recorded in between; then the erasure as recorded.
+    erasures.push(await call('POST', '/functions/erasures', as(admin), { email: sold.email }));
+    await post(validLead());
+    erasures.push(await call('POST', '/functions/erasures', as(admin), { email: sold.email }));
+    erasures.push(await call('GET', `/functions/erasures/${String((erasures[0]!.body.erasure as Json).erasure_id)}`, as(admin)));
+    await call('GET', `/functions/erasures/${'0'.repeat(32)}`, as(admin));
     // Refused by the listener before any route: documented on every route all the same.
     const oversized = await call('GET', '/functions/deliveries', { ...as(analyst), 'x-filler': 'f'.repeat(20 * 1024) });
     expect(oversized.status).to.equal(431);
@@ -90,6 +135,15 @@ describe('OpenAPI document against real answers', function () {
     expect(problems).to.deep.equal([]);
   });
 
+  it('every field of every answer is named in the schema its route documents', function () {
+    const problems = answers.flatMap(({ method, path, reply }) => {
+      const found = reader.responseOf(method, path, reply.status);
+      if (!found || !String(reply.headers['content-type']).startsWith('application/json')) return [];
+      return unnamedFields(reader.doc, bodySchema(found.pointer), reply.body).map((field) => `${method} ${path} ${reply.status}: ${field} is not named`);
+    });
+    expect(problems).to.deep.equal([]);
+  });
+
   it('the answers cover the lead outcomes a supplier can cause and the statuses of every read-back route', function () {
     const codes = new Set(answers.map(({ reply }) => reply.body.code));
     for (const code of ['SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE',
@@ -99,5 +153,72 @@ describe('OpenAPI document against real answers', function () {
     }
     const replayed = answers.find(({ reply }) => reply.headers['idempotency-replayed'] === 'true');
     expect(replayed?.reply.status).to.equal(201);
+  });
+
+  it('the answers hold a lead view with feedback on every route that shows one, and delivery rows of every kind', function () {
+    const leadViews = (reply: Reply): Json[] => [reply.body.lead as Json, ...((reply.body.items ?? []) as Json[])].filter((view) => view?.feedback);
+    for (const route of ['GET /functions/leads/', 'GET /functions/leads', 'POST /functions/consumers/lookup', 'GET /functions/consumers?']) {
+      const shown = answers.filter(({ method, path }) => `${method} ${path}`.startsWith(route)).flatMap(({ reply }) => leadViews(reply));
+      expect(shown.some((view) => view.feedback.length > 0), route).to.equal(true);
+    }
+    const rows = answers.find(({ path }) => path === '/functions/deliveries')!.reply.body.items as Json[];
+    expect(rows.map((row) => row.status)).to.include.members(['delivered', 'pending', 'failed']);
+    expect(rows.some((row) => row.bucket !== null)).to.equal(true);
+    const failed = rows.find((row) => row.status === 'failed')!;
+    expect(failed).to.include({ buyer: 'hook-law', last_status_code: null, next_attempt_at: null });
+    expect(['connection_error', 'timeout']).to.include(failed.last_error);
+    const pending = rows.find((row) => row.status === 'pending' && row.buyer === 'acme-law')!;
+    expect(pending).to.include({ last_error: null, next_attempt_at: pending.created_at });
+  });
+
+  it('a method a path does not have: 405 as the shared response the introduction names, Allow naming the methods documented for the path', function () {
+    const doc = reader.doc as Json;
+    const shared = '#/components/responses/MethodNotAllowed';
+    expect(doc.info.description).to.contain(`\`${shared}\``);
+    const refused = answers.filter(({ reply }) => reply.status === 405);
+    expect(refused.length).to.be.greaterThan(5);
+    const problems = refused.flatMap(({ method, path, reply }) => {
+      const where = `${method} ${path}`;
+      const template = reader.template(path);
+      if (!template) return [`${where}: 405 on a path the document does not have`];
+      const methods = Object.keys(doc.paths[template] as Json).map((m) => m.toUpperCase());
+      if (methods.includes(method)) return [`${where}: 405 for a method the document gives the path`];
+      const response = doc.components.responses.MethodNotAllowed as Json;
+      const found: string[] = [];
+      const validate = reader.compile(`${shared}/content/application~1json/schema`);
+      if (!validate(reply.body)) found.push(`${where}: ${JSON.stringify(validate.errors)}`);
+      if (!Object.keys(response.content['application/json'].examples).includes(String(reply.body.code))) found.push(`${where}: code ${String(reply.body.code)}`);
+      for (const header of Object.keys(response.headers)) if (reply.headers[header.toLowerCase()] === undefined) found.push(`${where}: no ${header} header`);
+      const allow = String(reply.headers.allow ?? '').split(',').map((m) => m.trim()).sort();
+      const documented = [...methods, ...(methods.includes('GET') ? ['HEAD'] : [])].sort();
+      if (JSON.stringify(allow) !== JSON.stringify(documented)) found.push(`${where}: Allow ${allow.join(', ')}, documented ${documented.join(', ')}`);
+      return found;
+    });
+    expect(problems).to.deep.equal([]);
+    // HEAD, which Allow names wherever GET is, answers as GET does, without a body; elsewhere 405.
+    const [live, erase] = heads.map(({ reply }) => reply) as [Reply, Reply];
+    expect([live.status, live.text]).to.deep.equal([200, '']);
+    expect([erase.status, erase.headers.allow]).to.deep.equal([405, 'POST']);
+  });
+
+  it("an erasure's as_of is each answer's own look, as the reference and the README say", function () {
+    const [first, again, recorded] = erasures as [Reply, Reply, Reply];
+    expect([first.status, again.status, recorded.status]).to.deep.equal([201, 200, 200]);
+    // The record is the same in all three; as_of is not.
+    expect(withoutAsOf(again)).to.deep.equal(withoutAsOf(first));
+    expect(withoutAsOf(recorded)).to.deep.equal(withoutAsOf(first));
+    // The recorded look came before the leads were erased; the first answer's last look after; the
+    // repeat's look after the lead posted in between.
+    expect(commitOf(recorded)).to.be.lessThan(commitOf(first));
+    expect(commitOf(first)).to.be.lessThan(commitOf(again));
+
+    const doc = reader.doc as Json;
+    const asOf = doc.components.schemas.ErasureAnswer.properties.erasure.properties.as_of.description as string;
+    for (const answer of ['POST /functions/erasures', 'Asked again', 'GET /functions/erasures/{erasure_id}']) expect(asOf, answer).to.contain(answer);
+    expect(doc.paths['/functions/erasures'].post.responses['200'].description).to.contain('except `as_of`');
+    const rows = readFileSync(README, 'utf8').split('\n');
+    const posted = rows.find((line) => line.startsWith('| `POST /functions/erasures`'))!;
+    expect(posted.slice(posted.indexOf('`200`')), 'README: the 200 answer').to.contain('`as_of`');
+    expect(rows.find((line) => line.startsWith('| `GET /functions/erasures/{erasure_id}`')), 'README: the erasure as recorded').to.contain('`as_of`');
   });
 });
