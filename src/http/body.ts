@@ -27,6 +27,11 @@ function isJsonContentType(header: string | undefined): boolean {
 export function requireJson(): Middleware<ShellState> {
   return (ctx, next) => {
     if (!isJsonContentType(ctx.get('Content-Type') || undefined)) throw new ShellError('UNSUPPORTED_MEDIA_TYPE');
+    // A compressed body is not read as JSON: refused for what it is, not as malformed JSON.
+    const encoding = ctx.get('Content-Encoding').trim().toLowerCase();
+    if (encoding !== '' && encoding !== 'identity') {
+      throw new ShellError('UNSUPPORTED_MEDIA_TYPE', {}, 'content encoding', undefined, 'Content-Encoding is not accepted: send the JSON body uncompressed.');
+    }
     return next();
   };
 }

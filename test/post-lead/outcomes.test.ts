@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { gzipSync } from 'node:zlib';
 import { EventStoreUnavailableError, type EventStore } from '../../src/event-store/index.js';
 import { overriding } from '../support/overriding.js';
 import { ENVELOPE_FIELDS, type Reply, TestService, validLead } from '../support/service.js';
@@ -136,6 +137,10 @@ describe('POST /functions/leads: every outcome', function () {
     expectEnvelope(await svc.post('{"first_name":', { 'x-api-key': key }), 400, 'MALFORMED_JSON', 'rejected', false);
     expectEnvelope(await svc.post('[1,2]', { 'x-api-key': key }), 400, 'MALFORMED_JSON', 'rejected', false);
     expectEnvelope(await svc.post('a=b', { 'x-api-key': key, 'content-type': 'application/x-www-form-urlencoded' }), 415, 'UNSUPPORTED_MEDIA_TYPE', 'rejected', false);
+    // A compressed body is refused as such, not taken for malformed JSON.
+    const gzipped = await svc.post(gzipSync(JSON.stringify(validLead())), { 'x-api-key': key, 'content-encoding': 'gzip' });
+    expectEnvelope(gzipped, 415, 'UNSUPPORTED_MEDIA_TYPE', 'rejected', false);
+    expect(gzipped.body.message).to.equal('Content-Encoding is not accepted: send the JSON body uncompressed.');
     expectEnvelope(await svc.post(validLead({ s1: 'x'.repeat(70_000) }), { 'x-api-key': key }), 413, 'PAYLOAD_TOO_LARGE', 'rejected', false);
     expect(await svc.service.store.headPosition()).to.deep.equal(before);
   });

@@ -44,6 +44,9 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  */
 export function oracle(kase: Case): readonly string[] {
   if (kase.expect) return kase.expect;
+  // Checked with the Content-Type, before the body is read: a compressed body is not JSON to the service.
+  const encoding = String(kase.headers?.['content-encoding'] ?? '').trim().toLowerCase();
+  if (encoding !== '' && encoding !== 'identity') return ['UNSUPPORTED_MEDIA_TYPE'];
   const bytes = Buffer.isBuffer(kase.body) ? kase.body : Buffer.from(kase.body, 'utf8');
   if (bytes.length > LIMIT) return ['PAYLOAD_TOO_LARGE'];
   let parsed: unknown;
