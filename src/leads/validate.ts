@@ -74,7 +74,7 @@ const FORMAT_DETAIL: Readonly<Record<string, string>> = {
 };
 
 /** One error per failing field, in the words a supplier can act on; never the value itself. */
-function toFieldErrors(errors: ErrorObject[]): FieldError[] {
+function toFieldErrors(errors: ErrorObject[], what: 'lead' | 'ping' = 'lead'): FieldError[] {
   const byField = new Map<string, FieldError>();
   const unknown: string[] = [];
   for (const error of errors) {
@@ -109,9 +109,9 @@ function toFieldErrors(errors: ErrorObject[]): FieldError[] {
     }
   }
   const result = [...byField.values()];
-  for (const name of unknown.slice(0, MAX_UNKNOWN_FIELDS_NAMED)) result.push(fieldError(name, 'unknown_field'));
+  for (const name of unknown.slice(0, MAX_UNKNOWN_FIELDS_NAMED)) result.push(fieldError(name, 'unknown_field', `is not a ${what} field`));
   if (unknown.length > MAX_UNKNOWN_FIELDS_NAMED) {
-    result.push({ field: '*', code: 'unknown_field', message: `and ${unknown.length - MAX_UNKNOWN_FIELDS_NAMED} more fields that are not lead fields` });
+    result.push({ field: '*', code: 'unknown_field', message: `and ${unknown.length - MAX_UNKNOWN_FIELDS_NAMED} more fields that are not ${what} fields` });
   }
   return result;
 }
@@ -211,7 +211,7 @@ export function createPingValidator(): (body: Readonly<Record<string, unknown>>)
     const input: Record<string, unknown> = Object.fromEntries(
       Object.entries(body).map(([key, value]) => [key, typeof value === 'string' && Object.hasOwn(PRE_NORMALISE, key) ? PRE_NORMALISE[key]!(value) : value]),
     );
-    if (!validate(input)) return { ok: false, errors: toFieldErrors(validate.errors ?? []) };
+    if (!validate(input)) return { ok: false, errors: toFieldErrors(validate.errors ?? [], 'ping') };
     const ping = input as PostedPing;
     return { ok: true, ping: { zip: ping.zip.slice(0, 5), accident_state: ping.accident_state, sid: ping.sid, s1: ping.s1 ?? null, test: ping.test === true } };
   };

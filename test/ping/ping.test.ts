@@ -315,6 +315,8 @@ describe('ping/post', function () {
     expect(reply.body).to.include({ code: 'INVALID', lead_id: null, acceptance: 'rejected' });
     const fields = (reply.body.errors as Array<{ field: string }>).map((e) => e.field).sort();
     expect(fields).to.deep.equal(['accident_state', 'email', 'first_name', 'sid', 'zip']);
+    // A consumer's field is named as no field of a ping, the request the supplier made.
+    expect(reply.body.errors).to.deep.include({ field: 'email', code: 'unknown_field', message: 'email is not a ping field' });
     expect(reply.text).to.not.include('ada@example.com');
   });
 
