@@ -79,6 +79,10 @@ export const LEAD_VIEW_SCHEMA = {
       },
       description: 'The ping the lead was posted with (ping_id); null when it was posted without one.',
     },
+    personal_data_erased: {
+      type: 'boolean',
+      description: "The lead's personal data was erased on the consumer's request, or expired after the retention period: every reader of the lead may know it; none may read the data.",
+    },
     lead: {
       type: ['object', 'null'],
       description:

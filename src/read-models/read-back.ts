@@ -514,6 +514,8 @@ export class ReadBack {
       delivery: view.delivery,
       feedback: view.feedback ?? [],
       ping: view.ping ?? null,
+      // Not personal itself: an analyst counting a consumer's requests may see it, and an erased lead's `lead` tells it nothing.
+      personal_data_erased: view.erased === true,
       lead: seesPii(principal, view) ? await this.open(view.lead_id, view.lead) : null,
     };
   }

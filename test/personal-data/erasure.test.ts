@@ -144,6 +144,11 @@ describe('erasure of a consumer', function () {
       expect(JSON.stringify(cli)).to.not.include(ERASED.email);
     }
     expect(((await get(`/functions/leads/${sold}`)).body.lead as Record<string, unknown>)).to.include({ lead_status: 'sold', code: 'SOLD', revenue: 42.5 });
+    // An analyst, who never reads a lead's personal data, is told it was erased; another consumer's lead was not.
+    for (const [id, erased] of [[sold, true], [leadsOf.get(KEPT_1)![0], false]] as const) {
+      const asAnalyst = (await get(`/functions/leads/${id}`, analyst)).body.lead as Record<string, unknown>;
+      expect(asAnalyst, String(id)).to.include({ personal_data_erased: erased, lead: null });
+    }
     expect(((await get(`/functions/leads/${duplicate}`)).body.lead as Record<string, unknown>)).to.include({ lead_status: 'rejected', code: 'DUPLICATE' });
   });
 
