@@ -4,5 +4,6 @@ import { main } from '../dist/src/cli/main.js';
 
 main(process.argv.slice(2)).then(
   (code) => { if (typeof code === 'number') process.exitCode = code; },
-  (err) => { console.error(err instanceof Error ? err.message : err); process.exitCode = 1; },
+  // main reports a command's failure itself, in one line; should it ever reject, the same line.
+  (err) => { console.error(`leadpost: ${err instanceof Error ? err.message : err}`); process.exitCode = 1; },
 );

@@ -1,12 +1,15 @@
-import { join, resolve } from 'node:path';
+import { type Stats, accessSync, constants, statSync, statfsSync } from 'node:fs';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { pino } from 'pino';
+import { MAX_GRACE_SECONDS } from './keys/api-keys.js';
 import { DEFAULT_PHONE_REGIONS, isPhoneRegion } from './leads/mobile.js';
 import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from './limits.js';
 import { masterKeyFileProblem } from './personal-data/master-key.js';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
 // so a command run beside the service opens the very stores the service uses. Each variable is
-// checked here, and a bad one stops start-up with a message that names it.
+// checked here, and a bad one stops start-up (or the command) with a message that names it: every
+// bad one at once, in one ConfigError, whichever of the loaders below reads it.
 
 export interface Config {
   readonly dataDir: string;
@@ -20,7 +23,14 @@ export interface Config {
 export const SERVICE_ROLES = ['api', 'projector', 'delivery'] as const;
 type ServiceRole = (typeof SERVICE_ROLES)[number];
 
-export interface ServiceConfig extends Config {
+/** Where `leadpost serve` listens, and so where `leadpost health` asks. */
+interface ListenerConfig {
+  readonly port: number;
+  readonly httpPort: number;
+  readonly host: string | undefined;
+}
+
+export interface ServiceConfig extends Config, ListenerConfig {
   /** LEADPOST_ROLES (or `serve --roles`); every role by default. */
   readonly roles: ReadonlySet<ServiceRole>;
   /**
@@ -28,9 +38,6 @@ export interface ServiceConfig extends Config {
    * those on a thread of their own (on by default), so they take the second core, not the API's.
    */
   readonly backgroundThread: boolean;
-  readonly port: number;
-  readonly httpPort: number;
-  readonly host: string | undefined;
   readonly tlsCertFile: string | undefined;
   readonly tlsKeyFile: string | undefined;
   readonly trustProxy: boolean;
@@ -62,20 +69,69 @@ export interface ServiceConfig extends Config {
   readonly readyMaxLagSeconds: number;
   /** PII_RETENTION_DAYS: leads older than this lose their personal data; null (unset): kept. */
   readonly piiRetentionDays: number | null;
+  /** KEY_ROTATION_GRACE_SECONDS: what `keys rotate` gives without --grace; read here so that serve refuses a bad one at start. */
+  readonly keyRotationGraceSeconds: number;
 }
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+type Check = <T>(read: () => T, fallback: T) => T;
+
+/**
+ * Reads settings with a `check` that keeps going past a bad variable, so that one ConfigError
+ * names every bad variable at once (and a fix does not just uncover the next).
+ */
+function readAll<T>(read: (check: Check, problem: (text: string) => void) => T): T {
+  const problems: string[] = [];
+  const check: Check = (readOne, fallback) => {
+    try {
+      return readOne();
+    } catch (error) {
+      problems.push((error as Error).message);
+      return fallback;
+    }
+  };
+  const settings = read(check, (text) => problems.push(text));
+  if (problems.length > 0) throw invalid(problems);
+  return settings;
+}
+
+const invalid = (problems: readonly string[]) => new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
+
+function storeSettings(env: NodeJS.ProcessEnv, check: Check): Config {
   const dataDir = resolve(env.LEADPOST_DATA_DIR || './data');
   return {
     dataDir,
     masterKeyFile: env.LEADPOST_MASTER_KEY_FILE ? resolve(env.LEADPOST_MASTER_KEY_FILE) : join(dataDir, 'master.key'),
-    eventStoreUrl: optionalUrl(env, 'EVENTSTORE_URL', ['esdb:', 'esdb+discover:']),
-    mongoUrl: optionalUrl(env, 'MONGODB_URL', ['mongodb:', 'mongodb+srv:']),
+    eventStoreUrl: check(() => optionalUrl(env, 'EVENTSTORE_URL', ['esdb:', 'esdb+discover:']), undefined),
+    mongoUrl: check(() => optionalUrl(env, 'MONGODB_URL', ['mongodb:', 'mongodb+srv:']), undefined),
   };
+}
+
+function listenerSettings(env: NodeJS.ProcessEnv, check: Check): ListenerConfig {
+  return {
+    port: check(() => integer(env, 'PORT', 8443, 0, 65535), 0),
+    httpPort: check(() => integer(env, 'HTTP_PORT', 8080, 0, 65535), 0),
+    host: env.HOST || undefined,
+  };
+}
+
+/**
+ * What a CLI command opens the stores with: the stores' variables, and the places their files go
+ * (checkDirectories), so that a bad one stops the command as it stops serve, before any store
+ * makes a directory.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const config = readAll((check) => storeSettings(env, check));
+  checkDirectories(config);
+  return config;
+}
+
+/** PORT, HTTP_PORT and HOST, checked as serve checks them: for `leadpost health`, which asks the service beside it. */
+export function loadListenerConfig(env: NodeJS.ProcessEnv = process.env): ListenerConfig {
+  return readAll((check) => listenerSettings(env, check));
 }
 
 /** The routing file the service loads (and `keys create --role buyer` checks buyer ids against). */
@@ -83,94 +139,243 @@ export function routingFilePath(env: NodeJS.ProcessEnv = process.env): string {
   return resolve(env.LEADPOST_ROUTING_FILE || 'config/routing.json');
 }
 
+/**
+ * Every variable of `leadpost serve`. The files it names are looked at (the master key, the TLS
+ * files), the directories it would make are not: that depends on the machine it runs on as much as
+ * on the variables, so serve calls checkDirectories itself, just before it starts.
+ */
 export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
-  const problems: string[] = [];
-  const check = <T>(read: () => T, fallback: T): T => {
-    try {
-      return read();
-    } catch (error) {
-      problems.push((error as Error).message);
-      return fallback;
+  return readAll((check, problem) => {
+    const base = storeSettings(env, check);
+    const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', DEFAULT_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
+    const pingRate = check(() => integer(env, 'PING_RATE_LIMIT_PER_SECOND', DEFAULT_PING_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
+    const readRate = check(() => integer(env, 'READ_RATE_LIMIT_PER_SECOND', DEFAULT_READ_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
+    const config: ServiceConfig = {
+      ...base,
+      roles: check(() => roleList(env, 'LEADPOST_ROLES'), new Set(SERVICE_ROLES)),
+      backgroundThread: check(() => flag(env, 'LEADPOST_BACKGROUND_THREAD', true), true),
+      ...listenerSettings(env, check),
+      tlsCertFile: env.TLS_CERT_FILE || undefined,
+      tlsKeyFile: env.TLS_KEY_FILE || undefined,
+      trustProxy: check(() => flag(env, 'TRUST_PROXY', false), false),
+      routingFile: routingFilePath(env),
+      bodyLimitBytes: check(() => integer(env, 'BODY_LIMIT_BYTES', 65536, 1024, 10 * 1024 * 1024), 0),
+      headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', DEFAULT_TIMEOUTS.headersMs, 100, 600_000), DEFAULT_TIMEOUTS.headersMs),
+      requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', DEFAULT_TIMEOUTS.requestMs, 100, 600_000), DEFAULT_TIMEOUTS.requestMs),
+      rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
+      readRateLimit:
+        readRate === 0 ? null : { ratePerSecond: readRate, burst: check(() => integer(env, 'READ_RATE_LIMIT_BURST', readRate * 2, 1, 10_000_000), 1) },
+      pingRateLimit:
+        pingRate === 0 ? null : { ratePerSecond: pingRate, burst: check(() => integer(env, 'PING_RATE_LIMIT_BURST', pingRate * 2, 1, 10_000_000), 1) },
+      pingTtlSeconds: check(() => integer(env, 'PING_TTL_SECONDS', 300, 1, 86_400), 300),
+      pingDeadlineMs: check(() => integer(env, 'PING_DEADLINE_MS', 1000, 1, 60_000), 1000),
+      leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),
+      certificateHosts: check(() => hostList(env, 'CERTIFICATE_HOSTS', 'cert.trustedform.com,ping.trustedform.com'), []),
+      mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),
+      mxTimeoutMs: check(() => integer(env, 'MX_TIMEOUT_MS', 300, 1, 5000), 300),
+      mxCanaryDomain: check(() => optionalDomain(env, 'MX_CANARY_DOMAIN', 'gmail.com'), null),
+      phoneRegions: check(() => regionList(env, 'PHONE_REGIONS', DEFAULT_PHONE_REGIONS), DEFAULT_PHONE_REGIONS),
+      phoneVerifierUrl: check(() => optionalUrl(env, 'PHONE_VERIFIER_URL', ['https:', 'http:']), undefined),
+      emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
+      readyMaxLagSeconds: check(() => integer(env, 'READY_MAX_LAG_SECONDS', 30, 1, 86_400), 30),
+      piiRetentionDays: check(() => (env.PII_RETENTION_DAYS ? integer(env, 'PII_RETENTION_DAYS', 0, 1, 36_500) : null), null),
+      keyRotationGraceSeconds: check(() => keyRotationGraceSeconds(env), DEFAULT_KEY_ROTATION_GRACE_SECONDS),
+    };
+    // Under no directory, the key is not there yet (nothing to check), or checkDirectories names
+    // what is in the way: the data dir, when the key is kept in it.
+    const masterKeyProblem = isDirectory(dirname(base.masterKeyFile)) ? masterKeyFileProblem(base.masterKeyFile) : undefined;
+    if (masterKeyProblem) problem(masterKeyProblem);
+    // Read again by the logger (src/http/logger.ts); checked here so that it is reported with every other bad variable.
+    check(() => checkLogLevel(env.LOG_LEVEL || 'info'), 'info');
+    if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
+      problem('TLS_CERT_FILE and TLS_KEY_FILE must be given together');
+    } else {
+      // Read only once the stores are open: looked at here, so that a missing one is named with the
+      // other bad variables before anything starts, not found half-way through start-up.
+      for (const [name, file] of [['TLS_CERT_FILE', config.tlsCertFile], ['TLS_KEY_FILE', config.tlsKeyFile]] as const) {
+        const unreadable = file === undefined ? undefined : unreadableFile(file);
+        if (unreadable) problem(`${name} must be a file this process can read, not ${shown(file!)} (${unreadable})`);
+      }
     }
-  };
-  const base = check(() => loadConfig(env), { dataDir: '', masterKeyFile: '', eventStoreUrl: undefined, mongoUrl: undefined });
-  const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', DEFAULT_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
-  const pingRate = check(() => integer(env, 'PING_RATE_LIMIT_PER_SECOND', DEFAULT_PING_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
-  const readRate = check(() => integer(env, 'READ_RATE_LIMIT_PER_SECOND', DEFAULT_READ_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
-  const config: ServiceConfig = {
-    ...base,
-    roles: check(() => roleList(env, 'LEADPOST_ROLES'), new Set(SERVICE_ROLES)),
-    backgroundThread: check(() => flag(env, 'LEADPOST_BACKGROUND_THREAD', true), true),
-    port: check(() => integer(env, 'PORT', 8443, 0, 65535), 0),
-    httpPort: check(() => integer(env, 'HTTP_PORT', 8080, 0, 65535), 0),
-    host: env.HOST || undefined,
-    tlsCertFile: env.TLS_CERT_FILE || undefined,
-    tlsKeyFile: env.TLS_KEY_FILE || undefined,
-    trustProxy: check(() => flag(env, 'TRUST_PROXY', false), false),
-    routingFile: routingFilePath(env),
-    bodyLimitBytes: check(() => integer(env, 'BODY_LIMIT_BYTES', 65536, 1024, 10 * 1024 * 1024), 0),
-    headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', DEFAULT_TIMEOUTS.headersMs, 100, 600_000), DEFAULT_TIMEOUTS.headersMs),
-    requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', DEFAULT_TIMEOUTS.requestMs, 100, 600_000), DEFAULT_TIMEOUTS.requestMs),
-    rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
-    readRateLimit:
-      readRate === 0 ? null : { ratePerSecond: readRate, burst: check(() => integer(env, 'READ_RATE_LIMIT_BURST', readRate * 2, 1, 10_000_000), 1) },
-    pingRateLimit:
-      pingRate === 0 ? null : { ratePerSecond: pingRate, burst: check(() => integer(env, 'PING_RATE_LIMIT_BURST', pingRate * 2, 1, 10_000_000), 1) },
-    pingTtlSeconds: check(() => integer(env, 'PING_TTL_SECONDS', 300, 1, 86_400), 300),
-    pingDeadlineMs: check(() => integer(env, 'PING_DEADLINE_MS', 1000, 1, 60_000), 1000),
-    leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),
-    certificateHosts: check(() => hostList(env, 'CERTIFICATE_HOSTS', 'cert.trustedform.com,ping.trustedform.com'), []),
-    mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),
-    mxTimeoutMs: check(() => integer(env, 'MX_TIMEOUT_MS', 300, 1, 5000), 300),
-    mxCanaryDomain: check(() => optionalDomain(env, 'MX_CANARY_DOMAIN', 'gmail.com'), null),
-    phoneRegions: check(() => regionList(env, 'PHONE_REGIONS', DEFAULT_PHONE_REGIONS), DEFAULT_PHONE_REGIONS),
-    phoneVerifierUrl: check(() => optionalUrl(env, 'PHONE_VERIFIER_URL', ['https:', 'http:']), undefined),
-    emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
-    readyMaxLagSeconds: check(() => integer(env, 'READY_MAX_LAG_SECONDS', 30, 1, 86_400), 30),
-    piiRetentionDays: check(() => (env.PII_RETENTION_DAYS ? integer(env, 'PII_RETENTION_DAYS', 0, 1, 36_500) : null), null),
-  };
-  const masterKeyProblem = base.masterKeyFile ? masterKeyFileProblem(base.masterKeyFile) : undefined;
-  if (masterKeyProblem) problems.push(masterKeyProblem);
-  // Read again by the logger (src/http/logger.ts); checked here so that it is reported with every other bad variable.
-  check(() => checkLogLevel(env.LOG_LEVEL || 'info'), 'info');
-  if ((config.tlsCertFile === undefined) !== (config.tlsKeyFile === undefined)) {
-    problems.push('TLS_CERT_FILE and TLS_KEY_FILE must be given together');
+    // Node refuses a headers timeout longer than the request timeout it is part of.
+    if (config.headersTimeoutMs > config.requestTimeoutMs) problem('HEADERS_TIMEOUT_MS must not be more than REQUEST_TIMEOUT_MS');
+    return config;
+  });
+}
+
+const DEFAULT_KEY_ROTATION_GRACE_SECONDS = 86_400;
+
+/**
+ * How long a rotated key keeps working: `keys rotate --grace` when given (`flag`), else
+ * KEY_ROTATION_GRACE_SECONDS, else a day. One reader, so serve at start and `keys rotate` refuse a
+ * bad value in the same words.
+ */
+export function keyRotationGraceSeconds(env: NodeJS.ProcessEnv, flag?: string): number {
+  if (flag !== undefined) return wholeNumber('--grace', flag, 0, MAX_GRACE_SECONDS, 'seconds');
+  return integer(env, 'KEY_ROTATION_GRACE_SECONDS', DEFAULT_KEY_ROTATION_GRACE_SECONDS, 0, MAX_GRACE_SECONDS, 'seconds');
+}
+
+/**
+ * Node's recursive mkdir never returns under /proc (it retries the ENOENT it gets there for ever),
+ * and these refuse or drop files: a data dir on one is refused by name, not found out half-way
+ * through start-up. Their statfs(2) magic numbers; tmpfs and devtmpfs (/dev) keep files, so are not here.
+ */
+const KERNEL_FILESYSTEMS = new Map<number, string>([
+  [0x9fa0, 'proc'],
+  [0x62656572, 'sysfs'],
+  [0x27e0eb, 'cgroup'],
+  [0x63677270, 'cgroup2'],
+  [0x64626720, 'debugfs'],
+  [0x74726163, 'tracefs'],
+  [0x73636673, 'securityfs'],
+  [0x1cd1, 'devpts'],
+  [0xcafe4a11, 'bpf'],
+  [0x62656570, 'configfs'],
+  [0x6165676c, 'pstore'],
+  [0xde5e81e4, 'efivarfs'],
+  [0x65735543, 'fusectl'],
+  [0x42494e4d, 'binfmt_misc'],
+]);
+
+/**
+ * Why `path` cannot be made (as a directory, or a file's, by `what`), if it cannot: the nearest part
+ * of it that exists must be a directory this process may write, on a filesystem that keeps files.
+ * Looked at only, never made: a command refused for its usage leaves no directory behind.
+ */
+function uncreatable(path: string, what: 'directory' | 'file'): string | undefined {
+  let existing = path;
+  let info: Stats | undefined;
+  for (;;) {
+    try {
+      info = statSync(existing);
+      break;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if ((code !== 'ENOENT' && code !== 'ENOTDIR') || dirname(existing) === existing) return `${existing} cannot be read: ${code ?? 'unknown error'}`;
+      existing = dirname(existing);
+    }
   }
-  // Node refuses a headers timeout longer than the request timeout it is part of.
-  if (config.headersTimeoutMs > config.requestTimeoutMs) problems.push('HEADERS_TIMEOUT_MS must not be more than REQUEST_TIMEOUT_MS');
-  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
-  return config;
+  // A master key file that is there is the master key's to judge (masterKeyFileProblem).
+  if (existing === path && what === 'file') return undefined;
+  const it = existing === path ? 'it' : existing;
+  if (!info.isDirectory()) return `${it} is not a directory`;
+  const kernel = kernelFilesystem(existing);
+  if (kernel) return `${it === 'it' ? 'it is on' : `${existing} is`} a kernel filesystem, ${kernel}, that keeps no files`;
+  try {
+    accessSync(existing, constants.W_OK | constants.X_OK);
+  } catch (error) {
+    return `${it} is not writable: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}`;
+  }
+  return undefined;
+}
+
+function kernelFilesystem(path: string): string | undefined {
+  try {
+    return KERNEL_FILESYSTEMS.get(statfsSync(path).type >>> 0);
+  } catch {
+    // A platform without statfs: the mkdir's own error will have to do.
+    return undefined;
+  }
+}
+
+const inside = (dir: string, file: string) => {
+  const path = relative(dir, file);
+  return path !== '' && !path.startsWith('..') && !isAbsolute(path);
+};
+
+/**
+ * Throws a ConfigError, as for a bad variable, when a directory the stores or the service would
+ * make cannot be made: the data dir, when anything is kept in it (an embedded store, the master
+ * key, the self-signed certificate when `config` is serve's and names no TLS files), and the
+ * master key file's directory when the file is elsewhere and not there yet. Called just before
+ * the stores open, by serve and by each CLI command that opens them (through loadConfig).
+ */
+export function checkDirectories(config: Config | ServiceConfig): void {
+  const problems: string[] = [];
+  const masterKeyInDataDir = inside(config.dataDir, config.masterKeyFile);
+  const selfSigned = 'tlsCertFile' in config && config.tlsCertFile === undefined;
+  if (!config.eventStoreUrl || !config.mongoUrl || masterKeyInDataDir || selfSigned) {
+    const problem = uncreatable(config.dataDir, 'directory');
+    if (problem) problems.push(`LEADPOST_DATA_DIR must be a directory this process can create or write, not ${shown(config.dataDir)} (${problem})`);
+  }
+  if (!masterKeyInDataDir) {
+    const problem = uncreatable(config.masterKeyFile, 'file');
+    if (problem) problems.push(`LEADPOST_MASTER_KEY_FILE must be a file this process can create or read, not ${shown(config.masterKeyFile)} (${problem})`);
+  }
+  if (problems.length > 0) throw invalid(problems);
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Why `file` cannot be read, if it cannot: its error code, or what it is instead of a file. */
+function unreadableFile(file: string): string | undefined {
+  try {
+    if (!statSync(file).isFile()) return 'it is not a file';
+    accessSync(file, constants.R_OK);
+    return undefined;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code ?? 'unknown error';
+  }
+}
+
+const SHOWN_LENGTH = 80;
+
+/**
+ * A value as an error message quotes it: on one line and short, whatever was set (a pasted file,
+ * a secret, a terminal escape), so the message stays one clear line that is safe to print.
+ */
+function shown(value: string): string {
+  const printable = value.replace(/[^\x20-\x7e]/g, '?');
+  return `'${printable.length > SHOWN_LENGTH ? `${printable.slice(0, SHOWN_LENGTH - 1)}…` : printable}'`;
 }
 
 /** Throws, naming LOG_LEVEL, for a level pino does not have (its own message does not say where the value came from). */
 export function checkLogLevel(level: string): string {
   if (!Object.hasOwn(pino.levels.values, level) && level !== 'silent') {
-    throw new Error(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(', ')} or silent, not '${level}'`);
+    throw new Error(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(', ')} or silent, not ${shown(level)}`);
   }
   return level;
 }
 
-function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number, unit?: string): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
+  return wholeNumber(name, raw, min, max, unit);
+}
+
+function wholeNumber(name: string, raw: string, min: number, max: number, unit?: string): number {
   const value = Number(raw);
   if (!/^\d+$/.test(raw.trim()) || value < min || value > max) {
-    throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, not '${raw}'`);
+    throw new ConfigError(`${name} must be a whole number${unit ? ` of ${unit}` : ''} from ${min} to ${max}, not ${shown(raw)}`);
   }
   return value;
 }
 
 const HOST_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
+/**
+ * A comma-separated list, each item as `normal` makes it; refused when set to no item at all, or
+ * with an item `valid` refuses. The message quotes the bad items, or the value itself when it
+ * holds none, as every other variable's does.
+ */
+function list(raw: string, name: string, what: string, normal: (item: string) => string, valid: (item: string) => boolean): string[] {
+  const items = [...new Set(raw.split(',').map((item) => normal(item.trim())).filter(Boolean))];
+  const bad = items.filter((item) => !valid(item));
+  if (items.length > 0 && bad.length === 0) return items;
+  const quoted = bad.length === 0 ? shown(raw) : `${bad.slice(0, 5).map(shown).join(', ')}${bad.length > 5 ? ', …' : ''}`;
+  throw new ConfigError(`${name} must be a comma-separated list of ${what}, not ${quoted}`);
+}
+
 // An empty list would reject every consent certificate, so every lead: refused at start instead.
+// Set but empty is such a list, as for PHONE_REGIONS; only an unset variable gives the default.
 function hostList(env: NodeJS.ProcessEnv, name: string, fallback: string): string[] {
-  const raw = env[name] || fallback;
-  const hosts = raw.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
-  const bad = hosts.filter((h) => !HOST_NAME.test(h));
-  if (hosts.length === 0 || bad.length > 0) {
-    throw new ConfigError(`${name} must be a comma-separated list of host names${bad.length > 0 ? `, not '${bad.join("', '")}'` : ''}`);
-  }
-  return hosts;
+  return list(env[name] ?? fallback, name, 'host names', (h) => h.toLowerCase(), (h) => HOST_NAME.test(h));
 }
 
 /** A domain name (with a dot: one on the public DNS), the fallback when unset, null when set empty. */
@@ -180,21 +385,17 @@ function optionalDomain(env: NodeJS.ProcessEnv, name: string, fallback: string):
   const domain = raw.trim().toLowerCase().replace(/\.$/, '');
   if (raw.trim() === '') return null;
   if (!HOST_NAME.test(domain) || !domain.includes('.')) {
-    throw new ConfigError(`${name} must be a domain name (e.g. gmail.com), or empty for none, not '${raw}'`);
+    throw new ConfigError(`${name} must be a domain name (e.g. gmail.com), or empty for none, not ${shown(raw)}`);
   }
   return domain;
 }
 
-// An empty list would make every mobile invalid, so every lead: refused at start instead.
+// An empty list would make every mobile invalid, so every lead: refused at start instead. Set but
+// empty is such a list (the README's rule), not the default: only an unset variable is that.
 function regionList(env: NodeJS.ProcessEnv, name: string, fallback: readonly string[]): string[] {
   const raw = env[name];
-  if (raw === undefined || raw === '') return [...fallback];
-  const codes = [...new Set(raw.split(',').map((c) => c.trim().toUpperCase()).filter(Boolean))];
-  const bad = codes.filter((c) => !isPhoneRegion(c));
-  if (codes.length === 0 || bad.length > 0) {
-    throw new ConfigError(`${name} must be a comma-separated list of ISO 3166 region codes (e.g. US,CA)${bad.length > 0 ? `, not '${bad.join("', '")}'` : ''}`);
-  }
-  return codes;
+  if (raw === undefined) return [...fallback];
+  return list(raw, name, 'ISO 3166 region codes (e.g. US,CA)', (c) => c.toUpperCase(), isPhoneRegion);
 }
 
 function roleList(env: NodeJS.ProcessEnv, name: string): Set<ServiceRole> {
@@ -202,7 +403,7 @@ function roleList(env: NodeJS.ProcessEnv, name: string): Set<ServiceRole> {
   if (raw === undefined || raw.trim() === '') return new Set(SERVICE_ROLES);
   const roles = raw.split(',').map((r) => r.trim().toLowerCase()).filter(Boolean);
   const bad = roles.filter((r) => !(SERVICE_ROLES as readonly string[]).includes(r));
-  if (roles.length === 0 || bad.length > 0) throw new ConfigError(`${name} must be a comma-separated list of ${SERVICE_ROLES.join(', ')}, not '${raw}'`);
+  if (roles.length === 0 || bad.length > 0) throw new ConfigError(`${name} must be a comma-separated list of ${SERVICE_ROLES.join(', ')}, not ${shown(raw)}`);
   return new Set(roles as ServiceRole[]);
 }
 
@@ -211,9 +412,10 @@ function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean 
   if (raw === undefined || raw === '') return fallback;
   if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
   if (['0', 'false', 'no', 'off'].includes(raw)) return false;
-  throw new ConfigError(`${name} must be 1 or 0 (true/false, yes/no, on/off), not '${env[name]}'`);
+  throw new ConfigError(`${name} must be 1 or 0 (true/false, yes/no, on/off), not ${shown(env[name]!)}`);
 }
 
+// A URL's value is never quoted back: it may carry a password.
 function optionalUrl(env: NodeJS.ProcessEnv, name: string, protocols: readonly string[]): string | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;

@@ -4,6 +4,7 @@
 // and a self-signed or real certificate never names 127.0.0.1 anyway.
 
 import { request } from 'node:https';
+import { loadListenerConfig } from '../config.js';
 import type { CliIo } from './io.js';
 
 const USAGE = `usage: leadpost health [--ready] [--timeout MS]
@@ -25,8 +26,10 @@ export async function runHealthCommand(args: string[], io: CliIo = { out: proces
     return 2;
   }
   const path = args.includes('--ready') ? '/readyz' : '/healthz';
-  const host = !env.HOST || env.HOST === '0.0.0.0' || env.HOST === '::' ? '127.0.0.1' : env.HOST;
-  const port = Number(env.PORT || 8443);
+  // Checked as serve checks them: a bad PORT would be asked as port NaN, which Node takes for 443.
+  const listener = loadListenerConfig(env);
+  const host = !listener.host || listener.host === '0.0.0.0' || listener.host === '::' ? '127.0.0.1' : listener.host;
+  const port = listener.port;
   const status = await new Promise<number | string>((resolve) => {
     const req = request({ host, port, path, method: 'GET', rejectUnauthorized: false, timeout: timeoutMs }, (res) => {
       res.resume();

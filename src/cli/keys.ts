@@ -1,7 +1,7 @@
 // `leadpost keys …`: manage API keys in the event store the service reads. Usage is checked before
 // the store is opened, so a typo never creates a data dir or waits on a server.
 import { parseArgs } from 'node:util';
-import { loadConfig, routingFilePath } from '../config.js';
+import { ConfigError, keyRotationGraceSeconds, loadConfig, routingFilePath } from '../config.js';
 import { type EventStore, openEventStore } from '../event-store/index.js';
 import {
   formatKey,
@@ -12,7 +12,6 @@ import {
   KeyCommandError,
   type KeyRecord,
   keyStatus,
-  MAX_GRACE_SECONDS,
   newKeyMaterial,
   revokeKey,
   ROLES,
@@ -40,8 +39,6 @@ commands:
 A new key is printed once and never again: only a hash of it is stored.
 Running services pick up every change within a second.
 `;
-
-const DEFAULT_GRACE_SECONDS = 86_400;
 
 type Command =
   | { readonly kind: 'help' }
@@ -80,6 +77,8 @@ export async function runKeysCommand(args: string[], io: CliIo = { out: process.
     await execute(command, store, io);
     return 0;
   } catch (error) {
+    // A bad variable is reported as serve reports it, by the CLI's entry point.
+    if (error instanceof ConfigError) throw error;
     io.err.write(`leadpost keys: ${error instanceof Error ? error.message : String(error)}\n`);
     return error instanceof KeyCommandError && error.kind === 'invalid' ? 2 : 1;
   } finally {
@@ -152,12 +151,14 @@ function keyId(text: string): string {
   return text;
 }
 
+// Read where serve reads it, so that both refuse a bad value in the same words; here, before the
+// store is opened, as bad usage (exit 2) like a bad --grace.
 function grace(flag: string | undefined, env: NodeJS.ProcessEnv): number {
-  const [source, text] = flag !== undefined ? ['--grace', flag] : ['KEY_ROTATION_GRACE_SECONDS', env.KEY_ROTATION_GRACE_SECONDS || undefined];
-  if (text === undefined) return DEFAULT_GRACE_SECONDS;
-  const seconds = /^\d{1,9}$/.test(text) ? Number(text) : NaN;
-  if (!(seconds <= MAX_GRACE_SECONDS)) throw new UsageError(`${source} must be a whole number of seconds from 0 to ${MAX_GRACE_SECONDS}`);
-  return seconds;
+  try {
+    return keyRotationGraceSeconds(env, flag);
+  } catch (error) {
+    throw error instanceof ConfigError ? new UsageError(error.message) : error;
+  }
 }
 
 const line = (io: CliIo, text = ''): unknown => io.out.write(`${text}\n`);

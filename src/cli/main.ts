@@ -1,5 +1,4 @@
-import { ConfigError, loadServiceConfig } from '../config.js';
-import { RoutingConfigError } from '../routing/load-config.js';
+import { checkDirectories, loadServiceConfig } from '../config.js';
 import { startService } from '../service.js';
 import { runEventsCommand } from './events.js';
 import { runConsumerCommand, runEraseCommand } from './erase.js';
@@ -30,7 +29,7 @@ commands:
                                           remove the builds older than the previous one
   seal-clear-leads [--json]               once, after upgrading from a release that kept leads' personal
                                           data in clear, with the service stopped: seal it, so it can be erased
-  health [--ready]                        ask the local service for /healthz (/readyz); exit 0 when 200
+  health [--ready] [--timeout MS]         ask the local service for /healthz (/readyz); exit 0 when 200
   help [COMMAND]                          this text, or a command's
 
 \`leadpost <command> --help\` or \`leadpost help <command>\` tells more. Every command reads the
@@ -39,8 +38,53 @@ serve --help\` lists the rest).`;
 
 const SHUTDOWN_LIMIT_MS = 9_500;
 
+/**
+ * The exit status of a command whose reader went away (`leadpost keys list | head -1`): 141, that
+ * is 128 + SIGPIPE, what a Unix tool killed by SIGPIPE exits with. Not 0: the output was cut short
+ * (a new key may have been printed to no one), and a script with `set -o pipefail` should see that,
+ * as it sees it for `yes | head -1`; a shell without pipefail ignores it, as for any tool.
+ */
+const CUT_SHORT = 141;
+
+/** Set by the first write that failed: CUT_SHORT for a reader gone, 1 for any other failure. */
+let outputLost: number | undefined;
+
+/**
+ * Node ignores SIGPIPE, so a write to a closed pipe fails with EPIPE, as an 'error' event that
+ * nothing handled: a stack trace. Handled here for every command at once. From the first failed
+ * write on, the command writes to no one, quietly (a destroyed stream drops later writes without
+ * another event), and still finishes what it was doing: an erasure, a key change or a replay
+ * stopped half-way would be worse than output no one reads.
+ */
+function stopQuietlyWhenOutputIsLost(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (outputLost === undefined && error.code !== 'EPIPE' && stream === process.stdout) {
+        process.stderr.write(`leadpost: cannot write the output (${error.code ?? error.message})\n`);
+      }
+      outputLost ??= error.code === 'EPIPE' ? CUT_SHORT : 1;
+      // Also after main has returned: the last writes may fail only then.
+      process.exitCode = outputLost;
+    });
+  }
+}
+
 /** Runs one CLI command; resolves to the process exit code. */
 export async function main(args: string[]): Promise<number> {
+  stopQuietlyWhenOutputIsLost();
+  let code: number;
+  try {
+    code = await run(args);
+  } catch (error) {
+    // A bad setting (ConfigError, from whichever command read it), a bad routing file, a port taken:
+    // the operator's to fix, so one line saying which, without a stack trace.
+    console.error(`leadpost: ${error instanceof Error ? error.message : String(error)}`);
+    code = 1;
+  }
+  return outputLost ?? code;
+}
+
+async function run(args: string[]): Promise<number> {
   const [command] = args;
   switch (command) {
     case 'serve':
@@ -61,7 +105,7 @@ export async function main(args: string[]): Promise<number> {
       return runHealthCommand(args.slice(1));
     case 'help':
       // `leadpost help keys` is `leadpost keys --help`.
-      return args[1] && args[1] !== 'help' ? main([args[1], '--help']) : (console.log(USAGE), 0);
+      return args[1] && args[1] !== 'help' ? run([args[1], '--help']) : (console.log(USAGE), 0);
     case '--help':
     case '-h':
       console.log(USAGE);
@@ -108,17 +152,10 @@ async function serve(args: string[]): Promise<number> {
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
-  let service;
-  try {
-    service = await startService(loadServiceConfig(env));
-  } catch (error) {
-    // A bad setting or routing file is the operator's to fix: say which, without a stack trace.
-    if (error instanceof ConfigError || error instanceof RoutingConfigError) {
-      console.error(`leadpost: ${error.message}`);
-      return 1;
-    }
-    throw error;
-  }
+  const config = loadServiceConfig(env);
+  // Before anything makes the data dir: one that cannot be made is a bad setting like any other.
+  checkDirectories(config);
+  const service = await startService(config);
   await stopped;
   await service.close();
   return 0;

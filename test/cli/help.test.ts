@@ -71,7 +71,7 @@ describe('leadpost help', function () {
       'MONGODB_URL must start with mongodb: or mongodb+srv://',
       "RATE_LIMIT_PER_SECOND must be a whole number from 0 to 1000000, not '-1'",
       "PORT must be a whole number from 0 to 65535, not 'eighty'",
-      'CERTIFICATE_HOSTS must be a comma-separated list of host names',
+      "CERTIFICATE_HOSTS must be a comma-separated list of host names, not ','",
       "READY_MAX_LAG_SECONDS must be a whole number from 1 to 86400, not '0'",
       "LOG_LEVEL must be one of trace, debug, info, warn, error, fatal or silent, not 'loud'",
       'TLS_CERT_FILE and TLS_KEY_FILE must be given together',
@@ -87,7 +87,7 @@ describe('leadpost help', function () {
       const port = (taken.address() as AddressInfo).port;
       const result = await cli(['serve'], { LEADPOST_DATA_DIR: dir.path, HOST: '127.0.0.1', PORT: String(port), HTTP_PORT: '0' });
       expect(result.code).to.equal(1);
-      expect(result.stderr.trim()).to.equal(`cannot listen on 127.0.0.1, port ${port} (EADDRINUSE): check HOST, PORT and HTTP_PORT`);
+      expect(result.stderr.trim()).to.equal(`leadpost: cannot listen on 127.0.0.1, port ${port} (EADDRINUSE): check HOST, PORT and HTTP_PORT`);
     } finally {
       taken.close();
       dir.remove();

@@ -1,12 +1,30 @@
 import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, loadServiceConfig } from '../../src/config.js';
+import { ConfigError, checkDirectories, loadServiceConfig } from '../../src/config.js';
 import { runChild } from '../support/child.js';
+import { tempDir } from '../support/tmp.js';
 
 // The variables of the lead checks are checked at start like every other: a bad value stops
 // `leadpost serve` with a line naming it, instead of rejecting (or passing) every lead later.
 
 const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
+
+/**
+ * `leadpost serve` that ought to refuse to start: stopped as soon as it listens after all, or after
+ * 30 s (a data dir under /proc once made it spin for ever).
+ */
+async function serveRefused(env: Record<string, string>) {
+  const child = runChild(['serve'], { PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', ...env }, { script: BIN });
+  const deadline = setTimeout(() => child.process.kill('SIGKILL'), 30_000);
+  child.until('{', 1).then(() => child.process.kill('SIGKILL'), () => {});
+  try {
+    return await child;
+  } finally {
+    clearTimeout(deadline);
+  }
+}
 
 function problem(env: Record<string, string>): string {
   try {
@@ -34,10 +52,16 @@ describe('configuration of the lead checks', function () {
     });
   });
 
+  describe('CERTIFICATE_HOSTS', function () {
+    it('refuses a list without a host, set to nothing included; unset, it is the TrustedForm hosts', function () {
+      expect(loadServiceConfig({}).certificateHosts).to.deep.equal(['cert.trustedform.com', 'ping.trustedform.com']);
+      for (const empty of ['', ',', ' , ']) expect(problem({ CERTIFICATE_HOSTS: empty })).to.contain('CERTIFICATE_HOSTS must be a comma-separated list of host names');
+    });
+  });
+
   describe('PHONE_REGIONS', function () {
     it('is the US, Canada and the US territories of the North American numbering plan by default', function () {
       expect(loadServiceConfig({}).phoneRegions).to.deep.equal(['US', 'CA', 'PR', 'VI', 'GU', 'AS', 'MP']);
-      expect(loadServiceConfig({ PHONE_REGIONS: '' }).phoneRegions).to.deep.equal(['US', 'CA', 'PR', 'VI', 'GU', 'AS', 'MP']);
     });
 
     it('takes a comma-separated list of region codes, in any case, once each', function () {
@@ -46,10 +70,37 @@ describe('configuration of the lead checks', function () {
     });
 
     it('refuses an empty list, or codes libphonenumber does not know, naming the variable and the bad codes', function () {
-      expect(problem({ PHONE_REGIONS: ' , ' })).to.contain('PHONE_REGIONS must be a comma-separated list of ISO 3166 region codes (e.g. US,CA)');
+      expect(problem({ PHONE_REGIONS: ' , ' })).to.contain("PHONE_REGIONS must be a comma-separated list of ISO 3166 region codes (e.g. US,CA), not ' , '");
+      // Set, even to nothing, it is a list: an empty one would make every mobile invalid.
+      expect(problem({ PHONE_REGIONS: '' })).to.contain("PHONE_REGIONS must be a comma-separated list of ISO 3166 region codes (e.g. US,CA), not ''");
+      expect(problem({ PHONE_REGIONS: ',' })).to.contain("PHONE_REGIONS must be a comma-separated list of ISO 3166 region codes (e.g. US,CA), not ','");
       expect(problem({ PHONE_REGIONS: 'US,XX,usa,1' })).to.contain("PHONE_REGIONS must be a comma-separated list of ISO 3166 region codes (e.g. US,CA), not 'XX', 'USA', '1'");
       expect(problem({ PHONE_REGIONS: '001' })).to.contain("not '001'");
     });
+
+    it('set empty, it stops leadpost serve (it once started with the default regions)', async function () {
+      this.timeout(60_000);
+      const dir = tempDir('regions');
+      try {
+        const results = await Promise.all(['', ','].map((value) => serveRefused({ LEADPOST_DATA_DIR: dir.path, PHONE_REGIONS: value })));
+        ['', ','].forEach((value, i) => {
+          expect([results[i]!.code, results[i]!.signal], results[i]!.stderr).to.deep.equal([1, null]);
+          expect(results[i]!.stderr.trim().split('\n')).to.deep.equal([
+            'leadpost: invalid configuration:',
+            `  PHONE_REGIONS must be a comma-separated list of ISO 3166 region codes (e.g. US,CA), not '${value}'`,
+          ]);
+        });
+      } finally {
+        dir.remove();
+      }
+    });
+  });
+
+  it('a bad value is echoed short and on one line, whatever was set', function () {
+    expect(problem({ PHONE_REGIONS: 'US,X\nY' })).to.contain("not 'X?Y'");
+    const long = problem({ PORT: '9'.repeat(500) });
+    expect(long).to.contain(`PORT must be a whole number from 0 to 65535, not '${'9'.repeat(79)}…'`);
+    expect(long.split('\n')).to.have.length(2);
   });
 
   it('leadpost serve stops with exit 1 and a line naming each bad variable', async function () {
@@ -97,5 +148,88 @@ describe('LEADPOST_ROLES and serve --roles', function () {
     expect(equals.stderr).to.contain("not 'projector,x'");
     expect(other.code).to.equal(2);
     expect(other.stderr).to.contain('serve takes only --roles LIST');
+  });
+});
+
+describe('KEY_ROTATION_GRACE_SECONDS', function () {
+  this.timeout(60_000);
+  const MESSAGE = 'KEY_ROTATION_GRACE_SECONDS must be a whole number of seconds from 0 to 31536000';
+
+  it('is 86400 when unset or empty, any whole number of seconds up to a year when set', function () {
+    expect(loadServiceConfig({}).keyRotationGraceSeconds).to.equal(86_400);
+    expect(loadServiceConfig({ KEY_ROTATION_GRACE_SECONDS: '' }).keyRotationGraceSeconds).to.equal(86_400);
+    expect(loadServiceConfig({ KEY_ROTATION_GRACE_SECONDS: '0' }).keyRotationGraceSeconds).to.equal(0);
+    expect(loadServiceConfig({ KEY_ROTATION_GRACE_SECONDS: '31536000' }).keyRotationGraceSeconds).to.equal(31_536_000);
+    for (const value of ['abc', '-1', '1.5', '31536001']) expect(problem({ KEY_ROTATION_GRACE_SECONDS: value }), value).to.contain(`${MESSAGE}, not '${value}'`);
+  });
+
+  it('a bad one stops leadpost serve at start, in the words `keys rotate` refuses it with', async function () {
+    const dir = tempDir('grace');
+    try {
+      for (const value of ['abc', '-1', '1.5']) {
+        const env = { LEADPOST_DATA_DIR: dir.path, KEY_ROTATION_GRACE_SECONDS: value };
+        const [served, rotated] = await Promise.all([serveRefused(env), runChild(['keys', 'rotate', 'aaaaaaaaaaaa'], env, { script: BIN })]);
+        expect(served.code, served.stderr).to.equal(1);
+        expect(served.stderr.trim().split('\n')).to.deep.equal(['leadpost: invalid configuration:', `  ${MESSAGE}, not '${value}'`]);
+        expect(rotated.code, rotated.stderr).to.equal(2);
+        expect(rotated.stderr).to.contain(`${MESSAGE}, not '${value}'`);
+      }
+    } finally {
+      dir.remove();
+    }
+  });
+});
+
+describe('where serve keeps its files', function () {
+  this.timeout(60_000);
+  let dir: ReturnType<typeof tempDir>;
+  beforeEach(() => (dir = tempDir('data-dir')));
+  afterEach(() => dir.remove());
+
+  const refused = (result: { code: number | null; signal: string | null; stderr: string }) => {
+    expect([result.code, result.signal], result.stderr).to.deep.equal([1, null]);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines[0]).to.equal('leadpost: invalid configuration:');
+    expect(lines, result.stderr).to.have.length(2);
+    expect(result.stderr).to.not.contain('    at ');
+    return lines[1]!.trim();
+  };
+
+  it('a data dir that cannot be created stops start-up with one line naming LEADPOST_DATA_DIR, never a hang', async function () {
+    const file = join(dir.path, 'a-file');
+    writeFileSync(file, '');
+    const cases: Array<[string, RegExp]> = [
+      ['/proc/nope', /^LEADPOST_DATA_DIR must be a directory this process can create or write, not '\/proc\/nope' \(\/proc is a kernel filesystem, proc, that keeps no files\)$/],
+      ['/sys/nope', /^LEADPOST_DATA_DIR must be a directory this process can create or write, not '\/sys\/nope' \(\/sys is a kernel filesystem, sysfs, that keeps no files\)$/],
+      [file, /^LEADPOST_DATA_DIR must be a directory this process can create or write, not '.*a-file' \(it is not a directory\)$/],
+      [join(file, 'data'), /^LEADPOST_DATA_DIR must be a directory this process can create or write, not '.*a-file\/data' \(.*a-file is not a directory\)$/],
+    ];
+    const results = await Promise.all(cases.map(([dataDir]) => serveRefused({ LEADPOST_DATA_DIR: dataDir })));
+    cases.forEach(([, line], i) => expect(refused(results[i]!)).to.match(line));
+  });
+
+  it('unused, the data dir is not checked: every store on a server, the master key and the certificate elsewhere', function () {
+    const key = join(dir.path, 'master.key');
+    writeFileSync(key, Buffer.alloc(32), { mode: 0o600 });
+    const servers = { EVENTSTORE_URL: 'esdb://localhost:2113', MONGODB_URL: 'mongodb://localhost:27017/x', LEADPOST_MASTER_KEY_FILE: key };
+    expect(() => checkDirectories(loadServiceConfig({ ...servers, LEADPOST_DATA_DIR: '/proc/nope', TLS_CERT_FILE: key, TLS_KEY_FILE: key }))).to.not.throw();
+    // The self-signed certificate is kept in it.
+    expect(() => checkDirectories(loadServiceConfig({ ...servers, LEADPOST_DATA_DIR: '/proc/nope' }))).to.throw(ConfigError, 'LEADPOST_DATA_DIR');
+  });
+
+  it('a master key file whose directory cannot be created is named as LEADPOST_MASTER_KEY_FILE', async function () {
+    const result = await serveRefused({ LEADPOST_DATA_DIR: dir.path, LEADPOST_MASTER_KEY_FILE: '/proc/nope/master.key' });
+    expect(refused(result)).to.equal("LEADPOST_MASTER_KEY_FILE must be a file this process can create or read, not '/proc/nope/master.key' (/proc is a kernel filesystem, proc, that keeps no files)");
+  });
+
+  it('a TLS file that cannot be read stops start-up with one line naming it', async function () {
+    const missing = join(dir.path, 'missing.pem');
+    const result = await serveRefused({ LEADPOST_DATA_DIR: dir.path, TLS_CERT_FILE: missing, TLS_KEY_FILE: missing });
+    const lines = result.stderr.trim().split('\n');
+    expect([result.code, lines[0]], result.stderr).to.deep.equal([1, 'leadpost: invalid configuration:']);
+    expect(lines.slice(1).map((line) => line.trim())).to.deep.equal([
+      `TLS_CERT_FILE must be a file this process can read, not '${missing}' (ENOENT)`,
+      `TLS_KEY_FILE must be a file this process can read, not '${missing}' (ENOENT)`,
+    ]);
   });
 });
