@@ -279,7 +279,11 @@ describe('reliability: security', function () {
     });
 
     it("GET /functions/reports/summary (JSON and CSV, any grouping) holds only the caller's own leads", async function () {
-      for (const query of ['group_by=supplier', 'group_by=sid,s1,state,buyer', 'group_by=day&test=include', 'group_by=sid&supplier=sup-a']) {
+      // A supplier= parameter is no filter of a report: refused by name, revealing nothing.
+      const filtered = await get('/functions/reports/summary?group_by=sid&supplier=sup-a', k.supB!);
+      expect([filtered.status, filtered.body.errors]).to.deep.equal([422, [{ field: 'supplier', code: 'unknown_field', message: 'supplier is not a parameter of this list' }]]);
+      expect(filtered.text).to.not.include('sid-of-a');
+      for (const query of ['group_by=supplier', 'group_by=sid,s1,state,buyer', 'group_by=day&test=include']) {
         const reply = await get(`/functions/reports/summary?${query}`, k.supB!);
         expect(reply.status, query).to.equal(200);
         const received = ((reply.body.items ?? []) as Array<{ received: number }>).reduce((n, row) => n + row.received, 0);
