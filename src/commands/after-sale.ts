@@ -49,7 +49,7 @@ function actingBuyer(principal: AfterSaleRequest['principal'], sale: SaleState):
 
 export class AfterSaleError extends Error {
   constructor(
-    readonly code: 'NOT_FOUND' | 'FORBIDDEN' | 'INVALID' | 'RETURN_WINDOW_CLOSED' | 'ALREADY_RETURNED' | 'DELIVERY_CANCELLED',
+    readonly code: 'NOT_FOUND' | 'FORBIDDEN' | 'INVALID' | 'RETURN_WINDOW_CLOSED' | 'ALREADY_RETURNED' | 'DELIVERY_CANCELLED' | 'NOT_PULLED',
     readonly errors?: FieldError[],
   ) {
     super(code);
@@ -57,8 +57,9 @@ export class AfterSaleError extends Error {
 }
 
 /** POST /functions/deliveries/{id}/ack: the buyer has pulled the lead. Idempotent. */
-export async function acknowledgeDelivery(store: EventStore, request: AfterSaleRequest, leadId: number): Promise<{ delivered_at: string }> {
-  const { state } = await handleCommand(store, leadStream(leadId), afterSaleDecider, { type: 'AcknowledgeDelivery', leadId, request }, { metadata: metadataFor(request) });
+export async function acknowledgeDelivery(store: EventStore, routing: LoadedRoutingConfig, request: AfterSaleRequest, leadId: number): Promise<{ delivered_at: string }> {
+  const command: AfterSaleCommand = { type: 'AcknowledgeDelivery', leadId, request, routing };
+  const { state } = await handleCommand(store, leadStream(leadId), afterSaleDecider, command, { metadata: metadataFor(request) });
   return { delivered_at: state.delivered!.at };
 }
 
@@ -69,7 +70,15 @@ export const FEEDBACK_SCHEMA = {
   required: ['type'],
   properties: {
     type: { type: 'string', enum: ['return', 'conversion', 'contacted'] },
-    reason: { type: 'string', minLength: 1, maxLength: 64, description: "For a return: one of the buyer's return_reasons." },
+    // A code, as a return reason is, never free text: analysts read feedback, and a sentence could
+    // carry a consumer's name or number to readers who may never see them.
+    reason: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 64,
+      pattern: '^[a-z][a-z0-9_]*$',
+      description: "A snake_case code: for a return, one of the buyer's return_reasons; for a conversion or a contact, the buyer's own (e.g. policy_bound).",
+    },
   },
 } as const;
 
@@ -107,6 +116,8 @@ function feedbackFieldError(field: string, error: { keyword: string; params: unk
       return { field, code: 'too_short', message: `${field} must not be empty` };
     case 'maxLength':
       return { field, code: 'too_long', message: `${field} must be at most ${limit} characters` };
+    case 'pattern':
+      return { field, code: 'invalid_format', message: `${field} must be a snake_case code of lowercase letters, digits and underscores, starting with a letter` };
     default:
       return { field, code: 'invalid_value', message: `${field} is not valid` };
   }
@@ -126,7 +137,13 @@ export async function recordFeedback(
 }
 
 export type AfterSaleCommand =
-  | { readonly type: 'AcknowledgeDelivery'; readonly leadId: number; readonly request: AfterSaleRequest }
+  | {
+      readonly type: 'AcknowledgeDelivery';
+      readonly leadId: number;
+      readonly request: AfterSaleRequest;
+      /** The routing file in force: whether the buyer pulls its leads. */
+      readonly routing: LoadedRoutingConfig;
+    }
   | {
       readonly type: 'RecordFeedback';
       readonly leadId: number;
@@ -164,6 +181,9 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
     if (buyer === null) throw new AfterSaleError('NOT_FOUND');
     const lead_id = command.leadId;
     if (command.type === 'AcknowledgeDelivery') {
+      // A webhook buyer's lead is delivered by the worker: an ack would stop its retries and count
+      // as delivered a lead the buyer may never have received.
+      if (command.routing.buyers.find((b) => b.id === buyer)?.delivery.kind === 'webhook') throw new AfterSaleError('NOT_PULLED');
       if (sale.delivered) return [];
       // A cancelled delivery stays cancelled: the lead the buyer would acknowledge has no personal
       // data left, and marking it delivered would count a delivery that was never made.

@@ -32,7 +32,7 @@ export function registerAfterSaleRoutes(router: Router<ShellState>, lookup: Auth
     if (principal.role !== 'buyer' && principal.role !== 'admin') throw new ShellError('FORBIDDEN');
     const id = ctx.params.lead_id ?? '';
     if (!LEAD_ID.test(id)) throw new ShellError('NOT_FOUND');
-    const { delivered_at } = await asShellError(() => acknowledgeDelivery(deps.events, { principal, traceId: ctx.state.traceId, now: deps.now() }, Number(id)));
+    const { delivered_at } = await asShellError(() => acknowledgeDelivery(deps.events, deps.routing(), { principal, traceId: ctx.state.traceId, now: deps.now() }, Number(id)));
     ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'Delivery acknowledged.', delivery: { lead_id: Number(id), status: 'delivered', delivered_at } };
   });
 

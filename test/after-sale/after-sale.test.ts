@@ -9,6 +9,8 @@ const routing = {
   buyers: [
     { id: 'puller', price: 30, states: ['CA'], delivery: { kind: 'pull' }, return_window_days: 3, return_reasons: ['bad_phone', 'fraud'] },
     { id: 'other', price: 20, states: ['NY'] },
+    // Nothing listens there: its one attempt fails, and the lead stays the worker's to deliver.
+    { id: 'hooked', price: 25, states: ['NV'], delivery: { kind: 'webhook', url: 'https://127.0.0.1:1/leads', max_attempts: 1 } },
   ],
   buckets: [{ id: 'unsold', default: true }, { id: 'unsold-tx', states: ['TX'] }],
 };
@@ -25,6 +27,7 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
     keys.other = await svc.key('buyer', 'other');
     keys.analyst = await svc.key('analyst', 'ann');
     keys.admin = await svc.key('admin', 'root');
+    keys.hooked = await svc.key('buyer', 'hooked');
   });
   after(async () => svc.stop());
 
@@ -39,6 +42,16 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
   const get = (path: string, key: string) => svc.request('GET', path, { 'x-api-key': key });
 
   describe('pull delivery', function () {
+    it("a webhook buyer's lead is not acknowledged: 409 NOT_PULLED, nothing recorded (an ack would stop its retries)", async function () {
+      const leadId = await sell({ accident_state: 'NV', zip: '89101' });
+      for (const key of [keys.hooked!, keys.admin!]) {
+        const reply = await ack(leadId, key);
+        expect([reply.status, reply.body.code]).to.deep.equal([409, 'NOT_PULLED']);
+      }
+      const events = await svc.service.store.readStream(`lead-${leadId}`);
+      expect(events.filter((e) => e.type === 'LeadDelivered')).to.have.length(0);
+    });
+
     it('a pull buyer lists its pending leads with their consumer fields, acks one, and it is delivered', async function () {
       const leadId = await sell();
       await settled();
@@ -124,7 +137,7 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
       const conversion = await feedback(leadId, keys.puller!, { type: 'conversion' });
       expect(conversion.status).to.equal(201);
       expect(conversion.body.feedback).to.deep.include({ lead_id: leadId, buyer: 'puller', type: 'conversion', reason: null });
-      expect((await feedback(leadId, keys.puller!, { type: 'contacted', reason: 'called twice' })).status).to.equal(201);
+      expect((await feedback(leadId, keys.puller!, { type: 'contacted', reason: 'called_twice' })).status).to.equal(201);
       await settled();
       const forSupplier = await get('/functions/feedback?type=conversion', keys.supplier!);
       expect((forSupplier.body.items as Array<Record<string, unknown>>).find((f) => f.lead_id === leadId)).to.include({ type: 'conversion', buyer: 'puller' });
@@ -191,6 +204,8 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
         [{ type: 'return', reason: 'r'.repeat(5000) }, { field: 'reason', code: 'too_long', message: 'reason must be at most 64 characters' }],
         [{ type: 'return', reason: '' }, { field: 'reason', code: 'too_short', message: 'reason must not be empty' }],
         [{}, { field: 'type', code: 'required', message: 'type is required' }],
+        // Free text could carry a consumer's name or number to analysts: a reason is a code.
+        [{ type: 'conversion', reason: 'called Ann at 2135550199' }, { field: 'reason', code: 'invalid_format', message: 'reason must be a snake_case code of lowercase letters, digits and underscores, starting with a letter' }],
       ] as const) {
         const reply = await feedback(leadId, keys.puller!, body);
         expect([reply.status, reply.body.errors], JSON.stringify(body).slice(0, 40)).to.deep.equal([422, [error]]);

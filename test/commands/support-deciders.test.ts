@@ -141,7 +141,8 @@ describe('delivery decider', () => {
 describe('after-sale decider (acknowledgements, feedback, returns)', () => {
   const { given } = deciderSpec(afterSaleDecider);
   const request = (role: string, name: string, nowMs = 1000): AfterSaleRequest => ({ principal: { role, name, keyId: 'k9' }, traceId: 't'.repeat(32), now: at(nowMs) });
-  const routing = { buyers: [{ id: 'hook-buyer', return_reasons: ['bad_phone'], return_window_days: 7 }] } as unknown as LoadedRoutingConfig;
+  const routing = { buyers: [{ id: 'hook-buyer', return_reasons: ['bad_phone'], return_window_days: 7, delivery: { kind: 'pull' } }] } as unknown as LoadedRoutingConfig;
+  const byWebhook = { buyers: [{ id: 'hook-buyer', delivery: { kind: 'webhook', url: 'https://buyer.example/leads' } }] } as unknown as LoadedRoutingConfig;
   const feedback = (type: string, reason?: string, nowMs = 1000) => ({
     type: 'RecordFeedback' as const, leadId: 7, request: request('buyer', 'hook-buyer', nowMs), routing, body: reason ? { type, reason } : { type },
   });
@@ -151,13 +152,17 @@ describe('after-sale decider (acknowledgements, feedback, returns)', () => {
   });
 
   it('the buyer acknowledges a pulled lead once', async () => {
-    const ack = { type: 'AcknowledgeDelivery' as const, leadId: 7, request: request('buyer', 'hook-buyer') };
+    const ack = { type: 'AcknowledgeDelivery' as const, leadId: 7, request: request('buyer', 'hook-buyer'), routing };
     const ackd: LeadEvent = { type: 'LeadDelivered', data: { lead_id: 7, buyer: 'hook-buyer', via: 'pull', attempt: 1, status: null, latency_ms: null, delivered_at: at(1000).toISOString() } };
     await given(...saleEvents).when(ack).then([ackd]);
     await given(...saleEvents, ackd).when(ack).thenNothing();
   });
+  it("a webhook buyer's lead is not acknowledged, not even by an admin: the worker delivers it", async () => {
+    await given(...saleEvents).when({ type: 'AcknowledgeDelivery', leadId: 7, request: request('buyer', 'hook-buyer'), routing: byWebhook }).thenThrows(code('NOT_PULLED'));
+    await given(...saleEvents).when({ type: 'AcknowledgeDelivery', leadId: 7, request: request('admin', 'root'), routing: byWebhook }).thenThrows(code('NOT_PULLED'));
+  });
   it('another buyer, a supplier or an unsold lead: not found or forbidden', async () => {
-    await given(...saleEvents).when({ type: 'AcknowledgeDelivery', leadId: 7, request: request('buyer', 'other') }).thenThrows(code('NOT_FOUND'));
+    await given(...saleEvents).when({ type: 'AcknowledgeDelivery', leadId: 7, request: request('buyer', 'other'), routing }).thenThrows(code('NOT_FOUND'));
     await given(received).when(feedback('conversion')).thenThrows(code('NOT_FOUND'));
     await given(...saleEvents).when({ ...feedback('conversion'), request: request('supplier', 'sup-1') }).thenThrows(code('FORBIDDEN'));
   });
