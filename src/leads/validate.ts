@@ -49,6 +49,8 @@ const PRE_NORMALISE: Readonly<Record<string, (value: string) => string>> = {
   },
   certificate_url: (value) => value.trim(),
   sid: (value) => value.trim(),
+  // A click id with a stray blank would count apart from itself in a report by s1.
+  s1: (value) => value.trim(),
 };
 
 const MESSAGES: Readonly<Record<string, string>> = {

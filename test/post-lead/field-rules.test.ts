@@ -73,6 +73,7 @@ const GOOD: Good[] = [
   { title: 'zip 90210', set: { zip: '90210' }, expect: { zip: '90210', zip4: null } },
   { title: 'zip 90210-1234 → zip + zip4', set: { zip: '90210-1234' }, expect: { zip: '90210', zip4: '1234' } },
   { title: 'zip trimmed', set: { zip: ' 10001 ' }, expect: { zip: '10001', zip4: null } },
+  { title: 's1 "  click-9 " → click-9 (trimmed, so a report by s1 counts it with the others)', set: { s1: '  click-9 ' }, expect: { s1: 'click-9' } },
   // accident_state
   { title: 'accident_state ca → CA', set: { accident_state: 'ca' }, expect: { accident_state: 'CA' } },
   { title: 'accident_state California → CA', set: { accident_state: 'California' }, expect: { accident_state: 'CA' } },
