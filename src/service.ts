@@ -18,6 +18,7 @@ import { type PersonalDataKeys, openPersonalDataKeys } from './personal-data/ind
 import { ContactHashes, idempotencyNames } from './personal-data/contact-hashes.js';
 import { createApp, createOpsApp } from './http/app.js';
 import { createLogger } from './http/logger.js';
+import { warnOfUnsetSecrets } from './routing/unset-secrets.js';
 import { startServers } from './http/server.js';
 import { loadOrCreateTls } from './http/tls.js';
 import { KeyRing } from './keys/key-ring.js';
@@ -88,6 +89,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const logger = overrides.logger ?? createLogger();
   const roles = config.roles;
   const routing = loadRoutingConfig(config.routingFile);
+  warnOfUnsetSecrets(routing, process.env, logger);
   const tls = await loadOrCreateTls({ dataDir: config.dataDir, certFile: config.tlsCertFile, keyFile: config.tlsKeyFile });
   // One head read for every projection's status (a scrape or a readiness probe asks for all of them).
   const projectionStatuses = async () => projections.statuses(await store.headPosition());

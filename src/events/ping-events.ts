@@ -34,10 +34,10 @@ export interface PingBid {
   readonly kind: 'static' | 'webhook';
   /**
    * `bid`: it bid `amount`; `no_bid`: it answered null; `ineligible`: its filters, caps or hours
-   * ruled it out, so it was not asked; `below_min_bid`, `invalid`: it answered, and the answer was
-   * ignored; `timeout`, `error`: no usable answer in time.
+   * ruled it out, so it was not asked; `below_min_bid`, `above_max_bid`, `invalid`: it answered,
+   * and the answer was ignored; `timeout`, `error`: no usable answer in time.
    */
-  readonly result: 'bid' | 'no_bid' | 'ineligible' | 'below_min_bid' | 'invalid' | 'timeout' | 'error';
+  readonly result: 'bid' | 'no_bid' | 'ineligible' | 'below_min_bid' | 'above_max_bid' | 'invalid' | 'timeout' | 'error';
   /** The amount it answered (null when it did not bid or the answer was no number). */
   readonly amount: number | null;
   /** Milliseconds until its answer (null when it was not asked). */

@@ -44,7 +44,7 @@ export const LEAD_SCHEMA = {
     ping_id: {
       type: 'string',
       pattern: '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
-      description: 'The ping_id a ping answered with: the lead is sold to that ping\'s winning bid (zip, accident_state and sid must be the ping\'s).',
+      description: 'The ping_id a ping answered with: the lead is sold to that ping\'s winning bid (zip, accident_state, sid and test must be the ping\'s).',
     },
   },
 } as const;

@@ -1,7 +1,7 @@
 // Turns a routing file into the list of everything wrong with it, each problem tied to the field an
 // operator has to edit. Everything is reported in one go so a broken deploy takes one fix, not ten.
 import type { ErrorObject } from 'ajv';
-import { validateRoutingFile } from './config-schema.js';
+import { DEFAULTS, validateRoutingFile } from './config-schema.js';
 
 export interface ConfigProblem {
   /** `buyers[1].caps[0].tz`; empty for a problem with the file as a whole. */
@@ -14,7 +14,7 @@ type Json = Record<string, unknown>;
 export function findProblems(json: unknown): ConfigProblem[] {
   const problems = validateRoutingFile(json) ? [] : (validateRoutingFile.errors ?? []).map(describe);
   problems.push(...nullFields(json, ''), ...duplicateIds(json, 'buyers', 'buyer'), ...duplicateIds(json, 'buckets', 'bucket'));
-  problems.push(...bucketDefaults(json), ...emptyWindows(json));
+  problems.push(...bucketDefaults(json), ...emptyWindows(json), ...repeatedCapPeriods(json), ...bidCeilings(json));
   return firstPerField(problems);
 }
 
@@ -123,5 +123,40 @@ function emptyWindows(json: unknown): ConfigProblem[] {
     const hours = buyer.hours;
     const empty = isObject(hours) && typeof hours.start === 'string' && hours.start === hours.end;
     return empty ? [{ path: `buyers[${i}].hours.end`, message: `must differ from start ${show(hours.start)} (use 00:00-24:00 for the whole day)` }] : [];
+  });
+}
+
+// Two caps of one period in one zone count the same sales over the same window: the lower max
+// always decides and the other reads as if it counted. (In two zones they are two windows, each
+// counted on its own, and both can bind.)
+function repeatedCapPeriods(json: unknown): ConfigProblem[] {
+  return entries(json, 'buyers').flatMap(([i, buyer]) => {
+    const first = new Map<string, number>();
+    return entries(buyer, 'caps').flatMap(([j, cap]): ConfigProblem[] => {
+      if (typeof cap.period !== 'string') return [];
+      const tz = typeof cap.tz === 'string' ? cap.tz : DEFAULTS.cap_tz;
+      const window = `${cap.period} ${tz}`;
+      const earlier = first.get(window);
+      if (earlier === undefined) {
+        first.set(window, j);
+        return [];
+      }
+      return [{ path: `buyers[${i}].caps[${j}].period`, message: `a second ${show(cap.period)} cap in ${show(tz)} (also buyers[${i}].caps[${earlier}]); only the lower max would ever count` }];
+    });
+  });
+}
+
+// A webhook bidder's ceiling under the file's floor would refuse every bid it can make: each
+// answer is either below min_bid or above max_bid.
+function bidCeilings(json: unknown): ConfigProblem[] {
+  const minBid = isObject(json) && typeof json.min_bid === 'number' ? json.min_bid : 0;
+  return entries(json, 'buyers').flatMap(([i, buyer]): ConfigProblem[] => {
+    const ping = buyer.ping;
+    if (!isObject(ping) || ping.kind !== 'webhook') return [];
+    const path = `buyers[${i}].ping.max_bid`;
+    if (ping.max_bid === undefined) {
+      return minBid > DEFAULTS.max_bid ? [{ path, message: `is required when min_bid ${show(minBid)} is over the ceiling a bid has without one (${DEFAULTS.max_bid})` }] : [];
+    }
+    return typeof ping.max_bid === 'number' && ping.max_bid < minBid ? [{ path, message: `must be at least min_bid ${show(minBid)}, got ${show(ping.max_bid)}` }] : [];
   });
 }

@@ -28,6 +28,12 @@ export const DEFAULTS = {
   timeout_ms: 5000,
   /** A bid is worth asking for only while the supplier waits: well under a second. */
   ping_timeout_ms: 500,
+  /**
+   * The highest webhook bid taken from a buyer that sets no `max_bid`, in the file's currency: far
+   * above what an accident lead sells for, so it only stops a bidder's mistake (a bid of 1e20, a
+   * price in cents) from selling a lead at it and swamping every report.
+   */
+  max_bid: 10_000,
   max_attempts: 8,
   return_window_days: 7,
   return_reasons: ['bad_phone', 'not_interested', 'duplicate', 'fraud'],
@@ -64,7 +70,7 @@ export type DeliveryEntry = PullDeliveryEntry | WebhookDeliveryEntry;
 /** How a buyer bids on pings: its price (static), or what its endpoint answers (webhook). */
 export type PingEntry =
   | { readonly kind: 'static' }
-  | { readonly kind: 'webhook'; readonly url: string; readonly timeout_ms?: number; readonly secret_env?: string };
+  | { readonly kind: 'webhook'; readonly url: string; readonly timeout_ms?: number; readonly secret_env?: string; readonly max_bid?: number };
 
 interface RequireEntry {
   readonly phone?: Requirement;
@@ -115,6 +121,8 @@ const START = { type: 'string', pattern: '^([01][0-9]|2[0-3]):[0-5][0-9]$', hint
 const END = { type: 'string', pattern: '^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$', hint: 'must be HH:MM (00:00-24:00), got {value}' } as const;
 const INTEGER_0 = { type: 'integer', minimum: 0 } as const;
 const INTEGER_1 = { type: 'integer', minimum: 1 } as const;
+/** An amount of the file's currency: not negative, in whole cents. */
+const AMOUNT = { type: 'number', nullable: true, minimum: 0, multipleOf: 0.01, hint: 'must have at most 2 decimal places, got {value}' } as const;
 
 const STATES = {
   type: 'array', nullable: true, minItems: 1, uniqueItems: true,
@@ -161,6 +169,8 @@ const PING = {
         url: DELIVERY.oneOf[1].properties.url,
         timeout_ms: { ...INTEGER_1, nullable: true, default: DEFAULTS.ping_timeout_ms },
         secret_env: DELIVERY.oneOf[1].properties.secret_env,
+        // A static bidder has none: it bids its price, which the operator wrote in this file.
+        max_bid: AMOUNT,
       },
       required: ['kind', 'url'],
       additionalProperties: false,
@@ -241,7 +251,7 @@ const routingFileSchema = {
     currency: { type: 'string', nullable: true, pattern: '^[A-Z]{3}$', default: DEFAULTS.currency, hint: 'must be an ISO 4217 code of 3 upper-case letters, got {value}' },
     strategy: { type: 'string', nullable: true, enum: STRATEGIES, default: DEFAULTS.strategy, hint: 'must be highest_price, priority or round_robin, got {value}' },
     duplicate_window_days: { ...INTEGER_0, nullable: true, default: DEFAULTS.duplicate_window_days },
-    min_bid: { type: 'number', nullable: true, minimum: 0, multipleOf: 0.01, hint: 'must have at most 2 decimal places, got {value}' },
+    min_bid: AMOUNT,
     buyers: { type: 'array', items: BUYER },
     buckets: { type: 'array', nullable: true, items: BUCKET },
   },

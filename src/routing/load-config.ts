@@ -31,7 +31,14 @@ type Delivery =
 /** How a buyer bids on pings; null: it does not bid. */
 type PingBidding =
   | { readonly kind: 'static' }
-  | { readonly kind: 'webhook'; readonly url: string; readonly timeout_ms: number; readonly secret_env: string | null };
+  | {
+    readonly kind: 'webhook';
+    readonly url: string;
+    readonly timeout_ms: number;
+    readonly secret_env: string | null;
+    /** A bid over this is recorded `above_max_bid`, never sold at (the file's, else DEFAULTS.max_bid). */
+    readonly max_bid: number;
+  };
 
 export interface Buyer {
   readonly id: string;
@@ -167,7 +174,13 @@ function delivery(entry: DeliveryEntry | undefined): Delivery {
 function ping(entry: PingEntry | undefined): PingBidding | null {
   if (!entry) return null;
   if (entry.kind === 'static') return { kind: 'static' };
-  return { kind: 'webhook', url: entry.url, timeout_ms: entry.timeout_ms ?? DEFAULTS.ping_timeout_ms, secret_env: entry.secret_env ?? null };
+  return {
+    kind: 'webhook',
+    url: entry.url,
+    timeout_ms: entry.timeout_ms ?? DEFAULTS.ping_timeout_ms,
+    secret_env: entry.secret_env ?? null,
+    max_bid: entry.max_bid ?? DEFAULTS.max_bid,
+  };
 }
 
 function bucket(entry: BucketEntry): Bucket {

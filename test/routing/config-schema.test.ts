@@ -3,6 +3,7 @@ import { problemsOf } from './fixtures.js';
 
 const buyer = (fields: object) => ({ buyers: [{ id: 'acme-law', price: 42.5, ...fields }] });
 const webhook = (fields: object) => buyer({ delivery: { kind: 'webhook', url: 'https://buyer.example/leads', ...fields } });
+const pingHook = (fields: object) => buyer({ ping: { kind: 'webhook', url: 'https://buyer.example/bids', ...fields } });
 
 interface Rule {
   readonly rule: string;
@@ -43,6 +44,8 @@ const RULES: Rule[] = [
   { rule: 'a cap max is a non-negative integer', good: buyer({ caps: [{ period: 'day', max: 100 }] }), bad: buyer({ caps: [{ period: 'day', max: -1 }] }), error: 'buyers[0].caps[0].max: must be >= 0' },
   { rule: 'a cap max is required', good: buyer({ caps: [{ period: 'day', max: 1 }] }), bad: buyer({ caps: [{ period: 'day' }] }), error: 'buyers[0].caps[0].max: is required' },
   { rule: 'a cap time zone is a real zone', good: buyer({ caps: [{ period: 'day', max: 1, tz: 'Asia/Kolkata' }] }), bad: buyer({ caps: [{ period: 'day', max: 1 }, { period: 'day', max: 1, tz: 'Mars/Olympus' }] }), error: "buyers[0].caps[1].tz: unknown time zone 'Mars/Olympus'" },
+  { rule: 'a buyer has one cap per period and zone', good: buyer({ caps: [{ period: 'day', max: 100 }, { period: 'hour', max: 10 }] }), bad: buyer({ caps: [{ period: 'day', max: 100 }, { period: 'hour', max: 10 }, { period: 'day', max: 50 }] }), error: "buyers[0].caps[2].period: a second 'day' cap in 'UTC' (also buyers[0].caps[0]); only the lower max would ever count" },
+  { rule: 'a cap left without tz is in UTC, for the one-per-period rule too', good: buyer({ caps: [{ period: 'day', max: 100, tz: 'America/Los_Angeles' }, { period: 'day', max: 200 }] }), bad: buyer({ caps: [{ period: 'day', max: 100, tz: 'UTC' }, { period: 'day', max: 200 }] }), error: "buyers[0].caps[1].period: a second 'day' cap in 'UTC' (also buyers[0].caps[0]); only the lower max would ever count" },
   { rule: 'a cap has no other fields', good: buyer({ caps: [{ period: 'day', max: 1 }] }), bad: buyer({ caps: [{ period: 'day', limit: 1, max: 1 }] }), error: 'buyers[0].caps[0].limit: unknown field' },
   { rule: 'hours start is HH:MM', good: buyer({ hours: { tz: 'UTC', start: '00:00', end: '23:59' } }), bad: buyer({ hours: { tz: 'UTC', start: '8:00', end: '18:00' } }), error: "buyers[0].hours.start: must be HH:MM (00:00-23:59), got '8:00'" },
   { rule: 'hours start is before midnight', good: buyer({ hours: { tz: 'UTC', start: '23:00', end: '24:00' } }), bad: buyer({ hours: { tz: 'UTC', start: '24:00', end: '06:00' } }), error: "buyers[0].hours.start: must be HH:MM (00:00-23:59), got '24:00'" },
@@ -59,6 +62,11 @@ const RULES: Rule[] = [
   { rule: 'a webhook timeout is at least 1 ms', good: webhook({ timeout_ms: 1 }), bad: webhook({ timeout_ms: 0 }), error: 'buyers[0].delivery.timeout_ms: must be >= 1' },
   { rule: 'a webhook makes at least one attempt', good: webhook({ max_attempts: 1 }), bad: webhook({ max_attempts: 0 }), error: 'buyers[0].delivery.max_attempts: must be >= 1' },
   { rule: 'a webhook secret_env names a variable', good: webhook({ secret_env: 'ACME_WEBHOOK_SECRET' }), bad: webhook({ secret_env: 'acme-secret' }), error: "buyers[0].delivery.secret_env: must name an environment variable (A-Z 0-9 _), got 'acme-secret'" },
+  { rule: 'a ping max_bid has at most 2 decimals', good: pingHook({ max_bid: 150.25 }), bad: pingHook({ max_bid: 150.001 }), error: 'buyers[0].ping.max_bid: must have at most 2 decimal places, got 150.001' },
+  { rule: 'a ping max_bid is not negative', good: pingHook({ max_bid: 0 }), bad: pingHook({ max_bid: -1 }), error: 'buyers[0].ping.max_bid: must be >= 0' },
+  { rule: 'a static bidder has no max_bid (it bids its price)', good: buyer({ ping: { kind: 'static' } }), bad: buyer({ ping: { kind: 'static', max_bid: 50 } }), error: 'buyers[0].ping.max_bid: unknown field' },
+  { rule: 'a ping max_bid is at least min_bid', good: { min_bid: 5, ...pingHook({ max_bid: 5 }) }, bad: { min_bid: 5, ...pingHook({ max_bid: 4.99 }) }, error: 'buyers[0].ping.max_bid: must be at least min_bid 5, got 4.99' },
+  { rule: 'a min_bid over the 10000 ceiling needs each webhook bidder to set a max_bid', good: { min_bid: 10000.01, ...pingHook({ max_bid: 20000 }) }, bad: { min_bid: 10000.01, ...pingHook({}) }, error: 'buyers[0].ping.max_bid: is required when min_bid 10000.01 is over the ceiling a bid has without one (10000)' },
   { rule: 'return_window_days is not negative', good: buyer({ return_window_days: 0 }), bad: buyer({ return_window_days: -7 }), error: 'buyers[0].return_window_days: must be >= 0' },
   { rule: 'return reasons are snake_case words', good: buyer({ return_reasons: ['wrong_number'] }), bad: buyer({ return_reasons: ['Bad Phone'] }), error: "buyers[0].return_reasons[0]: must be a snake_case word, got 'Bad Phone'" },
   { rule: 'a typo in a buyer is an error', good: buyer({ priority: 1 }), bad: buyer({ priorty: 1 }), error: 'buyers[0].priorty: unknown field' },

@@ -46,6 +46,22 @@ describe('loading the routing file', function () {
       expect(buyer!.delivery).to.deep.equal({ kind: 'webhook', url: 'https://buyer.example/leads', timeout_ms: 5000, max_attempts: 8, secret_env: null });
     });
 
+    it('given webhook bidders with and without max_bid, when loaded, then the one without is capped at 10000 and static bidders have none', function () {
+      const buyers = routing({
+        buyers: [
+          { id: 'capped', price: 1, ping: { kind: 'webhook', url: 'https://buyer.example/bids', max_bid: 250 } },
+          { id: 'uncapped', price: 1, ping: { kind: 'webhook', url: 'https://buyer.example/bids' } },
+          { id: 'static', price: 1, ping: { kind: 'static' } },
+        ],
+      }).buyers;
+
+      expect(buyers.map((b) => b.ping)).to.deep.equal([
+        { kind: 'webhook', url: 'https://buyer.example/bids', timeout_ms: 500, secret_env: null, max_bid: 250 },
+        { kind: 'webhook', url: 'https://buyer.example/bids', timeout_ms: 500, secret_env: null, max_bid: 10000 },
+        { kind: 'static' },
+      ]);
+    });
+
     it('given an empty bucket list, when loaded, then the implicit default bucket is unsold', function () {
       expect(routing({ buyers: [], buckets: [] }).buckets).to.deep.equal([{ id: 'unsold', default: true, states: null, zip_prefixes: null }]);
     });

@@ -62,24 +62,50 @@ async function bidOf(buyer: Buyer, config: LoadedRoutingConfig, ping: Normalised
   if (periods.length > 0 && !(await deps.caps.hasRoom(buyer.id, periods))) {
     return { buyer: buyer.id, kind, result: 'ineligible', amount: null, latency_ms: null, detail: 'cap_reached' };
   }
-  if (buyer.ping!.kind === 'static') return judged(buyer.id, kind, buyer.price, 0, config.min_bid);
-  const { url, timeout_ms, secret_env } = buyer.ping!;
-  const secret = secret_env ? (deps.env[secret_env] ?? null) : null;
+  // A static bidder bids its price, which the operator wrote in the routing file: no ceiling to guard.
+  if (buyer.ping!.kind === 'static') return judged(buyer.id, kind, buyer.price, 0, config.min_bid, null);
+  const { url, timeout_ms, secret_env, max_bid } = buyer.ping!;
+  // Set empty signs nothing, as for deliveries.
+  const secret = secret_env ? deps.env[secret_env] || null : null;
   const answer = await askBid(url, body, secret, now, timeout_ms, round, deps.agent);
   if (answer.kind !== 'answered') return { buyer: buyer.id, kind, result: answer.kind, amount: null, latency_ms: answer.latencyMs, detail: answer.detail };
   const amount = answer.bid;
   if (amount === undefined) return { buyer: buyer.id, kind, result: 'invalid', amount: null, latency_ms: answer.latencyMs, detail: 'not_a_bid' };
   if (amount === null) return { buyer: buyer.id, kind, result: 'no_bid', amount: null, latency_ms: answer.latencyMs };
-  return judged(buyer.id, kind, amount, answer.latencyMs, config.min_bid);
+  // A bid names its currency or is taken in the one it was asked in; 40 EUR is not 40 of the
+  // file's currency, so its number is not recorded as an amount of it.
+  if (answer.currency !== undefined && answer.currency !== config.currency) {
+    return { buyer: buyer.id, kind, result: 'invalid', amount: null, latency_ms: answer.latencyMs, detail: 'currency_mismatch' };
+  }
+  return judged(buyer.id, kind, amount, answer.latencyMs, config.min_bid, max_bid);
 }
 
-/** A number a buyer bid, kept or ignored: negative, more than 2 decimals or under the floor is not a standing bid. */
-function judged(buyer: string, kind: PingBid['kind'], amount: number, latencyMs: number, minBid: number): PingBid {
+/**
+ * Within this many cents of a whole cent, an amount is that cent. Binary floating point holds no
+ * price with cents exactly (19.99 * 100 is 1998.9999999999998), and a bidder's own sums add a little
+ * more (0.1 + 0.2); both are far under a millionth of a cent, and a third decimal far over it.
+ */
+const CENT_TOLERANCE = 1e-6;
+
+/** An amount of money in whole cents, or null when it is none: not finite, negative, or a fraction of a cent. */
+function wholeCents(amount: number): number | null {
+  if (!Number.isFinite(amount) || amount < 0) return null;
+  const cents = Math.round(amount * 100);
+  return Math.abs(amount * 100 - cents) <= CENT_TOLERANCE ? cents : null;
+}
+
+/**
+ * A number a buyer bid, kept or ignored: negative, a fraction of a cent, under the floor or over the
+ * ceiling (null: none) is not a standing bid. A bid stands at its whole cents, so 19.990000001 and
+ * 19.99 are the same bid, and the amount recorded is the one a price of 19.99 is.
+ */
+function judged(buyer: string, kind: PingBid['kind'], answered: number, latencyMs: number, minBid: number, maxBid: number | null): PingBid {
   const latency_ms = Math.round(latencyMs);
-  if (!Number.isFinite(amount) || amount < 0 || Math.round(amount * 100) !== amount * 100) {
-    return { buyer, kind, result: 'invalid', amount: Number.isFinite(amount) ? amount : null, latency_ms, detail: 'not_a_price' };
-  }
+  const cents = wholeCents(answered);
+  if (cents === null) return { buyer, kind, result: 'invalid', amount: Number.isFinite(answered) ? answered : null, latency_ms, detail: 'not_a_price' };
+  const amount = cents / 100;
   if (amount < minBid) return { buyer, kind, result: 'below_min_bid', amount, latency_ms, detail: `min_bid ${minBid}` };
+  if (maxBid !== null && amount > maxBid) return { buyer, kind, result: 'above_max_bid', amount, latency_ms, detail: `max_bid ${maxBid}` };
   return { buyer, kind, result: 'bid', amount, latency_ms };
 }
 
@@ -99,8 +125,8 @@ export function standingBids(config: Pick<LoadedRoutingConfig, 'buyers'>, bids: 
 }
 
 type BidAnswer =
-  /** `bid` undefined: the body was not `{"bid": number|null}`. */
-  | { readonly kind: 'answered'; readonly bid: number | null | undefined; readonly latencyMs: number }
+  /** `bid` undefined: the body was not `{"bid": number|null}`; `currency` undefined: the body named none. */
+  | { readonly kind: 'answered'; readonly bid: number | null | undefined; readonly currency: unknown; readonly latencyMs: number }
   | { readonly kind: 'timeout' | 'error'; readonly latencyMs: number; readonly detail: string };
 
 /** One signed POST to a bidder, ended by its own timeout or the round's deadline, whichever comes first. */
@@ -132,14 +158,14 @@ function askBid(url: string, body: string, secret: string | null, now: Date, tim
         res.on('data', (chunk: Buffer) => {
           size += chunk.length;
           if (size > MAX_ANSWER_BYTES) {
-            settle({ kind: 'answered', bid: undefined, latencyMs: latencyMs() });
+            settle({ kind: 'answered', bid: undefined, currency: undefined, latencyMs: latencyMs() });
             res.destroy();
           } else chunks.push(chunk);
         });
         res.on('error', () => settle({ kind: 'error', latencyMs: latencyMs(), detail: 'connection_error' }));
         res.on('end', () => {
           if (status < 200 || status > 299) return settle({ kind: 'error', latencyMs: latencyMs(), detail: `http_${status}` });
-          settle({ kind: 'answered', bid: bidIn(Buffer.concat(chunks).toString('utf8')), latencyMs: latencyMs() });
+          settle({ kind: 'answered', ...bidIn(Buffer.concat(chunks).toString('utf8')), latencyMs: latencyMs() });
         });
       });
       req.on('error', (error: NodeJS.ErrnoException) => settle({ kind: 'error', latencyMs: latencyMs(), detail: error.code ?? 'connection_error' }));
@@ -150,14 +176,19 @@ function askBid(url: string, body: string, secret: string | null, now: Date, tim
   });
 }
 
-/** The bid in an answer's body: a number, null, or undefined when it is not `{"bid": number|null}`. */
-function bidIn(text: string): number | null | undefined {
+/**
+ * The bid in an answer's body, `{"bid": number|null}` and optionally `"currency"`: the bid a number,
+ * null, or undefined when the body is not such an answer; the currency as answered, undefined when
+ * it names none (or null).
+ */
+function bidIn(text: string): { readonly bid: number | null | undefined; readonly currency: unknown } {
+  const none = { bid: undefined, currency: undefined };
   try {
     const answer = JSON.parse(text) as unknown;
-    if (typeof answer !== 'object' || answer === null || !Object.hasOwn(answer, 'bid')) return undefined;
-    const bid = (answer as { bid: unknown }).bid;
-    return bid === null || typeof bid === 'number' ? bid : undefined;
+    if (typeof answer !== 'object' || answer === null || !Object.hasOwn(answer, 'bid')) return none;
+    const { bid, currency } = answer as { bid: unknown; currency?: unknown };
+    return bid === null || typeof bid === 'number' ? { bid, currency: currency ?? undefined } : none;
   } catch {
-    return undefined;
+    return none;
   }
 }

@@ -97,7 +97,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const record = (command: Omit<PostLeadCommand, 'contacts'>) => recordLead(request, { ...command, contacts: hashes });
 
     // 2b. A lead posted with a ping_id: the ping must be the supplier's, unexpired, not posted
-    //     yet, and of the same zip, state and source; else the lead ends here, saying which.
+    //     yet, and of the same zip, state, source and test flag; else the lead ends here, saying which.
     const pingId = typeof request.body.ping_id === 'string' ? request.body.ping_id : null;
     let ping: Folded<PingState> | null = null;
     let replacing: number | undefined;
@@ -241,7 +241,9 @@ function refusal(state: PingState, lead: NormalisedLead, now: Date, replacing: n
   const pinged = state.pinged!;
   if (state.posted && state.posted.lead_id !== replacing) return { code: 'PING_CONSUMED', errors: [PING_ERRORS.consumed] };
   if (Date.parse(pinged.expires_at) <= now.getTime()) return { code: 'PING_EXPIRED', errors: [PING_ERRORS.expired] };
-  const differ = (['zip', 'accident_state', 'sid'] as const).filter((field) => lead[field] !== pinged[field]);
+  // A test ping's post must be a test lead, and a real ping's a real one: else a real lead would be
+  // sold at a bid the reports count as test, or a test lead spend a real bid.
+  const differ = (['zip', 'accident_state', 'sid', 'test'] as const).filter((field) => lead[field] !== pinged[field]);
   if (differ.length === 0) return null;
   return { code: 'PING_MISMATCH', errors: differ.map((field) => ({ field, code: 'ping_mismatch', message: `${field} differs from the ping's` })) };
 }

@@ -1,0 +1,55 @@
+import { expect } from 'chai';
+import { TestService, validLead } from '../support/service.js';
+
+// A test ping asks the buyers as a real one would, and its post must be a test lead too: a real
+// lead posted with a test ping would be sold at a bid the reports count as test, and a test lead
+// posted with a real ping would spend a real bid. Either way the lead is refused (422
+// PING_MISMATCH) naming `test`, as a differing zip, accident_state or sid is, and the ping stays
+// unposted for the lead that matches it. (An answer says `"test": true` only of a test ping or lead.)
+
+const routing = {
+  currency: 'USD',
+  buyers: [{ id: 'anywhere', price: 40, ping: { kind: 'static' } }],
+  buckets: [{ id: 'unsold', default: true }],
+};
+
+describe("ping/post: a lead whose test flag differs from its ping's", function () {
+  this.timeout(30_000);
+  let svc: TestService;
+  let supplier: string;
+
+  before(async function () {
+    svc = await TestService.start({ routing });
+    supplier = await svc.key('supplier', 'sup-1');
+  });
+  after(async () => svc?.stop());
+
+  const ping = (body: unknown) => svc.post(body, { 'x-api-key': supplier }, '/functions/pings');
+  const post = (body: unknown) => svc.post(body, { 'x-api-key': supplier });
+  const TEST_MISMATCH = [{ field: 'test', code: 'ping_mismatch', message: "test differs from the ping's" }];
+
+  for (const [pingTest, leadTest] of [[true, false], [false, true]] as const) {
+    it(`a ${leadTest ? 'test' : 'real'} lead posted with a ${pingTest ? 'test' : 'real'} ping is rejected 422 PING_MISMATCH naming test, and the ping is still the matching lead's`, async function () {
+      const pinged = await ping({ zip: '90210', accident_state: 'CA', sid: 'src-1', s1: `test-flag-${pingTest}-${Date.now()}`, test: pingTest });
+      expect([pinged.status, pinged.body.code, pinged.body.bid, pinged.body.test ?? false], pinged.text).to.deep.equal([201, 'BID', 40, pingTest]);
+      const pingId = pinged.body.ping_id as string;
+
+      const mismatch = await post(validLead({ ping_id: pingId, test: leadTest }));
+      expect(mismatch.status, mismatch.text).to.equal(422);
+      expect(mismatch.body).to.include({ code: 'PING_MISMATCH', lead_status: 'rejected', sold: false });
+      expect(mismatch.body.errors).to.deep.equal(TEST_MISMATCH);
+      const events = await svc.service.store.readStream(`ping-${pingId}`);
+      expect(events.map((e) => e.type)).to.deep.equal(['LeadPinged', 'PingBidsCollected']);
+
+      const matching = await post(validLead({ ping_id: pingId, test: pingTest }));
+      expect([matching.status, matching.body.code, matching.body.revenue, matching.body.test ?? false], matching.text).to.deep.equal([201, 'SOLD', 40, pingTest]);
+    });
+  }
+
+  it('names test beside every other field that differs', async function () {
+    const pinged = await ping({ zip: '90210', accident_state: 'CA', sid: 'src-1', s1: `test-flag-all-${Date.now()}`, test: true });
+    const mismatch = await post(validLead({ ping_id: pinged.body.ping_id, zip: '10001', accident_state: 'NY', sid: 'src-2', test: false }));
+    expect(mismatch.status, mismatch.text).to.equal(422);
+    expect((mismatch.body.errors as Array<{ field: string }>).map((e) => e.field)).to.deep.equal(['zip', 'accident_state', 'sid', 'test']);
+  });
+});
