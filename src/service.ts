@@ -174,6 +174,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     readModels,
     collection: (base) => projections.collection(base),
     position: () => projections.position(),
+    now,
   });
   const shutdown = new ShutdownFlag();
   const readiness = new ReadinessProbe({

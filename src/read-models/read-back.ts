@@ -9,7 +9,7 @@ import type { Principal } from '../keys/principal.js';
 import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
 import { leadCounterField } from '../projections/report-counters.js';
 import type { AggregateOptions, Filter, GroupValue, ReadDoc, ReadModelStore } from './port.js';
-import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, addDays, daySteps, isCalendarDay, keyOrder, localDay, reportRow, startOfLocalDay } from './report.js';
+import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, addDays, daySteps, firstHourOfLocalDay, isCalendarDay, keyOrder, localDay, reportRow } from './report.js';
 
 // The queries behind the read-back routes, with their scope rules: a supplier sees
 // its own leads, a buyer the leads it bought, an analyst everything without consumer PII, an admin
@@ -33,6 +33,8 @@ export interface ReadBackDeps {
   readonly collection: (base: 'leads' | 'deliveries' | 'report_buckets' | 'feedback') => string;
   /** The position the read models reflect. */
   readonly position: () => Position;
+  /** The service's clock: a report without from/to ends on its today. The wall clock when not given. */
+  readonly now?: () => Date;
 }
 
 export interface Page<T> {
@@ -427,7 +429,7 @@ export class ReadBack {
       tz = 'UTC';
     }
     // The days are the report's zone's: its today may be yesterday or tomorrow in UTC.
-    const today = localDay(new Date(), tz);
+    const today = localDay(this.deps.now?.() ?? new Date(), tz);
     const from = one(query, 'from', errors) ?? addDays(today, -6);
     const to = one(query, 'to', errors) ?? today;
     for (const [name, value] of [['from', from], ['to', to]] as const) {
@@ -456,9 +458,10 @@ export class ReadBack {
     unknownParameters(query, REPORT_PARAMETERS, errors);
     if (errors.length > 0) throw new ReadBackInputError(errors);
 
-    const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
-    const endDay = addDays(to, 1);
-    const end = startOfLocalDay(endDay, tz).toISOString().slice(0, 13);
+    // A local day is the UTC hour buckets that start on it (as `dayOf` labels them): where its
+    // midnight is off the hour (Asia/Kolkata), the hour holding it belongs to the day before.
+    const start = firstHourOfLocalDay(from, tz);
+    const end = firstHourOfLocalDay(addDays(to, 1), tz);
     // s1 is a click id, about one per lead: never a bucket key, so a report by s1 sums the counters
     // each lead's view carries, walked along that collection's index on s1 a page at a time.
     const source = groupBy.includes('s1') ? LEAD_VIEWS : BUCKETS;

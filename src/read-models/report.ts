@@ -72,27 +72,56 @@ export function isCalendarDay(value: string): boolean {
   return !Number.isNaN(time) && new Date(time).toISOString().startsWith(value);
 }
 
-/** The UTC instant at which local day `date` (YYYY-MM-DD) starts in `tz`. */
+const MINUTE = 60_000;
+const HOUR = 3_600_000;
+
+/** The wall clock of `tz` at an instant, to the minute, written as if it were UTC (comparable across offsets). */
+function wallClock(at: number, tz: string): number {
+  const t = localTime(new Date(at), tz);
+  return Date.UTC(t.year, t.month - 1, t.day, t.hour, t.minute);
+}
+
+/**
+ * The UTC instant at which local day `date` (YYYY-MM-DD) starts in `tz`: the first instant whose
+ * wall clock reads that date. That is local midnight, or, on a day whose midnight a DST change
+ * skips (America/Santiago 2026-09-06), the first local time after the jump (01:00). Searched, not
+ * computed from an offset: walk whole UTC hours from 16 hours before (earlier than the midnight of
+ * any zone) to the first whose wall clock has reached the date, then halve down to the minute
+ * (every offset, and every change of one, is a whole number of minutes).
+ */
 export function startOfLocalDay(date: string, tz: string): Date {
-  const [y, m, d] = date.split('-').map(Number) as [number, number, number];
-  let guess = Date.UTC(y, m - 1, d);
-  // Two corrections reach the exact offset, also on a DST change day.
-  for (let i = 0; i < 2; i++) {
-    const t = localTime(new Date(guess), tz);
-    const asUtc = Date.UTC(t.year, t.month - 1, t.day, t.hour, t.minute);
-    guess -= asUtc - Date.UTC(y, m - 1, d);
+  const midnight = Date.parse(`${date}T00:00:00Z`);
+  let before = midnight - 16 * HOUR;
+  while (wallClock(before + HOUR, tz) < midnight) before += HOUR;
+  // wallClock(before) < midnight <= wallClock(after): the day starts in (before, after].
+  let after = before + HOUR;
+  while (after - before > MINUTE) {
+    const middle = before + Math.floor((after - before) / 2 / MINUTE) * MINUTE;
+    if (wallClock(middle, tz) < midnight) before = middle;
+    else after = middle;
   }
-  return new Date(guess);
+  return new Date(after);
+}
+
+/**
+ * The first UTC hour bucket (`2026-11-21T15`) of local day `date` in `tz`: the first hour that
+ * starts on that day, as `dayOf` labels hours. Where the day starts off the hour (Asia/Kolkata,
+ * +05:30), that is the next whole UTC hour; the hour holding the local midnight started the day before.
+ */
+export function firstHourOfLocalDay(date: string, tz: string): string {
+  const start = startOfLocalDay(date, tz).getTime();
+  return new Date(Math.ceil(start / HOUR) * HOUR).toISOString().slice(0, 13);
 }
 
 /**
  * Where the local day changes within [start, end), UTC hours as in the buckets: one step per local
- * day, each day's first hour bucket labelled with the day, exactly as `dayOf` reads each hour.
+ * day, each day's first hour bucket labelled with the day, exactly as `dayOf` reads each hour. With
+ * `start` and `end` from `firstHourOfLocalDay`, the first step is the first day's and the last the last day's.
  */
 export function daySteps(start: string, end: string, tz: string): Array<{ from: string; label: string }> {
   const days = new Map<string, string>();
   const steps: Array<{ from: string; label: string }> = [];
-  for (let t = Date.parse(`${start}:00:00Z`); ; t += 3_600_000) {
+  for (let t = Date.parse(`${start}:00:00Z`); ; t += HOUR) {
     const hour = new Date(t).toISOString().slice(0, 13);
     if (hour >= end && steps.length > 0) break;
     const day = dayOf(hour, tz, days);

@@ -3,7 +3,7 @@ import { request } from 'node:https';
 import sinon from 'sinon';
 import { ReadModelUnavailableError } from '../../src/read-models/port.js';
 import type { LeadView } from '../../src/projections/lead-view.js';
-import { type GroupBy, type ReportBucket, SUMMED, addDays, localDay, startOfLocalDay, summarise } from '../../src/read-models/report.js';
+import { type GroupBy, type ReportBucket, SUMMED, addDays, firstHourOfLocalDay, localDay, summarise } from '../../src/read-models/report.js';
 import { TestService, validLead } from '../support/service.js';
 import { roleKeys } from './role-keys.js';
 
@@ -249,8 +249,8 @@ describe('read-back routes', function () {
           const reply = await get(`/functions/reports/summary?from=${from}&to=${tomorrow}&tz=${tz}&group_by=${groupBy}&test=include&limit=500`, keys.admin!);
           const dims = groupBy.split(',').filter(Boolean) as GroupBy[];
           // The same hours the report reads: those from local midnight of `from` to the end of `to`.
-          const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
-          const end = startOfLocalDay(new Date(Date.parse(tomorrow) + 86_400_000).toISOString().slice(0, 10), tz).toISOString().slice(0, 13);
+          const start = firstHourOfLocalDay(from, tz);
+          const end = firstHourOfLocalDay(addDays(tomorrow, 1), tz);
           const inRange = (dims.includes('s1') ? leadRows : buckets).filter((b) => b.hour >= start && b.hour < end);
           const expected = summarise(inRange, dims, tz);
           expect(reply.body.items, `${tz} by ${groupBy}`).to.deep.equal(expected);

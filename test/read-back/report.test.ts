@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { type ReportBucket, compareKeys, dayOf, daySteps, keyOrder, startOfLocalDay, summarise, toCsv } from '../../src/read-models/report.js';
+import { type ReportBucket, addDays, compareKeys, dayOf, daySteps, firstHourOfLocalDay, keyOrder, startOfLocalDay, summarise, toCsv } from '../../src/read-models/report.js';
 
 const bucket = (hour: string, counters: Partial<ReportBucket>, dims: Partial<ReportBucket> = {}): ReportBucket => ({
   hour, supplier: 'sup-a', sid: 'google', s1: null, state: 'CA', buyer: null, test: false, ...dims, ...counters,
@@ -14,17 +14,66 @@ describe('report summary (pure)', function () {
   });
 
   it('local midnight in UTC, also on a DST change day', function () {
-    expect(startOfLocalDay('2026-11-21', 'America/Los_Angeles').toISOString()).to.equal('2026-11-21T08:00:00.000Z');
-    expect(startOfLocalDay('2026-03-08', 'America/New_York').toISOString()).to.equal('2026-03-08T05:00:00.000Z');
-    expect(startOfLocalDay('2026-03-09', 'America/New_York').toISOString()).to.equal('2026-03-09T04:00:00.000Z');
-    expect(startOfLocalDay('2026-11-21', 'UTC').toISOString()).to.equal('2026-11-21T00:00:00.000Z');
+    const cases: Array<[string, string, string]> = [
+      ['UTC', '2026-11-21', '2026-11-21T00:00:00.000Z'],
+      ['America/Los_Angeles', '2026-11-21', '2026-11-21T08:00:00.000Z'],
+      // New York springs forward at 02:00 on 03-08 and falls back at 02:00 on 11-01: midnight itself is untouched.
+      ['America/New_York', '2026-03-08', '2026-03-08T05:00:00.000Z'],
+      ['America/New_York', '2026-03-09', '2026-03-09T04:00:00.000Z'],
+      ['America/New_York', '2026-11-01', '2026-11-01T04:00:00.000Z'],
+      ['America/New_York', '2026-11-02', '2026-11-02T05:00:00.000Z'],
+      // Far from UTC on both sides of the date line.
+      ['Pacific/Kiritimati', '2026-11-21', '2026-11-20T10:00:00.000Z'],
+      ['Pacific/Pago_Pago', '2026-11-21', '2026-11-21T11:00:00.000Z'],
+      // Off the hour: the day starts at local midnight, though no hour bucket does.
+      ['Asia/Kathmandu', '2026-11-01', '2026-10-31T18:15:00.000Z'],
+      ['Asia/Kolkata', '2026-03-08', '2026-03-07T18:30:00.000Z'],
+    ];
+    for (const [tz, day, start] of cases) expect(startOfLocalDay(day, tz).toISOString(), `${tz} ${day}`).to.equal(start);
   });
 
-  it('day steps label every hour of a report exactly as dayOf does, across DST changes and odd offsets', function () {
-    for (const tz of ['UTC', 'America/New_York', 'Asia/Kolkata', 'America/Santiago', 'Australia/Lord_Howe', 'Pacific/Kiritimati']) {
+  it('a day whose midnight a DST change skips starts at the first local time it has; a midnight that comes twice, at the first', function () {
+    const cases: Array<[string, string, string]> = [
+      // 23:59 -04 is followed by 01:00 -03: the day starts at 01:00.
+      ['America/Santiago', '2026-09-06', '2026-09-06T04:00:00.000Z'],
+      ['America/Santiago', '2026-09-05', '2026-09-05T04:00:00.000Z'],
+      ['America/Santiago', '2026-09-07', '2026-09-07T03:00:00.000Z'],
+      ['America/Havana', '2026-03-08', '2026-03-08T05:00:00.000Z'],
+      ['America/Havana', '2026-03-07', '2026-03-07T05:00:00.000Z'],
+      ['Atlantic/Azores', '2026-03-29', '2026-03-29T01:00:00.000Z'],
+      ['Atlantic/Azores', '2026-03-28', '2026-03-28T01:00:00.000Z'],
+      // Clocks back from 01:00 to 00:00 (Havana, Azores): midnight twice, the day starts at the first.
+      ['America/Havana', '2026-11-01', '2026-11-01T04:00:00.000Z'],
+      ['Atlantic/Azores', '2026-10-25', '2026-10-25T00:00:00.000Z'],
+      // Clocks back from 00:00 to 23:00 (Santiago): 23:00 twice on the 4th, midnight once.
+      ['America/Santiago', '2026-04-05', '2026-04-05T04:00:00.000Z'],
+    ];
+    for (const [tz, day, start] of cases) {
+      expect(startOfLocalDay(day, tz).toISOString(), `${tz} ${day}`).to.equal(start);
+      // The hour bucket that starts the day is labelled with it, the one before with the day before.
+      const first = firstHourOfLocalDay(day, tz);
+      const before = new Date(Date.parse(`${first}:00:00Z`) - 3_600_000).toISOString().slice(0, 13);
+      expect([dayOf(before, tz, new Map()), dayOf(first, tz, new Map())], `${tz} ${day}`).to.deep.equal([addDays(day, -1), day]);
+    }
+  });
+
+  it('the first hour bucket of a local day is the first whole UTC hour that starts on it', function () {
+    expect(firstHourOfLocalDay('2026-11-21', 'UTC')).to.equal('2026-11-21T00');
+    expect(firstHourOfLocalDay('2026-11-21', 'America/New_York')).to.equal('2026-11-21T05');
+    expect(firstHourOfLocalDay('2026-09-06', 'America/Santiago')).to.equal('2026-09-06T04');
+    // Kathmandu (+05:45) starts 11-01 at 18:15Z: the 18Z hour starts at 23:45 on 10-31, so 19Z is the first of 11-01.
+    expect(firstHourOfLocalDay('2026-11-01', 'Asia/Kathmandu')).to.equal('2026-10-31T19');
+    expect(dayOf('2026-10-31T18', 'Asia/Kathmandu', new Map())).to.equal('2026-10-31');
+    expect(dayOf('2026-10-31T19', 'Asia/Kathmandu', new Map())).to.equal('2026-11-01');
+    expect(firstHourOfLocalDay('2026-03-08', 'Asia/Kolkata')).to.equal('2026-03-07T19');
+  });
+
+  it('day steps label every hour of a report exactly as dayOf does, one step a day from..to, across DST changes and odd offsets', function () {
+    const zones = ['UTC', 'America/New_York', 'Asia/Kolkata', 'Asia/Kathmandu', 'America/Santiago', 'America/Havana', 'Atlantic/Azores', 'Australia/Lord_Howe', 'Pacific/Kiritimati', 'Pacific/Pago_Pago'];
+    for (const tz of zones) {
       for (const [from, to] of [['2026-03-05', '2026-04-10'], ['2026-08-25', '2026-11-05']] as const) {
-        const start = startOfLocalDay(from, tz).toISOString().slice(0, 13);
-        const end = startOfLocalDay(new Date(Date.parse(to) + 86_400_000).toISOString().slice(0, 10), tz).toISOString().slice(0, 13);
+        const start = firstHourOfLocalDay(from, tz);
+        const end = firstHourOfLocalDay(addDays(to, 1), tz);
         const steps = daySteps(start, end, tz);
         expect(steps[0]!.from).to.equal(start);
         const cache = new Map<string, string>();
@@ -34,8 +83,9 @@ describe('report summary (pure)', function () {
           const step = steps.filter((s) => s.from <= hour).at(-1)!;
           expect(step.label, `${tz} ${hour}`).to.equal(dayOf(hour, tz, cache));
         }
-        const days = (Date.parse(to) - Date.parse(from)) / 86_400_000 + 1;
-        expect(steps.length, tz).to.be.within(days, days + 1);
+        // Exactly the days asked for, each once, in order.
+        const days = Array.from({ length: (Date.parse(to) - Date.parse(from)) / 86_400_000 + 1 }, (_, i) => addDays(from, i));
+        expect(steps.map((s) => s.label), tz).to.deep.equal(days);
       }
     }
   });
