@@ -1,4 +1,5 @@
 import { checkDirectories, loadServiceConfig } from '../config.js';
+import { createLogger } from '../http/logger.js';
 import { startService } from '../service.js';
 import { runEventsCommand } from './events.js';
 import { runConsumerCommand, runEraseCommand } from './erase.js';
@@ -151,6 +152,21 @@ async function serve(args: string[]): Promise<number> {
     };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
+  });
+  // Node's default for SIGHUP is to exit at once, with no drain; operators often send it expecting
+  // a reload, which this service does not do. It is logged (one JSON line) and otherwise ignored:
+  // the process serves on. Listened for from the start, like SIGTERM.
+  let hupLogger: ReturnType<typeof createLogger> | undefined;
+  process.on('SIGHUP', () => {
+    try {
+      hupLogger ??= createLogger({ env });
+    } catch {
+      return; // A bad LOG_LEVEL: start-up stops on it with its own message.
+    }
+    hupLogger.warn(
+      { signal: 'SIGHUP' },
+      'SIGHUP ignored: the routing file and the settings are read at start; restart the process (SIGTERM drains it) to apply changes',
+    );
   });
   const config = loadServiceConfig(env);
   // Before anything makes the data dir: one that cannot be made is a bad setting like any other.

@@ -61,8 +61,15 @@ type Cursor = { readonly value: string; readonly id: string };
 export class DeliveryWorker {
   private readonly agent: Agent;
   private readonly noticeAgent: Agent;
-  /** Aborted when stop() has waited long enough for the POSTs in flight. */
-  private readonly stopping = new AbortController();
+  /**
+   * One per attempt and per notice in flight, each aborted when stop() has waited long enough for
+   * the POSTs in flight. Not one signal for the worker: every request in flight adds an abort
+   * listener to its signal until it ends, and 16 attempts beside a page of notices made Node warn
+   * of a leak (MaxListenersExceededWarning, on stderr) on a signal shared by all of them.
+   */
+  private readonly cutters = new Set<AbortController>();
+  /** stop() has cut the POSTs in flight short: an attempt that reaches its POST after that sends none. */
+  private cut = false;
   private readonly concurrency: number;
   private readonly pollMs: number;
   private readonly inFlight = new Map<number, Promise<void>>();
@@ -124,7 +131,10 @@ export class DeliveryWorker {
     this.running = false;
     clearTimeout(this.timer);
     this.timer = undefined;
-    const cutShort = setTimeout(() => this.stopping.abort(), this.deps.stopGraceMs ?? STOP_GRACE_MS);
+    const cutShort = setTimeout(() => {
+      this.cut = true;
+      for (const cutter of this.cutters) cutter.abort();
+    }, this.deps.stopGraceMs ?? STOP_GRACE_MS);
     try {
       await Promise.all([this.polling, this.reading]);
       await Promise.all([...this.inFlight.values(), ...this.noticing.values()]);
@@ -133,6 +143,11 @@ export class DeliveryWorker {
     }
     this.agent.destroy();
     this.noticeAgent.destroy();
+  }
+
+  /** The signals that cut short the attempts and notices in flight now (tests: how many listeners each has). */
+  signalsInFlight(): AbortSignal[] {
+    return [...this.cutters].map((cutter) => cutter.signal);
   }
 
   /** Looks for due leads now instead of at the next poll, e.g. once the deliveries read model has a new sale. */
@@ -243,7 +258,8 @@ export class DeliveryWorker {
       if (!this.running || typeof leadId !== 'number' || this.noticing.has(leadId)) continue;
       const held = this.noticeHeld.get(leadId);
       if (held && held.until > now.getTime()) continue;
-      const run = sendErasureNotice({ ...this.sendDeps(), agent: this.noticeAgent }, leadId)
+      const cutter = this.cutter();
+      const run = sendErasureNotice({ ...this.sendDeps(cutter.signal), agent: this.noticeAgent }, leadId)
         .then((outcome) => {
           this.noticeHeld.delete(leadId);
           this.deps.logger?.info({ lead_id: leadId, outcome }, 'lead.erased notice');
@@ -253,7 +269,10 @@ export class DeliveryWorker {
           this.noticeHeld.set(leadId, { until: this.now().getTime() + waitMs, waitMs });
           this.deps.logger?.warn({ err: error, lead_id: leadId }, 'lead.erased notice failed to run');
         })
-        .finally(() => this.noticing.delete(leadId));
+        .finally(() => {
+          this.cutters.delete(cutter);
+          this.noticing.delete(leadId);
+        });
       this.noticing.set(leadId, run);
     }
   }
@@ -265,8 +284,16 @@ export class DeliveryWorker {
       .map((b) => b.id);
   }
 
+  /** A signal of its own for one attempt or notice, aborted by stop() when it cuts the POSTs short; forgotten when the work ends. */
+  private cutter(): AbortController {
+    const cutter = new AbortController();
+    if (this.cut) cutter.abort();
+    this.cutters.add(cutter);
+    return cutter;
+  }
+
   /** What sending a lead or an erasure notice to a buyer needs, with the routing file as it is now. */
-  private sendDeps() {
+  private sendDeps(signal: AbortSignal) {
     const routing = this.deps.routing();
     return {
       events: this.deps.events,
@@ -275,13 +302,14 @@ export class DeliveryWorker {
       now: () => this.now(),
       backoff: this.deps.backoff ?? backoffMs,
       agent: this.agent,
-      signal: this.stopping.signal,
+      signal,
     };
   }
 
   private attempt(leadId: number): void {
+    const cutter = this.cutter();
     const run = deliverLead(
-      { ...this.sendDeps(), personalData: this.deps.personalData, lostAfterMs: this.deps.lostAfterMs, logger: this.deps.logger },
+      { ...this.sendDeps(cutter.signal), personalData: this.deps.personalData, lostAfterMs: this.deps.lostAfterMs, logger: this.deps.logger },
       leadId,
     )
       .then((report) => {
@@ -293,6 +321,7 @@ export class DeliveryWorker {
         this.deps.logger?.warn({ err: error, lead_id: leadId }, 'delivery attempt failed to run');
       })
       .finally(() => {
+        this.cutters.delete(cutter);
         this.inFlight.delete(leadId);
         this.pump();
       });

@@ -1,9 +1,14 @@
 // GET /readyz: may this instance take traffic? Yes when both stores answer, every projection is
 // running and no further behind than the threshold, and the process is not shutting down. Each
 // check is time-boxed, so a hung store makes the probe say "no" quickly instead of hanging it.
-// Projections another instance runs (this one does not hold the projector lease) are reported with
-// their lag but do not make this one unready: its posts do not depend on them, and taking every
-// API instance out of a load balancer because the projector fell behind would stop posting too.
+// Projections another instance runs (another live instance holds the projector lease) are reported
+// with their lag but do not make this one unready: its posts do not depend on them, and taking every
+// API instance out of a load balancer because the projector fell behind would stop posting too. An
+// instance with the projector role that sees the lease free (nobody renews it) counts the lag as its
+// own: no instance runs the projections, and it is the one that should.
+// A process that keeps a lease (the projector or delivery role) writes to the read-model store
+// every second: for it the store answers only when it can take the store's write lock; an `api`
+// process only reads it, which another connection's write lock does not stop.
 
 import type { Logger } from 'pino';
 import type { EventStore } from '../event-store/port.js';
@@ -13,7 +18,7 @@ import type { LeaseStatus } from '../roles/lease-keeper.js';
 
 export interface ReadinessDeps {
   readonly events: Pick<EventStore, 'headPosition'>;
-  readonly readModels: Pick<ReadModelStore, 'checkpoint'>;
+  readonly readModels: Pick<ReadModelStore, 'checkpoint' | 'releaseLease'>;
   /** The status of every running projection. */
   readonly projections: () => Promise<ProjectionStatus[]>;
   /** A projection further behind than this (oldest unprojected event, seconds) makes the instance not ready. */
@@ -58,6 +63,12 @@ export interface Readiness {
 
 export const READINESS_CHECKS = ['shutdown', 'event_store', 'read_models', 'projections', 'roles'] as const;
 
+/**
+ * A lease no one ever holds: giving it up is a write that changes nothing (no row matches) but, like
+ * any write, needs the store's write lock (SQLite) or a write to its primary (MongoDB).
+ */
+const PROBE_LEASE = 'readyz-write-probe';
+
 class TimeoutError extends Error {}
 
 function within<T>(ms: number, run: () => Promise<T>): Promise<T> {
@@ -80,10 +91,12 @@ export class ReadinessProbe {
   }
 
   private async run(): Promise<Readiness> {
+    const writes = (this.deps.roles?.leases() ?? []).length > 0;
     const [eventStore, readModels, projections] = await Promise.all([
       this.reach('event_store', () => this.deps.events.headPosition()),
-      // Any checkpoint read proves the store answers; this name is never written.
-      this.reach('read_models', () => this.deps.readModels.checkpoint('readyz')),
+      // Any checkpoint read proves the store answers a reader; this name is never written. A
+      // process that keeps leases needs it to take writes too (see PROBE_LEASE).
+      this.reach('read_models', () => (writes ? this.deps.readModels.releaseLease(PROBE_LEASE, PROBE_LEASE) : this.deps.readModels.checkpoint('readyz'))),
       this.projections(),
     ]);
     const shutdown: Check = this.deps.shuttingDown() ? { ok: false, detail: 'shutting down' } : { ok: true, detail: 'serving' };
@@ -133,12 +146,31 @@ export class ReadinessProbe {
       lag_seconds: Math.round(s.lagSeconds * 1000) / 1000,
     }));
     if (items.length === 0) return { ok: false, detail: 'no projection is running', items };
-    const here = this.deps.projectionsHere?.() ?? true;
+    const runner = this.runner();
+    // Only while another live instance holds the lease is the lag that instance's to answer for.
+    const own = runner !== 'another instance';
     const late = items.filter((item) => item.lag_seconds > this.deps.maxLagSeconds);
+    const by = runner === 'here' ? '' : `run by ${runner}, `;
     if (late.length > 0) {
       const which = late.map((item) => `${item.projection} ${item.lag_seconds} s`).join(', ');
-      return { ok: !here, detail: `${here ? '' : 'run by another instance, '}behind by more than ${this.deps.maxLagSeconds} s: ${which}`, items };
+      return { ok: !own, detail: `${by}behind by more than ${this.deps.maxLagSeconds} s: ${which}`, items };
     }
-    return { ok: true, detail: `${here ? 'running' : 'run by another instance'}, within ${this.deps.maxLagSeconds} s`, items };
+    return { ok: true, detail: `${runner === 'here' ? 'running' : `run by ${runner}`}, within ${this.deps.maxLagSeconds} s`, items };
+  }
+
+  /**
+   * Who runs the projections, as this instance sees it: itself; another instance (one holds the
+   * projector lease, or this instance has no projector role and cannot tell); or no instance (this
+   * one has the role, and the lease is free or ran out: no live instance renews it).
+   */
+  private runner(): 'here' | 'another instance' | 'no instance' {
+    if (this.deps.projectionsHere?.() ?? true) return 'here';
+    const running = this.deps.roles?.running ?? ['api', 'projector', 'delivery'];
+    if (!running.includes('projector')) return 'another instance';
+    const lease = this.deps.roles?.leases().find((l) => l.lease === 'projector');
+    if (!lease) return 'another instance';
+    // Held, its projections starting: this instance's to answer for.
+    if (lease.held) return 'here';
+    return lease.holder === null ? 'no instance' : 'another instance';
   }
 }

@@ -60,6 +60,14 @@ interface Sent {
 
 /** SQLite failures that mean "the store cannot serve now" rather than "this request is wrong". */
 const UNAVAILABLE = /^SQLITE_(FULL|IOERR|READONLY|CANTOPEN|BUSY|LOCKED|PERM|CORRUPT|NOTADB|NOMEM|PROTOCOL)/;
+/**
+ * The waits between tries of an operation that found the store locked by another connection (those
+ * of SQLite's own busy handler, to 50 ms). The connection itself waits for no lock (busy_timeout
+ * 0): waiting in place blocks its thread, usually a serving process's main thread, and held
+ * /healthz for as long as another process held the lock. See run().
+ */
+const BUSY_RETRY_MS = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50];
+const isBusy = (error: unknown) => error instanceof Database.SqliteError && error.code.startsWith('SQLITE_BUSY');
 /** Statements are cached per SQL text; a burst of distinct filter shapes must not grow it forever. */
 const MAX_STATEMENTS_PER_TABLE = 200;
 
@@ -107,6 +115,8 @@ export class EmbeddedReadModelStore implements ReadModelStore {
    */
   private readonly refused = new Set<string>();
   private readonly othersMayWrite: boolean;
+  /** How long an operation waits in all for another connection's lock before the store is unavailable. */
+  private readonly busyTimeoutMs: number;
   readonly pipelinedCommits: boolean;
 
   private constructor(
@@ -114,6 +124,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     file: string,
     options: EmbeddedReadModelOptions,
   ) {
+    this.busyTimeoutMs = Math.max(0, options.busyTimeoutMs ?? 10_000);
     this.commitTransaction = db.transaction((projection, checkpoint, writes, created, fence) => {
       if (fence) this.checkFence(fence);
       this.apply(projection, checkpoint, writes, created);
@@ -137,7 +148,11 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     const file = join(dataDir, READ_MODELS_FILE);
     try {
       mkdirSync(dataDir, { recursive: true });
-      return new EmbeddedReadModelStore(openReadModelsDatabase(file, options.busyTimeoutMs ?? 10_000, options.cacheMiB), file, options);
+      // Opened (its schema made) waiting the whole busy timeout in place, as nothing is served yet;
+      // from then on a lock is waited for between turns of the event loop (see run).
+      const db = openReadModelsDatabase(file, options.busyTimeoutMs ?? 10_000, options.cacheMiB);
+      db.pragma('busy_timeout = 0');
+      return new EmbeddedReadModelStore(db, file, options);
     } catch (error) {
       throw new ReadModelUnavailableError(`cannot open the read models at ${file}: ${(error as Error).message}`, { cause: error });
     }
@@ -160,11 +175,16 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   }
 
   acquireLease(name: string, holder: string, ttlMs: number): Promise<Lease> {
-    return this.run(() => {
-      checkLease(name, holder, ttlMs);
-      // IMMEDIATE: read and write under the write lock, so that two processes never both take it.
-      return this.leaseTransaction.immediate(name, holder, ttlMs);
-    });
+    return this.run(
+      () => {
+        checkLease(name, holder, ttlMs);
+        // IMMEDIATE: read and write under the write lock, so that two processes never both take it.
+        return this.leaseTransaction.immediate(name, holder, ttlMs);
+      },
+      // An answer later than the lease's time is no answer (the lease keeper has stopped waiting):
+      // it must not take or renew the lease behind the asker's back.
+      Math.min(this.busyTimeoutMs, ttlMs),
+    );
   }
 
   releaseLease(name: string, holder: string): Promise<void> {
@@ -565,13 +585,27 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     this.docStatementCache.clear();
   }
 
-  /** better-sqlite3 is synchronous; this keeps the port's promises and maps storage failures. */
-  private async run<T>(body: () => T): Promise<T> {
-    if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
-    try {
-      return body();
-    } catch (error) {
-      throw storageError(error);
+  /**
+   * better-sqlite3 is synchronous; this keeps the port's promises and maps storage failures. The
+   * first try runs at once, as part of the call. When another connection holds the lock it needs
+   * (its commit, for a few ms; another process's long transaction, an operator's shell, for
+   * longer), the body is tried again after a timer, up to `budgetMs` in all, and the thread's
+   * event loop goes on meanwhile: waiting in place, as SQLite's busy_timeout does, held a serving
+   * process's /healthz and lease renewals for the whole lock (10 s a statement). Each try is the
+   * whole body, from its start (a transaction that failed was rolled back). Reads in WAL mode
+   * wait for no writer, so only writes (and a read during another connection's recovery) retry.
+   */
+  private async run<T>(body: () => T, budgetMs = this.busyTimeoutMs): Promise<T> {
+    const started = Date.now();
+    for (let tries = 0; ; tries++) {
+      if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
+      try {
+        return body();
+      } catch (error) {
+        const left = budgetMs - (Date.now() - started);
+        if (!isBusy(error) || left <= 0) throw storageError(error);
+        await new Promise((resolve) => setTimeout(resolve, Math.min(left, BUSY_RETRY_MS[Math.min(tries, BUSY_RETRY_MS.length - 1)]!)));
+      }
     }
   }
 }

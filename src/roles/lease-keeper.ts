@@ -26,7 +26,7 @@ export interface LeaseStatus {
   readonly lease: string;
   /** Whether this process holds the lease and runs the work. */
   readonly held: boolean;
-  /** Who holds it as this process last saw it (host:pid:nonce), null when nobody does. */
+  /** Who holds it as this process last saw it (host:pid:nonce), null when nobody does (nor this process, once it no longer runs the work). */
   readonly holder: string | null;
 }
 
@@ -83,13 +83,25 @@ export class LeaseKeeper {
     await this.beating;
     await this.lose('stopping');
     if (!this.everHeld) return;
-    await this.options.leases.releaseLease(this.options.name, this.options.holder).catch((error: unknown) => {
-      this.options.logger?.warn({ err: error, lease: this.options.name }, 'could not give the lease up: a standby takes over when it runs out');
+    // Waited for no longer than the lease lasts (a store locked by another process, say): past
+    // that, giving it up gains a standby nothing, and the shutdown has a budget of its own.
+    let warned = false;
+    const cannot = (error: unknown) => {
+      if (!warned) this.options.logger?.warn({ err: error, lease: this.options.name }, 'could not give the lease up: a standby takes over when it runs out');
+      warned = true;
+    };
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(() => resolve(cannot(new Error(`no answer within ${this.ttlMs} ms`))), this.ttlMs);
     });
+    await Promise.race([this.options.leases.releaseLease(this.options.name, this.options.holder).catch(cannot), late]);
+    clearTimeout(timer);
   }
 
   status(): LeaseStatus {
-    const current = this.seen && this.seen.expiresAt > Date.now() ? this.seen.holder : null;
+    // The row this process renewed last, until it runs out, is no holder either: the work stopped
+    // here (a renewal failed, or came too late) and no other process runs it yet.
+    const current = this.seen && this.seen.expiresAt > Date.now() && this.seen.holder !== this.options.holder ? this.seen.holder : null;
     return { lease: this.options.name, held: this.token !== undefined, holder: this.token !== undefined ? this.options.holder : current };
   }
 

@@ -25,8 +25,11 @@ describe('leadpost CLI', function () {
     const dir = tempDir('cli');
     const child = runChild(['serve'], { LEADPOST_DATA_DIR: dir.path, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1' }, { script: BIN });
     try {
-      await child.until('{', 1);
-      expect(JSON.parse(child.lines[0]!)).to.include({ msg: 'leadpost listening', store: 'embedded', data_dir: dir.path, self_signed: true });
+      // The default routing file's webhook buyer names a secret that is not set here: said first.
+      await child.until('{', 2);
+      const [warning, listening] = child.lines.slice(0, 2).map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(warning).to.include({ level: 40, buyer: 'acme-law', secret_env: 'ACME_WEBHOOK_SECRET' });
+      expect(listening).to.include({ msg: 'leadpost listening', store: 'embedded', data_dir: dir.path, self_signed: true });
       child.process.kill('SIGTERM');
       expect((await child).code).to.equal(0);
     } finally {

@@ -2,7 +2,11 @@ import { expect } from 'chai';
 import { type EventStore, EventStoreUnavailableError } from '../../src/event-store/port.js';
 import { ReadinessProbe } from '../../src/ops/readiness.js';
 import type { ProjectionStatus } from '../../src/projections/runner.js';
+import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
+import type { Lease } from '../../src/read-models/port.js';
+import { LeaseKeeper } from '../../src/roles/lease-keeper.js';
 import { ENVELOPE_FIELDS, TestService, validLead } from '../support/service.js';
+import { tempDir } from '../support/tmp.js';
 
 // /healthz and /readyz through the real HTTPS server and embedded stores; the store is wrapped
 // only to make it fail or stall the way a real outage would.
@@ -90,7 +94,12 @@ describe('health and readiness', function () {
 
   describe('ReadinessProbe', function () {
     const store = { headPosition: async () => ({ commit: 1, prepare: 1 }) };
-    const readModels = { checkpoint: async () => null };
+    const readModels = { checkpoint: async () => null, releaseLease: async () => {} };
+    const lagging = [status('leads', 0), status('reports', 42.5)];
+    const projectorRole = (lease: { held: boolean; holder: string | null }) => ({
+      running: ['projector', 'delivery'],
+      leases: () => [{ lease: 'projector', ...lease }],
+    });
 
     it('says not ready while shutting down', async function () {
       let shuttingDown = false;
@@ -130,6 +139,100 @@ describe('health and readiness', function () {
       expect(result.checks.projections.detail).to.equal('behind by more than 30 s: reports 42.5 s');
       const none = new ReadinessProbe({ events: store, readModels, projections: async () => [], maxLagSeconds: 30, shuttingDown: () => false });
       expect((await none.check()).checks.projections).to.include({ ok: false, detail: 'no projection is running' });
+    });
+
+    it('an instance with the projector role counts the lag as its own while no live instance holds the lease: run by no instance', async function () {
+      const probe = (lease: { held: boolean; holder: string | null }) =>
+        new ReadinessProbe({ events: store, readModels, projections: async () => lagging, projectionsHere: () => false, roles: projectorRole(lease), maxLagSeconds: 30, shuttingDown: () => false });
+      // The lease free or run out (a stopped holder gave it up; the store refused this one's renewal).
+      const free = await probe({ held: false, holder: null }).check();
+      expect(free.ready).to.equal(false);
+      expect(free.checks.projections).to.include({ ok: false, detail: 'run by no instance, behind by more than 30 s: reports 42.5 s' });
+      // Another live instance holds it: the lag is that instance's, reported only.
+      const other = await probe({ held: false, holder: 'host:42:abcdef' }).check();
+      expect(other.ready).to.equal(true);
+      expect(other.checks.projections).to.include({ ok: true, detail: 'run by another instance, behind by more than 30 s: reports 42.5 s' });
+      // Within the limit and nobody holding the lease: ready, and it says so.
+      const caughtUp = new ReadinessProbe({
+        events: store,
+        readModels,
+        projections: async () => [status('leads', 0)],
+        projectionsHere: () => false,
+        roles: projectorRole({ held: false, holder: null }),
+        maxLagSeconds: 30,
+        shuttingDown: () => false,
+      });
+      expect((await caughtUp.check()).checks.projections).to.include({ ok: true, detail: 'run by no instance, within 30 s' });
+      // Without the projector role (an api instance) the lag stays informational, lease or not.
+      const api = new ReadinessProbe({ events: store, readModels, projections: async () => lagging, projectionsHere: () => false, roles: { running: ['api'], leases: () => [] }, maxLagSeconds: 30, shuttingDown: () => false });
+      expect((await api.check()).checks.projections).to.include({ ok: true, detail: 'run by another instance, behind by more than 30 s: reports 42.5 s' });
+    });
+
+    it('a lease left free by a stopped holder, as the store lease API and a lease keeper that saw it tell it: not ready, run by no instance', async function () {
+      const dir = tempDir('readyz-free-lease');
+      const readModelStore = EmbeddedReadModelStore.open(dir.path);
+      try {
+        // A holder that stopped cleanly: it took the lease and gave it up.
+        await readModelStore.acquireLease('projector', 'stopped:1:aaaaaa', 60_000);
+        await readModelStore.releaseLease('projector', 'stopped:1:aaaaaa');
+        // This instance's keeper has seen the lease free, but could not take it (a store that
+        // refuses its writes, as in test/roles/read-model-lock.test.ts): it only reads here.
+        const seen: Lease[] = [];
+        const keeper = new LeaseKeeper({
+          leases: {
+            acquireLease: async () => {
+              const lease = await readModelStore.lease('projector');
+              seen.push(lease!);
+              return lease!;
+            },
+            releaseLease: async () => {},
+          },
+          name: 'projector',
+          holder: 'here:2:bbbbbb',
+          work: { start: async () => {}, stop: async () => {} },
+        });
+        await keeper.start();
+        await keeper.stop();
+        expect(seen[0]).to.include({ holder: 'stopped:1:aaaaaa' });
+        expect(keeper.status()).to.deep.equal({ lease: 'projector', held: false, holder: null });
+        const probe = new ReadinessProbe({
+          events: store,
+          readModels: readModelStore,
+          projections: async () => lagging,
+          projectionsHere: () => false,
+          roles: { running: ['projector'], leases: () => [keeper.status()] },
+          maxLagSeconds: 30,
+          shuttingDown: () => false,
+        });
+        const result = await probe.check();
+        expect(result.ready).to.equal(false);
+        expect(result.checks.roles.detail).to.equal('projector (standby; the lease is free)');
+        expect(result.checks.projections.detail).to.equal('run by no instance, behind by more than 30 s: reports 42.5 s');
+        // The store answers a write (the probe of a process that keeps leases).
+        expect(result.checks.read_models).to.deep.equal({ ok: true, detail: 'reachable' });
+      } finally {
+        await readModelStore.close();
+        dir.remove();
+      }
+    });
+
+    it('a process that keeps leases needs the read-model store to take a write; an api process only to answer a read', async function () {
+      const asked: string[] = [];
+      const refusing = {
+        checkpoint: async () => (asked.push('read'), null),
+        releaseLease: async () => {
+          asked.push('write');
+          throw new Error('SQLITE_BUSY: database is locked');
+        },
+      };
+      const leases = new ReadinessProbe({ events: store, readModels: refusing, projections: async () => [status('leads', 0)], roles: projectorRole({ held: true, holder: 'me:1:a' }), maxLagSeconds: 30, shuttingDown: () => false });
+      const result = await leases.check();
+      expect(result.checks.read_models).to.deep.equal({ ok: false, detail: 'unreachable' });
+      expect(asked).to.deep.equal(['write']);
+      asked.length = 0;
+      const api = new ReadinessProbe({ events: store, readModels: refusing, projections: async () => [status('leads', 0)], roles: { running: ['api'], leases: () => [] }, maxLagSeconds: 30, shuttingDown: () => false });
+      expect((await api.check()).checks.read_models).to.deep.equal({ ok: true, detail: 'reachable' });
+      expect(asked).to.deep.equal(['read']);
     });
 
     it('concurrent probes share one round of checks', async function () {
