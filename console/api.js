@@ -24,12 +24,43 @@ export class ApiError extends Error {
   }
 }
 
-async function call(path, accept) {
-  const response = await fetch(path, { headers: { 'X-API-KEY': session.key ?? '', Accept: accept }, cache: 'no-store' });
+/** No answer at all: the request never reached the service, or its answer never came back. */
+class Unreachable extends Error {
+  constructor(cause) {
+    super('The service cannot be reached. Try again.');
+    this.cause = cause;
+  }
+}
+
+/**
+ * What the shell does about the connection as a whole, whichever page asked (app.js sets them):
+ * a 401 ends the session, a failed fetch marks what is shown as stale, and the next answer to a
+ * request made after that failure clears the mark.
+ */
+const listeners = { unauthorized() {}, unreachable() {}, reachable() {} };
+export function onConnection(handlers) {
+  Object.assign(listeners, handlers);
+}
+
+let failedAt = -Infinity;
+async function send(path, init) {
+  const started = performance.now();
+  let response;
+  try {
+    response = await fetch(path, { ...init, cache: 'no-store' });
+  } catch (error) {
+    failedAt = performance.now();
+    listeners.unreachable();
+    throw new Unreachable(error);
+  }
+  if (started > failedAt) listeners.reachable();
+  if (response.status === 401) listeners.unauthorized();
   return response;
 }
 
-/** GET a JSON route; rejects with ApiError when the answer is not 2xx. */
+const call = (path, accept) => send(path, { headers: { 'X-API-KEY': session.key ?? '', Accept: accept } });
+
+/** GET a JSON route; rejects with ApiError when the answer is not 2xx, Unreachable when there is none. */
 export async function getJson(path) {
   const response = await call(path, 'application/json');
   const body = await response.json().catch(() => null);
@@ -37,23 +68,21 @@ export async function getJson(path) {
   return body;
 }
 
-/** POST a JSON body (or none); rejects with ApiError when the answer is not 2xx. */
+/** POST a JSON body (or none); rejects as getJson does. */
 export async function postJson(path, body) {
   const headers = { 'X-API-KEY': session.key ?? '', Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const response = await fetch(path, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  const response = await send(path, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const answer = await response.json().catch(() => null);
   if (!response.ok) throw new ApiError(response.status, answer);
   return answer;
 }
 
-/** GET a route as CSV: the body as a Blob and the file name the service suggests. */
+/** GET a route as CSV: the body as a Blob. */
 export async function getCsv(path) {
   const response = await call(path, 'text/csv');
   if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => null));
-  const disposition = response.headers.get('Content-Disposition') ?? '';
-  const name = /filename="([^"]+)"/.exec(disposition)?.[1] ?? 'leadpost-report.csv';
-  return { blob: await response.blob(), name };
+  return { blob: await response.blob() };
 }
 
 /** Every page of a list route, following next_cursor, up to `maxRows`. */
@@ -73,15 +102,30 @@ export async function getAll(path, params, maxRows = 10_000) {
 
 /** /readyz needs no key; a 503 still carries the checks. */
 export async function readiness() {
-  const response = await fetch('/readyz', { cache: 'no-store' });
+  const response = await send('/readyz', {});
   return response.json();
 }
 
-/** What to show for a failed call. */
+export const KEY_REFUSED = 'This key was not accepted: it may have been revoked or expired. Sign in again.';
+
+/** What to show for a failed call, in plain words. */
 export function explain(error) {
-  if (error instanceof ApiError) {
-    const fields = (error.body.errors ?? []).map((e) => `${e.field}: ${e.message}`);
-    return [`${error.status} ${error.body.code ?? ''}: ${error.message}`, ...fields].join(' — ');
+  if (error instanceof Unreachable) return error.message;
+  if (!(error instanceof ApiError)) return String(error?.message ?? error);
+  switch (error.status) {
+    case 401:
+      return KEY_REFUSED;
+    case 403:
+      return 'This key may not do this.';
+    case 404:
+      return 'Not found: there is no such thing, or this key may not see it.';
+    case 422: {
+      const fields = (error.body.errors ?? []).map((e) => e.message);
+      return `Please check: ${fields.join('; ') || error.message}.`;
+    }
+    case 429:
+      return 'Too many requests from this key: wait a few seconds and try again.';
+    default:
+      return error.status >= 500 ? `The service could not answer (HTTP ${error.status}). Try again shortly.` : error.message;
   }
-  return String(error?.message ?? error);
 }

@@ -3,7 +3,7 @@
 // from GET /functions/me (its role, and for a buyer how it takes delivery). That only decides what
 // to show: every call the pages make is checked by the service against the key itself.
 
-import { getJson, explain, readiness, session, ApiError } from './api.js';
+import { getJson, explain, readiness, session, onConnection, ApiError, KEY_REFUSED } from './api.js';
 import { h, field } from './dom.js';
 import { renderReport } from './report.js';
 import { renderDeliveries } from './deliveries.js';
@@ -14,37 +14,42 @@ import { renderPersonalData } from './personal.js';
 
 const READERS = ['supplier', 'analyst', 'admin'];
 const ALL = ['supplier', 'buyer', 'analyst', 'admin'];
-// The pages, in the order of the nav. A page with a `label` has a nav link, shown to its roles
-// only; a page for one more role is one more entry here.
+// The pages, in the order of the nav (a role's home page first). A page with a `label` has a nav
+// link, shown to its roles only; a page for one more role is one more entry here.
 const PAGES = [
   { pattern: /^#\/leads$/, nav: '#/leads', label: 'Leads', roles: READERS, render: renderLeads },
   // A report's query may follow its hash (#/report?from=…&to=…&tz=…&group_by=…): a link to it shows it.
   { pattern: /^#\/report(?:\?(.*))?$/, nav: '#/report', label: 'Report', roles: READERS, render: renderReport },
-  { pattern: /^#\/deliveries$/, nav: '#/deliveries', label: 'Deliveries', roles: ALL, render: renderDeliveries },
   { pattern: /^#\/bought$/, nav: '#/bought', label: 'Bought', roles: ['buyer'], render: renderBought },
   { pattern: /^#\/pulls$/, nav: '#/pulls', label: 'Pulls', roles: ['buyer'], pullOnly: true, render: renderPulls },
+  { pattern: /^#\/deliveries$/, nav: '#/deliveries', label: 'Deliveries', roles: ALL, render: renderDeliveries },
   // A consumer's access and erasure requests; an erasure's record has the page's address plus its id.
   { pattern: /^#\/personal-data(?:\/erasures\/([0-9a-f]{32}))?$/, nav: '#/personal-data', label: 'Personal data', roles: ['admin'], render: renderPersonalData },
-  // A lead's page is reached from a list, so it has no link of its own; it lights the list's.
-  { pattern: /^#\/leads\/([1-9]\d{0,15})$/, nav: null, roles: ALL, render: renderLead },
+  // A lead's page is reached from a list, so it has no link of its own; it lights the list's. Any
+  // id: one that is no lead id (too long, not a number) is "not found" there, like one not readable.
+  { pattern: /^#\/leads\/([^/?#]+)$/, nav: null, roles: ALL, render: renderLead },
 ];
 const HOME = { supplier: '#/leads', buyer: '#/bought', analyst: '#/report', admin: '#/report' };
 
 /** Who the key is (GET /functions/me), asked once per sign-in. */
 let me = null;
 const has = (page) => page.roles.includes(me.role) && (!page.pullOnly || me.buyer?.delivery === 'pull');
+const homeless = () => ['', '#', '#/'].includes(location.hash);
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 const signOutButton = document.getElementById('sign-out');
 const readinessLine = document.getElementById('readiness');
+const readinessState = document.getElementById('readiness-state');
+const readinessDetail = document.getElementById('readiness-detail');
 const who = document.getElementById('who');
 
-function signInPage() {
+function signInPage(notice = '') {
   nav.hidden = true;
   signOutButton.hidden = true;
+  who.textContent = '';
   const input = h('input', { type: 'password', name: 'key', autocomplete: 'off', required: true, spellcheck: 'false' });
-  const message = h('p', { class: 'error', role: 'alert' });
+  const message = h('p', { class: 'error', role: 'alert', id: 'signin-message' });
   const form = h(
     'form',
     { class: 'card signin', 'aria-labelledby': 'signin-title' },
@@ -60,8 +65,9 @@ function signInPage() {
     try {
       // 200 for a valid key of any role, 401 for one that is not.
       me = await getJson('/functions/me');
+      // Back to the page the session was on (a key refused mid-session keeps its address), or home.
       const page = PAGES.find((p) => p.pattern.test(location.hash));
-      if (!page || !has(page)) location.hash = HOME[me.role];
+      if (homeless() || (page && !has(page))) location.hash = HOME[me.role];
       else route();
     } catch (error) {
       session.signOut();
@@ -70,8 +76,45 @@ function signInPage() {
     }
   });
   main.replaceChildren(form);
+  main.dataset.page = 'sign-in';
+  // Written once the alert is in the page, so that it is announced.
+  message.textContent = notice;
   input.focus();
 }
+
+/** The key was refused (revoked or expired since sign-in): the session ends, whatever was shown. */
+function keyRefused() {
+  if (!me) return; // signing in, or already ended: the sign-in form says so itself
+  session.signOut();
+  me = null;
+  rendering++; // what the pages still await is for a page no longer shown
+  signInPage(KEY_REFUSED);
+}
+
+/** The readiness line: its state is announced only when it changes, its detail never. */
+function showState(state, detail, ok) {
+  if (readinessState.textContent !== state) readinessState.textContent = state;
+  readinessDetail.textContent = detail;
+  readinessLine.classList.toggle('bad', !ok);
+  readinessLine.dataset.ready = String(ok);
+}
+
+let unreachable = false;
+onConnection({
+  unauthorized: keyRefused,
+  unreachable() {
+    unreachable = true;
+    // Whatever the page shows came before the failure: marked as such (console.css) until an answer comes.
+    main.classList.add('stale');
+    showState('Service unreachable', ' · the console cannot reach it', false);
+  },
+  reachable() {
+    main.classList.remove('stale');
+    if (!unreachable) return;
+    unreachable = false;
+    void showReadiness();
+  },
+});
 
 async function showReadiness() {
   try {
@@ -79,13 +122,19 @@ async function showReadiness() {
     const projections = body.checks?.projections?.items ?? [];
     const lag = Math.max(0, ...projections.map((p) => p.lag_seconds ?? 0));
     const behind = projections.reduce((sum, p) => sum + (p.events_behind ?? 0), 0);
-    readinessLine.textContent = `${body.ok ? 'Ready' : 'Not ready'} · projection lag ${lag.toFixed(1)} s, ${behind} events behind`;
-    readinessLine.classList.toggle('bad', !body.ok);
-    readinessLine.dataset.ready = String(Boolean(body.ok));
+    showState(body.ok ? 'Ready' : 'Not ready', ` · projection lag ${lag.toFixed(1)} s, ${behind} events behind`, Boolean(body.ok));
   } catch (error) {
-    readinessLine.textContent = `Readiness unknown: ${explain(error)}`;
-    readinessLine.classList.add('bad');
+    if (!unreachable) showState('Readiness unknown', `: ${explain(error)}`, false);
   }
+}
+
+/** An address that names no page: said so, with the way home (the address is left as it was). */
+function notFound(home) {
+  main.append(
+    h('h1', {}, 'Page not found'),
+    h('p', {}, 'The console has no page at this address.'),
+    h('p', {}, h('a', { href: home }, 'Go to the home page')),
+  );
 }
 
 let rendering = 0;
@@ -95,33 +144,39 @@ async function route() {
     try {
       me = await getJson('/functions/me');
     } catch (error) {
-      // A key revoked since this tab signed in: back to the sign-in page.
-      if (error instanceof ApiError && error.status === 401) session.signOut();
-      else main.replaceChildren(h('p', { class: 'error', role: 'alert' }, explain(error)));
-      if (!session.key) signInPage();
+      // A key revoked since this tab signed in: back to the sign-in page, saying why.
+      if (error instanceof ApiError && error.status === 401) {
+        session.signOut();
+        signInPage(KEY_REFUSED);
+      } else {
+        main.replaceChildren(h('p', { class: 'error', role: 'alert' }, explain(error)));
+      }
       return;
     }
   }
   const page = PAGES.find((p) => p.pattern.test(location.hash));
-  if (!page || !has(page)) {
+  // No page asked for, or one this key does not have: the role's home page.
+  if (homeless() || (page && !has(page))) {
     location.hash = HOME[me.role];
     return;
   }
   nav.hidden = false;
   signOutButton.hidden = false;
   who.textContent = `${me.name} (${me.role})`;
-  const current = page.nav ?? (me.role === 'buyer' ? '#/bought' : '#/leads');
+  const current = page ? (page.nav ?? (me.role === 'buyer' ? '#/bought' : '#/leads')) : null;
   nav.replaceChildren(
     ...PAGES.filter((p) => p.label && has(p)).map((p) => h('a', { href: p.nav, 'aria-current': p.nav === current ? 'page' : undefined }, p.label)),
   );
-  const params = page.pattern.exec(location.hash).slice(1);
   const mine = ++rendering;
   main.replaceChildren();
-  main.dataset.page = page.nav ? page.nav.slice(2) : 'lead';
+  main.classList.remove('stale');
+  main.dataset.page = page ? (page.nav ? page.nav.slice(2) : 'lead') : 'not-found';
   // A new page starts the keyboard at its content: the next Tab is its first control, not the
   // header's links again, and a screen reader reads from the page's heading.
   main.focus({ preventScroll: true });
   void showReadiness();
+  if (!page) return notFound(HOME[me.role]);
+  const params = page.pattern.exec(location.hash).slice(1);
   try {
     await page.render(main, params, () => mine === rendering, me);
   } catch (error) {
@@ -132,7 +187,6 @@ async function route() {
 signOutButton.addEventListener('click', () => {
   session.signOut();
   me = null;
-  who.textContent = '';
   location.hash = '';
   route();
 });

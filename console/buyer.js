@@ -5,8 +5,8 @@
 // (from GET /functions/me) and the service's answer in words.
 
 import { getJson, postJson, explain, ApiError } from './api.js';
-import { h, field, select, money, time } from './dom.js';
-import { leadTable } from './leads.js';
+import { h, field, select, say, time, focusAfterMore } from './dom.js';
+import { leadTable, leadCell } from './leads.js';
 
 export async function renderPulls(main, _params, current, me) {
   main.append(h('h1', {}, 'Pending pulls'));
@@ -22,20 +22,18 @@ export async function renderPulls(main, _params, current, me) {
     message,
     h(
       'section',
-      { class: 'card table-wrap' },
+      { class: 'card table-wrap results' },
       h(
         'table',
         { id: 'pulls-table', 'aria-label': 'Pending pulls' },
-        h('thead', {}, h('tr', {}, ['Lead', 'Sold', 'Name', 'E-mail', 'Mobile', 'ZIP', 'State', ''].map((t, i, all) => h('th', { scope: 'col', class: i === all.length - 1 ? 'action' : undefined }, t)))),
+        h('thead', {}, h('tr', {}, [['Lead'], ['Sold', 'time'], ['Name'], ['E-mail'], ['Mobile'], ['ZIP'], ['State'], ['', 'action']].map(([t, cls]) => h('th', { scope: 'col', class: cls }, t)))),
         body,
       ),
-      h('p', {}, more),
+      h('p', { class: 'more' }, more),
     ),
   );
 
-  const status = () => {
-    message.textContent = body.children.length === 0 ? 'No pending pulls.' : `${body.children.length} pending pulls shown.`;
-  };
+  const status = () => say(message, body.children.length === 0 ? 'No pending pulls.' : `${body.children.length} pending pulls shown.`);
   async function acknowledge(row, button) {
     button.disabled = true;
     try {
@@ -47,10 +45,10 @@ export async function renderPulls(main, _params, current, me) {
       tr.remove();
       next.focus();
       status();
-      message.textContent = `Lead ${row.lead_id} acknowledged: delivered ${time(answer.delivery.delivered_at)}. ${message.textContent}`;
+      say(message, `Lead ${row.lead_id} acknowledged: delivered ${time(answer.delivery.delivered_at)}. ${message.textContent}`);
     } catch (error) {
       button.disabled = false;
-      message.textContent = `Lead ${row.lead_id} was not acknowledged: ${explain(error)}`;
+      say(message, `Lead ${row.lead_id} was not acknowledged: ${explain(error)}`, 'error');
     }
   }
 
@@ -58,66 +56,93 @@ export async function renderPulls(main, _params, current, me) {
   async function load() {
     const query = new URLSearchParams({ status: 'pending', limit: '50', ...(cursor ? { cursor } : {}) });
     const page = await getJson(`/functions/deliveries?${query}`);
-    if (!current()) return;
+    if (!current()) return null;
+    let first = null;
     for (const row of page.items) {
       const lead = row.lead ?? {};
       const button = h('button', { type: 'button', 'aria-label': `Acknowledge lead ${row.lead_id}` }, 'Acknowledge');
       button.addEventListener('click', () => acknowledge(row, button));
-      body.append(
-        h(
-          'tr',
-          { 'data-lead': row.lead_id },
-          h('td', {}, h('a', { href: `#/leads/${row.lead_id}` }, row.lead_id)),
-          h('td', {}, time(row.created_at)),
-          h('td', {}, [lead.first_name, lead.last_name].filter(Boolean).join(' ')),
-          h('td', {}, lead.email ?? ''),
-          h('td', {}, lead.mobile ?? ''),
-          h('td', {}, lead.zip ?? ''),
-          h('td', {}, lead.accident_state ?? ''),
-          // Kept in view at a phone's width, however far the row is scrolled (console.css).
-          h('td', { class: 'action' }, button),
-        ),
+      const tr = h(
+        'tr',
+        { 'data-lead': row.lead_id },
+        h('td', {}, h('a', { href: `#/leads/${row.lead_id}` }, row.lead_id)),
+        h('td', { class: 'time' }, time(row.created_at)),
+        h('td', {}, [lead.first_name, lead.last_name].filter(Boolean).join(' ')),
+        h('td', {}, lead.email ?? ''),
+        h('td', {}, lead.mobile ?? ''),
+        h('td', {}, lead.zip ?? ''),
+        h('td', {}, lead.accident_state ?? ''),
+        // Kept in view at a phone's width, however far the row is scrolled (console.css).
+        h('td', { class: 'action' }, button),
       );
+      first ??= tr;
+      body.append(tr);
     }
     cursor = page.next_cursor;
     more.hidden = !cursor;
     status();
+    return first;
   }
-  more.addEventListener('click', () => load().catch((error) => (message.textContent = explain(error))));
+  more.addEventListener('click', async () => {
+    const hadFocus = document.activeElement === more;
+    try {
+      focusAfterMore(more, await load(), hadFocus);
+    } catch (error) {
+      say(message, explain(error), 'error');
+    }
+  });
   await load();
 }
 
 const BOUGHT_COLUMNS = [
-  ['Lead', (r) => h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id)],
-  ['Received', (r) => time(r.received_at)],
-  ['Name', (r) => [r.lead?.first_name, r.lead?.last_name].filter(Boolean).join(' ')],
+  ['Lead', leadCell],
+  ['Received', (r) => time(r.received_at), 'time'],
+  // An erased lead keeps no name: said so, rather than an empty cell.
+  ['Name', (r) => (r.personal_data_erased || r.lead?.erased ? h('span', { class: 'muted' }, 'Personal data erased') : [r.lead?.first_name, r.lead?.last_name].filter(Boolean).join(' '))],
   ['State', (r) => r.lead?.accident_state ?? ''],
-  ['Price', (r) => money(r.revenue), 'num'],
-  ['Delivery', (r) => r.delivery?.status ?? ''],
+  ['Price', (r) => r.revenue, 'num money'],
+  // A test lead is never delivered (nor returned): its view's "pending" would wait for ever.
+  ['Delivery', (r) => (r.test ? 'none (test lead)' : (r.delivery?.status ?? ''))],
   ['Feedback', (r) => (r.feedback ?? []).map((f) => (f.reason ? `${f.type} (${f.reason})` : f.type)).join(', ')],
 ];
 
 export async function renderBought(main, _params, current) {
-  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'bought-message' });
   const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More');
   const { table, body, add } = leadTable('bought-table', 'Bought leads', BOUGHT_COLUMNS);
   main.append(
     h('h1', {}, 'Bought leads'),
     h('p', { class: 'muted' }, 'The leads sold to you, newest first. Open one to see its timeline or to return it.'),
     message,
-    h('section', { class: 'card table-wrap' }, table, h('p', {}, more)),
+    h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more)),
   );
   let cursor = null;
+  let tests = 0;
   async function load() {
     const query = new URLSearchParams({ limit: '50', ...(cursor ? { cursor } : {}) });
     const page = await getJson(`/functions/leads?${query}`);
-    if (!current()) return;
-    add(page.items);
+    if (!current()) return null;
+    const first = add(page.items);
+    tests += page.items.filter((r) => r.test).length;
     cursor = page.next_cursor;
     more.hidden = !cursor;
-    message.textContent = body.children.length === 0 ? 'No leads bought yet.' : `${body.children.length} leads shown.`;
+    const n = body.children.length;
+    say(
+      message,
+      n === 0
+        ? 'No leads bought yet.'
+        : `${n} leads shown.${tests === 0 ? '' : ` ${tests} of them ${tests === 1 ? 'is a test lead' : 'are test leads'}, marked "test": not delivered, not returnable, and left out of reports.`}`,
+    );
+    return first;
   }
-  more.addEventListener('click', () => load().catch((error) => (message.textContent = explain(error))));
+  more.addEventListener('click', async () => {
+    const hadFocus = document.activeElement === more;
+    try {
+      focusAfterMore(more, await load(), hadFocus);
+    } catch (error) {
+      say(message, explain(error), 'error');
+    }
+  });
   await load();
 }
 
@@ -130,7 +155,7 @@ function refusal(error, me) {
     case 'RETURN_WINDOW_CLOSED':
       return `This lead is past your return window (${me.buyer?.return_window_days ?? '?'} days after the sale): it can no longer be returned.`;
     case 'INVALID': {
-      const fields = (error.body.errors ?? []).map((e) => `${e.field}: ${e.message}`).join('; ');
+      const fields = (error.body.errors ?? []).map((e) => e.message).join('; ');
       return `The return was refused: ${fields || error.message}`;
     }
     case 'NOT_FOUND':

@@ -1,14 +1,43 @@
 // Deliveries by status, newest first (GET /functions/deliveries). A row opens its lead's page:
-// by click anywhere on the row, or by keyboard through the link in its first cell.
+// by click anywhere on the row, or by keyboard through the link in its first cell. A failed
+// webhook attempt shows why (last_error) and when the worker tries again (next_attempt_at).
 
 import { getJson, explain } from './api.js';
-import { h, field, select, time } from './dom.js';
+import { h, field, select, say, time, badge, focusAfterMore } from './dom.js';
 
-const STATUSES = [['', 'Any'], ['pending', 'Pending'], ['delivered', 'Delivered'], ['failed', 'Failed']];
+const STATUSES = [['', 'Any'], ['pending', 'Pending'], ['delivered', 'Delivered'], ['failed', 'Failed'], ['cancelled', 'Cancelled']];
+
+/** Why the latest webhook attempt failed, in words (the API's last_error: http_4xx… by the answer's hundred). */
+const ERRORS = {
+  http_4xx: 'refused by the buyer (HTTP 4xx)',
+  http_5xx: 'buyer error (HTTP 5xx)',
+  timeout: 'no answer in time',
+  connection_error: 'could not connect',
+  attempt_lost: 'attempt lost (no outcome recorded)',
+};
+const lastError = (code) => ERRORS[code] ?? (/^http_\dxx$/.test(code) ? `answered HTTP ${code.slice(5)}` : code);
+
+/**
+ * When the worker tries again: only for a row it has tried already. A pull buyer's pending row
+ * also carries a next_attempt_at (its sale's time), but no worker sends it.
+ */
+const nextAttempt = (row) => (row.status === 'pending' && row.attempts > 0 && row.next_attempt_at ? time(row.next_attempt_at) : '');
+
+const COLUMNS = [
+  ['Lead', (r) => [h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id), r.erased ? badge('erased') : null]],
+  ['Buyer', (r) => r.buyer ?? ''],
+  ['Bucket', (r) => r.bucket ?? ''],
+  ['Status', (r) => r.status],
+  ['Attempts', (r) => r.attempts, 'num'],
+  ['Last attempt', (r) => time(r.last_attempt_at), 'time'],
+  ['Last status', (r) => r.last_status_code ?? ''],
+  ['Last error', (r) => (r.last_error ? lastError(r.last_error) : '')],
+  ['Next attempt', nextAttempt, 'time'],
+];
 
 export async function renderDeliveries(main, _params, current) {
   const status = select('status', STATUSES, '');
-  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'deliveries-message' });
   const body = h('tbody');
   const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More');
   const form = h('form', { class: 'card filters', 'aria-label': 'Delivery filters' }, field('Status', status), h('button', { type: 'submit' }, 'Show'));
@@ -18,14 +47,14 @@ export async function renderDeliveries(main, _params, current) {
     message,
     h(
       'section',
-      { class: 'card table-wrap' },
+      { class: 'card table-wrap results' },
       h(
         'table',
         { id: 'deliveries-table', 'aria-label': 'Deliveries' },
-        h('thead', {}, h('tr', {}, ['Lead', 'Buyer', 'Bucket', 'Status', 'Attempts', 'Last attempt', 'Last status'].map((t) => h('th', { scope: 'col', class: t === 'Attempts' ? 'num' : undefined }, t)))),
+        h('thead', {}, h('tr', {}, COLUMNS.map(([t, , cls]) => h('th', { scope: 'col', class: cls }, t)))),
         body,
       ),
-      h('p', {}, more),
+      h('p', { class: 'more' }, more),
     ),
   );
   body.addEventListener('click', (event) => {
@@ -39,33 +68,32 @@ export async function renderDeliveries(main, _params, current) {
       cursor = null;
       body.replaceChildren();
     }
-    message.textContent = 'Loading…';
+    say(message, 'Loading…');
     const query = new URLSearchParams({ limit: '50', ...(status.value ? { status: status.value } : {}), ...(cursor ? { cursor } : {}) });
     const page = await getJson(`/functions/deliveries?${query}`);
-    if (!current()) return;
+    if (!current()) return null;
+    let first = null;
     for (const row of page.items) {
-      body.append(
-        h(
-          'tr',
-          { class: 'opens', 'data-lead': row.lead_id },
-          h('td', {}, h('a', { href: `#/leads/${row.lead_id}` }, row.lead_id)),
-          h('td', {}, row.buyer ?? ''),
-          h('td', {}, row.bucket ?? ''),
-          h('td', {}, row.status),
-          h('td', { class: 'num' }, row.attempts),
-          h('td', {}, time(row.last_attempt_at)),
-          h('td', {}, row.last_status_code ?? ''),
-        ),
-      );
+      const tr = h('tr', { class: 'opens', 'data-lead': row.lead_id }, COLUMNS.map(([, cell, cls]) => h('td', { class: cls }, cell(row))));
+      first ??= tr;
+      body.append(tr);
     }
     cursor = page.next_cursor;
     more.hidden = !cursor;
-    message.textContent = body.children.length === 0 ? 'No deliveries.' : `${body.children.length} deliveries shown.`;
+    say(message, body.children.length === 0 ? 'No deliveries.' : `${body.children.length} deliveries shown.`);
+    return first;
   }
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    load(true).catch((error) => (message.textContent = explain(error)));
+    load(true).catch((error) => say(message, explain(error), 'error'));
   });
-  more.addEventListener('click', () => load(false).catch((error) => (message.textContent = explain(error))));
-  await load(true);
+  more.addEventListener('click', async () => {
+    const hadFocus = document.activeElement === more;
+    try {
+      focusAfterMore(more, await load(false), hadFocus);
+    } catch (error) {
+      say(message, explain(error), 'error');
+    }
+  });
+  await load(true).catch((error) => say(message, explain(error), 'error'));
 }

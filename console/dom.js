@@ -22,11 +22,72 @@ export function field(text, control) {
   return h('div', { class: 'field' }, h('label', { for: control.id }, text), control);
 }
 
+/**
+ * Says what is wrong with a control, in words under it (error style), joined to it by
+ * aria-describedby and marked aria-invalid; no text takes both away.
+ */
+export function markField(control, text) {
+  const box = control.closest('.field') ?? control.parentElement;
+  const id = `${control.id}-error`;
+  let note = box.querySelector(`#${CSS.escape(id)}`);
+  if (!text) {
+    note?.remove();
+    control.removeAttribute('aria-invalid');
+    control.removeAttribute('aria-describedby');
+    return;
+  }
+  note ??= box.appendChild(h('p', { class: 'error field-error', id }));
+  note.textContent = text;
+  control.setAttribute('aria-invalid', 'true');
+  control.setAttribute('aria-describedby', id);
+}
+
 export function select(name, options, value) {
   return h('select', { name }, options.map(([v, text]) => h('option', { value: v, selected: v === value }, text)));
 }
 
-export const money = (n) => (typeof n === 'number' ? n.toFixed(2) : '');
+/** A status line's text and tone: 'muted' for progress and counts, 'error' for a failure, 'ok' for a success. */
+export function say(element, text, tone = 'muted') {
+  element.classList.remove('muted', 'error', 'ok');
+  element.classList.add(tone);
+  element.textContent = text;
+}
+
+/** An amount to the cent, with its currency when given ("40.00 USD"). */
+export const money = (n, currency) => (typeof n === 'number' ? (currency ? `${n.toFixed(2)} ${currency}` : n.toFixed(2)) : '');
+/** A heading of money: its currency in brackets when known ("Revenue (USD)"). */
+export const withCurrency = (label, currency) => (currency ? `${label} (${currency})` : label);
 export const count = (n) => (typeof n === 'number' ? n.toLocaleString('en-US') : '');
 export const rate = (n) => (typeof n === 'number' ? `${(n * 100).toFixed(1)}%` : '');
-export const time = (iso) => (iso ? new Date(iso).toLocaleString('en-US', { dateStyle: 'medium', timeStyle: 'medium' }) : '');
+
+/**
+ * Every time the console shows, on every page: in UTC, to the second, the zone written
+ * ("2026-11-27 03:11:06 UTC"), whatever the browser's own zone. The filters' dates are UTC days too.
+ */
+export function time(iso) {
+  if (!iso) return '';
+  const at = new Date(iso);
+  return Number.isNaN(at.getTime()) ? String(iso) : `${at.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+/** A word in a row that says what kind of row it is ("test", "erased"): text, never colour alone. */
+export const badge = (text, kind = text) => [' ', h('span', { class: `badge ${kind}` }, text)];
+
+/**
+ * The currency of some lead rows: that of the rows routed to a buyer or bucket (a lead never routed
+ * has the service's default), null when there is none or more than one.
+ */
+export function currencyOf(rows) {
+  const routed = rows.filter((row) => row.buyer || row.bucket);
+  const currencies = new Set((routed.length > 0 ? routed : rows).map((row) => row.currency).filter(Boolean));
+  return currencies.size === 1 ? [...currencies][0] : null;
+}
+
+/**
+ * After a "More": once the button is hidden (no more rows), the keyboard would be left on the page's
+ * body; it goes to the first row just added instead (its link or button).
+ */
+export function focusAfterMore(button, firstNew, hadFocus) {
+  if (!button.hidden || !hadFocus || !firstNew) return;
+  firstNew.querySelector('a[href], button')?.focus();
+}

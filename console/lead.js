@@ -1,15 +1,29 @@
 // One lead: its outcome, then its timeline from GET /functions/leads/{id}/events — what was
 // received, each check's result, every routing candidate with why it was or was not eligible,
 // each delivery attempt, and the buyer's feedback. A lead posted with a ping has the ping's events
-// first: what each buyer bid. For the buyer that bought it, the return form.
+// first: what each buyer bid. For the buyer that bought it, the return form (not on a test lead,
+// which takes no feedback). Any id in the address has this page: one that is no lead id is not found.
 
 import { getJson, explain, ApiError } from './api.js';
-import { h, money, time } from './dom.js';
+import { h, money, withCurrency, time, badge } from './dom.js';
 import { openLeadForm } from './leads.js';
 import { returnForm } from './buyer.js';
 
-export async function renderLead(main, [id], current, me) {
-  main.append(h('h1', {}, `Lead ${id}`), openLeadForm(id));
+/** A lead id as the API takes one: 1 to 16 digits, no leading zero. */
+const LEAD_ID = /^[1-9]\d{0,15}$/;
+
+export async function renderLead(main, [raw], current, me) {
+  let id = raw;
+  try {
+    id = decodeURIComponent(raw);
+  } catch {
+    // shown as typed
+  }
+  const valid = LEAD_ID.test(id);
+  main.append(h('h1', { class: 'lead-title' }, `Lead ${id}`), openLeadForm(valid ? id : ''));
+  const notFound = () => main.append(h('p', { class: 'error', role: 'alert', id: 'lead-missing' }, `Lead ${id} not found: there is no such lead, or this key may not see it.`));
+  // Not a lead id the API could have (too long, not a number): not found, without asking.
+  if (!valid) return notFound();
 
   let lead;
   let events;
@@ -18,20 +32,31 @@ export async function renderLead(main, [id], current, me) {
     [{ lead }, { items: events, ping_events: pingEvents }] = await Promise.all([getJson(`/functions/leads/${id}`), getJson(`/functions/leads/${id}/events`)]);
   } catch (error) {
     if (!current()) return;
-    const missing = error instanceof ApiError && error.status === 404;
-    main.append(h('p', { class: 'error', role: 'alert', id: 'lead-missing' }, missing ? `Lead ${id} not found: there is no such lead, or this key may not see it.` : explain(error)));
+    if (error instanceof ApiError && error.status === 404) notFound();
+    else main.append(h('p', { class: 'error', role: 'alert', id: 'lead-missing' }, explain(error)));
     return;
   }
   if (!current()) return;
   const mine = me.role === 'buyer' && lead.buyer === me.name;
   // Only the sections this key has: main.append would write a null as the text "null".
   const sections = [
-    h('section', { class: 'card', 'aria-label': 'Outcome' }, summary(lead)),
-    lead.lead ? consumer(lead.lead) : null,
-    mine ? returnForm(lead, me) : null,
-    h('section', { class: 'card' }, h('h2', {}, 'Timeline'), timeline([...(pingEvents ?? []).map((e) => ({ ...e, ping: true })), ...events])),
+    h('section', { class: 'card results', 'aria-label': 'Outcome' }, summary(lead)),
+    lead.lead ? consumer(lead) : null,
+    mine && !lead.test ? returnForm(lead, me) : null,
+    mine && lead.test ? testLeadNote() : null,
+    h('section', { class: 'card results' }, h('h2', {}, 'Timeline'), timeline([...(pingEvents ?? []).map((e) => ({ ...e, ping: true })), ...events], lead.currency)),
   ];
   main.append(...sections.filter(Boolean));
+}
+
+/** Why a buyer is offered no return on a test lead: the service takes no feedback on one. */
+function testLeadNote() {
+  return h(
+    'section',
+    { class: 'card', id: 'test-lead-note', 'aria-labelledby': 'test-lead-title' },
+    h('h2', { id: 'test-lead-title' }, 'A test lead'),
+    h('p', {}, 'This is a test lead: it cannot be returned and takes no feedback. Test leads are not delivered and are left out of reports.'),
+  );
 }
 
 function summary(lead) {
@@ -40,25 +65,36 @@ function summary(lead) {
     ['Status', lead.lead_status],
     ['Code', lead.code ?? '—'],
     ['Sold to', where],
-    ['Revenue', `${money(lead.revenue)} ${lead.currency ?? ''}`],
+    ['Revenue', money(lead.revenue, lead.currency)],
     ['Supplier', lead.supplier],
     ['Source (sid / s1)', `${lead.sid ?? '—'} / ${lead.s1 ?? '—'}`],
     ['Received', time(lead.received_at)],
     ['Checks', lead.enrichment ? Object.entries(lead.enrichment).map(([k, v]) => `${k} ${v ?? '—'}`).join(', ') : '—'],
-    ['Delivery', lead.delivery ? `${lead.delivery.status}, ${lead.delivery.attempts} attempt(s)` : '—'],
-    ['Test lead', lead.test ? 'yes' : 'no'],
-    ['Ping', lead.ping ? `${lead.ping.ping_id}${lead.ping.buyer ? `, sold at ${lead.ping.buyer}'s bid of ${money(lead.ping.bid)}` : ', no bid could take it'}` : '—'],
+    ['Delivery', lead.test ? 'none: test leads are not delivered' : lead.delivery ? `${lead.delivery.status}, ${lead.delivery.attempts} attempt(s)` : '—'],
+    ['Test lead', lead.test ? ['yes, left out of reports', badge('test')] : 'no'],
+    ['Ping', lead.ping ? `${lead.ping.ping_id}${lead.ping.buyer ? `, sold at ${lead.ping.buyer}'s bid of ${money(lead.ping.bid, lead.currency)}` : ', no bid could take it'}` : '—'],
   ];
-  // Only for those who may see the consumer: whether its personal data is still held.
-  if (lead.lead) items.push(['Personal data', lead.lead.erased ? 'erased' : 'held']);
+  // Whether its personal data is still held: the flag is for every reader, the fields only for some.
+  if (lead.lead || lead.personal_data_erased) items.push(['Personal data', lead.personal_data_erased || lead.lead?.erased ? 'erased' : 'held']);
   return h('dl', { class: 'summary', id: 'lead-summary' }, items.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))));
 }
 
 /**
  * The consumer's details, for those the service gives them to (an admin, the lead's supplier, the
- * buyer that bought it); for anyone else the lead carries none and this card is not drawn.
+ * buyer that bought it); for anyone else the lead carries none and this card is not drawn. Once
+ * erased, the card says so instead of showing empty fields.
  */
-function consumer(person) {
+function consumer(lead) {
+  const person = lead.lead;
+  const title = h('h2', { id: 'consumer-title' }, 'Consumer (personal data)');
+  if (lead.personal_data_erased || person.erased) {
+    return h(
+      'section',
+      { class: 'card results', 'aria-labelledby': 'consumer-title' },
+      title,
+      h('div', { id: 'lead-consumer' }, h('p', { class: 'erased-note' }, 'Personal data erased'), h('p', { class: 'muted' }, 'The consumer\'s name, contacts and consent are gone for good; the timeline shows when and why.')),
+    );
+  }
   const items = [
     ['Name', [person.first_name, person.last_name].filter(Boolean).join(' ')],
     ['E-mail', person.email],
@@ -69,15 +105,15 @@ function consumer(person) {
   ];
   return h(
     'section',
-    { class: 'card', 'aria-labelledby': 'consumer-title' },
-    h('h2', { id: 'consumer-title' }, 'Consumer (personal data)'),
+    { class: 'card results', 'aria-labelledby': 'consumer-title' },
+    title,
     h('dl', { class: 'summary', id: 'lead-consumer' }, items.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value ?? '—')))),
   );
 }
 
 const yesNo = (ok) => h('span', { class: ok ? 'yes' : 'no' }, ok ? 'yes' : 'no');
 
-/** What each event type says, as elements; an unknown type shows its data as JSON. */
+/** What each event type says, as elements; an unknown type shows its data as JSON. `currency`: the lead's, for amounts whose event names none. */
 const DETAILS = {
   LeadReceived: (d) => [
     h('p', {}, `From ${d.supplier}, sid ${d.sid ?? '—'}, s1 ${d.s1 ?? '—'}, state ${d.accident_state ?? '—'}${d.test ? ', test lead' : ''}.`),
@@ -88,35 +124,35 @@ const DETAILS = {
   LeadEnriched: (d) =>
     h('ul', { class: 'checks' }, Object.entries(d.checks ?? {}).map(([name, c]) => h('li', { 'data-check': name }, `${name}: `, h('span', { class: c.result === 'pass' ? 'yes' : c.result === 'fail' ? 'no' : '' }, c.result), ` (${c.detail}, ${c.provider})`))),
   LeadRouted: (d) => [
-    h('p', {}, `To ${d.target.kind} ${d.target.id} at ${money(d.price)} ${d.currency}, strategy ${d.strategy}, routing ${d.routing_version}.`),
+    h('p', {}, `To ${d.target.kind} ${d.target.id} at ${money(d.price, d.currency)}, strategy ${d.strategy}, routing ${d.routing_version}.`),
     h(
       'div',
       { class: 'table-wrap' },
       h(
         'table',
         { class: 'candidates', 'aria-label': 'Routing candidates' },
-        h('thead', {}, h('tr', {}, ['Buyer', 'Price', 'Eligible', 'Reason'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('thead', {}, h('tr', {}, ['Buyer', withCurrency('Price', d.currency), 'Eligible', 'Reason'].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, (d.candidates ?? []).map((c) => h('tr', { 'data-buyer': c.buyer }, h('td', {}, c.buyer), h('td', { class: 'num' }, money(c.price)), h('td', {}, yesNo(c.eligible)), h('td', {}, c.detail ? `${c.reason} (${c.detail})` : c.reason)))),
       ),
     ),
   ],
-  LeadSold: (d) => h('p', {}, `Sold to ${d.buyer} for ${money(d.revenue)} ${d.currency}.`),
+  LeadSold: (d) => h('p', {}, `Sold to ${d.buyer} for ${money(d.revenue, d.currency)}.`),
   LeadPinged: (d) => h('p', {}, `Pinged by ${d.supplier}, sid ${d.sid}, state ${d.accident_state}; answer good until ${time(d.expires_at)}.`),
   PingBidsCollected: (d) => [
-    h('p', {}, d.winner ? `Best bid: ${d.winner.buyer}, ${money(d.winner.amount)} ${d.currency}.` : 'No bid.'),
+    h('p', {}, d.winner ? `Best bid: ${d.winner.buyer}, ${money(d.winner.amount, d.currency)}.` : 'No bid.'),
     h(
       'div',
       { class: 'table-wrap' },
       h(
         'table',
         { class: 'bids', 'aria-label': 'Bids' },
-        h('thead', {}, h('tr', {}, ['Buyer', 'Answer', 'Bid', 'Latency'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('thead', {}, h('tr', {}, ['Buyer', 'Answer', withCurrency('Bid', d.currency), 'Latency'].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, (d.bids ?? []).map((b) => h('tr', { 'data-buyer': b.buyer }, h('td', {}, b.buyer), h('td', {}, b.detail ? `${b.result} (${b.detail})` : b.result), h('td', { class: 'num' }, b.amount == null ? '—' : money(b.amount)), h('td', { class: 'num' }, b.latency_ms == null ? '—' : `${b.latency_ms} ms`)))),
       ),
     ),
   ],
-  PingPosted: (d) => h('p', {}, `Posted as lead ${d.lead_id}${d.buyer ? `, sold at ${d.buyer}'s bid of ${money(d.amount)}` : ', no bid could take it'}.`),
-  LeadPingMatched: (d) => h('p', {}, `Posted with ping ${d.ping_id}${d.buyer ? `: sold at ${d.buyer}'s bid of ${money(d.amount)}` : ': no bid could take it, routed as a plain post'}.`),
+  PingPosted: (d, currency) => h('p', {}, `Posted as lead ${d.lead_id}${d.buyer ? `, sold at ${d.buyer}'s bid of ${money(d.amount, currency)}` : ', no bid could take it'}.`),
+  LeadPingMatched: (d, currency) => h('p', {}, `Posted with ping ${d.ping_id}${d.buyer ? `: sold at ${d.buyer}'s bid of ${money(d.amount, currency)}` : ': no bid could take it, routed as a plain post'}.`),
   LeadDeliveryAttempted: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} (timeout ${d.timeout_ms} ms).`),
   LeadDelivered: (d) => h('p', {}, `Delivered to ${d.buyer} by ${d.via}, attempt ${d.attempt}${d.status ? `, HTTP ${d.status}` : ''}${d.latency_ms != null ? `, ${d.latency_ms} ms` : ''}.`),
   LeadDeliveryFailed: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} failed: ${d.error}${d.status ? ` (HTTP ${d.status})` : ''}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
@@ -126,11 +162,22 @@ const DETAILS = {
   LeadDeliveryCancelled: (d) => h('p', {}, `Delivery to ${d.buyer ?? d.bucket} cancelled: personal data ${d.reason}.`),
   ErasureNoticeSent: (d) => h('p', {}, `Erasure notice delivered to ${d.buyer}, attempt ${d.attempt}, HTTP ${d.status}.`),
   ErasureNoticeFailed: (d) => h('p', {}, `Erasure notice to ${d.buyer} failed: ${d.error}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
-  LeadReturned: (d) => h('p', {}, `Returned by ${d.buyer} (${d.reason}): ${money(d.revenue)} ${d.currency} reversed.`),
+  LeadReturned: (d) => h('p', {}, `Returned by ${d.buyer} (${d.reason}): ${money(d.revenue, d.currency)} reversed.`),
 };
-const TONE = { LeadPersonalDataErased: 'bad', LeadPersonalDataExpired: 'bad', LeadRejected: 'bad', LeadDeliveryFailed: 'bad', LeadReturned: 'bad', LeadSold: 'good', LeadDelivered: 'good' };
+// A failure is drawn in the failure colour whatever failed (a delivery or an erasure notice), a success in the success colour.
+const TONE = {
+  LeadPersonalDataErased: 'bad',
+  LeadPersonalDataExpired: 'bad',
+  LeadRejected: 'bad',
+  LeadDeliveryFailed: 'bad',
+  ErasureNoticeFailed: 'bad',
+  LeadReturned: 'bad',
+  LeadSold: 'good',
+  LeadDelivered: 'good',
+  ErasureNoticeSent: 'good',
+};
 
-function timeline(events) {
+function timeline(events, currency) {
   return h(
     'ol',
     { class: 'timeline', id: 'timeline' },
@@ -139,7 +186,7 @@ function timeline(events) {
         'li',
         { class: TONE[event.type], 'data-type': event.type },
         h('div', {}, h('span', { class: 'type' }, event.type), ' ', h('span', { class: 'when' }, `${event.ping ? 'ping ' : ''}#${event.revision} · ${time(event.occurred_at)}`)),
-        (DETAILS[event.type] ?? ((d) => h('pre', {}, JSON.stringify(d, null, 2))))(event.data),
+        (DETAILS[event.type] ?? ((d) => h('pre', {}, JSON.stringify(d, null, 2))))(event.data, currency),
       ),
     ),
   );

@@ -2,10 +2,11 @@
 // lead. Filters by status, outcome code, source and received date; a row opens the lead's page.
 // Below the filters, why leads were rejected: per rejection code over the date range, from the
 // summary report (the same numbers as GET /functions/reports/summary), and per field over the
-// rejected leads listed, from each lead's errors.
+// rejected leads listed, from each lead's errors. Test leads are listed, each marked "test"; the
+// report leaves them out, and so do both breakdowns.
 
 import { getAll, getJson, explain } from './api.js';
-import { h, field, select, count, money, time } from './dom.js';
+import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, focusAfterMore } from './dom.js';
 
 const STATUSES = [['', 'Any'], ['sold', 'Sold'], ['unsold', 'Unsold'], ['rejected', 'Rejected'], ['received', 'Received']];
 /**
@@ -37,24 +38,55 @@ export function openLeadForm(id = '') {
   return form;
 }
 
-/** A table of lead views whose rows open the lead's page; `columns` are [heading, cell(row)]. */
+/** A lead row's first cell: the link to the lead, and what kind of lead it is, in words. */
+export const leadCell = (r) => [
+  h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id),
+  r.test ? badge('test') : null,
+  r.personal_data_erased ? badge('erased') : null,
+];
+
+/**
+ * A table of lead views whose rows open the lead's page; `columns` are [heading, cell(row), class].
+ * A money column (class 'num money', cell giving the amount) is headed with the rows' currency, or,
+ * should the rows have several, shows each amount's own. `add` returns the first row it added.
+ */
 export function leadTable(id, label, columns) {
   const body = h('tbody');
-  const table = h('table', { id, 'aria-label': label }, h('thead', {}, h('tr', {}, columns.map(([t, , cls]) => h('th', { scope: 'col', class: cls }, t)))), body);
+  const heads = columns.map(([t, , cls]) => h('th', { scope: 'col', class: cls }, t));
+  const table = h('table', { id, 'aria-label': label }, h('thead', {}, h('tr', {}, heads)), body);
   body.addEventListener('click', (event) => {
     const row = event.target.closest('tr[data-lead]');
     if (row && !event.target.closest('a, button, select, input')) location.hash = `#/leads/${row.dataset.lead}`;
   });
+  const shown = [];
+  const cells = [];
   const add = (rows) => {
+    let first = null;
     for (const row of rows) {
-      body.append(h('tr', { class: 'opens', 'data-lead': row.lead_id }, columns.map(([, cell, cls]) => h('td', { class: cls }, cell(row)))));
+      const tr = h('tr', { class: `opens${row.test ? ' test' : ''}`, 'data-lead': row.lead_id }, columns.map(([, cell, cls]) => h('td', { class: cls }, cls?.includes('money') ? '' : cell(row))));
+      shown.push(row);
+      cells.push(tr);
+      first ??= tr;
+      body.append(tr);
     }
+    const currency = currencyOf(shown);
+    columns.forEach(([t, cell, cls], i) => {
+      if (!cls?.includes('money')) return;
+      heads[i].textContent = withCurrency(t, currency);
+      shown.forEach((row, r) => (cells[r].children[i].textContent = money(cell(row), currency ? null : row.currency)));
+    });
+    return first;
   };
-  return { table, body, add };
+  const clear = () => {
+    shown.length = 0;
+    cells.length = 0;
+    body.replaceChildren();
+  };
+  return { table, body, add, clear };
 }
 
 const LEAD_COLUMNS = [
-  ['Lead', (r) => h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id)],
+  ['Lead', leadCell],
   ['Received', (r) => time(r.received_at), 'time'],
   ['Status', (r) => r.lead_status],
   ['Code', (r) => r.code ?? ''],
@@ -62,7 +94,7 @@ const LEAD_COLUMNS = [
   // source, and the lead's page has both.
   ['Source', (r) => r.sid ?? '', 'optional'],
   ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? '', 'optional'],
-  ['Revenue', (r) => money(r.revenue), 'num'],
+  ['Revenue', (r) => r.revenue, 'num money'],
   ['Failing fields', (r) => (r.errors ?? []).map((e) => e.field).join(', ')],
 ];
 
@@ -73,7 +105,7 @@ export async function renderLeads(main, _params, current, me) {
   const status = select('status', STATUSES, '');
   const code = select('code', CODES, '');
   const sid = h('input', { type: 'text', name: 'sid', pattern: '[A-Za-z0-9._\\-]{1,64}', autocomplete: 'off' });
-  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'leads-message' });
   const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More');
   const form = h(
     'form',
@@ -87,18 +119,18 @@ export async function renderLeads(main, _params, current, me) {
   );
   const byCode = h('div', { id: 'rejections-by-code' });
   const byField = h('div', { id: 'rejections-by-field' });
-  const { table, body, add } = leadTable('leads-table', 'Leads', LEAD_COLUMNS);
+  const { table, add, clear } = leadTable('leads-table', 'Leads', LEAD_COLUMNS);
   main.append(
     h('h1', {}, me.role === 'supplier' ? 'Your leads' : 'Leads'),
     form,
     h(
       'section',
-      { class: 'card', 'aria-labelledby': 'why-title' },
+      { class: 'card results', 'aria-labelledby': 'why-title' },
       h('h2', { id: 'why-title' }, 'Why leads were rejected'),
       h('div', { class: 'why' }, byCode, byField),
     ),
     message,
-    h('section', { class: 'card table-wrap' }, table, h('p', {}, more)),
+    h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more)),
     openLeadForm(),
   );
 
@@ -110,9 +142,9 @@ export async function renderLeads(main, _params, current, me) {
     if (reset) {
       cursor = null;
       shown = [];
-      body.replaceChildren();
+      clear();
     }
-    message.textContent = 'Loading…';
+    say(message, 'Loading…');
     const query = new URLSearchParams({
       limit: '50',
       ...range(),
@@ -122,25 +154,34 @@ export async function renderLeads(main, _params, current, me) {
       ...(cursor ? { cursor } : {}),
     });
     const page = await getJson(`/functions/leads?${query}`);
-    if (!current()) return;
-    add(page.items);
+    if (!current()) return null;
+    const first = add(page.items);
     shown.push(...page.items);
     cursor = page.next_cursor;
     more.hidden = !cursor;
     const n = shown.length;
-    message.textContent = n === 0 ? 'No leads.' : `${n} lead${n === 1 ? '' : 's'} shown${cursor ? ' (more with the button below the table)' : ''}.`;
+    const tests = shown.filter((lead) => lead.test).length;
+    say(
+      message,
+      n === 0
+        ? 'No leads.'
+        : `${n} lead${n === 1 ? '' : 's'} shown${cursor ? ' (more with the button below the table)' : ''}.${
+            tests === 0 ? '' : ` ${tests} of them ${tests === 1 ? 'is a test lead' : 'are test leads'}, marked "test": the report and the breakdowns above leave test leads out.`
+          }`,
+    );
     showFields();
+    return first;
   }
 
-  /** Per field, how many of the rejected leads shown failed on it. */
+  /** Per field, how many of the rejected leads shown failed on it (test leads left out, as in the report). */
   function showFields() {
-    const rejected = shown.filter((lead) => lead.lead_status === 'rejected');
+    const rejected = shown.filter((lead) => lead.lead_status === 'rejected' && !lead.test);
     const fields = new Map();
     for (const lead of rejected) for (const name of new Set((lead.errors ?? []).map((e) => e.field))) fields.set(name, (fields.get(name) ?? 0) + 1);
     const rows = [...fields].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
     byField.replaceChildren(
       h('h3', {}, 'By field'),
-      h('p', { class: 'muted' }, `Counts the ${count(rejected.length)} rejected leads shown in the table below (a lead counts once per field it failed on).`),
+      h('p', { class: 'muted' }, `Counts the ${count(rejected.length)} rejected leads shown in the table below, test leads left out (a lead counts once per field it failed on).`),
       rows.length === 0
         ? h('p', { class: 'muted' }, 'No failing fields among the leads shown.')
         : h('table', { 'aria-label': 'Rejected leads by field' }, h('tbody', {}, rows.map(([name, n]) => h('tr', { 'data-field': name }, h('th', { scope: 'row' }, name), h('td', { class: 'num' }, count(n)))))),
@@ -148,7 +189,8 @@ export async function renderLeads(main, _params, current, me) {
   }
 
   /**
-   * Per rejection code over the date range, from the report (UTC days, every source): a row per
+   * Per rejection code over the date range, from the report (UTC days, every source and status,
+   * test leads left out: the Source and Status filters do not apply, and the card says so): a row per
    * code with any, which add up to the report's `rejected`. A rejected_<CODE> column the console
    * does not know yet is shown too, under its code.
    */
@@ -164,7 +206,11 @@ export async function renderLeads(main, _params, current, me) {
     const other = sums.rejected - rows.reduce((s, c) => s + sums[`rejected_${c}`], 0);
     byCode.replaceChildren(
       h('h3', {}, 'By code'),
-      h('p', { class: 'muted' }, `Every lead rejected from ${from.value} to ${to.value} (UTC), from the report: ${count(sums.rejected)} in all.`),
+      h(
+        'p',
+        { class: 'muted' },
+        `Every lead rejected from ${from.value} to ${to.value} (UTC), from the report: ${count(sums.rejected)} in all. Over the dates, all sources and statuses; test leads left out.`,
+      ),
       rows.length === 0 && other === 0
         ? h('p', { class: 'muted' }, 'No lead was rejected in these days.')
         : h(
@@ -186,12 +232,19 @@ export async function renderLeads(main, _params, current, me) {
 
   const run = () =>
     Promise.all([load(true), loadCodes()]).catch((error) => {
-      if (current()) message.textContent = explain(error);
+      if (current()) say(message, explain(error), 'error');
     });
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     run();
   });
-  more.addEventListener('click', () => load(false).catch((error) => (message.textContent = explain(error))));
+  more.addEventListener('click', async () => {
+    const hadFocus = document.activeElement === more;
+    try {
+      focusAfterMore(more, await load(false), hadFocus);
+    } catch (error) {
+      say(message, explain(error), 'error');
+    }
+  });
   await run();
 }

@@ -57,7 +57,7 @@ function refusal(error, inputs = {}) {
 
 const CONSUMER_COLUMNS = [
   ['Lead', (r) => h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id)],
-  ['Received', (r) => time(r.received_at)],
+  ['Received', (r) => time(r.received_at), 'time'],
   ['Outcome', (r) => [r.lead_status, r.code].filter(Boolean).join(', ')],
   ['From', (r) => r.supplier ?? ''],
   ['To', (r) => r.buyer ?? r.bucket ?? ''],
@@ -77,7 +77,7 @@ function findSection() {
     h('thead', {}, h('tr', {}, CONSUMER_COLUMNS.map(([t, , cls]) => h('th', { scope: 'col', class: cls }, t)))),
     body,
   );
-  const results = h('div', { class: 'table-wrap', hidden: true }, table);
+  const results = h('div', { class: 'table-wrap results', hidden: true }, table);
   const form = h(
     'form',
     { class: 'filters', 'aria-labelledby': 'find-title', novalidate: true },
@@ -129,7 +129,7 @@ function erasureRecord(erasure) {
   ];
   return h(
     'div',
-    { class: 'erasure', 'data-erasure': erasure.erasure_id },
+    { class: 'erasure results', 'data-erasure': erasure.erasure_id },
     h('p', {}, 'Erasure ', h('a', { href: `#/personal-data/erasures/${erasure.erasure_id}`, class: 'id' }, erasure.erasure_id)),
     h('dl', { class: 'summary' }, items.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value)))),
     h('h3', {}, 'Requests'),
@@ -217,7 +217,10 @@ function eraseSection(forget) {
       for (const input of Object.values(inputs)) input.value = '';
       suppress.checked = false;
       forget();
-      answer.replaceChildren(h('p', { class: 'ok' }, reply.message), erasureRecord(reply.erasure));
+      // The button pressed is hidden with its confirmation: the keyboard goes to the result, its heading.
+      const done = h('h3', { id: 'erase-done', tabindex: '-1' }, 'Consumer erased');
+      answer.replaceChildren(done, h('p', { class: 'ok' }, reply.message), erasureRecord(reply.erasure));
+      done.focus();
     } catch (error) {
       cancel();
       answer.replaceChildren(h('p', { class: 'error' }, refusal(error, inputs)));

@@ -1,14 +1,48 @@
 // The summary report for analysts and admins: by day as a time series, by a chosen dimension as
 // bars and a table, and the same rows as CSV. Every number comes from
-// GET /functions/reports/summary; the charts hold exactly what the API answered.
+// GET /functions/reports/summary; the charts hold exactly what the API answered, its money headed
+// with the currency the report names.
 
-import { getAll, getCsv, explain } from './api.js';
-import { h, field, select, count, money, rate } from './dom.js';
+import { getAll, getCsv, explain, ApiError } from './api.js';
+import { h, field, select, say, markField, count, money, rate, withCurrency } from './dom.js';
 
 const DIMENSIONS = [['sid', 'Source (sid)'], ['s1', 'Click id (s1)'], ['state', 'State'], ['buyer', 'Buyer'], ['supplier', 'Supplier']];
 const COUNTS = ['received', 'accepted', 'sold', 'unsold', 'rejected', 'returned'];
 const MONEY = ['revenue', 'net_revenue'];
+/** The report's columns in words, for the table's headings. */
+const WORDS = {
+  received: 'Received',
+  accepted: 'Accepted',
+  sold: 'Sold',
+  unsold: 'Unsold',
+  rejected: 'Rejected',
+  returned: 'Returned',
+  revenue: 'Revenue',
+  net_revenue: 'Net revenue',
+  acceptance_rate: 'Acceptance rate',
+  sell_rate: 'Sell rate',
+  avg_price: 'Average price',
+};
 const BAR_LIMIT = 20;
+
+/** A refused field of the report's query, in plain words; null for one the page has no words for. */
+function fieldWords(error) {
+  switch (`${error.field} ${error.code}`) {
+    case 'from out_of_range':
+      return 'From must be on or before To.';
+    case 'to out_of_range':
+      return 'A report covers at most 366 days: bring From and To closer together.';
+    case 'from invalid_format':
+    case 'to invalid_format':
+      return 'Give a date.';
+    case 'tz invalid_value':
+      return 'The service does not know this time zone: choose another.';
+    case 'group_by invalid_value':
+      return 'Choose one of the groupings listed.';
+    default:
+      return null;
+  }
+}
 
 const localDay = (tz, date = new Date()) => new Intl.DateTimeFormat('en-CA', { timeZone: tz, year: 'numeric', month: '2-digit', day: '2-digit' }).format(date);
 
@@ -41,17 +75,26 @@ const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
 /**
  * The report's query from the hash (#/report?from=…), each value kept only if the form can show it;
- * what is missing or unusable takes the form's default: the last seven days in the browser's zone.
+ * what is missing takes the form's default (the last seven days in the browser's zone). A value the
+ * form cannot show is replaced by that default too, and listed in `replaced` ([field, what was
+ * asked]): the page says so next to the field, and the address then names the report shown.
  */
 function asked(search, zone) {
   const query = new URLSearchParams(search ?? '');
-  const tz = query.get('tz');
-  const dimension = query.get('group_by');
+  const replaced = [];
+  const take = (name, usable, fallback) => {
+    const value = query.get(name);
+    if (value === null || value === '') return fallback;
+    if (usable(value)) return value;
+    replaced.push([name, value]);
+    return fallback;
+  };
   return {
-    from: DAY.test(query.get('from') ?? '') ? query.get('from') : localDay(zone, new Date(Date.now() - 6 * 86_400_000)),
-    to: DAY.test(query.get('to') ?? '') ? query.get('to') : localDay(zone),
-    tz: tz && knownZone(tz) ? tz : zone,
-    groupBy: DIMENSIONS.some(([v]) => v === dimension) ? dimension : 'sid',
+    from: take('from', (v) => DAY.test(v), localDay(zone, new Date(Date.now() - 6 * 86_400_000))),
+    to: take('to', (v) => DAY.test(v), localDay(zone)),
+    tz: take('tz', knownZone, zone),
+    groupBy: take('group_by', (v) => DIMENSIONS.some(([d]) => d === v), 'sid'),
+    replaced,
   };
 }
 
@@ -62,14 +105,15 @@ export async function renderReport(main, [search], current) {
   const initial = asked(search, zone);
   // Asked for before the page is built (the time-zone list alone is some 400 options): these two
   // answers are what the first chart waits for.
-  const first = fetchReport(initial);
+  const first = fetchReport({ from: initial.from, to: initial.to, tz: initial.tz, group_by: initial.groupBy });
   first.catch(() => {}); // handled where it is awaited, in show()
   const to = h('input', { type: 'date', name: 'to', required: true, value: initial.to });
   const from = h('input', { type: 'date', name: 'from', required: true, value: initial.from });
   const tz = select('tz', timeZones(zone, initial.tz), initial.tz);
   const groupBy = select('group_by', DIMENSIONS, initial.groupBy);
+  const controls = { from, to, tz, group_by: groupBy };
   const csvButton = h('button', { type: 'button', class: 'secondary' }, 'Download CSV');
-  const status = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+  const status = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'report-status' });
   const form = h(
     'form',
     { class: 'card filters', 'aria-label': 'Report filters' },
@@ -89,54 +133,108 @@ export async function renderReport(main, [search], current) {
     h('h1', {}, 'Report'),
     form,
     status,
-    h('div', { class: 'charts' }, h('section', { class: 'card' }, h('h2', {}, 'By day'), dailyBox), h('section', { class: 'card' }, barsTitle, barsBox)),
-    h('section', { class: 'card' }, h('h2', { id: 'table-title' }, 'Rows'), tableBox),
+    h('div', { class: 'charts results' }, h('section', { class: 'card' }, h('h2', {}, 'By day'), dailyBox), h('section', { class: 'card' }, barsTitle, barsBox)),
+    h('section', { class: 'card results' }, h('h2', { id: 'table-title' }, 'Rows'), tableBox),
   );
 
-  const query = () => ({ from: from.value, to: to.value, tz: tz.value });
+  const query = () => ({ from: from.value, to: to.value, tz: tz.value, group_by: groupBy.value });
   const dimensionName = () => DIMENSIONS.find(([v]) => v === groupBy.value)[1];
+  const clearMarks = () => Object.values(controls).forEach((control) => markField(control, ''));
 
-  async function show(answer = fetchReport({ ...query(), groupBy: groupBy.value })) {
-    status.textContent = 'Loading…';
-    const dimension = groupBy.value;
-    const [days, groups] = await answer;
-    if (!current()) return;
+  /**
+   * Draws a report once its answers are in, and names it in the address (`rename`: unless the
+   * address names it already); on a refusal, says what is wrong next to each field.
+   */
+  async function show(answer, asked, rename = true) {
+    say(status, 'Loading…');
+    const dimension = asked.group_by;
+    let days;
+    let groups;
+    let currency;
+    try {
+      [days, groups] = await answer;
+      currency = groups.head.currency ?? null;
+    } catch (error) {
+      if (!current()) return false;
+      refused(error);
+      return false;
+    }
+    if (!current()) return false;
+    clearMarks();
+    // The address names the report shown, to bookmark or send; replaced, so no page change follows.
+    if (rename) history.replaceState(null, '', `#/report?${new URLSearchParams(asked)}`);
     for (const chart of charts) chart.destroy();
-    charts = [dailyChart(daily, everyDay(days.head.from, days.head.to, days.items)), groupChart(bars, groups.items, dimension)];
+    charts = [dailyChart(daily, everyDay(days.head.from, days.head.to, days.items), currency), groupChart(bars, groups.items, dimension)];
     dailyBox.dataset.totals = JSON.stringify(chartTotals(charts[0]));
     barsBox.dataset.totals = JSON.stringify(chartTotals(charts[1]));
     barsTitle.textContent = `By ${dimensionName().toLowerCase()}${groups.items.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
-    tableBox.replaceChildren(table(groups.items, dimension));
+    tableBox.replaceChildren(groups.items.length === 0 ? h('p', { class: 'muted', id: 'report-empty' }, 'No leads in these dates.') : table(groups.items, dimension, currency));
     if (!performance.getEntriesByName('leadpost:first-chart').length) performance.mark('leadpost:first-chart');
-    status.textContent = `${groups.items.length} rows${groups.truncated ? ' (first 10,000 shown; the CSV has every row)' : ''}, ${days.head.from} to ${days.head.to} in ${days.head.tz}.`;
+    const range = `${days.head.from} to ${days.head.to} in ${days.head.tz}`;
+    say(
+      status,
+      groups.items.length === 0
+        ? `No leads in these dates (${range}).`
+        : `${groups.items.length} rows${groups.truncated ? ' (first 10,000 shown; the CSV has every row)' : ''}, ${range}. Test leads are left out.`,
+    );
+    return true;
+  }
+
+  /** A refused report: each field the service names, in words next to it; anything else in the status line. */
+  function refused(error) {
+    clearMarks();
+    const errors = error instanceof ApiError && error.status === 422 ? (error.body.errors ?? []) : [];
+    const unplaced = [];
+    for (const e of errors) {
+      const words = fieldWords(e);
+      if (words && controls[e.field]) markField(controls[e.field], words);
+      else unplaced.push(e.message);
+    }
+    if (errors.length === 0) say(status, explain(error), 'error');
+    else say(status, `This report cannot be shown${unplaced.length ? `: ${unplaced.join('; ')}` : ': see the fields marked'}. The charts below are still the last report shown.`, 'error');
+    // The first field marked takes the keyboard, where the words about it are read.
+    Object.values(controls).find((control) => control.getAttribute('aria-invalid') === 'true')?.focus();
   }
 
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    // The address names the report shown, to bookmark or send; replaced, so no page change follows.
-    history.replaceState(null, '', `#/report?${new URLSearchParams({ ...query(), group_by: groupBy.value })}`);
-    show().catch((error) => (status.textContent = explain(error)));
+    const asked = query();
+    show(fetchReport(asked), asked);
   });
   csvButton.addEventListener('click', async () => {
+    const asked = query();
     try {
-      const { blob, name } = await getCsv(`/functions/reports/summary?${new URLSearchParams({ ...query(), group_by: groupBy.value })}`);
+      const { blob } = await getCsv(`/functions/reports/summary?${new URLSearchParams(asked)}`);
+      // Named by everything that makes the report: its days, grouping and time zone.
+      const name = `leadpost-report-${asked.from}-${asked.to}-${asked.group_by}-${asked.tz.replaceAll('/', '-')}.csv`;
       const link = h('a', { href: URL.createObjectURL(blob), download: name });
       document.body.append(link);
       link.click();
       link.remove();
       setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
     } catch (error) {
-      status.textContent = explain(error);
+      refused(error);
     }
   });
-  await show(first).catch((error) => (status.textContent = explain(error)));
+  // The address names this report already, unless it asked for something the form could not show.
+  const shown = await show(first, { from: initial.from, to: initial.to, tz: initial.tz, group_by: initial.groupBy }, initial.replaced.length > 0);
+  // Values of the address the form could not show were replaced: said so next to their fields.
+  if (shown) {
+    const words = {
+      from: (v) => `The address asked for From “${v}”, which is not a date: showing ${from.value}.`,
+      to: (v) => `The address asked for To “${v}”, which is not a date: showing ${to.value}.`,
+      tz: (v) => `The address asked for time zone “${v}”, which is not one: showing ${tz.value}.`,
+      group_by: (v) => `The address asked to group by “${v}”, which the report cannot: showing ${dimensionName()}.`,
+    };
+    for (const [name, value] of initial.replaced) markField(controls[name], words[name](value));
+  }
 }
 
-/** The two reports a page shows: by day for the time series, by the chosen grouping for the bars and table. */
-function fetchReport({ from, to, tz, groupBy }) {
+/** What a report page shows: by day for the time series, by the chosen grouping for the bars and table. */
+function fetchReport({ from, to, tz, group_by: grouping }) {
   return Promise.all([
     getAll('/functions/reports/summary', { from, to, tz, group_by: 'day' }),
-    getAll('/functions/reports/summary', { from, to, tz, group_by: groupBy }),
+    getAll('/functions/reports/summary', { from, to, tz, group_by: grouping }),
   ]);
 }
 
@@ -160,7 +258,7 @@ function chartTotals(chart) {
 
 const COLORS = { received: '#1f5fbf', accepted: '#7b5cc4', sold: '#1b7a3a', revenue: '#c77700' };
 
-function dailyChart(canvas, rows) {
+function dailyChart(canvas, rows, currency) {
   const dataset = (key, label, extra = {}) => ({ key, label, data: rows.map((r) => r[key] ?? 0), borderColor: COLORS[key], backgroundColor: COLORS[key], ...extra });
   return new Chart(canvas, {
     type: 'line',
@@ -170,7 +268,7 @@ function dailyChart(canvas, rows) {
         dataset('received', 'Received'),
         dataset('accepted', 'Accepted'),
         dataset('sold', 'Sold'),
-        dataset('revenue', 'Revenue', { type: 'bar', yAxisID: 'money', backgroundColor: 'rgba(199, 119, 0, 0.35)', order: 2 }),
+        dataset('revenue', withCurrency('Revenue', currency), { type: 'bar', yAxisID: 'money', backgroundColor: 'rgba(199, 119, 0, 0.35)', order: 2 }),
       ],
     },
     options: {
@@ -179,7 +277,7 @@ function dailyChart(canvas, rows) {
       interaction: { mode: 'index', intersect: false },
       scales: {
         y: { beginAtZero: true, title: { display: true, text: 'Leads' }, ticks: { precision: 0 } },
-        money: { beginAtZero: true, position: 'right', title: { display: true, text: 'Revenue' }, grid: { drawOnChartArea: false } },
+        money: { beginAtZero: true, position: 'right', title: { display: true, text: withCurrency('Revenue', currency) }, grid: { drawOnChartArea: false } },
       },
     },
   });
@@ -195,9 +293,16 @@ function groupChart(canvas, rows, dimension) {
   });
 }
 
-function table(rows, dimension) {
+function table(rows, dimension, currency) {
   const sum = totals(rows);
-  const headers = [DIMENSIONS.find(([v]) => v === dimension)[1], ...COUNTS, ...MONEY, 'acceptance_rate', 'sell_rate', 'avg_price'];
+  const headers = [
+    DIMENSIONS.find(([v]) => v === dimension)[1],
+    ...COUNTS.map((name) => WORDS[name]),
+    ...MONEY.map((name) => withCurrency(WORDS[name], currency)),
+    WORDS.acceptance_rate,
+    WORDS.sell_rate,
+    withCurrency(WORDS.avg_price, currency),
+  ];
   const cells = (row, label) => [
     h('td', {}, label),
     ...COUNTS.map((name) => h('td', { class: 'num', 'data-field': name }, count(row[name]))),
@@ -206,7 +311,7 @@ function table(rows, dimension) {
   return h(
     'table',
     { id: 'report-table', 'aria-labelledby': 'table-title' },
-    h('thead', {}, h('tr', {}, headers.map((text, i) => h('th', { scope: 'col', class: i > 0 ? 'num' : undefined }, text.replace('_', ' '))))),
+    h('thead', {}, h('tr', {}, headers.map((text, i) => h('th', { scope: 'col', class: i > 0 ? 'num' : undefined }, text)))),
     h(
       'tbody',
       {},

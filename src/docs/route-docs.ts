@@ -217,7 +217,15 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       status: 200,
       description: 'A page of report rows.',
       content: {
-        ...json(listBody('ReportRow', { from: { type: 'string' }, to: { type: 'string' }, tz: { type: 'string' }, group_by: { type: 'array', items: { type: 'string', enum: GROUP_BY } } })),
+        ...json(
+          listBody('ReportRow', {
+            from: { type: 'string' },
+            to: { type: 'string' },
+            tz: { type: 'string' },
+            group_by: { type: 'array', items: { type: 'string', enum: GROUP_BY } },
+            currency: { type: ['string', 'null'], description: "The routing file's currency, which revenue, net_revenue, avg_price and avg_bid are in." },
+          }),
+        ),
         'text/csv': { schema: { type: 'string' }, example: 'day,received,accepted,sold,...\n2026-11-21,120,96,80,...\n' },
       },
       headers: ['Content-Disposition', ...RATE_HEADERS],

@@ -79,7 +79,7 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
     router.post('/functions/pings', authenticate(deps.authenticate), requireRole('supplier', 'admin'), rateLimit(pingBuckets), requireJson(), pingHandler(deps.ping, bodyBytes));
   }
 
-  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets));
+  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets), () => deps.afterSale?.routing().currency ?? null);
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
   if (deps.erasure && deps.readBack) registerErasureRoutes(router, deps.authenticate, { ...deps.erasure, readBack: deps.readBack, bodyBytes });
   if (deps.afterSale) registerMeRoute(router, deps.authenticate, deps.afterSale.routing);

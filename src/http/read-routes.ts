@@ -26,8 +26,11 @@ async function guarded(run: () => Promise<void>): Promise<void> {
   }
 }
 
-/** `limit` runs after authentication: the key's read bucket (its own, apart from posting). */
-export function registerReadRoutes(router: Router<ShellState>, lookup: Authenticate, readBack: ReadBack, limit: Middleware<ShellState>): void {
+/**
+ * `limit` runs after authentication: the key's read bucket (its own, apart from posting).
+ * `currency`: the routing file's, which a report's money is in.
+ */
+export function registerReadRoutes(router: Router<ShellState>, lookup: Authenticate, readBack: ReadBack, limit: Middleware<ShellState>, currency: () => string | null): void {
   const keyed = [authenticate(lookup), limit];
 
   router.get('/functions/leads', ...keyed, async (ctx) => {
@@ -73,7 +76,7 @@ export function registerReadRoutes(router: Router<ShellState>, lookup: Authentic
         return;
       }
       const report = await readBack.report(c.state.principal!, c.query);
-      ok(c, { items: report.items, next_cursor: report.next_cursor, from: report.from, to: report.to, tz: report.tz, group_by: report.groupBy }, readBack);
+      ok(c, { items: report.items, next_cursor: report.next_cursor, from: report.from, to: report.to, tz: report.tz, group_by: report.groupBy, currency: currency() }, readBack);
     });
   });
 }

@@ -18,11 +18,21 @@ const routing = {
   buyers: [
     { id: 'ca-buyer', price: 40, states: ['CA'], return_reasons: ['bad_phone', 'fraud'] },
     { id: 'ny-buyer', price: 30.5, states: ['NY'] },
+    // A webhook buyer nobody listens for (port 1): each attempt fails to connect and is retried.
+    { id: 'fl-hook', price: 25, states: ['FL'], delivery: { kind: 'webhook', url: 'https://127.0.0.1:1/leads', timeout_ms: 2000, max_attempts: 8 } },
   ],
   buckets: [{ id: 'unsold', default: true }],
 };
 
 type Totals = Record<string, number>;
+
+/** A time as the console shows every time: UTC to the second, the zone written. */
+const utc = (iso: string) => `${new Date(iso).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+const UTC_TIME = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/;
+/** The console's error colour (--bad in console.css), as the browser computes it. */
+const ERROR_COLOUR = 'rgb(179, 38, 30)';
+/** Chromium's own line for a request the page made and the service refused with `status`. */
+const refused = (status: string) => `console: Failed to load resource: the server responded with a status of ${status}`;
 
 function sum(rows: Array<Record<string, unknown>>, fields: readonly string[]): Totals {
   const totals: Totals = {};
@@ -208,6 +218,8 @@ describe('the console in a browser', function () {
     const response = await page.goto(`${origin}/console`);
     expect(response?.status()).to.equal(200);
     expect(response?.headers()['content-security-policy']).to.contain("style-src 'self';").and.contain("script-src 'self';").and.not.contain('unsafe');
+    // The README's console section documents the policy the service sends, word for word.
+    expect(/The page runs under\s+`([^`]+)`/.exec(readFileSync('README.md', 'utf8'))?.[1], 'README').to.equal(response?.headers()['content-security-policy']);
     const keyInput = page.getByLabel('API key');
     await keyInput.waitFor();
     expect(await page.locator('#nav').isVisible(), 'no pages before signing in').to.equal(false);
@@ -251,20 +263,77 @@ describe('the console in a browser', function () {
     }
     expect(footer).to.deep.equal(sum(bySid, Object.keys(footer)));
     expect(await page.locator('#report-table tbody tr').count()).to.equal(bySid.length);
+    // Its columns in words, money with its currency (the routing file's: USD by default).
+    expect(await page.locator('#report-table thead th').allInnerTexts()).to.deep.equal([
+      'Source (sid)', 'Received', 'Accepted', 'Sold', 'Unsold', 'Rejected', 'Returned', 'Revenue (USD)', 'Net revenue (USD)', 'Acceptance rate', 'Sell rate', 'Average price (USD)',
+    ]);
     expect(await page.locator('#readiness').innerText()).to.match(/^Ready · projection lag/);
+    // The readiness line announces its state when it changes, not at every page: watched from here on.
+    await page.evaluate(
+      "window.announced = []; new MutationObserver((changes) => window.announced.push(...changes.map((c) => c.target.textContent))).observe(document.querySelector('header [role=\"status\"]'), { childList: true, characterData: true, subtree: true })",
+    );
     expect(await unnamed(page)).to.deep.equal([]);
 
     // The CSV button downloads what the API gives as CSV.
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download CSV' }).click()]);
     const csv = await svc!.request('GET', `/functions/reports/summary?${query}&group_by=sid`, { 'x-api-key': keys.analyst!, accept: 'text/csv' });
     expect(readFileSync((await download.path())!, 'utf8')).to.equal(csv.text);
-    expect(download.suggestedFilename()).to.match(/^leadpost-report-.*\.csv$/);
+    expect(download.suggestedFilename()).to.equal(`leadpost-report-${query.get('from')}-${query.get('to')}-sid-${query.get('tz')!.replaceAll('/', '-')}.csv`);
     await shoot(page, 'report', () => daily.waitFor());
+
+    // What a field says is wrong: in words, in the error colour, next to the field it is about.
+    const fieldNote = (label: string) =>
+      page.evaluate(`(() => {
+        const control = [...document.querySelectorAll('main label')].find((l) => l.textContent === ${JSON.stringify(label)})?.control;
+        const note = control && document.getElementById(control.getAttribute('aria-describedby') ?? '');
+        return note ? { text: note.textContent, invalid: control.getAttribute('aria-invalid'), errorColour: getComputedStyle(note).color === ${JSON.stringify(ERROR_COLOUR)}, nextToIt: note.parentElement === control.parentElement } : null;
+      })()`);
+    const shownAs = (search: Record<string, string>) => `#/report?${new URLSearchParams(search)}`;
+    // An address naming a zone and a grouping the report has not: the defaults are shown, the page
+    // says so next to those fields, and the address then names the report shown.
+    const zone = query.get('tz')!;
+    await page.goto(`${origin}/console#/report?from=${query.get('from')}&to=${query.get('to')}&tz=Mars%2FOlympus&group_by=nope`);
+    await page.waitForURL((url) => url.hash === shownAs({ from: query.get('from')!, to: query.get('to')!, tz: zone, group_by: 'sid' }));
+    expect(await fieldNote('Time zone')).to.deep.equal({ text: `The address asked for time zone “Mars/Olympus”, which is not one: showing ${zone}.`, invalid: 'true', errorColour: true, nextToIt: true });
+    expect(await fieldNote('Group by')).to.deep.equal({ text: 'The address asked to group by “nope”, which the report cannot: showing Source (sid).', invalid: 'true', errorColour: true, nextToIt: true });
+    // From after To: refused by the service, said in words next to From; the address keeps naming the report still shown.
+    const reportStatus = page.locator('#report-status');
+    const dayAfter = new Date(Date.parse(`${query.get('to')}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10);
+    await page.getByLabel('From', { exact: true }).fill(dayAfter);
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await reportStatus.filter({ hasText: 'This report cannot be shown' }).waitFor();
+    expect(await fieldNote('From')).to.deep.equal({ text: 'From must be on or before To.', invalid: 'true', errorColour: true, nextToIt: true });
+    expect(await fieldNote('Time zone'), 'the notes of the last report go').to.equal(null);
+    expect(await reportStatus.innerText()).to.not.match(/422|INVALID|errors names/);
+    expect(await page.evaluate("getComputedStyle(document.getElementById('report-status')).color")).to.equal(ERROR_COLOUR);
+    expect(new URL(page.url()).hash).to.equal(shownAs({ from: query.get('from')!, to: query.get('to')!, tz: zone, group_by: 'sid' }));
+    expect(await focused(page)).to.equal('From');
+    // The two report queries of that page, refused.
+    expect(problems).to.deep.equal(Array(2).fill(`${refused('422')} (Unprocessable Entity)`));
+    problems.length = 0;
+    // Days without a lead: said in words, not an empty table.
+    await page.goto(`${origin}/console#/report?from=2020-01-01&to=2020-01-07&tz=UTC&group_by=sid`);
+    await page.locator('#report-empty', { hasText: 'No leads in these dates.' }).waitFor();
+    expect(await page.locator('#report-table').count()).to.equal(0);
+
+    // An address that names no page, or no lead id: said so, and the address is left as it was.
+    await page.goto(`${origin}/console#/nope`);
+    await page.getByRole('heading', { name: 'Page not found' }).waitFor();
+    expect(await page.getByRole('link', { name: 'Go to the home page' }).getAttribute('href')).to.equal('#/report');
+    expect(new URL(page.url()).hash).to.equal('#/nope');
+    for (const id of ['99999999999999999999', 'abc']) {
+      await page.goto(`${origin}/console#/leads/${id}`);
+      await page.locator('#lead-missing', { hasText: `Lead ${id} not found` }).waitFor();
+      expect(new URL(page.url()).hash).to.equal(`#/leads/${id}`);
+    }
 
     // Deliveries: a click on a row opens its lead; the timeline shows each candidate and its reason.
     await page.getByRole('link', { name: 'Deliveries' }).click();
     const row = page.locator(`#deliveries-table tr[data-lead="${leads.caSold}"]`);
     await row.waitFor();
+    // Why a delivery failed and when it is tried again are columns; cancelled is a status to filter by.
+    expect(await page.locator('#deliveries-table thead th').allInnerTexts()).to.deep.equal(['Lead', 'Buyer', 'Bucket', 'Status', 'Attempts', 'Last attempt', 'Last status', 'Last error', 'Next attempt']);
+    expect(await page.getByLabel('Status').locator('option').evaluateAll((os) => os.map((o) => o.getAttribute('value')))).to.deep.equal(['', 'pending', 'delivered', 'failed', 'cancelled']);
     await shoot(page, 'deliveries', () => row.waitFor());
     await row.locator('td').nth(3).click();
     await page.waitForURL(`**/console#/leads/${leads.caSold}`);
@@ -274,7 +343,7 @@ describe('the console in a browser', function () {
     const items = events.body.items as Array<{ type: string; data: { candidates?: Array<{ buyer: string; eligible: boolean; reason: string }> } }>;
     expect(await timeline.locator(':scope > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-type')))).to.deep.equal(items.map((e) => e.type));
     const candidates = items.find((e) => e.type === 'LeadRouted')!.data.candidates!;
-    expect(candidates.map((c) => c.buyer)).to.deep.equal(['ca-buyer', 'ny-buyer']);
+    expect(candidates.map((c) => c.buyer)).to.deep.equal(['ca-buyer', 'ny-buyer', 'fl-hook']);
     for (const candidate of candidates) {
       const cells = await timeline.locator(`table.candidates tr[data-buyer="${candidate.buyer}"] td`).allInnerTexts();
       expect(cells[2], candidate.buyer).to.equal(candidate.eligible ? 'yes' : 'no');
@@ -285,6 +354,10 @@ describe('the console in a browser', function () {
     expect(await page.locator('main').innerText(), 'an analyst sees no consumer field').to.not.contain('Lovelace');
     expect(await page.locator('#lead-consumer').count()).to.equal(0);
     expect(await page.locator('main').innerText(), 'no section left out shows as "null"').to.not.contain('null');
+    // Every time in UTC, the zone written: the lead's, and each event's.
+    const analystView = (await api(`/functions/leads/${leads.caSold}`, keys.analyst!)).lead as { received_at: string };
+    expect(await page.locator('#lead-summary').innerText()).to.contain(`Received\n${utc(analystView.received_at)}`);
+    expect(await timeline.locator('.when').allInnerTexts()).to.deep.equal((items as unknown as Array<{ revision: number; occurred_at: string }>).map((e) => `#${e.revision} · ${utc(e.occurred_at)}`));
     await shoot(page, 'lead', () => timeline.waitFor());
 
     // A lead opened by id from the keyboard: the rejected one shows why.
@@ -295,6 +368,8 @@ describe('the console in a browser', function () {
     await page.locator('#timeline [data-type="LeadRejected"]').waitFor();
     expect(await page.locator('#timeline').innerText()).to.contain('Rejected: INVALID').and.contain('zip');
     expect(await unnamed(page)).to.deep.equal([]);
+    // Pages changed, readiness did not: nothing was announced.
+    expect(await page.evaluate('window.announced')).to.deep.equal([]);
 
     // Sign-out forgets the key.
     await page.getByRole('button', { name: 'Sign out' }).click();
@@ -342,6 +417,8 @@ describe('the console in a browser', function () {
     const suppressed = await svc!.post(unwanted, { 'x-api-key': keys.supA! });
     expect(suppressed.body, suppressed.text).to.include({ code: 'SUPPRESSED' });
     leads.aSuppressed = suppressed.body.lead_id as number;
+    // And a test lead (sold to ca-buyer): listed, marked, and left out of the report.
+    leads.aTest = (await svc!.post(validLead({ sid: 'google', test: true }), { 'x-api-key': keys.supA! })).body.lead_id as number;
     await settled();
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
     const { page, problems, elsewhere } = await watched(context);
@@ -358,8 +435,15 @@ describe('the console in a browser', function () {
     const until = new Date(Date.parse(`${to}T00:00:00Z`) + 86_400_000).toISOString();
     const listed = await api(`/functions/leads?since=${from}T00:00:00Z&until=${until}`, keys.supA!);
     const own = (listed.items as Array<{ lead_id: number }>).map((r) => r.lead_id);
-    expect(own).to.have.members([leads.caSold, leads.caSold2, leads.nySold, leads.aZip, leads.aZipEmail, leads.aPingMismatch, leads.aSuppressed]);
+    expect(own).to.have.members([leads.caSold, leads.caSold2, leads.nySold, leads.aZip, leads.aZipEmail, leads.aPingMismatch, leads.aSuppressed, leads.aTest]);
     expect(await shown()).to.deep.equal(own);
+    // Each row's time in UTC, the zone written; its money headed with its currency.
+    expect(await table.locator('tbody tr td:nth-child(2)').allInnerTexts()).to.deep.equal((listed.items as Array<{ received_at: string }>).map((r) => utc(r.received_at)));
+    expect(await table.locator('thead th').nth(6).innerText()).to.equal('Revenue (USD)');
+    // The test lead says it is one, in words, and the page says what leaves test leads out.
+    expect(await table.locator('.badge').evaluateAll((badges) => badges.map((b) => [b.closest('tr')!.getAttribute('data-lead'), b.textContent]))).to.deep.equal([[String(leads.aTest), 'test']]);
+    expect(await table.locator(`tr[data-lead="${leads.aTest}"] td`).first().innerText()).to.equal(`${leads.aTest} test`);
+    expect(await page.locator('#leads-message').innerText()).to.contain('1 of them is a test lead, marked "test": the report and the breakdowns above leave test leads out.');
     expect(await shown()).to.not.include(leads.txUnsold).and.not.include(leads.invalid);
 
     // By code: the report's counts for the same days; by field: the rejected leads in the table.
@@ -374,7 +458,8 @@ describe('the console in a browser', function () {
     const byCode = await page.locator('#rejections-by-code tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-code'), Number(tr.querySelector('td')!.textContent)]));
     expect(Object.fromEntries(byCode)).to.deep.equal({ INVALID: 2, SUPPRESSED: 1, PING_MISMATCH: 1 });
     expect(await page.locator('#rejections-by-code tfoot td').innerText()).to.equal('4');
-    expect(await page.locator('#rejections-by-code p').innerText()).to.contain('4 in all');
+    expect(await page.locator('#rejections-by-code p').innerText()).to.contain('4 in all').and.contain('Over the dates, all sources and statuses; test leads left out.');
+    expect(await page.locator('#rejections-by-field p').innerText()).to.contain('test leads left out');
     expect(byCode.reduce((s, [, n]) => s + (n as number), 0)).to.equal(fromReport.rejected);
     expect(await page.locator('#rejections-by-field tr[data-field="zip"] td').innerText()).to.equal('2');
     expect(await page.locator('#rejections-by-field tr[data-field="email"] td').innerText()).to.equal('1');
@@ -427,14 +512,24 @@ describe('the console in a browser', function () {
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
     const { page, problems, elsewhere } = await watched(context);
     await signIn(page, keys.caBuyer!, '#/bought');
-    expect(await visibleNav(page)).to.deep.equal(['Deliveries', 'Bought', 'Pulls']);
+    // Its home page first.
+    expect(await visibleNav(page)).to.deep.equal(['Bought', 'Pulls', 'Deliveries']);
 
-    // Bought: the leads the API lists for its key.
+    // Bought: the leads the API lists for its key, the test lead marked and never delivered.
     const bought = page.locator('#bought-table');
     await bought.locator('tbody tr').first().waitFor();
-    const boughtIds = ((await api('/functions/leads', keys.caBuyer!)).items as Array<{ lead_id: number }>).map((r) => r.lead_id);
-    expect(boughtIds).to.deep.equal([leads.caSold2, leads.caSold]);
+    const boughtRows = (await api('/functions/leads', keys.caBuyer!)).items as Array<{ lead_id: number; received_at: string }>;
+    const boughtIds = boughtRows.map((r) => r.lead_id);
+    expect(boughtIds).to.deep.equal([leads.aTest, leads.caSold2, leads.caSold]);
     expect(await bought.locator('tbody tr').evaluateAll((rows) => rows.map((r) => Number(r.getAttribute('data-lead'))))).to.deep.equal(boughtIds);
+    expect(await bought.locator('tbody tr td:nth-child(2)').allInnerTexts()).to.deep.equal(boughtRows.map((r) => utc(r.received_at)));
+    expect(await bought.locator('thead th').allInnerTexts()).to.deep.equal(['Lead', 'Received', 'Name', 'State', 'Price (USD)', 'Delivery', 'Feedback']);
+    expect(await bought.locator(`tr[data-lead="${leads.aTest}"] td`).allInnerTexts()).to.include(`${leads.aTest} test`).and.include('none (test lead)');
+    expect(await page.locator('#bought-message').innerText()).to.contain('1 of them is a test lead, marked "test"');
+    // At a phone's width its times take two lines, not the width of the screen.
+    await page.setViewportSize(SIZES.phone);
+    expect(await bought.locator('tbody tr td:nth-child(2)').first().evaluate((td) => td.getBoundingClientRect().width)).to.be.lessThan(140);
+    await page.setViewportSize(SIZES.laptop);
     await shoot(page, 'buyer-bought', () => bought.locator('tbody tr').first().waitFor());
 
     // Pulls: acknowledging one takes it off the list, and the API shows it delivered.
@@ -443,6 +538,12 @@ describe('the console in a browser', function () {
     await pull.waitFor();
     expect(await page.locator(`#pulls-table tr[data-lead="${leads.caSold2}"]`).count()).to.equal(1);
     expect(await unnamed(page)).to.deep.equal([]);
+    const pendingRows = (await api('/functions/deliveries?status=pending', keys.caBuyer!)).items as Array<{ created_at: string }>;
+    expect(await page.locator('#pulls-table tbody tr td:nth-child(2)').allInnerTexts()).to.deep.equal(pendingRows.map((r) => utc(r.created_at)));
+    // At a phone's width the table starts at its card's top edge: its sticky first cell is flush with the card, not below a strip.
+    await page.setViewportSize(SIZES.phone);
+    expect(await page.locator('#pulls-table thead th').first().evaluate((th) => th.getBoundingClientRect().top - th.closest('section')!.getBoundingClientRect().top - th.closest('section')!.clientTop)).to.equal(0);
+    await page.setViewportSize(SIZES.laptop);
     await shoot(page, 'buyer-pulls', () => pull.waitFor());
     // By keyboard: Tab to the button, Enter; the focus moves on to the pull still waiting.
     expect(await tabTo(page, `Acknowledge lead ${leads.caSold}`)).to.deep.equal([String(leads.caSold2), `Acknowledge lead ${leads.caSold2}`, String(leads.caSold), `Acknowledge lead ${leads.caSold}`]);
@@ -478,6 +579,13 @@ describe('the console in a browser', function () {
     await page.getByRole('button', { name: 'Return', exact: true }).click();
     await page.locator('#return-answer', { hasText: 'already been returned' }).waitFor();
     expect(await answer.getAttribute('class')).to.contain('error');
+
+    // A test lead: no return form, and the page says why.
+    await page.goto(`${origin}/console#/leads/${leads.aTest}`);
+    await page.locator('#test-lead-note').waitFor();
+    expect(await page.locator('#test-lead-note').innerText()).to.contain('This is a test lead: it cannot be returned and takes no feedback.');
+    expect(await page.locator('#return-form').count()).to.equal(0);
+    expect(await page.locator('#lead-summary').innerText()).to.contain('none: test leads are not delivered');
 
     // A lead it did not buy is not found for it.
     await page.goto(`${origin}/console#/leads/${leads.nySold}`);
@@ -691,6 +799,8 @@ describe('the console in a browser', function () {
     const find = page.locator('form[aria-labelledby="find-title"]');
     const erase = page.locator('form[aria-labelledby="erase-title"]');
     expect(await unnamed(page)).to.deep.equal([]);
+    // Wide enough for a usual address to be read whole.
+    expect(await erase.getByLabel('E-mail').evaluate((input) => input.getBoundingClientRect().width)).to.be.greaterThan(250);
 
     // Find (an access request): the leads the API lists for that consumer, with its personal data.
     await find.getByLabel('E-mail').fill(consumer.email);
@@ -743,12 +853,15 @@ describe('the console in a browser', function () {
     await page.keyboard.press('Enter');
     const record = erased.locator('[data-erasure]');
     await record.waitFor();
+    // The button pressed went with the confirmation: the keyboard is at the result, not lost to the page.
+    expect(await focused(page)).to.equal('Consumer erased');
     const erasureId = (await record.getAttribute('data-erasure'))!;
     const asRecorded = (await api(`/functions/erasures/${erasureId}`, keys.admin!)).erasure as { leads_erased: number; lead_ids: number[]; suppressed: boolean };
     expect(asRecorded).to.include({ leads_erased: 2, suppressed: true });
     expect(asRecorded.lead_ids).to.have.members(ids);
     const shown = await record.innerText();
     expect(shown).to.contain(erasureId).and.match(/Leads erased\s+2/).and.match(/Later leads suppressed\s+yes/).and.contain('completed');
+    expect(shown).to.match(/First erased\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\n/);
     for (const id of ids) expect(shown).to.contain(String(id));
     // The contacts are forgotten: both forms are empty and the consumer's leads are gone.
     for (const form of [find, erase]) for (const label of ['E-mail', 'Mobile']) expect(await form.getByLabel(label).inputValue(), label).to.equal('');
@@ -773,9 +886,16 @@ describe('the console in a browser', function () {
     await page.waitForURL(`**/console#/leads/${ids[0]}`);
     await page.locator('#timeline [data-type="LeadPersonalDataErased"]').waitFor();
     expect(await page.locator('#lead-summary').innerText()).to.match(/Personal data\s+erased/);
+    // Its consumer card says so, rather than a card of blanks.
+    const card = await page.locator('#lead-consumer').innerText();
+    expect(card).to.contain('Personal data erased').and.not.contain('E-mail').and.not.contain('—');
     const leadPage = await page.locator('main').innerText();
     for (const value of personal) expect(leadPage).to.not.contain(value);
     await keptOutOfTheBrowser();
+    // In the list of leads, its rows are marked erased.
+    await page.getByRole('link', { name: 'Leads', exact: true }).click();
+    await page.locator(`#leads-table tr[data-lead="${ids[0]}"]`).waitFor();
+    for (const id of ids) expect(await page.locator(`#leads-table tr[data-lead="${id}"] .badge`).allInnerTexts(), String(id)).to.deep.equal(['erased']);
 
     // A later lead of the consumer is refused, as suppressed.
     const later = await svc!.post(leadWith(consumer.email, testMobile(5_200_000 + run)), { 'x-api-key': keys.supC! });
@@ -806,5 +926,161 @@ describe('the console in a browser', function () {
     }
     expect(watchedOther.problems).to.deep.equal([]);
     await other.close();
+
+    // The buyer that bought the first of them: the row says its personal data is erased, rather than an empty name.
+    const buyer = await watched(await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop }));
+    await signIn(buyer.page, keys.caBuyer!, '#/bought');
+    const boughtRow = buyer.page.locator(`#bought-table tr[data-lead="${ids[0]}"]`);
+    await boughtRow.waitFor();
+    const cells = await boughtRow.locator('td').allInnerTexts();
+    expect(cells[0]).to.equal(`${ids[0]} erased`);
+    expect(cells[2]).to.equal('Personal data erased');
+    expect(buyer.problems).to.deep.equal([]);
+    await buyer.page.context().close();
+  });
+
+
+  /** What `probe` gives once it gives something, asked every 100 ms for up to 15 s. */
+  async function eventually<T>(probe: () => Promise<T | null | undefined>): Promise<T> {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const found = await probe();
+      if (found !== null && found !== undefined) return found;
+      if (Date.now() > deadline) throw new Error('never came');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  it("a webhook delivery that cannot connect shows why and when it is tried again; once erased, the lead's failing notice is a failure and its delivery cancelled", async function () {
+    const run = Date.now() % 100_000;
+    const email = `fl.${run}@example.com`;
+    const posted = await svc!.post(leadWith(email, testMobile(5_300_000 + run), { accident_state: 'FL', zip: '33101', sid: 'fl' }), { 'x-api-key': keys.supA! });
+    expect(posted.body, posted.text).to.include({ code: 'SOLD' });
+    const id = posted.body.lead_id as number;
+    type Delivery = { lead_id: number; status: string; attempts: number; last_error: string | null; next_attempt_at: string | null };
+    const deliveryOf = async () => ((await api('/functions/deliveries?buyer=fl-hook', keys.admin!)).items as Delivery[]).find((d) => d.lead_id === id);
+    await eventually(async () => ((await deliveryOf())?.last_error ? true : null));
+
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page, problems, elsewhere } = await watched(context);
+    await signIn(page, keys.admin!, '#/report');
+    await page.getByRole('link', { name: 'Deliveries' }).click();
+    const row = page.locator(`#deliveries-table tr[data-lead="${id}"]`);
+    await row.waitFor();
+    const cells = await row.locator('td').allInnerTexts();
+    expect(cells.slice(1, 4)).to.deep.equal(['fl-hook', '', 'pending']);
+    expect(cells[5]).to.match(UTC_TIME);
+    expect(cells[7], 'last error').to.equal('could not connect');
+    expect(cells[8], 'next attempt').to.match(UTC_TIME);
+    await shoot(page, 'admin-deliveries-webhook', () => row.waitFor());
+
+    // The consumer erased: the buyer's lead.erased notice fails to connect too, drawn as a failure.
+    const erasure = await svc!.post({ email }, { 'x-api-key': keys.admin! }, '/functions/erasures');
+    expect(erasure.status, erasure.text).to.equal(201);
+    await eventually(async () => ((await api(`/functions/leads/${id}/events`, keys.admin!)).items as Array<{ type: string }>).find((e) => e.type === 'ErasureNoticeFailed'));
+    await page.goto(`${origin}/console#/leads/${id}`);
+    const notice = page.locator('#timeline [data-type="ErasureNoticeFailed"]').first();
+    await notice.waitFor();
+    expect(await notice.getAttribute('class')).to.equal('bad');
+    expect(await page.locator('#timeline [data-type="LeadDeliveryFailed"]').first().getAttribute('class')).to.equal('bad');
+    expect(await page.locator('#lead-consumer').innerText()).to.contain('Personal data erased');
+
+    // Its delivery is cancelled: there is a filter for that, and the row keeps why it last failed.
+    await settled();
+    await page.getByRole('link', { name: 'Deliveries' }).click();
+    await page.getByLabel('Status').selectOption('cancelled');
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.locator(`#deliveries-table tr[data-lead="${id}"]`).waitFor();
+    expect(new Set(await page.locator('#deliveries-table tbody tr td:nth-child(4)').allInnerTexts())).to.deep.equal(new Set(['cancelled']));
+    const cancelled = await page.locator(`#deliveries-table tr[data-lead="${id}"] td`).allInnerTexts();
+    expect([cancelled[0], cancelled[3], cancelled[7], cancelled[8]]).to.deep.equal([`${id} erased`, 'cancelled', 'could not connect', '']);
+    expect(elsewhere).to.deep.equal([]);
+    expect(problems).to.deep.equal([]);
+    await context.close();
+  });
+
+  it('a key revoked mid-session ends the session: back to sign-in, saying why; signing in again returns to the page', async function () {
+    const key = await svc!.key('analyst', 'short-lived');
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page, problems, elsewhere } = await watched(context);
+    await signIn(page, key, '#/report');
+    await page.getByRole('link', { name: 'Leads', exact: true }).click();
+    await page.locator('#rejections-by-code[data-totals]').waitFor();
+    await svc!.revoke(key);
+    await svc!.service.keys.refresh();
+
+    await page.getByRole('link', { name: 'Deliveries' }).click();
+    await page.locator('#signin-message', { hasText: 'This key was not accepted: it may have been revoked or expired. Sign in again.' }).waitFor();
+    expect(await page.evaluate('sessionStorage.length')).to.equal(0);
+    expect(await page.locator('#nav').isVisible()).to.equal(false);
+    expect(await page.locator('#who').innerText()).to.equal('');
+    expect(await page.locator('main').innerText()).to.not.contain('Loading').and.not.contain('Why leads were rejected');
+    expect(await focused(page)).to.equal('API key');
+    await shoot(page, 'key-revoked', () => page.locator('#signin-message').waitFor());
+
+    await page.getByLabel('API key').fill(keys.analyst!);
+    await page.getByLabel('API key').press('Enter');
+    await page.locator('#deliveries-table tbody tr').first().waitFor();
+    expect(new URL(page.url()).hash).to.equal('#/deliveries');
+    expect(elsewhere).to.deep.equal([]);
+    expect(problems.length).to.be.greaterThan(0);
+    expect(problems.filter((p) => p !== `${refused('401')} (Unauthorized)`)).to.deep.equal([]);
+    await context.close();
+  });
+
+  it('the service unreachable: said in words in error style, what is shown marked out of date, the header not ready; the next answer clears it', async function () {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page, problems, elsewhere } = await watched(context);
+    await signIn(page, keys.analyst!, '#/report');
+    await page.locator('#chart-daily[data-totals]').waitFor();
+    await page.locator('#readiness[data-ready="true"]').waitFor();
+    const cut = (route: { abort: (code: string) => Promise<void> }) => route.abort('connectionrefused');
+    await page.route(/\/(functions|readyz)\b/, cut);
+
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    const status = page.locator('#report-status');
+    await status.filter({ hasText: 'The service cannot be reached. Try again.' }).waitFor();
+    expect(await page.evaluate("getComputedStyle(document.getElementById('report-status')).color")).to.equal(ERROR_COLOUR);
+    expect((await page.locator('main').getAttribute('class')) ?? '').to.contain('stale');
+    expect(Number(await page.evaluate("getComputedStyle(document.querySelector('main .charts')).opacity"))).to.be.lessThan(1);
+    await page.locator('#readiness[data-ready="false"]').waitFor();
+    expect(await page.locator('#readiness').innerText()).to.match(/^Service unreachable/);
+    await shoot(page, 'unreachable', () => status.waitFor());
+
+    // Another page: the same words, not "Loading…" for ever.
+    await page.getByRole('link', { name: 'Deliveries' }).click();
+    await page.locator('#deliveries-message', { hasText: 'The service cannot be reached. Try again.' }).waitFor();
+
+    // Back: the next answer clears the mark and the header is ready again.
+    await page.unroute(/\/(functions|readyz)\b/, cut);
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await page.locator('#deliveries-table tbody tr').first().waitFor();
+    await page.locator('#readiness[data-ready="true"]').waitFor();
+    expect((await page.locator('main').getAttribute('class')) ?? '').to.not.contain('stale');
+    expect(elsewhere).to.deep.equal([]);
+    expect(problems.filter((p) => !/net::ERR_CONNECTION_REFUSED|net::ERR_FAILED/.test(p))).to.deep.equal([]);
+    await context.close();
+  });
+
+  it('a list longer than a page: the last More by keyboard puts the focus on the first lead it added', async function () {
+    const key = await svc!.key('supplier', 'sup-many');
+    const ids: number[] = [];
+    for (let i = 0; i < 51; i++) ids.push((await svc!.post(validLead({ zip: 'bad', sid: 'many' }), { 'x-api-key': key })).body.lead_id as number);
+    await settled();
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page, problems, elsewhere } = await watched(context);
+    await signIn(page, key, '#/leads');
+    const rows = page.locator('#leads-table tbody tr');
+    await page.locator('#leads-message', { hasText: /^50 leads shown/ }).waitFor();
+    const more = page.getByRole('button', { name: 'More' });
+    await more.focus();
+    await page.keyboard.press('Enter');
+    await page.locator(`#leads-table tr[data-lead="${ids[0]}"]`).waitFor();
+    expect(await rows.count()).to.equal(51);
+    expect(await more.isVisible()).to.equal(false);
+    expect(await focused(page)).to.equal(String(ids[0]));
+    expect(elsewhere).to.deep.equal([]);
+    expect(problems).to.deep.equal([]);
+    await context.close();
   });
 });

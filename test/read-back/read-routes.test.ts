@@ -353,6 +353,8 @@ describe('read-back routes', function () {
         // Read around the request, so that a day that turns meanwhile does not fail it.
         expect(reply.body.to, tz).to.be.oneOf([before, after]);
         expect(reply.body.from, tz).to.equal(addDays(reply.body.to as string, -6));
+        // The money's currency is named with it: the routing file's.
+        expect(reply.body.currency, tz).to.equal('USD');
       }
     });
   });
