@@ -5,7 +5,7 @@
 // (from GET /functions/me) and the service's answer in words.
 
 import { getJson, postJson, explain, ApiError } from './api.js';
-import { h, field, select, say, time, focusAfterMore } from './dom.js';
+import { h, field, select, say, time, onMore } from './dom.js';
 import { leadTable, leadCell } from './leads.js';
 
 export async function renderPulls(main, _params, current, me) {
@@ -83,14 +83,7 @@ export async function renderPulls(main, _params, current, me) {
     status();
     return first;
   }
-  more.addEventListener('click', async () => {
-    const hadFocus = document.activeElement === more;
-    try {
-      focusAfterMore(more, await load(), hadFocus);
-    } catch (error) {
-      say(message, explain(error), 'error');
-    }
-  });
+  onMore(more, load, (error) => say(message, explain(error), 'error'));
   await load();
 }
 
@@ -135,14 +128,7 @@ export async function renderBought(main, _params, current) {
     );
     return first;
   }
-  more.addEventListener('click', async () => {
-    const hadFocus = document.activeElement === more;
-    try {
-      focusAfterMore(more, await load(), hadFocus);
-    } catch (error) {
-      say(message, explain(error), 'error');
-    }
-  });
+  onMore(more, load, (error) => say(message, explain(error), 'error'));
   await load();
 }
 

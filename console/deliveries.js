@@ -3,7 +3,7 @@
 // webhook attempt shows why (last_error) and when the worker tries again (next_attempt_at).
 
 import { getJson, explain } from './api.js';
-import { h, field, select, say, time, badge, focusAfterMore } from './dom.js';
+import { h, field, select, say, time, badge, onMore } from './dom.js';
 
 const STATUSES = [['', 'Any'], ['pending', 'Pending'], ['delivered', 'Delivered'], ['failed', 'Failed'], ['cancelled', 'Cancelled']];
 
@@ -87,13 +87,6 @@ export async function renderDeliveries(main, _params, current) {
     event.preventDefault();
     load(true).catch((error) => say(message, explain(error), 'error'));
   });
-  more.addEventListener('click', async () => {
-    const hadFocus = document.activeElement === more;
-    try {
-      focusAfterMore(more, await load(false), hadFocus);
-    } catch (error) {
-      say(message, explain(error), 'error');
-    }
-  });
+  onMore(more, () => load(false), (error) => say(message, explain(error), 'error'));
   await load(true).catch((error) => say(message, explain(error), 'error'));
 }

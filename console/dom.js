@@ -87,7 +87,19 @@ export function currencyOf(rows) {
  * After a "More": once the button is hidden (no more rows), the keyboard would be left on the page's
  * body; it goes to the first row just added instead (its link or button).
  */
-export function focusAfterMore(button, firstNew, hadFocus) {
+function focusAfterMore(button, firstNew, hadFocus) {
   if (!button.hidden || !hadFocus || !firstNew) return;
   firstNew.querySelector('a[href], button')?.focus();
+}
+
+/** A list's More button: the next page on a click, the keyboard's focus then on its first row; `fail` says a failure. */
+export function onMore(button, loadNext, fail) {
+  button.addEventListener('click', async () => {
+    const hadFocus = document.activeElement === button;
+    try {
+      focusAfterMore(button, await loadNext(), hadFocus);
+    } catch (error) {
+      fail(error);
+    }
+  });
 }

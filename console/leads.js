@@ -6,7 +6,7 @@
 // report leaves them out, and so do both breakdowns.
 
 import { getAll, getJson, explain } from './api.js';
-import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, focusAfterMore } from './dom.js';
+import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, onMore } from './dom.js';
 
 const STATUSES = [['', 'Any'], ['sold', 'Sold'], ['unsold', 'Unsold'], ['rejected', 'Rejected'], ['received', 'Received']];
 /**
@@ -238,13 +238,6 @@ export async function renderLeads(main, _params, current, me) {
     event.preventDefault();
     run();
   });
-  more.addEventListener('click', async () => {
-    const hadFocus = document.activeElement === more;
-    try {
-      focusAfterMore(more, await load(false), hadFocus);
-    } catch (error) {
-      say(message, explain(error), 'error');
-    }
-  });
+  onMore(more, () => load(false), (error) => say(message, explain(error), 'error'));
   await run();
 }

@@ -1,19 +1,21 @@
 import { expect } from 'chai';
 import { TestService, validLead } from '../support/service.js';
 
-// A test ping asks the buyers as a real one would, and its post must be a test lead too: a real
-// lead posted with a test ping would be sold at a bid the reports count as test, and a test lead
-// posted with a real ping would spend a real bid. Either way the lead is refused (422
-// PING_MISMATCH) naming `test`, as a differing zip, accident_state or sid is, and the ping stays
-// unposted for the lead that matches it. (An answer says `"test": true` only of a test ping or lead.)
+// A post names its ping by ping_id; the ping was bid on for a zip, an accident_state, a sid and a
+// test flag, so a lead that differs from its ping in any of them is refused (422 PING_MISMATCH),
+// naming each field, and the ping stays unposted for the lead that matches it. A real lead posted
+// with a test ping would be sold at a bid the reports count as test, and a test lead posted with a
+// real ping would spend a real bid. (An answer says `"test": true` only of a test ping or lead.)
 
 const routing = {
   currency: 'USD',
+  // Bids on a ping from any state, and would take the lead from any state: nothing but the ping's
+  // own check stands between a differing lead and a sale.
   buyers: [{ id: 'anywhere', price: 40, ping: { kind: 'static' } }],
   buckets: [{ id: 'unsold', default: true }],
 };
 
-describe("ping/post: a lead whose test flag differs from its ping's", function () {
+describe("ping/post: a lead that differs from its ping", function () {
   this.timeout(30_000);
   let svc: TestService;
   let supplier: string;
@@ -27,6 +29,25 @@ describe("ping/post: a lead whose test flag differs from its ping's", function (
   const ping = (body: unknown) => svc.post(body, { 'x-api-key': supplier }, '/functions/pings');
   const post = (body: unknown) => svc.post(body, { 'x-api-key': supplier });
   const TEST_MISMATCH = [{ field: 'test', code: 'ping_mismatch', message: "test differs from the ping's" }];
+
+  it('in accident_state alone (zip and sid match) is rejected 422 PING_MISMATCH naming exactly accident_state, and the ping stays unposted', async function () {
+    const pinged = await ping({ zip: '90210', accident_state: 'CA', sid: 'src-1', s1: `state-${Date.now()}` });
+    expect(pinged.status, pinged.text).to.equal(201);
+    expect(pinged.body).to.include({ code: 'BID', bid: 40 });
+    const pingId = pinged.body.ping_id as string;
+
+    const mismatch = await post(validLead({ ping_id: pingId, zip: '90210', sid: 'src-1', accident_state: 'NY' }));
+    expect(mismatch.status, mismatch.text).to.equal(422);
+    expect(mismatch.body).to.include({ code: 'PING_MISMATCH', lead_status: 'rejected', acceptance: 'rejected', sold: false });
+    expect(mismatch.body.errors).to.deep.equal([{ field: 'accident_state', code: 'ping_mismatch', message: "accident_state differs from the ping's" }]);
+
+    // Nothing was posted on the ping: the lead that matches it is still sold at its bid.
+    const events = await svc.service.store.readStream(`ping-${pingId}`);
+    expect(events.map((e) => e.type)).to.deep.equal(['LeadPinged', 'PingBidsCollected']);
+    const matching = await post(validLead({ ping_id: pingId, zip: '90210', sid: 'src-1', accident_state: 'CA' }));
+    expect(matching.status, matching.text).to.equal(201);
+    expect(matching.body).to.include({ code: 'SOLD', revenue: 40 });
+  });
 
   for (const [pingTest, leadTest] of [[true, false], [false, true]] as const) {
     it(`a ${leadTest ? 'test' : 'real'} lead posted with a ${pingTest ? 'test' : 'real'} ping is rejected 422 PING_MISMATCH naming test, and the ping is still the matching lead's`, async function () {
