@@ -1,10 +1,9 @@
 import { expect } from 'chai';
 import { Agent } from 'node:https';
-import type { CapLedger } from '../../src/commands/caps.js';
 import { collectBids } from '../../src/commands/ping/bidding.js';
 import type { PingBid } from '../../src/events/ping-events.js';
-import type { NormalisedPing } from '../../src/leads/validate.js';
 import { parseRoutingConfig } from '../../src/routing/load-config.js';
+import { NO_CAPS, NOW, PING } from './bidding-fixtures.js';
 import { BuyerEndpoint, type ReceivedDelivery } from '../delivery/buyer-endpoint.js';
 import { TestService, validLead } from '../support/service.js';
 
@@ -14,14 +13,6 @@ import { TestService, validLead } from '../support/service.js';
 // billionth off a cent; a third decimal is not. A webhook bid is capped (the buyer's `max_bid`,
 // else 10,000) and must be in the currency the ping was sent with, when the answer names one.
 // Static bidders bid their price; webhook bidders are one real local HTTPS endpoint, a path each.
-
-const PING: NormalisedPing = { zip: '90210', accident_state: 'CA', sid: 'src-1', s1: null, test: false };
-const NOW = new Date('2026-03-02T15:00:00Z');
-const NO_CAPS = {
-  hasRoom: () => {
-    throw new Error('the cap ledger was asked about a buyer without caps');
-  },
-} as unknown as CapLedger;
 
 /** Webhook answers by path: the body is sent as written, so a bidder's exact digits reach the service. */
 const ANSWERS: Record<string, string> = {

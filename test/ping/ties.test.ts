@@ -1,25 +1,14 @@
 import { expect } from 'chai';
 import { Agent } from 'node:https';
-import type { CapLedger } from '../../src/commands/caps.js';
 import { type CollectedBids, collectBids, standingBids } from '../../src/commands/ping/bidding.js';
 import type { PingBid } from '../../src/events/ping-events.js';
-import type { NormalisedPing } from '../../src/leads/validate.js';
 import { parseRoutingConfig } from '../../src/routing/load-config.js';
+import { NO_CAPS, NOW, PING } from './bidding-fixtures.js';
 
 // Who wins a ping, decided by the bidding alone (no service, no network: static bidders bid their
 // price). Given the buyers of a routing file, when a ping is bid on, then the highest standing bid
 // wins; an equal bid goes to the buyer with the lower `priority` number, whichever is listed first;
 // and the same order is the one a post tries the bids in (standingBids).
-
-const PING: NormalisedPing = { zip: '90210', accident_state: 'CA', sid: 'src-1', s1: null, test: false };
-const NOW = new Date('2026-03-02T15:00:00Z');
-
-/** No buyer here has caps: the ledger must never be asked. */
-const NO_CAPS = {
-  hasRoom: () => {
-    throw new Error('the cap ledger was asked about a buyer without caps');
-  },
-} as unknown as CapLedger;
 
 type BuyerEntry = { id: string; price: number; priority: number };
 
