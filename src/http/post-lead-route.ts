@@ -44,8 +44,9 @@ export function postLeadHandler(postLead: PostLead, bodyBytes: number): Middlewa
     const body = parseJsonObject(rawBody);
     const traceId = ctx.state.traceId;
     // A header sent empty is a malformed key, refused as such: taken for no key, a retry would record a second lead.
-    const idempotencyKey = ctx.req.headers['idempotency-key'];
-    const result = await postLead({ principal, traceId, body, rawBody, idempotencyKey: idempotencyKey === undefined ? undefined : ctx.get('Idempotency-Key') });
+    // Node joins a repeated header into one string (with ', ', which the key rule then refuses).
+    const idempotencyKey = ctx.req.headers['idempotency-key'] as string | undefined;
+    const result = await postLead({ principal, traceId, body, rawBody, idempotencyKey });
     const answer = answerOf(result, traceId);
     for (const [name, value] of Object.entries(answer.headers ?? {})) ctx.set(name, value);
     ctx.status = answer.status;

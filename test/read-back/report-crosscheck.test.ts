@@ -264,6 +264,8 @@ function expectedReport(leads: readonly LeadTruth[], pings: Map<string, PingTrut
     });
 }
 
+// The report's key order, written again from its rule (null first, then code points) rather than
+// imported: the truth must not share the code it checks.
 function compareKeys(a: ReadonlyArray<string | null>, b: ReadonlyArray<string | null>): number {
   for (let i = 0; i < a.length; i++) {
     const [x, y] = [a[i] ?? null, b[i] ?? null];
