@@ -5,6 +5,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { Logger } from 'pino';
 import { logAccess } from './access-log.js';
 import { noLeadEnvelope } from './envelope.js';
+import { lingerOnClose } from './linger.js';
 import { JSON_CONTENT_TYPE, PLAIN_HTTP_SECURITY_HEADERS } from './security-headers.js';
 import { traceIdFrom } from './trace.js';
 
@@ -30,12 +31,13 @@ function refuse(req: IncomingMessage, res: ServerResponse, logger: Logger): void
   const traceparent = req.headersDistinct.traceparent;
   const traceId = traceIdFrom(traceparent?.length === 1 ? traceparent[0] : undefined);
   const body = JSON.stringify(noLeadEnvelope('HTTPS_REQUIRED', traceId));
+  // An unread body stays on the wire; closing beats draining it, once the client has had a moment to stop sending.
+  if (!req.complete) lingerOnClose(req.socket);
   res.writeHead(403, {
     'Content-Type': JSON_CONTENT_TYPE,
     'Content-Length': Buffer.byteLength(body),
     'X-Trace-Id': traceId,
     ...PLAIN_HTTP_SECURITY_HEADERS,
-    // An unread body stays on the wire; closing beats draining it.
     ...(req.complete ? {} : { Connection: 'close' }),
   });
   res.end(req.method === 'HEAD' ? undefined : body);

@@ -8,6 +8,7 @@ import { logAccess } from './access-log.js';
 import { noLeadEnvelope, OUTCOMES, type OutcomeCode } from './envelope.js';
 import { isStoreUnavailable } from '../store-unavailable.js';
 import { ShellError } from './errors.js';
+import { lingerOnClose } from './linger.js';
 import { JSON_CONTENT_TYPE, SECURITY_HEADERS } from './security-headers.js';
 import type { ShellState } from './state.js';
 import { traceIdFrom } from './trace.js';
@@ -27,8 +28,12 @@ export function shell(logger: Logger): Middleware<ShellState> {
     } catch (error) {
       respondWithError(ctx, error, traceId, logger);
     }
-    // The body of an unread request is still on the wire; closing beats draining it for a stranger.
-    if (!ctx.req.complete) ctx.set('Connection', 'close');
+    // The body of an unread request is still on the wire; closing beats draining it for a stranger,
+    // after a moment for the client to stop sending (linger.ts), so that it reads this answer.
+    if (!ctx.req.complete) {
+      ctx.set('Connection', 'close');
+      lingerOnClose(ctx.req.socket);
+    }
     ctx.set(SECURITY_HEADERS);
     // A page for browsers (the docs) loosens the JSON-only defaults for itself, never the reverse.
     if (ctx.state.pageHeaders) ctx.set(ctx.state.pageHeaders);
