@@ -48,7 +48,8 @@ export class DocumentReader {
   /** The path template a concrete path matches: `/functions/leads/42` → `/functions/leads/{lead_id}`. */
   template(path: string): string | undefined {
     const paths = Object.keys(this.doc.paths as Json);
-    const bare = path.split('?')[0]!;
+    // The router is not strict: `/functions/leads/` is `/functions/leads`.
+    const bare = path.split('?')[0]!.replace(/(.)\/$/, '$1');
     return paths.find((template) => new RegExp(`^${template.replace(/\{\w+\}/g, '[^/]+')}$`).test(bare));
   }
 
