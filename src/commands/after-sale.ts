@@ -27,9 +27,8 @@ export interface SaleState {
   /** The correlation id of the post that began the lead. */
   readonly correlationId: string | null;
   readonly buyer: string | null;
-  readonly revenue: number;
-  readonly currency: string;
-  readonly soldAt: number | null;
+  /** What the buyer paid, in the currency of the sale, and when; null until the lead is sold. */
+  readonly sold: { readonly revenue: number; readonly currency: string; readonly at: number } | null;
   readonly test: boolean;
   readonly delivered: { at: string } | null;
   /** Why the delivery will never be made (the lead's personal data was erased or expired first). */
@@ -38,7 +37,7 @@ export interface SaleState {
   readonly returned: boolean;
 }
 
-const NO_SALE: SaleState = { supplier: null, correlationId: null, buyer: null, revenue: 0, currency: 'USD', soldAt: null, test: false, delivered: null, cancelled: null, attempts: 0, returned: false };
+const NO_SALE: SaleState = { supplier: null, correlationId: null, buyer: null, sold: null, test: false, delivered: null, cancelled: null, attempts: 0, returned: false };
 
 /** The buyer a principal acts for on this lead, or null when the lead does not exist for it. */
 function actingBuyer(principal: AfterSaleRequest['principal'], sale: SaleState): string | null {
@@ -161,7 +160,7 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
       case 'LeadReceived':
         return { ...state, supplier: event.data.supplier, test: event.data.test, correlationId: leadCorrelation(event) };
       case 'LeadSold':
-        return { ...state, buyer: event.data.buyer, revenue: event.data.revenue, currency: event.data.currency, soldAt: Date.parse(event.data.sold_at) };
+        return { ...state, buyer: event.data.buyer, sold: { revenue: event.data.revenue, currency: event.data.currency, at: Date.parse(event.data.sold_at) } };
       case 'LeadDeliveryAttempted':
         return { ...state, attempts: event.data.attempt };
       case 'LeadDelivered':
@@ -203,8 +202,8 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
       }
       if (sale.returned) throw new AfterSaleError('ALREADY_RETURNED');
       const windowMs = (config?.return_window_days ?? 7) * 86_400_000;
-      if (sale.soldAt === null || now.getTime() - sale.soldAt > windowMs) throw new AfterSaleError('RETURN_WINDOW_CLOSED');
-      const returned: LeadReturned['data'] = { lead_id, buyer, revenue: sale.revenue, currency: sale.currency, reason, returned_at: recorded.recorded_at };
+      if (sale.sold === null || now.getTime() - sale.sold.at > windowMs) throw new AfterSaleError('RETURN_WINDOW_CLOSED');
+      const returned: LeadReturned['data'] = { lead_id, buyer, revenue: sale.sold.revenue, currency: sale.sold.currency, reason, returned_at: recorded.recorded_at };
       events.push({ type: 'LeadReturned', data: returned });
     }
     return events;

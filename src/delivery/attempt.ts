@@ -153,7 +153,8 @@ export type WireResult =
   | { readonly kind: 'connection_error'; readonly latencyMs: number; readonly code: string | null };
 
 export interface OutcomeContext {
-  readonly sale: LeadSold['data'];
+  /** Whose delivery it is: the outcome names the lead and the buyer. */
+  readonly sale: Pick<LeadSold['data'], 'lead_id' | 'buyer'>;
   readonly attempt: number;
   readonly maxAttempts: number;
   readonly now: Date;

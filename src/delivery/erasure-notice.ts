@@ -85,8 +85,7 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
   const result = await postWebhook({ url: delivery.url, body, headers, timeoutMs: delivery.timeout_ms, agent: deps.agent, signal: deps.signal });
   const at = deps.now();
   // The delivery's rules decide what the answer means (2xx done; 408, 425, 429, 5xx and no answer retried).
-  const sale = { lead_id: leadId, buyer: buyerId, revenue: 0, currency: 'USD', sold_at: at.toISOString() };
-  const judged = outcomeOf(result, { sale, attempt, maxAttempts: delivery.max_attempts, now: at, retryInMs: deps.backoff(attempt) });
+  const judged = outcomeOf(result, { sale: { lead_id: leadId, buyer: buyerId }, attempt, maxAttempts: delivery.max_attempts, now: at, retryInMs: deps.backoff(attempt) });
   const outcome: NoticeOutcome =
     judged.type === 'LeadDelivered'
       ? { type: 'ErasureNoticeSent', data: { lead_id: leadId, buyer: buyerId, attempt, status: judged.data.status ?? 0, sent_at: at.toISOString() } }
