@@ -30,12 +30,13 @@ const app = createApp({
     return { kind: 'recorded', outcome, traceId: request.traceId, replayed: false };
   },
   logger,
+  currency: () => 'USD',
   limits: { bodyBytes: config.bodyLimitBytes },
   rateLimit: config.rateLimit,
   // /readyz is not asked here: only the per-request part of the operator's middleware is measured.
   ops: { readiness: {} as ReadinessProbe, metrics, shutdown: new ShutdownFlag() },
 });
-const servers = await startServers({ app, tls, port: config.port, httpPort: config.httpPort, host: config.host, trustProxy: config.trustProxy, logger, bodyLimitBytes: config.bodyLimitBytes });
+const servers = await startServers({ app, tls, port: config.port, httpPort: config.httpPort, host: config.host, trustProxy: config.trustProxy, logger, bodyLimitBytes: config.bodyLimitBytes, currency: () => 'USD' });
 process.once('SIGTERM', () => {
   void servers
     .close(1000)

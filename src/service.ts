@@ -229,6 +229,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
           now,
         }),
         logger,
+        currency: () => routing.currency,
         limits: { bodyBytes: config.bodyLimitBytes },
         rateLimit: config.rateLimit,
         readRateLimit: config.readRateLimit,
@@ -239,7 +240,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
         erasure: { eraser, leadIdsOf: (consumer) => consumerLeadIds(consumerLeads, eraser.contactsOf(consumer)) },
         ops,
       })
-    : createOpsApp({ logger, ops });
+    : createOpsApp({ logger, ops, currency: () => routing.currency });
   const closeStores = async () => {
     bidAgent.destroy();
     await thread?.stop();
@@ -255,6 +256,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     logger,
     timeouts: { headersMs: config.headersTimeoutMs, requestMs: config.requestTimeoutMs },
     bodyLimitBytes: config.bodyLimitBytes,
+    currency: () => routing.currency,
   }).catch(async (error: unknown) => {
     // A port in use is the usual failed start: close what is open, so the process can exit with it.
     await closeStores();

@@ -31,7 +31,11 @@ export const ENVELOPE_SCHEMA = {
     lead_status: { type: ['string', 'null'], enum: ['sold', 'unsold', 'rejected', null] },
     sold: { type: 'boolean' },
     revenue: { type: 'number', description: 'The buyer price, 2 decimals; 0 when not sold.' },
-    currency: { type: 'string', pattern: '^[A-Z]{3}$', description: 'ISO 4217.' },
+    currency: {
+      type: 'string',
+      pattern: '^[A-Z]{3}$',
+      description: "ISO 4217: the routing file's currency, on every answer (also one whose revenue is 0, or that recorded no lead); a lead's, the currency its routing recorded.",
+    },
     code: { type: 'string', enum: OUTCOME_CODES, description: 'The outcome code; see the table in the introduction.' },
     message: { type: 'string', description: 'Human text; never PII or another supplier’s data.' },
     Response: {

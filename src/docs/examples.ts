@@ -11,8 +11,11 @@ import { INVALID_INPUT_MESSAGE } from '../http/shell.js';
 import { pingEnvelope } from '../http/ping-route.js';
 import { createLeadValidator } from '../leads/validate.js';
 import { ReadBack, ReadBackInputError } from '../read-models/read-back.js';
+import { DEFAULTS } from '../routing/config-schema.js';
 
 const EXAMPLE_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+/** The examples' routing file names no currency: its default. */
+const EXAMPLE_CURRENCY = DEFAULTS.currency;
 
 export const EXAMPLE_LEAD = {
   first_name: 'Ada',
@@ -46,13 +49,13 @@ function decided(lead: Readonly<Record<string, unknown>>, rest: Partial<PostLead
     validation: createLeadValidator()(lead),
     ...rest,
   };
-  return leadEnvelope(outcomeOf(foldLead(decide(command, initialLeadState))), EXAMPLE_TRACE_ID);
+  return leadEnvelope(outcomeOf(foldLead(decide(command, initialLeadState)), EXAMPLE_CURRENCY), EXAMPLE_TRACE_ID);
 }
 
 const routing = (kind: 'buyer' | 'bucket', id: string, price: number): PostLeadCommand['routing'] => ({
   target: { kind, id },
   price,
-  currency: 'USD',
+  currency: EXAMPLE_CURRENCY,
   strategy: 'highest_price',
   version: 'example',
   candidates: [],
@@ -83,7 +86,7 @@ export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'INV
 /** The example envelopes, one per ExampleName. */
 export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEnvelope>> {
   const examples = Object.fromEntries(
-    (Object.keys(OUTCOMES) as OutcomeCode[]).map((code) => [code, noLeadEnvelope(code, EXAMPLE_TRACE_ID)]),
+    (Object.keys(OUTCOMES) as OutcomeCode[]).map((code) => [code, noLeadEnvelope(code, EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY)]),
   ) as Record<ExampleName, DecisionEnvelope>;
   examples.SOLD = decided(EXAMPLE_LEAD, { enrichment: PASSED, routing: routing('buyer', 'acme-law', 42.5) });
   examples.UNSOLD = decided(EXAMPLE_LEAD, { enrichment: PASSED, routing: routing('bucket', 'unsold', 0) });
@@ -97,14 +100,14 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
   examples.PING_EXPIRED = decided(pinged, { pingRejection: { code: 'PING_EXPIRED', errors: [{ field: 'ping_id', code: 'ping_expired', message: 'ping_id is past its expiry; ping again' }] } });
   examples.PING_CONSUMED = decided(pinged, { pingRejection: { code: 'PING_CONSUMED', errors: [{ field: 'ping_id', code: 'ping_consumed', message: 'ping_id was already posted' }] } });
   examples.PING_MISMATCH = decided(pinged, { pingRejection: { code: 'PING_MISMATCH', errors: [{ field: 'zip', code: 'ping_mismatch', message: "zip differs from the ping's" }] } });
-  const answer = { ping_id: EXAMPLE_PING_ID, currency: 'USD', expires_at: '2026-11-21T15:09:05.000Z', test: false } as const;
+  const answer = { ping_id: EXAMPLE_PING_ID, currency: EXAMPLE_CURRENCY, expires_at: '2026-11-21T15:09:05.000Z', test: false } as const;
   examples.BID = pingEnvelope({ ...answer, code: 'BID', bid: 37.5 }, EXAMPLE_TRACE_ID);
   examples.NO_BID = pingEnvelope({ ...answer, code: 'NO_BID', bid: null }, EXAMPLE_TRACE_ID);
-  examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = noLeadEnvelope('IDEMPOTENCY_CONFLICT', EXAMPLE_TRACE_ID, {
+  examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = noLeadEnvelope('IDEMPOTENCY_CONFLICT', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, {
     acceptance: 'rejected',
     message: 'This Idempotency-Key was used with a different body.',
   });
-  examples.HEADERS_TOO_LARGE = noLeadEnvelope('PAYLOAD_TOO_LARGE', EXAMPLE_TRACE_ID, { message: HEADERS_TOO_LARGE_MESSAGE });
-  examples.INVALID_INPUT = noLeadEnvelope('INVALID', EXAMPLE_TRACE_ID, { errors: await badQueryErrors(), message: INVALID_INPUT_MESSAGE });
+  examples.HEADERS_TOO_LARGE = noLeadEnvelope('PAYLOAD_TOO_LARGE', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: HEADERS_TOO_LARGE_MESSAGE });
+  examples.INVALID_INPUT = noLeadEnvelope('INVALID', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { errors: await badQueryErrors(), message: INVALID_INPUT_MESSAGE });
   return examples;
 }

@@ -223,7 +223,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
             to: { type: 'string' },
             tz: { type: 'string' },
             group_by: { type: 'array', items: { type: 'string', enum: GROUP_BY } },
-            currency: { type: ['string', 'null'], description: "The routing file's currency, which revenue, net_revenue, avg_price and avg_bid are in." },
+            currency: { type: 'string', pattern: '^[A-Z]{3}$', description: "The routing file's currency, which revenue, net_revenue, avg_price and avg_bid are in." },
           }),
         ),
         'text/csv': { schema: { type: 'string' }, example: 'day,received,accepted,sold,...\n2026-11-21,120,96,80,...\n' },

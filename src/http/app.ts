@@ -28,6 +28,8 @@ export interface AppDeps {
   authenticate: Authenticate;
   postLead: PostLead;
   logger: Logger;
+  /** The routing file's currency in force: every envelope names it, and a report's money is in it. */
+  currency: () => string;
   limits?: { bodyBytes?: number };
   /** Lead posts per API key. Omitted: DEFAULT_RATE_LIMIT; null: no limit. */
   rateLimit?: RateLimitConfig | null;
@@ -79,13 +81,13 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
     router.post('/functions/pings', authenticate(deps.authenticate), requireRole('supplier', 'admin'), rateLimit(pingBuckets), requireJson(), pingHandler(deps.ping, bodyBytes));
   }
 
-  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets), () => deps.afterSale?.routing().currency ?? null);
+  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets), deps.currency);
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
   if (deps.erasure && deps.readBack) registerErasureRoutes(router, deps.authenticate, { ...deps.erasure, readBack: deps.readBack, bodyBytes });
   if (deps.afterSale) registerMeRoute(router, deps.authenticate, deps.afterSale.routing);
   registerDocsRoutes(router);
   registerConsoleRoutes(router);
-  return assemble(router, deps.logger, deps.ops);
+  return assemble(router, deps.logger, deps.ops, deps.currency);
 }
 
 /**
@@ -93,8 +95,8 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
  * only /healthz, /readyz and /metrics, so that an operator can see what it runs and whether it
  * holds a lease; every other path is the NOT_FOUND envelope.
  */
-export function createOpsApp(deps: { logger: Logger; ops: OpsDeps }): Koa<ShellState> {
-  return assemble(healthRouter(), deps.logger, deps.ops);
+export function createOpsApp(deps: { logger: Logger; ops: OpsDeps; currency: () => string }): Koa<ShellState> {
+  return assemble(healthRouter(), deps.logger, deps.ops, deps.currency);
 }
 
 function healthRouter(): Router<ShellState> {
@@ -105,14 +107,14 @@ function healthRouter(): Router<ShellState> {
   return router;
 }
 
-function assemble(router: Router<ShellState>, logger: Logger, ops: OpsDeps | undefined): Koa<ShellState> {
+function assemble(router: Router<ShellState>, logger: Logger, ops: OpsDeps | undefined, currency: () => string): Koa<ShellState> {
   if (ops) registerOpsRoutes(router, ops);
   const app = new Koa<ShellState>();
   // Koa's default handler prints to stderr; the shell already answered, so this only records
   // failures after the response started (a socket torn down mid-write).
   app.on('error', (error: unknown) => logger.warn({ err: error }, 'response failed after the shell'));
   if (ops) app.use(opsMiddleware(ops));
-  app.use(shell(logger));
+  app.use(shell(logger, currency));
   app.use(router.routes());
   app.use(notFoundOrNotAllowed(router));
   return app;

@@ -45,7 +45,8 @@ export function requestTimedOut(socket: Socket | null | undefined): boolean {
   return socket !== null && socket !== undefined && timedOut.has(socket);
 }
 
-export function clientErrorHandler(logger: Logger, secure: boolean): (error: NodeJS.ErrnoException, socket: Socket) => void {
+/** `currency`: the routing file's, named by the envelope as by every other. */
+export function clientErrorHandler(logger: Logger, secure: boolean, currency: () => string): (error: NodeJS.ErrnoException, socket: Socket) => void {
   return (error, socket) => {
     const traceId = newTraceId();
     if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') timedOut.add(socket);
@@ -55,7 +56,7 @@ export function clientErrorHandler(logger: Logger, secure: boolean): (error: Nod
       return;
     }
     const refusal = refusalFor(error.code);
-    const body = JSON.stringify(noLeadEnvelope(refusal.code, traceId, { message: refusal.message }));
+    const body = JSON.stringify(noLeadEnvelope(refusal.code, traceId, currency(), { message: refusal.message }));
     const headers: Record<string, string | number> = {
       'Content-Type': JSON_CONTENT_TYPE,
       'Content-Length': Buffer.byteLength(body),

@@ -1,5 +1,5 @@
 // The decision envelope: every response of the service carries all of its fields.
-import { type Acceptance, CURRENCY, type FieldError, LEAD_OUTCOMES, type LeadOutcome, type LeadStatus } from '../leads/outcome.js';
+import { type Acceptance, type FieldError, LEAD_OUTCOMES, type LeadOutcome, type LeadStatus } from '../leads/outcome.js';
 
 export type { Acceptance, FieldError,  } from '../leads/outcome.js';
 type ResponseWord = 'Success' | 'Failure' | 'Error';
@@ -12,6 +12,7 @@ export interface DecisionEnvelope {
   lead_status: LeadStatus | null;
   sold: boolean;
   revenue: number;
+  /** The routing file's (a recorded lead's: the one its routing recorded), also on an answer with no money in it. */
   currency: string;
   code: OutcomeCode;
   message: string;
@@ -89,13 +90,15 @@ export function leadEnvelope(outcome: LeadOutcome, traceId: string): DecisionEnv
 
 /**
  * The envelope of a response that recorded no lead (auth, body, routing and store failures).
+ * `currency`: the routing file's, so that a client reads one currency off every answer.
  * `acceptance` may be overridden for the one code whose acceptance depends on the case
  * (IDEMPOTENCY_CONFLICT: 409 in flight is `error`, 422 other body is `rejected`).
  */
 export function noLeadEnvelope(
   code: OutcomeCode,
   traceId: string,
-  options: { message?: string; acceptance?: Acceptance; errors?: FieldError[]; currency?: string } = {},
+  currency: string,
+  options: { message?: string; acceptance?: Acceptance; errors?: FieldError[] } = {},
 ): DecisionEnvelope {
   const acceptance = options.acceptance ?? OUTCOMES[code].acceptance;
   const envelope: DecisionEnvelope = {
@@ -106,7 +109,7 @@ export function noLeadEnvelope(
     lead_status: null,
     sold: false,
     revenue: 0,
-    currency: options.currency ?? CURRENCY,
+    currency,
     code,
     message: options.message ?? OUTCOMES[code].message,
     Response: RESPONSE_WORD[acceptance],

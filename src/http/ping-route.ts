@@ -11,7 +11,7 @@ import type { ShellState } from './state.js';
 /** The envelope of a ping's answer (also the documentation's example). */
 export function pingEnvelope(answer: PingAnswer, traceId: string): DecisionEnvelope {
   const envelope: DecisionEnvelope = {
-    ...noLeadEnvelope(answer.code, traceId, { currency: answer.currency }),
+    ...noLeadEnvelope(answer.code, traceId, answer.currency),
     ok: true,
     ping_id: answer.ping_id,
     bid: answer.bid,
@@ -30,7 +30,7 @@ export function pingHandler(ping: Ping, bodyBytes: number): Middleware<ShellStat
     const result = await ping({ principal, traceId, body });
     if (result.kind === 'invalid') {
       ctx.status = OUTCOMES.INVALID.status;
-      ctx.body = noLeadEnvelope('INVALID', traceId, { message: 'Ping rejected: one or more fields are invalid.', errors: result.errors });
+      ctx.body = noLeadEnvelope('INVALID', traceId, ctx.state.currency, { message: 'Ping rejected: one or more fields are invalid.', errors: result.errors });
       return;
     }
     ctx.status = OUTCOMES[result.answer.code].status;

@@ -9,10 +9,11 @@ import { lingerOnClose } from './linger.js';
 import { JSON_CONTENT_TYPE, PLAIN_HTTP_SECURITY_HEADERS } from './security-headers.js';
 import { traceIdFrom } from './trace.js';
 
-export function plainHttpHandler(app: RequestListener, trustProxy: boolean, logger: Logger): RequestListener {
+/** `currency`: the routing file's, named by the refusal's envelope as by every other. */
+export function plainHttpHandler(app: RequestListener, trustProxy: boolean, logger: Logger, currency: () => string): RequestListener {
   return (req, res) => {
     if (trustProxy && forwardedHttps(req)) app(req, res);
-    else refuse(req, res, logger);
+    else refuse(req, res, logger, currency());
   };
 }
 
@@ -26,11 +27,11 @@ function forwardedHttps(req: IncomingMessage): boolean {
   return last?.trim().toLowerCase() === 'https';
 }
 
-function refuse(req: IncomingMessage, res: ServerResponse, logger: Logger): void {
+function refuse(req: IncomingMessage, res: ServerResponse, logger: Logger, currency: string): void {
   const started = performance.now();
   const traceparent = req.headersDistinct.traceparent;
   const traceId = traceIdFrom(traceparent?.length === 1 ? traceparent[0] : undefined);
-  const body = JSON.stringify(noLeadEnvelope('HTTPS_REQUIRED', traceId));
+  const body = JSON.stringify(noLeadEnvelope('HTTPS_REQUIRED', traceId, currency));
   // An unread body stays on the wire; closing beats draining it, once the client has had a moment to stop sending.
   if (!req.complete) lingerOnClose(req.socket);
   res.writeHead(403, {

@@ -13,24 +13,24 @@ interface Answer {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-function answerOf(result: PostLeadResult, traceId: string): Answer {
+function answerOf(result: PostLeadResult, traceId: string, currency: string): Answer {
   if (result.kind === 'recorded') {
     const answer = { status: OUTCOMES[result.outcome.code].status, envelope: leadEnvelope(result.outcome, result.traceId) };
     return result.replayed ? { ...answer, headers: { 'Idempotency-Replayed': 'true' } } : answer;
   }
   if (result.kind === 'ping_not_found') {
-    return { status: 404, envelope: noLeadEnvelope('NOT_FOUND', traceId, { message: 'No ping with this ping_id was answered to this supplier.' }) };
+    return { status: 404, envelope: noLeadEnvelope('NOT_FOUND', traceId, currency, { message: 'No ping with this ping_id was answered to this supplier.' }) };
   }
   switch (result.reason) {
     case 'in_flight':
-      return { status: 409, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId), headers: { 'Retry-After': '1' } };
+      return { status: 409, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency), headers: { 'Retry-After': '1' } };
     case 'other_body':
-      return { status: 422, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, { acceptance: 'rejected', message: 'This Idempotency-Key was used with a different body.' }) };
+      return { status: 422, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency, { acceptance: 'rejected', message: 'This Idempotency-Key was used with a different body.' }) };
     case 'malformed_key': {
       const message = 'Idempotency-Key must be 1 to 255 visible ASCII characters.';
       return {
         status: 422,
-        envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, { acceptance: 'rejected', message, errors: [{ field: 'Idempotency-Key', code: 'invalid_format', message }] }),
+        envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency, { acceptance: 'rejected', message, errors: [{ field: 'Idempotency-Key', code: 'invalid_format', message }] }),
       };
     }
   }
@@ -47,7 +47,7 @@ export function postLeadHandler(postLead: PostLead, bodyBytes: number): Middlewa
     // Node joins a repeated header into one string (with ', ', which the key rule then refuses).
     const idempotencyKey = ctx.req.headers['idempotency-key'] as string | undefined;
     const result = await postLead({ principal, traceId, body, rawBody, idempotencyKey });
-    const answer = answerOf(result, traceId);
+    const answer = answerOf(result, traceId, ctx.state.currency);
     for (const [name, value] of Object.entries(answer.headers ?? {})) ctx.set(name, value);
     ctx.status = answer.status;
     ctx.body = answer.envelope;

@@ -30,7 +30,7 @@ async function guarded(run: () => Promise<void>): Promise<void> {
  * `limit` runs after authentication: the key's read bucket (its own, apart from posting).
  * `currency`: the routing file's, which a report's money is in.
  */
-export function registerReadRoutes(router: Router<ShellState>, lookup: Authenticate, readBack: ReadBack, limit: Middleware<ShellState>, currency: () => string | null): void {
+export function registerReadRoutes(router: Router<ShellState>, lookup: Authenticate, readBack: ReadBack, limit: Middleware<ShellState>, currency: () => string): void {
   const keyed = [authenticate(lookup), limit];
 
   router.get('/functions/leads', ...keyed, async (ctx) => {

@@ -23,6 +23,8 @@ export interface StartOptions {
   readonly timeouts?: Timeouts;
   /** The body limit the app enforces; a client that asks first (100-continue) is refused before it sends more. */
   readonly bodyLimitBytes?: number;
+  /** The routing file's currency, named by the envelopes the listeners answer themselves (as by the app's). */
+  readonly currency: () => string;
 }
 
 export interface RunningServers {
@@ -66,12 +68,12 @@ function continueUnlessTooLarge(handle: RequestListener, bodyLimitBytes: number 
 }
 
 export async function startServers(options: StartOptions): Promise<RunningServers> {
-  const { app, tls, logger, trustProxy } = options;
+  const { app, tls, logger, trustProxy, currency } = options;
   const handle = app.callback();
   const settings = limits(options.timeouts ?? DEFAULT_TIMEOUTS);
   const https = createHttpsServer({ cert: tls.cert, key: tls.key, ...settings }, handle);
   applyTimeouts(https, settings);
-  https.on('clientError', clientErrorHandler(logger, true));
+  https.on('clientError', clientErrorHandler(logger, true, currency));
   // An Expect other than 100-continue would get Node's bare 417; RFC 9110 lets a server ignore it,
   // so the request is served like any other (and a bad one gets its envelope).
   https.on('checkExpectation', handle);
@@ -79,12 +81,13 @@ export async function startServers(options: StartOptions): Promise<RunningServer
   // A failed handshake (a scanner, a client that distrusts the self-signed cert) is not our error.
   https.on('tlsClientError', (error: NodeJS.ErrnoException) => logger.debug({ code: error.code ?? null }, 'TLS handshake failed'));
 
-  const http = createHttpServer({ ...settings }, plainHttpHandler(handle, trustProxy, logger));
+  const plain = plainHttpHandler(handle, trustProxy, logger, currency);
+  const http = createHttpServer({ ...settings }, plain);
   applyTimeouts(http, settings);
-  http.on('clientError', clientErrorHandler(logger, false));
-  http.on('checkExpectation', plainHttpHandler(handle, trustProxy, logger));
+  http.on('clientError', clientErrorHandler(logger, false, currency));
+  http.on('checkExpectation', plain);
   // The plain port reads no body at all: it answers HTTPS_REQUIRED without inviting one.
-  http.on('checkContinue', plainHttpHandler(handle, trustProxy, logger));
+  http.on('checkContinue', plain);
 
   try {
     await listen(https, options.port, options.host);

@@ -13,11 +13,13 @@ import { JSON_CONTENT_TYPE, SECURITY_HEADERS } from './security-headers.js';
 import type { ShellState } from './state.js';
 import { traceIdFrom } from './trace.js';
 
-export function shell(logger: Logger): Middleware<ShellState> {
+/** `currency`: the routing file's in force, named by every envelope answered under the shell. */
+export function shell(logger: Logger, currency: () => string): Middleware<ShellState> {
   return async (ctx, next) => {
     const started = performance.now();
     const traceId = traceIdFrom(ctx.get('traceparent') || undefined);
     ctx.state.traceId = traceId;
+    ctx.state.currency = currency();
     try {
       // RFC 9112 §3.2 wants a 400 for HTTP/1.1 without Host; Node's own answer has no body, so the
       // listeners leave it to the shell (requireHostHeader: false), which answers with the envelope.
@@ -26,7 +28,7 @@ export function shell(logger: Logger): Middleware<ShellState> {
       }
       await next();
     } catch (error) {
-      respondWithError(ctx, error, traceId, logger);
+      respondWithError(ctx, error, traceId, ctx.state.currency, logger);
     }
     // The body of an unread request is still on the wire; closing beats draining it for a stranger,
     // after a moment for the client to stop sending (linger.ts), so that it reads this answer.
@@ -53,7 +55,7 @@ export function shell(logger: Logger): Middleware<ShellState> {
 
 export const INVALID_INPUT_MESSAGE = 'One or more inputs are invalid; errors names each.';
 
-function respondWithError(ctx: Context, error: unknown, traceId: string, logger: Logger): void {
+function respondWithError(ctx: Context, error: unknown, traceId: string, currency: string, logger: Logger): void {
   let code: OutcomeCode;
   let headers: Readonly<Record<string, string>> = {};
   let errors: ShellError['errors'];
@@ -73,7 +75,7 @@ function respondWithError(ctx: Context, error: unknown, traceId: string, logger:
   }
   ctx.status = OUTCOMES[code].status;
   ctx.set(headers);
-  ctx.body = noLeadEnvelope(code, traceId, errors ? { errors, message: INVALID_INPUT_MESSAGE } : message ? { message } : {});
+  ctx.body = noLeadEnvelope(code, traceId, currency, errors ? { errors, message: INVALID_INPUT_MESSAGE } : message ? { message } : {});
 }
 
 // @koa/router leaves the matched pattern on an internal, untyped context field.

@@ -3,6 +3,8 @@ import type { Principal } from '../keys/principal.js';
 /** What the shell keeps on `ctx.state` for the middlewares after it and for the access log. */
 export interface ShellState {
   traceId: string;
+  /** The routing file's currency, which every envelope names (read once per request). */
+  currency: string;
   principal?: Principal;
   /** The route pattern for the access log when the router did not match one (405). */
   route?: string;

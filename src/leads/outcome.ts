@@ -34,13 +34,12 @@ export interface LeadOutcome {
   readonly lead_status: LeadStatus;
   readonly sold: boolean;
   readonly revenue: number;
+  /** The currency its routing recorded; for a lead never routed, the routing file's (its revenue is 0). */
   readonly currency: string;
   /** Every field that failed (INVALID), or each one concerned (DUPLICATE, VERIFICATION_FAILED, SUPPRESSED). */
   readonly errors?: readonly FieldError[];
   readonly test?: true;
 }
-
-export const CURRENCY = 'USD';
 
 /** Money as the service states it: a number with at most 2 decimals. */
 export const money = (amount: number): number => Math.round(amount * 100) / 100;

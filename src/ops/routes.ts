@@ -27,7 +27,7 @@ export function registerOpsRoutes(router: Router<ShellState>, deps: OpsDeps): vo
     const failing = Object.entries(checks).filter(([, check]) => !check.ok).map(([name, check]) => `${name} (${check.detail})`);
     ctx.status = 503;
     ctx.set('Retry-After', '5');
-    ctx.body = { ...noLeadEnvelope('UNAVAILABLE', ctx.state.traceId, { message: `not ready: ${failing.join('; ')}` }), checks };
+    ctx.body = { ...noLeadEnvelope('UNAVAILABLE', ctx.state.traceId, ctx.state.currency, { message: `not ready: ${failing.join('; ')}` }), checks };
   });
 
   router.get('/metrics', async (ctx) => {

@@ -13,9 +13,9 @@ import {
 } from '../../src/commands/post-lead/decider.js';
 import { OUTCOMES, leadEnvelope } from '../../src/http/envelope.js';
 
-/** What the service answers for a lead in this state: the domain's outcome, rendered by the HTTP shell. */
-const envelopeOf = (state: LeadState, traceId: string) => {
-  const outcome = outcomeOf(state);
+/** What the service answers for a lead in this state under a routing file in `currency`: the domain's outcome, rendered by the HTTP shell. */
+const envelopeOf = (state: LeadState, traceId: string, currency = 'USD') => {
+  const outcome = outcomeOf(state, currency);
   return { status: OUTCOMES[outcome.code].status, envelope: leadEnvelope(outcome, traceId) };
 };
 
@@ -141,6 +141,32 @@ describe('post-lead decider', function () {
       { type: 'LeadReceived' }, { type: 'LeadEnriched' }, { type: 'LeadRouted' }, { type: 'LeadSold' },
     ]);
     expect(envelopeOf(foldLead(events), 'a'.repeat(32)).envelope.revenue).to.equal(10.01);
+  });
+
+  it("a lead no routing priced states its money in the routing file's currency; a routed one in the currency its routing recorded", function () {
+    const invalid = { ok: false as const, errors: [{ field: 'zip', code: 'invalid_format', message: 'zip is not in the expected format' }], partial: { sid: 'src-1', s1: null, accident_state: null, test: false } };
+    const failed = { ...enrichment, phone: { result: 'fail' as const, provider: 'libphonenumber', detail: 'toll_free' } };
+    const mismatch = { code: 'PING_MISMATCH' as const, errors: [{ field: 'zip', code: 'ping_mismatch', message: "zip differs from the ping's" }] };
+    const rejected = [
+      given([]).when({ ...base, validation: invalid }).then([{ type: 'LeadReceived' }, { type: 'LeadRejected', data: { code: 'INVALID' } }]),
+      given([]).when({ ...base, duplicates: ['email'] }).then([{ type: 'LeadReceived' }, { type: 'LeadRejected', data: { code: 'DUPLICATE' } }]),
+      given([]).when({ ...base, suppressed: ['mobile'] }).then([{ type: 'LeadReceived' }, { type: 'LeadRejected', data: { code: 'SUPPRESSED' } }]),
+      given([]).when({ ...base, pingRejection: mismatch }).then([{ type: 'LeadReceived' }, { type: 'LeadRejected', data: { code: 'PING_MISMATCH' } }]),
+      given([]).when({ ...base, enrichment: failed }).then([{ type: 'LeadReceived' }, { type: 'LeadEnriched' }, { type: 'LeadRejected', data: { code: 'VERIFICATION_FAILED' } }]),
+    ];
+    for (const events of rejected) {
+      expect(envelopeOf(foldLead(events), 'a'.repeat(32), 'EUR').envelope).to.include({ revenue: 0, currency: 'EUR' });
+    }
+    // Priced under a file in euros, answered under one in dollars (an idempotent retry after a restart): euros, as recorded.
+    const inEuros = { ...toBuyer, currency: 'EUR' };
+    const sold = given([]).when({ ...base, enrichment, routing: inEuros }).then([
+      { type: 'LeadReceived' }, { type: 'LeadEnriched' }, { type: 'LeadRouted', data: { currency: 'EUR' } }, { type: 'LeadSold', data: { currency: 'EUR' } },
+    ]);
+    expect(envelopeOf(foldLead(sold), 'a'.repeat(32), 'USD').envelope).to.include({ code: 'SOLD', revenue: 42.5, currency: 'EUR' });
+    const unsold = given([]).when({ ...base, enrichment, routing: { ...inEuros, target: { kind: 'bucket', id: 'unsold' }, price: 0 } }).then([
+      { type: 'LeadReceived' }, { type: 'LeadEnriched' }, { type: 'LeadRouted', data: { currency: 'EUR' } },
+    ]);
+    expect(envelopeOf(foldLead(unsold), 'a'.repeat(32), 'USD').envelope).to.include({ code: 'UNSOLD', revenue: 0, currency: 'EUR' });
   });
 
   it('a lead already recorded cannot be decided again', function () {

@@ -90,12 +90,13 @@ export async function startTestServer(
       return stub(req);
     },
     logger,
+    currency: () => 'USD',
     limits: options.limits,
     rateLimit: options.rateLimit === undefined ? null : options.rateLimit,
     now: options.now,
   });
   const running: RunningServers = await startServers({
-    app, tls: await testTls(), port: 0, httpPort: 0, host: '127.0.0.1', trustProxy: options.trustProxy ?? false, logger,
+    app, tls: await testTls(), port: 0, httpPort: 0, host: '127.0.0.1', trustProxy: options.trustProxy ?? false, logger, currency: () => 'USD',
   });
   return {
     httpsPort: running.httpsPort,

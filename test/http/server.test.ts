@@ -109,10 +109,11 @@ describe('http: listeners', () => {
       authenticate: () => null,
       postLead: () => Promise.reject(new Error('unused')),
       logger: createLogger({ level: 'silent' }),
+      currency: () => 'USD',
     });
 
     it('close() stops both listeners and may be called twice', async () => {
-      const running = await startServers({ app: app(), tls: await testTls(), port: 0, httpPort: 0, host: '127.0.0.1', trustProxy: false, logger: createLogger({ level: 'silent' }) });
+      const running = await startServers({ app: app(), tls: await testTls(), port: 0, httpPort: 0, host: '127.0.0.1', trustProxy: false, logger: createLogger({ level: 'silent' }), currency: () => 'USD' });
       expect((await send({ port: running.httpsPort, path: '/healthz' })).status).to.equal(200);
       await Promise.all([running.close(), running.close()]);
       for (const [port, plain] of [[running.httpsPort, false], [running.httpPort, true]] as const) {
@@ -122,9 +123,9 @@ describe('http: listeners', () => {
     });
 
     it('rejects when a port is taken', async () => {
-      const first = await startServers({ app: app(), tls: await testTls(), port: 0, httpPort: 0, host: '127.0.0.1', trustProxy: false, logger: createLogger({ level: 'silent' }) });
+      const first = await startServers({ app: app(), tls: await testTls(), port: 0, httpPort: 0, host: '127.0.0.1', trustProxy: false, logger: createLogger({ level: 'silent' }), currency: () => 'USD' });
       try {
-        const second = startServers({ app: app(), tls: await testTls(), port: 0, httpPort: first.httpPort, host: '127.0.0.1', trustProxy: false, logger: createLogger({ level: 'silent' }) });
+        const second = startServers({ app: app(), tls: await testTls(), port: 0, httpPort: first.httpPort, host: '127.0.0.1', trustProxy: false, logger: createLogger({ level: 'silent' }), currency: () => 'USD' });
         await second.then(() => expect.fail('should not start'), (error: NodeJS.ErrnoException) => expect(error.code).to.equal('EADDRINUSE'));
       } finally {
         await first.close();

@@ -1,5 +1,5 @@
 import type { Enrichment } from '../../enrichment/check.js';
-import { CURRENCY, type FieldError, type LeadOutcome, type LeadOutcomeCode, money } from '../../leads/outcome.js';
+import { type FieldError, type LeadOutcome, type LeadOutcomeCode, money } from '../../leads/outcome.js';
 import type { LeadValidation } from '../../leads/validate.js';
 import type { LeadContacts, LeadEvent, RejectionCode, RoutingCandidate } from '../../events/lead-events.js';
 import type { LeadPingMatched } from '../../events/ping-events.js';
@@ -50,7 +50,8 @@ export interface LeadState {
   readonly buyer: string | null;
   readonly bucket: string | null;
   readonly revenue: number;
-  readonly currency: string;
+  /** The currency its routing recorded; null until it is routed (see outcomeOf). */
+  readonly currency: string | null;
 }
 
 export const initialLeadState: LeadState = {
@@ -62,7 +63,7 @@ export const initialLeadState: LeadState = {
   buyer: null,
   bucket: null,
   revenue: 0,
-  currency: CURRENCY,
+  currency: null,
 };
 
 export class LeadAlreadyRecordedError extends Error {
@@ -189,8 +190,12 @@ export const foldLead = (events: readonly LeadEvent[]): LeadState => events.redu
 /** The lead's own stream: written once, when the lead is posted. */
 export const leadDecider: Decider<PostLeadCommand, LeadState, LeadEvent> = { initialState: initialLeadState, evolve, decide };
 
-/** The outcome of a recorded lead, read off its folded state. */
-export function outcomeOf(state: LeadState): LeadOutcome {
+/**
+ * The outcome of a recorded lead, read off its folded state. `currency`: the routing file's, which
+ * the money of a lead never routed (rejected, revenue 0) is stated in: no event of such a lead
+ * names a currency, and an answer always does.
+ */
+export function outcomeOf(state: LeadState, currency: string): LeadOutcome {
   if (state.code === null || state.leadId === null) throw new Error('the lead has no outcome yet');
   const sold = state.status === 'sold';
   return {
@@ -199,7 +204,7 @@ export function outcomeOf(state: LeadState): LeadOutcome {
     lead_status: sold ? 'sold' : state.status === 'unsold' ? 'unsold' : 'rejected',
     sold,
     revenue: sold ? money(state.revenue) : 0,
-    currency: state.currency,
+    currency: state.currency ?? currency,
     ...(state.code === 'INVALID' || state.errors.length > 0 ? { errors: state.errors } : {}),
     ...(state.test ? { test: true as const } : {}),
   };

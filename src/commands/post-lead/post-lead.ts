@@ -90,11 +90,13 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const who = { leadId, supplier: request.principal.name, keyId: request.principal.keyId, now };
     // 2. Validate and normalise: every failing field is named at once.
     const validation = deps.validate(request.body);
-    if (!validation.ok) return recordLead(request, { ...who, validation });
+    // The file's currency states the money of a lead it never prices (rejected, revenue 0).
+    const currency = routing.currency;
+    if (!validation.ok) return recordLead(request, { ...who, validation }, currency);
     const lead = validation.lead;
     // The keyed hashes of its contacts, once: they name the contact streams and are recorded with the lead.
     const hashes = deps.contacts.hashesOf(lead);
-    const record = (command: Omit<PostLeadCommand, 'contacts'>) => recordLead(request, { ...command, contacts: hashes });
+    const record = (command: Omit<PostLeadCommand, 'contacts'>) => recordLead(request, { ...command, contacts: hashes }, currency);
 
     // 2b. A lead posted with a ping_id: the ping must be the supplier's, unexpired, not posted
     //     yet, and of the same zip, state, source and test flag; else the lead ends here, saying which.
@@ -160,7 +162,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       // The lead's append may have landed with its answer lost (a store timing out, a writer that
       // died after its commit): a lead that is recorded keeps its claims, cap slot and ping, and
       // is answered from its own stream, as the retry would otherwise be refused as its duplicate.
-      const landed = await recordedOutcome(leadId).catch(() => null);
+      const landed = await recordedOutcome(leadId, currency).catch(() => null);
       if (landed) return landed;
       giveBack(claims, reservation, leadId, now);
       if (postedPing !== null) await releasePing(request, postedPing, leadId, now);
@@ -169,9 +171,9 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
   }
 
   /** The outcome of the lead as its stream records it, or null when it has none. */
-  async function recordedOutcome(leadId: number): Promise<LeadOutcome | null> {
+  async function recordedOutcome(leadId: number, currency: string): Promise<LeadOutcome | null> {
     const { state, revision } = await readFolded(deps.store, leadStream(leadId), leadDecider);
-    return revision < 0 ? null : outcomeOf(state);
+    return revision < 0 ? null : outcomeOf(state, currency);
   }
 
   /**
@@ -201,7 +203,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     return events.length === 0 ? posted.lead_id : undefined;
   }
 
-  async function recordLead(request: PostLeadRequest, command: PostLeadCommand): Promise<LeadOutcome> {
+  async function recordLead(request: PostLeadRequest, command: PostLeadCommand, currency: string): Promise<LeadOutcome> {
     // No `schema`: the events of one append share this metadata, and LeadReceived is at a version
     // of its own; the event codec stamps each event's current version.
     const metadata = {
@@ -213,7 +215,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     };
     // A lead's stream is new by construction (its id was just reserved): no read before the append.
     const { state } = await handleCommand(deps.store, leadStream(command.leadId), leadDecider, command, { assumeNew: true, metadata });
-    return outcomeOf(state);
+    return outcomeOf(state, currency);
   }
 
   /** Contact claims and cap slots of a lead that was not recorded go back, so the supplier's retry is not refused. */
