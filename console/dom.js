@@ -74,12 +74,11 @@ export function time(iso) {
 export const badge = (text, kind = text) => [' ', h('span', { class: `badge ${kind}` }, text)];
 
 /**
- * The currency of some lead rows: that of the rows routed to a buyer or bucket (a lead never routed
- * has the service's default), null when there is none or more than one.
+ * The currency of some lead rows (each names one: its routing's, or the routing file's for a lead
+ * never routed), null when there is none or more than one (the file's currency was changed).
  */
 export function currencyOf(rows) {
-  const routed = rows.filter((row) => row.buyer || row.bucket);
-  const currencies = new Set((routed.length > 0 ? routed : rows).map((row) => row.currency).filter(Boolean));
+  const currencies = new Set(rows.map((row) => row.currency).filter(Boolean));
   return currencies.size === 1 ? [...currencies][0] : null;
 }
 

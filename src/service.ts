@@ -175,6 +175,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     collection: (base) => projections.collection(base),
     position: () => projections.position(),
     now,
+    routing: () => routing,
   });
   const shutdown = new ShutdownFlag();
   const readiness = new ReadinessProbe({

@@ -4,7 +4,7 @@
 import { parseArgs } from 'node:util';
 import { ContactRegistry } from '../commands/contacts.js';
 import { ConsumerEraser, consumerLeadIds } from '../commands/erasure.js';
-import { loadConfig } from '../config.js';
+import { loadConfig, routingFilePath } from '../config.js';
 import { openEventStore } from '../event-store/index.js';
 import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
 import { ContactHashes } from '../personal-data/contact-hashes.js';
@@ -13,6 +13,7 @@ import { Projections } from '../projections/index.js';
 import { LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
 import { openReadModelStore } from '../read-models/index.js';
 import { ReadBack } from '../read-models/read-back.js';
+import { type LoadedRoutingConfig, loadRoutingConfig } from '../routing/load-config.js';
 import type { CliIo } from './io.js';
 
 const ERASE_USAGE = `usage: leadpost erase [--email E] [--mobile M] [--suppress] [--json]
@@ -98,7 +99,16 @@ async function withService<T>(env: NodeJS.ProcessEnv, run: (parts: { eraser: Con
     const now = () => new Date();
     const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (p: Parameters<Projections['waitFor']>[0]) => projections.waitFor(p) };
     const eraser = new ConsumerEraser({ ...consumerLeads, keys, hashes, contacts: new ContactRegistry(store, hashes), now });
-    const readBack = new ReadBack({ events: store, personalData: keys, readModels, collection: (base) => projections.collection(base), position: () => projections.position() });
+    // The routing file is read when a lead is shown (its currency), as the service reads it; erasing needs none.
+    let routing: LoadedRoutingConfig | undefined;
+    const readBack = new ReadBack({
+      events: store,
+      personalData: keys,
+      readModels,
+      collection: (base) => projections.collection(base),
+      position: () => projections.position(),
+      routing: () => (routing ??= loadRoutingConfig(routingFilePath(env))),
+    });
     return await run({ eraser, leadIds: (consumer) => consumerLeadIds(consumerLeads, eraser.contactsOf(consumer)), readBack });
   } finally {
     for (const close of closers) await close();

@@ -66,7 +66,7 @@ async function badQueryErrors(): Promise<DecisionEnvelope['errors']> {
   const unused = () => {
     throw new Error('not reached: the query is checked first');
   };
-  const readBack = new ReadBack({ events: unused as never, personalData: unused as never, readModels: unused as never, collection: unused, position: unused });
+  const readBack = new ReadBack({ events: unused as never, personalData: unused as never, readModels: unused as never, collection: unused, position: unused, routing: unused });
   try {
     await readBack.deliveries({ keyId: 'k1', role: 'analyst', name: 'analyst-1' }, { limit: '0', status: 'lost' });
   } catch (error) {

@@ -51,7 +51,11 @@ export const LEAD_VIEW_SCHEMA = {
     code: nullable('string', { description: 'The outcome code of the post.' }),
     sold: { type: 'boolean' },
     revenue: { type: 'number' },
-    currency: { type: 'string' },
+    currency: {
+      type: 'string',
+      pattern: '^[A-Z]{3}$',
+      description: "The currency its routing recorded; for a lead never routed (rejected, revenue 0), the routing file's in force.",
+    },
     buyer: nullable('string'),
     bucket: nullable('string'),
     test: { type: 'boolean' },

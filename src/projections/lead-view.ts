@@ -16,6 +16,7 @@ export interface LeadView {
   code: string | null;
   sold: boolean;
   revenue: number;
+  /** The currency its LeadRouted recorded; before that a placeholder that readers replace (see viewCurrency). */
   currency: string;
   buyer: string | null;
   bucket: string | null;
@@ -83,6 +84,10 @@ function viewChanges(event: ViewEvent): Partial<LeadView> {
         code: null,
         sold: false,
         revenue: 0,
+        // A placeholder until LeadRouted names the currency the lead was priced in: a projection
+        // cannot read the routing file (a replay must build what the live projection built), so a
+        // reader states an unrouted lead's money in the file's currency (viewCurrency). A literal,
+        // as every stored view holds it: another value would need a new version of the projection.
         currency: 'USD',
         buyer: null,
         bucket: null,
@@ -133,6 +138,15 @@ function viewChanges(event: ViewEvent): Partial<LeadView> {
 export function unclaimedContacts(received: Pick<LeadReceived['data'], 'contacts'> | null | undefined): Pick<LeadView, 'contact_mobile' | 'contact_email'> {
   const contacts = received?.contacts;
   return contacts ? { contact_mobile: contacts.mobile, contact_email: contacts.email } : {};
+}
+
+/**
+ * The currency of a view's money: the one its routing recorded, else `configured`, the routing
+ * file's in force, for a lead no routing priced (rejected: its revenue is 0 in any currency). Only
+ * LeadRouted sets a buyer or a bucket, and with them the currency.
+ */
+export function viewCurrency(view: Pick<LeadView, 'buyer' | 'bucket' | 'currency'>, configured: string): string {
+  return view.buyer !== null || view.bucket !== null ? view.currency : configured;
 }
 
 /** The feedback entry an event adds to the view, if any. */

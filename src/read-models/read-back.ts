@@ -6,7 +6,8 @@ import type { PersonalDataKeys } from '../personal-data/index.js';
 import { type PingBidsCollected, pingStream } from '../events/ping-events.js';
 import type { FieldError } from '../leads/outcome.js';
 import type { Principal } from '../keys/principal.js';
-import { type LeadView, leadViewFromEvents } from '../projections/lead-view.js';
+import { type LeadView, leadViewFromEvents, viewCurrency } from '../projections/lead-view.js';
+import type { RoutingConfig } from '../routing/load-config.js';
 import { leadCounterField } from '../projections/report-counters.js';
 import type { AggregateOptions, Filter, GroupValue, ReadDoc, ReadModelStore } from './port.js';
 import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, addDays, daySteps, firstHourOfLocalDay, isCalendarDay, keyOrder, localDay, reportRow } from './report.js';
@@ -35,6 +36,8 @@ export interface ReadBackDeps {
   readonly position: () => Position;
   /** The service's clock: a report without from/to ends on its today. The wall clock when not given. */
   readonly now?: () => Date;
+  /** The routing file in force: its currency states the money of a lead no routing priced. */
+  readonly routing: () => Pick<RoutingConfig, 'currency'>;
 }
 
 export interface Page<T> {
@@ -507,7 +510,7 @@ export class ReadBack {
       code: view.code,
       sold: view.sold,
       revenue: view.revenue,
-      currency: view.currency,
+      currency: viewCurrency(view, this.deps.routing().currency),
       buyer: view.buyer,
       bucket: view.bucket,
       test: view.test,

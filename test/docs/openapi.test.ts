@@ -29,7 +29,7 @@ function fullApp() {
     ping: unused,
     logger: createLogger({ level: 'silent', destination: new Writable({ write: (_c, _e, done) => done() }) }),
     currency: () => 'USD',
-    readBack: new ReadBack({ events: {} as EventStore, personalData: {} as never, readModels: {} as never, collection: unused, position: unused }),
+    readBack: new ReadBack({ events: {} as EventStore, personalData: {} as never, readModels: {} as never, collection: unused, position: unused, routing: unused }),
     afterSale: { events: {} as EventStore, routing: unused, now: () => new Date() },
     erasure: { eraser: {} as never, leadIdsOf: unused },
     ops: {

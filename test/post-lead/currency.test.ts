@@ -3,7 +3,7 @@ import { type Reply, TestService, validLead } from '../support/service.js';
 
 // The routing file names the currency the service's money is in. Every answer says it: a lead's
 // envelope whatever became of the lead (also one rejected before any routing priced it), every
-// answer that recorded no lead, and a ping's.
+// answer that recorded no lead, a ping's, and the lead view read back, one lead or a list.
 
 const routing = {
   currency: 'EUR',
@@ -74,5 +74,19 @@ describe('the routing file names the currency of every answer', function () {
       [403, 'HTTPS_REQUIRED', 'EUR'],
       [431, 'PAYLOAD_TOO_LARGE', 'EUR'],
     ]);
+  });
+
+  it('each lead read back, alone and in the list, from its stream and from the read model: EUR', async function () {
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    for (const [name, id] of Object.entries(leads)) {
+      const reply = await svc.request('GET', `/functions/leads/${id}`, { 'x-api-key': supplier });
+      expect((reply.body.lead as Record<string, unknown>).currency, name).to.equal('EUR');
+    }
+    const listed = (await svc.request('GET', '/functions/leads?limit=500', { 'x-api-key': supplier })).body.items as Array<{ lead_id: number; currency: string }>;
+    const ours = listed.filter((row) => Object.values(leads).includes(row.lead_id));
+    expect(ours.map((row) => row.currency)).to.deep.equal(Object.values(leads).map(() => 'EUR'));
+    const rejected = (await svc.request('GET', '/functions/leads?status=rejected', { 'x-api-key': admin })).body.items as Array<{ currency: string }>;
+    expect(rejected.length).to.be.greaterThan(3);
+    expect(new Set(rejected.map((row) => row.currency))).to.deep.equal(new Set(['EUR']));
   });
 });
