@@ -1,6 +1,8 @@
 // Deliveries by status, newest first (GET /functions/deliveries). A row opens its lead's page:
-// by click anywhere on the row, or by keyboard through the link in its first cell. A failed
-// webhook attempt shows why (last_error) and when the worker tries again (next_attempt_at).
+// by click anywhere on the row, or by keyboard through the link in its first cell. Each row says
+// how its lead reaches the buyer (delivery_kind: the service sends it by webhook, or the buyer
+// pulls it), and a failed webhook attempt shows why (last_error) and when the worker tries again
+// (next_attempt_at).
 
 import { getJson, explain } from './api.js';
 import { h, field, select, say, time, badge, onMore } from './dom.js';
@@ -27,6 +29,7 @@ const COLUMNS = [
   ['Lead', (r) => [h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id), r.erased ? badge('erased') : null]],
   ['Buyer', (r) => r.buyer ?? ''],
   ['Bucket', (r) => r.bucket ?? ''],
+  ['Delivery', (r) => r.delivery_kind ?? ''],
   ['Status', (r) => r.status],
   ['Attempts', (r) => r.attempts, 'num'],
   ['Last attempt', (r) => time(r.last_attempt_at), 'time'],

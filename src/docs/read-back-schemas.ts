@@ -4,6 +4,7 @@
 // before the docs name it. The docs tests validate real answers against these shapes.
 
 import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
+import { DELIVERY_KINDS } from '../read-models/delivery-kind.js';
 import { DELIVERY_STATUSES } from '../read-models/read-back.js';
 import { GROUP_BY, METRICS } from '../read-models/report.js';
 import { READINESS_CHECKS } from '../ops/readiness.js';
@@ -117,11 +118,20 @@ export const LEAD_EVENT_SCHEMA = {
 
 export const DELIVERY_ROW_SCHEMA = {
   type: 'object',
-  required: ['lead_id', 'buyer', 'bucket', 'status', 'attempts'],
+  required: ['lead_id', 'buyer', 'bucket', 'delivery_kind', 'status', 'attempts'],
   properties: {
     lead_id: { type: 'integer' },
     buyer: nullable('string'),
     bucket: nullable('string'),
+    delivery_kind: {
+      type: ['string', 'null'],
+      enum: [...DELIVERY_KINDS, null],
+      description:
+        'How the lead reaches the buyer, in the routing file\'s words (a buyer\'s `delivery.kind`): `webhook`, the service POSTs it to the buyer\'s endpoint; ' +
+        '`pull`, the buyer lists it and acknowledges it (POST /functions/deliveries/{lead_id}/ack). ' +
+        'A delivered row says how it was delivered, as recorded; any other row, the buyer\'s delivery in the routing file in force, which the service follows ' +
+        '(a buyer the file no longer names: pull). null for a bucket\'s row: a lead left in a bucket is sent to no one.',
+    },
     status: { type: 'string', enum: DELIVERY_STATUSES },
     attempts: { type: 'integer' },
     last_attempt_at: nullable('string', { format: 'date-time' }),

@@ -123,7 +123,9 @@ export const leadsProjection: Projection = {
 export const deliveriesProjection: Projection = {
   name: 'deliveries',
   // 2: rows no longer carry a copy of the lead (the read-back folds it from the lead's stream).
-  version: 2,
+  // 3: a delivered row keeps how it was delivered (`via`), which the read-back answers as its
+  // delivery_kind rather than the buyer's delivery in the routing file in force (see read-back.ts).
+  version: 3,
   collections: ['deliveries'],
   indexes: {
     // One per filter the deliveries list takes (buyer and bucket with or without a status), each
@@ -223,6 +225,7 @@ function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, rec
     case 'LeadDelivered':
       return write({
         status: 'delivered',
+        via: lead.data.via,
         attempts: lead.data.attempt,
         last_attempt_at: lead.data.delivered_at,
         last_status_code: lead.data.status,

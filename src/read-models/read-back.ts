@@ -10,6 +10,7 @@ import { type LeadView, leadViewFromEvents, viewCurrency } from '../projections/
 import type { RoutingConfig } from '../routing/load-config.js';
 import { leadCounterField } from '../projections/report-counters.js';
 import type { AggregateOptions, Filter, GroupValue, ReadDoc, ReadModelStore } from './port.js';
+import { deliveryKindOf } from './delivery-kind.js';
 import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, addDays, daySteps, firstHourOfLocalDay, isCalendarDay, keyOrder, localDay, reportRow } from './report.js';
 
 // The queries behind the read-back routes, with their scope rules: a supplier sees
@@ -36,8 +37,11 @@ export interface ReadBackDeps {
   readonly position: () => Position;
   /** The service's clock: a report without from/to ends on its today. The wall clock when not given. */
   readonly now?: () => Date;
-  /** The routing file in force: its currency states the money of a lead no routing priced. */
-  readonly routing: () => Pick<RoutingConfig, 'currency'>;
+  /**
+   * The routing file in force: its currency states the money of a lead no routing priced, and its
+   * buyers' delivery says how a delivery not yet made will reach its buyer.
+   */
+  readonly routing: () => Pick<RoutingConfig, 'currency' | 'buyers'>;
 }
 
 export interface Page<T> {
@@ -325,9 +329,13 @@ export class ReadBack {
     unknownParameters(query, DELIVERIES_PARAMETERS, errors);
     if (errors.length > 0) throw new ReadBackInputError(errors);
 
+    const routing = this.deps.routing();
     return this.newestFirst(principal, 'deliveries', 'created_at', filter, limit, after, async (doc) => {
       const row = strip(doc);
       delete row.supplier;
+      // Answered as delivery_kind, with the routing file filling in a delivery not yet made.
+      delete row.via;
+      row.delivery_kind = deliveryKindOf(doc, routing);
       // The row holds no copy of the lead: it is folded from the lead's stream for those who may see it.
       if (principal.role === 'admin' || (principal.role === 'buyer' && doc.buyer === principal.name)) row.lead = await this.leadOf(doc.lead_id);
       return row;

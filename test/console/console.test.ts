@@ -331,8 +331,9 @@ describe('the console in a browser', function () {
     await page.getByRole('link', { name: 'Deliveries' }).click();
     const row = page.locator(`#deliveries-table tr[data-lead="${leads.caSold}"]`);
     await row.waitFor();
-    // Why a delivery failed and when it is tried again are columns; cancelled is a status to filter by.
-    expect(await page.locator('#deliveries-table thead th').allInnerTexts()).to.deep.equal(['Lead', 'Buyer', 'Bucket', 'Status', 'Attempts', 'Last attempt', 'Last status', 'Last error', 'Next attempt']);
+    // How the lead reaches its buyer, why a delivery failed and when it is tried again are columns; cancelled is a status to filter by.
+    expect(await page.locator('#deliveries-table thead th').allInnerTexts()).to.deep.equal(['Lead', 'Buyer', 'Bucket', 'Delivery', 'Status', 'Attempts', 'Last attempt', 'Last status', 'Last error', 'Next attempt']);
+    expect((await row.locator('td').allInnerTexts()).slice(1, 5), 'a pull buyer\'s pending lead').to.deep.equal(['ca-buyer', '', 'pull', 'pending']);
     expect(await page.getByLabel('Status').locator('option').evaluateAll((os) => os.map((o) => o.getAttribute('value')))).to.deep.equal(['', 'pending', 'delivered', 'failed', 'cancelled']);
     await shoot(page, 'deliveries', () => row.waitFor());
     await row.locator('td').nth(3).click();
@@ -968,10 +969,10 @@ describe('the console in a browser', function () {
     const row = page.locator(`#deliveries-table tr[data-lead="${id}"]`);
     await row.waitFor();
     const cells = await row.locator('td').allInnerTexts();
-    expect(cells.slice(1, 4)).to.deep.equal(['fl-hook', '', 'pending']);
-    expect(cells[5]).to.match(UTC_TIME);
-    expect(cells[7], 'last error').to.equal('could not connect');
-    expect(cells[8], 'next attempt').to.match(UTC_TIME);
+    expect(cells.slice(1, 5)).to.deep.equal(['fl-hook', '', 'webhook', 'pending']);
+    expect(cells[6]).to.match(UTC_TIME);
+    expect(cells[8], 'last error').to.equal('could not connect');
+    expect(cells[9], 'next attempt').to.match(UTC_TIME);
     await shoot(page, 'admin-deliveries-webhook', () => row.waitFor());
 
     // The consumer erased: the buyer's lead.erased notice fails to connect too, drawn as a failure.
@@ -991,9 +992,9 @@ describe('the console in a browser', function () {
     await page.getByLabel('Status').selectOption('cancelled');
     await page.getByRole('button', { name: 'Show' }).click();
     await page.locator(`#deliveries-table tr[data-lead="${id}"]`).waitFor();
-    expect(new Set(await page.locator('#deliveries-table tbody tr td:nth-child(4)').allInnerTexts())).to.deep.equal(new Set(['cancelled']));
+    expect(new Set(await page.locator('#deliveries-table tbody tr td:nth-child(5)').allInnerTexts())).to.deep.equal(new Set(['cancelled']));
     const cancelled = await page.locator(`#deliveries-table tr[data-lead="${id}"] td`).allInnerTexts();
-    expect([cancelled[0], cancelled[3], cancelled[7], cancelled[8]]).to.deep.equal([`${id} erased`, 'cancelled', 'could not connect', '']);
+    expect([cancelled[0], cancelled[3], cancelled[4], cancelled[8], cancelled[9]]).to.deep.equal([`${id} erased`, 'webhook', 'cancelled', 'could not connect', '']);
     expect(elsewhere).to.deep.equal([]);
     expect(problems).to.deep.equal([]);
     await context.close();

@@ -61,7 +61,7 @@ describe('erasure racing posts of the same consumer', function () {
         readModels: svc.service.readModels,
         collection: (base) => svc.service.projections.collection(base),
         position: () => svc.service.projections.position(),
-        routing: () => ({ currency: 'USD' }),
+        routing: () => ({ currency: 'USD', buyers: [] }),
       });
       let covered = 0;
       for (const id of posted) {

@@ -107,15 +107,15 @@ describe('deliveries projection', function () {
       });
     });
 
-    it('delivered by webhook: delivered, with the status, at the attempt made', async function () {
+    it('delivered by webhook: delivered, how (via), with the status, at the attempt made', async function () {
       await spec.given(...soldLead(1, 'acme', 25), deliveryAttempted(1, 'acme', 1, AT(5)), leadDelivered(1, 'acme', 1, AT(5))).then({
-        deliveries: { '1': row({ status: 'delivered', attempts: 1, last_attempt_at: AT(5), last_status_code: 200, delivered_at: AT(5), next_attempt_at: null }) },
+        deliveries: { '1': row({ status: 'delivered', via: 'webhook', attempts: 1, last_attempt_at: AT(5), last_status_code: 200, delivered_at: AT(5), next_attempt_at: null }) },
       });
     });
 
-    it('pulled and acknowledged: delivered, with no status code', async function () {
+    it('pulled and acknowledged: delivered, how (via), with no status code', async function () {
       await spec.given(...soldLead(1, 'acme', 25), leadDelivered(1, 'acme', 1, AT(7), { via: 'pull' })).then({
-        deliveries: { '1': row({ status: 'delivered', attempts: 1, last_attempt_at: AT(7), delivered_at: AT(7), next_attempt_at: null }) },
+        deliveries: { '1': row({ status: 'delivered', via: 'pull', attempts: 1, last_attempt_at: AT(7), delivered_at: AT(7), next_attempt_at: null }) },
       });
     });
 
@@ -150,11 +150,11 @@ describe('deliveries projection', function () {
           deliveryAttempted(1, 'acme', 2, AT(6)),
           leadDelivered(1, 'acme', 2, AT(6)),
         )
-        .then({ deliveries: { '1': row({ status: 'delivered', attempts: 2, last_attempt_at: AT(6), last_status_code: 200, delivered_at: AT(6), next_attempt_at: null }) } });
+        .then({ deliveries: { '1': row({ status: 'delivered', via: 'webhook', attempts: 2, last_attempt_at: AT(6), last_status_code: 200, delivered_at: AT(6), next_attempt_at: null }) } });
     });
 
     it('feedback and returns do not touch the row', async function () {
-      const delivered = row({ status: 'delivered', attempts: 1, last_attempt_at: AT(5), last_status_code: 200, delivered_at: AT(5), next_attempt_at: null });
+      const delivered = row({ status: 'delivered', via: 'webhook', attempts: 1, last_attempt_at: AT(5), last_status_code: 200, delivered_at: AT(5), next_attempt_at: null });
       await spec
         .given(...soldLead(1, 'acme', 25), leadDelivered(1, 'acme', 1, AT(5)), feedbackRecorded(1, 'acme', 'contacted', AT(8)), ...returned(1, 'acme', 25, 'fraud', AT(9)))
         .then({ deliveries: { '1': delivered } });
@@ -174,7 +174,7 @@ describe('deliveries projection', function () {
     ];
     const expected = {
       deliveries: {
-        '1': row({ status: 'delivered', attempts: 2, last_attempt_at: AT(6), last_status_code: 200, delivered_at: AT(6), next_attempt_at: null }),
+        '1': row({ status: 'delivered', via: 'webhook', attempts: 2, last_attempt_at: AT(6), last_status_code: 200, delivered_at: AT(6), next_attempt_at: null }),
         '3': row({ lead_id: 3, buyer: null, bucket: 'unsold-ca', next_attempt_at: null }),
       },
     };
