@@ -1,7 +1,6 @@
 // `leadpost erase` and `leadpost consumer show`: a consumer's erasure and access requests from the
 // machine, as POST /functions/erasures and POST /functions/consumers/lookup answer them over HTTP. Usage
 // is checked before any store is opened; neither value is ever printed.
-import { parseArgs } from 'node:util';
 import { ContactRegistry } from '../commands/contacts.js';
 import { ConsumerEraser, consumerLeadIds } from '../commands/erasure.js';
 import { loadConfig, routingFilePath } from '../config.js';
@@ -15,6 +14,7 @@ import { openReadModelStore } from '../read-models/index.js';
 import { ReadBack } from '../read-models/read-back.js';
 import { type LoadedRoutingConfig, loadRoutingConfig } from '../routing/load-config.js';
 import type { CliIo } from './io.js';
+import { UsageError, readArgs } from './usage.js';
 
 const ERASE_USAGE = `usage: leadpost erase [--email E] [--mobile M] [--suppress] [--json]
 
@@ -30,46 +30,19 @@ const SHOW_USAGE = `usage: leadpost consumer show [--email E] [--mobile M] [--js
 Prints every lead of a consumer (by e-mail or mobile) with its personal data and outcome: the
 answer to an access request. --json: one JSON object per lead.`;
 
-class UsageError extends Error {}
-
 function parse(args: string[], suppress: boolean): { consumer: ConsumerQuery; suppress: boolean; json: boolean } | 'help' {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args,
-      options: { email: { type: 'string' }, mobile: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' }, ...(suppress ? { suppress: { type: 'boolean' } } : {}) },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (error) {
-    throw new UsageError(usageProblem(error));
-  }
+  const { values } = readArgs(
+    args,
+    { email: { type: 'string' }, mobile: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' }, ...(suppress ? { suppress: { type: 'boolean' } } : {}) },
+    { withoutOption: 'an argument without its option: give the e-mail as --email E and the mobile as --mobile M' },
+  );
   if (values.help) return 'help';
-  const checked = normaliseConsumer({ email: values.email, mobile: values.mobile });
+  const checked = normaliseConsumer({ email: values.email as string | undefined, mobile: values.mobile as string | undefined });
   if (!checked.ok) {
     if (checked.errors.every((e) => e.code === 'required')) throw new UsageError('--email or --mobile is required');
     throw new UsageError(checked.errors.map((e) => e.message.replace(/\b(email|mobile)\b/g, '--$1')).join('; '));
   }
-  return { consumer: checked.consumer, suppress: (values as { suppress?: boolean }).suppress === true, json: values.json === true };
-}
-
-/**
- * What was wrong with the arguments, naming an option at most, never a value: parseArgs's own
- * messages quote an unexpected argument, which is as likely as not the e-mail or mobile itself.
- */
-function usageProblem(error: unknown): string {
-  const { code, message } = error as { code?: unknown; message?: unknown };
-  const option = typeof message === 'string' ? /'(--?[a-z][a-z-]{0,30})(?: <value>)?'/i.exec(message)?.[1] : undefined;
-  switch (code) {
-    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
-      return 'an argument without its option: give the e-mail as --email E and the mobile as --mobile M';
-    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
-      return option ? `unknown option ${option}` : 'an unknown option';
-    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
-      return option ? `${option} is missing its value, or takes none` : 'an option is missing its value, or takes none';
-    default:
-      return 'the arguments could not be read';
-  }
+  return { consumer: checked.consumer, suppress: values.suppress === true, json: values.json === true };
 }
 
 /** The stores, the projections brought up to date, and what the two commands need of them. */

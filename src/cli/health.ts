@@ -6,6 +6,7 @@
 import { request } from 'node:https';
 import { loadListenerConfig } from '../config.js';
 import type { CliIo } from './io.js';
+import { UsageError, readArgs } from './usage.js';
 
 const USAGE = `usage: leadpost health [--ready] [--timeout MS]
 
@@ -14,18 +15,21 @@ Asks the service on this machine (https://HOST:PORT, from the same environment a
 container HEALTHCHECK.`;
 
 export async function runHealthCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
-  if (args.includes('--help') || args.includes('-h')) {
+  let values;
+  try {
+    ({ values } = readArgs(args, { ready: { type: 'boolean' }, timeout: { type: 'string' }, help: { type: 'boolean', short: 'h' } }));
+    if (values.timeout !== undefined && !/^[1-9][0-9]{0,8}$/.test(String(values.timeout))) throw new UsageError('--timeout must be a whole number of milliseconds, at least 1');
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err.write(`leadpost health: ${error.message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (values.help) {
     io.out.write(`${USAGE}\n`);
     return 0;
   }
-  const timeoutAt = args.indexOf('--timeout');
-  const timeoutMs = timeoutAt >= 0 ? Number(args[timeoutAt + 1]) : 3000;
-  const known = args.every((arg, i) => arg === '--ready' || arg === '--timeout' || (i === timeoutAt + 1 && timeoutAt >= 0));
-  if (!known || !(Number.isInteger(timeoutMs) && timeoutMs > 0)) {
-    io.err.write(`leadpost health: bad arguments\n\n${USAGE}\n`);
-    return 2;
-  }
-  const path = args.includes('--ready') ? '/readyz' : '/healthz';
+  const timeoutMs = values.timeout === undefined ? 3000 : Number(values.timeout);
+  const path = values.ready ? '/readyz' : '/healthz';
   // Checked as serve checks them: a bad PORT would be asked as port NaN, which Node takes for 443.
   const listener = loadListenerConfig(env);
   const host = !listener.host || listener.host === '0.0.0.0' || listener.host === '::' ? '127.0.0.1' : listener.host;

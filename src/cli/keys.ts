@@ -1,6 +1,5 @@
 // `leadpost keys …`: manage API keys in the event store the service reads. Usage is checked before
 // the store is opened, so a typo never creates a data dir or waits on a server.
-import { parseArgs } from 'node:util';
 import { ConfigError, keyRotationGraceSeconds, loadConfig, routingFilePath } from '../config.js';
 import { type EventStore, openEventStore } from '../event-store/index.js';
 import {
@@ -20,6 +19,7 @@ import {
 import { changeKeys, loadKeys } from '../keys/key-stream.js';
 import { loadRoutingConfig } from '../routing/load-config.js';
 import type { CliIo } from './io.js';
+import { UsageError, readArgs } from './usage.js';
 
 
 const USAGE = `usage: leadpost keys <command>
@@ -46,8 +46,6 @@ type Command =
   | { readonly kind: 'list'; readonly json: boolean }
   | { readonly kind: 'revoke'; readonly id: string }
   | { readonly kind: 'rotate'; readonly id: string; readonly grace: number; readonly json: boolean };
-
-class UsageError extends Error {}
 
 const FLAGS = {
   create: { role: { type: 'string' }, name: { type: 'string' }, force: { type: 'boolean' }, json: { type: 'boolean' } },
@@ -92,13 +90,7 @@ function parse(args: string[], env: NodeJS.ProcessEnv): Command {
   if (sub === '--help' || sub === '-h' || sub === 'help') return { kind: 'help' };
   if (!Object.hasOwn(FLAGS, sub)) throw new UsageError(`unknown command ${JSON.stringify(sub)}`);
   const kind = sub as keyof typeof FLAGS;
-  let parsed;
-  try {
-    parsed = parseArgs({ args: rest, options: { ...FLAGS[kind], help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-  const { values, positionals } = parsed as { values: Record<string, string | boolean | undefined>; positionals: string[] };
+  const { values, positionals } = readArgs(rest, { ...FLAGS[kind], help: { type: 'boolean', short: 'h' } }, { positionals: true });
   if (values.help) return { kind: 'help' };
   const json = values.json === true;
   if (kind === 'create' || kind === 'list') {

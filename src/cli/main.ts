@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { checkDirectories, loadServiceConfig } from '../config.js';
 import { createLogger } from '../http/logger.js';
 import { startService } from '../service.js';
@@ -32,12 +33,19 @@ commands:
                                           data in clear, with the service stopped: seal it, so it can be erased
   health [--ready] [--timeout MS]         ask the local service for /healthz (/readyz); exit 0 when 200
   help [COMMAND]                          this text, or a command's
+  version                                 the release of this leadpost (also --version)
 
 \`leadpost <command> --help\` or \`leadpost help <command>\` tells more. Every command reads the
 same environment as the service: LEADPOST_DATA_DIR, EVENTSTORE_URL, MONGODB_URL (\`leadpost
 serve --help\` lists the rest).`;
 
 const SHUTDOWN_LIMIT_MS = 9_500;
+
+/** The release, as package.json names it: what an operator quotes when reporting a problem. */
+function version(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+  return String(manifest.version);
+}
 
 /**
  * The exit status of a command whose reader went away (`leadpost keys list | head -1`): 141, that
@@ -110,6 +118,11 @@ async function run(args: string[]): Promise<number> {
     case '--help':
     case '-h':
       console.log(USAGE);
+      return 0;
+    case 'version':
+    case '--version':
+    case '-v':
+      console.log(`leadpost ${version()}`);
       return 0;
     case undefined:
       console.error(USAGE);

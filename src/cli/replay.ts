@@ -1,5 +1,6 @@
 import { loadConfig } from '../config.js';
 import type { CliIo } from './io.js';
+import { UsageError, readArgs } from './usage.js';
 import { type Position, openEventStore } from '../event-store/index.js';
 import { PROJECTIONS, dropBuildsOlderThan, servedBuild, switchBuild } from '../projections/index.js';
 import { REBUILD_STORE_OPTIONS, type RebuildProgress, rebuildProjections } from '../projections/rebuild.js';
@@ -55,19 +56,22 @@ function progress(io: Io, head: Position) {
 }
 
 export async function runReplayCommand(args: string[], io: Io = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
-  if (args.includes('--help') || args.includes('-h')) {
-    io.out.write(`${USAGE}\n`);
-    return 0;
-  }
   let selected = PROJECTIONS;
-  if (args.length > 0) {
-    const name = args[0] === '--projection' ? args[1] : undefined;
-    const projection = PROJECTIONS.find((p) => p.name === name);
-    if (!projection || args.length !== 2) {
-      io.err.write(`leadpost replay: ${name ? `unknown projection '${name}'` : 'bad arguments'}\n\n${USAGE}\n`);
-      return 2;
+  try {
+    const { values } = readArgs(args, { projection: { type: 'string' }, help: { type: 'boolean', short: 'h' } });
+    if (values.help) {
+      io.out.write(`${USAGE}\n`);
+      return 0;
     }
-    selected = [projection];
+    if (values.projection !== undefined) {
+      const projection = PROJECTIONS.find((p) => p.name === values.projection);
+      if (!projection) throw new UsageError(`unknown projection '${String(values.projection)}'`);
+      selected = [projection];
+    }
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err.write(`leadpost replay: ${error.message}\n\n${USAGE}\n`);
+    return 2;
   }
   const config = loadConfig(env);
   const events = await openEventStore(config);

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { SERVE_USAGE } from '../../src/cli/serve-help.js';
@@ -51,6 +51,42 @@ describe('leadpost help', function () {
       expect(result.code, args.join(' ')).to.equal(2);
       expect(result.stderr).to.contain('usage: leadpost <command>');
       expect(result.lines.join('')).to.equal('');
+    }
+  });
+
+  it('bad arguments are named, never quoted: an unknown option, a missing value, an option given twice, a bad value; exit 2 before any store is opened', async function () {
+    const dir = tempDir('cli-usage');
+    try {
+      const env = { LEADPOST_DATA_DIR: dir.path };
+      const cases: Array<[string[], string]> = [
+        [['keys', 'list', '--format', 'xml'], 'leadpost keys: unknown option --format'],
+        [['keys', 'create', '--role', 'supplier', '--name', 'a', '--name', 'b'], 'leadpost keys: --name is given twice'],
+        [['replay', '--from', 'abc'], 'leadpost replay: unknown option --from'],
+        [['replay', '--projection'], 'leadpost replay: --projection is missing its value, or takes none'],
+        [['replay', 'leads'], 'leadpost replay: an argument without its option'],
+        [['health', '--timeout', 'abc'], 'leadpost health: --timeout must be a whole number of milliseconds, at least 1'],
+        [['health', '--bogus'], 'leadpost health: unknown option --bogus'],
+        [['erase', '--email', 'ada@example.com', '--email', 'bob@example.com'], 'leadpost erase: --email is given twice'],
+      ];
+      const results = await Promise.all(cases.map(([args]) => cli(args, env)));
+      for (const [i, [args, first]] of cases.entries()) {
+        const result = results[i]!;
+        expect(result.code, args.join(' ')).to.equal(2);
+        expect(result.stderr.split('\n')[0], args.join(' ')).to.equal(first);
+        expect(result.stderr).not.to.contain('example.com');
+      }
+      expect(readdirSync(dir.path), 'a refused command opened a store').to.deep.equal([]);
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('--version and version print the release in package.json', async function () {
+    const { version } = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+    for (const args of [['--version'], ['version']]) {
+      const result = await cli(args);
+      expect(result.code).to.equal(0);
+      expect(result.lines).to.deep.equal([`leadpost ${version}`]);
     }
   });
 
