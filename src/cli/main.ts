@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { checkDirectories, loadServiceConfig } from '../config.js';
 import { createLogger } from '../http/logger.js';
 import { startService } from '../service.js';
+import { runBackupCommand } from './backup.js';
 import { runEventsCommand } from './events.js';
 import { runConsumerCommand, runEraseCommand } from './erase.js';
 import { runHealthCommand } from './health.js';
@@ -32,6 +33,9 @@ commands:
   seal-clear-leads [--json]               once, after upgrading from a release that kept leads' personal
                                           data in clear, with the service stopped: seal it, so it can be erased
   health [--ready] [--timeout MS]         ask the local service for /healthz (/readyz); exit 0 when 200
+  backup --to DIR [--with-master-key] [--json]
+                                          a consistent copy of the embedded stores, taken while the
+                                          service runs
   help [COMMAND]                          this text, or a command's
   version                                 the release of this leadpost (also --version)
 
@@ -112,6 +116,8 @@ async function run(args: string[]): Promise<number> {
       return runSealClearLeadsCommand(args.slice(1));
     case 'health':
       return runHealthCommand(args.slice(1));
+    case 'backup':
+      return runBackupCommand(args.slice(1));
     case 'help':
       // `leadpost help keys` is `leadpost keys --help`.
       return args[1] && args[1] !== 'help' ? run([args[1], '--help']) : (console.log(USAGE), 0);

@@ -11,7 +11,7 @@ import { tempDir } from '../support/tmp.js';
 const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
 const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
 const cli = (args: string[], env: Record<string, string> = {}) => runChild(args, env, { script: BIN });
-const COMMANDS = ['serve', 'keys', 'events', 'replay', 'erase', 'consumer', 'seal-clear-leads', 'health'];
+const COMMANDS = ['serve', 'keys', 'events', 'replay', 'erase', 'consumer', 'seal-clear-leads', 'health', 'backup'];
 
 describe('leadpost help', function () {
   this.timeout(60_000);

@@ -1,0 +1,163 @@
+// `leadpost backup --to DIR`: a consistent copy of the embedded stores while the service runs.
+// Copying the files by hand is not one: a store in WAL mode keeps recent commits in its -wal file,
+// and a copy taken while a commit lands can be torn. Each file is written with VACUUM INTO, which
+// reads one snapshot (a read transaction: writers go on beside it, and it never restarts as the
+// online backup API does when another process writes) into a new, compact file.
+//
+// The order makes the three snapshots fit together: the read models first (so their checkpoints
+// are never ahead of the events restored beside them: the projections catch up on start), then the
+// events, then the data keys (so every lead in the copy has its key, made before its append).
+
+import Database from 'better-sqlite3';
+import { chmodSync, closeSync, copyFileSync, fsyncSync, mkdirSync, openSync, readdirSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { loadConfig } from '../config.js';
+import { EVENTS_FILE } from '../event-store/embedded/schema.js';
+import { KEYS_FILE } from '../personal-data/embedded-key-store.js';
+import { MASTER_KEY_FILE } from '../personal-data/master-key.js';
+import { READ_MODELS_FILE } from '../read-models/embedded-schema.js';
+import type { CliIo } from './io.js';
+import { UsageError, readArgs } from './usage.js';
+
+const USAGE = `usage: leadpost backup --to DIR [--with-master-key] [--json]
+
+Copies the embedded stores of LEADPOST_DATA_DIR into DIR (a new or empty directory), each file a
+consistent snapshot taken while the service runs: readmodels.db, then events.db, then keys.db,
+each checked after it is written. Stores on a server (EVENTSTORE_URL, MONGODB_URL) are named and
+left to that server's own backup. The master key is copied only with --with-master-key: keep it
+apart from the data it protects (a secret store), as the service's own is meant to be.
+--json: what was copied, as one JSON object.`;
+
+interface Copied {
+  readonly file: string;
+  readonly bytes: number;
+}
+
+export async function runBackupCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
+  let values;
+  try {
+    ({ values } = readArgs(args, { to: { type: 'string' }, 'with-master-key': { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }));
+    if (!values.help && (typeof values.to !== 'string' || values.to === '')) throw new UsageError('--to DIR is required');
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err.write(`leadpost backup: ${error.message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (values.help) {
+    io.out.write(`${USAGE}\n`);
+    return 0;
+  }
+  const config = loadConfig(env);
+  const target = resolve(String(values.to));
+  const onServers = [...(config.mongoUrl ? ['read models and data keys (MONGODB_URL)'] : []), ...(config.eventStoreUrl ? ['events (EVENTSTORE_URL)'] : [])];
+  const files = [...(config.mongoUrl ? [] : [READ_MODELS_FILE]), ...(config.eventStoreUrl ? [] : [EVENTS_FILE]), ...(config.mongoUrl ? [] : [KEYS_FILE])];
+  if (files.length === 0) {
+    io.err.write(`leadpost backup: nothing here is embedded: the ${onServers.join(' and the ')} are on servers; back them up with their own tools\n`);
+    return 1;
+  }
+  const missing = files.find((file) => !isFile(join(config.dataDir, file)));
+  if (missing) {
+    io.err.write(`leadpost backup: ${join(config.dataDir, missing)} does not exist: is LEADPOST_DATA_DIR the service's data dir?\n`);
+    return 1;
+  }
+  const problem = unusableTarget(target);
+  if (problem) {
+    io.err.write(`leadpost backup: ${target} ${problem}\n`);
+    return 1;
+  }
+
+  const copied: Copied[] = [];
+  let eventsHead: number | null = null;
+  for (const file of files) {
+    const bytes = snapshot(join(config.dataDir, file), join(target, file));
+    if (file === EVENTS_FILE) eventsHead = head(join(target, file));
+    copied.push({ file, bytes });
+  }
+  if (values['with-master-key'] === true) {
+    copyFileSync(config.masterKeyFile, join(target, MASTER_KEY_FILE));
+    chmodSync(join(target, MASTER_KEY_FILE), 0o600);
+    syncFile(join(target, MASTER_KEY_FILE));
+    copied.push({ file: MASTER_KEY_FILE, bytes: statSync(join(target, MASTER_KEY_FILE)).size });
+  }
+  syncFile(target);
+
+  if (values.json === true) {
+    io.out.write(`${JSON.stringify({ to: target, files: copied, events_head_commit: eventsHead, on_servers: onServers, master_key: values['with-master-key'] === true })}\n`);
+    return 0;
+  }
+  for (const { file, bytes } of copied) io.out.write(`${file}  ${bytes} bytes\n`);
+  if (eventsHead !== null) io.out.write(`events up to commit ${eventsHead}\n`);
+  for (const part of onServers) io.out.write(`not copied: the ${part}, on a server: use its own backup\n`);
+  if (values['with-master-key'] !== true) io.out.write(`not copied: the master key (${config.masterKeyFile}): restore it from where you keep it\n`);
+  io.out.write(`backup written to ${target}\n`);
+  return 0;
+}
+
+/** Writes one snapshot of `source` to `destination`, checks it and makes it durable; its size. */
+function snapshot(source: string, destination: string): number {
+  const db = new Database(source, { readonly: true, fileMustExist: true });
+  try {
+    // A checkpoint or another process's write lock may hold the snapshot's start for a moment.
+    db.pragma('busy_timeout = 10000');
+    db.prepare('VACUUM INTO ?').run(destination);
+  } finally {
+    db.close();
+  }
+  const copy = new Database(destination, { readonly: true, fileMustExist: true });
+  try {
+    const result = copy.pragma('integrity_check', { simple: true });
+    if (result !== 'ok') throw new Error(`the copy of ${source} failed its integrity check: ${String(result)}`);
+  } finally {
+    copy.close();
+  }
+  // Sealed leads, wrapped keys: the copy is as private as the original.
+  chmodSync(destination, 0o600);
+  syncFile(destination);
+  return statSync(destination).size;
+}
+
+/** The newest commit position in an events file (-1: none). */
+function head(file: string): number {
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    return (db.prepare('SELECT max(position) FROM commits').pluck().get() as number | null) ?? -1;
+  } finally {
+    db.close();
+  }
+}
+
+/** Why the backup cannot go to `target`, or undefined (made here, empty, owner-only). */
+function unusableTarget(target: string): string | undefined {
+  try {
+    if (readdirSync(target).length > 0) return 'is not empty: give a new or empty directory, so that no earlier backup is mixed with this one';
+    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR') return 'is not a directory';
+    if (code !== 'ENOENT') return `cannot be read (${code ?? 'unknown error'})`;
+  }
+  try {
+    // Not recursive: the parent is the operator's to choose, and a typo should not make a tree.
+    mkdirSync(target, { mode: 0o700 });
+    return undefined;
+  } catch (error) {
+    return `cannot be created (${(error as NodeJS.ErrnoException).code ?? 'unknown error'}): its parent must exist and be writable`;
+  }
+}
+
+function isFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function syncFile(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}

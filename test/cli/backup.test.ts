@@ -1,0 +1,120 @@
+import { expect } from 'chai';
+import Database from 'better-sqlite3';
+import { copyFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runChild } from '../support/child.js';
+import { type Reply, TestService, validLead } from '../support/service.js';
+import { tempDir } from '../support/tmp.js';
+
+// `leadpost backup` against a service under posts, in a process of its own (as an operator runs
+// it): a service started on a copy of the backup serves every lead answered before the backup
+// began, personal data included, and each lead answered meanwhile whole or not at all.
+
+const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
+const backup = (args: string[], env: Record<string, string>) => runChild(['backup', ...args], env, { script: BIN });
+
+interface Posted {
+  readonly leadId: number;
+  readonly email: string;
+}
+
+describe('leadpost backup', function () {
+  this.timeout(120_000);
+
+  it('copies the embedded stores while leads are posted; a service on the copy has every lead answered before, with its personal data', async function () {
+    const live = tempDir('backup-live');
+    const target = join(tempDir('backup-target').path, 'copy');
+    const restored = tempDir('backup-restored');
+    let svc: TestService | undefined = await TestService.start({ dataDir: live.path });
+    try {
+      const supplier = await svc.key('supplier', 'sup-1');
+      const admin = await svc.key('admin', 'root');
+      const post = async (into: Posted[]) => {
+        const lead = validLead();
+        const reply: Reply = await svc!.post(lead, { 'x-api-key': supplier });
+        expect(reply.status, reply.text).to.equal(201);
+        into.push({ leadId: reply.body.lead_id as number, email: String(lead.email) });
+      };
+      const before: Posted[] = [];
+      for (let i = 0; i < 20; i++) await post(before);
+
+      // Posts go on, several at a time, for as long as the backup runs.
+      const during: Posted[] = [];
+      let copying = true;
+      const posting = Promise.all(Array.from({ length: 4 }, async () => {
+        while (copying) await post(during);
+      }));
+      const run = backup(['--to', target, '--with-master-key', '--json'], { LEADPOST_DATA_DIR: live.path });
+      const result = await run.finally(() => (copying = false));
+      await posting;
+      expect(result.code, result.stderr).to.equal(0);
+      const report = JSON.parse(result.lines.join('')) as { files: Array<{ file: string }>; events_head_commit: number };
+      expect(report.files.map((f) => f.file)).to.deep.equal(['readmodels.db', 'events.db', 'keys.db', 'master.key']);
+      expect(during.length, 'posts were answered while the backup ran').to.be.greaterThan(0);
+
+      // One file a store, no WAL beside it, readable by the owner alone.
+      expect(readdirSync(target).sort()).to.deep.equal(['events.db', 'keys.db', 'master.key', 'readmodels.db']);
+      for (const file of readdirSync(target)) expect(statSync(join(target, file)).mode & 0o777, file).to.equal(0o600);
+      const events = new Database(join(target, 'events.db'), { readonly: true });
+      expect(events.pragma('integrity_check', { simple: true })).to.equal('ok');
+      expect(events.prepare('SELECT max(position) FROM commits').pluck().get()).to.equal(report.events_head_commit);
+      events.close();
+
+      await svc.stop();
+      svc = undefined;
+      for (const file of readdirSync(target)) copyFileSync(join(target, file), join(restored.path, file));
+      svc = await TestService.start({ dataDir: restored.path });
+      await svc.service.projections.waitFor(await svc.service.store.headPosition());
+
+      const found = async ({ leadId, email }: Posted) => {
+        const view = await svc!.request('GET', `/functions/leads/${leadId}`, { 'x-api-key': supplier });
+        if (view.status === 404) return false;
+        expect(view.status, view.text).to.equal(200);
+        const lookup = await svc!.post({ email }, { 'x-api-key': admin }, '/functions/consumers/lookup');
+        expect(lookup.status, lookup.text).to.equal(200);
+        const items = lookup.body.items as Array<Record<string, unknown>>;
+        expect(items.map((item) => item.lead_id), `lead ${leadId}`).to.deep.equal([leadId]);
+        // The lead's data key came with it: its personal data reads back in clear.
+        expect(JSON.stringify(items[0]), `lead ${leadId}`).to.include(email);
+        const stream = await svc!.service.store.readStream(`lead-${leadId}`);
+        expect(stream.map((e) => e.type), `lead ${leadId} is whole`).to.include.members(['LeadReceived', 'LeadSold']);
+        return true;
+      };
+      for (const lead of before) expect(await found(lead), `lead ${lead.leadId} answered before the backup`).to.equal(true);
+      const copied = [];
+      for (const lead of during) if (await found(lead)) copied.push(lead.leadId);
+      expect(copied.length).to.be.at.most(during.length);
+    } finally {
+      await svc?.stop();
+      for (const dir of [live, restored]) dir.remove();
+    }
+  });
+
+  it('refuses a directory that is not empty, without writing to it, and says what a store on a server needs', async function () {
+    const live = tempDir('backup-refused');
+    try {
+      const svc = await TestService.start({ dataDir: live.path });
+      await svc.stop();
+      const full = join(live.path, 'elsewhere');
+      const target = tempDir('backup-full');
+      writeFileSync(join(target.path, 'old.txt'), 'an earlier backup');
+      const refused = await backup(['--to', target.path], { LEADPOST_DATA_DIR: live.path });
+      expect(refused.code).to.equal(1);
+      expect(refused.stderr).to.contain('is not empty');
+      expect(readdirSync(target.path)).to.deep.equal(['old.txt']);
+      target.remove();
+
+      const usage = await backup([], { LEADPOST_DATA_DIR: live.path });
+      expect(usage.code).to.equal(2);
+      expect(usage.stderr.split('\n')[0]).to.equal('leadpost backup: --to DIR is required');
+
+      const servers = await backup(['--to', full], { LEADPOST_DATA_DIR: live.path, EVENTSTORE_URL: 'esdb://127.0.0.1:1?tls=false', MONGODB_URL: 'mongodb://127.0.0.1:1' });
+      expect(servers.code).to.equal(1);
+      expect(servers.stderr).to.contain('nothing here is embedded');
+      expect(readdirSync(live.path)).not.to.include('elsewhere');
+    } finally {
+      live.remove();
+    }
+  });
+});
