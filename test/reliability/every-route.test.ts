@@ -3,7 +3,7 @@
 // as every role and as nobody, one at a time, against the real HTTPS server and embedded stores.
 // Each answer must be documented for its route and status and fit its schema (so: never a 5xx,
 // always the envelope on an error), hold no stack trace and none of the consumers' personal data
-// when it refuses, and a refusal must leave the event store as it was. Afterwards the service
+// when it refuses (nor in the log, ever), and a refusal must leave the event store as it was. Afterwards the service
 // still answers and its projections still reach the head (no poisoned event).
 //
 // Reproduce a run with ROUTES_SEED=<seed printed by the run>.
@@ -243,6 +243,12 @@ describe('reliability: hostile requests to every route', function () {
 
   it('answers every request as its route documents: no 5xx, the envelope on every refusal, no internals or personal data', function () {
     expect(problems.slice(0, 20)).to.deep.equal([]);
+  });
+
+  it("writes none of the consumers' personal data to its log, though requests carried it", function () {
+    const log = svc.logs.join('');
+    expect(log.length).to.be.greaterThan(0);
+    for (const value of personal) expect(log.includes(value), 'personal data in the log').to.equal(false);
   });
 
   it('reaches every documented route with valid and refused requests alike', function () {
