@@ -1,3 +1,4 @@
+import { benchBackup } from './backup.js';
 import { benchConsole } from './console.js';
 import { benchDelivery, benchDeliveryDrain } from './delivery.js';
 import { benchEncryption, benchKeyMaking } from './encryption.js';
@@ -28,6 +29,11 @@ const parts: Record<string, () => Promise<void>> = {
       // The replay target (150k events/s), row by row: all four side by side do four projections' work from one read.
       console.log(`${dataset}: target >= 150,000 events/s: ${results.map((r) => `${r.projection} ${r.eventsPerSecond >= 150_000 ? 'met' : 'not met'}`).join(', ')}`);
     }
+  },
+  backup: async () => {
+    const events = Number(process.env.BENCH_BACKUP_EVENTS ?? 1_000_000);
+    console.log(`\nleadpost backup of a data dir of ${events.toLocaleString('en-US')} lead events (deliveries, feedback, returns) with its read models built`);
+    console.table([await benchBackup(events)]);
   },
   delivery: async () => {
     console.log('\nWebhook delivery: sale (the supplier\'s 201) to receipt at a healthy local HTTPS buyer endpoint, 500 leads, 20 concurrent posts');
