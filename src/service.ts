@@ -23,6 +23,7 @@ import { startServers } from './http/server.js';
 import { loadOrCreateTls } from './http/tls.js';
 import { KeyRing } from './keys/key-ring.js';
 import { Projections } from './projections/index.js';
+import { releaseVersion } from './version.js';
 import { ReadBack } from './read-models/read-back.js';
 import { openReadModelStore } from './read-models/index.js';
 import type { ReadModelStore } from './read-models/port.js';
@@ -268,6 +269,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   await thread?.deliver();
   logger.info(
     {
+      version: releaseVersion(),
       https_port: servers.httpsPort,
       http_port: servers.httpPort,
       store: config.eventStoreUrl ? 'eventstoredb' : 'embedded',

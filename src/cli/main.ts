@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { checkDirectories, loadServiceConfig } from '../config.js';
 import { createLogger } from '../http/logger.js';
 import { startService } from '../service.js';
+import { releaseVersion } from '../version.js';
 import { runBackupCommand } from './backup.js';
 import { runEventsCommand } from './events.js';
 import { runConsumerCommand, runEraseCommand } from './erase.js';
@@ -45,11 +45,6 @@ serve --help\` lists the rest).`;
 
 const SHUTDOWN_LIMIT_MS = 9_500;
 
-/** The release, as package.json names it: what an operator quotes when reporting a problem. */
-function version(): string {
-  const manifest = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
-  return String(manifest.version);
-}
 
 /**
  * The exit status of a command whose reader went away (`leadpost keys list | head -1`): 141, that
@@ -128,7 +123,7 @@ async function run(args: string[]): Promise<number> {
     case 'version':
     case '--version':
     case '-v':
-      console.log(`leadpost ${version()}`);
+      console.log(`leadpost ${releaseVersion()}`);
       return 0;
     case undefined:
       console.error(USAGE);

@@ -5,6 +5,7 @@
 
 import type { Context } from 'koa';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { releaseVersion } from '../version.js';
 import type { AttemptReport } from '../delivery/deliver-lead.js';
 import { routePattern } from '../http/shell.js';
 import type { ProjectionStatus } from '../projections/runner.js';
@@ -73,6 +74,8 @@ export class ServiceMetrics {
       labelNames: ['outcome'],
       registers,
     });
+    // The version is the label: a dashboard shows which release each instance runs, and when it changed.
+    new Gauge({ name: 'leadpost_build_info', help: 'The release this process runs (always 1; the version is the label)', labelNames: ['version'], registers }).set({ version: releaseVersion() }, 1);
     if (options.projections) this.projectionGauges(options.projections);
     if (options.roles) this.roleGauges(options.roles);
     if (options.runtime !== false) collectDefaultMetrics({ register: this.registry });

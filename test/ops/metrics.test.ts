@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { parseKey } from '../../src/keys/api-keys.js';
 import { ServiceMetrics } from '../../src/ops/metrics.js';
@@ -47,6 +48,13 @@ describe('metrics', function () {
     text = reply.text;
   });
   after(async () => svc.stop());
+
+  it("names the release it runs, as package.json does, in leadpost_build_info's label", function () {
+    const { version } = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(sample(text, `leadpost_build_info{version="${version}"}`)).to.equal(1);
+    const listening = svc.logs.map((line) => JSON.parse(line) as Record<string, unknown>).find((entry) => entry.msg === 'leadpost listening');
+    expect(listening).to.include({ version });
+  });
 
   it('has a request latency histogram by route template and status', function () {
     expect(sample(text, 'leadpost_http_request_duration_seconds_count{method="POST",route="/functions/leads",status="201"}')).to.be.at.least(2);
