@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Position } from '../event-store/port.js';
+import { LOCK_WAIT_MS, retryWhileBusy } from '../sqlite-busy.js';
 import { type Doc, applyWrite } from './apply.js';
 import { CommitThreadClient } from './commit-thread-client.js';
 import { WrittenIds } from './written-ids.js';
@@ -60,14 +61,6 @@ interface Sent {
 
 /** SQLite failures that mean "the store cannot serve now" rather than "this request is wrong". */
 const UNAVAILABLE = /^SQLITE_(FULL|IOERR|READONLY|CANTOPEN|BUSY|LOCKED|PERM|CORRUPT|NOTADB|NOMEM|PROTOCOL)/;
-/**
- * The waits between tries of an operation that found the store locked by another connection (those
- * of SQLite's own busy handler, to 50 ms). The connection itself waits for no lock (busy_timeout
- * 0): waiting in place blocks its thread, usually a serving process's main thread, and held
- * /healthz for as long as another process held the lock. See run().
- */
-const BUSY_RETRY_MS = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50];
-const isBusy = (error: unknown) => error instanceof Database.SqliteError && error.code.startsWith('SQLITE_BUSY');
 /** Statements are cached per SQL text; a burst of distinct filter shapes must not grow it forever. */
 const MAX_STATEMENTS_PER_TABLE = 200;
 
@@ -124,7 +117,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     file: string,
     options: EmbeddedReadModelOptions,
   ) {
-    this.busyTimeoutMs = Math.max(0, options.busyTimeoutMs ?? 10_000);
+    this.busyTimeoutMs = Math.max(0, options.busyTimeoutMs ?? LOCK_WAIT_MS);
     this.commitTransaction = db.transaction((projection, checkpoint, writes, created, fence) => {
       if (fence) this.checkFence(fence);
       this.apply(projection, checkpoint, writes, created);
@@ -135,7 +128,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     this.pipelinedCommits = options.commitThread === true;
     this.othersMayWrite = options.othersMayWrite === true;
     if (options.commitThread) {
-      const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? 10_000, cacheMiB: options.cacheMiB, smallHeap: options.smallThreadHeap };
+      const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? LOCK_WAIT_MS, cacheMiB: options.cacheMiB, smallHeap: options.smallThreadHeap };
       this.thread = new CommitThreadClient(
         threadOptions,
         ({ message, code }) => (code && UNAVAILABLE.test(code) ? unavailable(message) : Object.assign(new Error(message), code ? { code } : {})),
@@ -150,7 +143,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
       mkdirSync(dataDir, { recursive: true });
       // Opened (its schema made) waiting the whole busy timeout in place, as nothing is served yet;
       // from then on a lock is waited for between turns of the event loop (see run).
-      const db = openReadModelsDatabase(file, options.busyTimeoutMs ?? 10_000, options.cacheMiB);
+      const db = openReadModelsDatabase(file, options.busyTimeoutMs ?? LOCK_WAIT_MS, options.cacheMiB);
       db.pragma('busy_timeout = 0');
       return new EmbeddedReadModelStore(db, file, options);
     } catch (error) {
@@ -587,25 +580,18 @@ export class EmbeddedReadModelStore implements ReadModelStore {
 
   /**
    * better-sqlite3 is synchronous; this keeps the port's promises and maps storage failures. The
-   * first try runs at once, as part of the call. When another connection holds the lock it needs
-   * (its commit, for a few ms; another process's long transaction, an operator's shell, for
-   * longer), the body is tried again after a timer, up to `budgetMs` in all, and the thread's
-   * event loop goes on meanwhile: waiting in place, as SQLite's busy_timeout does, held a serving
-   * process's /healthz and lease renewals for the whole lock (10 s a statement). Each try is the
-   * whole body, from its start (a transaction that failed was rolled back). Reads in WAL mode
-   * wait for no writer, so only writes (and a read during another connection's recovery) retry.
+   * connection waits for no lock in place: an operation that finds another connection's lock (its
+   * commit, for a few ms; another process's long transaction, an operator's shell, for longer) is
+   * tried again between turns of the event loop, up to `budgetMs` in all (src/sqlite-busy.ts).
    */
   private async run<T>(body: () => T, budgetMs = this.busyTimeoutMs): Promise<T> {
-    const started = Date.now();
-    for (let tries = 0; ; tries++) {
-      if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
-      try {
+    try {
+      return await retryWhileBusy(() => {
+        if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
         return body();
-      } catch (error) {
-        const left = budgetMs - (Date.now() - started);
-        if (!isBusy(error) || left <= 0) throw storageError(error);
-        await new Promise((resolve) => setTimeout(resolve, Math.min(left, BUSY_RETRY_MS[Math.min(tries, BUSY_RETRY_MS.length - 1)]!)));
-      }
+      }, budgetMs);
+    } catch (error) {
+      throw storageError(error);
     }
   }
 }
