@@ -20,8 +20,9 @@ import { MAX_BATCH, NONCE_BYTES, isBatchWrapped, unwrapFromBatch, wrapBatch } fr
 // by an erasure, which evicts them here; another process's cache keeps a destroyed key until it
 // restarts or evicts it.
 //
-// A key store that cannot be written or read (disk full, server down) fails the append or read
-// that needed it as the event store being unavailable would: retryable, a 503 for a request.
+// A key store that cannot be written or read (disk full, server down, locked by another process
+// for longer than a write waits) fails the append, read or erasure that needed it as the event
+// store being unavailable would: retryable, a 503 for a request.
 
 export interface DataKey {
   /** 32 hex digits: what an encrypted field names its key by. */
@@ -97,7 +98,11 @@ export class PersonalDataKeys {
   async destroy(ids: readonly string[]): Promise<void> {
     for (const id of ids) this.cache.set(id, DESTROYED);
     this.pool = this.pool.filter((key) => !ids.includes(key.id));
-    await this.store.destroy(ids);
+    try {
+      await this.store.destroy(ids);
+    } catch (error) {
+      throw new EventStoreUnavailableError(`the key store cannot destroy data keys: ${(error as Error).message}`, { cause: error });
+    }
   }
 
   /** The named secret: made (32 random bytes) and stored wrapped the first time it is asked for. */

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
+import { LOCK_WAIT_MS, busyError, isBusy, retryWhileBusy } from '../sqlite-busy.js';
 import { type DataKeyStore, KeyIdTakenError, type StoredKey, checkKeyIds } from './key-store.js';
 
 // The embedded key store: its own SQLite file, keys.db in the data dir, never the event store's.
@@ -8,6 +9,9 @@ import { type DataKeyStore, KeyIdTakenError, type StoredKey, checkKeyIds } from 
 // with zeros; the page's earlier image stays in the WAL until a checkpoint copies the WAL back, so
 // a destroy ends with a TRUNCATE checkpoint, which also empties the WAL file. synchronous=FULL: a
 // key is on disk before the events that need it are written.
+// The connection waits for no lock in place once open (src/sqlite-busy.ts): a serving process
+// writes here from its main thread (a batch of keys for new leads, the keys an erasure destroys),
+// and another process holding keys.db's lock must not stop its event loop meanwhile.
 
 export const KEYS_FILE = 'keys.db';
 
@@ -28,18 +32,25 @@ export class EmbeddedKeyStore implements DataKeyStore {
   private readonly inserts = new Map<number, Database.Statement>();
   private readonly destroyedBetween: Database.Statement<[string, string], { id: string }>;
 
-  private constructor(private readonly db: Database.Database) {
+  private constructor(
+    private readonly db: Database.Database,
+    private readonly busyTimeoutMs: number,
+  ) {
     this.destroyedBetween = db.prepare('SELECT id FROM destroyed_keys WHERE id BETWEEN ? AND ?');
   }
 
-  static open(dataDir: string): EmbeddedKeyStore {
+  /** `busyTimeoutMs`: how long an operation waits for another connection's lock before it fails (SQLITE_BUSY). */
+  static open(dataDir: string, options: { readonly busyTimeoutMs?: number } = {}): EmbeddedKeyStore {
+    const busyTimeoutMs = Math.max(0, options.busyTimeoutMs ?? LOCK_WAIT_MS);
     mkdirSync(dataDir, { recursive: true });
     const file = join(dataDir, KEYS_FILE);
     // Made owner-only before SQLite opens it: its -wal and -shm files take the same mode.
     closeSync(openSync(file, 'a', 0o600));
     const db = new Database(file);
     try {
-      db.pragma('busy_timeout = 10000');
+      // Opened (its schema made) waiting in place, as nothing is served yet; from then on a lock is
+      // waited for between turns of the event loop (see run).
+      db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
       db.pragma('secure_delete = ON');
       // Two processes opening a new data dir at once (two `leadpost keys create`, a service and a
       // CLI) race to switch the new file to WAL; SQLite answers the loser SQLITE_BUSY at once, without
@@ -55,18 +66,19 @@ export class EmbeddedKeyStore implements DataKeyStore {
           Atomics.wait(PAUSE, 0, 0, OPEN_RETRY_MS);
         }
       }
+      db.pragma('busy_timeout = 0');
     } catch (error) {
       db.close();
       throw error;
     }
-    return new EmbeddedKeyStore(db);
+    return new EmbeddedKeyStore(db, busyTimeoutMs);
   }
 
   async create(keys: readonly StoredKey[]): Promise<void> {
     checkKeyIds(keys.map((k) => k.id));
     if (keys.length === 0) return;
     try {
-      this.db.transaction(() => {
+      await this.run(() => this.db.transaction(() => {
         const now = Date.now();
         // Many rows a statement: one statement per row was most of a key's cost here.
         for (let at = 0; at < keys.length; at += INSERT_ROWS) {
@@ -81,12 +93,12 @@ export class EmbeddedKeyStore implements DataKeyStore {
         const sorted = [...ids].sort();
         const destroyed = this.destroyedBetween.all(sorted[0]!, sorted[sorted.length - 1]!).filter((row) => ids.has(row.id));
         if (destroyed.length > 0) throw new KeyIdTakenError(destroyed.map((row) => row.id));
-      }).immediate();
+      }).immediate());
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
       // Rolled back: the ids already stored are the ones the batch clashed with.
       const held = this.db.prepare<[string], { id: string }>('SELECT id FROM data_keys WHERE id IN (SELECT value FROM json_each(?))');
-      throw new KeyIdTakenError(held.all(JSON.stringify(keys.map((k) => k.id))).map((row) => row.id));
+      throw new KeyIdTakenError((await this.run(() => held.all(JSON.stringify(keys.map((k) => k.id))))).map((row) => row.id));
     }
   }
 
@@ -104,6 +116,7 @@ export class EmbeddedKeyStore implements DataKeyStore {
     const json = JSON.stringify(ids);
     const found = new Map<string, Buffer | null>();
     const read = this.db.transaction(() => {
+      found.clear();
       for (const row of this.db.prepare<[string], { id: string; wrapped: Buffer }>('SELECT id, wrapped FROM data_keys WHERE id IN (SELECT value FROM json_each(?))').all(json)) {
         found.set(row.id, row.wrapped);
       }
@@ -111,33 +124,53 @@ export class EmbeddedKeyStore implements DataKeyStore {
         found.set(row.id, null);
       }
     });
-    read.deferred();
+    await this.run(() => read.deferred());
     return found;
   }
 
   async destroy(ids: readonly string[]): Promise<void> {
     checkKeyIds(ids);
     const json = JSON.stringify(ids);
-    this.db.transaction(() => {
-      this.db.prepare('DELETE FROM data_keys WHERE id IN (SELECT value FROM json_each(?))').run(json);
-      this.db.prepare('INSERT OR IGNORE INTO destroyed_keys (id, destroyed_at) SELECT value, ? FROM json_each(?)').run(Date.now(), json);
-    }).immediate();
-    // Copies the zeroed pages into keys.db and empties the WAL, where the keys' old pages were.
-    // A reader of another connection in the middle of a read can keep it from finishing; the next
-    // destroy (or SQLite's own checkpoints) completes it.
-    this.db.pragma('wal_checkpoint(TRUNCATE)');
+    await this.run(() =>
+      this.db.transaction(() => {
+        this.db.prepare('DELETE FROM data_keys WHERE id IN (SELECT value FROM json_each(?))').run(json);
+        this.db.prepare('INSERT OR IGNORE INTO destroyed_keys (id, destroyed_at) SELECT value, ? FROM json_each(?)').run(Date.now(), json);
+      }).immediate(),
+    );
+    // Copies the zeroed pages into keys.db and empties the WAL, where the keys' old pages were. It
+    // waits for other connections' readers to finish and for the write lock, as long as a write
+    // would; a reader that keeps it from finishing longer leaves it to the next destroy (or to
+    // SQLite's own checkpoints). The keys are destroyed either way: the rows are gone.
+    await this.run(() => {
+      const [result] = this.db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>;
+      if (result?.busy) throw busyError('the checkpoint of keys.db waits for another connection');
+    }).catch((error: unknown) => {
+      if (!isBusy(error)) throw error;
+    });
   }
 
   async secret(name: string, candidate: Buffer): Promise<Buffer> {
-    const row = this.db.transaction(() => {
-      this.db.prepare('INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)').run(name, candidate);
-      return this.db.prepare<[string], { value: Buffer }>('SELECT value FROM secrets WHERE name = ?').get(name);
-    }).immediate();
+    const row = await this.run(() =>
+      this.db.transaction(() => {
+        this.db.prepare('INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)').run(name, candidate);
+        return this.db.prepare<[string], { value: Buffer }>('SELECT value FROM secrets WHERE name = ?').get(name);
+      }).immediate(),
+    );
     if (!row) throw new Error(`the secret ${name} could not be stored`);
     return row.value;
   }
 
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
+  }
+
+  /**
+   * Runs a statement or transaction of this connection, which waits for no lock in place: one that
+   * finds another connection's lock is tried again between turns of the event loop, for up to the
+   * store's busy timeout; then its SQLITE_BUSY is thrown, and the post or erasure that needed it
+   * answers 503 (see data-keys.ts).
+   */
+  private run<T>(body: () => T): Promise<T> {
+    return retryWhileBusy(body, this.busyTimeoutMs);
   }
 }

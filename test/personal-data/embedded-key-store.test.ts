@@ -1,10 +1,27 @@
 import { expect } from 'chai';
+import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { EmbeddedKeyStore, KEYS_FILE } from '../../src/personal-data/embedded-key-store.js';
+import { PersonalDataKeys } from '../../src/personal-data/index.js';
+import { isStoreUnavailable } from '../../src/store-unavailable.js';
+import { rejection } from '../support/rejection.js';
 import { tempDir } from '../support/tmp.js';
 import { keyStoreContract } from './key-store-contract.js';
+
+const newKeys = (count: number) => Array.from({ length: count }, () => ({ id: randomBytes(16).toString('hex'), wrapped: randomBytes(60) }));
+
+/** Whether `promise` has settled, looked at after a few turns of the event loop (timers included): the loop kept turning meanwhile. */
+async function settledAfterTurns(promise: Promise<unknown>): Promise<boolean> {
+  let settled = false;
+  promise.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setTimeout(resolve, 5));
+  return settled;
+}
 
 describe('embedded key store (keys.db)', function () {
   const dir = tempDir('key-store');
@@ -41,5 +58,84 @@ describe('embedded key store (keys.db)', function () {
     } finally {
       own.remove();
     }
+  });
+
+  describe('while another connection holds keys.db locked (an operator\'s sqlite3 shell, `leadpost erase`, a second instance)', function () {
+    let own: ReturnType<typeof tempDir>;
+    let other: Database.Database;
+    beforeEach(() => {
+      own = tempDir('key-store-lock');
+    });
+    afterEach(() => {
+      if (other?.open) other.close();
+      own.remove();
+    });
+    const holdLock = (how: 'write' | 'read') => {
+      other = new Database(join(own.path, KEYS_FILE));
+      if (how === 'write') other.exec('BEGIN IMMEDIATE');
+      else {
+        other.exec('BEGIN');
+        other.prepare('SELECT count(*) FROM data_keys').get();
+      }
+    };
+
+    it('a batch of new keys waits for the write lock between turns of the event loop, and is stored once the lock is released', async function () {
+      const store = EmbeddedKeyStore.open(own.path);
+      try {
+        const keys = newKeys(3);
+        holdLock('write');
+        const created = store.create(keys);
+        expect(await settledAfterTurns(created)).to.equal(false);
+        other.exec('ROLLBACK');
+        await created;
+        const found = await store.fetch(keys.map((k) => k.id));
+        expect(found.get(keys[2]!.id)).to.deep.equal(keys[2]!.wrapped);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('a destroy waits for a reader of another connection before it empties the WAL, the event loop turning meanwhile; then no byte of the key is left', async function () {
+      const store = EmbeddedKeyStore.open(own.path);
+      try {
+        const keys = newKeys(20);
+        await store.create(keys);
+        const victim = keys[7]!;
+        // A read left open: its snapshot holds the WAL, which a TRUNCATE checkpoint must wait for.
+        holdLock('read');
+        const destroyed = store.destroy([victim.id]);
+        expect(await settledAfterTurns(destroyed)).to.equal(false);
+        other.exec('COMMIT');
+        await destroyed;
+        const onDisk = [KEYS_FILE, `${KEYS_FILE}-wal`].map((f) => join(own.path, f)).filter(existsSync).map((f) => readFileSync(f));
+        expect(onDisk.some((bytes) => bytes.includes(victim.wrapped))).to.equal(false);
+        expect((await store.fetch([victim.id])).get(victim.id)).to.equal(null);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('a write kept waiting past the busy timeout fails SQLITE_BUSY, which the data keys report as the store unavailable (a 503), and the store recovers', async function () {
+      const store = EmbeddedKeyStore.open(own.path, { busyTimeoutMs: 50 });
+      const keys = new PersonalDataKeys(store, randomBytes(32), { batchSize: 4 });
+      try {
+        const stored = newKeys(1);
+        await store.create(stored);
+        holdLock('write');
+        const refused = await rejection(store.create(newKeys(1)));
+        expect((refused as { code?: string }).code).to.match(/^SQLITE_BUSY/);
+        // What a post and an erasure meet: the pool's next batch, the erasure's destroy.
+        const taking = await rejection(Promise.resolve(keys.take()));
+        expect(isStoreUnavailable(taking), String(taking)).to.equal(true);
+        const erasing = await rejection(keys.destroy([stored[0]!.id]));
+        expect(isStoreUnavailable(erasing), String(erasing)).to.equal(true);
+        other.exec('ROLLBACK');
+        await keys.destroy([stored[0]!.id]);
+        expect((await store.fetch([stored[0]!.id])).get(stored[0]!.id)).to.equal(null);
+        expect(await keys.take()).to.have.property('id');
+      } finally {
+        await store.close();
+      }
+    });
   });
 });

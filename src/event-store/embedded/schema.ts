@@ -37,7 +37,11 @@ export const EVENTS_FILE = 'events.db';
  * Opens the events database with the settings every connection needs, creating or upgrading the
  * schema. WAL lets readers (this process or the CLI) run beside the writer; synchronous=FULL makes
  * a commit durable before it returns; busy_timeout makes writers from several processes queue
- * instead of failing.
+ * instead of failing. It never holds up a serving event loop: the writer thread waits on it, off
+ * the main thread; the main thread's own connection waits on it only while opening (the schema,
+ * before anything is served) and afterwards only reads, which in WAL mode wait for no writer and
+ * no checkpoint (only for another connection rebuilding the WAL index after a crash); the
+ * rewrites of rewrite.ts run with every instance stopped.
  */
 export function openEventsDatabase(file: string): Database.Database {
   const db = new Database(file);
