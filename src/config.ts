@@ -1,9 +1,10 @@
-import { type Stats, accessSync, constants, statSync, statfsSync } from 'node:fs';
+import { type Stats, accessSync, constants, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { pino } from 'pino';
 import { MAX_GRACE_SECONDS } from './keys/api-keys.js';
 import { DEFAULT_PHONE_REGIONS, isPhoneRegion } from './leads/mobile.js';
 import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from './limits.js';
+import { kernelFilesystem } from './make-directory.js';
 import { masterKeyFileProblem } from './personal-data/master-key.js';
 
 // Every setting comes from the environment, the same for `leadpost serve` and every CLI command,
@@ -216,31 +217,10 @@ export function keyRotationGraceSeconds(env: NodeJS.ProcessEnv, flag?: string): 
 }
 
 /**
- * Node's recursive mkdir never returns under /proc (it retries the ENOENT it gets there for ever),
- * and these refuse or drop files: a data dir on one is refused by name, not found out half-way
- * through start-up. Their statfs(2) magic numbers; tmpfs and devtmpfs (/dev) keep files, so are not here.
- */
-const KERNEL_FILESYSTEMS = new Map<number, string>([
-  [0x9fa0, 'proc'],
-  [0x62656572, 'sysfs'],
-  [0x27e0eb, 'cgroup'],
-  [0x63677270, 'cgroup2'],
-  [0x64626720, 'debugfs'],
-  [0x74726163, 'tracefs'],
-  [0x73636673, 'securityfs'],
-  [0x1cd1, 'devpts'],
-  [0xcafe4a11, 'bpf'],
-  [0x62656570, 'configfs'],
-  [0x6165676c, 'pstore'],
-  [0xde5e81e4, 'efivarfs'],
-  [0x65735543, 'fusectl'],
-  [0x42494e4d, 'binfmt_misc'],
-]);
-
-/**
  * Why `path` cannot be made (as a directory, or a file's, by `what`), if it cannot: the nearest part
- * of it that exists must be a directory this process may write, on a filesystem that keeps files.
- * Looked at only, never made: a command refused for its usage leaves no directory behind.
+ * of it that exists must be a directory this process may write, on a filesystem that keeps files
+ * (not /proc or /sys: refused by name here, not found out half-way through start-up). Looked at
+ * only, never made: a command refused for its usage leaves no directory behind.
  */
 function uncreatable(path: string, what: 'directory' | 'file'): string | undefined {
   let existing = path;
@@ -267,15 +247,6 @@ function uncreatable(path: string, what: 'directory' | 'file'): string | undefin
     return `${it} is not writable: ${(error as NodeJS.ErrnoException).code ?? 'unknown error'}`;
   }
   return undefined;
-}
-
-function kernelFilesystem(path: string): string | undefined {
-  try {
-    return KERNEL_FILESYSTEMS.get(statfsSync(path).type >>> 0);
-  } catch {
-    // A platform without statfs: the mkdir's own error will have to do.
-    return undefined;
-  }
 }
 
 const inside = (dir: string, file: string) => {

@@ -2,9 +2,10 @@
 // in the data dir, so a fresh checkout serves HTTPS with no setup and keeps one identity afterwards.
 
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { generate } from 'selfsigned';
+import { makeDirectory } from '../make-directory.js';
 
 export interface TlsOptions {
   readonly dataDir: string;
@@ -59,7 +60,7 @@ async function selfSignedPair(dir: string): Promise<{ cert: string; key: string 
     if (Date.parse(x509.validTo) - Date.now() > RENEW_BEFORE_MS) return { cert, key };
   }
   const created = await createSelfSigned();
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  makeDirectory(dir, 0o700);
   await writeAtomically(keyFile, created.key, 0o600);
   await writeAtomically(certFile, created.cert, 0o644);
   return created;

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
+import { makeDirectory } from '../make-directory.js';
 import { LOCK_WAIT_MS, busyError, isBusy, retryWhileBusy } from '../sqlite-busy.js';
 import { type DataKeyStore, KeyIdTakenError, type StoredKey, checkKeyIds } from './key-store.js';
 
@@ -42,7 +43,7 @@ export class EmbeddedKeyStore implements DataKeyStore {
   /** `busyTimeoutMs`: how long an operation waits for another connection's lock before it fails (SQLITE_BUSY). */
   static open(dataDir: string, options: { readonly busyTimeoutMs?: number } = {}): EmbeddedKeyStore {
     const busyTimeoutMs = Math.max(0, options.busyTimeoutMs ?? LOCK_WAIT_MS);
-    mkdirSync(dataDir, { recursive: true });
+    makeDirectory(dataDir);
     const file = join(dataDir, KEYS_FILE);
     // Made owner-only before SQLite opens it: its -wal and -shm files take the same mode.
     closeSync(openSync(file, 'a', 0o600));

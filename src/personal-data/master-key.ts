@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { type Stats, statSync } from 'node:fs';
-import { link, mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
+import { link, open, readFile, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { makeDirectory } from '../make-directory.js';
 import { KEY_BYTES } from './aes-gcm.js';
 
 // The master key wraps every data key in the key store. It is a file of 32 random bytes, named by
@@ -35,7 +36,7 @@ async function statIfExists(file: string) {
 // exists, so two processes starting at once never overwrite each other's key (the loser reads
 // the winner's), and a crash never leaves a half-written key under the name.
 async function createKeyFile(file: string): Promise<void> {
-  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+  makeDirectory(dirname(file), 0o700);
   const temporary = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   const handle = await open(temporary, 'wx', 0o600);
   try {

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Position } from '../event-store/port.js';
+import { makeDirectory } from '../make-directory.js';
 import { LOCK_WAIT_MS, retryWhileBusy } from '../sqlite-busy.js';
 import { type Doc, applyWrite } from './apply.js';
 import { CommitThreadClient } from './commit-thread-client.js';
@@ -140,7 +140,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   static open(dataDir: string, options: EmbeddedReadModelOptions = {}): EmbeddedReadModelStore {
     const file = join(dataDir, READ_MODELS_FILE);
     try {
-      mkdirSync(dataDir, { recursive: true });
+      makeDirectory(dataDir);
       // Opened (its schema made) waiting the whole busy timeout in place, as nothing is served yet;
       // from then on a lock is waited for between turns of the event loop (see run).
       const db = openReadModelsDatabase(file, options.busyTimeoutMs ?? LOCK_WAIT_MS, options.cacheMiB);

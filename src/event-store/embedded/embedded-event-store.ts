@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { makeDirectory } from '../../make-directory.js';
 import { TwoGenerationCache } from '../../two-generation-cache.js';
 import { newEventId } from '../event-id.js';
 import { hasNoJsonForm, notJsonError } from '../event-json.js';
@@ -170,7 +170,7 @@ export class EmbeddedEventStore implements EventStore {
   static async open(dataDir: string, options: EmbeddedEventStoreOptions = {}): Promise<EmbeddedEventStore> {
     const file = join(dataDir, EVENTS_FILE);
     try {
-      mkdirSync(dataDir, { recursive: true });
+      makeDirectory(dataDir);
       // The first connection creates the schema, so the writer thread and readers find it ready.
       const reader = openEventsDatabase(file);
       const store = new EmbeddedEventStore(file, reader, {
