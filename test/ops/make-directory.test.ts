@@ -40,7 +40,10 @@ describe('making the directories the service keeps its files in', function () {
   });
 
   it('under /proc, every maker (the stores, the master key, the certificate) ends in an error naming the directory, where recursive mkdir spun for ever', async function () {
-    if (!existsSync('/proc/self')) this.skip();
+    if (!existsSync('/proc/self')) {
+      console.log('      skipped: this system has no /proc, the filesystem whose directories refuse new entries');
+      this.skip();
+    }
     const under = `/proc/leadpost-${process.pid}`;
     const child = runChild([under], {}, { script: CHILD });
     const deadline = setTimeout(() => child.process.kill('SIGKILL'), CHILD_DEADLINE_MS);
