@@ -96,13 +96,15 @@ export class PersonalDataKeys {
 
   /** Destroys the keys, here and in the key store: what they encrypted can never be read again. */
   async destroy(ids: readonly string[]): Promise<void> {
-    for (const id of ids) this.cache.set(id, DESTROYED);
     this.pool = this.pool.filter((key) => !ids.includes(key.id));
     try {
       await this.store.destroy(ids);
     } catch (error) {
       throw new EventStoreUnavailableError(`the key store cannot destroy data keys: ${(error as Error).message}`, { cause: error });
     }
+    // Only once the store has them gone: an erasure that failed (503, to be retried) destroyed
+    // nothing, and until it is retried an access request must still find what is held.
+    for (const id of ids) this.cache.set(id, DESTROYED);
   }
 
   /** The named secret: made (32 random bytes) and stored wrapped the first time it is asked for. */
@@ -155,7 +157,9 @@ export class PersonalDataKeys {
     for (const [id, waiting] of wanted) {
       let outcome: { key: DataKey | null } | { error: unknown };
       const wrapped = found.get(id);
-      if (wrapped === undefined) outcome = { error: new UnknownDataKeyError(id) };
+      // Destroyed here while this read was on its way: what it found is gone now.
+      if (this.cache.get(id) === DESTROYED) outcome = { key: null };
+      else if (wrapped === undefined) outcome = { error: new UnknownDataKeyError(id) };
       else if (wrapped === null) {
         this.cache.set(id, DESTROYED);
         outcome = { key: null };

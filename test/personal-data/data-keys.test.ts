@@ -111,6 +111,58 @@ describe('data keys: the pool and the cache', function () {
     await keys.close();
   });
 
+  it('an erasure whose key store fails destroys nothing: the key still reads until the erasure is retried', async function () {
+    const inner = EmbeddedKeyStore.open(dir.path);
+    let broken = true;
+    const store: DataKeyStore = {
+      create: (keys) => inner.create(keys),
+      fetch: (ids) => inner.fetch(ids),
+      destroy: (ids) => (broken ? Promise.reject(Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })) : inner.destroy(ids)),
+      secret: (name, candidate) => inner.secret(name, candidate),
+      close: () => inner.close(),
+    };
+    const keys = new PersonalDataKeys(store, master, { batchSize: 4 });
+    const key = await keys.take();
+    expect(await rejection(keys.destroy([key.id]))).to.be.instanceOf(EventStoreUnavailableError);
+    expect((await keys.get(key.id))?.key.equals(key.key), 'the key is still held, so it still reads').to.equal(true);
+    broken = false;
+    await keys.destroy([key.id]);
+    expect(keys.get(key.id)).to.equal(null);
+    await keys.close();
+  });
+
+  it('a read on its way while the key is destroyed does not bring the key back', async function () {
+    const writer = new PersonalDataKeys(EmbeddedKeyStore.open(dir.path), master, { batchSize: 4 });
+    const key = await writer.take();
+    const inner = EmbeddedKeyStore.open(dir.path);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let fetching!: () => void;
+    const fetched = new Promise<void>((resolve) => (fetching = resolve));
+    const store: DataKeyStore = {
+      create: (keys) => inner.create(keys),
+      // The read finds the key, then is held until the destroy has landed.
+      fetch: async (ids) => {
+        const found = await inner.fetch(ids);
+        fetching();
+        await held;
+        return found;
+      },
+      destroy: (ids) => inner.destroy(ids),
+      secret: (name, candidate) => inner.secret(name, candidate),
+      close: () => inner.close(),
+    };
+    const reader = new PersonalDataKeys(store, master);
+    const read = Promise.resolve(reader.get(key.id));
+    await fetched;
+    await reader.destroy([key.id]);
+    release();
+    expect(await read).to.equal(null);
+    expect(reader.get(key.id)).to.equal(null);
+    await reader.close();
+    await writer.close();
+  });
+
   it('keeps one named secret, stored wrapped: made once, the same for every process', async function () {
     const a = new PersonalDataKeys(EmbeddedKeyStore.open(dir.path), master);
     const b = new PersonalDataKeys(EmbeddedKeyStore.open(dir.path), master);
