@@ -182,6 +182,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const readiness = new ReadinessProbe({
     events: store,
     readModels,
+    keyStore: personalData,
     projections: projectionStatuses,
     projectionsHere: () => (thread ? leases().some((lease) => lease.lease === 'projector' && lease.held) : projections.active),
     roles: { running: [...roles], leases },

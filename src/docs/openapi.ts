@@ -85,6 +85,7 @@ function notReadyExample(envelope: unknown): Json {
       shutdown: check(true, 'serving'),
       event_store: check(true, 'reachable'),
       read_models: check(true, 'reachable'),
+      key_store: check(true, 'reachable'),
       projections: {
         ...check(false, 'behind by more than 30 s: leads 42.5 s'),
         items: [{ projection: 'leads', caught_up: false, events_behind: 5120, lag_seconds: 42.5 }],

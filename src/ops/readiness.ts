@@ -9,6 +9,9 @@
 // A process that keeps a lease (the projector or delivery role) writes to the read-model store
 // every second: for it the store answers only when it can take the store's write lock; an `api`
 // process only reads it, which another connection's write lock does not stop.
+// The key store is the other way round: a process serving the API writes to it (a batch of data
+// keys for new leads, the keys an erasure destroys), so for it the key store must take a write;
+// the other roles only read keys (a webhook's payload is opened with its lead's key).
 
 import type { Logger } from 'pino';
 import type { EventStore } from '../event-store/port.js';
@@ -19,6 +22,8 @@ import type { LeaseStatus } from '../roles/lease-keeper.js';
 export interface ReadinessDeps {
   readonly events: Pick<EventStore, 'headPosition'>;
   readonly readModels: Pick<ReadModelStore, 'checkpoint' | 'releaseLease'>;
+  /** The data keys of personal data (see DataKeyStore.probe). */
+  readonly keyStore: { probe(write: boolean): Promise<void> };
   /** The status of every running projection. */
   readonly projections: () => Promise<ProjectionStatus[]>;
   /** A projection further behind than this (oldest unprojected event, seconds) makes the instance not ready. */
@@ -56,12 +61,13 @@ export interface Readiness {
     readonly shutdown: Check;
     readonly event_store: Check;
     readonly read_models: Check;
+    readonly key_store: Check;
     readonly projections: ProjectionCheck;
     readonly roles: RolesCheck;
   };
 }
 
-export const READINESS_CHECKS = ['shutdown', 'event_store', 'read_models', 'projections', 'roles'] as const;
+export const READINESS_CHECKS = ['shutdown', 'event_store', 'read_models', 'key_store', 'projections', 'roles'] as const;
 
 /**
  * A lease no one ever holds: giving it up is a write that changes nothing (no row matches) but, like
@@ -92,15 +98,17 @@ export class ReadinessProbe {
 
   private async run(): Promise<Readiness> {
     const writes = (this.deps.roles?.leases() ?? []).length > 0;
-    const [eventStore, readModels, projections] = await Promise.all([
+    const servesApi = (this.deps.roles?.running ?? ['api']).includes('api');
+    const [eventStore, readModels, keyStore, projections] = await Promise.all([
       this.reach('event_store', () => this.deps.events.headPosition()),
       // Any checkpoint read proves the store answers a reader; this name is never written. A
       // process that keeps leases needs it to take writes too (see PROBE_LEASE).
       this.reach('read_models', () => (writes ? this.deps.readModels.releaseLease(PROBE_LEASE, PROBE_LEASE) : this.deps.readModels.checkpoint('readyz'))),
+      this.reach('key_store', () => this.deps.keyStore.probe(servesApi)),
       this.projections(),
     ]);
     const shutdown: Check = this.deps.shuttingDown() ? { ok: false, detail: 'shutting down' } : { ok: true, detail: 'serving' };
-    const checks = { shutdown, event_store: eventStore, read_models: readModels, projections, roles: this.roles() };
+    const checks = { shutdown, event_store: eventStore, read_models: readModels, key_store: keyStore, projections, roles: this.roles() };
     return { ready: Object.values(checks).every((check) => check.ok), checks };
   }
 

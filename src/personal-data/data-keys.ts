@@ -114,6 +114,11 @@ export class PersonalDataKeys {
     return this.unwrap(wrapped, secretAad(name), `the secret ${name}`);
   }
 
+  /** Whether the key store answers a reader, or with `write` would take a write (see DataKeyStore.probe). */
+  probe(write: boolean): Promise<void> {
+    return this.store.probe(write);
+  }
+
   close(): Promise<void> {
     return this.store.close();
   }

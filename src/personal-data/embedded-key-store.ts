@@ -32,12 +32,16 @@ const PAUSE = new Int32Array(new SharedArrayBuffer(4));
 export class EmbeddedKeyStore implements DataKeyStore {
   private readonly inserts = new Map<number, Database.Statement>();
   private readonly destroyedBetween: Database.Statement<[string, string], { id: string }>;
+  private readonly probeRead: Database.Statement;
+  private readonly probeWrite: Database.Transaction<() => void>;
 
   private constructor(
     private readonly db: Database.Database,
     private readonly busyTimeoutMs: number,
   ) {
     this.destroyedBetween = db.prepare('SELECT id FROM destroyed_keys WHERE id BETWEEN ? AND ?');
+    this.probeRead = db.prepare('SELECT 1 FROM secrets LIMIT 1');
+    this.probeWrite = db.transaction(() => {});
   }
 
   /** `busyTimeoutMs`: how long an operation waits for another connection's lock before it fails (SQLITE_BUSY). */
@@ -159,6 +163,11 @@ export class EmbeddedKeyStore implements DataKeyStore {
     );
     if (!row) throw new Error(`the secret ${name} could not be stored`);
     return row.value;
+  }
+
+  async probe(write: boolean): Promise<void> {
+    // An empty IMMEDIATE transaction takes the write lock and commits nothing: no byte is written.
+    await this.run(() => (write ? this.probeWrite.immediate() : this.probeRead.get()));
   }
 
   async close(): Promise<void> {

@@ -27,6 +27,12 @@ export interface DataKeyStore {
   destroy(ids: readonly string[]): Promise<void>;
   /** The secret stored under `name`: `candidate` when the name had none (it is stored, once), else the one stored first. */
   secret(name: string, candidate: Buffer): Promise<Buffer>;
+  /**
+   * Resolves once the store answers a reader, or with `write` once it would take a write (SQLite:
+   * its write lock taken and let go; MongoDB: a write on the primary that matches nothing). Writes
+   * and reads nothing of the keys; for /readyz.
+   */
+  probe(write: boolean): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -148,10 +148,22 @@ export class MongoKeyStore implements DataKeyStore {
     });
   }
 
+  async probe(write: boolean): Promise<void> {
+    // Not a key id (those are hex), so no key ever matches: the delete changes nothing, but waits for
+    // the primary and the majority as a key's write would.
+    const filter = { _id: PROBE_ID };
+    await outagesTranslated(async () => {
+      if (write) await this.keys.deleteOne(filter);
+      else await this.keys.findOne(filter);
+    });
+  }
+
   async close(): Promise<void> {
     await this.client.close();
   }
 }
+
+const PROBE_ID = 'readyz-probe';
 
 async function outagesTranslated<T>(body: () => Promise<T>): Promise<T> {
   try {

@@ -33,7 +33,7 @@ function fullApp() {
     afterSale: { events: {} as EventStore, routing: unused, now: () => new Date() },
     erasure: { eraser: {} as never, leadIdsOf: unused },
     ops: {
-      readiness: new ReadinessProbe({ events: {} as EventStore, readModels: {} as never, projections: unused, maxLagSeconds: 30, shuttingDown: () => false }),
+      readiness: new ReadinessProbe({ events: {} as EventStore, readModels: {} as never, keyStore: {} as never, projections: unused, maxLagSeconds: 30, shuttingDown: () => false }),
       metrics: new ServiceMetrics({ runtime: false }),
       shutdown: new ShutdownFlag(),
     },

@@ -44,7 +44,7 @@ describe('health and readiness', function () {
       expect(reply.status).to.equal(200);
       expect(reply.body).to.include({ ok: true, code: 'OK', message: 'ready' });
       const checks = reply.body.checks as Record<string, { ok: boolean; detail: string; items?: Array<{ projection: string }>; roles?: string[]; leases?: unknown[] }>;
-      expect(checks).to.have.keys('shutdown', 'event_store', 'read_models', 'projections', 'roles');
+      expect(checks).to.have.keys('shutdown', 'event_store', 'read_models', 'key_store', 'projections', 'roles');
       expect(Object.values(checks).every((check) => check.ok)).to.equal(true);
       expect(checks.projections!.items!.map((item) => item.projection)).to.include.members(['leads', 'deliveries', 'reports']);
       // One instance on its own runs every role and holds both leases.
@@ -95,6 +95,7 @@ describe('health and readiness', function () {
   describe('ReadinessProbe', function () {
     const store = { headPosition: async () => ({ commit: 1, prepare: 1 }) };
     const readModels = { checkpoint: async () => null, releaseLease: async () => {} };
+    const keyStore = { probe: async () => {} };
     const lagging = [status('leads', 0), status('reports', 42.5)];
     const projectorRole = (lease: { held: boolean; holder: string | null }) => ({
       running: ['projector', 'delivery'],
@@ -103,7 +104,7 @@ describe('health and readiness', function () {
 
     it('says not ready while shutting down', async function () {
       let shuttingDown = false;
-      const probe = new ReadinessProbe({ events: store, readModels, projections: async () => [status('leads', 0)], maxLagSeconds: 30, shuttingDown: () => shuttingDown });
+      const probe = new ReadinessProbe({ keyStore, events: store, readModels, projections: async () => [status('leads', 0)], maxLagSeconds: 30, shuttingDown: () => shuttingDown });
       expect((await probe.check()).ready).to.equal(true);
       shuttingDown = true;
       const result = await probe.check();
@@ -113,6 +114,7 @@ describe('health and readiness', function () {
 
     it('time-boxes a store that hangs, so the probe answers quickly', async function () {
       const probe = new ReadinessProbe({
+        keyStore,
         events: { headPosition: () => new Promise(() => {}) },
         readModels,
         projections: async () => [status('leads', 0)],
@@ -128,6 +130,7 @@ describe('health and readiness', function () {
 
     it('names each projection behind the threshold, and no projection at all is not ready either', async function () {
       const late = new ReadinessProbe({
+        keyStore,
         events: store,
         readModels,
         projections: async () => [status('leads', 0), status('reports', 42.5)],
@@ -137,13 +140,13 @@ describe('health and readiness', function () {
       const result = await late.check();
       expect(result.ready).to.equal(false);
       expect(result.checks.projections.detail).to.equal('behind by more than 30 s: reports 42.5 s');
-      const none = new ReadinessProbe({ events: store, readModels, projections: async () => [], maxLagSeconds: 30, shuttingDown: () => false });
+      const none = new ReadinessProbe({ keyStore, events: store, readModels, projections: async () => [], maxLagSeconds: 30, shuttingDown: () => false });
       expect((await none.check()).checks.projections).to.include({ ok: false, detail: 'no projection is running' });
     });
 
     it('an instance with the projector role counts the lag as its own while no live instance holds the lease: run by no instance', async function () {
       const probe = (lease: { held: boolean; holder: string | null }) =>
-        new ReadinessProbe({ events: store, readModels, projections: async () => lagging, projectionsHere: () => false, roles: projectorRole(lease), maxLagSeconds: 30, shuttingDown: () => false });
+        new ReadinessProbe({ keyStore, events: store, readModels, projections: async () => lagging, projectionsHere: () => false, roles: projectorRole(lease), maxLagSeconds: 30, shuttingDown: () => false });
       // The lease free or run out (a stopped holder gave it up; the store refused this one's renewal).
       const free = await probe({ held: false, holder: null }).check();
       expect(free.ready).to.equal(false);
@@ -154,6 +157,7 @@ describe('health and readiness', function () {
       expect(other.checks.projections).to.include({ ok: true, detail: 'run by another instance, behind by more than 30 s: reports 42.5 s' });
       // Within the limit and nobody holding the lease: ready, and it says so.
       const caughtUp = new ReadinessProbe({
+        keyStore,
         events: store,
         readModels,
         projections: async () => [status('leads', 0)],
@@ -164,7 +168,7 @@ describe('health and readiness', function () {
       });
       expect((await caughtUp.check()).checks.projections).to.include({ ok: true, detail: 'run by no instance, within 30 s' });
       // Without the projector role (an api instance) the lag stays informational, lease or not.
-      const api = new ReadinessProbe({ events: store, readModels, projections: async () => lagging, projectionsHere: () => false, roles: { running: ['api'], leases: () => [] }, maxLagSeconds: 30, shuttingDown: () => false });
+      const api = new ReadinessProbe({ keyStore, events: store, readModels, projections: async () => lagging, projectionsHere: () => false, roles: { running: ['api'], leases: () => [] }, maxLagSeconds: 30, shuttingDown: () => false });
       expect((await api.check()).checks.projections).to.include({ ok: true, detail: 'run by another instance, behind by more than 30 s: reports 42.5 s' });
     });
 
@@ -196,6 +200,7 @@ describe('health and readiness', function () {
         expect(seen[0]).to.include({ holder: 'stopped:1:aaaaaa' });
         expect(keeper.status()).to.deep.equal({ lease: 'projector', held: false, holder: null });
         const probe = new ReadinessProbe({
+          keyStore,
           events: store,
           readModels: readModelStore,
           projections: async () => lagging,
@@ -225,19 +230,41 @@ describe('health and readiness', function () {
           throw new Error('SQLITE_BUSY: database is locked');
         },
       };
-      const leases = new ReadinessProbe({ events: store, readModels: refusing, projections: async () => [status('leads', 0)], roles: projectorRole({ held: true, holder: 'me:1:a' }), maxLagSeconds: 30, shuttingDown: () => false });
+      const leases = new ReadinessProbe({ keyStore, events: store, readModels: refusing, projections: async () => [status('leads', 0)], roles: projectorRole({ held: true, holder: 'me:1:a' }), maxLagSeconds: 30, shuttingDown: () => false });
       const result = await leases.check();
       expect(result.checks.read_models).to.deep.equal({ ok: false, detail: 'unreachable' });
       expect(asked).to.deep.equal(['write']);
       asked.length = 0;
-      const api = new ReadinessProbe({ events: store, readModels: refusing, projections: async () => [status('leads', 0)], roles: { running: ['api'], leases: () => [] }, maxLagSeconds: 30, shuttingDown: () => false });
+      const api = new ReadinessProbe({ keyStore, events: store, readModels: refusing, projections: async () => [status('leads', 0)], roles: { running: ['api'], leases: () => [] }, maxLagSeconds: 30, shuttingDown: () => false });
       expect((await api.check()).checks.read_models).to.deep.equal({ ok: true, detail: 'reachable' });
       expect(asked).to.deep.equal(['read']);
+    });
+
+    it('asks the key store to take a write where the process serves the API (new data keys, erasures), else only to answer a reader; one that cannot is not ready, named key_store', async function () {
+      const asked: boolean[] = [];
+      const locked = { probe: async (write: boolean) => (asked.push(write), write ? Promise.reject(new Error('SQLITE_BUSY: database is locked')) : undefined) };
+      const probe = (running: string[]) =>
+        new ReadinessProbe({ keyStore: locked, events: store, readModels, projections: async () => [status('leads', 0)], roles: { running, leases: () => [] }, maxLagSeconds: 30, shuttingDown: () => false });
+      const api = await probe(['api']).check();
+      expect(api.ready).to.equal(false);
+      expect(api.checks.key_store).to.deep.equal({ ok: false, detail: 'unreachable' });
+      expect(asked).to.deep.equal([true]);
+      const everything = await probe(['api', 'projector', 'delivery']).check();
+      expect(everything.checks.key_store.ok).to.equal(false);
+      asked.length = 0;
+      const background = await probe(['projector', 'delivery']).check();
+      expect(background.ready).to.equal(true);
+      expect(background.checks.key_store).to.deep.equal({ ok: true, detail: 'reachable' });
+      expect(asked).to.deep.equal([false]);
+      // A key store that hangs is time-boxed like the others.
+      const hanging = new ReadinessProbe({ keyStore: { probe: () => new Promise(() => {}) }, events: store, readModels, projections: async () => [status('leads', 0)], maxLagSeconds: 30, shuttingDown: () => false, timeoutMs: 50 });
+      expect((await hanging.check()).checks.key_store).to.deep.equal({ ok: false, detail: 'no answer within 50 ms' });
     });
 
     it('concurrent probes share one round of checks', async function () {
       let reads = 0;
       const probe = new ReadinessProbe({
+        keyStore,
         events: { headPosition: async () => (reads++, { commit: 1, prepare: 1 }) },
         readModels,
         projections: async () => [status('leads', 0)],

@@ -23,6 +23,7 @@ function counting(inner: DataKeyStore) {
     },
     destroy: (ids) => inner.destroy(ids),
     secret: (name, candidate) => inner.secret(name, candidate),
+    probe: (write) => inner.probe(write),
     close: () => inner.close(),
   };
   return { store, calls, hold: (until: Promise<void>) => (gate = until) };
@@ -99,6 +100,7 @@ describe('data keys: the pool and the cache', function () {
       fetch: (ids) => (broken ? Promise.reject(full) : inner.fetch(ids)),
       destroy: (ids) => inner.destroy(ids),
       secret: (name, candidate) => inner.secret(name, candidate),
+      probe: (write) => inner.probe(write),
       close: () => inner.close(),
     };
     const keys = new PersonalDataKeys(store, master, { batchSize: 4 });
@@ -119,6 +121,7 @@ describe('data keys: the pool and the cache', function () {
       fetch: (ids) => inner.fetch(ids),
       destroy: (ids) => (broken ? Promise.reject(Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })) : inner.destroy(ids)),
       secret: (name, candidate) => inner.secret(name, candidate),
+      probe: (write) => inner.probe(write),
       close: () => inner.close(),
     };
     const keys = new PersonalDataKeys(store, master, { batchSize: 4 });
@@ -150,6 +153,7 @@ describe('data keys: the pool and the cache', function () {
       },
       destroy: (ids) => inner.destroy(ids),
       secret: (name, candidate) => inner.secret(name, candidate),
+      probe: (write) => inner.probe(write),
       close: () => inner.close(),
     };
     const reader = new PersonalDataKeys(store, master);

@@ -137,5 +137,24 @@ describe('embedded key store (keys.db)', function () {
         await store.close();
       }
     });
+
+    it('a probe for writing waits for the write lock and fails SQLITE_BUSY past the busy timeout, without writing a byte; a probe for reading answers at once', async function () {
+      const store = EmbeddedKeyStore.open(own.path, { busyTimeoutMs: 200 });
+      try {
+        await store.create(newKeys(1));
+        const files = () => [KEYS_FILE, `${KEYS_FILE}-wal`].map((f) => join(own.path, f)).filter(existsSync).map((f) => readFileSync(f));
+        const before = files();
+        holdLock('write');
+        const probing = store.probe(true);
+        expect(await settledAfterTurns(probing)).to.equal(false);
+        expect(((await rejection(probing)) as { code?: string }).code).to.match(/^SQLITE_BUSY/);
+        await store.probe(false);
+        other.exec('ROLLBACK');
+        await store.probe(true);
+        expect(files()).to.deep.equal(before);
+      } finally {
+        await store.close();
+      }
+    });
   });
 });

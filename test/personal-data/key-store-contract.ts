@@ -90,6 +90,14 @@ export function keyStoreContract(name: string, open: () => Promise<DataKeyStore>
       expect(await rejection(store.create([{ id: 'ABC', wrapped: randomBytes(60) }]))).to.be.instanceOf(TypeError);
     });
 
+    it('answers a probe for reading and for writing, and the probe changes no key', async function () {
+      const key = newKey();
+      await store.create([key]);
+      await store.probe(false);
+      await store.probe(true);
+      expect((await store.fetch([key.id])).get(key.id)!.equals(key.wrapped)).to.equal(true);
+    });
+
     it('keeps a named secret: the first one stored is the one every later call gets', async function () {
       const name = `hmac-${randomBytes(4).toString('hex')}`;
       const first = randomBytes(60);

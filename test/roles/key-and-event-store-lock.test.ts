@@ -160,6 +160,25 @@ describe('leadpost serve while another process holds keys.db or events.db locked
     expect(retried.body.erasure).to.include({ leads_erased: 1 });
   });
 
+  it('keys.db locked: /readyz turns 503 naming key_store within its time-box (a load balancer stops sending posts that would wait), /healthz answering at once; ready again once the lock is gone', async function () {
+    const readyz = () => client.request(server!.httpsPort, 'GET', '/readyz');
+    expect((await readyz()).status).to.equal(200);
+    const release = lock('keys.db');
+    const started = performance.now();
+    const refused = await readyz();
+    const ms = performance.now() - started;
+    const health = await healthz();
+    release();
+    expect(refused.status, refused.text).to.equal(503);
+    expect(refused.body.message).to.equal('not ready: key_store (no answer within 2000 ms)');
+    expect((refused.body.checks as Record<string, unknown>).key_store).to.deep.equal({ ok: false, detail: 'no answer within 2000 ms' });
+    // The check's 2 s, and on a loaded machine some hundreds of ms more: never a write's 10 s wait.
+    expect(ms).to.be.lessThan(5_000);
+    expect(health.status).to.equal(200);
+    expect(health.ms).to.be.lessThan(HEALTHZ_LIMIT_MS);
+    expect((await readyz()).status).to.equal(200);
+  });
+
   it('events.db locked: a post waits for the lock on the writer thread, /healthz answering at once meanwhile, and is sold once the lock is gone', async function () {
     const release = lock('events.db');
     const posting = post();
