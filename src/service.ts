@@ -50,6 +50,8 @@ export interface ServiceOverrides {
   readonly buyerCa?: string;
   /** false: no webhook delivery worker (tests that run their own, trusting a test CA). */
   readonly deliveryWorker?: boolean;
+  /** How often the key ring reads the keys stream; default 250 ms. */
+  readonly keyPollMs?: number;
 }
 
 export interface RunningService {
@@ -103,7 +105,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const personalData = await openPersonalDataKeys(config);
   const store = countingEventStore(overrides.store ?? (await openEventStore(config, { logger, personalData })), metrics.countAppend);
   const contactHashes = await ContactHashes.open(personalData, store, overrides.now);
-  const keys = await KeyRing.open(store, { onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
+  const keys = await KeyRing.open(store, { ...(overrides.keyPollMs ? { pollMs: overrides.keyPollMs } : {}), onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
   // A process that projects without serving the API stores its read-model commits on a thread of
   // their own (embedded store), so it catches up on two cores after a takeover. One that also
   // serves the API keeps them on its main thread: there the thread cost more CPU per post than it
@@ -212,7 +214,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   });
   const app = roles.has('api')
     ? createApp({
-        authenticate: (key) => keys.authenticate(key),
+        authenticate: (key) => keys.authenticateFresh(key),
         postLead: createPostLead({
           store,
           leadIds: new LeadIdAllocator(store, config.leadIdBlockSize, `pid-${process.pid}`),

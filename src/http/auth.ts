@@ -3,7 +3,8 @@ import { ShellError } from './errors.js';
 import type { Principal, Role } from '../keys/principal.js';
 import type { ShellState } from './state.js';
 
-export type Authenticate = (key: string | undefined) => Principal | null;
+/** Synchronous for a key it knows; a promise where it must look further (a key made a moment ago). */
+export type Authenticate = (key: string | undefined) => Principal | null | Promise<Principal | null>;
 
 /**
  * A repeated `X-API-KEY` is refused before the key store sees it: Node would join the values with
@@ -15,10 +16,13 @@ export function authenticate(lookup: Authenticate): Middleware<ShellState> {
   return (ctx, next) => {
     const values = ctx.req.headersDistinct['x-api-key'] ?? [];
     if (values.length !== 1 || !values[0]) throw new ShellError('UNAUTHORIZED');
-    const principal = lookup(values[0]);
-    if (!principal) throw new ShellError('UNAUTHORIZED');
-    ctx.state.principal = principal;
-    return next();
+    const found = lookup(values[0]);
+    const admit = (principal: Principal | null) => {
+      if (!principal) throw new ShellError('UNAUTHORIZED');
+      ctx.state.principal = principal;
+      return next();
+    };
+    return found instanceof Promise ? found.then(admit) : admit(found);
   };
 }
 

@@ -1,6 +1,8 @@
 // The running service's view of the keys: the `api-keys` stream folded in memory and kept fresh
 // by polling, so a key the CLI creates, revokes or rotates in another process — or on another
-// instance, with EventStoreDB — takes effect here within one poll interval.
+// instance, with EventStoreDB — takes effect here within one poll interval. A key whose id the
+// ring has not seen is looked for once more before it is refused (authenticateFresh): a supplier's
+// script that creates a key and posts with it at once must not meet a 401 for a key that exists.
 import { hash, timingSafeEqual } from 'node:crypto';
 import type { EventStore } from '../event-store/index.js';
 import { parseKey, type Role } from './api-keys.js';
@@ -34,6 +36,8 @@ export class KeyRing {
   private keys: LoadedKeys;
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> = Promise.resolve();
+  /** A read of the stream queued behind the one running, not begun yet: every caller until it begins shares it. */
+  private queuedRead: Promise<void> | undefined;
   private closed = false;
 
   private constructor(
@@ -69,9 +73,35 @@ export class KeyRing {
     }
   }
 
+  /**
+   * As authenticate, but a well-formed key whose id is not known yet is looked for in a read of
+   * the stream that begins after this call (shared by the requests that ask meanwhile, so a flood
+   * of made-up ids costs one read at a time, never a read each) before it is refused.
+   */
+  authenticateFresh(presented: string | undefined): Principal | null | Promise<Principal | null> {
+    const principal = this.authenticate(presented);
+    if (principal || this.closed || !this.unseenId(presented)) return principal;
+    this.queuedRead ??= this.read(() => (this.queuedRead = undefined));
+    return this.queuedRead.then(() => this.authenticate(presented));
+  }
+
+  private unseenId(presented: string | undefined): boolean {
+    try {
+      const parsed = typeof presented === 'string' && presented.length === KEY_LENGTH ? parseKey(presented) : null;
+      return parsed !== null && !this.keys.state.has(parsed.id);
+    } catch {
+      return false;
+    }
+  }
+
   /** Reads what was appended since the last read now, rather than at the next tick. */
   refresh(): Promise<void> {
+    return this.read();
+  }
+
+  private read(begins?: () => void): Promise<void> {
     this.polling = this.polling.then(async () => {
+      begins?.();
       try {
         this.keys = await loadKeys(this.store, this.keys);
       } catch (error) {

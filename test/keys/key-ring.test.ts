@@ -123,6 +123,76 @@ describe('KeyRing', function () {
     expect(ring.authenticate(newKey)).to.deep.equal({ keyId: next.id, role: 'supplier', name: 'acme' });
   });
 
+  describe('authenticateFresh: a key made a moment ago, before the next poll', function () {
+    /** The store's reads of the keys stream, counted; the ring's polls far apart, so only the lookups read. */
+    const counted = async () => {
+      let reads = 0;
+      const readStream = store.readStream.bind(store);
+      const counting = Object.assign(Object.create(store) as EventStore, {
+        readStream: (...args: Parameters<EventStore['readStream']>) => (reads++, readStream(...args)),
+      });
+      ring = await KeyRing.open(counting, { pollMs: 3_600_000, now: () => clock });
+      reads = 0;
+      return () => reads;
+    };
+
+    it('is looked for in the stream once more before it is refused, and then works at once', async function () {
+      const reads = await counted();
+      const { id, key } = await create(store);
+      expect(ring.authenticate(key), 'not read yet').to.equal(null);
+      expect(await ring.authenticateFresh(key)).to.deep.equal({ keyId: id, role: 'supplier', name: 'acme' });
+      expect(reads()).to.equal(1);
+      // Known now: answered at once, without a read.
+      expect(ring.authenticateFresh(key)).to.deep.equal({ keyId: id, role: 'supplier', name: 'acme' });
+      expect(reads()).to.equal(1);
+    });
+
+    it('a flood of made-up ids shares one read at a time; malformed keys, known ids with a wrong secret and revoked keys are refused without a read', async function () {
+      const reads = await counted();
+      const lookups = Array.from({ length: 50 }, () => {
+        const made = newKeyMaterial();
+        return ring.authenticateFresh(formatKey(made.id, made.secret));
+      });
+      expect(await Promise.all(lookups)).to.deep.equal(Array(50).fill(null));
+      expect(reads()).to.equal(1);
+      const { id, secret } = await create(store);
+      await ring.refresh();
+      const before = reads();
+      const other = newKeyMaterial();
+      expect(ring.authenticateFresh(formatKey(id, other.secret))).to.equal(null);
+      for (const bad of [undefined, '', 'lp_short', `${formatKey(id, secret)}x`, 'x'.repeat(59)]) expect(ring.authenticateFresh(bad)).to.equal(null);
+      await changeKeys(store, (state) => revokeKey(state, { id, now: T0 }));
+      await ring.refresh();
+      expect(ring.authenticateFresh(formatKey(id, secret))).to.equal(null);
+      expect(reads()).to.equal(before + 1);
+    });
+
+    it('a read begun before the key was made is not taken for the answer: the lookup waits for one that begins after it', async function () {
+      await counted();
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      // A poll in progress, held inside its read, which began before the key existed.
+      const readStream = store.readStream.bind(store);
+      let polls = 0;
+      Object.assign(ring as unknown as { store: EventStore }, {
+        store: Object.assign(Object.create(store) as EventStore, {
+          readStream: async (...args: Parameters<EventStore['readStream']>) => {
+            const events = await readStream(...args);
+            if (polls++ === 0) await held;
+            return events;
+          },
+        }),
+      });
+      const polling = ring.refresh();
+      await new Promise((resolve) => setImmediate(resolve));
+      const { id, key } = await create(store);
+      const looking = ring.authenticateFresh(key);
+      release();
+      await polling;
+      expect(await looking).to.deep.equal({ keyId: id, role: 'supplier', name: 'acme' });
+    });
+  });
+
   it('picks up a change by polling, at the first poll after it (250 ms) and not before, without refresh()', async function () {
     // The poll's timer on a stubbed clock: the interval is proven to the millisecond, and a busy
     // machine cannot fail it. The store's reads stay real.

@@ -38,6 +38,8 @@ export interface TestServiceOptions {
   readonly deliveryWorker?: boolean;
   /** A bidding buyer's self-signed certificate, trusted when the service asks it for a bid. */
   readonly buyerCa?: string;
+  /** How often the service's key ring reads the keys stream (its default: 250 ms). */
+  readonly keyPollMs?: number;
 }
 
 export const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
@@ -154,6 +156,7 @@ export class TestService {
       resolver: options.resolver ?? FAKE_DNS,
       ...(options.deliveryWorker === false ? { deliveryWorker: false } : {}),
       ...(options.buyerCa ? { buyerCa: options.buyerCa } : {}),
+      ...(options.keyPollMs ? { keyPollMs: options.keyPollMs } : {}),
       ...(store ? { store } : {}),
       ...(readModels ? { readModels } : {}),
     });
