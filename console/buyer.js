@@ -5,7 +5,7 @@
 // (from GET /functions/me) and the service's answer in words.
 
 import { getJson, postJson, explain, ApiError } from './api.js';
-import { h, field, select, say, time, onMore } from './dom.js';
+import { h, field, select, say, time, onMore, cards } from './dom.js';
 import { leadTable, leadCell } from './leads.js';
 
 export async function renderPulls(main, _params, current, me) {
@@ -17,20 +17,16 @@ export async function renderPulls(main, _params, current, me) {
   const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
   const body = h('tbody');
   const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More');
+  const table = h(
+    'table',
+    { id: 'pulls-table', 'aria-label': 'Pending pulls' },
+    h('thead', {}, h('tr', {}, [['Lead'], ['Sold', 'time'], ['Name'], ['E-mail'], ['Mobile'], ['ZIP'], ['State'], ['', 'action']].map(([t, cls]) => h('th', { scope: 'col', class: cls }, t)))),
+    body,
+  );
   main.append(
     h('p', { class: 'muted' }, 'Leads sold to you and waiting to be taken. Acknowledge each once your system has it: it then counts as delivered.'),
     message,
-    h(
-      'section',
-      { class: 'card table-wrap results' },
-      h(
-        'table',
-        { id: 'pulls-table', 'aria-label': 'Pending pulls' },
-        h('thead', {}, h('tr', {}, [['Lead'], ['Sold', 'time'], ['Name'], ['E-mail'], ['Mobile'], ['ZIP'], ['State'], ['', 'action']].map(([t, cls]) => h('th', { scope: 'col', class: cls }, t)))),
-        body,
-      ),
-      h('p', { class: 'more' }, more),
-    ),
+    h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more)),
   );
 
   const status = () => say(message, body.children.length === 0 ? 'No pending pulls.' : `${body.children.length} pending pulls shown.`);
@@ -72,12 +68,13 @@ export async function renderPulls(main, _params, current, me) {
         h('td', {}, lead.mobile ?? ''),
         h('td', {}, lead.zip ?? ''),
         h('td', {}, lead.accident_state ?? ''),
-        // Kept in view at a phone's width, however far the row is scrolled (console.css).
+        // The width of its card at a phone's width (console.css).
         h('td', { class: 'action' }, button),
       );
       first ??= tr;
       body.append(tr);
     }
+    cards(table);
     cursor = page.next_cursor;
     more.hidden = !cursor;
     status();

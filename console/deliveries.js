@@ -5,7 +5,7 @@
 // (next_attempt_at).
 
 import { getJson, explain } from './api.js';
-import { h, field, select, say, time, badge, onMore } from './dom.js';
+import { h, field, select, say, time, badge, onMore, cards } from './dom.js';
 
 const STATUSES = [['', 'Any'], ['pending', 'Pending'], ['delivered', 'Delivered'], ['failed', 'Failed'], ['cancelled', 'Cancelled']];
 
@@ -43,22 +43,18 @@ export async function renderDeliveries(main, _params, current) {
   const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'deliveries-message' });
   const body = h('tbody');
   const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More');
+  const table = h(
+    'table',
+    { id: 'deliveries-table', 'aria-label': 'Deliveries' },
+    h('thead', {}, h('tr', {}, COLUMNS.map(([t, , cls]) => h('th', { scope: 'col', class: cls }, t)))),
+    body,
+  );
   const form = h('form', { class: 'card filters', 'aria-label': 'Delivery filters' }, field('Status', status), h('button', { type: 'submit' }, 'Show'));
   main.append(
     h('h1', {}, 'Deliveries'),
     form,
     message,
-    h(
-      'section',
-      { class: 'card table-wrap results' },
-      h(
-        'table',
-        { id: 'deliveries-table', 'aria-label': 'Deliveries' },
-        h('thead', {}, h('tr', {}, COLUMNS.map(([t, , cls]) => h('th', { scope: 'col', class: cls }, t)))),
-        body,
-      ),
-      h('p', { class: 'more' }, more),
-    ),
+    h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more)),
   );
   body.addEventListener('click', (event) => {
     const row = event.target.closest('tr[data-lead]');
@@ -81,6 +77,7 @@ export async function renderDeliveries(main, _params, current) {
       first ??= tr;
       body.append(tr);
     }
+    cards(table);
     cursor = page.next_cursor;
     more.hidden = !cursor;
     say(message, body.children.length === 0 ? 'No deliveries.' : `${body.children.length} deliveries shown.`);

@@ -70,6 +70,34 @@ export function time(iso) {
   return Number.isNaN(at.getTime()) ? String(iso) : `${at.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
 }
 
+/**
+ * A table whose rows become cards at a phone's width (console.css): each cell is given its column's
+ * heading (data-label), which the card shows above it, so that nothing is left out and nothing
+ * scrolls sideways. The table's roles are written out: some browsers (not Chromium) stop exposing a
+ * table as one once its display is changed, and a screen reader should still read rows, columns
+ * and their headings. Call it again once rows are added or a heading changes. Returns the table.
+ */
+export function cards(table) {
+  table.classList.add('cards');
+  table.setAttribute('role', 'table');
+  const heads = table.tHead ? [...table.tHead.rows[0].cells].map((th) => th.textContent) : [];
+  for (const group of [table.tHead, ...table.tBodies, table.tFoot]) {
+    if (!group) continue;
+    group.setAttribute('role', 'rowgroup');
+    for (const tr of group.rows) {
+      tr.setAttribute('role', 'row');
+      [...tr.cells].forEach((cell, i) => {
+        cell.setAttribute('role', cell.tagName === 'TD' ? 'cell' : group === table.tHead ? 'columnheader' : 'rowheader');
+        // A footer's first cell names its row ("Total"): no heading over it.
+        const label = group === table.tFoot && i === 0 ? '' : heads[i];
+        if (cell.tagName === 'TD' && label) cell.dataset.label = label;
+        else delete cell.dataset.label;
+      });
+    }
+  }
+  return table;
+}
+
 /** A word in a row that says what kind of row it is ("test", "erased"): text, never colour alone. */
 export const badge = (text, kind = text) => [' ', h('span', { class: `badge ${kind}` }, text)];
 

@@ -5,7 +5,7 @@
 // which takes no feedback). Any id in the address has this page: one that is no lead id is not found.
 
 import { getJson, explain, ApiError } from './api.js';
-import { h, money, withCurrency, time, badge } from './dom.js';
+import { h, money, withCurrency, time, badge, cards } from './dom.js';
 import { openLeadForm } from './leads.js';
 import { returnForm } from './buyer.js';
 
@@ -128,12 +128,12 @@ const DETAILS = {
     h(
       'div',
       { class: 'table-wrap' },
-      h(
+      cards(h(
         'table',
         { class: 'candidates', 'aria-label': 'Routing candidates' },
         h('thead', {}, h('tr', {}, ['Buyer', withCurrency('Price', d.currency), 'Eligible', 'Reason'].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, (d.candidates ?? []).map((c) => h('tr', { 'data-buyer': c.buyer }, h('td', {}, c.buyer), h('td', { class: 'num' }, money(c.price)), h('td', {}, yesNo(c.eligible)), h('td', {}, c.detail ? `${c.reason} (${c.detail})` : c.reason)))),
-      ),
+      )),
     ),
   ],
   LeadSold: (d) => h('p', {}, `Sold to ${d.buyer} for ${money(d.revenue, d.currency)}.`),
@@ -143,12 +143,12 @@ const DETAILS = {
     h(
       'div',
       { class: 'table-wrap' },
-      h(
+      cards(h(
         'table',
         { class: 'bids', 'aria-label': 'Bids' },
         h('thead', {}, h('tr', {}, ['Buyer', 'Answer', withCurrency('Bid', d.currency), 'Latency'].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, (d.bids ?? []).map((b) => h('tr', { 'data-buyer': b.buyer }, h('td', {}, b.buyer), h('td', {}, b.detail ? `${b.result} (${b.detail})` : b.result), h('td', { class: 'num' }, b.amount == null ? '—' : money(b.amount)), h('td', { class: 'num' }, b.latency_ms == null ? '—' : `${b.latency_ms} ms`)))),
-      ),
+      )),
     ),
   ],
   PingPosted: (d, currency) => h('p', {}, `Posted as lead ${d.lead_id}${d.buyer ? `, sold at ${d.buyer}'s bid of ${money(d.amount, currency)}` : ', no bid could take it'}.`),

@@ -6,7 +6,7 @@
 // report leaves them out, and so do both breakdowns.
 
 import { getAll, getJson, explain } from './api.js';
-import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, onMore } from './dom.js';
+import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, onMore, cards } from './dom.js';
 
 const STATUSES = [['', 'Any'], ['sold', 'Sold'], ['unsold', 'Unsold'], ['rejected', 'Rejected'], ['received', 'Received']];
 /**
@@ -75,6 +75,7 @@ export function leadTable(id, label, columns) {
       heads[i].textContent = withCurrency(t, currency);
       shown.forEach((row, r) => (cells[r].children[i].textContent = money(cell(row), currency ? null : row.currency)));
     });
+    cards(table);
     return first;
   };
   const clear = () => {
@@ -90,10 +91,8 @@ const LEAD_COLUMNS = [
   ['Received', (r) => time(r.received_at), 'time'],
   ['Status', (r) => r.lead_status],
   ['Code', (r) => r.code ?? ''],
-  // Left out at a phone's width (console.css), for the outcome and money to fit: a filter picks the
-  // source, and the lead's page has both.
-  ['Source', (r) => r.sid ?? '', 'optional'],
-  ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? '', 'optional'],
+  ['Source', (r) => r.sid ?? ''],
+  ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? ''],
   ['Revenue', (r) => r.revenue, 'num money'],
   ['Failing fields', (r) => (r.errors ?? []).map((e) => e.field).join(', ')],
 ];

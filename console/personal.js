@@ -9,7 +9,7 @@
 // is put in the address (#/personal-data/erasures/{id}).
 
 import { getJson, postJson, explain, ApiError } from './api.js';
-import { h, field, time } from './dom.js';
+import { h, field, time, cards } from './dom.js';
 
 const LABELS = { email: 'E-mail', mobile: 'Mobile', suppress: 'Suppress later leads' };
 
@@ -98,6 +98,7 @@ function findSection() {
       const answer = await postJson('/functions/consumers/lookup', contactsOf(inputs));
       unmark(inputs);
       for (const row of answer.items) body.append(h('tr', { 'data-lead': row.lead_id }, CONSUMER_COLUMNS.map(([, cell, cls]) => h('td', { class: cls }, cell(row)))));
+      cards(table);
       results.hidden = answer.items.length === 0;
       message.textContent = answer.items.length === 0 ? 'No lead of this consumer.' : `${answer.leads_found} lead(s) of this consumer.`;
     } catch (error) {

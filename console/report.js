@@ -4,7 +4,7 @@
 // with the currency the report names.
 
 import { getAll, getCsv, explain, ApiError } from './api.js';
-import { h, field, select, say, markField, count, money, rate, withCurrency } from './dom.js';
+import { h, field, select, say, markField, count, money, rate, withCurrency, cards } from './dom.js';
 
 const DIMENSIONS = [['sid', 'Source (sid)'], ['s1', 'Click id (s1)'], ['state', 'State'], ['buyer', 'Buyer'], ['supplier', 'Supplier']];
 const COUNTS = ['received', 'accepted', 'sold', 'unsold', 'rejected', 'returned'];
@@ -308,7 +308,7 @@ function table(rows, dimension, currency) {
     ...COUNTS.map((name) => h('td', { class: 'num', 'data-field': name }, count(row[name]))),
     ...MONEY.map((name) => h('td', { class: 'num', 'data-field': name }, money(row[name]))),
   ];
-  return h(
+  return cards(h(
     'table',
     { id: 'report-table', 'aria-labelledby': 'table-title' },
     h('thead', {}, h('tr', {}, headers.map((text, i) => h('th', { scope: 'col', class: i > 0 ? 'num' : undefined }, text)))),
@@ -320,5 +320,5 @@ function table(rows, dimension, currency) {
       ),
     ),
     h('tfoot', {}, h('tr', { id: 'report-totals' }, cells(sum, 'Total'), h('td'), h('td'), h('td'))),
-  );
+  ));
 }
