@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { mkdirSync } from 'node:fs';
 import { type Browser, chromium } from 'playwright-core';
 import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
@@ -56,6 +57,17 @@ describe('the console: a lead posted with a ping', function () {
     expect(await timeline.locator('table.bids tr[data-buyer="ca-buyer"] td').allInnerTexts()).to.deep.equal(['ca-buyer', 'bid', '40.00', '0 ms']);
     expect(await timeline.locator('table.bids tr[data-buyer="ny-buyer"] td').nth(1).innerText()).to.equal('ineligible (state_not_allowed)');
     expect(await page.locator('#lead-summary').innerText()).to.contain(`${pinged.body.ping_id as string}, sold at ca-buyer's bid of 40.00`);
+    // At a phone's width each bid is a card: nothing scrolls sideways, every cell inside the window.
+    await page.setViewportSize({ width: 390, height: 844 });
+    const fits = await timeline.locator('table.bids').evaluate((table) => {
+      const box = table.closest('.table-wrap')!;
+      const width = table.ownerDocument.documentElement.clientWidth;
+      const cells = [...table.querySelectorAll('td')].map((td) => td.getBoundingClientRect());
+      return { scrolls: box.scrollWidth > box.clientWidth, outside: cells.filter((r) => r.left < 0 || r.right > width).length };
+    });
+    expect(fits).to.deep.equal({ scrolls: false, outside: 0 });
+    mkdirSync('test-results/console', { recursive: true });
+    await page.screenshot({ path: 'test-results/console/ping-lead-phone.png', fullPage: true });
     expect(problems).to.deep.equal([]);
     await context.close();
   });
