@@ -11,13 +11,26 @@ const STATUSES = [['', 'Any'], ['pending', 'Pending'], ['delivered', 'Delivered'
 
 /** Why the latest webhook attempt failed, in words (the API's last_error: http_4xx… by the answer's hundred). */
 const ERRORS = {
-  http_4xx: 'refused by the buyer (HTTP 4xx)',
-  http_5xx: 'buyer error (HTTP 5xx)',
+  http_4xx: 'refused by the buyer',
+  http_5xx: 'buyer error',
   timeout: 'no answer in time',
   connection_error: 'could not connect',
   attempt_lost: 'attempt lost (no outcome recorded)',
 };
-const lastError = (code) => ERRORS[code] ?? (/^http_\dxx$/.test(code) ? `answered HTTP ${code.slice(5)}` : code);
+
+/**
+ * The buyer's last answer in one cell (last_error in words, with the HTTP status it gave): one
+ * column rather than two keeps a webhook row within a laptop's width.
+ */
+function lastAnswer(row) {
+  // A no-break space: "HTTP" and its status stay on one line when the cell wraps.
+  const http = (status) => `HTTP\u00a0${status}`;
+  const status = row.last_status_code;
+  if (!row.last_error) return status ? http(status) : '';
+  const words = ERRORS[row.last_error] ?? (/^http_\dxx$/.test(row.last_error) ? 'answered' : row.last_error);
+  if (status) return `${words} (${http(status)})`;
+  return /^http_\dxx$/.test(row.last_error) ? `${words} (${http(row.last_error.slice(5))})` : words;
+}
 
 /**
  * When the worker tries again: only for a row it has tried already. A pull buyer's pending row
@@ -27,14 +40,14 @@ const nextAttempt = (row) => (row.status === 'pending' && row.attempts > 0 && ro
 
 const COLUMNS = [
   ['Lead', (r) => [h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id), r.erased ? badge('erased') : null]],
-  ['Buyer', (r) => r.buyer ?? ''],
-  ['Bucket', (r) => r.bucket ?? ''],
+  // A row is a buyer's or a bucket's, never both: one column, as on the leads page, so that the
+  // table fits a laptop's width with a webhook row's error and next attempt.
+  ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? ''],
   ['Delivery', (r) => r.delivery_kind ?? ''],
   ['Status', (r) => r.status],
   ['Attempts', (r) => r.attempts, 'num'],
   ['Last attempt', (r) => time(r.last_attempt_at), 'time'],
-  ['Last status', (r) => r.last_status_code ?? ''],
-  ['Last error', (r) => (r.last_error ? lastError(r.last_error) : '')],
+  ['Last answer', lastAnswer, 'words'],
   ['Next attempt', nextAttempt, 'time'],
 ];
 

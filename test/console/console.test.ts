@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, leadWith, testMobile, validLead } from '../support/service.js';
+import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 
 // The console in a real browser against the running service, real keys and real leads: an
 // analyst signs in, the report's charts and table hold exactly what the report API answers, a
@@ -14,15 +15,17 @@ import { TestService, leadWith, testMobile, validLead } from '../support/service
 
 const SHOTS = 'test-results/console';
 const SIZES = { laptop: { width: 1280, height: 800 }, phone: { width: 390, height: 844 } } as const;
-const routing = {
+const routingWith = (refusingUrl: string) => ({
   buyers: [
     { id: 'ca-buyer', price: 40, states: ['CA'], return_reasons: ['bad_phone', 'fraud'] },
     { id: 'ny-buyer', price: 30.5, states: ['NY'] },
     // A webhook buyer nobody listens for (port 1): each attempt fails to connect and is retried.
     { id: 'fl-hook', price: 25, states: ['FL'], delivery: { kind: 'webhook', url: 'https://127.0.0.1:1/leads', timeout_ms: 2000, max_attempts: 8 } },
+    // A webhook buyer that answers every delivery 422: refused, for good.
+    { id: 'az-refuses', price: 20, states: ['AZ'], delivery: { kind: 'webhook', url: refusingUrl, timeout_ms: 2000, max_attempts: 8 } },
   ],
   buckets: [{ id: 'unsold', default: true }],
-};
+});
 
 type Totals = Record<string, number>;
 
@@ -43,6 +46,7 @@ function sum(rows: Array<Record<string, unknown>>, fields: readonly string[]): T
 describe('the console in a browser', function () {
   this.timeout(120_000);
   let svc: TestService | undefined;
+  let refusing: BuyerEndpoint | undefined;
   let browser: Browser | undefined;
   let origin: string;
   const keys: Record<string, string> = {};
@@ -50,7 +54,8 @@ describe('the console in a browser', function () {
 
   before(async function () {
     skipWithoutChromium(this);
-    svc = await TestService.start({ routing });
+    refusing = await BuyerEndpoint.start(() => 422);
+    svc = await TestService.start({ routing: routingWith(refusing.url), buyerCa: refusing.cert });
     origin = `https://127.0.0.1:${svc.port}`;
     keys.supA = await svc.key('supplier', 'sup-a');
     keys.supB = await svc.key('supplier', 'sup-b');
@@ -71,6 +76,7 @@ describe('the console in a browser', function () {
   after(async () => {
     await browser?.close();
     await svc?.stop();
+    await refusing?.stop();
   });
 
   /** A page that records everything the test must fail on. */
@@ -347,8 +353,8 @@ describe('the console in a browser', function () {
     const row = page.locator(`#deliveries-table tr[data-lead="${leads.caSold}"]`);
     await row.waitFor();
     // How the lead reaches its buyer, why a delivery failed and when it is tried again are columns; cancelled is a status to filter by.
-    expect(await page.locator('#deliveries-table thead th').allInnerTexts()).to.deep.equal(['Lead', 'Buyer', 'Bucket', 'Delivery', 'Status', 'Attempts', 'Last attempt', 'Last status', 'Last error', 'Next attempt']);
-    expect((await row.locator('td').allInnerTexts()).slice(1, 5), 'a pull buyer\'s pending lead').to.deep.equal(['ca-buyer', '', 'pull', 'pending']);
+    expect(await page.locator('#deliveries-table thead th').allInnerTexts()).to.deep.equal(['Lead', 'Buyer or bucket', 'Delivery', 'Status', 'Attempts', 'Last attempt', 'Last answer', 'Next attempt']);
+    expect((await row.locator('td').allInnerTexts()).slice(1, 4), 'a pull buyer\'s pending lead').to.deep.equal(['ca-buyer', 'pull', 'pending']);
     expect(await page.getByLabel('Status').locator('option').evaluateAll((os) => os.map((o) => o.getAttribute('value')))).to.deep.equal(['', 'pending', 'delivered', 'failed', 'cancelled']);
     await shoot(page, 'deliveries', () => row.waitFor());
     await row.locator('td').nth(3).click();
@@ -359,7 +365,7 @@ describe('the console in a browser', function () {
     const items = events.body.items as Array<{ type: string; data: { candidates?: Array<{ buyer: string; eligible: boolean; reason: string }> } }>;
     expect(await timeline.locator(':scope > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-type')))).to.deep.equal(items.map((e) => e.type));
     const candidates = items.find((e) => e.type === 'LeadRouted')!.data.candidates!;
-    expect(candidates.map((c) => c.buyer)).to.deep.equal(['ca-buyer', 'ny-buyer', 'fl-hook']);
+    expect(candidates.map((c) => c.buyer)).to.deep.equal(['ca-buyer', 'ny-buyer', 'fl-hook', 'az-refuses']);
     for (const candidate of candidates) {
       const cells = await timeline.locator(`table.candidates tr[data-buyer="${candidate.buyer}"] td`).allInnerTexts();
       expect(cells[2], candidate.buyer).to.equal(candidate.eligible ? 'yes' : 'no');
@@ -989,11 +995,24 @@ describe('the console in a browser', function () {
     const row = page.locator(`#deliveries-table tr[data-lead="${id}"]`);
     await row.waitFor();
     const cells = await row.locator('td').allInnerTexts();
-    expect(cells.slice(1, 5)).to.deep.equal(['fl-hook', '', 'webhook', 'pending']);
-    expect(cells[6]).to.match(UTC_TIME);
-    expect(cells[8], 'last error').to.equal('could not connect');
-    expect(cells[9], 'next attempt').to.match(UTC_TIME);
+    expect(cells.slice(1, 4)).to.deep.equal(['fl-hook', 'webhook', 'pending']);
+    expect(cells[5]).to.match(UTC_TIME);
+    expect(cells[6], 'last answer').to.equal('could not connect');
+    expect(cells[7], 'next attempt').to.match(UTC_TIME);
+    // A buyer that refused the lead: its answer in words with the HTTP status it gave.
+    const refused = await svc!.post(leadWith(`az.${run}@example.com`, testMobile(5_400_000 + run), { accident_state: 'AZ', zip: '85001', sid: 'az' }), { 'x-api-key': keys.supA! });
+    expect(refused.body, refused.text).to.include({ code: 'SOLD' });
+    const refusedId = refused.body.lead_id as number;
+    await eventually(async () => ((await api('/functions/deliveries?buyer=az-refuses', keys.admin!)).items as Delivery[]).find((d) => d.lead_id === refusedId && d.status === 'failed') ?? null);
+    await page.getByRole('link', { name: 'Leads' }).click();
+    await page.getByRole('link', { name: 'Deliveries' }).click();
+    const refusedRow = page.locator(`#deliveries-table tr[data-lead="${refusedId}"]`);
+    await refusedRow.waitFor();
+    const refusedCells = await refusedRow.locator('td').allInnerTexts();
+    expect([refusedCells[1], refusedCells[2], refusedCells[3], refusedCells[6]]).to.deep.equal(['az-refuses', 'webhook', 'failed', 'refused by the buyer (HTTP\u00a0422)']);
     await shoot(page, 'admin-deliveries-webhook', () => row.waitFor());
+    // At a laptop's width too every row fits whole: nothing of it scrolls out of its card.
+    expect(await tableFits(page, '#deliveries-table'), 'the deliveries at a laptop\'s width').to.deep.equal([]);
 
     // The consumer erased: the buyer's lead.erased notice fails to connect too, drawn as a failure.
     const erasure = await svc!.post({ email }, { 'x-api-key': keys.admin! }, '/functions/erasures');
@@ -1012,9 +1031,9 @@ describe('the console in a browser', function () {
     await page.getByLabel('Status').selectOption('cancelled');
     await page.getByRole('button', { name: 'Show' }).click();
     await page.locator(`#deliveries-table tr[data-lead="${id}"]`).waitFor();
-    expect(new Set(await page.locator('#deliveries-table tbody tr td:nth-child(5)').allInnerTexts())).to.deep.equal(new Set(['cancelled']));
+    expect(new Set(await page.locator('#deliveries-table tbody tr td:nth-child(4)').allInnerTexts())).to.deep.equal(new Set(['cancelled']));
     const cancelled = await page.locator(`#deliveries-table tr[data-lead="${id}"] td`).allInnerTexts();
-    expect([cancelled[0], cancelled[3], cancelled[4], cancelled[8], cancelled[9]]).to.deep.equal([`${id} erased`, 'webhook', 'cancelled', 'could not connect', '']);
+    expect([cancelled[0], cancelled[2], cancelled[3], cancelled[6], cancelled[7]]).to.deep.equal([`${id} erased`, 'webhook', 'cancelled', 'could not connect', '']);
     expect(elsewhere).to.deep.equal([]);
     expect(problems).to.deep.equal([]);
     await context.close();
@@ -1149,7 +1168,7 @@ describe('the console in a browser', function () {
     await page.goto(`${origin}/console#/deliveries`);
     const listed = (await api('/functions/deliveries?limit=50', keys.analyst!)).items as Array<{ lead_id: number; status: string }>;
     await page.locator('#deliveries-message', { hasText: `${listed.length} deliveries shown.` }).waitFor();
-    const essentials = ['Lead', 'Buyer', 'Bucket', 'Status', 'Last attempt', 'Next attempt'];
+    const essentials = ['Lead', 'Buyer or bucket', 'Status', 'Last attempt', 'Next attempt'];
     const seen = await page.locator('#deliveries-table').evaluate((table, essentials) => {
       const width = table.ownerDocument.documentElement.clientWidth;
       const heads = [...table.querySelectorAll('thead th')].map((th) => th.textContent);
