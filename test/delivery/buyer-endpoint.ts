@@ -21,6 +21,16 @@ export interface ReceivedDelivery {
 /** A status to answer with (and headers and a body to send along; the body defaults to `{}`), or `hang` to never answer. */
 export type Answer = number | { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string } | 'hang';
 
+export interface BuyerEndpointOptions {
+  /**
+   * Leave a kept-alive connection open however long it idles, until the endpoint stops (Node's
+   * server closes one idle for 5 s). A client that reuses a connection as the server closes it gets
+   * ECONNRESET; on a loaded machine the server's timer and the next request can meet, and a test
+   * that is not about that need not time its requests around it.
+   */
+  readonly keepIdleConnections?: boolean;
+}
+
 export class BuyerEndpoint {
   readonly received: ReceivedDelivery[] = [];
 
@@ -31,7 +41,7 @@ export class BuyerEndpoint {
     private readonly answer: (request: ReceivedDelivery) => Answer | Promise<Answer>,
   ) {}
 
-  static async start(answer: (request: ReceivedDelivery) => Answer | Promise<Answer> = () => 200): Promise<BuyerEndpoint> {
+  static async start(answer: (request: ReceivedDelivery) => Answer | Promise<Answer> = () => 200, options: BuyerEndpointOptions = {}): Promise<BuyerEndpoint> {
     const dir = tempDir('buyer-endpoint');
     const tls = await loadOrCreateTls({ dataDir: dir.path });
     let endpoint: BuyerEndpoint | undefined;
@@ -48,6 +58,7 @@ export class BuyerEndpoint {
         res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(body ?? '{}');
       });
     });
+    if (options.keepIdleConnections) server.keepAliveTimeout = 0;
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     endpoint = new BuyerEndpoint(server, tls.cert, dir.remove, answer);
     return endpoint;

@@ -74,7 +74,10 @@ function routing(base: string, hanging: boolean) {
 /** The bidders' endpoint and the service asking them, with a supplier's key. */
 async function startPingService(options: { readonly hanging: boolean; readonly now?: () => Date }) {
   process.env[SECRET_ENV] = SECRET;
-  const endpoint = await BuyerEndpoint.start((request) => ANSWERS[pathOf(request)]?.(request) ?? 404);
+  // The service asks the bidders over kept-alive connections; between two rounds they may idle for
+  // about the 5 s after which a server closes them, and on a loaded machine the next round then
+  // finds them reset (ECONNRESET), its bids lost. The bidders here keep them open.
+  const endpoint = await BuyerEndpoint.start((request) => ANSWERS[pathOf(request)]?.(request) ?? 404, { keepIdleConnections: true });
   const svc = await TestService.start({
     routing: routing(endpoint.url.replace(/\/leads$/, ''), options.hanging),
     env: { PING_DEADLINE_MS: String(DEADLINE_MS) },
