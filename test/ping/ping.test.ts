@@ -102,6 +102,13 @@ async function bidsOf(svc: TestService, pingId: string): Promise<PingBidsCollect
   return events.find((e) => e.type === 'PingBidsCollected')!.data as PingBidsCollected['data'];
 }
 
+/** What each bidder of a ping did, for an assertion's message: a bid that did not stand says why. */
+async function bidsSaid(svc: TestService, pingId: unknown): Promise<string> {
+  const collected = typeof pingId === 'string' ? await bidsOf(svc, pingId).catch(() => undefined) : undefined;
+  if (!collected) return `no bids recorded for ping ${String(pingId)}`;
+  return collected.bids.map((b) => `${b.buyer}: ${b.result}${b.detail ? ` (${b.detail})` : ''} after ${b.latency_ms} ms`).join('; ');
+}
+
 describe('ping/post: the deadline', function () {
   // A ping here lasts its deadline; one that waited for the hanging bidder, its own timeout.
   this.timeout(HANG_TIMEOUT_MS + 30_000);
@@ -132,7 +139,7 @@ describe('ping/post: the deadline', function () {
     const answeredAt = Date.now();
 
     expect(reply.status, reply.text).to.equal(201);
-    expect(reply.body).to.include({ ok: true, acceptance: 'accepted', code: 'BID', bid: 37.5, lead_id: null, sold: false, Response: 'Success' });
+    expect(reply.body, await bidsSaid(svc, reply.body.ping_id)).to.include({ ok: true, acceptance: 'accepted', code: 'BID', bid: 37.5, lead_id: null, sold: false, Response: 'Success' });
     expect(reply.body.ping_id).to.match(/^[0-9a-f-]{36}$/);
     // It stands for PING_TTL_SECONDS (300) from when it was asked, somewhere between sending it and its answer.
     expect(Date.parse(reply.body.expires_at as string)).to.be.within(sentAt + 300_000, answeredAt + 300_000);
@@ -175,7 +182,7 @@ describe('ping/post: the deadline', function () {
     const seenBefore = endpoint.received.length;
     // The hanging bidder keeps the round open until the deadline: every ping arrives while it runs.
     const replies = await Promise.all(Array.from({ length: 10 }, () => ping(body)));
-    expect(replies.map((r) => `${r.status} ${r.body.code} ${r.body.bid}`)).to.deep.equal(Array(10).fill('201 BID 37.5'));
+    expect(replies.map((r) => `${r.status} ${r.body.code} ${r.body.bid}`), await bidsSaid(svc, replies[0]!.body.ping_id)).to.deep.equal(Array(10).fill('201 BID 37.5'));
     const pingIds = new Set(replies.map((r) => r.body.ping_id));
     expect(pingIds.size, [...pingIds].join(' ')).to.equal(1);
     const [pingId] = pingIds;
