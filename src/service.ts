@@ -1,5 +1,3 @@
-import { Agent } from 'node:https';
-import { rootCertificates } from 'node:tls';
 import type { Logger } from 'pino';
 import { CapLedger } from './commands/caps.js';
 import { ContactRegistry } from './commands/contacts.js';
@@ -21,6 +19,7 @@ import { createLogger } from './http/logger.js';
 import { warnOfUnsetSecrets } from './routing/unset-secrets.js';
 import { startServers } from './http/server.js';
 import { loadOrCreateTls } from './http/tls.js';
+import { buyerAgent } from './delivery/buyer-agent.js';
 import { KeyRing } from './keys/key-ring.js';
 import { Projections } from './projections/index.js';
 import { releaseVersion } from './version.js';
@@ -200,7 +199,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const eraser = new ConsumerEraser({ ...consumerLeads, keys: personalData, hashes: contactHashes, contacts, now });
   const caps = new CapLedger(store);
   // Bids are asked over keep-alive connections: a ping's deadline is too short for a TLS handshake per buyer.
-  const bidAgent = new Agent({ keepAlive: true, ...(overrides.buyerCa ? { ca: [...rootCertificates, overrides.buyerCa] } : {}) });
+  const bidAgent = buyerAgent({ ca: overrides.buyerCa });
   const ping = createPing({
     store,
     validate: createPingValidator(),

@@ -1,6 +1,7 @@
 import type { ClientRequest } from 'node:http';
 import { type Agent, request } from 'node:https';
 import type { WireResult } from './attempt.js';
+import { staleConnection } from './buyer-agent.js';
 
 // One POST to a buyer's endpoint, time-boxed as a whole: a buyer that accepts the connection and
 // then trickles bytes must not hold a delivery slot longer than its `timeout_ms`. The answer
@@ -30,9 +31,13 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
       if (result.kind !== 'response') clearTimeout(deadline);
       resolve(result);
     };
-    let req: ClientRequest;
-    try {
-      req = request(
+    let deadline: NodeJS.Timeout | undefined;
+    // Sent once more, on a new connection, when the kept one it went out on turns out closed by the
+    // buyer (see buyer-agent.ts); only the request in flight may settle the POST.
+    let current: ClientRequest | undefined;
+    const send = (retried: boolean) => {
+      let answered = false;
+      const req = request(
         post.url,
         {
           method: 'POST',
@@ -42,6 +47,7 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
           signal: post.signal,
         },
         (res) => {
+          answered = true;
           const retryAfter = res.headers['retry-after'] ?? null;
           settle({ kind: 'response', status: res.statusCode ?? 0, latencyMs: elapsed(), retryAfter });
           res.on('error', () => {});
@@ -49,23 +55,33 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
           res.resume();
         },
       );
+      current = req;
+      const giveUp = () => {
+        if (req !== current) return;
+        settle({ kind: 'timeout', latencyMs: elapsed() });
+        req.destroy();
+      };
+      req.once('socket', () => {
+        clearTimeout(deadline);
+        started = performance.now();
+        deadline = setTimeout(giveUp, post.timeoutMs);
+      });
+      req.on('timeout', giveUp);
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        if (req !== current) return;
+        if (!retried && !answered && !settled && !post.signal?.aborted && staleConnection(req, error)) return send(true);
+        settle({ kind: 'connection_error', latencyMs: elapsed(), code: error.code ?? null });
+      });
+      req.on('close', () => {
+        if (req === current) settle({ kind: 'connection_error', latencyMs: elapsed(), code: null });
+      });
+      req.end(post.body);
+    };
+    try {
+      send(false);
     } catch (error) {
       // A URL the routing file let through but Node will not send to: as good as unreachable.
       resolve({ kind: 'connection_error', latencyMs: 0, code: (error as NodeJS.ErrnoException).code ?? null });
-      return;
     }
-    const giveUp = () => {
-      settle({ kind: 'timeout', latencyMs: elapsed() });
-      req.destroy();
-    };
-    let deadline: NodeJS.Timeout | undefined;
-    req.once('socket', () => {
-      started = performance.now();
-      deadline = setTimeout(giveUp, post.timeoutMs);
-    });
-    req.on('timeout', giveUp);
-    req.on('error', (error: NodeJS.ErrnoException) => settle({ kind: 'connection_error', latencyMs: elapsed(), code: error.code ?? null }));
-    req.on('close', () => settle({ kind: 'connection_error', latencyMs: elapsed(), code: null }));
-    req.end(post.body);
   });
 }

@@ -1,6 +1,6 @@
 import type { PersonalDataKeys } from '../personal-data/index.js';
-import { rootCertificates } from 'node:tls';
-import { Agent } from 'node:https';
+import type { Agent } from 'node:https';
+import { buyerAgent } from './buyer-agent.js';
 import type { Logger } from 'pino';
 import type { EventStore } from '../event-store/port.js';
 import type { ReadModelStore } from '../read-models/port.js';
@@ -108,11 +108,10 @@ export class DeliveryWorker {
   constructor(private readonly deps: DeliveryWorkerDeps) {
     this.concurrency = deps.concurrency ?? 16;
     this.pollMs = deps.pollMs ?? 200;
-    const ca = deps.ca ? { ca: [...rootCertificates, deps.ca] } : {};
-    this.agent = new Agent({ keepAlive: true, maxSockets: this.concurrency, ...ca });
+    this.agent = buyerAgent({ maxSockets: this.concurrency, ca: deps.ca });
     // Notices have sockets of their own: a burst of them (a retention sweep) must not make the
     // deliveries wait for a connection to their buyer.
-    this.noticeAgent = new Agent({ keepAlive: true, maxSockets: NOTICE_SOCKETS, ...ca });
+    this.noticeAgent = buyerAgent({ maxSockets: NOTICE_SOCKETS, ca: deps.ca });
   }
 
   start(): void {

@@ -16,10 +16,16 @@ export interface ReceivedDelivery {
   readonly body: Record<string, unknown>;
   /** performance.now() when the request was read. */
   readonly at: number;
+  /** Whether it came on a connection an earlier request came on (a kept-alive one). */
+  readonly reused: boolean;
 }
 
-/** A status to answer with (and headers and a body to send along; the body defaults to `{}`), or `hang` to never answer. */
-export type Answer = number | { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string } | 'hang';
+/**
+ * A status to answer with (and headers and a body to send along; the body defaults to `{}`), `hang`
+ * to never answer, or `close` to close the connection without answering (as a server does that
+ * closes a kept-alive connection for idling just as a request comes on it).
+ */
+export type Answer = number | { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string } | 'hang' | 'close';
 
 export interface BuyerEndpointOptions {
   /**
@@ -45,15 +51,19 @@ export class BuyerEndpoint {
     const dir = tempDir('buyer-endpoint');
     const tls = await loadOrCreateTls({ dataDir: dir.path });
     let endpoint: BuyerEndpoint | undefined;
+    const used = new WeakSet<object>();
     const server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
+      const reused = used.has(req.socket);
+      used.add(req.socket);
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', async () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        const request: ReceivedDelivery = { n: endpoint!.received.length + 1, path: req.url ?? '', headers: req.headers, text, body: parse(text), at: performance.now() };
+        const request: ReceivedDelivery = { n: endpoint!.received.length + 1, path: req.url ?? '', headers: req.headers, text, body: parse(text), at: performance.now(), reused };
         endpoint!.received.push(request);
         const answer = await endpoint!.answer(request);
         if (answer === 'hang') return;
+        if (answer === 'close') return void req.socket.destroy();
         const { status, headers, body } = typeof answer === 'number' ? { status: answer, headers: {}, body: undefined } : answer;
         res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(body ?? '{}');
       });

@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import { Agent } from 'node:https';
 import { rootCertificates } from 'node:tls';
+import type { Socket } from 'node:net';
+import { IDLE_MS, buyerAgent } from '../../src/delivery/buyer-agent.js';
 import { postWebhook } from '../../src/delivery/post-webhook.js';
 import { BuyerEndpoint } from './buyer-endpoint.js';
 
@@ -33,6 +35,81 @@ describe('delivery: one POST to a buyer', function () {
       expect(result.kind).to.equal('timeout');
     } finally {
       agent.destroy();
+    }
+  });
+});
+
+describe('delivery: a kept connection the buyer has closed', function () {
+  this.timeout(30_000);
+  let endpoint: BuyerEndpoint;
+  /** What the buyer does with a request that comes on a connection an earlier one came on. */
+  let onReused: 'close' | 200 = 'close';
+  /** And with one on a new connection. */
+  let onNew: 'close' | 200 = 200;
+  before(async function () {
+    endpoint = await BuyerEndpoint.start((request) => (request.reused ? onReused : onNew), { keepIdleConnections: true });
+  });
+  after(async () => endpoint?.stop());
+  afterEach(() => {
+    endpoint.received.length = 0;
+    onReused = 'close';
+    onNew = 200;
+  });
+
+  const post = (agent: Agent, body: string) => postWebhook({ url: endpoint.url, body, headers: { 'content-type': 'application/json' }, timeoutMs: 5_000, agent });
+
+  it('a POST that meets the close on a reused connection is sent once more on a new one, and delivered', async function () {
+    const agent = buyerAgent({ maxSockets: 1, ca: endpoint.cert });
+    try {
+      expect(await post(agent, '{"n":1}')).to.include({ kind: 'response', status: 200 });
+      // The buyer closes the kept connection as the next POST comes on it.
+      const second = await post(agent, '{"n":2}');
+      expect(second).to.include({ kind: 'response', status: 200 });
+      expect(endpoint.received.map((r) => [r.text, r.reused])).to.deep.equal([
+        ['{"n":1}', false],
+        ['{"n":2}', true],
+        ['{"n":2}', false],
+      ]);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('sent once more only: a buyer that closes every connection is a connection error, after two tries; a new connection closed is not tried again', async function () {
+    const agent = buyerAgent({ maxSockets: 1, ca: endpoint.cert });
+    try {
+      expect(await post(agent, '{"n":1}')).to.include({ kind: 'response', status: 200 });
+      onNew = 'close';
+      expect(await post(agent, '{"n":2}')).to.include({ kind: 'connection_error' });
+      expect(endpoint.received.map((r) => r.reused)).to.deep.equal([false, true, false]);
+      expect(await post(agent, '{"n":3}')).to.include({ kind: 'connection_error' });
+      expect(endpoint.received.map((r) => r.text)).to.deep.equal(['{"n":1}', '{"n":2}', '{"n":2}', '{"n":3}']);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it("closes a free connection a second before the buyer's Keep-Alive header says the buyer will, rather than send on it then", async function () {
+    const hinting = await BuyerEndpoint.start(() => ({ status: 200, headers: { 'keep-alive': 'timeout=2' } }), { keepIdleConnections: true });
+    const agent = buyerAgent({ ca: hinting.cert });
+    try {
+      let free: Socket | undefined;
+      const closed = new Promise<'closed'>((resolve) => {
+        agent.once('free', (socket: Socket) => {
+          free = socket;
+          socket.once('close', () => resolve('closed'));
+        });
+      });
+      expect(await postWebhook({ url: hinting.url, body: '{}', headers: {}, timeoutMs: 5_000, agent })).to.include({ kind: 'response', status: 200 });
+      // Kept for reuse, then closed by this side (the endpoint keeps it open for ever): at the
+      // hint less a second, long before the agent's own IDLE_MS.
+      expect(free!.destroyed, 'kept for reuse').to.equal(false);
+      const bound = new Promise<'still open'>((resolve) => setTimeout(() => resolve('still open'), IDLE_MS / 3).unref());
+      expect(await Promise.race([closed, bound])).to.equal('closed');
+      expect(Object.keys(agent.freeSockets)).to.deep.equal([]);
+    } finally {
+      agent.destroy();
+      await hinting.stop();
     }
   });
 });

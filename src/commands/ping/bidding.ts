@@ -1,4 +1,5 @@
 import { type Agent, request } from 'node:https';
+import { staleConnection } from '../../delivery/buyer-agent.js';
 import type { CapLedger } from '../caps.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from '../../delivery/signature.js';
 import type { PingBid } from '../../events/ping-events.js';
@@ -150,8 +151,11 @@ function askBid(url: string, body: string, secret: string | null, now: Date, tim
     const onAbort = () => settle({ kind: 'timeout', latencyMs: latencyMs(), detail: own.aborted ? 'timeout_ms' : 'deadline' });
     if (signal.aborted) return onAbort();
     signal.addEventListener('abort', onAbort);
-    try {
+    // Sent once more, on a new connection, when the kept one it went out on turns out closed by the bidder.
+    const send = (retried: boolean) => {
+      let answered = false;
       const req = request(url, { method: 'POST', agent, headers, signal }, (res) => {
+        answered = true;
         const status = res.statusCode ?? 0;
         const chunks: Buffer[] = [];
         let size = 0;
@@ -168,8 +172,14 @@ function askBid(url: string, body: string, secret: string | null, now: Date, tim
           settle({ kind: 'answered', ...bidIn(Buffer.concat(chunks).toString('utf8')), latencyMs: latencyMs() });
         });
       });
-      req.on('error', (error: NodeJS.ErrnoException) => settle({ kind: 'error', latencyMs: latencyMs(), detail: error.code ?? 'connection_error' }));
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        if (!retried && !answered && !settled && !signal.aborted && staleConnection(req, error)) return send(true);
+        settle({ kind: 'error', latencyMs: latencyMs(), detail: error.code ?? 'connection_error' });
+      });
       req.end(body);
+    };
+    try {
+      send(false);
     } catch {
       settle({ kind: 'error', latencyMs: latencyMs(), detail: 'bad_url' });
     }
