@@ -29,6 +29,9 @@ const KEY_LENGTH = 59;
 const DUMMY_SECRET = 'x'.repeat(43);
 const DUMMY_HASH = Buffer.alloc(32);
 
+/** After a read of the keys stream fails, unknown keys are refused without a read of their own for this long. */
+const FAILED_READ_PAUSE_MS = 1000;
+
 // crypto.hash: the one-shot form, about twice as fast as a Hash object for a short input; once per request.
 const sha256 = (text: string): Buffer => hash('sha256', text, 'buffer');
 
@@ -38,6 +41,8 @@ export class KeyRing {
   private polling: Promise<void> = Promise.resolve();
   /** A read of the stream queued behind the one running, not begun yet: every caller until it begins shares it. */
   private queuedRead: Promise<void> | undefined;
+  /** performance.now() of the last read that failed: a store that is down is not asked again per request. */
+  private failedAt = Number.NEGATIVE_INFINITY;
   private closed = false;
 
   private constructor(
@@ -81,6 +86,9 @@ export class KeyRing {
   authenticateFresh(presented: string | undefined): Principal | null | Promise<Principal | null> {
     const principal = this.authenticate(presented);
     if (principal || this.closed || !this.unseenId(presented)) return principal;
+    // The store failing: the polls go on, but a flood of unknown keys must not add a read (and a
+    // logged failure) each meanwhile.
+    if (performance.now() - this.failedAt < FAILED_READ_PAUSE_MS) return null;
     this.queuedRead ??= this.read(() => (this.queuedRead = undefined));
     return this.queuedRead.then(() => this.authenticate(presented));
   }
@@ -105,6 +113,7 @@ export class KeyRing {
       try {
         this.keys = await loadKeys(this.store, this.keys);
       } catch (error) {
+        this.failedAt = performance.now();
         try {
           this.onPollError(error);
         } catch {

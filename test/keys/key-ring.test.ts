@@ -167,6 +167,37 @@ describe('KeyRing', function () {
       expect(reads()).to.equal(before + 1);
     });
 
+    it('with the store failing, a flood of unknown keys adds no read (nor a logged failure) each: one read, then none for a second', async function () {
+      const timers = sinon.useFakeTimers({ toFake: ['performance'] });
+      try {
+        let reads = 0;
+        let failing = false;
+        const errors: unknown[] = [];
+        const down = Object.assign(Object.create(store) as EventStore, {
+          readStream: (...args: Parameters<EventStore['readStream']>) => (reads++, failing ? Promise.reject(new Error('down')) : store.readStream(...args)),
+        });
+        ring = await KeyRing.open(down, { pollMs: 3_600_000, now: () => clock, onPollError: (error) => errors.push(error) });
+        reads = 0;
+        failing = true;
+        const { id, key } = await create(store);
+        expect(await ring.authenticateFresh(key)).to.equal(null);
+        expect([reads, errors.length]).to.deep.equal([1, 1]);
+        const flood = Array.from({ length: 20 }, () => {
+          const made = newKeyMaterial();
+          return ring.authenticateFresh(formatKey(made.id, made.secret));
+        });
+        expect(await Promise.all(flood)).to.deep.equal(Array(20).fill(null));
+        expect([reads, errors.length]).to.deep.equal([1, 1]);
+        // The store back, and the pause over: the key is found.
+        failing = false;
+        timers.tick(1000);
+        expect(await ring.authenticateFresh(key)).to.deep.equal({ keyId: id, role: 'supplier', name: 'acme' });
+        expect(reads).to.equal(2);
+      } finally {
+        timers.restore();
+      }
+    });
+
     it('a read begun before the key was made is not taken for the answer: the lookup waits for one that begins after it', async function () {
       await counted();
       let release!: () => void;
