@@ -35,6 +35,10 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
     // Sent once more, on a new connection, when the kept one it went out on turns out closed by the
     // buyer (see buyer-agent.ts); only the request in flight may settle the POST.
     let current: ClientRequest | undefined;
+    const giveUp = () => {
+      settle({ kind: 'timeout', latencyMs: elapsed() });
+      current?.destroy();
+    };
     const send = (retried: boolean) => {
       let answered = false;
       const req = request(
@@ -56,17 +60,16 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
         },
       );
       current = req;
-      const giveUp = () => {
-        if (req !== current) return;
-        settle({ kind: 'timeout', latencyMs: elapsed() });
-        req.destroy();
-      };
+      // The box starts with the first request's connection and holds for a request sent again:
+      // an attempt never takes longer than the buyer's timeout_ms (and the wait for a socket).
       req.once('socket', () => {
-        clearTimeout(deadline);
+        if (deadline !== undefined) return;
         started = performance.now();
         deadline = setTimeout(giveUp, post.timeoutMs);
       });
-      req.on('timeout', giveUp);
+      req.on('timeout', () => {
+        if (req === current) giveUp();
+      });
       req.on('error', (error: NodeJS.ErrnoException) => {
         if (req !== current) return;
         if (!retried && !answered && !settled && !post.signal?.aborted && staleConnection(req, error)) return send(true);
