@@ -11,8 +11,8 @@ import { UsageError, readArgs } from './usage.js';
 const USAGE = `usage: leadpost health [--ready] [--timeout MS]
 
 Asks the service on this machine (https://HOST:PORT, from the same environment as serve) for
-/healthz, or /readyz with --ready. Exit 0 when it answers 200, 1 otherwise; made for a
-container HEALTHCHECK.`;
+/healthz, or /readyz with --ready. Exit 0 when it answers 200, 1 otherwise, printing what the
+answer says (not ready: which check, and why); made for a container HEALTHCHECK.`;
 
 export async function runHealthCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   let values;
@@ -34,10 +34,21 @@ export async function runHealthCommand(args: string[], io: CliIo = { out: proces
   const listener = loadListenerConfig(env);
   const host = !listener.host || listener.host === '0.0.0.0' || listener.host === '::' ? '127.0.0.1' : listener.host;
   const port = listener.port;
+  let said = '';
   const status = await new Promise<number | string>((resolve) => {
     const req = request({ host, port, path, method: 'GET', rejectUnauthorized: false, timeout: timeoutMs }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
+      // What the answer says, for an engineer reading why it is not ready ("not ready: key_store …").
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size <= MAX_ANSWER_BYTES) chunks.push(chunk);
+      });
+      res.on('error', () => resolve(res.statusCode ?? 0));
+      res.on('end', () => {
+        said = envelopeMessage(Buffer.concat(chunks).toString('utf8'));
+        resolve(res.statusCode ?? 0);
+      });
     });
     req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.on('error', (error) => resolve(error.message));
@@ -47,6 +58,19 @@ export async function runHealthCommand(args: string[], io: CliIo = { out: proces
     io.out.write(`ok: ${path} answered 200\n`);
     return 0;
   }
-  io.err.write(`leadpost health: https://${host}:${port}${path} ${typeof status === 'number' ? `answered ${status}` : `failed: ${status}`}\n`);
+  io.err.write(`leadpost health: https://${host}:${port}${path} ${typeof status === 'number' ? `answered ${status}${said ? `: ${said}` : ''}` : `failed: ${status}`}\n`);
   return 1;
+}
+
+/** The service's answers are small envelopes; anything longer is not one. */
+const MAX_ANSWER_BYTES = 64 * 1024;
+
+/** The envelope's message, on one line; '' when the body is not an envelope. */
+function envelopeMessage(text: string): string {
+  try {
+    const message = (JSON.parse(text) as { message?: unknown }).message;
+    return typeof message === 'string' ? message.replace(/[\r\n]+/g, ' ').slice(0, 500) : '';
+  } catch {
+    return '';
+  }
 }

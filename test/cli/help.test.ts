@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import Database from 'better-sqlite3';
 import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { type AddressInfo, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { SERVE_USAGE } from '../../src/cli/serve-help.js';
@@ -161,5 +163,20 @@ describe('leadpost health', function () {
     expect(gone.code).to.equal(1);
     expect(gone.stderr).to.contain('https://127.0.0.1:1/healthz failed');
     expect((await cli(['health', '--bogus'])).code).to.equal(2);
+  });
+
+  it('--ready on a service that is not ready exits 1 saying why, as /readyz does', async function () {
+    const svc = await TestService.start();
+    // Another process's write lock on keys.db: the key store cannot take the API's writes.
+    const other = new Database(join(svc.dataDir, 'keys.db'));
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      const ready = await cli(['health', '--ready', '--timeout', '20000'], { PORT: String(svc.port), HOST: '127.0.0.1' });
+      expect(ready.code).to.equal(1);
+      expect(ready.stderr.trim()).to.equal(`leadpost health: https://127.0.0.1:${svc.port}/readyz answered 503: not ready: key_store (no answer within 2000 ms)`);
+    } finally {
+      other.close();
+      await svc.stop();
+    }
   });
 });
