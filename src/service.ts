@@ -151,6 +151,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
         logger,
         holder: leaseHolderId(),
         onAttempt: metrics.countDeliveryAttempt,
+        countSentAgain: metrics.countSentAgain,
         ...(overrides.buyerCa ? { buyerCa: overrides.buyerCa } : {}),
       });
   await background?.startProjector();
@@ -164,6 +165,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
         logger,
         countAppends: metrics.countAppend,
         countDeliveries: metrics.countDeliveryOutcome,
+        countSentAgain: metrics.countSentAgain,
       }).catch(async (error: unknown) => {
         // The thread's failure is what the operator must see, not a failure to close after it.
         await closeOpened().catch((closing: unknown) => logger.error({ err: closing }, 'closing the stores after a failed start failed'));
@@ -199,7 +201,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const eraser = new ConsumerEraser({ ...consumerLeads, keys: personalData, hashes: contactHashes, contacts, now });
   const caps = new CapLedger(store);
   // Bids are asked over keep-alive connections: a ping's deadline is too short for a TLS handshake per buyer.
-  const bidAgent = buyerAgent({ ca: overrides.buyerCa });
+  const bidAgent = buyerAgent({ ca: overrides.buyerCa, sentAgain: () => metrics.countSentAgain('bid') });
   const ping = createPing({
     store,
     validate: createPingValidator(),
@@ -207,6 +209,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     caps,
     env: process.env,
     agent: bidAgent,
+    countBids: metrics.countBids,
     deadlineMs: config.pingDeadlineMs,
     ttlSeconds: config.pingTtlSeconds,
     now,
@@ -225,6 +228,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
             allowedCertificateHosts: config.certificateHosts,
             phoneProviderUrl: config.phoneVerifierUrl,
             emailProviderUrl: config.emailVerifierUrl,
+            countChecks: metrics.countChecks,
           }),
           routing: () => routing,
           contacts,

@@ -16,14 +16,31 @@ import { createSecureContext, rootCertificates } from 'node:tls';
 /** A free connection to a buyer is closed after this long, sooner when the buyer's Keep-Alive header asks for it. */
 export const IDLE_MS = 30_000;
 
-/** `ca`: a certificate trusted on top of the system's (a test's self-signed buyer), parsed once for every connection. */
-export function buyerAgent(options: { readonly maxSockets?: number; readonly ca?: string | Buffer | undefined } = {}): Agent {
-  return new Agent({
+/**
+ * The connections requests to buyers go out on. `sentAgain` is told of every request sent once more
+ * after a stale connection: a buyer that keeps closing connections just as they are reused shows in
+ * /metrics before its requests start to fail. A plain Agent (a test's) has none.
+ */
+/** What a request to a buyer is, as /metrics tells them apart. */
+export type BuyerRequestKind = 'bid' | 'delivery' | 'erasure_notice';
+
+export type BuyerConnections = Agent & { readonly sentAgain?: () => void };
+
+export interface BuyerAgentOptions {
+  readonly maxSockets?: number;
+  /** A certificate trusted on top of the system's (a test's self-signed buyer), parsed once for every connection. */
+  readonly ca?: string | Buffer | undefined;
+  readonly sentAgain?: (() => void) | undefined;
+}
+
+export function buyerAgent(options: BuyerAgentOptions = {}): BuyerConnections {
+  const agent = new Agent({
     keepAlive: true,
     timeout: IDLE_MS,
     ...(options.maxSockets ? { maxSockets: options.maxSockets } : {}),
     ...(options.ca ? { secureContext: createSecureContext({ ca: [...rootCertificates, options.ca] }) } : {}),
   });
+  return options.sentAgain ? Object.assign(agent, { sentAgain: options.sentAgain }) : agent;
 }
 
 /** Whether a request failed because the kept connection it was sent on had been closed by the buyer: worth sending once more. */

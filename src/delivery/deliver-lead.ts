@@ -1,4 +1,3 @@
-import type { Agent } from 'node:https';
 import type { Logger } from 'pino';
 import { type Folded, handleCommand, readFolded } from '../commands/handler.js';
 import type { EventStore } from '../event-store/port.js';
@@ -9,6 +8,7 @@ import type { PersonalDataKeys } from '../personal-data/index.js';
 import type { Buyer } from '../routing/load-config.js';
 import { type DeliveryState, type Outcome, deliveryDecider, nextStep, outcomeOf } from './attempt.js';
 import { deliveryBody, deliveryHeaders } from './payload.js';
+import type { BuyerConnections } from './buyer-agent.js';
 import { postWebhook } from './post-webhook.js';
 
 // One delivery attempt of one lead, end to end: read its stream, make the payload, claim the next
@@ -23,7 +23,7 @@ export interface DeliverDeps {
   readonly env: NodeJS.ProcessEnv;
   readonly now: () => Date;
   readonly backoff: (attempt: number) => number;
-  readonly agent: Agent;
+  readonly agent: BuyerConnections;
   /** Cuts the POST short when the worker stops; the attempt is then recorded as failed, due again. */
   readonly signal?: AbortSignal;
   readonly lostAfterMs?: number;

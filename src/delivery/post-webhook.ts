@@ -1,7 +1,7 @@
 import type { ClientRequest } from 'node:http';
-import { type Agent, request } from 'node:https';
+import { request } from 'node:https';
 import type { WireResult } from './attempt.js';
-import { staleConnection } from './buyer-agent.js';
+import { type BuyerConnections, staleConnection } from './buyer-agent.js';
 
 // One POST to a buyer's endpoint, time-boxed as a whole: a buyer that accepts the connection and
 // then trickles bytes must not hold a delivery slot longer than its `timeout_ms`. The answer
@@ -14,7 +14,7 @@ export interface WebhookPost {
   readonly body: string;
   readonly headers: Record<string, string>;
   readonly timeoutMs: number;
-  readonly agent: Agent;
+  readonly agent: BuyerConnections;
   /** Cuts the POST short (the worker stopping): it ends as a connection error, retried later. */
   readonly signal?: AbortSignal;
 }
@@ -72,7 +72,10 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
       });
       req.on('error', (error: NodeJS.ErrnoException) => {
         if (req !== current) return;
-        if (!retried && !answered && !settled && !post.signal?.aborted && staleConnection(req, error)) return send(true);
+        if (!retried && !answered && !settled && !post.signal?.aborted && staleConnection(req, error)) {
+          post.agent.sentAgain?.();
+          return send(true);
+        }
         settle({ kind: 'connection_error', latencyMs: elapsed(), code: error.code ?? null });
       });
       req.on('close', () => {

@@ -1,6 +1,5 @@
 import type { PersonalDataKeys } from '../personal-data/index.js';
-import type { Agent } from 'node:https';
-import { buyerAgent } from './buyer-agent.js';
+import { type BuyerConnections, type BuyerRequestKind, buyerAgent } from './buyer-agent.js';
 import type { Logger } from 'pino';
 import type { EventStore } from '../event-store/port.js';
 import type { ReadModelStore } from '../read-models/port.js';
@@ -38,6 +37,8 @@ export interface DeliveryWorkerDeps {
   readonly lostAfterMs?: number;
   /** Called after each attempt; for tests and metrics. */
   readonly onAttempt?: (leadId: number, report: AttemptReport) => void;
+  /** Called for every POST sent once more after a stale connection (buyer-agent.ts); for metrics. */
+  readonly countSentAgain?: (kind: BuyerRequestKind) => void;
   /** How long stop() lets the POSTs in flight run before it cuts them short (default 3 s). */
   readonly stopGraceMs?: number;
 }
@@ -59,8 +60,8 @@ const SETTLED = new Set(['delivered', 'failed', 'cancelled', 'test_lead']);
 type Cursor = { readonly value: string; readonly id: string };
 
 export class DeliveryWorker {
-  private readonly agent: Agent;
-  private readonly noticeAgent: Agent;
+  private readonly agent: BuyerConnections;
+  private readonly noticeAgent: BuyerConnections;
   /**
    * One per attempt and per notice in flight, each aborted when stop() has waited long enough for
    * the POSTs in flight. Not one signal for the worker: every request in flight adds an abort
@@ -108,10 +109,11 @@ export class DeliveryWorker {
   constructor(private readonly deps: DeliveryWorkerDeps) {
     this.concurrency = deps.concurrency ?? 16;
     this.pollMs = deps.pollMs ?? 200;
-    this.agent = buyerAgent({ maxSockets: this.concurrency, ca: deps.ca });
+    const count = deps.countSentAgain;
+    this.agent = buyerAgent({ maxSockets: this.concurrency, ca: deps.ca, sentAgain: count && (() => count('delivery')) });
     // Notices have sockets of their own: a burst of them (a retention sweep) must not make the
     // deliveries wait for a connection to their buyer.
-    this.noticeAgent = buyerAgent({ maxSockets: NOTICE_SOCKETS, ca: deps.ca });
+    this.noticeAgent = buyerAgent({ maxSockets: NOTICE_SOCKETS, ca: deps.ca, sentAgain: count && (() => count('erasure_notice')) });
   }
 
   start(): void {

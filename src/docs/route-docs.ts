@@ -424,7 +424,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     tag: 'Operations',
     summary: 'Prometheus metrics',
     description:
-      'Request latency by route template and status, lead posts by outcome code, event-store appends, projection lag, webhook delivery attempts, and process metrics. ' +
+      'Request latency by route template and status, lead posts by outcome code, event-store appends, projection lag, webhook delivery attempts, requests to buyers sent again after a closed connection, ping bids by result, lead checks by result, and process metrics. ' +
       'Labels are route templates, codes and projection names only: no URL, key, principal or consumer data.',
     success: { status: 200, description: 'Prometheus text format.', content: { 'text/plain': { schema: { type: 'string' }, example: 'leadpost_lead_posts_total{code="SOLD",replayed="false"} 42\n' } } },
     outcomes: [],

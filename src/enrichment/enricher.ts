@@ -15,6 +15,8 @@ export interface EnricherOptions {
   readonly email: EmailVerifier;
   readonly consent: ConsentVerifier;
   readonly timeoutMs?: number;
+  /** Told every lead's results, for /metrics. */
+  readonly countChecks?: ((enrichment: Enrichment) => void) | undefined;
 }
 
 const OUTCOMES: ReadonlySet<unknown> = new Set(['pass', 'fail', 'unknown']);
@@ -46,7 +48,9 @@ export function createEnricher(options: EnricherOptions): Enricher {
         settled = true;
         clearTimeout(timer);
         const [phone, email, consent] = verifiers.map((verifier, index) => results[index] ?? timedOut(verifier));
-        resolve({ phone: phone!, email: email!, consent: consent! });
+        const enrichment = { phone: phone!, email: email!, consent: consent! };
+        options.countChecks?.(enrichment);
+        resolve(enrichment);
       };
       const timer = setTimeout(() => {
         // Settle first: the abort may make a verifier reject, and that must not count as a provider error.
@@ -87,6 +91,7 @@ export interface DefaultEnricherOptions {
   /** When set, the e-mail check goes to this HTTP provider instead of the list + MX lookup. */
   readonly emailProviderUrl?: string;
   readonly timeoutMs?: number;
+  readonly countChecks?: EnricherOptions['countChecks'];
 }
 
 function httpVerifier(url: string, timeoutMs: number): Verifier<string> {
@@ -102,6 +107,7 @@ export function createDefaultEnricher(options: DefaultEnricherOptions = {}): Enr
       : createEmailVerifier({ resolver: options.resolver, mxTimeoutMs: options.mxTimeoutMs, canaryDomain: options.mxCanaryDomain }),
     consent: createConsentVerifier({ allowedHosts: options.allowedCertificateHosts }),
     timeoutMs,
+    countChecks: options.countChecks,
   });
 }
 

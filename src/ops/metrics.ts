@@ -6,7 +6,10 @@
 import type { Context } from 'koa';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { releaseVersion } from '../version.js';
+import type { BuyerRequestKind } from '../delivery/buyer-agent.js';
 import type { AttemptReport } from '../delivery/deliver-lead.js';
+import type { CheckName, Enrichment } from '../enrichment/check.js';
+import type { PingBid } from '../events/ping-events.js';
 import { routePattern } from '../http/shell.js';
 import type { ProjectionStatus } from '../projections/runner.js';
 import type { LeaseStatus } from '../roles/lease-keeper.js';
@@ -17,6 +20,13 @@ const PING_ROUTE = '/functions/pings';
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 /** Seconds; a post is usually a few ms, a slow verification provider a few hundred. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const CHECKS: readonly CheckName[] = ['phone', 'email', 'consent'];
+/**
+ * Why a check answered `unknown`, as a label: the reasons this service gives. An HTTP provider may
+ * answer `unknown` with a detail of its own, which is `other` here, so a provider cannot grow the
+ * label space.
+ */
+const UNKNOWN_REASONS: ReadonlySet<string> = new Set(['timeout', 'provider_error', 'dns_error', 'dns_unreliable']);
 
 export interface ServiceMetricsOptions {
   /** The status of every running projection, read at each scrape. */
@@ -35,6 +45,9 @@ export class ServiceMetrics {
   private readonly appends: Counter<'result'>;
   private readonly appendedEvents: Counter;
   private readonly deliveries: Counter<'outcome'>;
+  private readonly sentAgain: Counter<'kind'>;
+  private readonly bids: Counter<'kind' | 'result'>;
+  private readonly checks: Counter<'check' | 'result' | 'reason'>;
 
   constructor(options: ServiceMetricsOptions = {}) {
     const registers = [this.registry];
@@ -74,6 +87,24 @@ export class ServiceMetrics {
       labelNames: ['outcome'],
       registers,
     });
+    this.sentAgain = new Counter({
+      name: 'leadpost_buyer_requests_resent_total',
+      help: 'Requests to buyers (bid, delivery, erasure_notice) sent once more because the kept connection they went out on had been closed by the buyer',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.bids = new Counter({
+      name: 'leadpost_ping_bids_total',
+      help: "Buyers' answers to pings, by bidder kind (static, webhook) and result (bid, no_bid, ineligible, below_min_bid, above_max_bid, invalid, timeout, error)",
+      labelNames: ['kind', 'result'],
+      registers,
+    });
+    this.checks = new Counter({
+      name: 'leadpost_lead_checks_total',
+      help: 'Phone, e-mail and consent checks of posted leads by result; reason says why a check is unknown (timeout, provider_error, dns_error, dns_unreliable, other)',
+      labelNames: ['check', 'result', 'reason'],
+      registers,
+    });
     // The version is the label: a dashboard shows which release each instance runs, and when it changed.
     new Gauge({ name: 'leadpost_build_info', help: 'The release this process runs (always 1; the version is the label)', labelNames: ['version'], registers }).set({ version: releaseVersion() }, 1);
     if (options.projections) this.projectionGauges(options.projections);
@@ -110,6 +141,22 @@ export class ServiceMetrics {
   /** Attempts counted elsewhere (the background thread), by outcome. */
   readonly countDeliveryOutcome = (outcome: string, attempts = 1): void => {
     this.deliveries.inc({ outcome }, attempts);
+  };
+
+  readonly countSentAgain = (kind: BuyerRequestKind, requests = 1): void => {
+    this.sentAgain.inc({ kind }, requests);
+  };
+
+  readonly countBids = (bids: readonly PingBid[]): void => {
+    for (const bid of bids) this.bids.inc({ kind: bid.kind, result: bid.result });
+  };
+
+  readonly countChecks = (enrichment: Enrichment): void => {
+    for (const check of CHECKS) {
+      const { result, detail } = enrichment[check];
+      if (result !== 'unknown') this.checks.inc({ check, result });
+      else this.checks.inc({ check, result, reason: UNKNOWN_REASONS.has(detail) ? detail : 'other' });
+    }
   };
 
   async render(): Promise<{ contentType: string; body: string }> {

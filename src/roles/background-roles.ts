@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { RetentionSweeper } from '../commands/retention.js';
+import type { BuyerRequestKind } from '../delivery/buyer-agent.js';
 import type { AttemptReport } from '../delivery/deliver-lead.js';
 import { DeliveryWorker } from '../delivery/webhook-worker.js';
 import type { EventStore } from '../event-store/port.js';
@@ -29,6 +30,8 @@ export interface BackgroundRolesDeps {
   /** This process's name in the leases it holds. */
   readonly holder: string;
   readonly onAttempt?: (leadId: number, report: AttemptReport) => void;
+  /** See DeliveryWorkerDeps.countSentAgain. */
+  readonly countSentAgain?: (kind: BuyerRequestKind) => void;
   /** A CA trusted on top of the system ones when posting to webhook buyers (a test's self-signed buyer). */
   readonly buyerCa?: string;
 }
@@ -108,7 +111,7 @@ export class BackgroundRoles {
   }
 
   private newWorker(): DeliveryWorker {
-    const { store, personalData, readModels, projections, routing, now, logger, onAttempt, buyerCa } = this.deps;
+    const { store, personalData, readModels, projections, routing, now, logger, onAttempt, countSentAgain, buyerCa } = this.deps;
     return new DeliveryWorker({
       events: store,
       personalData,
@@ -119,6 +122,7 @@ export class BackgroundRoles {
       now,
       logger: logger.child({ component: 'delivery' }),
       ...(onAttempt ? { onAttempt } : {}),
+      ...(countSentAgain ? { countSentAgain } : {}),
       ...(buyerCa ? { ca: buyerCa } : {}),
     });
   }

@@ -1,4 +1,5 @@
 import { parentPort, workerData } from 'node:worker_threads';
+import type { BuyerRequestKind } from '../delivery/buyer-agent.js';
 import { openEventStore } from '../event-store/index.js';
 import { createLogger } from '../http/logger.js';
 import { type AppendResultLabel, countingEventStore } from '../ops/counting-event-store.js';
@@ -37,6 +38,7 @@ const logger = createLogger({
 // What /metrics counts, summed here and sent with the leases a few times a second.
 const appends = new Map<AppendResultLabel, [number, number]>();
 const attempts = new Map<string, number>();
+const sentAgain = new Map<BuyerRequestKind, number>();
 const countAppend = (result: AppendResultLabel, events: number) => {
   const [count, total] = appends.get(result) ?? [0, 0];
   appends.set(result, [count + 1, total + events]);
@@ -49,9 +51,11 @@ const report = () => {
     leases: roles?.leases() ?? [],
     appends: [...appends].map(([result, [count, events]]) => [result, count, events]),
     attempts: [...attempts],
+    sentAgain: [...sentAgain],
   });
   appends.clear();
   attempts.clear();
+  sentAgain.clear();
 };
 
 // What the main thread asks arrives from the start, while the stores open: a stop then waits for
@@ -101,6 +105,7 @@ try {
       const outcome = deliveryOutcome(attempt);
       if (outcome) attempts.set(outcome, (attempts.get(outcome) ?? 0) + 1);
     },
+    countSentAgain: (kind) => sentAgain.set(kind, (sentAgain.get(kind) ?? 0) + 1),
   });
   const started = roles;
   closers.push(() => started.stopProjector());

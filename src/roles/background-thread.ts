@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { ServiceConfig } from '../config.js';
+import type { BuyerRequestKind } from '../delivery/buyer-agent.js';
 import type { AppendResultLabel } from '../ops/counting-event-store.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
 import { type LeaseStatus, leaseHolderId } from './lease-keeper.js';
@@ -39,6 +40,8 @@ export type FromBackground =
       readonly appends: Array<[AppendResultLabel, number, number]>;
       /** [outcome, attempts] since the last report. */
       readonly attempts: Array<[string, number]>;
+      /** [kind, requests sent once more after a stale connection] since the last report. */
+      readonly sentAgain: Array<[BuyerRequestKind, number]>;
     };
 
 /** deliver: start delivery and retention; drain: stop them (shutdown, while requests finish); stop: stop all, close the stores, exit. */
@@ -49,6 +52,7 @@ export interface BackgroundThreadOptions {
   readonly logger: Logger;
   readonly countAppends: (result: AppendResultLabel, events: number, appends: number) => void;
   readonly countDeliveries: (outcome: string, attempts: number) => void;
+  readonly countSentAgain: (kind: BuyerRequestKind, requests: number) => void;
   /** How long a stop waits for the thread to finish its work and close its stores; then it is cut off. */
   readonly stopTimeoutMs?: number;
 }
@@ -196,6 +200,7 @@ export class BackgroundThread {
           this.seen = message.leases;
           for (const [result, appends, events] of message.appends) this.options.countAppends(result, events, appends);
           for (const [outcome, attempts] of message.attempts) this.options.countDeliveries(outcome, attempts);
+          for (const [kind, requests] of message.sentAgain) this.options.countSentAgain(kind, requests);
           return;
         case 'delivering':
         case 'drained':

@@ -115,6 +115,21 @@ describe('ServiceMetrics', function () {
     expect(body).to.not.contain('skipped');
   });
 
+  it("names why a check is unknown from the service's own reasons; a provider's own detail is 'other', so no provider can grow the label space", async function () {
+    const metrics = new ServiceMetrics({ runtime: false });
+    const check = (result: 'pass' | 'fail' | 'unknown', detail: string) => ({ result, provider: 'p', detail });
+    metrics.countChecks({ phone: check('pass', 'mobile'), email: check('unknown', 'timeout'), consent: check('fail', 'not_https') });
+    metrics.countChecks({ phone: check('unknown', 'provider_error'), email: check('unknown', 'dns_unreliable'), consent: check('unknown', 'quota-exceeded-for-acct-77') });
+    const { body } = await metrics.render();
+    expect(sample(body, 'leadpost_lead_checks_total{check="phone",result="pass"}')).to.equal(1);
+    expect(sample(body, 'leadpost_lead_checks_total{check="phone",result="unknown",reason="provider_error"}')).to.equal(1);
+    expect(sample(body, 'leadpost_lead_checks_total{check="email",result="unknown",reason="timeout"}')).to.equal(1);
+    expect(sample(body, 'leadpost_lead_checks_total{check="email",result="unknown",reason="dns_unreliable"}')).to.equal(1);
+    expect(sample(body, 'leadpost_lead_checks_total{check="consent",result="fail"}')).to.equal(1);
+    expect(sample(body, 'leadpost_lead_checks_total{check="consent",result="unknown",reason="other"}')).to.equal(1);
+    expect(body).to.not.contain('quota-exceeded');
+  });
+
   it('a projection status that fails leaves the scrape working', async function () {
     const metrics = new ServiceMetrics({ runtime: false, projections: () => Promise.reject(new Error('store down')) });
     const { body } = await metrics.render();

@@ -169,6 +169,7 @@ describe('the background thread on its own, as the service drives it', function 
       logger,
       countAppends: metrics.countAppend,
       countDeliveries: metrics.countDeliveryOutcome,
+      countSentAgain: metrics.countSentAgain,
     });
   });
   after(async function () {

@@ -1,5 +1,5 @@
-import { type Agent, request } from 'node:https';
-import { staleConnection } from '../../delivery/buyer-agent.js';
+import { request } from 'node:https';
+import { type BuyerConnections, staleConnection } from '../../delivery/buyer-agent.js';
 import type { CapLedger } from '../caps.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from '../../delivery/signature.js';
 import type { PingBid } from '../../events/ping-events.js';
@@ -28,7 +28,9 @@ export interface BiddingDeps {
   readonly caps: CapLedger;
   /** Where a bidder's `secret_env` is looked up. */
   readonly env: NodeJS.ProcessEnv;
-  readonly agent: Agent;
+  readonly agent: BuyerConnections;
+  /** Told every round's answers, for /metrics. */
+  readonly countBids?: (bids: readonly PingBid[]) => void;
 }
 
 export interface CollectedBids {
@@ -49,6 +51,7 @@ export async function collectBids(config: LoadedRoutingConfig, pingId: string, p
   try {
     const bidders = config.buyers.filter((buyer) => buyer.ping !== null);
     const bids = await Promise.all(bidders.map((buyer) => bidOf(buyer, config, ping, now, body, round.signal, deps)));
+    deps.countBids?.(bids);
     return { bids, winner: highest(config, bids) };
   } finally {
     clearTimeout(deadline);
@@ -131,7 +134,7 @@ type BidAnswer =
   | { readonly kind: 'timeout' | 'error'; readonly latencyMs: number; readonly detail: string };
 
 /** One signed POST to a bidder, ended by its own timeout or the round's deadline, whichever comes first. */
-function askBid(url: string, body: string, secret: string | null, now: Date, timeoutMs: number, round: AbortSignal, agent: Agent): Promise<BidAnswer> {
+function askBid(url: string, body: string, secret: string | null, now: Date, timeoutMs: number, round: AbortSignal, agent: BuyerConnections): Promise<BidAnswer> {
   const started = performance.now();
   const latencyMs = () => Math.round(performance.now() - started);
   const own = AbortSignal.timeout(timeoutMs);
@@ -173,7 +176,10 @@ function askBid(url: string, body: string, secret: string | null, now: Date, tim
         });
       });
       req.on('error', (error: NodeJS.ErrnoException) => {
-        if (!retried && !answered && !settled && !signal.aborted && staleConnection(req, error)) return send(true);
+        if (!retried && !answered && !settled && !signal.aborted && staleConnection(req, error)) {
+          agent.sentAgain?.();
+          return send(true);
+        }
         settle({ kind: 'error', latencyMs: latencyMs(), detail: error.code ?? 'connection_error' });
       });
       req.end(body);
