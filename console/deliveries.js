@@ -42,7 +42,7 @@ const COLUMNS = [
   ['Lead', (r) => [h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id), r.erased ? badge('erased') : null]],
   // A row is a buyer's or a bucket's, never both: one column, as on the leads page, so that the
   // table fits a laptop's width with a webhook row's error and next attempt.
-  ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? ''],
+  ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? '', 'name'],
   ['Delivery', (r) => r.delivery_kind ?? ''],
   ['Status', (r) => r.status],
   ['Attempts', (r) => r.attempts, 'num'],

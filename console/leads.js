@@ -92,7 +92,7 @@ const LEAD_COLUMNS = [
   ['Status', (r) => r.lead_status],
   ['Code', (r) => r.code ?? ''],
   ['Source', (r) => r.sid ?? ''],
-  ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? ''],
+  ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? '', 'name'],
   ['Revenue', (r) => r.revenue, 'num money'],
   ['Failing fields', (r) => (r.errors ?? []).map((e) => e.field).join(', ')],
 ];

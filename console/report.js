@@ -24,6 +24,8 @@ const WORDS = {
   avg_price: 'Average price',
 };
 const BAR_LIMIT = 20;
+/** A bar's label under its bar, cut to this many characters (a click id may have 255): its tooltip has it whole. */
+const TICK_CHARS = 24;
 
 /** A refused field of the report's query, in plain words; null for one the page has no words for. */
 function fieldWords(error) {
@@ -289,7 +291,15 @@ function groupChart(canvas, rows, dimension) {
   return new Chart(canvas, {
     type: 'bar',
     data: { labels: top.map((r) => r[dimension] ?? '(none)'), datasets: [dataset('received', 'Received'), dataset('sold', 'Sold')] },
-    options: { animation: false, maintainAspectRatio: false, scales: { y: { beginAtZero: true, ticks: { precision: 0 } } } },
+    options: {
+      animation: false,
+      maintainAspectRatio: false,
+      scales: {
+        // Uncut, one long label would take the chart's height for itself and run past its card.
+        x: { ticks: { callback(value) { const label = String(this.getLabelForValue(value)); return label.length > TICK_CHARS ? `${label.slice(0, TICK_CHARS - 1)}…` : label; } } },
+        y: { beginAtZero: true, ticks: { precision: 0 } },
+      },
+    },
   });
 }
 
@@ -304,7 +314,7 @@ function table(rows, dimension, currency) {
     withCurrency(WORDS.avg_price, currency),
   ];
   const cells = (row, label) => [
-    h('td', {}, label),
+    h('td', { class: 'name' }, label),
     ...COUNTS.map((name) => h('td', { class: 'num', 'data-field': name }, count(row[name]))),
     ...MONEY.map((name) => h('td', { class: 'num', 'data-field': name }, money(row[name]))),
   ];

@@ -15,6 +15,8 @@ import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 
 const SHOTS = 'test-results/console';
 const SIZES = { laptop: { width: 1280, height: 800 }, phone: { width: 390, height: 844 } } as const;
+/** A buyer's id as long as the routing file takes one. */
+const LONG_BUYER = 'a-buyer-whose-id-is-as-long-as-the-routing-file-takes-0123456789';
 const routingWith = (refusingUrl: string) => ({
   buyers: [
     { id: 'ca-buyer', price: 40, states: ['CA'], return_reasons: ['bad_phone', 'fraud'] },
@@ -23,6 +25,7 @@ const routingWith = (refusingUrl: string) => ({
     { id: 'fl-hook', price: 25, states: ['FL'], delivery: { kind: 'webhook', url: 'https://127.0.0.1:1/leads', timeout_ms: 2000, max_attempts: 8 } },
     // A webhook buyer that answers every delivery 422: refused, for good.
     { id: 'az-refuses', price: 20, states: ['AZ'], delivery: { kind: 'webhook', url: refusingUrl, timeout_ms: 2000, max_attempts: 8 } },
+    { id: LONG_BUYER, price: 33, states: ['WA'] },
   ],
   buckets: [{ id: 'unsold', default: true }],
 });
@@ -365,7 +368,7 @@ describe('the console in a browser', function () {
     const items = events.body.items as Array<{ type: string; data: { candidates?: Array<{ buyer: string; eligible: boolean; reason: string }> } }>;
     expect(await timeline.locator(':scope > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-type')))).to.deep.equal(items.map((e) => e.type));
     const candidates = items.find((e) => e.type === 'LeadRouted')!.data.candidates!;
-    expect(candidates.map((c) => c.buyer)).to.deep.equal(['ca-buyer', 'ny-buyer', 'fl-hook', 'az-refuses']);
+    expect(candidates.map((c) => c.buyer)).to.deep.equal(['ca-buyer', 'ny-buyer', 'fl-hook', 'az-refuses', LONG_BUYER]);
     for (const candidate of candidates) {
       const cells = await timeline.locator(`table.candidates tr[data-buyer="${candidate.buyer}"] td`).allInnerTexts();
       expect(cells[2], candidate.buyer).to.equal(candidate.eligible ? 'yes' : 'no');
@@ -1034,6 +1037,56 @@ describe('the console in a browser', function () {
     expect(new Set(await page.locator('#deliveries-table tbody tr td:nth-child(4)').allInnerTexts())).to.deep.equal(new Set(['cancelled']));
     const cancelled = await page.locator(`#deliveries-table tr[data-lead="${id}"] td`).allInnerTexts();
     expect([cancelled[0], cancelled[2], cancelled[3], cancelled[6], cancelled[7]]).to.deep.equal([`${id} erased`, 'webhook', 'cancelled', 'could not connect', '']);
+    expect(elsewhere).to.deep.equal([]);
+    expect(problems).to.deep.equal([]);
+    await context.close();
+  });
+
+  it('long values wrap: a 200-character s1 and a 64-character buyer scroll no page sideways, push no column out of sight, and leave the bars their height', async function () {
+    const s1 = `gclid.${'Cj0KCQiA2KitBhCIARIsAPPMEhL'.repeat(8)}`.slice(0, 200);
+    const posted = await svc!.post(validLead({ accident_state: 'WA', zip: '98101', sid: 'long', s1 }), { 'x-api-key': keys.supA! });
+    expect(posted.body, posted.text).to.include({ code: 'SOLD' });
+    const id = posted.body.lead_id as number;
+    await settled();
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page, problems, elsewhere } = await watched(context);
+    await signIn(page, keys.admin!, '#/report');
+
+    // At a laptop's width the long buyer's row is whole, every column of it in sight.
+    for (const [hash, table] of [['#/deliveries', '#deliveries-table'], ['#/leads', '#leads-table']] as const) {
+      await page.goto(`${origin}/console${hash}`);
+      await page.locator(`${table} tr[data-lead="${id}"]`).waitFor();
+      expect(await tableFits(page, table), hash).to.deep.equal([]);
+    }
+
+    // The lead's page, its timeline naming the s1: nothing past the window at either width.
+    await page.goto(`${origin}/console#/leads/${id}`);
+    await page.locator('#timeline [data-type="LeadReceived"]').waitFor();
+    for (const viewport of Object.values(SIZES)) {
+      await page.setViewportSize(viewport);
+      expect(await page.evaluate('document.documentElement.scrollWidth'), `the lead at ${viewport.width} px`).to.be.at.most(viewport.width);
+    }
+    await shoot(page, 'lead-long-values', () => page.locator('#timeline').waitFor());
+
+    // The report by s1: each bar's label cut (its tooltip has it whole), the bars keeping most of
+    // the chart's height; the table's row has its numbers in sight beside its s1.
+    const day = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString().slice(0, 10);
+    await page.goto(`${origin}/console#/report?from=${day(-1)}&to=${day(1)}&tz=UTC&group_by=s1`);
+    await page.locator('#chart-groups[data-totals]').waitFor();
+    const bars = (await page.evaluate(
+      "(() => { const chart = Chart.getChart(document.querySelector('#chart-groups canvas')); return { ticks: chart.scales.x.ticks.map((t) => t.label), share: chart.chartArea.height / chart.height }; })()",
+    )) as { ticks: string[]; share: number };
+    expect(bars.ticks).to.include(`${s1.slice(0, 23)}…`);
+    expect(bars.ticks.filter((label) => label.length > 24)).to.deep.equal([]);
+    expect(bars.share).to.be.greaterThan(0.6);
+    const received = await page.locator('#report-table').evaluate((table, s1) => {
+      const box = table.closest('.table-wrap')!.getBoundingClientRect();
+      const row = [...table.querySelectorAll('tbody tr')].find((tr) => tr.children[0]!.textContent === s1)!;
+      const cell = row.children[1]!.getBoundingClientRect();
+      return { text: row.children[1]!.textContent, inSight: cell.left >= box.left && cell.right <= box.right };
+    }, s1);
+    expect(received).to.deep.equal({ text: '1', inSight: true });
+    await shoot(page, 'report-long-s1', () => page.locator('#chart-groups[data-totals]').waitFor());
     expect(elsewhere).to.deep.equal([]);
     expect(problems).to.deep.equal([]);
     await context.close();
