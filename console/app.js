@@ -65,9 +65,9 @@ function signInPage(notice = '') {
     try {
       // 200 for a valid key of any role, 401 for one that is not.
       me = await getJson('/functions/me');
-      // Back to the page the session was on (a key refused mid-session keeps its address), or home.
-      const page = PAGES.find((p) => p.pattern.test(location.hash));
-      if (homeless() || (page && !has(page))) location.hash = HOME[me.role];
+      // Back to the page the session was on (a key refused mid-session keeps its address), or home;
+      // one this key does not have says so.
+      if (homeless()) location.hash = HOME[me.role];
       else route();
     } catch (error) {
       session.signOut();
@@ -137,6 +137,22 @@ function notFound(home) {
   );
 }
 
+/** Who a page is for, in words: "admin keys", "supplier, analyst and admin keys". */
+const forWhom = (page) => (page.pullOnly ? 'buyers that pull their leads (a webhook buyer has its leads sent to it)' : `${page.roles.join(', ').replace(/, ([^,]+)$/, ' and $1')} keys`);
+
+/**
+ * An address of a page this key's role does not have (a link sent by someone else, a bookmark of
+ * another key's): said so, naming whom it is for and who is signed in, with the way home. The
+ * address is left as it was, so that signing in with the right key shows the page.
+ */
+function notForThisKey(page, home) {
+  main.append(
+    h('h1', {}, 'Not a page for this key'),
+    h('p', { id: 'not-for-this-key' }, `${page.label} is for ${forWhom(page)}; you are signed in as ${me.name} (${me.role}).`),
+    h('p', {}, h('a', { href: home }, 'Go to the home page')),
+  );
+}
+
 let rendering = 0;
 async function route() {
   if (!session.key) return signInPage();
@@ -155,8 +171,8 @@ async function route() {
     }
   }
   const page = PAGES.find((p) => p.pattern.test(location.hash));
-  // No page asked for, or one this key does not have: the role's home page.
-  if (homeless() || (page && !has(page))) {
+  // No page asked for: the role's home page.
+  if (homeless()) {
     location.hash = HOME[me.role];
     return;
   }
@@ -170,12 +186,13 @@ async function route() {
   const mine = ++rendering;
   main.replaceChildren();
   main.classList.remove('stale');
-  main.dataset.page = page ? (page.nav ? page.nav.slice(2) : 'lead') : 'not-found';
+  main.dataset.page = !page ? 'not-found' : !has(page) ? 'not-for-this-key' : page.nav ? page.nav.slice(2) : 'lead';
   // A new page starts the keyboard at its content: the next Tab is its first control, not the
   // header's links again, and a screen reader reads from the page's heading.
   main.focus({ preventScroll: true });
   void showReadiness();
   if (!page) return notFound(HOME[me.role]);
+  if (!has(page)) return notForThisKey(page, HOME[me.role]);
   const params = page.pattern.exec(location.hash).slice(1);
   try {
     await page.render(main, params, () => mine === rendering, me);

@@ -941,14 +941,18 @@ describe('the console in a browser', function () {
     ]);
     await context.close();
 
-    // An analyst has no such page: not in its nav, not by its address, and the API refuses it.
+    // An analyst has no such page: not in its nav; by its address, a page that says whom it is
+    // for and who is signed in, with the way home (not the analyst's home page without a word); the API refuses it.
     const other = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
     const watchedOther = await watched(other);
     await signIn(watchedOther.page, keys.analyst!, '#/report');
     expect(await visibleNav(watchedOther.page)).to.not.include('Personal data');
-    await watchedOther.page.goto(`${origin}/console#/personal-data`);
-    await watchedOther.page.waitForURL('**/console#/report');
-    expect(await watchedOther.page.locator('#consumer-leads').count()).to.equal(0);
+    await watchedOther.page.goto(`${origin}/console#/personal-data/erasures/${erasureId}`);
+    await watchedOther.page.getByRole('heading', { name: 'Not a page for this key' }).waitFor();
+    expect(await watchedOther.page.locator('#not-for-this-key').innerText()).to.equal('Personal data is for admin keys; you are signed in as ann (analyst).');
+    expect(await watchedOther.page.getByRole('link', { name: 'Go to the home page' }).getAttribute('href')).to.equal('#/report');
+    expect(new URL(watchedOther.page.url()).hash).to.equal(`#/personal-data/erasures/${erasureId}`);
+    expect(await watchedOther.page.locator('#consumer-leads, #erasure-found').count()).to.equal(0);
     for (const key of [keys.analyst!, keys.supC!]) {
       expect((await svc!.request('GET', `/functions/consumers?email=${encodeURIComponent(consumer.email)}`, { 'x-api-key': key })).status).to.equal(403);
       expect((await svc!.post({ email: consumer.email }, { 'x-api-key': key }, '/functions/erasures')).status).to.equal(403);
