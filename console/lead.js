@@ -38,15 +38,28 @@ export async function renderLead(main, [raw], current, me) {
   }
   if (!current()) return;
   const mine = me.role === 'buyer' && lead.buyer === me.name;
+  // A lead is returned once: one returned already offers no form that could only be refused.
+  const returned = mine ? (lead.feedback ?? []).find((f) => f.type === 'return' && f.buyer === me.name) : undefined;
   // Only the sections this key has: main.append would write a null as the text "null".
   const sections = [
     h('section', { class: 'card results', 'aria-label': 'Outcome' }, summary(lead)),
     lead.lead ? consumer(lead) : null,
-    mine && !lead.test ? returnForm(lead, me) : null,
+    mine && !lead.test && !returned ? returnForm(lead, me) : null,
+    returned ? returnedNote(returned) : null,
     mine && lead.test ? testLeadNote() : null,
     h('section', { class: 'card results' }, h('h2', {}, 'Timeline'), timeline([...(pingEvents ?? []).map((e) => ({ ...e, ping: true })), ...events], lead.currency)),
   ];
   main.append(...sections.filter(Boolean));
+}
+
+/** Why a buyer is offered no return on a lead it returned already: when, and for what reason. */
+function returnedNote(feedback) {
+  return h(
+    'section',
+    { class: 'card', id: 'returned-note', 'aria-labelledby': 'returned-title' },
+    h('h2', { id: 'returned-title' }, 'Returned'),
+    h('p', {}, `You returned this lead on ${time(feedback.recorded_at)} (${feedback.reason.replaceAll('_', ' ')}): a lead can be returned once, and its revenue is reversed in the reports.`),
+  );
 }
 
 /** Why a buyer is offered no return on a test lead: the service takes no feedback on one. */

@@ -609,6 +609,11 @@ describe('the console in a browser', function () {
     await page.getByRole('button', { name: 'Return', exact: true }).click();
     await page.locator('#return-answer', { hasText: 'already been returned' }).waitFor();
     expect(await answer.getAttribute('class')).to.contain('error');
+    // Opened again, the lead offers no form that could only be refused: it says when and why it was returned.
+    await page.reload();
+    await page.locator('#returned-note').waitFor();
+    expect(await page.locator('#returned-note').innerText()).to.match(/You returned this lead on \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(fraud\)/);
+    expect(await page.locator('#return-form').count()).to.equal(0);
 
     // A test lead: no return form, and the page says why.
     await page.goto(`${origin}/console#/leads/${leads.aTest}`);
