@@ -5,7 +5,7 @@
 // (from GET /functions/me) and the service's answer in words.
 
 import { getJson, postJson, explain, ApiError } from './api.js';
-import { h, field, select, say, time, onMore, cards } from './dom.js';
+import { h, field, select, say, time, things, onMore, cards } from './dom.js';
 import { leadTable, leadCell } from './leads.js';
 
 export async function renderPulls(main, _params, current, me) {
@@ -29,7 +29,7 @@ export async function renderPulls(main, _params, current, me) {
     h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more)),
   );
 
-  const status = () => say(message, body.children.length === 0 ? 'No pending pulls.' : `${body.children.length} pending pulls shown.`);
+  const status = () => say(message, body.children.length === 0 ? 'No pending pulls.' : `${things(body.children.length, 'pending pull')} shown.`);
   async function acknowledge(row, button) {
     button.disabled = true;
     try {
@@ -121,7 +121,7 @@ export async function renderBought(main, _params, current) {
       message,
       n === 0
         ? 'No leads bought yet.'
-        : `${n} leads shown.${tests === 0 ? '' : ` ${tests} of them ${tests === 1 ? 'is a test lead' : 'are test leads'}, marked "test": not delivered, not returnable, and left out of reports.`}`,
+        : `${things(n, 'lead')} shown.${tests === 0 ? '' : ` ${tests} of them ${tests === 1 ? 'is a test lead' : 'are test leads'}, marked "test": not delivered, not returnable, and left out of reports.`}`,
     );
     return first;
   }

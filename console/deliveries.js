@@ -5,7 +5,7 @@
 // (next_attempt_at).
 
 import { getJson, explain } from './api.js';
-import { h, field, select, say, time, badge, onMore, cards } from './dom.js';
+import { h, field, select, say, time, things, badge, onMore, cards } from './dom.js';
 
 const STATUSES = [['', 'Any'], ['pending', 'Pending'], ['delivered', 'Delivered'], ['failed', 'Failed'], ['cancelled', 'Cancelled']];
 
@@ -93,7 +93,7 @@ export async function renderDeliveries(main, _params, current) {
     cards(table);
     cursor = page.next_cursor;
     more.hidden = !cursor;
-    say(message, body.children.length === 0 ? 'No deliveries.' : `${body.children.length} deliveries shown.`);
+    say(message, body.children.length === 0 ? 'No deliveries.' : `${things(body.children.length, 'delivery', 'deliveries')} shown.`);
     return first;
   }
   form.addEventListener('submit', (event) => {

@@ -58,6 +58,8 @@ export const money = (n, currency) => (typeof n === 'number' ? (currency ? `${n.
 /** A heading of money: its currency in brackets when known ("Revenue (USD)"). */
 export const withCurrency = (label, currency) => (currency ? `${label} (${currency})` : label);
 export const count = (n) => (typeof n === 'number' ? n.toLocaleString('en-US') : '');
+/** A number of things in words, the noun plural but for one: "1 lead", "3 pending pulls". */
+export const things = (n, one, many = `${one}s`) => `${count(n)} ${n === 1 ? one : many}`;
 export const rate = (n) => (typeof n === 'number' ? `${(n * 100).toFixed(1)}%` : '');
 
 /**

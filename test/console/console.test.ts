@@ -580,7 +580,7 @@ describe('the console in a browser', function () {
     await page.keyboard.press('Enter');
     await pull.waitFor({ state: 'detached' });
     expect(await focused(page)).to.equal(`Acknowledge lead ${leads.caSold2}`);
-    expect(await page.locator('main [role="status"]').innerText()).to.contain(`Lead ${leads.caSold} acknowledged`);
+    expect(await page.locator('main [role="status"]').innerText()).to.contain(`Lead ${leads.caSold} acknowledged`).and.contain('1 pending pull shown.');
     await settled();
     const pending = ((await api('/functions/deliveries?status=pending', keys.caBuyer!)).items as Array<{ lead_id: number }>).map((r) => r.lead_id);
     expect(pending).to.deep.equal([leads.caSold2]);
