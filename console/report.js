@@ -129,7 +129,8 @@ export async function renderReport(main, [search], current) {
   const bars = h('canvas', { role: 'img', 'aria-label': 'Received and sold by the chosen dimension' });
   const dailyBox = h('div', { class: 'chart', id: 'chart-daily' }, daily);
   const barsBox = h('div', { class: 'chart', id: 'chart-groups' }, bars);
-  const barsTitle = h('h2', {}, 'By source');
+  // Named by the grouping asked for from the start: a first report that fails leaves it standing.
+  const barsTitle = h('h2', {}, `By ${DIMENSIONS.find(([v]) => v === initial.groupBy)[1].toLowerCase()}`);
   const tableBox = h('div', { class: 'table-wrap' });
   main.append(
     h('h1', {}, 'Report'),

@@ -1149,6 +1149,11 @@ describe('the console in a browser', function () {
     expect(await page.locator('#readiness').innerText()).to.match(/^Service unreachable/);
     await shoot(page, 'unreachable', () => status.waitFor());
 
+    // A report by state asked for now: the same words, under headings that name its grouping.
+    await page.goto(`${origin}/console#/report?group_by=state`);
+    await page.getByRole('heading', { name: 'By state', exact: true }).waitFor({ timeout: 5000 });
+    await page.locator('#report-status', { hasText: 'The service cannot be reached. Try again.' }).waitFor();
+
     // Another page: the same words, not "Loading…" for ever.
     await page.getByRole('link', { name: 'Deliveries' }).click();
     await page.locator('#deliveries-message', { hasText: 'The service cannot be reached. Try again.' }).waitFor();
