@@ -3,7 +3,7 @@ import type { FromSchema } from 'json-schema-to-ts';
 import type { EventStore } from '../event-store/index.js';
 import { type FeedbackRecorded, type LeadEvent, type LeadReturned, leadStream } from '../events/lead-events.js';
 import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
-import type { FieldError } from '../leads/outcome.js';
+import { type FieldError, unknownField } from '../leads/outcome.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
 import { type Decider, handleCommand } from './handler.js';
 
@@ -91,8 +91,8 @@ function feedbackErrors(body: unknown): FieldError[] {
   const byField = new Map<string, FieldError>();
   for (const error of validateFeedback.errors ?? []) {
     if (error.keyword === 'additionalProperties') {
-      const field = String((error.params as { additionalProperty: string }).additionalProperty).slice(0, 64);
-      byField.set(field, { field, code: 'unknown_field', message: `${field} is not a feedback field` });
+      const unknown = unknownField(String((error.params as { additionalProperty: string }).additionalProperty), 'a feedback field');
+      byField.set(unknown.field, unknown);
       continue;
     }
     const field = error.keyword === 'required' ? String((error.params as { missingProperty: string }).missingProperty) : error.instancePath.slice(1);

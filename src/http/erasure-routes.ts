@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import { Ajv } from 'ajv';
 import type { Context } from 'koa';
 import type { ConsumerEraser } from '../commands/erasure.js';
-import type { FieldError } from '../leads/outcome.js';
+import { type FieldError, unknownField } from '../leads/outcome.js';
 import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import { type Authenticate, authenticate, requireRole } from './auth.js';
@@ -47,14 +47,16 @@ const validateLookup = new Ajv({ allErrors: true, strict: true }).compile(CONSUM
 /** What the schema refuses, every field named; the contacts' formats are left to normaliseConsumer. */
 function lookupErrors(body: Record<string, unknown>): FieldError[] {
   if (validateLookup(body)) return [];
-  return (validateLookup.errors ?? []).slice(0, 20).map((error) => {
-    if (error.keyword === 'additionalProperties') {
-      const field = String((error.params as { additionalProperty: string }).additionalProperty).slice(0, 64);
-      return { field, code: 'unknown_field', message: `${field} is not a field of a consumer lookup` };
-    }
+  const errors: FieldError[] = [];
+  for (const error of (validateLookup.errors ?? []).slice(0, 20)) {
     const field = error.instancePath.slice(1);
-    return { field, code: 'wrong_type', message: `${field} must be a string` };
-  });
+    const named: FieldError =
+      error.keyword === 'additionalProperties'
+        ? unknownField(String((error.params as { additionalProperty: string }).additionalProperty), 'a field of a consumer lookup')
+        : { field, code: 'wrong_type', message: `${field} must be a string` };
+    if (!errors.some((e) => e.field === named.field)) errors.push(named);
+  }
+  return errors;
 }
 
 function invalid(errors: FieldError[]): never {
@@ -66,10 +68,11 @@ export function registerErasureRoutes(router: Router<ShellState>, lookup: Authen
 
   router.post('/functions/erasures', ...admin, requireJson(), async (ctx) => {
     const body = parseJsonObject(await readBody(ctx.req, deps.bodyBytes));
-    const errors: FieldError[] = Object.keys(body)
-      .filter((field) => !ERASURE_FIELDS.includes(field))
-      .slice(0, 20)
-      .map((field) => ({ field: field.slice(0, 64), code: 'unknown_field', message: `${field.slice(0, 64)} is not a field of an erasure` }));
+    const errors: FieldError[] = [];
+    for (const field of Object.keys(body).filter((name) => !ERASURE_FIELDS.includes(name)).slice(0, 20)) {
+      const unknown = unknownField(field, 'a field of an erasure');
+      if (!errors.some((e) => e.field === unknown.field)) errors.push(unknown);
+    }
     if (body.suppress !== undefined && typeof body.suppress !== 'boolean') errors.push({ field: 'suppress', code: 'wrong_type', message: 'suppress must be boolean' });
     const checked = normaliseConsumer(body);
     if (!checked.ok) errors.push(...checked.errors);

@@ -12,6 +12,20 @@ export interface FieldError {
   readonly message: string;
 }
 
+/**
+ * A member name that reads as a field name: a letter or `_`, then letters, digits, `_` or `-`, at
+ * most 64 in all. Any other (an e-mail, a phone number, a form flattened into a name) may well be
+ * a consumer's data, and a lead's errors are recorded in clear, where no erasure finds them.
+ */
+const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
+
+/** The error for an unknown member of a body; `notA`: what it is not ("a lead field"). */
+export function unknownField(name: string, notA: string): FieldError {
+  return FIELD_NAME.test(name)
+    ? { field: name, code: 'unknown_field', message: `${name} is not ${notA}` }
+    : { field: '*', code: 'unknown_field', message: `a field named with other characters than letters, digits, _ and - is not ${notA} (its name is not repeated)` };
+}
+
 /** Every outcome of a recorded lead, with whether it counts as accepted and its default message. */
 export const LEAD_OUTCOMES = {
   SOLD: { acceptance: 'accepted', message: 'Lead accepted and sold.' },

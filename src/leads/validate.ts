@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject } from 'ajv';
 import type { PhoneNumber } from 'libphonenumber-js/max';
 import { type CertificateUrlParse, DEFAULT_CERTIFICATE_HOSTS, parseCertificateUrl } from '../enrichment/consent.js';
-import type { FieldError } from './outcome.js';
+import { type FieldError, unknownField } from './outcome.js';
 import type { NormalisedLead } from './lead.js';
 import { DEFAULT_PHONE_REGIONS, parseMobile } from './mobile.js';
 import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, PING_SCHEMA, type PostedLead, type PostedPing } from './schema.js';
@@ -23,7 +23,6 @@ export interface LeadValidatorOptions {
 }
 
 const MAX_UNKNOWN_FIELDS_NAMED = 20;
-const MAX_FIELD_NAME = 64;
 
 // A syntactically deliverable address: a dot-atom local part and a domain of LDH labels with an
 // alphabetic (or punycode) top-level label. Quoted local parts and IP literals are not leads.
@@ -55,7 +54,6 @@ const PRE_NORMALISE: Readonly<Record<string, (value: string) => string>> = {
 
 const MESSAGES: Readonly<Record<string, string>> = {
   required: 'is required',
-  unknown_field: 'is not a lead field',
   wrong_type: 'has the wrong type',
   too_short: 'is too short',
   too_long: 'is too long',
@@ -64,9 +62,9 @@ const MESSAGES: Readonly<Record<string, string>> = {
   conflicting_alias: 'is given twice, as certificate_url and xxTrustedFormCertUrl, with different values',
 };
 
+/** `field` is one the schema names: an unknown member's name goes through unknownField. */
 function fieldError(field: string, code: string, detail?: string): FieldError {
-  const name = field.length > MAX_FIELD_NAME ? `${field.slice(0, MAX_FIELD_NAME)}…` : field;
-  return { field: name, code, message: `${name} ${detail ?? MESSAGES[code]}` };
+  return { field, code, message: `${field} ${detail ?? MESSAGES[code]}` };
 }
 
 const FORMAT_DETAIL: Readonly<Record<string, string>> = {
@@ -111,7 +109,10 @@ function toFieldErrors(errors: ErrorObject[], what: 'lead' | 'ping' = 'lead'): F
     }
   }
   const result = [...byField.values()];
-  for (const name of unknown.slice(0, MAX_UNKNOWN_FIELDS_NAMED)) result.push(fieldError(name, 'unknown_field', `is not a ${what} field`));
+  for (const name of unknown.slice(0, MAX_UNKNOWN_FIELDS_NAMED)) {
+    const error = unknownField(name, `a ${what} field`);
+    if (!result.some((e) => e.field === error.field)) result.push(error);
+  }
   if (unknown.length > MAX_UNKNOWN_FIELDS_NAMED) {
     result.push({ field: '*', code: 'unknown_field', message: `and ${unknown.length - MAX_UNKNOWN_FIELDS_NAMED} more fields that are not ${what} fields` });
   }

@@ -40,6 +40,8 @@ export interface TestServiceOptions {
   readonly buyerCa?: string;
   /** How often the service's key ring reads the keys stream (its default: 250 ms). */
   readonly keyPollMs?: number;
+  /** The service's log level (default info): `trace` to see every line it can write. */
+  readonly logLevel?: string;
 }
 
 export const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
@@ -126,7 +128,7 @@ export class TestService {
     });
     const logs: string[] = [];
     const logger = createLogger({
-      level: 'info',
+      level: options.logLevel ?? 'info',
       destination: new Writable({
         write(chunk: Buffer, _encoding, done) {
           logs.push(chunk.toString('utf8'));
