@@ -329,6 +329,21 @@ describe('erasure of a consumer', function () {
     }
   });
 
+  it('a backup taken after the erasure holds no byte of the erased consumer nor its wrapped keys; the others\' keys are in it', async function () {
+    const backup = tempDir('erasure-backup');
+    try {
+      const taken = await runChild(['backup', '--to', join(backup.path, 'copy')], { LEADPOST_DATA_DIR: dir.path }, { script: BIN });
+      expect(taken.code, taken.stderr).to.equal(0);
+      const contents = contentsOf(filesUnder(backup.path));
+      expect(contents.map((c) => c.where).some((f) => f.endsWith('keys.db'))).to.equal(true);
+      expect(found(contents, ERASED)).to.deep.equal([]);
+      for (const wrapped of wrappedKeys.get(ERASED)!) expect(contents.filter((c) => c.bytes.includes(wrapped)).map((c) => c.where)).to.deep.equal([]);
+      for (const wrapped of wrappedKeys.get(KEPT_1)!) expect(contents.some((c) => c.where.endsWith('keys.db') && c.bytes.includes(wrapped))).to.equal(true);
+    } finally {
+      backup.remove();
+    }
+  });
+
   it('after a checkpoint, no byte of the erased consumer is in any file of the data dir nor in the logs; the others are still readable', async function () {
     logs = [...svc.logs];
     // Stopping closes every store: the WALs are checkpointed into their databases.
