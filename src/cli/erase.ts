@@ -5,6 +5,7 @@ import { ContactRegistry } from '../commands/contacts.js';
 import { ConsumerEraser, consumerLeadIds } from '../commands/erasure.js';
 import { loadConfig, routingFilePath } from '../config.js';
 import { openEventStore } from '../event-store/index.js';
+import { unknownField } from '../leads/outcome.js';
 import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
 import { ContactHashes } from '../personal-data/contact-hashes.js';
 import { openPersonalDataKeys } from '../personal-data/index.js';
@@ -16,33 +17,64 @@ import { type LoadedRoutingConfig, loadRoutingConfig } from '../routing/load-con
 import type { CliIo } from './io.js';
 import { UsageError, readArgs } from './usage.js';
 
-const ERASE_USAGE = `usage: leadpost erase [--email E] [--mobile M] [--suppress] [--json]
+const STDIN_USAGE = `--stdin: the e-mail and mobile are read from standard input, as one JSON object
+{"email": …, "mobile": …}, instead of --email and --mobile: a command line is seen by every user
+of the machine (ps) and kept in the shell's history.`;
+
+const ERASE_USAGE = `usage: leadpost erase [--email E] [--mobile M] [--stdin] [--suppress] [--json]
 
 Erases a consumer's personal data: every lead with that e-mail or mobile (sold, rejected, test)
 loses its data key for good; outcomes and reports stay. At least one of --email and --mobile,
 normalised as a posted lead's (a bare 10-digit mobile is taken as US). --suppress: later leads
 with that mobile or e-mail are rejected SUPPRESSED. Asking again continues the same erasure.
 Brings the read models up to date first, so it may run beside the service or alone.
+${STDIN_USAGE}
 --json: the erasure record as one JSON object.`;
 
-const SHOW_USAGE = `usage: leadpost consumer show [--email E] [--mobile M] [--json]
+const SHOW_USAGE = `usage: leadpost consumer show [--email E] [--mobile M] [--stdin] [--json]
 
 Prints every lead of a consumer (by e-mail or mobile) with its personal data and outcome: the
-answer to an access request. --json: one JSON object per lead.`;
+answer to an access request.
+${STDIN_USAGE}
+--json: one JSON object per lead.`;
 
-function parse(args: string[], suppress: boolean): { consumer: ConsumerQuery; suppress: boolean; json: boolean } | 'help' {
+async function parse(args: string[], suppress: boolean, io: CliIo): Promise<{ consumer: ConsumerQuery; suppress: boolean; json: boolean } | 'help'> {
   const { values } = readArgs(
     args,
-    { email: { type: 'string' }, mobile: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' }, ...(suppress ? { suppress: { type: 'boolean' } } : {}) },
+    {
+      email: { type: 'string' },
+      mobile: { type: 'string' },
+      stdin: { type: 'boolean' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+      ...(suppress ? { suppress: { type: 'boolean' } } : {}),
+    },
     { withoutOption: 'an argument without its option: give the e-mail as --email E and the mobile as --mobile M' },
   );
   if (values.help) return 'help';
-  const checked = normaliseConsumer({ email: values.email as string | undefined, mobile: values.mobile as string | undefined });
+  if (values.stdin && (values.email !== undefined || values.mobile !== undefined)) throw new UsageError('--stdin takes the e-mail and mobile from standard input: give neither --email nor --mobile with it');
+  const checked = normaliseConsumer(values.stdin ? await contactsFrom(io.in ?? process.stdin) : { email: values.email as string | undefined, mobile: values.mobile as string | undefined });
   if (!checked.ok) {
-    if (checked.errors.every((e) => e.code === 'required')) throw new UsageError('--email or --mobile is required');
-    throw new UsageError(checked.errors.map((e) => e.message.replace(/\b(email|mobile)\b/g, '--$1')).join('; '));
+    if (checked.errors.every((e) => e.code === 'required')) throw new UsageError(values.stdin ? '--stdin: "email" or "mobile" is required' : '--email or --mobile is required');
+    throw new UsageError(checked.errors.map((e) => (values.stdin ? `--stdin: ${e.message}` : e.message.replace(/\b(email|mobile)\b/g, '--$1'))).join('; '));
   }
   return { consumer: checked.consumer, suppress: values.suppress === true, json: values.json === true };
+}
+
+/** The contacts of `--stdin`; what is wrong with them is said without a word of what was sent. */
+async function contactsFrom(input: AsyncIterable<string | Buffer>): Promise<Record<string, unknown>> {
+  let text = '';
+  for await (const chunk of input) text += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // Refused below in words of its own: JSON.parse's message quotes the text, the very contacts.
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new UsageError('--stdin takes one JSON object, {"email": …, "mobile": …}');
+  const unknown = Object.keys(body).filter((name) => name !== 'email' && name !== 'mobile');
+  if (unknown.length > 0) throw new UsageError(`--stdin: ${unknownField(unknown[0]!, 'a field of a consumer: give "email" and "mobile" only').message}`);
+  return body as Record<string, unknown>;
 }
 
 /** The stores, the projections brought up to date, and what the two commands need of them. */
@@ -91,7 +123,7 @@ async function withService<T>(env: NodeJS.ProcessEnv, run: (parts: { eraser: Con
 export async function runEraseCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   let parsed;
   try {
-    parsed = parse(args, true);
+    parsed = await parse(args, true, io);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     io.err.write(`leadpost erase: ${error.message}\n\n${ERASE_USAGE}\n`);
@@ -119,7 +151,7 @@ export async function runConsumerCommand(args: string[], io: CliIo = { out: proc
   }
   let parsed;
   try {
-    parsed = parse(args.slice(1), false);
+    parsed = await parse(args.slice(1), false, io);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     io.err.write(`leadpost consumer show: ${error.message}\n\n${SHOW_USAGE}\n`);
