@@ -15,6 +15,8 @@
 // - A JSON event's data (and a non-Uint8Array metadata) is JSON.stringify'd inside the promise
 //   executor of the append: a value that does not serialise there never settles the append and
 //   surfaces as an unhandled rejection. Events are serialised here first.
+// - An expected revision that is no uint64 (a negative one) cannot be serialised: grpc-js then
+//   cancels the batch-append call, which every append in flight shares, and fails them all.
 // - Batch appends (servers 21.10+) report a server that is not ready or busy in-band, as an
 //   `UnknownError` "Could not recognize Server Is Not Ready" / "… Server Is Busy", without a code.
 import type { Logger } from 'pino';
@@ -127,6 +129,11 @@ export function toClientExpectedRevision(expected: ExpectedRevision): AppendExpe
     default:
       return BigInt(expected);
   }
+}
+
+/** An expectation the client can put on the wire: a named one, or a revision (a whole number from 0). */
+function clientCanSend(expected: ExpectedRevision): boolean {
+  return typeof expected !== 'number' || (Number.isSafeInteger(expected) && expected >= 0);
 }
 
 export function toActualRevision(actual: CurrentRevision): number | 'no_stream' {
@@ -288,7 +295,9 @@ export class EventStoreDbEventStore implements EventStore {
     const proposed = toProposedEvents(streamId, events);
     // The server answers an empty append with revision 0 for a stream that does not exist; the
     // port's answer (the embedded store's) is the stream's revision as it is, -1 when missing.
-    if (proposed.length === 0) return this.#call(() => this.#appendNothing(streamId, expected));
+    // An expected revision no stream can be at (negative, fractional) is checked the same way, so
+    // that it fails as a wrong revision, as in the embedded store, and is never sent (see above).
+    if (proposed.length === 0 || !clientCanSend(expected)) return this.#call(() => this.#appendNothing(streamId, expected));
     let abandon: (error: unknown) => void = () => {};
     const appending = new Promise<AppendResult>((resolve, reject) => {
       abandon = reject;

@@ -197,6 +197,22 @@ export function eventStoreContract(name: string, open: () => Promise<EventStore>
         expect(error).to.include({ expected: 0, actual: 'no_stream' });
       });
 
+      it('a revision no stream can be at (negative, fractional) fails with the actual one, and writes nothing', async function () {
+        await store.append(stream('n'), [event('E0')]);
+        const checks: Array<[string, number, number | 'no_stream']> = [
+          [stream('missing'), -1, 'no_stream'],
+          [stream('n'), -1, 0],
+          [stream('n'), 0.5, 0],
+        ];
+        for (const [streamId, expected, actual] of checks) {
+          const error = await rejection(store.append(streamId, [event('X')], { expectedRevision: expected }));
+          expect(error).to.be.instanceOf(WrongExpectedRevisionError);
+          expect(error).to.include({ streamId, expected, actual });
+        }
+        expect(await store.readStream(stream('n'))).to.have.length(1);
+        expect(await store.readStream(stream('missing'))).to.deep.equal([]);
+      });
+
       it('any appends whatever the state', async function () {
         await store.append(stream('e'), [event('E0')], { expectedRevision: 'any' });
         const result = await store.append(stream('e'), [event('E1')], { expectedRevision: 'any' });

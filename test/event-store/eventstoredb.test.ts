@@ -768,3 +768,40 @@ describe('EventStoreDB adapter: an append of no events (fake client)', function 
     }
   });
 });
+
+describe('EventStoreDB adapter: an expected revision no stream can be at (fake client)', function () {
+  const { BatchAppendReq } = require('@eventstore/db-client/generated/streams_pb.js') as {
+    BatchAppendReq: { new (): { setOptions(options: unknown): void; serializeBinary(): Uint8Array }; Options: new () => { setStreamPosition(position: string): void } };
+  };
+
+  /** Serialises the expected revision as the client's batch append does, before anything reaches the server. */
+  class Serialising extends FakeStreams {
+    override async appendToStream(_stream?: string, _events?: unknown, options: { expectedRevision?: bigint | string } = {}): Promise<ClientAppendResult> {
+      this.appendCalls++;
+      const request = new BatchAppendReq();
+      const settings = new BatchAppendReq.Options();
+      if (typeof options.expectedRevision === 'bigint') settings.setStreamPosition(options.expectedRevision.toString(10));
+      request.setOptions(settings);
+      // grpc-js cancels the whole batch-append call when this throws, failing every append in flight on it.
+      request.serializeBinary();
+      return { success: true, nextExpectedRevision: 5n, position: { commit: 500n, prepare: 500n } };
+    }
+  }
+
+  it('fails as a wrong revision, with the actual one, as in the embedded store, and is never sent', async function () {
+    const fake = new Serialising();
+    const store = storeOn(fake);
+    const checks: Array<[string, number, number | 'no_stream']> = [
+      ['lead-9', -1, 'no_stream'],
+      ['lead-4', -1, 4],
+      ['lead-4', 3.5, 4],
+    ];
+    for (const [streamId, expected, actual] of checks) {
+      const error = await rejection(store.append(streamId, [{ type: 'E', data: {} }], { expectedRevision: expected }));
+      assert.ok(error instanceof WrongExpectedRevisionError, `${streamId} ${expected}: ${String(error)}`);
+      assert.deepEqual([error.streamId, error.expected, error.actual], [streamId, expected, actual]);
+    }
+    assert.equal(fake.appendCalls, 0);
+    assert.equal((await store.append('lead-4', [{ type: 'E', data: {} }], { expectedRevision: 4 })).nextExpectedRevision, 5);
+  });
+});
