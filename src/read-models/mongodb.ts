@@ -205,6 +205,11 @@ export class MongoReadModelStore implements ReadModelStore {
         const taken = await this.leases().findOneAndUpdate({ _id: name, $or: [{ holder }, { $expr: { $lte: ['$expires_at', '$$NOW'] } }] }, update, {
           upsert: true,
           returnDocument: 'after',
+          // Whatever MONGODB_URL asks (w=1, or a server whose default is w:1, as beside an arbiter):
+          // a renewal only a primary acknowledged is lost at a failover, and one made on a primary
+          // cut off from the others counts until it steps down, while a standby takes the lease on
+          // the new one. An answer later than the lease's time is of no use to its holder.
+          writeConcern: { w: 'majority', wtimeoutMS: ttlMs },
         });
         if (taken) return leaseOf(taken);
       } catch (error) {

@@ -1,6 +1,6 @@
-// The MongoDB read-model store's transactions without a server: the options a commit's
+// The MongoDB read-model store's transactions and leases without a server: the options a commit's
 // transaction runs with, and what the driver makes of them for a read inside it when MONGODB_URL
-// asks for another read preference.
+// asks for another read preference; the concerns leases are read and written with.
 import { expect } from 'chai';
 import { MongoClient, type TransactionOptions } from 'mongodb';
 import { MongoReadModelStore } from '../../src/read-models/mongodb.js';
@@ -67,5 +67,21 @@ describe('MongoDB read-model store: leases and checkpoints', function () {
     const reads = [...scripted.of('findOne', 'rm_leases'), ...scripted.of('findOne', 'rm_checkpoints')];
     expect(reads).to.have.length(2);
     for (const read of reads) expect((read.args[1] as { readPreference?: { mode: string } } | undefined)?.readPreference?.mode, read.collection).to.equal('primary');
+  });
+});
+
+describe('MongoDB read-model store: taking or renewing a lease', function () {
+  it('waits for a majority, for no longer than the lease lasts, where MONGODB_URL says w=1', async function () {
+    // What a write without a concern of its own gets from this URL.
+    const client = new MongoClient(URL);
+    expect(client.db('leadpost').collection('rm_leases').writeConcern?.w).to.equal(1);
+    await client.close();
+    const taken = { _id: 'delivery', holder: 'web-1:7:ab', token: 1, expires_at: new Date() };
+    const scripted = scriptedClient((call) => (call.method === 'findOneAndUpdate' ? taken : undefined));
+    const store = await MongoReadModelStore.open(scripted.client, URL);
+    await store.acquireLease('delivery', 'web-1:7:ab', 3000);
+    const [take, ...more] = scripted.of('findOneAndUpdate', 'rm_leases');
+    expect(more).to.deep.equal([]);
+    expect((take!.args[2] as { writeConcern?: unknown }).writeConcern).to.deep.equal({ w: 'majority', wtimeoutMS: 3000 });
   });
 });

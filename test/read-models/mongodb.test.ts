@@ -559,7 +559,7 @@ describe('MongoDB read-model store: through the driver', function () {
           },
         },
       ]);
-      expect(call!.args[2]).to.deep.equal({ upsert: true, returnDocument: 'after' });
+      expect(call!.args[2]).to.deep.equal({ upsert: true, returnDocument: 'after', writeConcern: { w: 'majority', wtimeoutMS: 3000 } });
     });
 
     it('held by another, the upsert collides on _id: the lease is read and returned as it stands', async function () {
