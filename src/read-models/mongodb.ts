@@ -267,7 +267,10 @@ export class MongoReadModelStore implements ReadModelStore {
         // The groups of a page lie within the next `limit + 1` values of the first field (see
         // AggregateOptions): walk that field in order, along its index, until they are found.
         const { query, sort, field } = leadingQuery(options);
-        const cursor = target.find(query, { projection: { _id: 0, [field]: 1 }, sort, batchSize: LEADING_BATCH });
+        // The planner may still pick an index on a filtered field (a report's time range) and sort
+        // what it finds, which is the whole range: past 100 MB a sort that may not spill to disk
+        // fails, and before MongoDB 6.0 a find may not unless it says so.
+        const cursor = target.find(query, { projection: { _id: 0, [field]: 1 }, sort, batchSize: LEADING_BATCH, allowDiskUse: true });
         let values = 0;
         let last: GroupValue | undefined;
         try {

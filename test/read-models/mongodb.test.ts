@@ -603,6 +603,18 @@ describe('MongoDB read-model store: through the driver', function () {
     });
   });
 
+  describe('report pages', function () {
+    it('the walk along the first key field and the grouping may both sort on disk: either may sort a whole time range', async function () {
+      const { store, of } = open();
+      const filter = { received_at: { $gte: '2024-01-01T00', $lt: '2025-01-01T00' } };
+      await (await store).aggregate('leads_v1', { filter, key: [{ field: 's1' }], sum: ['sold'], limit: 51 });
+      const [walk] = of('find', 'rm_leads_v1');
+      expect(walk!.args[1]).to.deep.include({ sort: { s1: 1 }, allowDiskUse: true });
+      const [grouping] = of('aggregate', 'rm_leads_v1');
+      expect(grouping!.args[1]).to.deep.include({ allowDiskUse: true });
+    });
+  });
+
   describe('list pages', function () {
     it('a cursor page of deliveries by buyer is one query: a top-level $or of bounded ranges, each with the filter, in index order', async function () {
       const { store, of } = open();
