@@ -1,7 +1,9 @@
 // The admin's page for a consumer's requests about its personal data. Find: the consumer's leads
 // with their personal data and outcomes (POST /functions/consumers/lookup), a "right to know" answer.
 // Erase: every lead of the consumer loses its personal data for good (POST /functions/erasures),
-// after an explicit confirmation. Look up: an erasure as recorded (GET /functions/erasures/{id}).
+// after an explicit confirmation. Erasures: every request recorded for one, newest first
+// (GET /functions/erasures), the record kept of consumers' requests. Look up: an erasure as
+// recorded (GET /functions/erasures/{id}).
 //
 // The e-mail and mobile typed here are the consumer's personal data: they go to the service in
 // the request only, never into the address bar, the tab's storage or the browser's form history,
@@ -9,9 +11,11 @@
 // is put in the address (#/personal-data/erasures/{id}).
 
 import { getJson, postJson, explain, ApiError } from './api.js';
-import { h, field, time, cards } from './dom.js';
+import { h, field, time, cards, onMore, say } from './dom.js';
 
 const LABELS = { email: 'E-mail', mobile: 'Mobile', suppress: 'Suppress later leads' };
+/** Which contacts named an erasure's consumer, in words: "e-mail and mobile". */
+const NAMED_BY = (fields) => fields.map((f) => (f === 'email' ? 'e-mail' : f)).join(' and ');
 
 /**
  * A consumer's contact fields: not remembered by the browser, not spell-checked. Their forms are
@@ -120,7 +124,7 @@ function findSection() {
 function erasureRecord(erasure) {
   const items = [
     ['Status', erasure.status],
-    ['Named by', erasure.fields.map((f) => (f === 'email' ? 'e-mail' : f)).join(' and ')],
+    ['Named by', NAMED_BY(erasure.fields)],
     ['Leads erased', String(erasure.leads_erased)],
     ['Lead ids', erasure.lead_ids.length === 0 ? '—' : erasure.lead_ids.map((id, i) => [i > 0 ? ', ' : '', h('a', { href: `#/leads/${id}` }, id)])],
     ['Later leads suppressed', erasure.suppressed ? 'yes' : 'no'],
@@ -142,7 +146,7 @@ function erasureRecord(erasure) {
   );
 }
 
-function eraseSection(forget) {
+function eraseSection(forget, erased) {
   const inputs = contactInputs();
   const suppress = h('input', { type: 'checkbox', name: 'suppress', id: 'erase-suppress' });
   const answer = h('div', { id: 'erase-answer', role: 'alert' });
@@ -222,6 +226,7 @@ function eraseSection(forget) {
       const done = h('h3', { id: 'erase-done', tabindex: '-1' }, 'Consumer erased');
       answer.replaceChildren(done, h('p', { class: 'ok' }, reply.message), erasureRecord(reply.erasure));
       done.focus();
+      erased();
     } catch (error) {
       cancel();
       answer.replaceChildren(h('p', { class: 'error' }, refusal(error, inputs)));
@@ -230,6 +235,62 @@ function eraseSection(forget) {
     }
   });
   return h('section', { class: 'card' }, form, answer);
+}
+
+// The erasure first: on a phone it heads the row's card, where its 32 characters fit on one line.
+const ERASURE_COLUMNS = [
+  ['Erasure', (r) => h('a', { href: `#/personal-data/erasures/${r.erasure_id}`, class: 'id' }, r.erasure_id)],
+  ['Recorded', (r) => time(r.erased_at), 'time'],
+  ['By', (r) => r.principal],
+  ['Named by', (r) => NAMED_BY(r.fields)],
+  ['Leads erased', (r) => String(r.leads_erased), 'num'],
+  ['Suppressed', (r) => (r.suppressed ? 'yes' : 'no')],
+];
+
+/** The erasures' requests, newest first, a page at a time; `reload` after an erasure shows it. */
+function erasuresSection(current) {
+  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'erasures-message' });
+  const body = h('tbody');
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More');
+  const table = h(
+    'table',
+    { id: 'erasures-table', 'aria-label': 'Erasures' },
+    h('thead', {}, h('tr', {}, ERASURE_COLUMNS.map(([t, , cls]) => h('th', { scope: 'col', class: cls }, t)))),
+    body,
+  );
+  const results = h('div', { class: 'table-wrap results', hidden: true }, table, h('p', { class: 'more' }, more));
+  let cursor = null;
+  async function load(reset) {
+    if (reset) cursor = null;
+    const query = new URLSearchParams({ limit: '20', ...(cursor ? { cursor } : {}) });
+    const page = await getJson(`/functions/erasures?${query}`);
+    if (!current()) return null;
+    if (reset) body.replaceChildren();
+    let first = null;
+    for (const row of page.items) {
+      const tr = h('tr', { 'data-erasure': row.erasure_id }, ERASURE_COLUMNS.map(([, cell, cls]) => h('td', { class: cls }, cell(row))));
+      first ??= tr;
+      body.append(tr);
+    }
+    cards(table);
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+    results.hidden = body.children.length === 0;
+    const n = body.children.length;
+    say(message, n === 0 ? 'No erasure yet.' : `${n} request${n === 1 ? '' : 's'} shown, the newest first.`);
+    return first;
+  }
+  const fail = (error) => say(message, refusal(error), 'error');
+  onMore(more, () => load(false), fail);
+  const section = h(
+    'section',
+    { class: 'card', 'aria-labelledby': 'erasures-title' },
+    h('h2', { id: 'erasures-title' }, 'Erasures'),
+    h('p', { class: 'muted' }, 'Every request recorded for an erasure: when, by whom, which contacts named the consumer (never their values), and how many leads it erased.'),
+    message,
+    results,
+  );
+  return { section, reload: () => load(true).catch(fail) };
 }
 
 function lookupSection(id) {
@@ -253,8 +314,9 @@ function lookupSection(id) {
 export async function renderPersonalData(main, [erasureId], current) {
   const find = findSection();
   const lookup = lookupSection(erasureId);
+  const erasures = erasuresSection(current);
   // An erasure opened by its id comes first; otherwise looking one up is the last thing on the page.
-  const sections = [find.section, eraseSection(find.clear)];
+  const sections = [find.section, eraseSection(find.clear, erasures.reload), erasures.section];
   if (erasureId) sections.unshift(lookup.section);
   else sections.push(lookup.section);
   main.append(
@@ -262,11 +324,14 @@ export async function renderPersonalData(main, [erasureId], current) {
     h('p', { class: 'muted' }, "A consumer's requests about its personal data: to know what is held about it, and to have it erased."),
     ...sections,
   );
-  if (!erasureId) return;
-  try {
-    const { erasure } = await getJson(`/functions/erasures/${erasureId}`);
-    if (current()) lookup.answer.replaceChildren(erasureRecord(erasure));
-  } catch (error) {
-    if (current()) lookup.answer.replaceChildren(h('p', { class: 'error' }, refusal(error)));
+  const listed = erasures.reload();
+  if (erasureId) {
+    try {
+      const { erasure } = await getJson(`/functions/erasures/${erasureId}`);
+      if (current()) lookup.answer.replaceChildren(erasureRecord(erasure));
+    } catch (error) {
+      if (current()) lookup.answer.replaceChildren(h('p', { class: 'error' }, refusal(error)));
+    }
   }
+  await listed;
 }

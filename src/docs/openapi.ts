@@ -25,6 +25,7 @@ import {
   READINESS_CHECKS_SCHEMA,
   REPORT_ROW_SCHEMA,
   ERASURE_ANSWER_SCHEMA,
+  ERASURE_ROW_SCHEMA,
   ERASURE_REQUEST_SCHEMA,
 } from './read-back-schemas.js';
 import { type Json, ROUTE_DOCS, type RouteDoc, ref, schema } from './route-docs.js';
@@ -285,6 +286,7 @@ async function buildOpenApiDocument(): Promise<Json> {
         ErasureRequest: ERASURE_REQUEST_SCHEMA,
         ConsumerLookup: toOpenApiSchema(CONSUMER_LOOKUP_SCHEMA),
         ErasureAnswer: ERASURE_ANSWER_SCHEMA,
+        ErasureRow: ERASURE_ROW_SCHEMA,
         Health: {
           type: 'object',
           required: ['ok', 'trace_id', 'code', 'message'],

@@ -252,6 +252,20 @@ export const ERASURE_REQUEST_SCHEMA = {
   },
 };
 
+/** A request recorded for an erasure, in the list of erasures; GET /functions/erasures/{erasure_id} has the whole erasure. */
+export const ERASURE_ROW_SCHEMA = {
+  type: 'object',
+  required: ['erasure_id', 'erased_at', 'principal', 'fields', 'suppressed', 'leads_erased'],
+  properties: {
+    erasure_id: { type: 'string', pattern: '^[0-9a-f]{32}$' },
+    erased_at: { type: 'string', format: 'date-time' },
+    principal: { type: 'string', description: 'Who asked: the admin key (`admin:NAME`), or `cli`.' },
+    fields: { type: 'array', items: { type: 'string', enum: ['email', 'mobile'] }, description: 'Which contacts named the consumer (never their values).' },
+    suppressed: { type: 'boolean', description: 'Whether this request asked for later leads to be suppressed.' },
+    leads_erased: { type: 'integer', description: 'The leads this request erased (its first request may have found none).' },
+  },
+};
+
 export const ERASURE_ANSWER_SCHEMA = {
   type: 'object',
   required: ['ok', 'trace_id', 'code', 'message', 'erasure'],

@@ -315,6 +315,20 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
   },
   {
     method: 'get',
+    path: '/functions/erasures',
+    tag: 'Personal data',
+    summary: 'List erasures',
+    description:
+      'Every request recorded for an erasure, the newest first: the first request of each erasure, and each later one that erased more leads or newly suppressed the contacts (asked again with nothing new, a request records nothing). ' +
+      'This is the record of consumers\' requests to delete that a business keeps. From the read models (`position` says how far they reflect the event log); a request is in it once the answer to its POST has come. ' +
+      '`since` and `until` bound the time of the request. A row names which contacts named the consumer, never their values; GET /functions/erasures/{erasure_id} has the whole erasure with its leads.',
+    roles: ['admin'],
+    parameters: [query('since', 'Recorded at or after.', INSTANT), query('until', 'Recorded before.', INSTANT), ...PAGING],
+    success: { status: 200, description: 'A page of erasure requests.', content: json(listBody('ErasureRow')) },
+    outcomes: ['INVALID_INPUT', ...KEYED_ERRORS],
+  },
+  {
+    method: 'get',
     path: '/functions/erasures/:erasure_id',
     tag: 'Personal data',
     summary: 'An erasure',

@@ -4,14 +4,14 @@ import type { Context } from 'koa';
 import type { ConsumerEraser } from '../commands/erasure.js';
 import { type FieldError, unknownField } from '../leads/outcome.js';
 import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
-import type { ReadBack } from '../read-models/read-back.js';
+import { type ReadBack, ReadBackInputError } from '../read-models/read-back.js';
 import { type Authenticate, authenticate, requireRole } from './auth.js';
 import { parseJsonObject, readBody, requireJson } from './body.js';
 import { ShellError } from './errors.js';
 import type { ShellState } from './state.js';
 
 // A consumer's rights over its personal data, for an admin acting on the consumer's request:
-// erasure (POST /functions/erasures, GET /functions/erasures/{id}) and access
+// erasure (POST /functions/erasures, GET /functions/erasures and /functions/erasures/{id}) and access
 // (POST /functions/consumers/lookup). A consumer is named by e-mail and/or mobile, normalised as a
 // posted lead's are; neither value is ever echoed, logged or put in a stream name.
 //
@@ -94,6 +94,18 @@ export function registerErasureRoutes(router: Router<ShellState>, lookup: Authen
       message: created ? `Consumer erased: ${erasure.leads_erased} lead(s).` : 'Already erased: nothing new to erase.',
       erasure,
     };
+  });
+
+  // The record of consumers' requests a business keeps: every request recorded for an erasure,
+  // newest first, from the read models (one just made is in it once the answer to its POST has come).
+  router.get('/functions/erasures', ...admin, async (ctx) => {
+    try {
+      const page = await deps.readBack.erasures(ctx.state.principal!, ctx.query);
+      ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'OK', ...page, position: deps.readBack.position };
+    } catch (error) {
+      if (error instanceof ReadBackInputError) throw new ShellError('INVALID', {}, 'invalid query', error.errors);
+      throw error;
+    }
   });
 
   router.get('/functions/erasures/:erasure_id', ...admin, async (ctx) => {

@@ -1,3 +1,4 @@
+import type { ConsumerErased } from '../commands/erasure.js';
 import type { RecordedEvent } from '../event-store/port.js';
 import type { LeadEvent, LeadReceived } from '../events/lead-events.js';
 import type { PingEvent } from '../events/ping-events.js';
@@ -63,11 +64,14 @@ const asLead = (event: RecordedEvent) => event as unknown as LeadEvent & Recorde
  * Version 2: each lead's view also carries the report counters its events added, and is indexed
  * on s1, so that a report by s1 is summed from it (version 1 had neither). Version 3: only a lead
  * that holds no claim on its contacts (test, rejected) carries their hashes (see unclaimedContacts).
+ * Version 4: the erasures' requests too, which the admins' list of erasures reads (the record of
+ * consumers' requests a business keeps); a new version, so that an upgraded data dir lists the
+ * erasures made before it.
  */
 export const leadsProjection: Projection = {
   name: 'leads',
-  version: 3,
-  collections: ['leads'],
+  version: 4,
+  collections: ['leads', 'erasures'],
   // The leads list reads each caller's scope newest first: all leads, a supplier's, a buyer's
   // sales. A filter on status, code or source is applied while that range is read, not given an
   // index of its own: every index is written on every update of a lead's view, and nine of them
@@ -88,8 +92,10 @@ export const leadsProjection: Projection = {
       ['s1'],
       ['supplier', 's1'],
     ],
+    erasures: [['erased_at']],
   },
   handle(event, context) {
+    if (event.type === 'ConsumerErased') return erasureWrites(event, context.collection('erasures'));
     if (!LEAD_EVENTS.has(event.type)) return NONE;
     const lead = asLead(event);
     const id = String(lead.data.lead_id);
@@ -119,6 +125,19 @@ export const leadsProjection: Projection = {
     });
   },
 };
+
+/**
+ * A request recorded for an erasure (its first, and each later one that erased more or newly
+ * suppressed): when, by whom, which contacts named the consumer (never their hashes), how many
+ * leads it erased. A row per request, as a record of consumers' requests is kept; the erasure's id
+ * leads to the whole of it.
+ */
+function erasureWrites(event: RecordedEvent, collection: string): ReadWrite[] {
+  const { erasure_id, contacts, lead_ids, suppressed, principal, erased_at } = (event as unknown as ConsumerErased).data;
+  const fields = (['email', 'mobile'] as const).filter((field) => contacts[field] !== undefined);
+  const doc = { erasure_id, erased_at, principal, fields, suppressed, leads_erased: lead_ids.length };
+  return [{ op: 'put', collection, id: event.id, position: event.position, doc }];
+}
 
 export const deliveriesProjection: Projection = {
   name: 'deliveries',

@@ -32,7 +32,7 @@ export interface ReadBackDeps {
   readonly personalData: PersonalDataKeys;
   readonly readModels: ReadModelStore;
   /** The physical collection a projection's base collection is served from now (blue/green). */
-  readonly collection: (base: 'leads' | 'deliveries' | 'report_buckets' | 'feedback') => string;
+  readonly collection: (base: 'leads' | 'deliveries' | 'report_buckets' | 'feedback' | 'erasures') => string;
   /** The position the read models reflect. */
   readonly position: () => Position;
   /** The service's clock: a report without from/to ends on its today. The wall clock when not given. */
@@ -157,6 +157,7 @@ const PAGING = ['limit', 'cursor'] as const;
 const LEADS_PARAMETERS = ['status', 'code', 'sid', 'since', 'until', ...PAGING];
 const DELIVERIES_PARAMETERS = ['status', 'buyer', 'bucket', 'since', 'until', ...PAGING];
 const FEEDBACK_PARAMETERS = ['type', 'since', ...PAGING];
+const ERASURES_PARAMETERS = ['since', 'until', ...PAGING];
 const REPORT_PARAMETERS = ['from', 'to', 'tz', 'group_by', 'test', ...PAGING];
 
 function limitOf(query: Query, errors: FieldError[]): number {
@@ -363,10 +364,24 @@ export class ReadBack {
     });
   }
 
+  /** The requests recorded for erasures, the newest first: for admins (the route allows no one else). */
+  async erasures(principal: Principal, query: Query): Promise<Page<Record<string, unknown>>> {
+    const errors: FieldError[] = [];
+    const since = instant(query, 'since', errors);
+    const until = instant(query, 'until', errors);
+    const limit = limitOf(query, errors);
+    const after = cursorOf(query, errors);
+    unknownParameters(query, ERASURES_PARAMETERS, errors);
+    if (errors.length > 0) throw new ReadBackInputError(errors);
+    const filter: Record<string, Filter[string]> = {};
+    if (since || until) filter.erased_at = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
+    return this.newestFirst(principal, 'erasures', 'erased_at', filter, limit, after, strip);
+  }
+
   /** One page of a list, newest first, with the caller's scope forced onto the filter. */
   private async newestFirst(
     principal: Principal,
-    base: 'leads' | 'deliveries' | 'feedback',
+    base: 'leads' | 'deliveries' | 'feedback' | 'erasures',
     sortField: string,
     filter: Record<string, Filter[string]>,
     limit: number,

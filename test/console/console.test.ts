@@ -910,6 +910,14 @@ describe('the console in a browser', function () {
     await keptOutOfTheBrowser();
     await shoot(page, 'personal-data-erased', () => record.waitFor());
 
+    // The list of erasures has it first, as recorded, naming no contact.
+    const listed = page.locator(`#erasures-table tr[data-erasure="${erasureId}"]`);
+    await listed.waitFor();
+    expect(await page.locator('#erasures-table tbody tr').first().getAttribute('data-erasure')).to.equal(erasureId);
+    const row = await listed.innerText();
+    expect(row).to.match(/admin:\S+/).and.contain('e-mail').and.match(/\b2\b/).and.contain('yes');
+    expect(await page.locator('#erasures-table').evaluate((table) => table.textContent ?? '')).to.not.contain(consumer.email);
+
     // The record links to its own address, where it is looked up by id.
     await record.getByRole('link', { name: erasureId }).click();
     await page.waitForURL(`**/console#/personal-data/erasures/${erasureId}`);

@@ -109,17 +109,19 @@ describe('OpenAPI document against real answers', function () {
     await call('GET', '/docs/openapi.json', {});
     await call('DELETE', '/functions/leads', as(supplier));
     await call('PUT', `/functions/leads/${leadId}`, as(supplier));
-    await call('GET', '/functions/erasures', as(admin));
+    await call('GET', '/functions/consumers/lookup', as(admin));
     await call('GET', `/functions/deliveries/${leadId}/ack`, as(buyer));
     await call('POST', '/healthz', {});
     await call('OPTIONS', '/functions/deliveries', as(analyst));
     await call('GET', '/functions/nothing-here', {});
-    for (const path of ['/healthz', '/functions/erasures']) heads.push({ path, reply: await svc.request('HEAD', path, as(admin)) });
+    for (const path of ['/healthz', '/functions/consumers/lookup']) heads.push({ path, reply: await svc.request('HEAD', path, as(admin)) });
     // The same erasure asked again, with an event recorded in between; then the erasure as recorded.
     erasures.push(await call('POST', '/functions/erasures', as(admin), { email: sold.email }));
     await post(validLead());
     erasures.push(await call('POST', '/functions/erasures', as(admin), { email: sold.email }));
     erasures.push(await call('GET', `/functions/erasures/${String((erasures[0]!.body.erasure as Json).erasure_id)}`, as(admin)));
+    await settled();
+    await call('GET', '/functions/erasures?limit=1', as(admin));
     await call('GET', `/functions/erasures/${'0'.repeat(32)}`, as(admin));
     // Refused by the listener before any route: documented on every route all the same.
     const oversized = await call('GET', '/functions/deliveries', { ...as(analyst), 'x-filler': 'f'.repeat(20 * 1024) });

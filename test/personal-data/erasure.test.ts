@@ -312,6 +312,40 @@ describe('erasure of a consumer', function () {
     expect(reply.body.erasure).to.include({ leads_erased: 0, suppressed: false });
   });
 
+  it('GET /functions/erasures lists every request recorded, newest first, a page at a time, for admins only, naming no contact', async function () {
+    const list = await get('/functions/erasures');
+    expect(list.status, list.text).to.equal(200);
+    const items = list.body.items as Array<Record<string, unknown>>;
+    const erasureId = (erasure.body.erasure as { erasure_id: string }).erasure_id;
+    // The last made (the consumer with no lead) first; the first erasure's one request, as recorded.
+    expect(items[0]).to.include({ principal: 'admin:root', leads_erased: 0, suppressed: false });
+    expect(items[0]!.fields).to.deep.equal(['email']);
+    // Its first request, and the CLI's later one, which erased the leads refused SUPPRESSED since.
+    const requests = items.filter((item) => item.erasure_id === erasureId);
+    expect(requests.map((item) => [item.principal, item.leads_erased])).to.deep.equal([['cli', 3], ['admin:root', 3]]);
+    expect(requests[1]).to.deep.equal({
+      erasure_id: erasureId,
+      erased_at: (erasure.body.erasure as { first_erased_at: string }).first_erased_at,
+      principal: 'admin:root',
+      fields: ['email', 'mobile'],
+      suppressed: true,
+      leads_erased: 3,
+    });
+    const times = items.map((item) => item.erased_at as string);
+    expect(times).to.deep.equal([...times].sort().reverse());
+    for (const value of [ERASED.email, ERASED.mobile, ERASED.national]) expect(list.text).not.to.include(value);
+    const firstPage = await get('/functions/erasures?limit=1');
+    expect(firstPage.body.items).to.deep.equal(items.slice(0, 1));
+    const secondPage = await get(`/functions/erasures?limit=1&cursor=${firstPage.body.next_cursor as string}`);
+    expect(secondPage.body.items).to.deep.equal(items.slice(1, 2));
+    expect((await get('/functions/erasures?since=2999-01-01')).body.items).to.deep.equal([]);
+    expect((await get('/functions/erasures', analyst)).status).to.equal(403);
+    const refused = await get('/functions/erasures?email=someone@example.com&since=yesterday');
+    expect(refused.status).to.equal(422);
+    expect((refused.body.errors as Array<{ field: string }>).map((e) => e.field).sort()).to.deep.equal(['email', 'since']);
+    expect(refused.text).not.to.include('someone@example.com');
+  });
+
   it('replay after the erasure gives the same read models as the live ones, with no personal data', async function () {
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
     const live = Object.fromEntries(['leads', 'deliveries', 'reports'].map((name) => [name, svc.service.projections.build(name)!]));

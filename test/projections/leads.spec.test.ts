@@ -19,6 +19,7 @@ import {
   leadEnriched,
   leadReceived,
   leadRoutedToBuyer,
+  type OtherStreamEvent,
   leadSold,
   rejectedLead,
   returned,
@@ -246,6 +247,49 @@ describe('leads projection (the lead view)', function () {
         '1': view(SOLD),
         '2': view({ lead_id: 2, supplier: 'sup-b', lead_status: 'rejected', code: 'DUPLICATE', errors: REJECTION_ERRORS.DUPLICATE, ...rejectedCounts('DUPLICATE'), ...unclaimed(2) }),
       },
+    });
+  });
+
+  describe('erasures: one document each, for the admins\' list', function () {
+    const erased = (leadIds: number[], at: string, options: { suppressed?: boolean; contacts?: Record<string, string> } = {}): OtherStreamEvent => ({
+      // Its own id, as the event store gives it: a replay sends the same event again.
+      id: `01937a4e-0000-7000-8000-${at.slice(14, 16).padStart(12, '0')}`,
+      streamId: 'erasure-0123456789abcdef0123456789abcdef',
+      type: 'ConsumerErased',
+      data: {
+        erasure_id: '0123456789abcdef0123456789abcdef',
+        contacts: options.contacts ?? { email: 'e'.repeat(64) },
+        lead_ids: leadIds,
+        suppressed: options.suppressed ?? false,
+        principal: 'admin:root',
+        erased_at: at,
+        looked_up_to: { commit: 9, prepare: 9 },
+      },
+      metadata: { schema: 1, occurred_at: at },
+    });
+
+    const row = (erasedAt: string, changes: Record<string, unknown> = {}) => ({
+      erasure_id: '0123456789abcdef0123456789abcdef',
+      erased_at: erasedAt,
+      principal: 'admin:root',
+      fields: ['email'],
+      suppressed: false,
+      ...changes,
+    });
+
+    it('a row per request: when, by whom, which contacts named the consumer (never their hashes), how many leads it erased', async function () {
+      const first = erased([1, 2], AT(20), { contacts: { email: 'e'.repeat(64), mobile: 'm'.repeat(64) } });
+      await spec.given(first).then({ leads: {}, erasures: { [first.id!]: row(AT(20), { fields: ['email', 'mobile'], leads_erased: 2 }) } });
+    });
+
+    it('a later request of the same erasure is a row of its own, and replayed, nothing is doubled', async function () {
+      const events = [erased([1], AT(20), { suppressed: true }), erased([3, 4], AT(40))];
+      const expected = {
+        leads: {},
+        erasures: { [events[0]!.id!]: row(AT(20), { suppressed: true, leads_erased: 1 }), [events[1]!.id!]: row(AT(40), { leads_erased: 2 }) },
+      };
+      await spec.given(...events).then(expected);
+      await spec.given(...events).when(...events).then(expected);
     });
   });
 
