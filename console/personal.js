@@ -11,7 +11,7 @@
 // is put in the address (#/personal-data/erasures/{id}).
 
 import { getJson, postJson, explain, ApiError } from './api.js';
-import { h, field, time, cards, onMore, say } from './dom.js';
+import { h, field, time, things, cards, onMore, say } from './dom.js';
 
 const LABELS = { email: 'E-mail', mobile: 'Mobile', suppress: 'Suppress later leads' };
 /** Which contacts named an erasure's consumer, in words: "e-mail and mobile". */
@@ -277,7 +277,7 @@ function erasuresSection(current) {
     more.hidden = !cursor;
     results.hidden = body.children.length === 0;
     const n = body.children.length;
-    say(message, n === 0 ? 'No erasure yet.' : `${n} request${n === 1 ? '' : 's'} shown, the newest first.`);
+    say(message, n === 0 ? 'No erasure yet.' : `${things(n, 'request')} shown, the newest first.`);
     return first;
   }
   const fail = (error) => say(message, refusal(error), 'error');
