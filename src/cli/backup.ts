@@ -95,6 +95,9 @@ export async function runBackupCommand(args: string[], io: CliIo = { out: proces
 
 /** Writes one snapshot of `source` to `destination`, checks it and makes it durable; its size. */
 function snapshot(source: string, destination: string): number {
+  // Owner-only from its first byte (VACUUM INTO takes an empty file): made by SQLite, it would be
+  // readable by others, in a directory that may let them in, until the chmod below.
+  closeSync(openSync(destination, 'wx', 0o600));
   const db = new Database(source, { readonly: true, fileMustExist: true });
   try {
     // A checkpoint or another process's write lock may hold the snapshot's start for a moment.

@@ -1,8 +1,10 @@
 import { expect } from 'chai';
 import Database from 'better-sqlite3';
-import { copyFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import sinon from 'sinon';
+import { runBackupCommand } from '../../src/cli/backup.js';
 import { runChild } from '../support/child.js';
 import { type Reply, TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
@@ -87,6 +89,34 @@ describe('leadpost backup', function () {
     } finally {
       await svc?.stop();
       for (const dir of [live, restored]) dir.remove();
+    }
+  });
+
+  it('writes each copy owner-only from its first byte, also into an empty directory others may enter', async function () {
+    const live = tempDir('backup-private');
+    const target = tempDir('backup-open-dir');
+    // Whatever the directory and the umask let others do, the copies hold sealed leads and wrapped keys.
+    chmodSync(target.path, 0o777);
+    const umask = process.umask(0);
+    // The mode of each copy just after SQLite wrote it, before the command's own chmod.
+    const modes: Record<string, number> = {};
+    const prepare = sinon.stub(Database.prototype, 'prepare').callsFake(function (this: Database.Database, sql: string) {
+      const statement = prepare.wrappedMethod.call(this, sql);
+      if (!sql.startsWith('VACUUM INTO')) return statement;
+      return { run: (destination: string) => Object.assign(statement.run(destination), { mode: (modes[destination.split('/').at(-1)!] = statSync(destination).mode & 0o777) }) } as unknown as Database.Statement;
+    });
+    try {
+      const svc = await TestService.start({ dataDir: live.path });
+      await svc.stop();
+      const out: string[] = [];
+      const io = { out: { write: (text: string) => out.push(text) }, err: { write: (text: string) => out.push(text) } };
+      expect(await runBackupCommand(['--to', target.path], io, { LEADPOST_DATA_DIR: live.path }), out.join('')).to.equal(0);
+      expect(modes).to.deep.equal({ 'readmodels.db': 0o600, 'events.db': 0o600, 'keys.db': 0o600 });
+    } finally {
+      prepare.restore();
+      process.umask(umask);
+      target.remove();
+      live.remove();
     }
   });
 
