@@ -165,7 +165,13 @@ async function route() {
         session.signOut();
         signInPage(KEY_REFUSED);
       } else {
-        main.replaceChildren(h('p', { class: 'error', role: 'alert' }, explain(error)));
+        // Whose key this is could not be asked (the service unreachable or not ready): say so, with
+        // the two ways on, trying again or signing out (the header's button, shown for it).
+        const again = h('button', { type: 'button' }, 'Try again');
+        again.addEventListener('click', () => void route());
+        main.replaceChildren(h('p', { class: 'error', role: 'alert', id: 'me-failed' }, explain(error)), h('p', {}, again));
+        signOutButton.hidden = false;
+        again.focus();
       }
       return;
     }

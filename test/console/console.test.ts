@@ -1166,9 +1166,15 @@ describe('the console in a browser', function () {
     await page.getByRole('link', { name: 'Deliveries' }).click();
     await page.locator('#deliveries-message', { hasText: 'The service cannot be reached. Try again.' }).waitFor();
 
+    // Opened again meanwhile, the console cannot ask whose key it holds: it says so and offers to try again or sign out.
+    await page.reload();
+    await page.locator('#me-failed', { hasText: 'The service cannot be reached. Try again.' }).waitFor();
+    expect(await focused(page)).to.equal('Try again');
+    expect(await page.getByRole('button', { name: 'Sign out' }).filter({ visible: true }).count()).to.equal(1);
+
     // Back: the next answer clears the mark and the header is ready again.
     await page.unroute(/\/(functions|readyz)\b/, cut);
-    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await page.getByRole('button', { name: 'Try again' }).press('Enter');
     await page.locator('#deliveries-table tbody tr').first().waitFor();
     await page.locator('#readiness[data-ready="true"]').waitFor();
     expect((await page.locator('main').getAttribute('class')) ?? '').to.not.contain('stale');
