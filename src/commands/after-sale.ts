@@ -122,6 +122,13 @@ function feedbackFieldError(field: string, error: { keyword: string; params: unk
   }
 }
 
+/** A return's reason when it is not one of the buyer's; none when the body's own rules name it already. */
+function returnReasonErrors(body: Record<string, unknown>, reasons: readonly string[], invalid: readonly FieldError[]): FieldError[] {
+  if (body.type !== 'return' || invalid.some((error) => error.field === 'reason')) return [];
+  if (typeof body.reason === 'string' && reasons.includes(body.reason)) return [];
+  return [{ field: 'reason', code: 'invalid_value', message: `reason must be one of: ${reasons.join(', ') || '(this buyer takes no returns)'}` }];
+}
+
 /** POST /functions/leads/{id}/feedback by the buyer that bought the lead. */
 export async function recordFeedback(
   store: EventStore,
@@ -189,17 +196,16 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
       if (sale.cancelled) throw new AfterSaleError('DELIVERY_CANCELLED');
       return [{ type: 'LeadDelivered', data: { lead_id, buyer, via: 'pull', attempt: sale.attempts + 1, status: null, latency_ms: null, delivered_at: now.toISOString() } }];
     }
-    const errors = feedbackErrors(command.body);
+    const config = command.routing.buyers.find((b) => b.id === buyer);
+    // Every failing field at once: a return reason outside the buyer's list is named beside an
+    // unknown field, not only once the buyer has fixed that and sent again.
+    const invalid = feedbackErrors(command.body);
+    const errors = [...invalid, ...returnReasonErrors(command.body, config?.return_reasons ?? [], invalid)];
     if (errors.length > 0) throw new AfterSaleError('INVALID', errors);
     const { type, reason } = command.body as FeedbackBody;
     const recorded: FeedbackRecorded['data'] = { lead_id, buyer, type, reason: reason ?? null, recorded_at: now.toISOString() };
     const events: LeadEvent[] = [{ type: 'FeedbackRecorded', data: recorded }];
-    if (type === 'return') {
-      const config = command.routing.buyers.find((b) => b.id === buyer);
-      const reasons = config?.return_reasons ?? [];
-      if (reason === undefined || !reasons.includes(reason)) {
-        throw new AfterSaleError('INVALID', [{ field: 'reason', code: 'invalid_value', message: `reason must be one of: ${reasons.join(', ') || '(this buyer takes no returns)'}` }]);
-      }
+    if (type === 'return' && reason !== undefined) {
       if (sale.returned) throw new AfterSaleError('ALREADY_RETURNED');
       const windowMs = (config?.return_window_days ?? 7) * 86_400_000;
       if (sale.sold === null || now.getTime() - sale.sold.at > windowMs) throw new AfterSaleError('RETURN_WINDOW_CLOSED');

@@ -172,6 +172,21 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
       }
     });
 
+    it('a return whose reason is not the buyer\'s names it beside every other failing field, in one answer', async function () {
+      const leadId = await sell();
+      const reply = await feedback(leadId, keys.puller!, { type: 'return', reason: 'changed_mind', note: 'x' });
+      expect([reply.status, reply.body.code]).to.deep.equal([422, 'INVALID']);
+      expect(reply.body.errors).to.have.deep.members([
+        { field: 'note', code: 'unknown_field', message: 'note is not a feedback field' },
+        { field: 'reason', code: 'invalid_value', message: 'reason must be one of: bad_phone, fraud' },
+      ]);
+      // A reason that breaks the body's own rules is named once, by that rule.
+      const malformed = await feedback(leadId, keys.puller!, { type: 'return', reason: 'Changed Mind', note: 'x' });
+      expect((malformed.body.errors as Array<{ field: string; code: string }>).map((e) => [e.field, e.code])).to.have.deep.members([['note', 'unknown_field'], ['reason', 'invalid_format']]);
+      const events = await svc.service.store.readStream(`lead-${leadId}`);
+      expect(events.filter((e) => e.type === 'FeedbackRecorded')).to.have.length(0);
+    });
+
     it('10 concurrent returns of one lead: one succeeds, the rest are ALREADY_RETURNED', async function () {
       const leadId = await sell();
       const replies = await Promise.all(Array.from({ length: 10 }, () => feedback(leadId, keys.puller!, { type: 'return', reason: 'fraud' })));
