@@ -85,7 +85,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     summary: 'Ping: what would this lead fetch?',
     description:
       'Send the lead\'s qualifying fields (no name, e-mail or phone) and get the best bid: every buyer that bids on pings and may take the lead now is asked at once ' +
-      '(a static bidder bids its price; a webhook bidder is sent the ping signed as deliveries are and answers `{"bid": number|null}`, optionally with the ping\'s `"currency"` (another is ignored as invalid), within its own timeout). ' +
+      '(a static bidder bids its price; a webhook bidder is sent the ping signed as deliveries are and answers `{"bid": number|null}`, optionally with the ping\'s `"currency"`, in either case (another is ignored as invalid), within its own timeout). ' +
       'The answer comes by PING_DEADLINE_MS (default 1 s) with the bids in by then; the highest wins, ties by priority; a bid under the routing file\'s `min_bid`, or over its `max_bid` (10,000 when a webhook bidder sets none), is ignored. ' +
       '`BID` gives `bid`, the price the lead will sell for when posted with `ping_id` before `expires_at` (PING_TTL_SECONDS, default 300); `NO_BID`: no buyer bid (a post with the ping_id is routed as usual). ' +
       'No lead is recorded (`lead_id` null). The same fields pinged again by the same supplier before expiry get the same answer, and no buyer is asked again. ' +

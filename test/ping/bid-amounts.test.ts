@@ -31,6 +31,8 @@ const ANSWERS: Record<string, string> = {
   '/50': '{"bid": 50}',
   '/eur': '{"bid": 40, "currency": "EUR"}',
   '/usd': '{"bid": 40, "currency": "USD"}',
+  '/usd-lower-case': '{"bid": 40, "currency": "usd"}',
+  '/eur-lower-case': '{"bid": 40, "currency": "eur"}',
   '/no-currency': '{"bid": 40}',
   '/currency-not-a-code': '{"bid": 40, "currency": 978}',
   '/eur-no-bid': '{"bid": null, "currency": "EUR"}',
@@ -134,6 +136,11 @@ describe('ping bidding: what a bid is worth', function () {
       ]);
       // Every bidder was told the currency it is asked to bid in.
       for (const request of endpoint.received.filter((r) => r.path === '/eur')) expect(request.body.currency).to.equal('USD');
+    });
+
+    it('a currency code in lower case names the same currency: "usd" bids in a USD file, "eur" is still another currency', async function () {
+      const bids = await bidsOf({ currency: 'USD', buyers: ['/usd-lower-case', '/eur-lower-case'].map((path) => webhook(path)) });
+      expect([bids['hook-usd-lower-case'], bids['hook-eur-lower-case']].map(judged)).to.deep.equal([['bid', 40, null], ['invalid', null, 'currency_mismatch']]);
     });
 
     it("a file in EUR takes a bid answered in EUR and refuses one in USD", async function () {

@@ -77,8 +77,10 @@ async function bidOf(buyer: Buyer, config: LoadedRoutingConfig, ping: Normalised
   if (amount === undefined) return { buyer: buyer.id, kind, result: 'invalid', amount: null, latency_ms: answer.latencyMs, detail: 'not_a_bid' };
   if (amount === null) return { buyer: buyer.id, kind, result: 'no_bid', amount: null, latency_ms: answer.latencyMs };
   // A bid names its currency or is taken in the one it was asked in; 40 EUR is not 40 of the
-  // file's currency, so its number is not recorded as an amount of it.
-  if (answer.currency !== undefined && answer.currency !== config.currency) {
+  // file's currency, so its number is not recorded as an amount of it. A code in lower case
+  // (`"usd"`, as Stripe and many billing systems write it) names the same currency.
+  const named = typeof answer.currency === 'string' ? answer.currency.toUpperCase() : answer.currency;
+  if (named !== undefined && named !== config.currency) {
     return { buyer: buyer.id, kind, result: 'invalid', amount: null, latency_ms: answer.latencyMs, detail: 'currency_mismatch' };
   }
   return judged(buyer.id, kind, amount, answer.latencyMs, config.min_bid, max_bid);
