@@ -29,6 +29,7 @@ import {
   ERASURE_REQUEST_SCHEMA,
 } from './read-back-schemas.js';
 import { type Json, ROUTE_DOCS, type RouteDoc, ref, schema } from './route-docs.js';
+import { WEBHOOKS, WEBHOOK_SCHEMAS } from './webhooks.js';
 
 export {  UNDOCUMENTED_ROUTES } from './route-docs.js';
 
@@ -192,6 +193,8 @@ const INTRODUCTION = `Suppliers post consumer leads and get the decision — acc
 
 **Retries.** A post with an \`Idempotency-Key\` (per supplier, kept 72 h) can be retried safely: the same key and body return the original status and body with \`Idempotency-Replayed: true\`.
 
+**Buyers' endpoints.** What the service sends to a buyer — a sold lead, the \`lead.erased\` notice, a ping to bid on — is under *Webhooks*: each body, its headers, how to check its signature, and what each answer leads to.
+
 **Read-back** answers are eventually consistent (usually within tens of milliseconds) and carry the \`position\` in the event log they reflect. Lists are newest first (a report: in the order of its group key); pass \`next_cursor\` back as \`cursor\`.
 
 **Limits.** Each is set by the operator; the defaults are given.
@@ -238,11 +241,12 @@ async function buildOpenApiDocument(): Promise<Json> {
     tags: [
       { name: 'Suppliers', description: 'Posting leads.' },
       { name: 'Read-back', description: 'Leads, deliveries, feedback and reports.' },
-      { name: 'Buyers', description: 'Pull delivery and feedback.' },
+      { name: 'Buyers', description: 'Pull delivery and feedback; and, under Webhooks, what a webhook buyer or bidder is sent.' },
       { name: 'Personal data', description: "A consumer's erasure and access requests, answered by an admin." },
       { name: 'Operations', description: 'Health, readiness, metrics and these docs; no API key.' },
     ],
     paths,
+    webhooks: WEBHOOKS,
     components: {
       securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY', description: 'lp_… as printed once by `leadpost keys create`.' } },
       parameters: {
@@ -300,6 +304,7 @@ async function buildOpenApiDocument(): Promise<Json> {
         NotReady: { allOf: [schema('DecisionEnvelopeOpen'), { type: 'object', required: ['checks'], properties: { checks: schema('ReadinessChecks') } }] },
         DecisionEnvelopeOpen: { ...toOpenApiSchema(ENVELOPE_SCHEMA), additionalProperties: true, description: 'The decision envelope with fields of the route added (readiness checks).' },
         ReadinessChecks: READINESS_CHECKS_SCHEMA,
+        ...WEBHOOK_SCHEMAS,
       },
     },
   };
