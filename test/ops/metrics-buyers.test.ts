@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
+import { sample } from '../support/metrics.js';
 import { TestService, validLead } from '../support/service.js';
 
 // What /metrics tells an on-call engineer about the buyers and the checks, through a real service
@@ -7,10 +8,6 @@ import { TestService, validLead } from '../support/service.js';
 // requests sent once more because a buyer closed the kept connection they went out on (a buyer
 // that keeps doing so shows here before its requests start to fail).
 
-function sample(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
 
 describe('metrics of buyers and checks', function () {
   this.timeout(30_000);

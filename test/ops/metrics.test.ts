@@ -2,16 +2,12 @@ import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { parseKey } from '../../src/keys/api-keys.js';
 import { ServiceMetrics } from '../../src/ops/metrics.js';
+import { sample } from '../support/metrics.js';
 import { TestService, validLead } from '../support/service.js';
 
 // /metrics through the real HTTPS server: the series an on-call engineer reads, and none of the
 // values a lead or a key carries.
 
-/** The value of one series, by name and exact label set as prom-client prints it. */
-function sample(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
 
 describe('metrics', function () {
   this.timeout(30_000);
