@@ -31,6 +31,7 @@ import { loadRoutingConfig } from './routing/load-config.js';
 import { countingEventStore } from './ops/counting-event-store.js';
 import { holdsClearLeads } from './personal-data/clear-leads.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
+import { Opened } from './ops/opened.js';
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
 import { type LeaseStatus, leaseHolderId } from './roles/lease-keeper.js';
@@ -101,30 +102,31 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const metrics = new ServiceMetrics({ projections: projectionStatuses, roles: { all: SERVICE_ROLES, running: [...roles], leases } });
   // Every append of the service goes through this decorator, so /metrics counts them all.
   // One set of data keys seals new leads and opens them for the readers allowed to see them.
-  const personalData = await openPersonalDataKeys(config);
-  const store = countingEventStore(overrides.store ?? (await openEventStore(config, { logger, personalData })), metrics.countAppend);
-  const contactHashes = await ContactHashes.open(personalData, store, overrides.now);
-  const keys = await KeyRing.open(store, { ...(overrides.keyPollMs ? { pollMs: overrides.keyPollMs } : {}), onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') });
+  const opened = new Opened((error) => logger.error({ err: error }, 'closing the stores after a failed start failed'));
+  const personalData = await opened.step(() => openPersonalDataKeys(config), (keys) => keys.close());
+  const store = countingEventStore(
+    await opened.step(async () => overrides.store ?? (await openEventStore(config, { logger, personalData })), (events) => (overrides.store ? undefined : events.close())),
+    metrics.countAppend,
+  );
+  const contactHashes = await opened.step(() => ContactHashes.open(personalData, store, overrides.now));
+  const keys = await opened.step(
+    () => KeyRing.open(store, { ...(overrides.keyPollMs ? { pollMs: overrides.keyPollMs } : {}), onPollError: (error) => logger.warn({ err: error }, 'key ring refresh failed') }),
+    (ring) => ring.close(),
+  );
   // A process that projects without serving the API stores its read-model commits on a thread of
   // their own (embedded store), so it catches up on two cores after a takeover. One that also
   // serves the API keeps them on its main thread: there the thread cost more CPU per post than it
   // gave in throughput (BENCH.md). Fenced commits are checked against the projector lease either
   // way, and projectors of other processes write the same tables when they hold it.
-  const readModels =
-    overrides.readModels ?? (await openReadModelStore(config, roles.has('projector') && !roles.has('api') ? { commitThread: true, othersMayWrite: true, smallThreadHeap: true } : {}));
+  const readModels = await opened.step(
+    async () =>
+      overrides.readModels ?? (await openReadModelStore(config, roles.has('projector') && !roles.has('api') ? { commitThread: true, othersMayWrite: true, smallThreadHeap: true } : {})),
+    (models) => (overrides.readModels ? undefined : models.close()),
+  );
   // Every instance follows which build of each projection is served; only the one holding the
   // projector lease runs them, its commits fenced by that lease.
   const projections = new Projections(store, readModels, logger);
-  await projections.start();
-  // What is open by now, closed in the reverse order; the API's own resources are closed first, by closeStores.
-  async function closeOpened(): Promise<void> {
-    await keys.close();
-    await background?.stopProjector();
-    await projections.stop();
-    if (!overrides.readModels) await readModels.close();
-    if (!overrides.store) await store.close();
-    await personalData.close();
-  }
+  await opened.step(() => projections.start(), () => projections.stop());
   // The work besides the API runs on a thread of its own where it can (see background-thread.ts);
   // stores or a clock a test hands in cannot cross to a thread, so then it runs here.
   const threaded =
@@ -154,23 +156,23 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
         countSentAgain: metrics.countSentAgain,
         ...(overrides.buyerCa ? { buyerCa: overrides.buyerCa } : {}),
       });
-  await background?.startProjector();
+  await opened.step(() => background?.startProjector(), () => background?.stopProjector());
   thread = threaded
-    ? await BackgroundThread.start({
-        data: {
-          config: { ...config, roles: new Set([...roles].filter((role) => role !== 'api')) },
-          routing,
-          ...(overrides.buyerCa ? { buyerCa: overrides.buyerCa } : {}),
-        },
-        logger,
-        countAppends: metrics.countAppend,
-        countDeliveries: metrics.countDeliveryOutcome,
-        countSentAgain: metrics.countSentAgain,
-      }).catch(async (error: unknown) => {
-        // The thread's failure is what the operator must see, not a failure to close after it.
-        await closeOpened().catch((closing: unknown) => logger.error({ err: closing }, 'closing the stores after a failed start failed'));
-        throw error;
-      })
+    ? await opened.step(
+        () =>
+          BackgroundThread.start({
+            data: {
+              config: { ...config, roles: new Set([...roles].filter((role) => role !== 'api')) },
+              routing,
+              ...(overrides.buyerCa ? { buyerCa: overrides.buyerCa } : {}),
+            },
+            logger,
+            countAppends: metrics.countAppend,
+            countDeliveries: metrics.countDeliveryOutcome,
+            countSentAgain: metrics.countSentAgain,
+          }),
+        (started) => started.stop(),
+      )
     : null;
   const readBack = new ReadBack({
     events: store,
@@ -196,12 +198,15 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const ops = { readiness, metrics, shutdown };
 
   const contacts = new ContactRegistry(store, contactHashes);
-  const keyNames = await idempotencyNames(contactHashes, store, overrides.now);
+  const keyNames = await opened.step(() => idempotencyNames(contactHashes, store, overrides.now));
   const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (position: Position) => projections.waitFor(position) };
   const eraser = new ConsumerEraser({ ...consumerLeads, keys: personalData, hashes: contactHashes, contacts, now });
   const caps = new CapLedger(store);
   // Bids are asked over keep-alive connections: a ping's deadline is too short for a TLS handshake per buyer.
-  const bidAgent = buyerAgent({ ca: overrides.buyerCa, sentAgain: () => metrics.countSentAgain('bid') });
+  const bidAgent = await opened.step(
+    () => buyerAgent({ ca: overrides.buyerCa, sentAgain: () => metrics.countSentAgain('bid') }),
+    (agent) => agent.destroy(),
+  );
   const ping = createPing({
     store,
     validate: createPingValidator(),
@@ -249,27 +254,21 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
         ops,
       })
     : createOpsApp({ logger, ops, currency: () => routing.currency });
-  const closeStores = async () => {
-    bidAgent.destroy();
-    await thread?.stop();
-    await closeOpened();
-  };
-  const servers = await startServers({
-    app,
-    tls,
-    port: config.port,
-    httpPort: config.httpPort,
-    host: config.host,
-    trustProxy: config.trustProxy,
-    logger,
-    timeouts: { headersMs: config.headersTimeoutMs, requestMs: config.requestTimeoutMs },
-    bodyLimitBytes: config.bodyLimitBytes,
-    currency: () => routing.currency,
-  }).catch(async (error: unknown) => {
-    // A port in use is the usual failed start: close what is open, so the process can exit with it.
-    await closeStores();
-    throw error;
-  });
+  // A port in use is the usual failed start: what is open is closed, so the process can exit with it.
+  const servers = await opened.step(() =>
+    startServers({
+      app,
+      tls,
+      port: config.port,
+      httpPort: config.httpPort,
+      host: config.host,
+      trustProxy: config.trustProxy,
+      logger,
+      timeouts: { headersMs: config.headersTimeoutMs, requestMs: config.requestTimeoutMs },
+      bodyLimitBytes: config.bodyLimitBytes,
+      currency: () => routing.currency,
+    }),
+  );
   // Started after the listeners, so that a failed start leaves no worker running.
   await background?.startDeliveryAndRetention();
   await thread?.deliver();
@@ -310,7 +309,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       const finishing = Promise.all([servers.close(IN_FLIGHT_GRACE_MS), background?.stopDeliveryAndRetention(), thread?.drain()]);
       logger.info({ grace_ms: IN_FLIGHT_GRACE_MS }, 'leadpost stopping: no new connections, finishing requests in flight');
       await finishing;
-      await closeStores();
+      await opened.closeAll();
       logger.info({ ms: Date.now() - started }, 'leadpost stopped');
     },
   };

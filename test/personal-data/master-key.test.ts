@@ -8,6 +8,7 @@ import { type LeadReceived, leadStream } from '../../src/events/lead-events.js';
 import { openLead } from '../../src/events/codec/index.js';
 import { MasterKeyError, openPersonalDataKeys } from '../../src/personal-data/index.js';
 import { loadOrCreateMasterKey } from '../../src/personal-data/master-key.js';
+import { ContactHashes } from '../../src/personal-data/contact-hashes.js';
 import { runChild } from '../support/child.js';
 import { tempDir } from '../support/tmp.js';
 import { rejection } from '../support/rejection.js';
@@ -78,6 +79,24 @@ describe('the master key (LEADPOST_MASTER_KEY_FILE)', function () {
     expect(served.code).to.equal(1);
     expect(served.stderr).to.contain(`the master key file ${file} (LEADPOST_MASTER_KEY_FILE) may be read or written by others than its owner (mode 0644)`);
     expect(served.stderr).to.not.contain('    at ');
+  });
+
+  it('another master key than the data dir was made with stops `leadpost serve` with its message, exit 1, never a hang', async function () {
+    const keys = await openPersonalDataKeys({ dataDir: dir.path });
+    const store = await openEventStore({ dataDir: dir.path }, { personalData: keys });
+    await ContactHashes.open(keys, store);
+    await store.close();
+    await keys.close();
+    const other = join(dir.path, 'other.key');
+    writeFileSync(other, Buffer.alloc(32, 7), { mode: 0o600 });
+    const child = runChild(['serve'], { LEADPOST_DATA_DIR: dir.path, LEADPOST_MASTER_KEY_FILE: other, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1' }, { script: BIN });
+    // It once printed its line and then ran on for ever, listening on nothing: the stores opened
+    // before the failing step kept their threads.
+    const deadline = setTimeout(() => child.process.kill('SIGKILL'), 20_000);
+    const served = await child.finally(() => clearTimeout(deadline));
+    expect(served.signal).to.equal(null);
+    expect(served.code).to.equal(1);
+    expect(served.stderr.trim()).to.equal('leadpost: the secret contact-hashes does not open with the master key (LEADPOST_MASTER_KEY_FILE is not the key it was stored with)');
   });
 
   it('wraps the data keys: the key store opened with another master key reads no lead, and says why', async function () {
