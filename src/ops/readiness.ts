@@ -85,6 +85,29 @@ function within<T>(ms: number, run: () => Promise<T>): Promise<T> {
   return Promise.race([run(), timeout]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * What a store that answered with an error says is wrong, from the error code in its cause chain:
+ * an embedded store on a read-only or full disk answers at once, and "unreachable" sent the
+ * on-call engineer looking for a network. Only a code is shown, never the store's own text.
+ */
+const CAUSES: ReadonlyArray<readonly [RegExp, string]> = [
+  [/^SQLITE_READONLY/, 'read-only: check the permissions of its file and directory and that its filesystem is mounted read-write'],
+  [/^(SQLITE_FULL|ENOSPC)$/, 'disk full'],
+  [/^SQLITE_IOERR/, 'disk I/O error'],
+  [/^(SQLITE_CORRUPT|SQLITE_NOTADB)/, 'its file is damaged'],
+  [/^(SQLITE_CANTOPEN|SQLITE_PERM|SQLITE_AUTH|EACCES|EPERM|EROFS)/, 'its file cannot be opened for writing'],
+];
+
+function failure(error: unknown): string {
+  for (let current = error, depth = 0; current instanceof Error && depth < 8; current = current.cause, depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code !== 'string' || !/^[A-Z][A-Z0-9_]{1,40}$/.test(code)) continue;
+    const words = CAUSES.find(([pattern]) => pattern.test(code))?.[1];
+    return words ? `${words} (${code})` : `failing (${code})`;
+  }
+  return 'unreachable';
+}
+
 export class ReadinessProbe {
   private inFlight: Promise<Readiness> | undefined;
 
@@ -134,7 +157,7 @@ export class ReadinessProbe {
       return { ok: true, detail: 'reachable' };
     } catch (error) {
       this.deps.logger?.warn({ err: error, check: name }, 'readiness check failed');
-      return { ok: false, detail: error instanceof TimeoutError ? `no answer within ${ms} ms` : 'unreachable' };
+      return { ok: false, detail: error instanceof TimeoutError ? `no answer within ${ms} ms` : failure(error) };
     }
   }
 

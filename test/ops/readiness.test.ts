@@ -1,9 +1,10 @@
 import { expect } from 'chai';
+import Database from 'better-sqlite3';
 import { type EventStore, EventStoreUnavailableError } from '../../src/event-store/port.js';
 import { ReadinessProbe } from '../../src/ops/readiness.js';
 import type { ProjectionStatus } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
-import type { Lease } from '../../src/read-models/port.js';
+import { type Lease, ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { LeaseKeeper } from '../../src/roles/lease-keeper.js';
 import { ENVELOPE_FIELDS, TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
@@ -259,6 +260,20 @@ describe('health and readiness', function () {
       // A key store that hangs is time-boxed like the others.
       const hanging = new ReadinessProbe({ keyStore: { probe: () => new Promise(() => {}) }, events: store, readModels, projections: async () => [status('leads', 0)], maxLagSeconds: 30, shuttingDown: () => false, timeoutMs: 50 });
       expect((await hanging.check()).checks.key_store).to.deep.equal({ ok: false, detail: 'no answer within 50 ms' });
+    });
+
+    it('says what a store that answers with an error has, from its code: a read-only or full disk is not "unreachable"', async function () {
+      const failing = (code: string) => {
+        const cause = new Database.SqliteError('attempt to write a readonly database', code);
+        return { checkpoint: async () => null, releaseLease: () => Promise.reject(new ReadModelUnavailableError(`the read-model store failed: ${cause.message}`, { cause })) };
+      };
+      const detail = async (code: string) =>
+        (await new ReadinessProbe({ keyStore, events: store, readModels: failing(code), projections: async () => [status('leads', 0)], roles: projectorRole({ held: true, holder: 'me:1:a' }), maxLagSeconds: 30, shuttingDown: () => false }).check())
+          .checks.read_models.detail;
+      expect(await detail('SQLITE_READONLY')).to.equal('read-only: check the permissions of its file and directory and that its filesystem is mounted read-write (SQLITE_READONLY)');
+      expect(await detail('SQLITE_FULL')).to.equal('disk full (SQLITE_FULL)');
+      expect(await detail('SQLITE_IOERR_WRITE')).to.equal('disk I/O error (SQLITE_IOERR_WRITE)');
+      expect(await detail('SQLITE_MISUSE')).to.equal('failing (SQLITE_MISUSE)');
     });
 
     it('concurrent probes share one round of checks', async function () {
