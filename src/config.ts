@@ -268,12 +268,32 @@ export function checkDirectories(config: Config | ServiceConfig): void {
   if (!config.eventStoreUrl || !config.mongoUrl || masterKeyInDataDir || selfSigned) {
     const problem = uncreatable(config.dataDir, 'directory');
     if (problem) problems.push(`LEADPOST_DATA_DIR must be a directory this process can create or write, not ${shown(config.dataDir)} (${problem})`);
+    else problems.push(...unwritableStores(config));
   }
   if (!masterKeyInDataDir) {
     const problem = uncreatable(config.masterKeyFile, 'file');
     if (problem) problems.push(`LEADPOST_MASTER_KEY_FILE must be a file this process can create or read, not ${shown(config.masterKeyFile)} (${problem})`);
   }
   if (problems.length > 0) throw invalid(problems);
+}
+
+/**
+ * The embedded stores' files already in the data dir that this process cannot read and write.
+ * SQLite opens such a file read-only without a word (a restore copied as another user, say), and
+ * the service then started, answering every post 503 until restarted with the file put right.
+ */
+function unwritableStores(config: Config | ServiceConfig): string[] {
+  const stores = [...(config.eventStoreUrl ? [] : ['events.db']), ...(config.mongoUrl ? [] : ['readmodels.db', 'keys.db'])];
+  const problems: string[] = [];
+  for (const file of stores.flatMap((store) => [store, `${store}-wal`, `${store}-shm`]).map((name) => join(config.dataDir, name))) {
+    try {
+      accessSync(file, constants.R_OK | constants.W_OK);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? 'unknown error';
+      if (code !== 'ENOENT') problems.push(`LEADPOST_DATA_DIR must hold store files this process can read and write, not ${shown(file)} (${code}): give it to the user the service runs as`);
+    }
+  }
+  return problems;
 }
 
 function isDirectory(path: string): boolean {

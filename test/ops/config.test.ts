@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, checkDirectories, loadServiceConfig } from '../../src/config.js';
@@ -15,8 +15,8 @@ const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
  * `leadpost serve` that ought to refuse to start: stopped as soon as it listens after all, or after
  * 30 s (a data dir under /proc once made it spin for ever).
  */
-async function serveRefused(env: Record<string, string>) {
-  const child = runChild(['serve'], { PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', ...env }, { script: BIN });
+async function serveRefused(env: Record<string, string>, nodeArgs: string[] = []) {
+  const child = runChild(['serve'], { PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', ...env }, { script: BIN, nodeArgs });
   const deadline = setTimeout(() => child.process.kill('SIGKILL'), 30_000);
   child.until('{', 1).then(() => child.process.kill('SIGKILL'), () => {});
   try {
@@ -220,6 +220,21 @@ describe('where serve keeps its files', function () {
   it('a master key file whose directory cannot be created is named as LEADPOST_MASTER_KEY_FILE', async function () {
     const result = await serveRefused({ LEADPOST_DATA_DIR: dir.path, LEADPOST_MASTER_KEY_FILE: '/proc/nope/master.key' });
     expect(refused(result)).to.equal("LEADPOST_MASTER_KEY_FILE must be a file this process can create or read, not '/proc/nope/master.key' (/proc is a kernel filesystem, proc, that keeps no files)");
+  });
+
+  it('a store file in the data dir that this process cannot write stops start-up with one line naming it, instead of a service that answers every post 503', async function () {
+    const dataDir = join(dir.path, 'data');
+    mkdirSync(dataDir, { mode: 0o700 });
+    for (const file of ['events.db', 'readmodels.db-wal']) writeFileSync(join(dataDir, file), '', { mode: 0o444 });
+    // Root writes any file whatever its mode: as root, the service is run as nobody, as a service is.
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) for (const path of [dir.path, dataDir, join(dataDir, 'events.db'), join(dataDir, 'readmodels.db-wal')]) chownSync(path, 65534, 65534);
+    const result = await serveRefused({ LEADPOST_DATA_DIR: dataDir }, asRoot ? ['--import', 'data:text/javascript,process.setgid(65534);process.setuid(65534)'] : []);
+    const lines = result.stderr.trim().split('\n');
+    expect([result.code, lines[0]], result.stderr).to.deep.equal([1, 'leadpost: invalid configuration:']);
+    expect(lines.slice(1).map((line) => line.trim())).to.deep.equal(
+      ['events.db', 'readmodels.db-wal'].map((file) => `LEADPOST_DATA_DIR must hold store files this process can read and write, not '${join(dataDir, file)}' (EACCES): give it to the user the service runs as`),
+    );
   });
 
   it('a TLS file that cannot be read stops start-up with one line naming it', async function () {
