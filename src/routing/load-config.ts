@@ -107,11 +107,12 @@ export function loadRoutingConfig(path: string): LoadedRoutingConfig {
     throw new RoutingConfigError(path, [{ path: '', message: `cannot read the file: ${(error as Error).message}` }]);
   }
   let json: unknown;
+  // An editor's byte-order mark is not worth failing start-up over.
+  const text = bytes.toString('utf8').replace(/^\uFEFF/, '');
   try {
-    // An editor's byte-order mark is not worth failing start-up over.
-    json = JSON.parse(bytes.toString('utf8').replace(/^\uFEFF/, ''));
+    json = JSON.parse(text);
   } catch (error) {
-    throw new RoutingConfigError(path, [{ path: '', message: `invalid JSON: ${(error as Error).message}` }]);
+    throw new RoutingConfigError(path, [{ path: '', message: `invalid JSON: ${located((error as Error).message, text)}` }]);
   }
   return resolve(json, path, versionOf(bytes));
 }
@@ -201,4 +202,12 @@ function canonicalJson(value: unknown): string {
     return `{${fields.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
+}
+
+/** A parse error with its line and column, which an editor goes to: Node 20 gives only the offset into the file. */
+function located(message: string, text: string): string {
+  const at = /at position (\d+)/.exec(message);
+  if (!at || /\bline \d+/.test(message)) return message;
+  const before = text.slice(0, Number(at[1]));
+  return `${message} (line ${before.split('\n').length}, column ${before.length - before.lastIndexOf('\n')})`;
 }

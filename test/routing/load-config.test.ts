@@ -122,6 +122,12 @@ describe('loading the routing file', function () {
       });
     });
 
+    it('given a long file that is not JSON, when loaded, then the message says on which line and column', function () {
+      withFile('{\n  "currency": "USD",\n  "strategy": "highest_price"\n  "buyers": []\n}\n', (path) => {
+        expect(catchError(() => loadRoutingConfig(path)).message).to.match(/: invalid JSON: .*line 4,? column 3\)?$/);
+      });
+    });
+
     it('given a path with no file, when loaded, then the message says it cannot be read', function () {
       const error = catchError(() => loadRoutingConfig('/nonexistent/routing.json'));
 
