@@ -2,12 +2,13 @@ import type Router from '@koa/router';
 import { Ajv } from 'ajv';
 import type { Context } from 'koa';
 import type { ConsumerEraser } from '../commands/erasure.js';
-import { type FieldError, unknownField } from '../leads/outcome.js';
+import { type FieldError, unknownFields } from '../leads/outcome.js';
 import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
-import { type ReadBack, ReadBackInputError } from '../read-models/read-back.js';
+import type { ReadBack } from '../read-models/read-back.js';
 import { type Authenticate, authenticate, requireRole } from './auth.js';
 import { parseJsonObject, readBody, requireJson } from './body.js';
 import { ShellError } from './errors.js';
+import { guarded, ok } from './read-routes.js';
 import type { ShellState } from './state.js';
 
 // A consumer's rights over its personal data, for an admin acting on the consumer's request:
@@ -47,16 +48,10 @@ const validateLookup = new Ajv({ allErrors: true, strict: true }).compile(CONSUM
 /** What the schema refuses, every field named; the contacts' formats are left to normaliseConsumer. */
 function lookupErrors(body: Record<string, unknown>): FieldError[] {
   if (validateLookup(body)) return [];
-  const errors: FieldError[] = [];
-  for (const error of (validateLookup.errors ?? []).slice(0, 20)) {
-    const field = error.instancePath.slice(1);
-    const named: FieldError =
-      error.keyword === 'additionalProperties'
-        ? unknownField(String((error.params as { additionalProperty: string }).additionalProperty), 'a field of a consumer lookup')
-        : { field, code: 'wrong_type', message: `${field} must be a string` };
-    if (!errors.some((e) => e.field === named.field)) errors.push(named);
-  }
-  return errors;
+  const errors = (validateLookup.errors ?? []).slice(0, 20);
+  const unknown = errors.filter((error) => error.keyword === 'additionalProperties').map((error) => String((error.params as { additionalProperty: string }).additionalProperty));
+  const wrongType = errors.filter((error) => error.keyword !== 'additionalProperties').map((error) => error.instancePath.slice(1));
+  return [...unknownFields(unknown, 'a field of a consumer lookup'), ...wrongType.map((field) => ({ field, code: 'wrong_type', message: `${field} must be a string` }))];
 }
 
 function invalid(errors: FieldError[]): never {
@@ -68,11 +63,7 @@ export function registerErasureRoutes(router: Router<ShellState>, lookup: Authen
 
   router.post('/functions/erasures', ...admin, requireJson(), async (ctx) => {
     const body = parseJsonObject(await readBody(ctx.req, deps.bodyBytes));
-    const errors: FieldError[] = [];
-    for (const field of Object.keys(body).filter((name) => !ERASURE_FIELDS.includes(name)).slice(0, 20)) {
-      const unknown = unknownField(field, 'a field of an erasure');
-      if (!errors.some((e) => e.field === unknown.field)) errors.push(unknown);
-    }
+    const errors = unknownFields(Object.keys(body).filter((name) => !ERASURE_FIELDS.includes(name)).slice(0, 20), 'a field of an erasure');
     if (body.suppress !== undefined && typeof body.suppress !== 'boolean') errors.push({ field: 'suppress', code: 'wrong_type', message: 'suppress must be boolean' });
     const checked = normaliseConsumer(body);
     if (!checked.ok) errors.push(...checked.errors);
@@ -99,13 +90,7 @@ export function registerErasureRoutes(router: Router<ShellState>, lookup: Authen
   // The record of consumers' requests a business keeps: every request recorded for an erasure,
   // newest first, from the read models (one just made is in it once the answer to its POST has come).
   router.get('/functions/erasures', ...admin, async (ctx) => {
-    try {
-      const page = await deps.readBack.erasures(ctx.state.principal!, ctx.query);
-      ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'OK', ...page, position: deps.readBack.position };
-    } catch (error) {
-      if (error instanceof ReadBackInputError) throw new ShellError('INVALID', {}, 'invalid query', error.errors);
-      throw error;
-    }
+    await guarded(async () => ok(ctx, { ...(await deps.readBack.erasures(ctx.state.principal!, ctx.query)) }, deps.readBack));
   });
 
   router.get('/functions/erasures/:erasure_id', ...admin, async (ctx) => {

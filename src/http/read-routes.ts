@@ -12,11 +12,12 @@ import type { ShellState } from './state.js';
 
 type Ctx = Context & { state: ShellState; params: Record<string, string> };
 
-function ok(ctx: Ctx, body: Record<string, unknown>, readBack: ReadBack): void {
+export function ok(ctx: Ctx, body: Record<string, unknown>, readBack: ReadBack): void {
   ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'OK', ...body, position: readBack.position };
 }
 
-async function guarded(run: () => Promise<void>): Promise<void> {
+/** Runs a read-back answer, its refusals turned into the shell's: a bad query 422, a scope it may not read 403. */
+export async function guarded(run: () => Promise<void>): Promise<void> {
   try {
     await run();
   } catch (error) {

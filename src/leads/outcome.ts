@@ -26,6 +26,16 @@ export function unknownField(name: string, notA: string): FieldError {
     : { field: '*', code: 'unknown_field', message: `a field named with other characters than letters, digits, _ and - is not ${notA} (its name is not repeated)` };
 }
 
+/** The errors for a body's unknown members: each named as unknownField does, the unnamed ones once, as `*`. */
+export function unknownFields(names: readonly string[], notA: string): FieldError[] {
+  const errors = new Map<string, FieldError>();
+  for (const name of names) {
+    const error = unknownField(name, notA);
+    if (!errors.has(error.field)) errors.set(error.field, error);
+  }
+  return [...errors.values()];
+}
+
 /** Every outcome of a recorded lead, with whether it counts as accepted and its default message. */
 export const LEAD_OUTCOMES = {
   SOLD: { acceptance: 'accepted', message: 'Lead accepted and sold.' },

@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject } from 'ajv';
 import type { PhoneNumber } from 'libphonenumber-js/max';
 import { type CertificateUrlParse, DEFAULT_CERTIFICATE_HOSTS, parseCertificateUrl } from '../enrichment/consent.js';
-import { type FieldError, unknownField } from './outcome.js';
+import { type FieldError, unknownFields } from './outcome.js';
 import type { NormalisedLead } from './lead.js';
 import { DEFAULT_PHONE_REGIONS, parseMobile } from './mobile.js';
 import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, PING_SCHEMA, type PostedLead, type PostedPing } from './schema.js';
@@ -62,7 +62,7 @@ const MESSAGES: Readonly<Record<string, string>> = {
   conflicting_alias: 'is given twice, as certificate_url and xxTrustedFormCertUrl, with different values',
 };
 
-/** `field` is one the schema names: an unknown member's name goes through unknownField. */
+/** `field` is one the schema names: an unknown member's name goes through unknownFields. */
 function fieldError(field: string, code: string, detail?: string): FieldError {
   return { field, code, message: `${field} ${detail ?? MESSAGES[code]}` };
 }
@@ -109,10 +109,7 @@ function toFieldErrors(errors: ErrorObject[], what: 'lead' | 'ping' = 'lead'): F
     }
   }
   const result = [...byField.values()];
-  for (const name of unknown.slice(0, MAX_UNKNOWN_FIELDS_NAMED)) {
-    const error = unknownField(name, `a ${what} field`);
-    if (!result.some((e) => e.field === error.field)) result.push(error);
-  }
+  result.push(...unknownFields(unknown.slice(0, MAX_UNKNOWN_FIELDS_NAMED), `a ${what} field`));
   if (unknown.length > MAX_UNKNOWN_FIELDS_NAMED) {
     result.push({ field: '*', code: 'unknown_field', message: `and ${unknown.length - MAX_UNKNOWN_FIELDS_NAMED} more fields that are not ${what} fields` });
   }

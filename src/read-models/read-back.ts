@@ -195,6 +195,9 @@ function cursorOf(query: Query, errors: FieldError[]): { value: string; id: stri
   return undefined;
 }
 
+/** A list's `since` (inclusive) and `until` (exclusive), as a filter on its time field. */
+const between = (since: string | undefined, until: string | undefined): Filter[string] => ({ ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) });
+
 const encodeCursor = (value: unknown, id: string) => Buffer.from(JSON.stringify([value, id])).toString('base64url');
 
 async function page<T>(docs: ReadDoc[], limit: number, sortField: string, map: (doc: ReadDoc) => T | Promise<T>): Promise<Page<T>> {
@@ -297,7 +300,7 @@ export class ReadBack {
     }
     const since = instant(query, 'since', errors);
     const until = instant(query, 'until', errors);
-    if (since || until) filter.received_at = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
+    if (since || until) filter.received_at = between(since, until);
     const limit = limitOf(query, errors);
     const after = cursorOf(query, errors);
     unknownParameters(query, LEADS_PARAMETERS, errors);
@@ -324,7 +327,7 @@ export class ReadBack {
     }
     const since = instant(query, 'since', errors);
     const until = instant(query, 'until', errors);
-    if (since || until) filter.created_at = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
+    if (since || until) filter.created_at = between(since, until);
     const limit = limitOf(query, errors);
     const after = cursorOf(query, errors);
     unknownParameters(query, DELIVERIES_PARAMETERS, errors);
@@ -374,7 +377,7 @@ export class ReadBack {
     unknownParameters(query, ERASURES_PARAMETERS, errors);
     if (errors.length > 0) throw new ReadBackInputError(errors);
     const filter: Record<string, Filter[string]> = {};
-    if (since || until) filter.erased_at = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
+    if (since || until) filter.erased_at = between(since, until);
     return this.newestFirst(principal, 'erasures', 'erased_at', filter, limit, after, strip);
   }
 
