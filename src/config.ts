@@ -68,6 +68,8 @@ export interface ServiceConfig extends Config, ListenerConfig {
   readonly emailVerifierUrl: string | undefined;
   /** /readyz says not ready when a projection is further behind than this. */
   readonly readyMaxLagSeconds: number;
+  /** /readyz says not ready when every append of the instance has failed for this long. */
+  readonly readyAppendFailureSeconds: number;
   /** PII_RETENTION_DAYS: leads older than this lose their personal data; null (unset): kept. */
   readonly piiRetentionDays: number | null;
   /** KEY_ROTATION_GRACE_SECONDS: what `keys rotate` gives without --grace; read here so that serve refuses a bad one at start. */
@@ -179,6 +181,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
       phoneVerifierUrl: check(() => optionalUrl(env, 'PHONE_VERIFIER_URL', ['https:', 'http:']), undefined),
       emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
       readyMaxLagSeconds: check(() => integer(env, 'READY_MAX_LAG_SECONDS', 30, 1, 86_400), 30),
+      readyAppendFailureSeconds: check(() => integer(env, 'READY_APPEND_FAILURE_SECONDS', 5, 1, 3600), 5),
       piiRetentionDays: check(() => (env.PII_RETENTION_DAYS ? integer(env, 'PII_RETENTION_DAYS', 0, 1, 36_500) : null), null),
       keyRotationGraceSeconds: check(() => keyRotationGraceSeconds(env), DEFAULT_KEY_ROTATION_GRACE_SECONDS),
     };

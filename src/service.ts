@@ -28,6 +28,7 @@ import { openReadModelStore } from './read-models/index.js';
 import type { ReadModelStore } from './read-models/port.js';
 import { createLeadValidator, createPingValidator } from './leads/validate.js';
 import { loadRoutingConfig } from './routing/load-config.js';
+import { AppendHealth } from './ops/append-health.js';
 import { countingEventStore } from './ops/counting-event-store.js';
 import { holdsClearLeads } from './personal-data/clear-leads.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
@@ -100,13 +101,18 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   let thread: BackgroundThread | null = null;
   const leases = () => thread?.leases() ?? background?.leases() ?? [];
   const metrics = new ServiceMetrics({ projections: projectionStatuses, roles: { all: SERVICE_ROLES, running: [...roles], leases } });
+  // The posts' own appends tell /readyz whether this instance takes writes (reads alone do not).
+  const appendHealth = new AppendHealth(config.readyAppendFailureSeconds * 1000);
   // Every append of the service goes through this decorator, so /metrics counts them all.
   // One set of data keys seals new leads and opens them for the readers allowed to see them.
   const opened = new Opened((error) => logger.error({ err: error }, 'closing the stores after a failed start failed'));
   const personalData = await opened.step(() => openPersonalDataKeys(config), (keys) => keys.close());
   const store = countingEventStore(
     await opened.step(async () => overrides.store ?? (await openEventStore(config, { logger, personalData })), (events) => (overrides.store ? undefined : events.close())),
-    metrics.countAppend,
+    (result, events, error) => {
+      metrics.countAppend(result, events);
+      appendHealth.record(result, error);
+    },
   );
   const contactHashes = await opened.step(() => ContactHashes.open(personalData, store, overrides.now));
   const keys = await opened.step(
@@ -186,6 +192,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const shutdown = new ShutdownFlag();
   const readiness = new ReadinessProbe({
     events: store,
+    appends: appendHealth,
     readModels,
     keyStore: personalData,
     projections: projectionStatuses,

@@ -41,6 +41,7 @@ with a message naming it (exit 1):
                MX_CANARY_DOMAIN (gmail.com; empty: trust every DNS answer),
                PHONE_REGIONS (US,CA,PR,VI,GU,AS,MP: the regions a mobile may be of),
                PHONE_VERIFIER_URL, EMAIL_VERIFIER_URL (unset: built-in checks)
-  operations   READY_MAX_LAG_SECONDS (30), LOG_LEVEL (info), KEY_ROTATION_GRACE_SECONDS (86400)
+  operations   READY_MAX_LAG_SECONDS (30), READY_APPEND_FAILURE_SECONDS (5), LOG_LEVEL (info),
+               KEY_ROTATION_GRACE_SECONDS (86400)
 
 Around the API: GET /healthz, /readyz, /metrics and /docs (the API reference).`;

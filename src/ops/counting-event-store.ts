@@ -7,14 +7,15 @@ import { isStoreUnavailable } from '../store-unavailable.js';
 /** ok: written; conflict: the expected revision did not match (normal under races); unavailable: store down. */
 export type AppendResultLabel = 'ok' | 'conflict' | 'unavailable' | 'error';
 
-export type AppendCounter = (result: AppendResultLabel, events: number) => void;
+/** `error`: what a failed append threw (for readiness, which names its code). */
+export type AppendCounter = (result: AppendResultLabel, events: number, error?: unknown) => void;
 
 export function countingEventStore(store: EventStore, count: AppendCounter): EventStore {
   return {
     // One `then` rather than an async function around an await: every append of a post passes here.
     append: (streamId, events, options) => {
       const counted = (error: unknown): never => {
-        count(error instanceof WrongExpectedRevisionError ? 'conflict' : isStoreUnavailable(error) ? 'unavailable' : 'error', 0);
+        count(error instanceof WrongExpectedRevisionError ? 'conflict' : isStoreUnavailable(error) ? 'unavailable' : 'error', 0, error);
         throw error;
       };
       let appending: ReturnType<EventStore['append']>;

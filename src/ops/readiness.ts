@@ -18,6 +18,7 @@ import type { EventStore } from '../event-store/port.js';
 import type { ProjectionStatus } from '../projections/runner.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import type { LeaseStatus } from '../roles/lease-keeper.js';
+import type { FailingAppends } from './append-health.js';
 
 export interface ReadinessDeps {
   readonly events: Pick<EventStore, 'headPosition'>;
@@ -34,6 +35,8 @@ export interface ReadinessDeps {
   readonly roles?: { readonly running: readonly string[]; readonly leases: () => LeaseStatus[] };
   /** Whether this instance runs the projections itself; omitted: it does. */
   readonly projectionsHere?: () => boolean;
+  /** A run of this instance's appends all failing (see AppendHealth); omitted: not watched. */
+  readonly appends?: { failing(): FailingAppends | null };
   /** Per check; defaults to 2000. */
   readonly timeoutMs?: number;
   readonly logger?: Logger;
@@ -80,7 +83,8 @@ class TimeoutError extends Error {}
 function within<T>(ms: number, run: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new TimeoutError()), ms);
+    // Its message is what the log line says: an empty one left the on-call engineer guessing.
+    timer = setTimeout(() => reject(new TimeoutError(`no answer within ${ms} ms`)), ms);
   });
   return Promise.race([run(), timeout]).finally(() => clearTimeout(timer));
 }
@@ -98,14 +102,14 @@ const CAUSES: ReadonlyArray<readonly [RegExp, string]> = [
   [/^(SQLITE_CANTOPEN|SQLITE_PERM|SQLITE_AUTH|EACCES|EPERM|EROFS)/, 'its file cannot be opened for writing'],
 ];
 
-function failure(error: unknown): string {
+function failure(error: unknown, otherwise = 'unreachable'): string {
   for (let current = error, depth = 0; current instanceof Error && depth < 8; current = current.cause, depth++) {
     const code = (current as { code?: unknown }).code;
     if (typeof code !== 'string' || !/^[A-Z][A-Z0-9_]{1,40}$/.test(code)) continue;
     const words = CAUSES.find(([pattern]) => pattern.test(code))?.[1];
     return words ? `${words} (${code})` : `failing (${code})`;
   }
-  return 'unreachable';
+  return otherwise;
 }
 
 export class ReadinessProbe {
@@ -122,7 +126,7 @@ export class ReadinessProbe {
   private async run(): Promise<Readiness> {
     const writes = (this.deps.roles?.leases() ?? []).length > 0;
     const servesApi = (this.deps.roles?.running ?? ['api']).includes('api');
-    const [eventStore, readModels, keyStore, projections] = await Promise.all([
+    const [eventStoreReads, readModels, keyStore, projections] = await Promise.all([
       this.reach('event_store', () => this.deps.events.headPosition()),
       // Any checkpoint read proves the store answers a reader; this name is never written. A
       // process that keeps leases needs it to take writes too (see PROBE_LEASE).
@@ -130,6 +134,7 @@ export class ReadinessProbe {
       this.reach('key_store', () => this.deps.keyStore.probe(servesApi)),
       this.projections(),
     ]);
+    const eventStore = eventStoreReads.ok ? this.appending() : eventStoreReads;
     const shutdown: Check = this.deps.shuttingDown() ? { ok: false, detail: 'shutting down' } : { ok: true, detail: 'serving' };
     const checks = { shutdown, event_store: eventStore, read_models: readModels, key_store: keyStore, projections, roles: this.roles() };
     return { ready: Object.values(checks).every((check) => check.ok), checks };
@@ -159,6 +164,14 @@ export class ReadinessProbe {
       this.deps.logger?.warn({ err: error, check: name }, 'readiness check failed');
       return { ok: false, detail: error instanceof TimeoutError ? `no answer within ${ms} ms` : failure(error) };
     }
+  }
+
+  /** The store answers a reader; the instance's own appends say whether it takes writes. */
+  private appending(): Check {
+    const run = this.deps.appends?.failing();
+    if (!run) return { ok: true, detail: 'reachable' };
+    const cause = failure(run.cause, 'failing');
+    return { ok: false, detail: `reads answer, but every append has failed for ${run.seconds} s (${run.failures} appends): ${cause}` };
   }
 
   private async projections(): Promise<ProjectionCheck> {

@@ -96,6 +96,7 @@ describe('leadpost help', function () {
     const result = await cli(['serve'], {
       PORT: 'eighty',
       READY_MAX_LAG_SECONDS: '0',
+      READY_APPEND_FAILURE_SECONDS: '3601',
       LOG_LEVEL: 'loud',
       MONGODB_URL: 'http://mongo',
       TLS_CERT_FILE: '/tmp/cert.pem',
@@ -111,6 +112,7 @@ describe('leadpost help', function () {
       "PORT must be a whole number from 0 to 65535, not 'eighty'",
       "CERTIFICATE_HOSTS must be a comma-separated list of host names, not ','",
       "READY_MAX_LAG_SECONDS must be a whole number from 1 to 86400, not '0'",
+      "READY_APPEND_FAILURE_SECONDS must be a whole number from 1 to 3600, not '3601'",
       "LOG_LEVEL must be one of trace, debug, info, warn, error, fatal or silent, not 'loud'",
       'TLS_CERT_FILE and TLS_KEY_FILE must be given together',
     ]);
