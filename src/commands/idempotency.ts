@@ -70,11 +70,20 @@ export const idempotencyDecider: Decider<IdempotencyCommand, KeyState, Idempoten
   },
 };
 
+/** The plain SHA-256 of a body, as claims were recorded before their fingerprints were keyed. */
 export const requestHash = (body: Buffer): string => hash('sha256', body, 'hex');
 
+/** A keyed fingerprint is marked, so that a claim recorded with a plain hash is still told apart and matched. */
+export const KEYED_FINGERPRINT = 'keyed:';
+
+/** Whether the claim was made with this body: by the fingerprint it was recorded with. */
+function sameBody(recorded: string, fingerprint: string, body: Buffer): boolean {
+  return recorded === fingerprint || (!recorded.startsWith(KEYED_FINGERPRINT) && recorded === requestHash(body));
+}
+
 /** What a request with this body is told of a key another request holds: its answer, in flight, or another body's. */
-function heldBy(state: KeyState, hash: string): IdempotencyClaim {
-  if (state.kind === 'free' || state.hash !== hash) return { kind: 'other_body' };
+function heldBy(state: KeyState, fingerprint: string, body: Buffer): IdempotencyClaim {
+  if (state.kind === 'free' || !sameBody(state.hash, fingerprint, body)) return { kind: 'other_body' };
   return state.kind === 'done' ? { kind: 'replay', answer: state.answer } : { kind: 'in_flight' };
 }
 
@@ -87,12 +96,19 @@ export interface IdempotencyNames {
   stream(supplier: string, key: string): string;
   /** The key's stream under its plain name, while one may still hold a live answer; null once none can. */
   olderStream(supplier: string, key: string, now: number): string | null;
+  /**
+   * What a claim records of the request's body, to tell a retry from another body under the same
+   * key. Keyed, like the names: a body holds the consumer's contacts, and its plain hash stays in
+   * the event store after an erasure has shredded them.
+   */
+  fingerprint(body: Buffer): string;
 }
 
 /** The plain names of older releases (tests and tools that need no secret). */
 const plainIdempotencyNames: IdempotencyNames = {
   stream: (supplier, key) => plainIdempotencyStream(supplier, key),
   olderStream: () => null,
+  fingerprint: requestHash,
 };
 
 export const plainIdempotencyStream = (supplier: string, key: string): string => hashedStream('idempotency', supplier, key);
@@ -106,17 +122,17 @@ export class IdempotencyKeys {
 
   async claim(supplier: string, key: string, body: Buffer): Promise<IdempotencyClaim> {
     const stream = this.names.stream(supplier, key);
-    const hash = requestHash(body);
+    const hash = this.names.fingerprint(body);
     // A key used just before this release was named plainly: its answer still stands.
     const older = this.names.olderStream(supplier, key, this.now());
     if (older !== null) {
       const { state } = await readFolded(this.store, older, idempotencyDecider);
-      if (taken(state, this.now())) return heldBy(state, hash);
+      if (taken(state, this.now())) return heldBy(state, hash, body);
     }
     // A key is usually new: the claim is first tried as a new stream, without reading it.
     const claimed = await handleCommand(this.store, stream, idempotencyDecider, { type: 'ClaimIdempotencyKey', hash, now: this.now() }, { assumeNew: true });
     const { state } = claimed;
-    if (claimed.events.length === 0) return heldBy(state, hash);
+    if (claimed.events.length === 0) return heldBy(state, hash, body);
     if (state.kind !== 'in_flight') throw new Error('a claimed idempotency key is in flight');
     const end = (command: IdempotencyCommand) => handleCommand(this.store, stream, idempotencyDecider, command, { from: claimed }).then(() => {});
     return {

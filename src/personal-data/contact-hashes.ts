@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { EventStore } from '../event-store/port.js';
-import { IDEMPOTENCY_TTL_MS, type IdempotencyNames, plainIdempotencyStream } from '../commands/idempotency.js';
+import { IDEMPOTENCY_TTL_MS, type IdempotencyNames, KEYED_FINGERPRINT, plainIdempotencyStream } from '../commands/idempotency.js';
 import { LEAD_ID_BLOCKS_STREAM } from '../commands/lead-ids.js';
 import { hashedStream } from '../commands/streams.js';
 import type { PersonalDataKeys } from './data-keys.js';
@@ -101,6 +101,11 @@ export class ContactHashes {
     return `${prefix}-${createHmac('sha256', this.secret).update([prefix, ...parts].join('\n')).digest('hex')}`;
   }
 
+  /** The keyed hash (hex) of bytes a client sent, under a name of their kind so that no two kinds can meet. */
+  keyedDigest(kind: string, bytes: Buffer): string {
+    return createHmac('sha256', this.secret).update(`${kind}\n`).update(bytes).digest('hex');
+  }
+
   /** The keyed hash (hex) of a normalised mobile (E.164) or e-mail: what a lead records of its contacts. */
   hash(kind: ContactKind, value: string): string {
     return createHmac('sha256', this.secret).update(`${kind}\n${value}`).digest('hex');
@@ -133,6 +138,7 @@ export async function idempotencyNames(hashes: ContactHashes, events: EventStore
   const { since, renamed } = await olderNames(events, OLDER_NAMES.idempotency.record, OLDER_NAMES.idempotency.type, now);
   return {
     stream: (supplier, key) => hashes.keyedStream('idempotency', supplier, key),
+    fingerprint: (body) => `${KEYED_FINGERPRINT}${hashes.keyedDigest('idempotency-body', body)}`,
     olderStream: (supplier, key, at) => (since !== null && at - since < IDEMPOTENCY_TTL_MS ? hashes.olderName('idempotency', plainIdempotencyStream(supplier, key), renamed) : null),
   };
 }
