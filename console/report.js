@@ -131,7 +131,8 @@ export async function renderReport(main, [search], current) {
   const barsBox = h('div', { class: 'chart', id: 'chart-groups' }, bars);
   // Named by the grouping asked for from the start: a first report that fails leaves it standing.
   const barsTitle = h('h2', {}, `By ${DIMENSIONS.find(([v]) => v === initial.groupBy)[1].toLowerCase()}`);
-  const tableBox = h('div', { class: 'table-wrap' });
+  // Its own scroller, both ways (console.css): a keyboard reaches it with Tab and scrolls it with the arrows.
+  const tableBox = h('div', { class: 'table-wrap rows', id: 'report-rows', role: 'region', tabindex: '0', 'aria-labelledby': 'table-title' });
   main.append(
     h('h1', {}, 'Report'),
     form,

@@ -1,0 +1,126 @@
+import { expect } from 'chai';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Browser, type Page, chromium } from 'playwright-core';
+import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { TestService, validLead } from '../support/service.js';
+
+// The report's table as an analyst reads it on a laptop: a column per metric, a row per click id.
+// It never widens the page; where it does not fit, it scrolls inside its own box with the
+// grouping's column, the headings and the totals kept in sight, so that a number is always read
+// against its row and column. Screenshots go to SHOTS.
+
+const SHOTS = 'test-results/console';
+const LONG_BUYER = 'a-buyer-whose-id-is-as-long-as-the-routing-file-takes-0123456789';
+const ROUTING = {
+  buyers: [
+    { id: 'ca-buyer', price: 40.07, states: ['CA'] },
+    { id: LONG_BUYER, price: 33.33, states: ['WA'] },
+  ],
+  buckets: [{ id: 'unsold', default: true }],
+};
+/** Click ids as suppliers send them: some long, some with commas, quotes or a formula's first character. */
+const S1 = ['=HYPERLINK("http://x","y")', 'a,b', 'say "hi"', `gclid.${'Cj0KCQiA2KitBhCIARIsAPPMEhL'.repeat(3)}`];
+const ROWS = 40;
+
+interface Layout {
+  page: [number, number];
+  box: { scrolls: boolean; height: number };
+  /** Cells that should be in sight within the box and are not, in words. */
+  hidden: string[];
+}
+
+/**
+ * Where the table stands in the window, scrolled `to` a corner of its box: whether the page is wider
+ * than the window, whether the box scrolls, and which of the cells that must stay in sight are not
+ * whole inside the box — each row's first cell, the first heading and the totals' first cell,
+ * and at the far right the last column's heading, cells and total. Run in the page.
+ */
+const LAYOUT = `(to) => {
+  const table = document.getElementById('report-table');
+  const box = table.parentElement;
+  box.scrollLeft = to === 'right' ? box.scrollWidth : 0;
+  box.scrollTop = to === 'right' ? (box.scrollHeight - box.clientHeight) / 2 : 0;
+  const r = box.getBoundingClientRect();
+  const inner = { left: r.left + box.clientLeft, top: r.top + box.clientTop, right: r.left + box.clientLeft + box.clientWidth, bottom: r.top + box.clientTop + box.clientHeight };
+  const whole = (cell) => { const c = cell.getBoundingClientRect(); return c.left >= inner.left - 0.5 && c.right <= inner.right + 0.5; };
+  const seen = (cell) => { const c = cell.getBoundingClientRect(); return whole(cell) && c.top >= inner.top - 0.5 && c.bottom <= inner.bottom + 0.5; };
+  const hidden = [];
+  const heads = [...table.tHead.rows[0].cells];
+  for (const th of to === 'right' ? [heads[0], heads.at(-1)] : [heads[0]]) if (!seen(th)) hidden.push('heading ' + th.textContent);
+  const total = table.tFoot.rows[0].cells;
+  for (const td of to === 'right' ? [total[0], total[total.length - 1]] : [total[0]]) if (!seen(td)) hidden.push('total ' + td.textContent);
+  for (const tr of table.tBodies[0].rows) {
+    const c = tr.cells[0].getBoundingClientRect();
+    // Rows scrolled out of the box's height are not looked at: the box scrolls that way too.
+    if (c.bottom <= inner.top || c.top >= inner.bottom) continue;
+    if (!whole(tr.cells[0])) hidden.push('row ' + tr.cells[0].textContent);
+    if (to === 'right' && !whole(tr.cells[tr.cells.length - 1])) hidden.push('last column of ' + tr.cells[0].textContent);
+  }
+  const s = document.scrollingElement;
+  return { page: [s.scrollWidth, s.clientWidth], box: { scrolls: box.scrollWidth > box.clientWidth, height: box.getBoundingClientRect().height }, hidden };
+}`;
+
+describe('the report table on a laptop', function () {
+  this.timeout(120_000);
+  let svc: TestService | undefined;
+  let browser: Browser | undefined;
+  let analyst: string;
+
+  before(async function () {
+    skipWithoutChromium(this);
+    svc = await TestService.start({ routing: ROUTING });
+    const supplier = await svc.key('supplier', 'sup-a');
+    analyst = await svc.key('analyst', 'ann');
+    for (let i = 0; i < ROWS; i++) {
+      const state = i % 3 === 0 ? { accident_state: 'WA', zip: '98101' } : i % 3 === 1 ? { accident_state: 'CA' } : { accident_state: 'TX', zip: '75001' };
+      const posted = await svc.post(validLead({ ...state, sid: `sid-${i % 4}`, s1: `${S1[i % S1.length]}-${i}` }), { 'x-api-key': supplier });
+      expect(posted.body.ok, posted.text).to.equal(true);
+    }
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    browser = await chromium.launch({ executablePath: CHROMIUM });
+    mkdirSync(SHOTS, { recursive: true });
+  });
+  after(async () => {
+    await browser?.close();
+    await svc?.stop();
+  });
+
+  async function reportBy(page: Page, groupBy: string): Promise<void> {
+    const day = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString().slice(0, 10);
+    await page.goto(`https://127.0.0.1:${svc!.port}/console#/report?from=${day(-1)}&to=${day(1)}&tz=UTC&group_by=${groupBy}`);
+    await page.locator('#report-totals').waitFor();
+  }
+
+  it('fits a laptop window or scrolls in its own box, never the page, its first column, headings and totals in sight', async function () {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
+    await page.getByLabel('API key').fill(analyst);
+    await page.getByLabel('API key').press('Enter');
+    await page.waitForURL('**/console#/report');
+    const found: Record<string, unknown> = {};
+    const wanted: Record<string, unknown> = {};
+    for (const groupBy of ['s1', 'buyer']) {
+      await reportBy(page, groupBy);
+      expect(await page.locator('#report-table tbody tr').count()).to.equal(groupBy === 's1' ? ROWS : 3);
+      for (const viewport of [{ width: 1280, height: 800 }, { width: 1366, height: 768 }, { width: 1024, height: 768 }]) {
+        await page.setViewportSize(viewport);
+        const name = `${groupBy} at ${viewport.width}×${viewport.height}`;
+        // The charts redraw at the new width a few frames after it changes: until then they are as wide as before.
+        await page.waitForFunction('document.scrollingElement.scrollWidth <= document.scrollingElement.clientWidth', undefined, { timeout: 3000 }).catch(() => {});
+        const left = (await page.evaluate(`(${LAYOUT})('left')`)) as Layout;
+        const right = (await page.evaluate(`(${LAYOUT})('right')`)) as Layout;
+        // A laptop's width shows every column at once; a narrower window scrolls the box sideways.
+        found[name] = { page: left.page, scrolls: left.box.scrolls, fitsTheWindow: left.box.height <= viewport.height, hidden: [...left.hidden, ...right.hidden] };
+        wanted[name] = { page: [viewport.width, viewport.width], scrolls: viewport.width < 1280, fitsTheWindow: true, hidden: [] };
+        await page.screenshot({ path: join(SHOTS, `report-table-${groupBy}-${viewport.width}.png`), fullPage: true });
+      }
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
+    expect(found).to.deep.equal(wanted);
+    // The box is a named region the keyboard can reach, to scroll it with the arrow keys.
+    expect(await page.locator('#report-rows').evaluate((box) => [box.getAttribute('role'), box.tabIndex, box.getAttribute('aria-labelledby')])).to.deep.equal(['region', 0, 'table-title']);
+    await context.close();
+  });
+});
