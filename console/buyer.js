@@ -5,7 +5,7 @@
 // (from GET /functions/me) and the service's answer in words.
 
 import { getJson, postJson, explain, ApiError } from './api.js';
-import { h, field, select, say, time, things, onMore, cards } from './dom.js';
+import { h, field, select, say, time, things, onMore, cards, hideEmpty } from './dom.js';
 import { leadTable, leadCell } from './leads.js';
 
 export async function renderPulls(main, _params, current, me) {
@@ -29,7 +29,10 @@ export async function renderPulls(main, _params, current, me) {
     h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more)),
   );
 
-  const status = () => say(message, body.children.length === 0 ? 'No pending pulls.' : `${things(body.children.length, 'pending pull')} shown.`);
+  const status = () => {
+    hideEmpty(table);
+    say(message, body.children.length === 0 ? 'No pending pulls: no lead sold to you is waiting to be taken.' : `${things(body.children.length, 'pending pull')} shown.`);
+  };
   async function acknowledge(row, button) {
     button.disabled = true;
     try {

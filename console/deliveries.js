@@ -5,7 +5,7 @@
 // (next_attempt_at).
 
 import { getJson, explain } from './api.js';
-import { h, field, select, say, time, things, badge, onMore, cards } from './dom.js';
+import { h, field, select, say, time, things, badge, onMore, cards, hideEmpty } from './dom.js';
 
 const STATUSES = [['', 'Any'], ['pending', 'Pending'], ['delivered', 'Delivered'], ['failed', 'Failed'], ['cancelled', 'Cancelled']];
 
@@ -91,9 +91,10 @@ export async function renderDeliveries(main, _params, current) {
       body.append(tr);
     }
     cards(table);
+    hideEmpty(table);
     cursor = page.next_cursor;
     more.hidden = !cursor;
-    say(message, body.children.length === 0 ? 'No deliveries.' : `${things(body.children.length, 'delivery', 'deliveries')} shown.`);
+    say(message, body.children.length === 0 ? `No ${status.value ? `${status.value} ` : ''}deliveries.` : `${things(body.children.length, 'delivery', 'deliveries')} shown.`);
     return first;
   }
   form.addEventListener('submit', (event) => {

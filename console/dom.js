@@ -100,6 +100,16 @@ export function cards(table) {
   return table;
 }
 
+/**
+ * A list's table is shown only once it has a row: with none, the box around it is hidden, and the
+ * list's status line above it says there is nothing, rather than headings over nothing. The page's
+ * heading and filters stay, to change what is asked. Call it again once rows are added or cleared.
+ */
+export function hideEmpty(table) {
+  const box = table.closest('.table-wrap');
+  if (box) box.hidden = table.tBodies[0].rows.length === 0;
+}
+
 /** A word in a row that says what kind of row it is ("test", "erased"): text, never colour alone. */
 export const badge = (text, kind = text) => [' ', h('span', { class: `badge ${kind}` }, text)];
 

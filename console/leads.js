@@ -6,7 +6,7 @@
 // report leaves them out, and so do both breakdowns.
 
 import { getAll, getJson, explain } from './api.js';
-import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, onMore, cards } from './dom.js';
+import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, onMore, cards, hideEmpty } from './dom.js';
 
 const STATUSES = [['', 'Any'], ['sold', 'Sold'], ['unsold', 'Unsold'], ['rejected', 'Rejected'], ['received', 'Received']];
 /**
@@ -76,12 +76,14 @@ export function leadTable(id, label, columns) {
       shown.forEach((row, r) => (cells[r].children[i].textContent = money(cell(row), currency ? null : row.currency)));
     });
     cards(table);
+    hideEmpty(table);
     return first;
   };
   const clear = () => {
     shown.length = 0;
     cells.length = 0;
     body.replaceChildren();
+    hideEmpty(table);
   };
   return { table, body, add, clear };
 }
@@ -163,7 +165,7 @@ export async function renderLeads(main, _params, current, me) {
     say(
       message,
       n === 0
-        ? 'No leads.'
+        ? `No leads from ${from.value} to ${to.value} (UTC)${status.value || code.value || sid.value.trim() ? ' with these filters' : ''}.`
         : `${n} lead${n === 1 ? '' : 's'} shown${cursor ? ' (more with the button below the table)' : ''}.${
             tests === 0 ? '' : ` ${tests} of them ${tests === 1 ? 'is a test lead' : 'are test leads'}, marked "test": the report and the breakdowns above leave test leads out.`
           }`,
