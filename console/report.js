@@ -305,6 +305,29 @@ function groupChart(canvas, rows, dimension) {
   });
 }
 
+/**
+ * The rates and average of a row, each with the count it divides by and how it is written. The
+ * API gives 0 where that count is 0; the table says there is nothing to divide instead, as 0% or
+ * 0.00 would read as a measured result (a buyer that sold nothing has no average price).
+ */
+const RATIOS = [
+  ['acceptance_rate', 'received', rate],
+  ['sell_rate', 'accepted', rate],
+  ['avg_price', 'sold', money],
+];
+const NOTHING_TO_DIVIDE = '—';
+
+/** The totals' rates and average, from the totals themselves, as the report computes a row's. */
+function withRatios(sum) {
+  const over = (a, b) => (b > 0 ? a / b : 0);
+  return {
+    ...sum,
+    acceptance_rate: over(sum.accepted, sum.received),
+    sell_rate: over(sum.sold, sum.accepted),
+    avg_price: Math.round(over(sum.revenue, sum.sold) * 100) / 100,
+  };
+}
+
 function table(rows, dimension, currency) {
   const sum = totals(rows);
   const headers = [
@@ -319,6 +342,7 @@ function table(rows, dimension, currency) {
     h('td', { class: 'name' }, label),
     ...COUNTS.map((name) => h('td', { class: 'num', 'data-field': name }, count(row[name]))),
     ...MONEY.map((name) => h('td', { class: 'num', 'data-field': name }, money(row[name]))),
+    ...RATIOS.map(([name, over, shown]) => h('td', { class: 'num', 'data-field': name }, row[over] > 0 ? shown(row[name]) : NOTHING_TO_DIVIDE)),
   ];
   return cards(h(
     'table',
@@ -327,10 +351,8 @@ function table(rows, dimension, currency) {
     h(
       'tbody',
       {},
-      rows.map((row) =>
-        h('tr', {}, cells(row, row[dimension] ?? '(none)'), h('td', { class: 'num' }, rate(row.acceptance_rate)), h('td', { class: 'num' }, rate(row.sell_rate)), h('td', { class: 'num' }, money(row.avg_price))),
-      ),
+      rows.map((row) => h('tr', {}, cells(row, row[dimension] ?? '(none)'))),
     ),
-    h('tfoot', {}, h('tr', { id: 'report-totals' }, cells(sum, 'Total'), h('td'), h('td'), h('td'))),
+    h('tfoot', {}, h('tr', { id: 'report-totals' }, cells(withRatios(sum), 'Total'))),
   ));
 }

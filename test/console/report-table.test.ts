@@ -123,4 +123,30 @@ describe('the report table on a laptop', function () {
     expect(await page.locator('#report-rows').evaluate((box) => [box.getAttribute('role'), box.tabIndex, box.getAttribute('aria-labelledby')])).to.deep.equal(['region', 0, 'table-title']);
     await context.close();
   });
+
+  it("the totals' rates and average are the totals' own; a rate with nothing to divide says so rather than 0", async function () {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
+    await page.getByLabel('API key').fill(analyst);
+    await page.getByLabel('API key').press('Enter');
+    await page.waitForURL('**/console#/report');
+    await reportBy(page, 'buyer');
+    const query = new URL(page.url()).hash.split('?')[1];
+    const reply = await svc!.request('GET', `/functions/reports/summary?${query}&limit=500`, { 'x-api-key': analyst });
+    const rows = reply.body.items as Array<Record<string, number | string | null>>;
+    const total = (field: string) => rows.reduce((s, row) => s + (row[field] as number), 0);
+    const cell = (row: string, field: string) => page.locator(`${row} [data-field="${field}"]`).innerText();
+    const ratios = async (row: string) => ({ acceptance: await cell(row, 'acceptance_rate'), sell: await cell(row, 'sell_rate'), price: await cell(row, 'avg_price') });
+    expect(await ratios('#report-totals')).to.deep.equal({
+      acceptance: `${((total('accepted') / total('received')) * 100).toFixed(1)}%`,
+      sell: `${((total('sold') / total('accepted')) * 100).toFixed(1)}%`,
+      price: (Math.round((total('revenue') / total('sold')) * 100) / 100).toFixed(2),
+    });
+    // The unsold leads' row (no buyer): accepted, none sold; the API's avg_price is 0 there.
+    const unsold = rows.find((row) => row.buyer === null)!;
+    expect(unsold).to.include({ sold: 0, avg_price: 0, sell_rate: 0 });
+    expect(await ratios('#report-table tbody tr:has(td:text-is("(none)"))')).to.deep.equal({ acceptance: '100.0%', sell: '0.0%', price: '—' });
+    await context.close();
+  });
 });
