@@ -33,7 +33,8 @@ function fieldWords(error) {
     case 'from out_of_range':
       return 'From must be on or before To.';
     case 'to out_of_range':
-      return 'A report covers at most 366 days: bring From and To closer together.';
+      // As the service counts: To at most 366 days after From (367 days with both ends).
+      return 'To must be at most 366 days after From: bring them closer together.';
     case 'from invalid_format':
     case 'to invalid_format':
       return 'Give a date.';

@@ -124,6 +124,27 @@ describe('the report table on a laptop', function () {
     await context.close();
   });
 
+  it('a range longer than the service takes is said in words next to To, as the service counts it', async function () {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
+    await page.getByLabel('API key').fill(analyst);
+    await page.getByLabel('API key').press('Enter');
+    await page.waitForURL('**/console#/report');
+    await page.locator('#report-totals').waitFor();
+    const to = page.getByLabel('To', { exact: true });
+    const note = () => to.evaluate((input) => input.ownerDocument.getElementById(input.getAttribute('aria-describedby') ?? '')?.textContent ?? null);
+    // 366 days after From: shown. One more: refused, and the words say where the limit is.
+    for (const [last, words] of [['2026-12-31', null], ['2027-01-01', 'To must be at most 366 days after From: bring them closer together.']] as const) {
+      await page.getByLabel('From', { exact: true }).fill('2025-12-30');
+      await to.fill(last);
+      await page.getByRole('button', { name: 'Show', exact: true }).click();
+      await page.locator('#report-status').filter({ hasText: words ? 'This report cannot be shown' : '2025-12-30 to 2026-12-31' }).waitFor();
+      expect(await note(), last).to.equal(words);
+    }
+    await context.close();
+  });
+
   it("the totals' rates and average are the totals' own; a rate with nothing to divide says so rather than 0", async function () {
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
