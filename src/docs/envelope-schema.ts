@@ -14,7 +14,7 @@ export const FIELD_ERROR_SCHEMA = {
   required: ['field', 'code', 'message'],
   properties: {
     field: { type: 'string', description: 'The field (or query parameter) that failed; never its value. `*`: unknown members past the 20 named, or one whose name is no field name (only letters, digits, `_` and `-`), which is never repeated: it may be a consumer\'s e-mail or phone number sent as a name.' },
-    code: { type: 'string', description: 'Machine-readable reason, e.g. required, invalid_format, too_long, unknown_field, region_not_allowed.' },
+    code: { type: 'string', description: 'Machine-readable reason, e.g. required, invalid_format, too_long, unknown_field, region_not_allowed, repeated (a field given more than once in one body).' },
     message: { type: 'string' },
   },
 } as const;

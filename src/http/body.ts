@@ -80,9 +80,20 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
  * can nest tens of thousands of levels, which would overflow a recursive walk or a reviver.
  */
 export function parseJsonObject(raw: Buffer): Record<string, unknown> {
+  return parseJsonBody(raw).body;
+}
+
+/**
+ * The body as parseJsonObject gives it, and the names its object has more than once. JSON.parse
+ * keeps the last of them without a word, while a proxy, a log or the supplier's own code may have
+ * read the first: a route refuses such a member rather than decide on one of two values.
+ */
+export function parseJsonBody(raw: Buffer): { body: Record<string, unknown>; repeated: string[] } {
+  let text: string;
   let parsed: unknown;
   try {
-    parsed = JSON.parse(utf8.decode(raw));
+    text = utf8.decode(raw);
+    parsed = JSON.parse(text);
   } catch {
     throw new ShellError('MALFORMED_JSON');
   }
@@ -94,5 +105,39 @@ export function parseJsonObject(raw: Buffer): Record<string, unknown> {
       if (typeof child === 'object' && child !== null) pending.push(child);
     }
   }
-  return parsed as Record<string, unknown>;
+  return { body: parsed as Record<string, unknown>, repeated: namesGivenTwice(text) };
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+const isJsonSpace = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+
+/**
+ * The member names of the outermost object that occur more than once, in valid JSON text whose
+ * value is an object. A string at depth 1 followed by a colon is a member name; one pass, no
+ * recursion, so the deepest nesting a body can hold costs nothing more.
+ */
+function namesGivenTwice(text: string): string[] {
+  const seen = new Set<string>();
+  const twice = new Set<string>();
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      const start = i;
+      for (i++; text.charCodeAt(i) !== QUOTE; i++) if (text.charCodeAt(i) === BACKSLASH) i++;
+      if (depth !== 1) continue;
+      let next = i + 1;
+      while (isJsonSpace(text.charCodeAt(next))) next++;
+      if (text.charCodeAt(next) !== COLON) continue;
+      const name = JSON.parse(text.slice(start, i + 1)) as string;
+      (seen.has(name) ? twice : seen).add(name);
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++;
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
+    }
+  }
+  return [...twice];
 }

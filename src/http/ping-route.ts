@@ -1,6 +1,6 @@
 import type { Middleware } from 'koa';
 import type { Ping, PingAnswer } from '../commands/ping/ping.js';
-import { readBody, parseJsonObject } from './body.js';
+import { readBody, parseJsonBody } from './body.js';
 import { type DecisionEnvelope, OUTCOMES, noLeadEnvelope } from './envelope.js';
 import type { ShellState } from './state.js';
 
@@ -25,9 +25,9 @@ export function pingHandler(ping: Ping, bodyBytes: number): Middleware<ShellStat
   return async (ctx) => {
     const principal = ctx.state.principal;
     if (!principal) throw new Error('ping route reached without a principal');
-    const body = parseJsonObject(await readBody(ctx.req, bodyBytes));
+    const { body, repeated } = parseJsonBody(await readBody(ctx.req, bodyBytes));
     const traceId = ctx.state.traceId;
-    const result = await ping({ principal, traceId, body });
+    const result = await ping({ principal, traceId, body, repeated });
     if (result.kind === 'invalid') {
       ctx.status = OUTCOMES.INVALID.status;
       ctx.body = noLeadEnvelope('INVALID', traceId, ctx.state.currency, { message: 'Ping rejected: one or more fields are invalid.', errors: result.errors });

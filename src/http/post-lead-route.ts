@@ -1,5 +1,5 @@
 import type { Middleware } from 'koa';
-import { readBody, parseJsonObject } from './body.js';
+import { readBody, parseJsonBody } from './body.js';
 import type { PostLead, PostLeadResult } from '../commands/post-lead/port.js';
 import { type DecisionEnvelope, leadEnvelope, noLeadEnvelope, OUTCOMES } from './envelope.js';
 import type { ShellState } from './state.js';
@@ -41,12 +41,12 @@ export function postLeadHandler(postLead: PostLead, bodyBytes: number): Middlewa
     const principal = ctx.state.principal;
     if (!principal) throw new Error('post-lead route reached without a principal');
     const rawBody = await readBody(ctx.req, bodyBytes);
-    const body = parseJsonObject(rawBody);
+    const { body, repeated } = parseJsonBody(rawBody);
     const traceId = ctx.state.traceId;
     // A header sent empty is a malformed key, refused as such: taken for no key, a retry would record a second lead.
     // Node joins a repeated header into one string (with ', ', which the key rule then refuses).
     const idempotencyKey = ctx.req.headers['idempotency-key'] as string | undefined;
-    const result = await postLead({ principal, traceId, body, rawBody, idempotencyKey });
+    const result = await postLead({ principal, traceId, body, repeated, rawBody, idempotencyKey });
     const answer = answerOf(result, traceId, ctx.state.currency);
     for (const [name, value] of Object.entries(answer.headers ?? {})) ctx.set(name, value);
     ctx.status = answer.status;

@@ -16,6 +16,9 @@ export type LeadValidation =
       readonly partial: { sid: string | null; s1: string | null; accident_state: string | null; test: boolean };
     };
 
+/** `repeated`: the names the body has more than once (JSON keeps the last; a lead field given twice is refused). */
+export type LeadValidator = (body: Readonly<Record<string, unknown>>, repeated?: readonly string[]) => LeadValidation;
+
 export interface LeadValidatorOptions {
   readonly allowedCertificateHosts?: readonly string[];
   /** ISO 3166 codes of the regions whose numbers a mobile may be (libphonenumber's region of the number). */
@@ -60,6 +63,7 @@ const MESSAGES: Readonly<Record<string, string>> = {
   invalid_format: 'is not in the expected format',
   unknown_state: 'is not a US state code or name',
   conflicting_alias: 'is given twice, as certificate_url and xxTrustedFormCertUrl, with different values',
+  repeated: 'is given more than once in the body',
 };
 
 /** `field` is one the schema names: an unknown member's name goes through unknownFields. */
@@ -72,6 +76,20 @@ const FORMAT_DETAIL: Readonly<Record<string, string>> = {
   'dialable-phone': 'is not a valid, dialable phone number',
   'consent-certificate-url': 'must be an https URL on an allowed certificate host ending in a 40-hex certificate id',
 };
+
+/**
+ * The body's members given more than once that are fields of the schema: each is refused, since a
+ * supplier's system may have meant either value. An unknown one is named as unknown already.
+ */
+function repeatedFieldErrors(repeated: readonly string[], fields: Readonly<Record<string, unknown>>): FieldError[] {
+  return repeated.filter((name) => Object.hasOwn(fields, name) || name === CERTIFICATE_URL_ALIAS).map((name) => fieldError(name, 'repeated'));
+}
+
+/** `more` after `first`, leaving out a field `first` names already: one error per field. */
+function oncePerField(first: FieldError[], more: FieldError[]): FieldError[] {
+  const named = new Set(first.map((error) => error.field));
+  return [...first, ...more.filter((error) => !named.has(error.field))];
+}
 
 /** One error per failing field, in the words a supplier can act on; never the value itself. */
 function toFieldErrors(errors: ErrorObject[], what: 'lead' | 'ping' = 'lead'): FieldError[] {
@@ -120,7 +138,7 @@ function toFieldErrors(errors: ErrorObject[], what: 'lead' | 'ping' = 'lead'): F
  * Builds the lead validator: normalise the strings, check every field rule of the schema at once,
  * and return either the normalised lead or every failing field.
  */
-export function createLeadValidator(options: LeadValidatorOptions = {}): (body: Readonly<Record<string, unknown>>) => LeadValidation {
+export function createLeadValidator(options: LeadValidatorOptions = {}): LeadValidator {
   const hosts = options.allowedCertificateHosts ?? DEFAULT_CERTIFICATE_HOSTS;
   const regions = options.allowedPhoneRegions ?? DEFAULT_PHONE_REGIONS;
   const allowedRegions: ReadonlySet<string | undefined> = new Set(regions);
@@ -138,8 +156,8 @@ export function createLeadValidator(options: LeadValidatorOptions = {}): (body: 
   ajv.addFormat('consent-certificate-url', (value: string) => certificateOf(value).ok);
   const validate = ajv.compile<PostedLead>(LEAD_SCHEMA);
 
-  return (body) => {
-    const errors: FieldError[] = [];
+  return (body, repeated = []) => {
+    const errors: FieldError[] = repeatedFieldErrors(repeated, LEAD_SCHEMA.properties);
     // Object.fromEntries defines own properties, so a `__proto__` key stays a plain (unknown) field.
     const input: Record<string, unknown> = Object.fromEntries(
       Object.entries(body).map(([key, value]) => [key, typeof value === 'string' && Object.hasOwn(PRE_NORMALISE, key) ? PRE_NORMALISE[key]!(value) : value]),
@@ -162,13 +180,13 @@ export function createLeadValidator(options: LeadValidatorOptions = {}): (body: 
     }
     if (valid && errors.length === 0) return { ok: true, lead: normalised(input, mobileOf(input.mobile)!, certificateOf(input.certificate_url)) };
 
-    errors.push(...toFieldErrors(validate.errors ?? []));
-    const failed = new Set(errors.map((e) => e.field));
+    const all = oncePerField(errors, toFieldErrors(validate.errors ?? []));
+    const failed = new Set(all.map((e) => e.field));
     const passed = (field: string): string | null =>
       !failed.has(field) && typeof input[field] === 'string' ? (input[field] as string) : null;
     return {
       ok: false,
-      errors,
+      errors: all,
       partial: { sid: passed('sid'), s1: passed('s1'), accident_state: passed('accident_state'), test: input.test === true },
     };
   };
@@ -202,16 +220,19 @@ export interface NormalisedPing {
   readonly test: boolean;
 }
 
+export type PingValidator = (body: Readonly<Record<string, unknown>>, repeated?: readonly string[]) => PingValidation;
+
 export type PingValidation = { readonly ok: true; readonly ping: NormalisedPing } | { readonly ok: false; readonly errors: FieldError[] };
 
 /** The ping validator: the lead's rules for the few fields a ping has; a consumer field is an unknown field. */
-export function createPingValidator(): (body: Readonly<Record<string, unknown>>) => PingValidation {
+export function createPingValidator(): PingValidator {
   const validate = new Ajv({ allErrors: true, allowUnionTypes: true, strict: true }).compile<PostedPing>(PING_SCHEMA);
-  return (body) => {
+  return (body, repeated = []) => {
+    const given = repeatedFieldErrors(repeated, PING_SCHEMA.properties);
     const input: Record<string, unknown> = Object.fromEntries(
       Object.entries(body).map(([key, value]) => [key, typeof value === 'string' && Object.hasOwn(PRE_NORMALISE, key) ? PRE_NORMALISE[key]!(value) : value]),
     );
-    if (!validate(input)) return { ok: false, errors: toFieldErrors(validate.errors ?? [], 'ping') };
+    if (!validate(input) || given.length > 0) return { ok: false, errors: oncePerField(given, toFieldErrors(validate.errors ?? [], 'ping')) };
     const ping = input as PostedPing;
     return { ok: true, ping: { zip: ping.zip.slice(0, 5), accident_state: ping.accident_state, sid: ping.sid, s1: ping.s1 ?? null, test: ping.test === true } };
   };

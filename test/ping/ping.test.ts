@@ -361,6 +361,14 @@ describe('ping/post', function () {
     expect(reply.text).to.not.include('ada@example.com');
   });
 
+  it('rejects a ping with a field given twice, naming it, whichever value is last', async function () {
+    const text = JSON.stringify(pingBody()).replace('{', '{"zip":"10001",');
+    const reply = await ping(text);
+    expect(reply.status, reply.text).to.equal(422);
+    expect(reply.body).to.include({ code: 'INVALID', lead_id: null, acceptance: 'rejected' });
+    expect(reply.body.errors).to.deep.equal([{ field: 'zip', code: 'repeated', message: 'zip is given more than once in the body' }]);
+  });
+
   it('never sends a bidder a name, e-mail or phone: not in any byte it received', async function () {
     const lead = validLead();
     const pinged = await ping(pingBody());

@@ -56,6 +56,8 @@ const GOOD: Good[] = [
     { title: `${field} 50 letters`, set: { [field]: 'B'.repeat(50) }, expect: { [field]: 'B'.repeat(50) } },
   ]),
   // email
+  // A value that reads as a member name (a string followed by a comma, not a colon) is no member.
+  { title: 's1 whose value is a field name', set: { s1: 'zip' }, expect: { s1: 'zip' } },
   { title: 'email trimmed and lower-cased', set: { email: '  Ada.Upper@Example.COM ' }, expect: { email: 'ada.upper@example.com' } },
   { title: 'email with plus tag and subdomains', set: { email: "o'brien+leads@mail.example.co.uk" }, expect: { email: "o'brien+leads@mail.example.co.uk" } },
   { title: 'email of 254 characters', set: { email: LONG_EMAIL }, expect: { email: LONG_EMAIL } },
@@ -255,6 +257,39 @@ const BAD: Bad[] = [
       { field: '*', code: 'unknown_field' },
     ],
     values: Array.from({ length: 25 }, (_, i) => `extra-value-${i + 10}`),
+  },
+  // JSON.parse keeps the last of two members of one name; a proxy or the supplier's own code may
+  // have read the first. Either value is refused, once per field, whichever rule it would break.
+  {
+    title: 'a field given twice, both values good (raw JSON members): repeated',
+    body: () => withRawMembers(uniqueLead(), ' "zip" \n : "10001"'),
+    errors: [{ field: 'zip', code: 'repeated' }],
+    values: ['10001'],
+  },
+  {
+    title: 'a field given twice, the last value bad: repeated, once for the field',
+    body: () => withRawMembers(uniqueLead(), '"email":"second-value-not-an-address"'),
+    errors: [{ field: 'email', code: 'repeated' }],
+    values: ['second-value-not-an-address'],
+  },
+  {
+    title: 'the consent alias given twice, and two fields given twice: each named',
+    body: () => withRawMembers(uniqueLead({ s1: 'first-s1' }), `"xxTrustedFormCertUrl":"${CERT_URL}"`, `"xxTrustedFormCertUrl":"${CERT_URL}"`, '"sid":"src-2"', '"s1":"second-s1"'),
+    errors: [
+      { field: 'xxTrustedFormCertUrl', code: 'repeated' },
+      { field: 'sid', code: 'repeated' },
+      { field: 's1', code: 'repeated' },
+    ],
+    values: ['first-s1', 'second-s1'],
+  },
+  {
+    title: 'an unknown member given twice: unknown, once; names repeated inside a value are its own',
+    body: () => withRawMembers(uniqueLead(), '"extra_member":"value-one"', '"extra_member":"value-two"', '"test":{"a":1,"a":2}'),
+    errors: [
+      { field: 'extra_member', code: 'unknown_field' },
+      { field: 'test', code: 'wrong_type' },
+    ],
+    values: ['value-one', 'value-two'],
   },
   {
     title: 'an empty object: every required field',

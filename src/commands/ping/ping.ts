@@ -3,7 +3,7 @@ import type { EventStore } from '../../event-store/index.js';
 import { pingStream } from '../../events/ping-events.js';
 import type { Principal } from '../../keys/principal.js';
 import type { FieldError } from '../../leads/outcome.js';
-import type { NormalisedPing, PingValidation } from '../../leads/validate.js';
+import type { NormalisedPing, PingValidator } from '../../leads/validate.js';
 import type { LoadedRoutingConfig } from '../../routing/load-config.js';
 import { StreamContendedError, handleCommand, readFolded } from '../handler.js';
 import { hashedStream } from '../streams.js';
@@ -20,6 +20,8 @@ interface PingRequest {
   readonly traceId: string;
   /** The parsed body; objects with a null prototype (see PostLeadRequest). */
   readonly body: Record<string, unknown>;
+  /** The names `body` was sent with more than once (it holds the last value of each). */
+  readonly repeated?: readonly string[];
 }
 
 /** A ping's answer in the lead business's terms; the shell renders it as the envelope. */
@@ -38,7 +40,7 @@ export type Ping = (request: PingRequest) => Promise<PingResult>;
 
 export interface PingDeps extends BiddingDeps {
   readonly store: EventStore;
-  readonly validate: (body: Readonly<Record<string, unknown>>) => PingValidation;
+  readonly validate: PingValidator;
   readonly routing: () => LoadedRoutingConfig;
   readonly now: () => Date;
   /** How long a ping's answer stands (PING_TTL_SECONDS). */
@@ -102,7 +104,7 @@ export function createPing(deps: PingDeps): Ping {
 
   return async function ping(request) {
     const started = performance.now();
-    const validation = deps.validate(request.body);
+    const validation = deps.validate(request.body, request.repeated);
     if (!validation.ok) return { kind: 'invalid', errors: validation.errors };
     const lookup = lookupStream(request.principal.name, validation.ping);
     let round = rounds.get(lookup);

@@ -16,6 +16,8 @@ export interface PostLeadRequest {
    * `body.hasOwnProperty(k)`.
    */
   readonly body: Record<string, unknown>;
+  /** The names `body` was sent with more than once (it holds the last value of each). */
+  readonly repeated?: readonly string[];
   /** The exact bytes received, for idempotency fingerprints. */
   readonly rawBody: Buffer;
   readonly idempotencyKey: string | undefined;

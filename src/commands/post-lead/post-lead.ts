@@ -4,7 +4,7 @@ import type { EventStore } from '../../event-store/index.js';
 import { type RoutingCandidate, leadStream } from '../../events/lead-events.js';
 import type { NormalisedLead } from '../../leads/lead.js';
 import type { LeadOutcome } from '../../leads/outcome.js';
-import type { LeadValidation } from '../../leads/validate.js';
+import type { LeadValidator } from '../../leads/validate.js';
 import type { LoadedRoutingConfig } from '../../routing/load-config.js';
 import { pingStream } from '../../events/ping-events.js';
 import type { FieldError } from '../../leads/outcome.js';
@@ -27,7 +27,7 @@ import type { PostLead, PostLeadRequest, PostLeadResult } from './port.js';
 export interface PostLeadDeps {
   readonly store: EventStore;
   readonly leadIds: LeadIdAllocator;
-  readonly validate: (body: Readonly<Record<string, unknown>>) => LeadValidation;
+  readonly validate: LeadValidator;
   readonly enrich: (lead: NormalisedLead) => Promise<Enrichment>;
   /** The routing file in force (read per lead, so a reload needs no restart). */
   readonly routing: () => LoadedRoutingConfig;
@@ -89,7 +89,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const leadId = await deps.leadIds.nextId();
     const who = { leadId, supplier: request.principal.name, keyId: request.principal.keyId, now };
     // 2. Validate and normalise: every failing field is named at once.
-    const validation = deps.validate(request.body);
+    const validation = deps.validate(request.body, request.repeated);
     // The file's currency states the money of a lead it never prices (rejected, revenue 0).
     const currency = routing.currency;
     if (!validation.ok) return recordLead(request, { ...who, validation }, currency);
