@@ -11,11 +11,14 @@ import type { ShellState } from './state.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** `application/json`, any case, optionally with a UTF-8 charset (RFC 8259 allows no other). */
-function isJsonContentType(header: string | undefined): boolean {
-  if (!header) return false;
-  const [type = '', ...parameters] = header.split(';');
-  if (type.trim().toLowerCase() !== 'application/json') return false;
+/** Is the media type `application/json` (any case), whatever its parameters? */
+function isJsonType(header: string): boolean {
+  return header.split(';', 1)[0]!.trim().toLowerCase() === 'application/json';
+}
+
+/** No charset, or a UTF-8 one (RFC 8259 allows no other for JSON). */
+function isUtf8Charset(header: string): boolean {
+  const [, ...parameters] = header.split(';');
   return parameters.every((parameter) => {
     const [name = '', value = ''] = parameter.split('=', 2);
     if (name.trim().toLowerCase() !== 'charset') return true;
@@ -26,7 +29,12 @@ function isJsonContentType(header: string | undefined): boolean {
 
 export function requireJson(): Middleware<ShellState> {
   return (ctx, next) => {
-    if (!isJsonContentType(ctx.get('Content-Type') || undefined)) throw new ShellError('UNSUPPORTED_MEDIA_TYPE');
+    const type = ctx.get('Content-Type');
+    if (!isJsonType(type)) throw new ShellError('UNSUPPORTED_MEDIA_TYPE');
+    // Told that the type is wrong, a client sending application/json in UTF-16 would look in vain.
+    if (!isUtf8Charset(type)) {
+      throw new ShellError('UNSUPPORTED_MEDIA_TYPE', {}, 'charset', undefined, 'The body must be JSON in UTF-8: send Content-Type application/json with no charset, or charset=utf-8.');
+    }
     // A compressed body is not read as JSON: refused for what it is, not as malformed JSON.
     const encoding = ctx.get('Content-Encoding').trim().toLowerCase();
     if (encoding !== '' && encoding !== 'identity') {

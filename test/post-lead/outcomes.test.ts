@@ -141,8 +141,19 @@ describe('POST /functions/leads: every outcome', function () {
     const gzipped = await svc.post(gzipSync(JSON.stringify(validLead())), { 'x-api-key': key, 'content-encoding': 'gzip' });
     expectEnvelope(gzipped, 415, 'UNSUPPORTED_MEDIA_TYPE', 'rejected', false);
     expect(gzipped.body.message).to.equal('Content-Encoding is not accepted: send the JSON body uncompressed.');
+    // JSON in another charset is refused for its charset: the type it names is the right one.
+    const utf16 = await svc.post(Buffer.from(`\ufeff${JSON.stringify(validLead())}`, 'utf16le'), { 'x-api-key': key, 'content-type': 'application/json; charset=utf-16' });
+    expectEnvelope(utf16, 415, 'UNSUPPORTED_MEDIA_TYPE', 'rejected', false);
+    expect(utf16.body.message).to.equal('The body must be JSON in UTF-8: send Content-Type application/json with no charset, or charset=utf-8.');
+    const latin1 = await svc.post(JSON.stringify(validLead()), { 'x-api-key': key, 'content-type': 'application/json; charset=ISO-8859-1' });
+    expect([latin1.status, latin1.body.message]).to.deep.equal([415, utf16.body.message]);
     expectEnvelope(await svc.post(validLead({ s1: 'x'.repeat(70_000) }), { 'x-api-key': key }), 413, 'PAYLOAD_TOO_LARGE', 'rejected', false);
     expect(await svc.service.store.headPosition()).to.deep.equal(before);
+  });
+
+  it('a UTF-8 body led by a byte-order mark is read as the JSON after it', async function () {
+    const reply = await svc.post(`\ufeff${JSON.stringify(validLead())}`, { 'x-api-key': key, 'content-type': 'application/json; charset=utf-8' });
+    expectEnvelope(reply, 201, 'SOLD', 'accepted', true);
   });
 
   it('UNAUTHORIZED 401 (missing, unknown, revoked key) and FORBIDDEN 403 (wrong role)', async function () {
