@@ -46,7 +46,7 @@ export const LEAD_OUTCOMES = {
   SUPPRESSED: { acceptance: 'rejected', message: 'Lead rejected: the mobile or e-mail is on the suppression list.' },
   PING_EXPIRED: { acceptance: 'rejected', message: 'Lead rejected: its ping_id is past its expiry; ping again.' },
   PING_CONSUMED: { acceptance: 'rejected', message: 'Lead rejected: its ping_id was already posted.' },
-  PING_MISMATCH: { acceptance: 'rejected', message: "Lead rejected: its zip, accident_state or sid differ from its ping's." },
+  PING_MISMATCH: { acceptance: 'rejected', message: "Lead rejected: its zip, accident_state, sid or test differ from its ping's; errors names each." },
 } as const satisfies Record<string, { acceptance: Acceptance; message: string }>;
 
 export type LeadOutcomeCode = keyof typeof LEAD_OUTCOMES;

@@ -59,6 +59,8 @@ describe("ping/post: a lead that differs from its ping", function () {
       expect(mismatch.status, mismatch.text).to.equal(422);
       expect(mismatch.body).to.include({ code: 'PING_MISMATCH', lead_status: 'rejected', sold: false });
       expect(mismatch.body.errors).to.deep.equal(TEST_MISMATCH);
+      // The message names every field a lead is held to, test included: it may be the only one that differs.
+      expect(mismatch.body.message).to.equal("Lead rejected: its zip, accident_state, sid or test differ from its ping's; errors names each.");
       const events = await svc.service.store.readStream(`ping-${pingId}`);
       expect(events.map((e) => e.type)).to.deep.equal(['LeadPinged', 'PingBidsCollected']);
 
