@@ -42,9 +42,11 @@ export const LEAD_SCHEMA = {
     s1: { type: ['string', 'null'], maxLength: 255, description: 'Supplier sub-id (click id), optional.' },
     test: { type: ['boolean', 'null'], description: 'A test lead runs the whole pipeline but is never delivered, uses no cap and is reported apart.' },
     ping_id: {
-      type: 'string',
+      type: ['string', 'null'],
       pattern: '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
-      description: 'The ping_id a ping answered with: the lead is sold to that ping\'s winning bid (zip, accident_state, sid and test must be the ping\'s).',
+      description:
+        'The ping_id a ping answered with: the lead is sold to that ping\'s winning bid (zip, accident_state, sid and test must be the ping\'s). ' +
+        'Trimmed and lower-cased first (a UUID in capitals is the same id); null: no ping, as when it is left out.',
     },
   },
 } as const;

@@ -8,7 +8,8 @@ import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, PING_SCHEMA, type PostedLead, type 
 import { toStateCode } from './us-states.js';
 
 export type LeadValidation =
-  | { readonly ok: true; readonly lead: NormalisedLead }
+  /** `pingId`: the ping the lead is posted with, normalised; absent for a plain post. */
+  | { readonly ok: true; readonly lead: NormalisedLead; readonly pingId?: string }
   | {
       readonly ok: false;
       readonly errors: FieldError[];
@@ -53,6 +54,8 @@ const PRE_NORMALISE: Readonly<Record<string, (value: string) => string>> = {
   sid: (value) => value.trim(),
   // A click id with a stray blank would count apart from itself in a report by s1.
   s1: (value) => value.trim(),
+  // A UUID's hex digits are one id in either case, and some systems store them in capitals.
+  ping_id: (value) => value.trim().toLowerCase(),
 };
 
 const MESSAGES: Readonly<Record<string, string>> = {
@@ -178,7 +181,10 @@ export function createLeadValidator(options: LeadValidatorOptions = {}): LeadVal
       const parsed = mobileOf(input.mobile);
       if (parsed && !allowedRegions.has(parsed.country)) errors.push(fieldError('mobile', 'region_not_allowed', regionRule));
     }
-    if (valid && errors.length === 0) return { ok: true, lead: normalised(input, mobileOf(input.mobile)!, certificateOf(input.certificate_url)) };
+    if (valid && errors.length === 0) {
+      const lead = normalised(input, mobileOf(input.mobile)!, certificateOf(input.certificate_url));
+      return typeof input.ping_id === 'string' ? { ok: true, lead, pingId: input.ping_id } : { ok: true, lead };
+    }
 
     const all = oncePerField(errors, toFieldErrors(validate.errors ?? []));
     const failed = new Set(all.map((e) => e.field));

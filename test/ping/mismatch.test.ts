@@ -69,6 +69,23 @@ describe("ping/post: a lead that differs from its ping", function () {
     });
   }
 
+  it('takes a ping_id in capitals or with blanks around it for the same ping, and a null ping_id for none', async function () {
+    const pinged = await ping({ zip: '90210', accident_state: 'CA', sid: 'src-1', s1: `case-${Date.now()}` });
+    const pingId = pinged.body.ping_id as string;
+    const sold = await post(validLead({ ping_id: ` ${pingId.toUpperCase()} ` }));
+    expect([sold.status, sold.body.code, sold.body.revenue], sold.text).to.deep.equal([201, 'SOLD', 40]);
+    const events = await svc.service.store.readStream(`ping-${pingId}`);
+    expect(events.map((e) => e.type)).to.deep.equal(['LeadPinged', 'PingBidsCollected', 'PingPosted']);
+    const again = await post(validLead({ ping_id: pingId }));
+    expect([again.status, again.body.code], again.text).to.deep.equal([409, 'PING_CONSUMED']);
+
+    // A serializer that writes every optional field writes "ping_id": null for a plain post.
+    const plain = await post(validLead({ ping_id: null }));
+    expect([plain.status, plain.body.code, plain.body.revenue], plain.text).to.deep.equal([201, 'SOLD', 40]);
+    const received = await svc.service.store.readStream(`lead-${plain.body.lead_id as number}`);
+    expect(received.map((e) => e.type)).to.not.include('LeadPingMatched');
+  });
+
   it('names test beside every other field that differs', async function () {
     const pinged = await ping({ zip: '90210', accident_state: 'CA', sid: 'src-1', s1: `test-flag-all-${Date.now()}`, test: true });
     const mismatch = await post(validLead({ ping_id: pinged.body.ping_id, zip: '10001', accident_state: 'NY', sid: 'src-2', test: false }));

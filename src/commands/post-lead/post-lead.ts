@@ -100,7 +100,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
 
     // 2b. A lead posted with a ping_id: the ping must be the supplier's, unexpired, not posted
     //     yet, and of the same zip, state, source and test flag; else the lead ends here, saying which.
-    const pingId = typeof request.body.ping_id === 'string' ? request.body.ping_id : null;
+    const pingId = validation.pingId ?? null;
     let ping: Folded<PingState> | null = null;
     let replacing: number | undefined;
     if (pingId !== null) {
