@@ -20,7 +20,7 @@ const EXAMPLE_CURRENCY = DEFAULTS.currency;
 export const EXAMPLE_LEAD = {
   first_name: 'Ada',
   last_name: 'Lovelace',
-  email: 'ada@example.com',
+  email: 'ada.lovelace@outlook.com',
   mobile: '+12135550143',
   zip: '90210',
   accident_state: 'CA',
