@@ -11,7 +11,7 @@ import { MAX_HEADER_BYTES } from '../http/client-error.js';
 import { OUTCOMES } from '../http/envelope.js';
 import { CONSUMER_LOOKUP_SCHEMA } from '../http/erasure-routes.js';
 import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from '../limits.js';
-import { LEAD_SCHEMA, PING_SCHEMA } from '../leads/schema.js';
+import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, PING_SCHEMA } from '../leads/schema.js';
 import { ENVELOPE_SCHEMA, FIELD_ERROR_SCHEMA } from './envelope-schema.js';
 import { EXAMPLE_LEAD, EXAMPLE_PING, type ExampleName, exampleEnvelopes } from './examples.js';
 import { toOpenApiSchema } from './json-schema.js';
@@ -169,6 +169,27 @@ function operation(route: RouteDoc, examples: Record<ExampleName, unknown>): Jso
   return op;
 }
 
+/**
+ * The Lead schema as a supplier's validator or client generator reads it: the validator's own, and
+ * the consent certificate's alias, which the validator folds into certificate_url before its rules
+ * run (so LEAD_SCHEMA never names it). One of the two is required.
+ */
+function leadSchema(): Json {
+  const lead = toOpenApiSchema(LEAD_SCHEMA);
+  const properties = lead.properties as Record<string, Json>;
+  const alias = {
+    ...properties.certificate_url,
+    description: `Alias of certificate_url (TrustedForm's own field name): send either; both only with the same value, else INVALID (conflicting_alias).`,
+  };
+  return {
+    ...lead,
+    required: LEAD_SCHEMA.required.filter((field) => field !== 'certificate_url'),
+    anyOf: [{ required: ['certificate_url'] }, { required: [CERTIFICATE_URL_ALIAS] }],
+    properties: { ...properties, [CERTIFICATE_URL_ALIAS]: alias },
+    example: EXAMPLE_LEAD,
+  };
+}
+
 /** `/functions/leads/:lead_id` → `/functions/leads/{lead_id}` */
 export const openApiPath = (routerPath: string): string => routerPath.replace(/:(\w+)/g, '{$1}');
 
@@ -275,7 +296,7 @@ async function buildOpenApiDocument(): Promise<Json> {
         },
       },
       schemas: {
-        Lead: { ...toOpenApiSchema(LEAD_SCHEMA), example: EXAMPLE_LEAD },
+        Lead: leadSchema(),
         Ping: { ...toOpenApiSchema(PING_SCHEMA), example: EXAMPLE_PING },
         Feedback: toOpenApiSchema(FEEDBACK_SCHEMA),
         DecisionEnvelope: toOpenApiSchema(ENVELOPE_SCHEMA),

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { MxResolver } from '../../src/enrichment/email.js';
 import { openApiDocument } from '../../src/docs/openapi.js';
+import { DocumentReader } from '../support/openapi.js';
 import { TestService } from '../support/service.js';
 
 // The leads the docs show a supplier, posted as shown: the Quick start's, the supplier guide's,
@@ -56,6 +57,21 @@ describe('docs: the example leads are accepted as shown', function () {
       const reply = await svc.post({ ...lead, test: true }, { 'x-api-key': key });
       expect([reply.status, reply.body.code], `${where}: ${reply.text}`).to.deep.equal([201, 'SOLD']);
     }
+  });
+
+  it("names xxTrustedFormCertUrl as the service takes it: in certificate_url's place it fits the Lead schema and sells; with neither it fits not and is INVALID", async () => {
+    const doc = (await openApiDocument()) as Json;
+    const fitsLead = new DocumentReader(doc).compile('#/components/schemas/Lead');
+    const { certificate_url: certificateUrl, ...rest } = doc.components.schemas.Lead.example as Json;
+    const aliased = { ...rest, xxTrustedFormCertUrl: certificateUrl, test: true };
+    expect(fitsLead(aliased), JSON.stringify(fitsLead.errors)).to.equal(true);
+    const sold = await svc.post(aliased, { 'x-api-key': key });
+    expect([sold.status, sold.body.code], sold.text).to.deep.equal([201, 'SOLD']);
+
+    const neither = { ...rest, test: true };
+    expect(fitsLead(neither)).to.equal(false);
+    const invalid = await svc.post(neither, { 'x-api-key': key });
+    expect([invalid.status, invalid.body.errors], invalid.text).to.deep.equal([422, [{ field: 'certificate_url', code: 'required', message: 'certificate_url is required' }]]);
   });
 
   it('would have failed on an example.com address: the DNS here answers as the internet does', async () => {
