@@ -43,7 +43,14 @@ export const ENVELOPE_SCHEMA = {
       enum: ['Success', 'Failure', 'Error'],
       description: 'Success: done. Failure: the same request will fail again; fix it. Error: retry later (honour Retry-After).',
     },
-    errors: { type: 'array', items: FIELD_ERROR_SCHEMA, description: 'On INVALID and VERIFICATION_FAILED: every failing field. On DUPLICATE: one entry per field (mobile, email) that matched a lead accepted within the window.' },
+    errors: {
+      type: 'array',
+      items: FIELD_ERROR_SCHEMA,
+      description:
+        'Each input concerned, never its value. On INVALID: every failing field (of a body, or a query parameter). On VERIFICATION_FAILED: the mobile or email that failed. ' +
+        'On DUPLICATE and SUPPRESSED: each of mobile and email concerned. On PING_MISMATCH: each field that differs from the ping. On PING_EXPIRED and PING_CONSUMED: ping_id. ' +
+        'On IDEMPOTENCY_CONFLICT (422) for a key that is not 1–255 visible ASCII characters: Idempotency-Key. Absent on every other answer.',
+    },
     test: { const: true, description: 'Present on test leads only.' },
     ping_id: { type: 'string', description: 'On a ping answer (BID, NO_BID): the id to post the lead with.' },
     bid: { type: ['number', 'null'], description: 'On a ping answer: the price the lead will sell for when posted before expires_at; null on NO_BID.' },

@@ -60,7 +60,7 @@ export interface LeadOutcome {
   readonly revenue: number;
   /** The currency its routing recorded; for a lead never routed, the routing file's (its revenue is 0). */
   readonly currency: string;
-  /** Every field that failed (INVALID), or each one concerned (DUPLICATE, VERIFICATION_FAILED, SUPPRESSED). */
+  /** Every field that failed (INVALID), or each one concerned (DUPLICATE, VERIFICATION_FAILED, SUPPRESSED, PING_*). */
   readonly errors?: readonly FieldError[];
   readonly test?: true;
 }

@@ -65,6 +65,13 @@ describe('OpenAPI document against real answers', function () {
     await post({ s1: 'x'.repeat(70_000) });
     await post(validLead(), {});
     await post(validLead(), as(analyst));
+    await post(validLead(), { ...as(supplier), 'idempotency-key': 'not a key' });
+    // A ping posted twice, and posted from another ZIP.
+    const pingOf = async () => (await call('POST', '/functions/pings', as(supplier), { zip: '90210', accident_state: 'CA', sid: 'src-1', s1: `docs-${Math.random()}` })).body.ping_id;
+    const pinged = await pingOf();
+    await post(validLead({ ping_id: pinged }));
+    await post(validLead({ ping_id: pinged }));
+    await post(validLead({ ping_id: await pingOf(), zip: '90211' }));
     await post(validLead()); // sold to the pull buyer, left pending
     const hooked = (await post(validLead({ accident_state: 'NV', zip: '89101' }))).body.lead_id as number;
     const leadId = soldReply.body.lead_id as number;
@@ -144,6 +151,14 @@ describe('OpenAPI document against real answers', function () {
       return unnamedFields(reader.doc, bodySchema(found.pointer), reply.body).map((field) => `${method} ${path} ${reply.status}: ${field} is not named`);
     });
     expect(problems).to.deep.equal([]);
+  });
+
+  it("the envelope's errors description names every code an answer carried errors with", function () {
+    const envelope = (reader.doc as Json).components.schemas.DecisionEnvelope as Json;
+    const description = String(envelope.properties.errors.description);
+    const carried = new Set(answers.filter(({ reply }) => Array.isArray(reply.body.errors)).map(({ reply }) => String(reply.body.code)));
+    expect([...carried]).to.include.members(['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'PING_CONSUMED', 'PING_MISMATCH', 'IDEMPOTENCY_CONFLICT']);
+    expect([...carried].filter((code) => !description.includes(code))).to.deep.equal([]);
   });
 
   it('the answers cover the lead outcomes a supplier can cause and the statuses of every read-back route', function () {
