@@ -228,7 +228,7 @@ export interface NormalisedPing {
 
 export type PingValidator = (body: Readonly<Record<string, unknown>>, repeated?: readonly string[]) => PingValidation;
 
-export type PingValidation = { readonly ok: true; readonly ping: NormalisedPing } | { readonly ok: false; readonly errors: FieldError[] };
+type PingValidation = { readonly ok: true; readonly ping: NormalisedPing } | { readonly ok: false; readonly errors: FieldError[] };
 
 /** The ping validator: the lead's rules for the few fields a ping has; a consumer field is an unknown field. */
 export function createPingValidator(): PingValidator {
