@@ -113,7 +113,7 @@ export function parseJsonBody(raw: Buffer): { body: Record<string, unknown>; rep
       if (typeof child === 'object' && child !== null) pending.push(child);
     }
   }
-  return { body: parsed as Record<string, unknown>, repeated: namesGivenTwice(text) };
+  return { body: parsed as Record<string, unknown>, repeated: namesGivenTwice(raw, Object.keys(parsed).length) };
 }
 
 const QUOTE = 0x22;
@@ -123,29 +123,43 @@ const isJsonSpace = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x
 
 /**
  * The member names of the outermost object that occur more than once, in valid JSON text whose
- * value is an object. A string at depth 1 followed by a colon is a member name; one pass, no
- * recursion, so the deepest nesting a body can hold costs nothing more.
+ * value is an object that has `distinct` members once parsed. Every post passes here: the names are
+ * first only counted, which makes nothing, and made and compared only when there are more of them
+ * than the parsed object has, which happens when one is repeated.
  */
-function namesGivenTwice(text: string): string[] {
+function namesGivenTwice(raw: Buffer, distinct: number): string[] {
+  if (memberNames(raw) === distinct) return [];
   const seen = new Set<string>();
   const twice = new Set<string>();
+  memberNames(raw, (name) => (seen.has(name) ? twice : seen).add(name));
+  return [...twice];
+}
+
+/**
+ * How many member names the outermost object has, each passed to `each` (decoded, escapes and all).
+ * A string at depth 1 followed by a colon is a member name; one pass, no recursion, so the deepest
+ * nesting a body can hold costs nothing more. It reads the UTF-8 bytes, not the decoded text: every
+ * byte of a multi-byte character is 0x80 or more, so none is taken for a quote, a brace or a colon.
+ */
+function memberNames(raw: Buffer, each?: (name: string) => void): number {
+  let count = 0;
   let depth = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i]!;
     if (c === QUOTE) {
       const start = i;
-      for (i++; text.charCodeAt(i) !== QUOTE; i++) if (text.charCodeAt(i) === BACKSLASH) i++;
+      for (i++; raw[i] !== QUOTE; i++) if (raw[i] === BACKSLASH) i++;
       if (depth !== 1) continue;
       let next = i + 1;
-      while (isJsonSpace(text.charCodeAt(next))) next++;
-      if (text.charCodeAt(next) !== COLON) continue;
-      const name = JSON.parse(text.slice(start, i + 1)) as string;
-      (seen.has(name) ? twice : seen).add(name);
+      while (isJsonSpace(raw[next]!)) next++;
+      if (raw[next] !== COLON) continue;
+      count++;
+      each?.(JSON.parse(utf8.decode(raw.subarray(start, i + 1))) as string);
     } else if (c === 0x7b || c === 0x5b) {
       depth++;
     } else if (c === 0x7d || c === 0x5d) {
       depth--;
     }
   }
-  return [...twice];
+  return count;
 }
