@@ -142,6 +142,9 @@ const leadShredDecider: Decider<ShredCommand, LeadShredState, LeadEvent> = {
         return { ...state, settled: true, webhookBuyer: event.data.via === 'webhook' ? event.data.buyer : state.webhookBuyer };
       case 'LeadDeliveryFailed':
         return event.data.next_attempt_at === null ? { ...state, settled: true } : state;
+      // A delivery that failed for good and is sent again is pending again: an erasure cancels it.
+      case 'LeadRedeliveryRequested':
+        return { ...state, settled: false };
       case 'LeadDeliveryCancelled':
         return { ...state, settled: true };
       case 'LeadPersonalDataErased':

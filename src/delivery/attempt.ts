@@ -1,4 +1,4 @@
-import type { LeadDelivered, LeadDeliveryAttempted, LeadDeliveryFailed, LeadEvent, LeadReceived, LeadSold } from '../events/lead-events.js';
+import type { LeadDelivered, LeadDeliveryAttempted, LeadDeliveryFailed, LeadEvent, LeadReceived, LeadRedeliveryRequested, LeadSold } from '../events/lead-events.js';
 import type { Decider } from '../commands/handler.js';
 import { MAX_BACKOFF_MS } from './backoff.js';
 import { retryAfterMs } from './retry-after.js';
@@ -13,6 +13,11 @@ import { retryAfterMs } from './retry-after.js';
 // between sending and recording leaves a claim with no outcome: the buyer may or may not have the
 // lead, so the next attempt sends it again with the same Idempotency-Key (`lead-<id>`) and the
 // buyer drops the copy.
+//
+// A delivery that failed for good stays failed until an admin asks for it to be sent again
+// (LeadRedeliveryRequested): that opens a new round of the buyer's `max_attempts`, due at once.
+// Attempt numbers go on counting across rounds, so every claim stays unique; the buyer's
+// Idempotency-Key stays `lead-<id>`, so a buyer that took the lead after all drops the copy.
 
 /** How long after its time box a claimed attempt with no outcome counts as lost, not in flight on another instance. */
 const LOST_AFTER_MS = 30_000;
@@ -36,8 +41,14 @@ export interface DeliveryState {
   readonly failedFinally: boolean;
   /** Cancelled (the lead's personal data was erased), or the personal data is gone: never sent. */
   readonly cancelled: boolean;
-  /** When the last failure said to try again. */
+  /** When the last failure said to try again, or when a redelivery was asked for. */
   readonly nextAttemptAt: string | null;
+  /** The buyer returned the lead: it is not sent again. */
+  readonly returned: boolean;
+  /** The delivery's round: 1, then one more per redelivery. */
+  readonly round: number;
+  /** The last attempt number before this round: the round's budget counts from it. */
+  readonly roundStart: number;
 }
 
 export interface StreamEvent {
@@ -56,6 +67,9 @@ const initialDeliveryState: DeliveryState = {
   failedFinally: false,
   cancelled: false,
   nextAttemptAt: null,
+  returned: false,
+  round: 1,
+  roundStart: 0,
 };
 
 export function foldDelivery(events: readonly StreamEvent[]): DeliveryState {
@@ -85,6 +99,12 @@ function applyEvent(state: DeliveryState, recorded: StreamEvent): DeliveryState 
       const final = event.data.next_attempt_at === null;
       return { ...state, open: closes(state, event.data.attempt), failedFinally: state.failedFinally || final, nextAttemptAt: event.data.next_attempt_at };
     }
+    case 'LeadRedeliveryRequested': {
+      const { round, attempts, requested_at } = event.data;
+      return { ...state, failedFinally: false, nextAttemptAt: requested_at, round, roundStart: attempts };
+    }
+    case 'LeadReturned':
+      return { ...state, returned: true };
     default:
       return state;
   }
@@ -118,7 +138,8 @@ export function nextStep(state: DeliveryState, context: StepContext): Step {
   if (state.open) {
     const lostAt = Date.parse(state.open.started_at) + state.open.timeout_ms + (context.lostAfterMs ?? LOST_AFTER_MS);
     if (now < lostAt) return { kind: 'skip', reason: 'in_flight' };
-    const final = state.open.attempt >= context.maxAttempts;
+    // The round's own budget: a redelivered lead gets max_attempts more, counted from its round's start.
+    const final = state.open.attempt - state.roundStart >= context.maxAttempts;
     const lost: LeadDeliveryFailed['data'] = {
       lead_id: sale.lead_id,
       buyer: sale.buyer,
@@ -157,6 +178,8 @@ export interface OutcomeContext {
   readonly sale: Pick<LeadSold['data'], 'lead_id' | 'buyer'>;
   readonly attempt: number;
   readonly maxAttempts: number;
+  /** The last attempt number before this round (see DeliveryState.roundStart); 0 in the first. */
+  readonly roundStart?: number;
   readonly now: Date;
   /** The backoff before the next attempt, should this one be retried and the buyer not say when. */
   readonly retryInMs: number;
@@ -183,23 +206,66 @@ export function outcomeOf(result: WireResult, context: OutcomeContext): Outcome 
   const error = status === null ? result.kind : `http_${Math.floor(status / 100)}xx`;
   // No answer at all (timeout, connection error) is the buyer being down or slow: worth another try.
   const retryable = status === null || retryableStatus(status);
-  const final = !retryable || attempt >= context.maxAttempts;
+  const final = !retryable || attempt - (context.roundStart ?? 0) >= context.maxAttempts;
   // A buyer that says when to come back is taken at its word, up to the backoff's own maximum.
   const asked = result.kind === 'response' ? retryAfterMs(result.retryAfter, now, MAX_BACKOFF_MS) : null;
   const next_attempt_at = final ? null : new Date(now.getTime() + (asked ?? context.retryInMs)).toISOString();
   return { type: 'LeadDeliveryFailed', data: { lead_id: sale.lead_id, buyer: sale.buyer, attempt, status, latency_ms, error, next_attempt_at, failed_at: at } };
 }
 
+/** Why a redelivery is refused, in the words of the answer's code. */
+export type RedeliveryRefusal = 'NOT_FOUND' | 'NOT_FAILED' | 'DELIVERY_CANCELLED' | 'ALREADY_RETURNED';
+
+export class RedeliveryRefusedError extends Error {
+  constructor(readonly code: RedeliveryRefusal) {
+    super(code);
+  }
+}
+
+interface RedeliveryRequest {
+  readonly requestedBy: LeadRedeliveryRequested['data']['requested_by'];
+  readonly reason: string | null;
+  readonly now: Date;
+}
+
+/**
+ * Only a sold, non-test lead whose delivery failed for good is sent again. Not one still pending
+ * or in flight (its worker sends it), nor one delivered; a pull buyer's lead never fails (it waits
+ * for its acknowledgement), so it is never sent again either. Not a lead whose personal data was
+ * erased or expired: there is nothing left to send. Not a lead the buyer returned: a buyer that
+ * sent it back does not want it.
+ */
+function redelivery(state: DeliveryState, request: RedeliveryRequest): LeadEvent[] {
+  const { sale, received } = state;
+  if (!sale || !received || received.test) throw new RedeliveryRefusedError('NOT_FOUND');
+  if (state.cancelled) throw new RedeliveryRefusedError('DELIVERY_CANCELLED');
+  if (state.returned) throw new RedeliveryRefusedError('ALREADY_RETURNED');
+  if (!state.failedFinally) throw new RedeliveryRefusedError('NOT_FAILED');
+  const data: LeadRedeliveryRequested['data'] = {
+    lead_id: sale.lead_id,
+    buyer: sale.buyer,
+    round: state.round + 1,
+    attempts: state.lastAttempt,
+    requested_by: request.requestedBy,
+    reason: request.reason,
+    requested_at: request.now.toISOString(),
+  };
+  return [{ type: 'LeadRedeliveryRequested', data }];
+}
+
 export type DeliveryCommand =
   /** Take the next attempt if one is due (recording a lost one first); nothing when none is. */
   | { readonly type: 'ClaimAttempt'; readonly context: StepContext; readonly timeoutMs: number }
   /** Record what the buyer's endpoint did with attempt n, unless the lead was settled or n taken for lost meanwhile. */
-  | { readonly type: 'RecordOutcome'; readonly attempt: number; readonly outcome: Outcome };
+  | { readonly type: 'RecordOutcome'; readonly attempt: number; readonly outcome: Outcome }
+  /** Send a delivery that failed for good again, in a new round; throws RedeliveryRefusedError to refuse. */
+  | { readonly type: 'RequestRedelivery'; readonly request: RedeliveryRequest };
 
 export const deliveryDecider: Decider<DeliveryCommand, DeliveryState, LeadEvent> = {
   initialState: initialDeliveryState,
   evolve: (state, event) => applyEvent(state, event),
   decide(command, state) {
+    if (command.type === 'RequestRedelivery') return redelivery(state, command.request);
     if (command.type === 'RecordOutcome') {
       if (state.delivered || state.failedFinally || state.open?.attempt !== command.attempt) return [];
       return [command.outcome as LeadEvent];

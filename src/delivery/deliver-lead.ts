@@ -87,12 +87,15 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
     agent: deps.agent,
     signal: deps.signal,
   });
+  // A redelivered lead's round starts its backoff again from the first wait.
+  const { roundStart } = claimed.state;
   const outcome = outcomeOf(result, {
     sale,
     attempt,
     maxAttempts: delivery.max_attempts,
+    roundStart,
     now: deps.now(),
-    retryInMs: deps.backoff(attempt),
+    retryInMs: deps.backoff(attempt - roundStart),
   });
   const recorded = await recordOutcome(deps, stream, attempt, outcome, claimed);
   const summary = { attempt, status: outcome.data.status, latency_ms: outcome.data.latency_ms };

@@ -134,6 +134,28 @@ export interface LeadDeliveryFailed {
   };
 }
 
+/**
+ * A delivery that failed for good is sent again: an admin asked, once the buyer fixed its side (a
+ * secret rotated, an outage over). It re-opens the delivery for a fresh round of the buyer's
+ * `max_attempts`, due at once; attempt numbers go on from `attempts`, so each attempt stays unique.
+ */
+export interface LeadRedeliveryRequested {
+  readonly type: 'LeadRedeliveryRequested';
+  readonly data: {
+    readonly lead_id: number;
+    readonly buyer: string;
+    /** The delivery's round this request opens: 2 for the first redelivery. */
+    readonly round: number;
+    /** Attempts made before it: the new round's first attempt is `attempts + 1`. */
+    readonly attempts: number;
+    /** Who asked: a role and the name the key acts for (`cli` from the command line), never a key. */
+    readonly requested_by: { readonly role: string; readonly name: string };
+    /** A snake_case code saying why, never free text; null when none was given. */
+    readonly reason: string | null;
+    readonly requested_at: string;
+  };
+}
+
 export type FeedbackType = 'return' | 'conversion' | 'contacted';
 
 export interface FeedbackRecorded {
@@ -223,6 +245,7 @@ export type LeadEvent =
   | LeadDeliveryAttempted
   | LeadDelivered
   | LeadDeliveryFailed
+  | LeadRedeliveryRequested
   | FeedbackRecorded
   | LeadReturned
   | LeadPersonalDataErased

@@ -113,6 +113,9 @@ function viewChanges(event: ViewEvent): Partial<LeadView> {
       return { delivery: { status: 'delivered', attempts: e.data.attempt } };
     case 'LeadDeliveryFailed':
       return { delivery: { status: e.data.next_attempt_at === null ? 'failed' : 'pending', attempts: e.data.attempt } };
+    // Sent again after failing for good: pending, with the attempts made so far.
+    case 'LeadRedeliveryRequested':
+      return { delivery: { status: 'pending', attempts: e.data.attempts } };
     case 'LeadReturned':
       return { returned: true };
     case 'LeadDeliveryCancelled':

@@ -51,6 +51,7 @@ const LEAD_EVENTS = new Set([
   'LeadPingMatched',
   'LeadDelivered',
   'LeadDeliveryFailed',
+  'LeadRedeliveryRequested',
   'FeedbackRecorded',
   'LeadReturned',
   'LeadDeliveryCancelled',
@@ -170,6 +171,7 @@ export const deliveriesProjection: Projection = {
       case 'LeadRouted':
       case 'LeadDeliveryAttempted':
       case 'LeadDeliveryFailed':
+      case 'LeadRedeliveryRequested':
       case 'LeadDelivered':
       case 'LeadDeliveryCancelled':
       case 'LeadPersonalDataErased':
@@ -223,6 +225,10 @@ function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, rec
         last_error: lead.data.error,
         next_attempt_at: lead.data.next_attempt_at,
       });
+    // Pending again and due at once. Why its last attempt failed stays shown until the next one
+    // says otherwise; no stored field changes meaning, so the projection keeps its version.
+    case 'LeadRedeliveryRequested':
+      return write({ status: 'pending', next_attempt_at: lead.data.requested_at });
     case 'LeadDeliveryCancelled':
       return write({ status: 'cancelled', attempts: lead.data.attempts, next_attempt_at: null });
     case 'LeadPersonalDataErased':

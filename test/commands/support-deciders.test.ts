@@ -5,7 +5,7 @@ import { type ContactEvent, contactDecider } from '../../src/commands/contacts.j
 import { IDEMPOTENCY_TTL_MS, IN_FLIGHT_STALE_MS, idempotencyDecider } from '../../src/commands/idempotency.js';
 import { leadIdBlocksDecider } from '../../src/commands/lead-ids.js';
 import { pingDecider } from '../../src/commands/ping/decider.js';
-import { deliveryDecider } from '../../src/delivery/attempt.js';
+import { RedeliveryRefusedError, deliveryDecider } from '../../src/delivery/attempt.js';
 import type { LeadEvent } from '../../src/events/lead-events.js';
 import { revokeKey } from '../../src/keys/api-keys.js';
 import { keysDecider } from '../../src/keys/key-stream.js';
@@ -135,6 +135,79 @@ describe('delivery decider', () => {
     const outcome = { type: 'LeadDelivered', data: deliveredData } as const;
     await given(...saleEvents, attempted(1)).when({ type: 'RecordOutcome', attempt: 1, outcome }).then([delivered]);
     await given(...saleEvents, attempted(1), delivered).when({ type: 'RecordOutcome', attempt: 1, outcome }).thenNothing();
+  });
+});
+
+describe('delivery decider: sending a delivery that failed for good again', () => {
+  const { given } = deciderSpec(deliveryDecider);
+  const attempted = (attempt: number, ms = 0): LeadEvent => ({
+    type: 'LeadDeliveryAttempted', data: { lead_id: 7, buyer: 'hook-buyer', attempt, started_at: at(ms).toISOString(), timeout_ms: 1000 },
+  });
+  const failed = (attempt: number, next: string | null, ms = 0): LeadEvent => ({
+    type: 'LeadDeliveryFailed',
+    data: { lead_id: 7, buyer: 'hook-buyer', attempt, status: next ? 503 : 401, latency_ms: 5, error: next ? 'http_5xx' : 'http_4xx', next_attempt_at: next, failed_at: at(ms).toISOString() },
+  });
+  const requested = (round: number, attempts: number, ms: number, reason: string | null = 'secret_rotated'): LeadEvent => ({
+    type: 'LeadRedeliveryRequested',
+    data: { lead_id: 7, buyer: 'hook-buyer', round, attempts, requested_by: { role: 'admin', name: 'ops' }, reason, requested_at: at(ms).toISOString() },
+  });
+  const redeliver = (ms: number, reason: string | null = 'secret_rotated') => ({
+    type: 'RequestRedelivery' as const, request: { requestedBy: { role: 'admin', name: 'ops' }, reason, now: at(ms) },
+  });
+  const claim = (ms: number) => ({ type: 'ClaimAttempt' as const, context: { now: at(ms), maxAttempts: 2, lostAfterMs: 10_000 }, timeoutMs: 1000 });
+  const refused = (code: string) => (error: unknown) => {
+    expect(error).to.be.instanceOf(RedeliveryRefusedError);
+    expect((error as RedeliveryRefusedError).code).to.equal(code);
+  };
+  const failedForGood = [...saleEvents, attempted(1), failed(1, at(1).toISOString()), attempted(2, 2), failed(2, null, 3)];
+
+  it('a delivery failed for good is re-opened: round 2, after the attempts made, due at the request', () =>
+    given(...failedForGood).when(redeliver(60_000)).then([requested(2, 2, 60_000)]));
+  it('no reason given: none recorded', () => given(...failedForGood).when(redeliver(60_000, null)).then([requested(2, 2, 60_000, null)]));
+  it('re-opened, the next attempt is claimed at once, numbered after the last', () =>
+    given(...failedForGood, requested(2, 2, 60_000)).when(claim(60_000)).then([attempted(3, 60_000)]));
+  it('a second round failed for good is re-opened as round 3', () =>
+    given(...failedForGood, requested(2, 2, 60_000), attempted(3, 60_000), failed(3, null, 60_001)).when(redeliver(70_000)).then([requested(3, 3, 70_000)]));
+  it('the new round has the whole budget: a lost first attempt of it is retried, not the final failure', () =>
+    given(...failedForGood, requested(2, 2, 60_000), attempted(3, 60_000))
+      .when(claim(80_000))
+      .then([
+        { type: 'LeadDeliveryFailed', data: { lead_id: 7, buyer: 'hook-buyer', attempt: 3, status: null, latency_ms: null, error: 'attempt_lost', next_attempt_at: at(80_000).toISOString(), failed_at: at(80_000).toISOString() } },
+        attempted(4, 80_000),
+      ]));
+  it("a lost last attempt of the new round's budget is the final failure", () =>
+    given(...failedForGood, requested(2, 2, 60_000), attempted(3, 60_000), failed(3, at(60_001).toISOString(), 60_001), attempted(4, 60_001))
+      .when(claim(80_000))
+      .then([{ type: 'LeadDeliveryFailed', data: { lead_id: 7, buyer: 'hook-buyer', attempt: 4, status: null, latency_ms: null, error: 'attempt_lost', next_attempt_at: null, failed_at: at(80_000).toISOString() } }]));
+  it('a delivery re-opened already (two requests at once): NOT_FAILED, nothing recorded', () =>
+    given(...failedForGood, requested(2, 2, 60_000)).when(redeliver(60_001)).thenThrows(refused('NOT_FAILED')));
+  it('pending, in flight or delivered: NOT_FAILED', async () => {
+    await given(...saleEvents).when(redeliver(1)).thenThrows(refused('NOT_FAILED'));
+    await given(...saleEvents, attempted(1), failed(1, at(5).toISOString())).when(redeliver(1)).thenThrows(refused('NOT_FAILED'));
+    await given(...saleEvents, attempted(1)).when(redeliver(1)).thenThrows(refused('NOT_FAILED'));
+    const delivered: LeadEvent = { type: 'LeadDelivered', data: { lead_id: 7, buyer: 'hook-buyer', via: 'webhook', attempt: 1, status: 200, latency_ms: 5, delivered_at: T0.toISOString() } };
+    await given(...saleEvents, attempted(1), delivered).when(redeliver(1)).thenThrows(refused('NOT_FAILED'));
+  });
+  it("a pull buyer's lead never fails: NOT_FAILED, before and after its acknowledgement", async () => {
+    await given(...saleEvents).when(redeliver(1)).thenThrows(refused('NOT_FAILED'));
+    const pulled: LeadEvent = { type: 'LeadDelivered', data: { lead_id: 7, buyer: 'hook-buyer', via: 'pull', attempt: 1, status: null, latency_ms: null, delivered_at: T0.toISOString() } };
+    await given(...saleEvents, pulled).when(redeliver(1)).thenThrows(refused('NOT_FAILED'));
+  });
+  it("erased or expired: DELIVERY_CANCELLED, there is nothing left to send", async () => {
+    const erased: LeadEvent = { type: 'LeadPersonalDataErased', data: { lead_id: 7, erasure_id: 'e'.repeat(32), had_delivery: true, notify_buyer: 'hook-buyer', erased_at: at(9).toISOString() } };
+    const expired: LeadEvent = { type: 'LeadPersonalDataExpired', data: { lead_id: 7, retention_days: 30, had_delivery: true, notify_buyer: null, expired_at: at(9).toISOString() } };
+    await given(...failedForGood, erased).when(redeliver(10)).thenThrows(refused('DELIVERY_CANCELLED'));
+    await given(...failedForGood, expired).when(redeliver(10)).thenThrows(refused('DELIVERY_CANCELLED'));
+  });
+  it('returned by the buyer: ALREADY_RETURNED, a buyer that sent it back does not want it', () =>
+    given(...failedForGood, { type: 'LeadReturned', data: { lead_id: 7, buyer: 'hook-buyer', revenue: 31.25, currency: 'USD', reason: 'bad_phone', returned_at: at(9).toISOString() } })
+      .when(redeliver(10))
+      .thenThrows(refused('ALREADY_RETURNED')));
+  it('not sold, a test lead, no lead at all: NOT_FOUND', async () => {
+    await given().when(redeliver(1)).thenThrows(refused('NOT_FOUND'));
+    await given(received).when(redeliver(1)).thenThrows(refused('NOT_FOUND'));
+    const test = { ...received, data: { ...received.data, test: true } };
+    await given(test, sold).when(redeliver(1)).thenThrows(refused('NOT_FOUND'));
   });
 });
 

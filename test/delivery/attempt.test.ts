@@ -73,6 +73,20 @@ describe('delivery: folding a lead stream', () => {
     expect(nextStep(state, ctx(2000))).to.deep.equal({ kind: 'send', attempt: 2, lost: null });
   });
 
+  it('a final failure sent again is due at the request, with a fresh budget, numbered after the last attempt', () => {
+    const redelivered = { type: 'LeadRedeliveryRequested', data: { lead_id: 7, buyer: 'hook-buyer', round: 2, attempts: 3, requested_by: { role: 'admin', name: 'ops' }, reason: null, requested_at: at(5000).toISOString() } };
+    const failedThrice = [attempted(1), failed(1, at(1).toISOString()), attempted(2), failed(2, at(2).toISOString()), attempted(3), failed(3, null)];
+    const state = foldDelivery(stream(...failedThrice, redelivered));
+    expect(state).to.include({ failedFinally: false, lastAttempt: 3, round: 2, roundStart: 3, nextAttemptAt: at(5000).toISOString() });
+    expect(nextStep(state, ctx(4999))).to.deep.equal({ kind: 'skip', reason: 'not_due' });
+    expect(nextStep(state, ctx(5000))).to.deep.equal({ kind: 'send', attempt: 4, lost: null });
+    // Attempt 5 lost is the second of the round's three: sent again, not given up.
+    const lostSecond = foldDelivery(stream(...failedThrice, redelivered, attempted(4, 5000), failed(4, at(5001).toISOString()), attempted(5, 5001)));
+    expect(nextStep(lostSecond, ctx(60_000))).to.deep.include({ kind: 'send', attempt: 6 });
+    const lostLast = foldDelivery(stream(...failedThrice, redelivered, attempted(4, 5000), failed(4, at(5001).toISOString()), attempted(5, 5001), failed(5, at(5002).toISOString()), attempted(6, 5002)));
+    expect(nextStep(lostLast, ctx(60_000)).kind).to.equal('give_up');
+  });
+
   it('delivered and finally failed leads are left alone', () => {
     expect(nextStep(foldDelivery(stream(attempted(1), delivered(1))), ctx(1e9))).to.deep.equal({ kind: 'skip', reason: 'delivered' });
     expect(nextStep(foldDelivery(stream(attempted(1), failed(1, null))), ctx(1e9))).to.deep.equal({ kind: 'skip', reason: 'failed' });
@@ -150,6 +164,13 @@ describe('delivery: outcome of an attempt', () => {
     for (const value of [null, '', 'soon', '-5', '1.5', '2 s', at(-1000).toUTCString(), 'Mon, 31 Feb 2026 10:00:00 GMT']) {
       expect(answer(value), String(value)).to.equal(at(2000).toISOString());
     }
+  });
+
+  it("a redelivered round counts its attempts from the round's start: retried until the buyer's max_attempts more", () => {
+    const inRound = (attempt: number) => outcomeOf({ kind: 'response', status: 503, latencyMs: 3 }, { sale, attempt, maxAttempts: 3, roundStart: 5, now: T0, retryInMs: 2000 }).data;
+    expect(inRound(6)).to.include({ attempt: 6, next_attempt_at: at(2000).toISOString() });
+    expect(inRound(7)).to.include({ attempt: 7, next_attempt_at: at(2000).toISOString() });
+    expect(inRound(8)).to.include({ attempt: 8, next_attempt_at: null });
   });
 
   it('Retry-After changes neither a final answer nor the last attempt', () => {

@@ -12,6 +12,7 @@ import {
   leadReceived,
   leadRoutedToBuyer,
   leadSold,
+  redeliveryRequested,
   rejectedLead,
   returned,
   soldLead,
@@ -142,6 +143,17 @@ describe('deliveries projection', function () {
         .then({ deliveries: { '1': row({ status: 'failed', attempts: 2, last_attempt_at: AT(6), last_status_code: 410, last_error: 'http_4xx', next_attempt_at: null }) } });
     });
 
+    it('a final failure sent again: pending and due at the request, the last failure still shown until the next attempt', async function () {
+      await spec
+        .given(
+          ...soldLead(1, 'acme', 25),
+          deliveryAttempted(1, 'acme', 1, AT(5)),
+          deliveryFailed(1, 'acme', 1, AT(5), { next_attempt_at: null, status: 401 }),
+          redeliveryRequested(1, 'acme', 2, 1, AT(9)),
+        )
+        .then({ deliveries: { '1': row({ attempts: 1, last_attempt_at: AT(5), last_status_code: 401, last_error: 'http_4xx', next_attempt_at: AT(9) }) } });
+    });
+
     it('delivered on a retry: the last failure cleared', async function () {
       await spec
         .given(
@@ -171,11 +183,17 @@ describe('deliveries projection', function () {
       deliveryFailed(1, 'acme', 1, AT(5), { next_attempt_at: AT(6) }),
       deliveryAttempted(1, 'acme', 2, AT(6)),
       leadDelivered(1, 'acme', 2, AT(6)),
+      // Failed for good, sent again, pending.
+      ...soldLead(5, 'acme', 25),
+      deliveryAttempted(5, 'acme', 1, AT(5)),
+      deliveryFailed(5, 'acme', 1, AT(5), { next_attempt_at: null, status: 401 }),
+      redeliveryRequested(5, 'acme', 2, 1, AT(9)),
     ];
     const expected = {
       deliveries: {
         '1': row({ status: 'delivered', via: 'webhook', attempts: 2, last_attempt_at: AT(6), last_status_code: 200, delivered_at: AT(6), next_attempt_at: null }),
         '3': row({ lead_id: 3, buyer: null, bucket: 'unsold-ca', next_attempt_at: null }),
+        '5': row({ lead_id: 5, attempts: 1, last_attempt_at: AT(5), last_status_code: 401, last_error: 'http_4xx', next_attempt_at: AT(9) }),
       },
     };
 

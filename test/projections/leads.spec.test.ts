@@ -14,6 +14,7 @@ import {
   contactsOf,
   deliveryAttempted,
   deliveryFailed,
+  redeliveryRequested,
   feedbackRecorded,
   leadDelivered,
   leadEnriched,
@@ -195,6 +196,14 @@ describe('leads projection (the lead view)', function () {
           deliveryFailed(1, 'acme', 3, AT(8), { next_attempt_at: null, status: 400 }),
         )
         .then({ leads: { '1': view({ ...SOLD, delivery: { status: 'failed', attempts: 3 } }) } });
+    });
+
+    it('a final failure sent again: pending, with the attempts made so far; then delivered in the new round', async function () {
+      const failed = [...soldLead(1, 'acme', 25), deliveryAttempted(1, 'acme', 1, AT(5)), deliveryFailed(1, 'acme', 1, AT(5), { next_attempt_at: null, status: 401 })];
+      await spec.given(...failed, redeliveryRequested(1, 'acme', 2, 1, AT(9))).then({ leads: { '1': view({ ...SOLD, delivery: { status: 'pending', attempts: 1 } }) } });
+      await spec
+        .given(...failed, redeliveryRequested(1, 'acme', 2, 1, AT(9)), deliveryAttempted(1, 'acme', 2, AT(9)), leadDelivered(1, 'acme', 2, AT(9)))
+        .then({ leads: { '1': view({ ...SOLD, delivery: { status: 'delivered', attempts: 2 } }) } });
     });
 
     it('delivered on a retry: delivered, at the attempt that succeeded', async function () {

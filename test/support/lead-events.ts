@@ -11,6 +11,7 @@ import type {
   LeadEnriched,
   LeadEvent,
   LeadReceived,
+  LeadRedeliveryRequested,
   LeadRejected,
   LeadReturned,
   LeadRouted,
@@ -162,6 +163,12 @@ export function deliveryFailed(
 ): NewLeadEvent<LeadDeliveryFailed> {
   const { next_attempt_at, status = 503, error = status === null ? 'timeout' : status >= 500 ? 'http_5xx' : 'http_4xx' } = outcome;
   return stamp({ type: 'LeadDeliveryFailed', data: { lead_id: leadId, buyer, attempt, status, latency_ms: status === null ? null : 80, error, next_attempt_at, failed_at: at } }, at);
+}
+
+/** An admin asked for a delivery that failed for good to be sent again: round `round`, after `attempts` attempts. */
+export function redeliveryRequested(leadId: number, buyer: string, round: number, attempts: number, at: string): NewLeadEvent<LeadRedeliveryRequested> {
+  const data = { lead_id: leadId, buyer, round, attempts, requested_by: { role: 'admin', name: 'ops' }, reason: 'secret_rotated', requested_at: at };
+  return stamp({ type: 'LeadRedeliveryRequested', data }, at);
 }
 
 export function feedbackRecorded(leadId: number, buyer: string, type: FeedbackType, at: string, reason: string | null = null): NewLeadEvent<FeedbackRecorded> {

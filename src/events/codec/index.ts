@@ -25,6 +25,7 @@ const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
   LeadDeliveryAttempted: LEAD_EVENT_SCHEMA,
   LeadDelivered: LEAD_EVENT_SCHEMA,
   LeadDeliveryFailed: LEAD_EVENT_SCHEMA,
+  LeadRedeliveryRequested: LEAD_EVENT_SCHEMA,
   FeedbackRecorded: LEAD_EVENT_SCHEMA,
   LeadReturned: LEAD_EVENT_SCHEMA,
   LeadPersonalDataErased: LEAD_EVENT_SCHEMA,
@@ -36,6 +37,9 @@ const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
 
 /** Version 1 only began stamping the version: apart from LeadReceived the data did not change. */
 const stampedOnly = (type: string): Upcaster => ({ type, from: 0, to: 1, up: (data) => data });
+
+/** Lead events with nothing to upcast: LeadReceived has upcasters of its own, the others were first written at version 1. */
+const WRITTEN_FROM_VERSION_1 = new Set(['LeadReceived', 'LeadPingMatched', 'LeadRedeliveryRequested']);
 
 /** Version 2 of LeadReceived only encrypted the personal fields: a version-1 event is read as written, in clear. */
 const leadReceivedV1: Upcaster = { type: 'LeadReceived', from: 1, to: 2, up: (data) => data };
@@ -57,7 +61,7 @@ export function eventCodec(keys: PersonalDataKeys | null): EventCodec {
       leadReceivedV0,
       leadReceivedV1,
       idempotentResponseV0,
-      ...Object.keys(LEAD_EVENT_VERSIONS).filter((type) => type !== 'LeadReceived' && type !== 'LeadPingMatched').map(stampedOnly),
+      ...Object.keys(LEAD_EVENT_VERSIONS).filter((type) => !WRITTEN_FROM_VERSION_1.has(type)).map(stampedOnly),
     ],
     sealers: [leadReceivedSealer(keys)],
   });
