@@ -88,6 +88,12 @@ export class DeliveryWorker {
    */
   private readonly held = new Map<number, number>();
   /**
+   * When this worker settled each lead it holds for that reason. A row due later than that is no
+   * lagging copy of the settled one but a delivery re-opened since (sent again after failing for
+   * good): it is taken at once, not a minute later.
+   */
+  private readonly settledAt = new Map<number, number>();
+  /**
    * The due leads read and not yet started, in order. A slot that frees takes the next of them; the
    * rows are read again only when they run out, one page per BATCH attempts, not one per attempt.
    */
@@ -164,7 +170,11 @@ export class DeliveryWorker {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       const nowMs = this.now().getTime();
-      for (const [leadId, until] of this.held) if (until <= nowMs) this.held.delete(leadId);
+      for (const [leadId, until] of this.held) {
+        if (until > nowMs) continue;
+        this.held.delete(leadId);
+        this.settledAt.delete(leadId);
+      }
       for (const [leadId, held] of this.noticeHeld) if (held.until + NOTICE_HOLD_MAX_MS <= nowMs) this.noticeHeld.delete(leadId);
       this.polling = this.notices()
         .catch((error: unknown) => this.deps.logger?.warn({ err: error }, 'erasure notice poll failed'))
@@ -234,9 +244,19 @@ export class DeliveryWorker {
     this.queued = 0;
     for (const row of due) {
       const leadId = row.lead_id;
-      if (typeof leadId === 'number' && this.startable(leadId, nowMs)) this.queue.push(leadId);
+      if (typeof leadId !== 'number') continue;
+      this.releaseIfReopened(leadId, row.next_attempt_at);
+      if (this.startable(leadId, nowMs)) this.queue.push(leadId);
     }
     return this.queue.length > 0;
+  }
+
+  /** Forgets the hold of a lead settled here whose row is due again after that: re-opened since (see settledAt). */
+  private releaseIfReopened(leadId: number, due: unknown): void {
+    const settledAt = this.settledAt.get(leadId);
+    if (settledAt === undefined || typeof due !== 'string' || Date.parse(due) <= settledAt) return;
+    this.held.delete(leadId);
+    this.settledAt.delete(leadId);
   }
 
   /** Not in flight here, nor held aside (see hold). */
@@ -337,10 +357,13 @@ export class DeliveryWorker {
    */
   private hold(leadId: number, report: AttemptReport): void {
     const nowMs = this.now().getTime();
+    const settled = (report.kind === 'recorded' && report.retryAt === null) || (report.kind === 'skipped' && SETTLED.has(report.reason));
     let until = nowMs + this.pollMs;
-    if (report.kind === 'recorded') until = report.retryAt === null ? nowMs + SETTLED_HOLD_MS : Date.parse(report.retryAt);
-    if (report.kind === 'skipped' && SETTLED.has(report.reason)) until = nowMs + SETTLED_HOLD_MS;
+    if (settled) until = nowMs + SETTLED_HOLD_MS;
+    else if (report.kind === 'recorded' && report.retryAt !== null) until = Date.parse(report.retryAt);
     this.held.set(leadId, until);
+    if (settled) this.settledAt.set(leadId, nowMs);
+    else this.settledAt.delete(leadId);
   }
 
   private now(): Date {
