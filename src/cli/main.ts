@@ -3,6 +3,7 @@ import { createLogger } from '../http/logger.js';
 import { startService } from '../service.js';
 import { releaseVersion } from '../version.js';
 import { runBackupCommand } from './backup.js';
+import { runDeliveriesCommand } from './deliveries.js';
 import { runEventsCommand } from './events.js';
 import { runConsumerCommand, runEraseCommand } from './erase.js';
 import { runHealthCommand } from './health.js';
@@ -24,6 +25,9 @@ commands:
   keys rotate ID [--grace SECONDS] [--json]
                                           issue a replacement; the old key works until the grace ends
   events STREAM [--json]                  print a stream's events (e.g. lead-42) for inspection
+  deliveries redeliver LEAD_ID [--reason CODE] [--json]
+  deliveries redeliver --buyer BUYER_ID --failed-since ISO [--dry-run] [--reason CODE] [--json]
+                                          send webhook deliveries that failed for good once more
   erase [--email E] [--mobile M] [--suppress] [--json]
                                           erase a consumer's personal data (every lead of it)
   consumer show [--email E] [--mobile M] [--json]
@@ -101,6 +105,8 @@ async function run(args: string[]): Promise<number> {
       return runKeysCommand(args.slice(1));
     case 'events':
       return runEventsCommand(args.slice(1));
+    case 'deliveries':
+      return runDeliveriesCommand(args.slice(1));
     case 'replay':
       return runReplayCommand(args.slice(1));
     case 'erase':

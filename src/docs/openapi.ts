@@ -7,6 +7,7 @@
 
 import { readFileSync } from 'node:fs';
 import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
+import { REDELIVERY_SCHEMA } from '../delivery/redeliver.js';
 import { MAX_HEADER_BYTES } from '../http/client-error.js';
 import { OUTCOMES } from '../http/envelope.js';
 import { CONSUMER_LOOKUP_SCHEMA } from '../http/erasure-routes.js';
@@ -164,7 +165,7 @@ function operation(route: RouteDoc, examples: Record<ExampleName, unknown>): Jso
   };
   if (route.deprecated) op.deprecated = true;
   if (route.body) {
-    op.requestBody = { required: true, content: { 'application/json': { schema: schema(route.body.schema), example: route.body.example } } };
+    op.requestBody = { required: route.body.optional !== true, content: { 'application/json': { schema: schema(route.body.schema), example: route.body.example } } };
   }
   return op;
 }
@@ -262,7 +263,7 @@ async function buildOpenApiDocument(): Promise<Json> {
     tags: [
       { name: 'Suppliers', description: 'Posting leads.' },
       { name: 'Read-back', description: 'Leads, deliveries, feedback and reports.' },
-      { name: 'Buyers', description: 'Pull delivery and feedback; and, under Webhooks, what a webhook buyer or bidder is sent.' },
+      { name: 'Buyers', description: 'Pull delivery and feedback, and an admin sending a failed delivery again; and, under Webhooks, what a webhook buyer or bidder is sent.' },
       { name: 'Personal data', description: "A consumer's erasure and access requests, answered by an admin." },
       { name: 'Operations', description: 'Health, readiness, metrics and these docs; no API key.' },
     ],
@@ -299,6 +300,7 @@ async function buildOpenApiDocument(): Promise<Json> {
         Lead: leadSchema(),
         Ping: { ...toOpenApiSchema(PING_SCHEMA), example: EXAMPLE_PING },
         Feedback: toOpenApiSchema(FEEDBACK_SCHEMA),
+        Redelivery: toOpenApiSchema(REDELIVERY_SCHEMA),
         DecisionEnvelope: toOpenApiSchema(ENVELOPE_SCHEMA),
         FieldError: toOpenApiSchema(FIELD_ERROR_SCHEMA),
         Position: POSITION_SCHEMA,

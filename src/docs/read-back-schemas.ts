@@ -103,7 +103,7 @@ export const LEAD_EVENT_SCHEMA = {
     revision: { type: 'integer', minimum: 0, description: 'Place in the lead\'s stream, from 0.' },
     type: {
       type: 'string',
-      examples: ['LeadReceived', 'LeadRejected', 'LeadEnriched', 'LeadRouted', 'LeadSold', 'LeadPingMatched', 'LeadDeliveryAttempted', 'LeadDelivered', 'LeadDeliveryFailed', 'FeedbackRecorded', 'LeadReturned'],
+      examples: ['LeadReceived', 'LeadRejected', 'LeadEnriched', 'LeadRouted', 'LeadSold', 'LeadPingMatched', 'LeadDeliveryAttempted', 'LeadDelivered', 'LeadDeliveryFailed', 'LeadRedeliveryRequested', 'FeedbackRecorded', 'LeadReturned'],
     },
     occurred_at: { type: 'string', format: 'date-time' },
     trace_id: { ...nullable('string'), description: 'The trace of the request that appended it (X-Trace-Id of that answer).' },

@@ -30,7 +30,8 @@ export interface RouteDoc {
   /** Roles whose X-API-KEY may call it; omitted: no key. */
   readonly roles?: readonly Role[];
   readonly parameters?: readonly Json[];
-  readonly body?: { readonly schema: string; readonly example?: unknown };
+  /** `optional`: the route takes the request with no body at all. */
+  readonly body?: { readonly schema: string; readonly example?: unknown; readonly optional?: true };
   readonly success: Success;
   /** Other statuses the route answers with when it succeeds (an erasure asked again: 200). */
   readonly alsoSuccess?: readonly Success[];
@@ -256,6 +257,35 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       }),
     },
     outcomes: ['DELIVERY_CANCELLED', 'NOT_PULLED', 'NOT_FOUND', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'],
+  },
+  {
+    method: 'post',
+    path: '/functions/deliveries/:lead_id/redeliver',
+    tag: 'Buyers',
+    summary: 'Send a failed delivery again',
+    description:
+      'For an admin, once a webhook buyer has fixed its side (it rotated the secret it checks signatures with and answered 401 meanwhile, or was down longer than its `max_attempts` last): ' +
+      'a delivery that failed for good (`status: failed`) is re-opened, `pending` and due at once, with a fresh round of the buyer\'s `max_attempts`; attempt numbers go on from the last one. ' +
+      'The buyer is sent the lead with the same `Idempotency-Key: lead-<id>`, so a buyer that has it already drops the copy. ' +
+      'The body is optional; `reason` is a snake_case code recorded on the lead\'s `LeadRedeliveryRequested` event. ' +
+      'A lead that is not sold, a test lead or no lead at all: `404`. A delivery pending, under way or delivered (a pull buyer\'s lead never fails: it waits for its acknowledgement): `409 NOT_FAILED`. ' +
+      'A lead whose personal data was erased or expired: `409 DELIVERY_CANCELLED`. A lead the buyer returned: `409 ALREADY_RETURNED`. Of two requests at once, one re-opens the delivery and the other gets `409 NOT_FAILED`.',
+    roles: ['admin'],
+    parameters: [LEAD_ID],
+    body: { schema: 'Redelivery', example: { reason: 'secret_rotated' }, optional: true },
+    success: {
+      status: 202,
+      description: 'Re-opened: the delivery row as it now stands (folded from the lead\'s own events, so never behind), `pending` with `next_attempt_at` now.',
+      content: json({
+        type: 'object',
+        required: ['ok', 'trace_id', 'code', 'message', 'delivery'],
+        properties: { ok: { const: true }, trace_id: { type: 'string' }, code: { const: 'OK' }, message: { type: 'string' }, delivery: schema('DeliveryRow') },
+      }),
+    },
+    outcomes: [
+      'NOT_FAILED', 'DELIVERY_CANCELLED', 'ALREADY_RETURNED', 'NOT_FOUND', 'INVALID_INPUT', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
+      ...KEYED_ERRORS,
+    ],
   },
   {
     method: 'post',

@@ -13,6 +13,7 @@ import type { Ping } from '../commands/ping/ping.js';
 import { registerReadRoutes } from './read-routes.js';
 import { type AfterSaleDeps, registerAfterSaleRoutes } from './after-sale-routes.js';
 import { registerMeRoute } from './me-route.js';
+import { registerRedeliverRoute } from './redeliver-route.js';
 import { type ErasureRouteDeps, registerErasureRoutes } from './erasure-routes.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import type { PostLead } from '../commands/post-lead/port.js';
@@ -84,6 +85,9 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
   if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets), deps.currency);
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
   if (deps.erasure && deps.readBack) registerErasureRoutes(router, deps.authenticate, { ...deps.erasure, readBack: deps.readBack, bodyBytes });
+  if (deps.afterSale && deps.readBack) {
+    registerRedeliverRoute(router, deps.authenticate, { events: deps.afterSale.events, now: deps.afterSale.now, readBack: deps.readBack, bodyBytes });
+  }
   if (deps.afterSale) registerMeRoute(router, deps.authenticate, deps.afterSale.routing);
   registerDocsRoutes(router);
   registerConsoleRoutes(router);

@@ -17,6 +17,7 @@ import type { AppendResultLabel } from './counting-event-store.js';
 
 const POST_LEAD_ROUTE = '/functions/leads';
 const PING_ROUTE = '/functions/pings';
+const REDELIVER_ROUTE = '/functions/deliveries/:lead_id/redeliver';
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 /** Seconds; a post is usually a few ms, a slow verification provider a few hundred. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -42,6 +43,7 @@ export class ServiceMetrics {
   private readonly requests: Histogram<'method' | 'route' | 'status'>;
   private readonly leads: Counter<'code' | 'replayed'>;
   private readonly pings: Counter<'code'>;
+  private readonly redeliveries: Counter<'code'>;
   private readonly appends: Counter<'result'>;
   private readonly appendedEvents: Counter;
   private readonly deliveries: Counter<'outcome'>;
@@ -67,6 +69,12 @@ export class ServiceMetrics {
     this.pings = new Counter({
       name: 'leadpost_pings_total',
       help: 'POST /functions/pings answers by code (BID, NO_BID, INVALID, …)',
+      labelNames: ['code'],
+      registers,
+    });
+    this.redeliveries = new Counter({
+      name: 'leadpost_redeliveries_total',
+      help: 'POST /functions/deliveries/{lead_id}/redeliver answers by code: OK re-opened a delivery that failed for good; NOT_FAILED, DELIVERY_CANCELLED, … refused it',
       labelNames: ['code'],
       registers,
     });
@@ -122,9 +130,9 @@ export class ServiceMetrics {
       const replayed = ctx.response.get('Idempotency-Replayed') === 'true' ? 'true' : 'false';
       if (typeof code === 'string') this.leads.inc({ code, replayed });
     }
-    if (route === PING_ROUTE && method === 'POST') {
+    if ((route === PING_ROUTE || route === REDELIVER_ROUTE) && method === 'POST') {
       const code = (ctx.body as { code?: unknown } | null)?.code;
-      if (typeof code === 'string') this.pings.inc({ code });
+      if (typeof code === 'string') (route === PING_ROUTE ? this.pings : this.redeliveries).inc({ code });
     }
   }
 

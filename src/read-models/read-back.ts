@@ -9,6 +9,7 @@ import type { Principal } from '../keys/principal.js';
 import { type LeadView, leadViewFromEvents, viewCurrency } from '../projections/lead-view.js';
 import type { RoutingConfig } from '../routing/load-config.js';
 import { leadCounterField } from '../projections/report-counters.js';
+import { deliveryRowFromEvents } from '../projections/delivery-row.js';
 import type { AggregateOptions, Filter, GroupValue, ReadDoc, ReadModelStore } from './port.js';
 import { deliveryKindOf } from './delivery-kind.js';
 import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, addDays, daySteps, firstHourOfLocalDay, isCalendarDay, keyOrder, localDay, reportRow } from './report.js';
@@ -130,7 +131,17 @@ function scrubReceived(type: string, data: unknown): unknown {
   return received.lead ? { ...received, lead: scrubbedLead(received.lead) } : data;
 }
 
-const visible = (principal: Principal, type: string, data: unknown): unknown => (principal.role === 'buyer' ? forBuyer(principal.name, type, data) : data);
+/** Which operator asked for a redelivery is the service's own business: a supplier or buyer sees only that an admin did. */
+function withoutOperator(type: string, data: unknown): unknown {
+  if (type !== 'LeadRedeliveryRequested' || typeof data !== 'object' || data === null) return data;
+  const requested = data as { requested_by?: { role?: unknown } };
+  return { ...requested, requested_by: { role: requested.requested_by?.role } };
+}
+
+const visible = (principal: Principal, type: string, data: unknown): unknown => {
+  if (principal.role === 'buyer') return withoutOperator(type, forBuyer(principal.name, type, data));
+  return principal.role === 'supplier' ? withoutOperator(type, data) : data;
+};
 
 function one(query: Query, name: string, errors: FieldError[]): string | undefined {
   const value = query[name];
@@ -334,16 +345,28 @@ export class ReadBack {
     if (errors.length > 0) throw new ReadBackInputError(errors);
 
     const routing = this.deps.routing();
-    return this.newestFirst(principal, 'deliveries', 'created_at', filter, limit, after, async (doc) => {
-      const row = strip(doc);
-      delete row.supplier;
-      // Answered as delivery_kind, with the routing file filling in a delivery not yet made.
-      delete row.via;
-      row.delivery_kind = deliveryKindOf(doc, routing);
-      // The row holds no copy of the lead: it is folded from the lead's stream for those who may see it.
-      if (principal.role === 'admin' || (principal.role === 'buyer' && doc.buyer === principal.name)) row.lead = await this.leadOf(doc.lead_id);
-      return row;
-    });
+    return this.newestFirst(principal, 'deliveries', 'created_at', filter, limit, after, (doc) => this.deliveryRow(principal, strip(doc), routing));
+  }
+
+  /**
+   * One lead's delivery row as the deliveries list shows it, folded from the lead's own stream, so
+   * it shows a change just recorded (a redelivery's answer); null when the lead has no delivery.
+   * For callers who may read every delivery (the redelivery route is an admin's).
+   */
+  async delivery(principal: Principal, leadId: number): Promise<Record<string, unknown> | null> {
+    const row = await deliveryRowFromEvents(await this.deps.events.readStream(leadStream(leadId)));
+    return row && this.deliveryRow(principal, row, this.deps.routing());
+  }
+
+  private async deliveryRow(principal: Principal, row: Record<string, unknown>, routing: Pick<RoutingConfig, 'buyers'>): Promise<Record<string, unknown>> {
+    const shown = { ...row };
+    delete shown.supplier;
+    // Answered as delivery_kind, with the routing file filling in a delivery not yet made.
+    delete shown.via;
+    shown.delivery_kind = deliveryKindOf(row, routing);
+    // The row holds no copy of the lead: it is folded from the lead's stream for those who may see it.
+    if (principal.role === 'admin' || (principal.role === 'buyer' && row.buyer === principal.name)) shown.lead = await this.leadOf(row.lead_id);
+    return shown;
   }
 
   async feedback(principal: Principal, query: Query): Promise<Page<Record<string, unknown>>> {

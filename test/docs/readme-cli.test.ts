@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { runConsumerCommand, runEraseCommand } from '../../src/cli/erase.js';
+import { runDeliveriesCommand } from '../../src/cli/deliveries.js';
 import { runEventsCommand } from '../../src/cli/events.js';
 import { runHealthCommand } from '../../src/cli/health.js';
 import type { CliIo } from '../../src/cli/io.js';
@@ -20,6 +21,7 @@ const COMMANDS: Record<string, (args: string[], io: CliIo) => Promise<number>> =
   serve: async (_args, io) => (io.out.write(`${SERVE_USAGE}\n`), 0),
   keys: runKeysCommand,
   events: runEventsCommand,
+  deliveries: runDeliveriesCommand,
   replay: runReplayCommand,
   erase: runEraseCommand,
   consumer: runConsumerCommand,

@@ -109,6 +109,14 @@ describe('OpenAPI document against real answers', function () {
       if (rows?.some((row) => row.lead_id === hooked && row.status === 'failed')) break;
     }
     await call('GET', '/functions/deliveries', as(analyst));
+    // The failed delivery sent again: refused to an analyst, a body breaking its rule, re-opened; a
+    // delivered lead and no lead at all refused.
+    await call('POST', `/functions/deliveries/${hooked}/redeliver`, as(analyst));
+    await call('POST', `/functions/deliveries/${hooked}/redeliver`, as(admin), { reason: 'Not a code', channel: 'phone' });
+    const redelivered = await call('POST', `/functions/deliveries/${hooked}/redeliver`, as(admin), { reason: 'buyer_outage' });
+    expect(redelivered.status, redelivered.text).to.equal(202);
+    await call('POST', `/functions/deliveries/${leadId}/redeliver`, as(admin));
+    await call('POST', '/functions/deliveries/999999/redeliver', as(admin));
     await call('GET', '/healthz', {});
     await call('GET', '/readyz', {});
     await call('GET', '/metrics', {});

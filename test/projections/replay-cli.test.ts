@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { fileURLToPath } from 'node:url';
+import { leadStream } from '../../src/events/lead-events.js';
 import { PROJECTIONS, versionBuild } from '../../src/projections/index.js';
 import { collectionName } from '../../src/projections/runner.js';
 import { runChild } from '../support/child.js';
@@ -14,8 +15,27 @@ describe('leadpost replay', function () {
     const svc = await TestService.start();
     try {
       const key = await svc.key();
-      for (let i = 0; i < 30; i++) await svc.post(validLead({ accident_state: i % 3 ? 'CA' : 'TX', zip: i % 3 ? '90210' : '75001' }), { 'x-api-key': key });
+      const sold: number[] = [];
+      for (let i = 0; i < 30; i++) {
+        const reply = await svc.post(validLead({ accident_state: i % 3 ? 'CA' : 'TX', zip: i % 3 ? '90210' : '75001' }), { 'x-api-key': key });
+        if (reply.body.sold === true) sold.push(reply.body.lead_id as number);
+      }
+      // One delivery failed for good and sent again, one failed twice over: what a rebuild must fold as the live projections did.
+      for (const [leadId, rounds] of [[sold[0]!, 1], [sold[1]!, 2]] as const) {
+        const buyer = (await svc.service.store.readStream(leadStream(leadId))).find((e) => e.type === 'LeadSold')!.data as { buyer: string };
+        for (let round = 1; round <= rounds; round++) {
+          const at = new Date().toISOString();
+          const attempt = { lead_id: leadId, buyer: buyer.buyer, attempt: round };
+          await svc.service.store.append(leadStream(leadId), [
+            { type: 'LeadDeliveryAttempted', data: { ...attempt, started_at: at, timeout_ms: 2000 } },
+            { type: 'LeadDeliveryFailed', data: { ...attempt, status: 401, latency_ms: 3, error: 'http_4xx', next_attempt_at: null, failed_at: at } },
+            { type: 'LeadRedeliveryRequested', data: { lead_id: leadId, buyer: buyer.buyer, round: round + 1, attempts: round, requested_by: { role: 'admin', name: 'ops' }, reason: null, requested_at: at } },
+          ]);
+        }
+      }
       await svc.service.projections.waitFor(await svc.service.store.headPosition());
+      const redelivered = await svc.service.readModels.get(collectionName('deliveries', versionBuild(PROJECTIONS[1]!)), String(sold[1]));
+      expect(redelivered).to.include({ status: 'pending', attempts: 2 });
       const served = () => Object.fromEntries(PROJECTIONS.map((p) => [p.name, svc.service.projections.build(p.name)!]));
       const oldBuilds = served();
       // Each projection serves the build of its own version.

@@ -1,0 +1,134 @@
+// `leadpost deliveries redeliver`: send webhook deliveries that failed for good once more, from the
+// machine, as POST /functions/deliveries/{lead_id}/redeliver does over HTTP: one lead, or every
+// lead of a buyer that failed for good since a moment (the buyer's outage began, its secret was
+// rotated). Usage is checked before any store is opened.
+import { randomBytes } from 'node:crypto';
+import { loadConfig } from '../config.js';
+import { RedeliveryRefusedError, type RedeliveryRefusal } from '../delivery/attempt.js';
+import { type RedeliveryOrigin, redeliverFailed, redeliveryErrors, requestRedelivery } from '../delivery/redeliver.js';
+import { openEventStore } from '../event-store/index.js';
+import { openPersonalDataKeys } from '../personal-data/index.js';
+import { Projections } from '../projections/index.js';
+import { openReadModelStore } from '../read-models/index.js';
+import { LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
+import type { CliIo } from './io.js';
+import { UsageError, readArgs } from './usage.js';
+
+const USAGE = `usage: leadpost deliveries redeliver LEAD_ID [--reason CODE] [--json]
+       leadpost deliveries redeliver --buyer BUYER_ID --failed-since ISO [--dry-run] [--reason CODE] [--json]
+
+Sends a webhook delivery that failed for good (status failed) once more, once the buyer has fixed
+its side: it is pending again, due at once, with a fresh round of the buyer's max_attempts. The
+buyer gets the same Idempotency-Key (lead-<id>), so a copy it already has is dropped.
+LEAD_ID: that lead. --buyer with --failed-since: every lead of that buyer whose last attempt
+failed for good at or after that moment (an ISO 8601 date or time, e.g. 2026-11-21T08:00:00Z),
+as the deliveries read model shows them (brought up to date first). --dry-run: count them and
+send nothing. --reason: why, as a snake_case code (secret_rotated, buyer_outage), recorded on the
+lead's stream. --json: one JSON object.
+A lead not failed for good, erased, or returned by the buyer is refused, and named.`;
+
+const WHY: Readonly<Record<RedeliveryRefusal, string>> = {
+  NOT_FOUND: 'no sold, non-test lead with that id',
+  NOT_FAILED: 'its delivery has not failed for good (pending, under way or delivered)',
+  DELIVERY_CANCELLED: "its delivery was cancelled: the lead's personal data was erased or expired",
+  ALREADY_RETURNED: 'the buyer returned it',
+};
+
+type Parsed = { leadId: number; reason: string | null; json: boolean } | { buyer: string; since: string; dryRun: boolean; reason: string | null; json: boolean };
+
+const ISO_MOMENT = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$/;
+
+function parse(args: string[]): Parsed | 'help' {
+  const { values, positionals } = readArgs(
+    args,
+    {
+      reason: { type: 'string' },
+      buyer: { type: 'string' },
+      'failed-since': { type: 'string' },
+      'dry-run': { type: 'boolean' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    { positionals: true },
+  );
+  if (values.help) return 'help';
+  const reason = typeof values.reason === 'string' ? values.reason : null;
+  if (reason !== null && redeliveryErrors({ reason }).length > 0) throw new UsageError('--reason must be a snake_case code of 1–64 lowercase letters, digits and underscores, starting with a letter');
+  const json = values.json === true;
+  const buyer = values.buyer as string | undefined;
+  const since = values['failed-since'] as string | undefined;
+  if (positionals.length > 1) throw new UsageError('one LEAD_ID at a time; for many, give --buyer and --failed-since');
+  if (positionals.length === 1) {
+    if (buyer !== undefined || since !== undefined || values['dry-run']) throw new UsageError('give either LEAD_ID or --buyer with --failed-since, not both');
+    if (!/^[1-9]\d{0,15}$/.test(positionals[0]!)) throw new UsageError('LEAD_ID must be a lead id, a whole number from 1');
+    return { leadId: Number(positionals[0]), reason, json };
+  }
+  if (buyer === undefined || since === undefined) throw new UsageError('give LEAD_ID, or --buyer with --failed-since');
+  const at = ISO_MOMENT.test(since) ? new Date(since) : null;
+  if (at === null || Number.isNaN(at.getTime())) throw new UsageError('--failed-since must be an ISO 8601 date or time, e.g. 2026-11-21T08:00:00Z');
+  return { buyer, since: at.toISOString(), dryRun: values['dry-run'] === true, reason, json };
+}
+
+export async function runDeliveriesCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
+  if (args[0] !== 'redeliver') {
+    const help = args.length === 0 || args[0] === '--help' || args[0] === '-h';
+    (help ? io.out : io.err).write(`${help ? '' : `leadpost deliveries: unknown subcommand${args[0] ? ` '${args[0]}'` : ''}\n\n`}${USAGE}\n`);
+    return help ? 0 : 2;
+  }
+  let parsed;
+  try {
+    parsed = parse(args.slice(1));
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err.write(`leadpost deliveries redeliver: ${error.message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (parsed === 'help') {
+    io.out.write(`${USAGE}\n`);
+    return 0;
+  }
+  // The command line is a request of its own: a trace id of its own, and `cli` as who asked.
+  const traceId = randomBytes(16).toString('hex');
+  const origin: RedeliveryOrigin = { principal: { role: 'cli', name: 'cli', keyId: null }, traceId, now: new Date(), reason: parsed.reason };
+  const config = loadConfig(env);
+  const keys = await openPersonalDataKeys(config);
+  const closers: Array<() => Promise<void>> = [() => keys.close()];
+  try {
+    const store = await openEventStore(config, { personalData: keys });
+    closers.unshift(() => store.close());
+    if ('leadId' in parsed) {
+      try {
+        const requested = await requestRedelivery(store, parsed.leadId, origin);
+        if (parsed.json) io.out.write(`${JSON.stringify({ ...requested, trace_id: traceId })}\n`);
+        else io.out.write(`redelivered lead ${requested.lead_id} to ${requested.buyer}: round ${requested.round}, pending, due now (trace ${traceId})\n`);
+        return 0;
+      } catch (error) {
+        if (!(error instanceof RedeliveryRefusedError)) throw error;
+        if (parsed.json) io.out.write(`${JSON.stringify({ lead_id: parsed.leadId, refused: error.code })}\n`);
+        io.err.write(`leadpost deliveries redeliver: lead ${parsed.leadId} not redelivered (${error.code}): ${WHY[error.code]}\n`);
+        return 1;
+      }
+    }
+    const readModels = await openReadModelStore(config);
+    closers.unshift(() => readModels.close());
+    const projections = new Projections(store, readModels);
+    await projections.start();
+    closers.unshift(() => projections.stop());
+    // Alone, this command runs the projections itself (holding the projector lease, as a service
+    // would); beside a running service it follows the checkpoints of the service that holds it.
+    const projector = new LeaseKeeper({ leases: readModels, name: 'projector', holder: leaseHolderId(), work: { start: (fence, lost) => projections.run(fence, lost), stop: () => projections.pause() } });
+    await projector.start();
+    closers.unshift(() => projector.stop());
+    await projections.waitFor(await store.headPosition());
+    const sweep = await redeliverFailed({ store, readModels, deliveries: projections.collection('deliveries') }, parsed, origin);
+    if (parsed.json) io.out.write(`${JSON.stringify({ ...sweep, dry_run: parsed.dryRun, trace_id: traceId })}\n`);
+    else {
+      const ids = sweep.redelivered.length > 0 ? `: ${sweep.redelivered.join(' ')}` : '';
+      io.out.write(`${sweep.redelivered.length} lead(s) ${parsed.dryRun ? 'would be redelivered' : 'redelivered'} to ${parsed.buyer}${ids}\n`);
+      for (const { lead_id, code } of sweep.refused) io.out.write(`lead ${lead_id} not redelivered (${code}): ${WHY[code]}\n`);
+    }
+    return 0;
+  } finally {
+    for (const close of closers) await close();
+  }
+}

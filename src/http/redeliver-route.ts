@@ -1,0 +1,63 @@
+import type Router from '@koa/router';
+import type { IncomingMessage } from 'node:http';
+import type { Middleware } from 'koa';
+import { RedeliveryRefusedError, type RedeliveryRefusal } from '../delivery/attempt.js';
+import { redeliveryErrors, requestRedelivery } from '../delivery/redeliver.js';
+import type { EventStore } from '../event-store/port.js';
+import type { ReadBack } from '../read-models/read-back.js';
+import { type Authenticate, authenticate, requireRole } from './auth.js';
+import { parseJsonObject, readBody, requireJson } from './body.js';
+import { ShellError } from './errors.js';
+import type { ShellState } from './state.js';
+
+// POST /functions/deliveries/{lead_id}/redeliver: an admin sends a delivery that failed for good
+// once more, after the buyer fixed its side (see src/delivery/redeliver.ts). The answer is the
+// delivery row as it now stands, folded from the lead's stream: `pending`, due at once.
+
+export interface RedeliverRouteDeps {
+  readonly events: EventStore;
+  readonly readBack: ReadBack;
+  readonly now: () => Date;
+  readonly bodyBytes: number;
+}
+
+const LEAD_ID = /^[1-9]\d{0,15}$/;
+
+/** What the caller is told for each refusal: the shared codes' own messages speak of other routes. */
+const REFUSALS: Readonly<Record<RedeliveryRefusal, string | undefined>> = {
+  NOT_FOUND: undefined,
+  NOT_FAILED: undefined,
+  DELIVERY_CANCELLED: "The delivery was cancelled (the lead's personal data was erased or expired): there is nothing left to send.",
+  ALREADY_RETURNED: 'The buyer returned the lead: it is not sent again.',
+};
+
+/** The body is optional: a request without one needs no Content-Type; one with a body must send JSON. */
+const sendsBody = (req: IncomingMessage) => req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+const jsonWhenSent: Middleware<ShellState> = (ctx, next) => (sendsBody(ctx.req) ? requireJson()(ctx, next) : next());
+
+export function registerRedeliverRoute(router: Router<ShellState>, lookup: Authenticate, deps: RedeliverRouteDeps): void {
+  router.post('/functions/deliveries/:lead_id/redeliver', authenticate(lookup), requireRole('admin'), jsonWhenSent, async (ctx) => {
+    const id = ctx.params.lead_id ?? '';
+    if (!LEAD_ID.test(id)) throw new ShellError('NOT_FOUND');
+    const raw = await readBody(ctx.req, deps.bodyBytes);
+    const body = raw.length === 0 ? {} : parseJsonObject(raw);
+    const errors = redeliveryErrors(body);
+    if (errors.length > 0) throw new ShellError('INVALID', {}, 'invalid redelivery', errors);
+    const principal = ctx.state.principal!;
+    const origin = { principal, traceId: ctx.state.traceId, now: deps.now(), reason: typeof body.reason === 'string' ? body.reason : null };
+    try {
+      await requestRedelivery(deps.events, Number(id), origin);
+    } catch (error) {
+      if (error instanceof RedeliveryRefusedError) throw new ShellError(error.code, {}, error.code, undefined, REFUSALS[error.code]);
+      throw error;
+    }
+    ctx.status = 202;
+    ctx.body = {
+      ok: true,
+      trace_id: ctx.state.traceId,
+      code: 'OK',
+      message: 'Delivery re-opened: the webhook worker sends the lead again now.',
+      delivery: await deps.readBack.delivery(principal, Number(id)),
+    };
+  });
+}
