@@ -2,9 +2,11 @@
 // by click anywhere on the row, or by keyboard through the link in its first cell. Each row says
 // how its lead reaches the buyer (delivery_kind: the service sends it by webhook, or the buyer
 // pulls it), and a failed webhook attempt shows why (last_error) and when the worker tries again
-// (next_attempt_at).
+// (next_attempt_at). For an admin, a delivery that failed for good has a Send again button
+// (POST /functions/deliveries/{id}/redeliver), for once the buyer has fixed its side: the row then
+// shows the delivery as the answer gives it, pending again.
 
-import { getJson, explain } from './api.js';
+import { getJson, postJson, explain } from './api.js';
 import { h, field, select, say, time, things, badge, onMore, cards, hideEmpty } from './dom.js';
 
 const STATUSES = [['', 'Any'], ['pending', 'Pending'], ['delivered', 'Delivered'], ['failed', 'Failed'], ['cancelled', 'Cancelled']];
@@ -51,7 +53,7 @@ const COLUMNS = [
   ['Next attempt', nextAttempt, 'time'],
 ];
 
-export async function renderDeliveries(main, _params, current) {
+export async function renderDeliveries(main, _params, current, me) {
   const status = select('status', STATUSES, '');
   const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'deliveries-message' });
   const body = h('tbody');
@@ -71,8 +73,34 @@ export async function renderDeliveries(main, _params, current) {
   );
   body.addEventListener('click', (event) => {
     const row = event.target.closest('tr[data-lead]');
-    if (row && !event.target.closest('a')) location.hash = `#/leads/${row.dataset.lead}`;
+    if (row && !event.target.closest('a, button')) location.hash = `#/leads/${row.dataset.lead}`;
   });
+
+  /** A row of the table; an admin's failed row has its Send again button in the Status cell. */
+  function rowOf(row) {
+    const tr = h('tr', { class: 'opens', 'data-lead': row.lead_id }, COLUMNS.map(([, cell, cls]) => h('td', { class: cls }, cell(row))));
+    if (me?.role === 'admin' && row.status === 'failed') {
+      const button = h('button', { type: 'button', class: 'secondary', 'aria-label': `Send lead ${row.lead_id} again` }, 'Send again');
+      button.addEventListener('click', () => sendAgain(row, button));
+      tr.cells[COLUMNS.findIndex(([title]) => title === 'Status')].append(' ', button);
+    }
+    return tr;
+  }
+
+  async function sendAgain(row, button) {
+    button.disabled = true;
+    try {
+      const answer = await postJson(`/functions/deliveries/${row.lead_id}/redeliver`);
+      const tr = rowOf(answer.delivery);
+      button.closest('tr').replaceWith(tr);
+      cards(table);
+      tr.querySelector('a').focus();
+      say(message, `Lead ${row.lead_id} is sent again: ${answer.delivery.status}, due ${time(answer.delivery.next_attempt_at)}.`);
+    } catch (error) {
+      button.disabled = false;
+      say(message, `Lead ${row.lead_id} was not sent again: ${explain(error)}`, 'error');
+    }
+  }
 
   let cursor = null;
   async function load(reset) {
@@ -86,7 +114,7 @@ export async function renderDeliveries(main, _params, current) {
     if (!current()) return null;
     let first = null;
     for (const row of page.items) {
-      const tr = h('tr', { class: 'opens', 'data-lead': row.lead_id }, COLUMNS.map(([, cell, cls]) => h('td', { class: cls }, cell(row))));
+      const tr = rowOf(row);
       first ??= tr;
       body.append(tr);
     }

@@ -169,6 +169,8 @@ const DETAILS = {
   LeadDeliveryAttempted: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} (timeout ${d.timeout_ms} ms).`),
   LeadDelivered: (d) => h('p', {}, `Delivered to ${d.buyer} by ${d.via}, attempt ${d.attempt}${d.status ? `, HTTP ${d.status}` : ''}${d.latency_ms != null ? `, ${d.latency_ms} ms` : ''}.`),
   LeadDeliveryFailed: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} failed: ${d.error}${d.status ? ` (HTTP ${d.status})` : ''}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
+  LeadRedeliveryRequested: (d) =>
+    h('p', {}, `Sent again to ${d.buyer} (round ${d.round}, after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}), asked by ${d.requested_by?.name ?? d.requested_by?.role ?? 'an admin'}${d.reason ? ` (${d.reason})` : ''}.`),
   FeedbackRecorded: (d) => h('p', {}, `${d.buyer}: ${d.type}${d.reason ? ` (${d.reason})` : ''}.`),
   LeadPersonalDataErased: (d) => h('p', {}, `Personal data erased on the consumer's request (erasure ${d.erasure_id})${d.notify_buyer ? `; ${d.notify_buyer} is told to delete its copy` : ''}.`),
   LeadPersonalDataExpired: (d) => h('p', {}, `Personal data erased: older than the retention period (${d.retention_days} days).`),

@@ -50,6 +50,8 @@ describe('the console in a browser', function () {
   this.timeout(120_000);
   let svc: TestService | undefined;
   let refusing: BuyerEndpoint | undefined;
+  /** Leads the refusing buyer takes after all, once it has fixed its side: it answers them 200. */
+  const takenNow = new Set<number>();
   let browser: Browser | undefined;
   let origin: string;
   const keys: Record<string, string> = {};
@@ -57,7 +59,7 @@ describe('the console in a browser', function () {
 
   before(async function () {
     skipWithoutChromium(this);
-    refusing = await BuyerEndpoint.start(() => 422);
+    refusing = await BuyerEndpoint.start((r) => (takenNow.has(r.body.lead_id as number) ? 200 : 422));
     svc = await TestService.start({ routing: routingWith(refusing.url), buyerCa: refusing.cert });
     origin = `https://127.0.0.1:${svc.port}`;
     keys.supA = await svc.key('supplier', 'sup-a');
@@ -1029,10 +1031,35 @@ describe('the console in a browser', function () {
     const refusedRow = page.locator(`#deliveries-table tr[data-lead="${refusedId}"]`);
     await refusedRow.waitFor();
     const refusedCells = await refusedRow.locator('td').allInnerTexts();
-    expect([refusedCells[1], refusedCells[2], refusedCells[3], refusedCells[6]]).to.deep.equal(['az-refuses', 'webhook', 'failed', 'refused by the buyer (HTTP\u00a0422)']);
+    expect([refusedCells[1], refusedCells[2], refusedCells[3], refusedCells[6]]).to.deep.equal(['az-refuses', 'webhook', 'failed Send again', 'refused by the buyer (HTTP\u00a0422)']);
+    // Only a delivery that failed for good has the button: the pending one has none.
+    expect(await row.getByRole('button').count()).to.equal(0);
     await shoot(page, 'admin-deliveries-webhook', () => row.waitFor());
     // At a laptop's width too every row fits whole: nothing of it scrolls out of its card.
     expect(await tableFits(page, '#deliveries-table'), 'the deliveries at a laptop\'s width').to.deep.equal([]);
+
+    // The buyer fixed its side: Send again re-opens the delivery, the row shows it pending, and the buyer gets the lead.
+    takenNow.add(refusedId);
+    await refusedRow.getByRole('button', { name: `Send lead ${refusedId} again` }).click();
+    const sentAgain = page.locator(`#deliveries-table tr[data-lead="${refusedId}"]`);
+    await page.locator('#deliveries-message', { hasText: `Lead ${refusedId} is sent again: pending, due ` }).waitFor();
+    const reopenedCells = await sentAgain.locator('td').allInnerTexts();
+    expect([reopenedCells[1], reopenedCells[3], reopenedCells[4], reopenedCells[6]]).to.deep.equal(['az-refuses', 'pending', '1', 'refused by the buyer (HTTP\u00a0422)']);
+    expect(await sentAgain.getByRole('button').count()).to.equal(0);
+    await shoot(page, 'admin-deliveries-sent-again', () => sentAgain.waitFor());
+    await eventually(async () => ((await api('/functions/deliveries?buyer=az-refuses', keys.admin!)).items as Delivery[]).find((d) => d.lead_id === refusedId && d.status === 'delivered') ?? null);
+    expect(refusing!.forLead(refusedId).map((r) => r.headers['idempotency-key'])).to.deep.equal([`lead-${refusedId}`, `lead-${refusedId}`]);
+    // Sent again, it is no longer failed: a second click elsewhere (another tab) is refused in words.
+    const refusedAgain = await svc!.request('POST', `/functions/deliveries/${refusedId}/redeliver`, { 'x-api-key': keys.admin! });
+    expect(refusedAgain.body.code).to.equal('NOT_FAILED');
+    // The lead's timeline says who sent it again, and why it is delivered now.
+    await page.goto(`${origin}/console#/leads/${refusedId}`);
+    const resent = page.locator('#timeline [data-type="LeadRedeliveryRequested"]');
+    await resent.waitFor();
+    expect(await resent.innerText()).to.contain('Sent again to az-refuses (round 2, after 1 attempt), asked by root.');
+    expect(await page.locator('#timeline li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-type')).slice(-4))).to.deep.equal([
+      'LeadDeliveryFailed', 'LeadRedeliveryRequested', 'LeadDeliveryAttempted', 'LeadDelivered',
+    ]);
 
     // The consumer erased: the buyer's lead.erased notice fails to connect too, drawn as a failure.
     const erasure = await svc!.post({ email }, { 'x-api-key': keys.admin! }, '/functions/erasures');
