@@ -3,7 +3,7 @@ import type { FromSchema } from 'json-schema-to-ts';
 import type { EventStore } from '../event-store/index.js';
 import { type FeedbackRecorded, type LeadEvent, type LeadReturned, leadStream } from '../events/lead-events.js';
 import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
-import { type FieldError, unknownField } from '../leads/outcome.js';
+import { type FieldError, repeatedFields, unknownField } from '../leads/outcome.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
 import { type Decider, handleCommand } from './handler.js';
 
@@ -86,9 +86,10 @@ type FeedbackBody = FromSchema<typeof FEEDBACK_SCHEMA>;
 const validateFeedback = new Ajv({ allErrors: true, strict: true }).compile<FeedbackBody>(FEEDBACK_SCHEMA);
 
 /** One error per failing field, saying what the field takes; never the value sent. */
-function feedbackErrors(body: unknown): FieldError[] {
-  if (validateFeedback(body)) return [];
-  const byField = new Map<string, FieldError>();
+function feedbackErrors(body: unknown, repeated: readonly string[]): FieldError[] {
+  const given = repeatedFields(repeated, (name) => Object.hasOwn(FEEDBACK_SCHEMA.properties, name));
+  if (validateFeedback(body)) return given;
+  const byField = new Map<string, FieldError>(given.map((error) => [error.field, error]));
   for (const error of validateFeedback.errors ?? []) {
     if (error.keyword === 'additionalProperties') {
       const unknown = unknownField(String((error.params as { additionalProperty: string }).additionalProperty), 'a feedback field');
@@ -136,8 +137,9 @@ export async function recordFeedback(
   request: AfterSaleRequest,
   leadId: number,
   body: Record<string, unknown>,
+  repeated: readonly string[] = [],
 ): Promise<FeedbackRecorded['data']> {
-  const command: AfterSaleCommand = { type: 'RecordFeedback', leadId, request, routing, body };
+  const command: AfterSaleCommand = { type: 'RecordFeedback', leadId, request, routing, body, repeated };
   const { events } = await handleCommand(store, leadStream(leadId), afterSaleDecider, command, { metadata: metadataFor(request) });
   return events[0]!.data as FeedbackRecorded['data'];
 }
@@ -157,6 +159,8 @@ export type AfterSaleCommand =
       /** The routing file in force: the buyer's return reasons and window. */
       readonly routing: LoadedRoutingConfig;
       readonly body: Record<string, unknown>;
+      /** The names the body gives more than once (see parseJsonBody). */
+      readonly repeated?: readonly string[];
     };
 
 /** The lead's stream as the after-sale commands see it. Throws AfterSaleError to refuse. */
@@ -199,7 +203,7 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
     const config = command.routing.buyers.find((b) => b.id === buyer);
     // Every failing field at once: a return reason outside the buyer's list is named beside an
     // unknown field, not only once the buyer has fixed that and sent again.
-    const invalid = feedbackErrors(command.body);
+    const invalid = feedbackErrors(command.body, command.repeated ?? []);
     const errors = [...invalid, ...returnReasonErrors(command.body, config?.return_reasons ?? [], invalid)];
     if (errors.length > 0) throw new AfterSaleError('INVALID', errors);
     const { type, reason } = command.body as FeedbackBody;

@@ -4,7 +4,7 @@ import { handleCommand } from '../commands/handler.js';
 import type { EventStore } from '../event-store/port.js';
 import { type LeadRedeliveryRequested, leadStream } from '../events/lead-events.js';
 import { leadEventMetadata } from '../events/lead-metadata.js';
-import { type FieldError, unknownFields } from '../leads/outcome.js';
+import { type FieldError, oncePerField, repeatedFields, unknownFields } from '../leads/outcome.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import { type DeliveryState, type RedeliveryRefusal, RedeliveryRefusedError, deliveryDecider } from './attempt.js';
 
@@ -46,14 +46,15 @@ type RedeliveryBody = FromSchema<typeof REDELIVERY_SCHEMA>;
 const validateRedelivery = new Ajv({ allErrors: true, strict: true }).compile<RedeliveryBody>(REDELIVERY_SCHEMA);
 
 /** Every failing member of a redelivery's body, each named; never the value sent. */
-export function redeliveryErrors(body: Record<string, unknown>): FieldError[] {
-  if (validateRedelivery(body)) return [];
+export function redeliveryErrors(body: Record<string, unknown>, repeated: readonly string[] = []): FieldError[] {
+  const given = repeatedFields(repeated, (name) => Object.hasOwn(REDELIVERY_SCHEMA.properties, name));
+  if (validateRedelivery(body)) return given;
   const errors = validateRedelivery.errors ?? [];
   const unknown = errors.filter((error) => error.keyword === 'additionalProperties').map((error) => String((error.params as { additionalProperty: string }).additionalProperty));
   const reason = errors.some((error) => error.instancePath === '/reason')
     ? [{ field: 'reason', code: 'invalid_format', message: 'reason must be a snake_case code of 1–64 lowercase letters, digits and underscores, starting with a letter' }]
     : [];
-  return [...unknownFields(unknown.slice(0, 20), 'a field of a redelivery: give "reason" only'), ...reason];
+  return oncePerField([...given, ...unknownFields(unknown.slice(0, 20), 'a field of a redelivery: give "reason" only'), ...reason]);
 }
 
 /** Re-opens the lead's failed delivery; throws RedeliveryRefusedError when it may not be. */

@@ -3,7 +3,7 @@ import { AfterSaleError, acknowledgeDelivery, recordFeedback } from '../commands
 import type { EventStore } from '../event-store/port.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
 import { type Authenticate, authenticate } from './auth.js';
-import { parseJsonObject, readBody, requireJson } from './body.js';
+import { parseJsonBody, readBody, requireJson } from './body.js';
 import { ShellError } from './errors.js';
 import type { ShellState } from './state.js';
 
@@ -44,9 +44,9 @@ export function registerAfterSaleRoutes(router: Router<ShellState>, lookup: Auth
   }, requireJson(), async (ctx) => {
     const id = ctx.params.lead_id ?? '';
     if (!LEAD_ID.test(id)) throw new ShellError('NOT_FOUND');
-    const body = parseJsonObject(await readBody(ctx.req, deps.bodyBytes));
+    const { body, repeated } = parseJsonBody(await readBody(ctx.req, deps.bodyBytes));
     const request = { principal: ctx.state.principal!, traceId: ctx.state.traceId, now: deps.now() };
-    const feedback = await asShellError(() => recordFeedback(deps.events, deps.routing(), request, Number(id), body));
+    const feedback = await asShellError(() => recordFeedback(deps.events, deps.routing(), request, Number(id), body, repeated));
     ctx.status = 201;
     ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'Feedback recorded.', feedback };
   });

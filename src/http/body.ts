@@ -86,15 +86,9 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
  * and `constructor` stay inert own data (the lead validator rejects them as unknown fields) and no
  * inherited member is ever read as if the client had sent it. The walk is iterative: a 64 KiB body
  * can nest tens of thousands of levels, which would overflow a recursive walk or a reviver.
- */
-export function parseJsonObject(raw: Buffer): Record<string, unknown> {
-  return parseJsonBody(raw).body;
-}
-
-/**
- * The body as parseJsonObject gives it, and the names its object has more than once. JSON.parse
- * keeps the last of them without a word, while a proxy, a log or the supplier's own code may have
- * read the first: a route refuses such a member rather than decide on one of two values.
+ * With it, the names its object has more than once: JSON.parse keeps the last of them without a
+ * word, while a proxy, a log or the client's own code may have read the first, so a route refuses
+ * such a member rather than decide on one of two values.
  */
 export function parseJsonBody(raw: Buffer): { body: Record<string, unknown>; repeated: string[] } {
   let text: string;

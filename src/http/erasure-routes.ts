@@ -2,11 +2,11 @@ import type Router from '@koa/router';
 import { Ajv } from 'ajv';
 import type { Context } from 'koa';
 import type { ConsumerEraser } from '../commands/erasure.js';
-import { type FieldError, unknownFields } from '../leads/outcome.js';
+import { type FieldError, oncePerField, repeatedFields, unknownFields } from '../leads/outcome.js';
 import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import { type Authenticate, authenticate, requireRole } from './auth.js';
-import { parseJsonObject, readBody, requireJson } from './body.js';
+import { parseJsonBody, readBody, requireJson } from './body.js';
 import { ShellError } from './errors.js';
 import { guarded, ok } from './read-routes.js';
 import type { ShellState } from './state.js';
@@ -55,15 +55,18 @@ function lookupErrors(body: Record<string, unknown>): FieldError[] {
 }
 
 function invalid(errors: FieldError[]): never {
-  throw new ShellError('INVALID', {}, 'invalid consumer', errors);
+  throw new ShellError('INVALID', {}, 'invalid consumer', oncePerField(errors));
 }
 
 export function registerErasureRoutes(router: Router<ShellState>, lookup: Authenticate, deps: ErasureRouteDeps): void {
   const admin = [authenticate(lookup), requireRole('admin')];
 
   router.post('/functions/erasures', ...admin, requireJson(), async (ctx) => {
-    const body = parseJsonObject(await readBody(ctx.req, deps.bodyBytes));
-    const errors = unknownFields(Object.keys(body).filter((name) => !ERASURE_FIELDS.includes(name)).slice(0, 20), 'a field of an erasure');
+    const { body, repeated } = parseJsonBody(await readBody(ctx.req, deps.bodyBytes));
+    const errors = [
+      ...repeatedFields(repeated, (name) => ERASURE_FIELDS.includes(name)),
+      ...unknownFields(Object.keys(body).filter((name) => !ERASURE_FIELDS.includes(name)).slice(0, 20), 'a field of an erasure'),
+    ];
     if (body.suppress !== undefined && typeof body.suppress !== 'boolean') errors.push({ field: 'suppress', code: 'wrong_type', message: 'suppress must be boolean' });
     const checked = normaliseConsumer(body);
     if (!checked.ok) errors.push(...checked.errors);
@@ -116,8 +119,8 @@ export function registerErasureRoutes(router: Router<ShellState>, lookup: Authen
   };
 
   router.post('/functions/consumers/lookup', ...admin, requireJson(), async (ctx) => {
-    const body = parseJsonObject(await readBody(ctx.req, deps.bodyBytes));
-    const errors = lookupErrors(body);
+    const { body, repeated } = parseJsonBody(await readBody(ctx.req, deps.bodyBytes));
+    const errors = [...repeatedFields(repeated, (name) => Object.hasOwn(CONSUMER_LOOKUP_SCHEMA.properties, name)), ...lookupErrors(body)];
     // A field of the wrong type or length is named once, by the schema.
     const checked = normaliseConsumer(Object.fromEntries(Object.entries(body).filter(([field]) => !errors.some((e) => e.field === field))));
     if (!checked.ok) errors.push(...checked.errors.filter((e) => e.code !== 'required' || errors.length === 0));

@@ -6,7 +6,7 @@ import { redeliveryErrors, requestRedelivery } from '../delivery/redeliver.js';
 import type { EventStore } from '../event-store/port.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import { type Authenticate, authenticate, requireRole } from './auth.js';
-import { parseJsonObject, readBody, requireJson } from './body.js';
+import { parseJsonBody, readBody, requireJson } from './body.js';
 import { ShellError } from './errors.js';
 import type { ShellState } from './state.js';
 
@@ -40,8 +40,8 @@ export function registerRedeliverRoute(router: Router<ShellState>, lookup: Authe
     const id = ctx.params.lead_id ?? '';
     if (!LEAD_ID.test(id)) throw new ShellError('NOT_FOUND');
     const raw = await readBody(ctx.req, deps.bodyBytes);
-    const body = raw.length === 0 ? {} : parseJsonObject(raw);
-    const errors = redeliveryErrors(body);
+    const { body, repeated } = raw.length === 0 ? { body: {}, repeated: [] } : parseJsonBody(raw);
+    const errors = redeliveryErrors(body, repeated);
     if (errors.length > 0) throw new ShellError('INVALID', {}, 'invalid redelivery', errors);
     const principal = ctx.state.principal!;
     const origin = { principal, traceId: ctx.state.traceId, now: deps.now(), reason: typeof body.reason === 'string' ? body.reason : null };

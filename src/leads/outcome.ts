@@ -36,6 +36,21 @@ export function unknownFields(names: readonly string[], notA: string): FieldErro
   return [...errors.values()];
 }
 
+/**
+ * The errors for the known fields a body gives more than once: JSON keeps the last value without a
+ * word, while the client's own code, a proxy or a log may have read the other, so neither is taken.
+ * An unknown member given twice is named once, by unknownFields.
+ */
+export function repeatedFields(repeated: readonly string[], known: (name: string) => boolean): FieldError[] {
+  return repeated.filter(known).map((field) => ({ field, code: 'repeated', message: `${field} is given more than once in the body` }));
+}
+
+/** The first error of each field, in order: one entry per field when several rules name it. */
+export function oncePerField(errors: readonly FieldError[]): FieldError[] {
+  const named = new Set<string>();
+  return errors.filter((error) => !named.has(error.field) && named.add(error.field));
+}
+
 /** Every outcome of a recorded lead, with whether it counts as accepted and its default message. */
 export const LEAD_OUTCOMES = {
   SOLD: { acceptance: 'accepted', message: 'Lead accepted and sold.' },

@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject } from 'ajv';
 import type { PhoneNumber } from 'libphonenumber-js/max';
 import { type CertificateUrlParse, DEFAULT_CERTIFICATE_HOSTS, parseCertificateUrl } from '../enrichment/consent.js';
-import { type FieldError, unknownFields } from './outcome.js';
+import { type FieldError, oncePerField, repeatedFields, unknownFields } from './outcome.js';
 import type { NormalisedLead } from './lead.js';
 import { DEFAULT_PHONE_REGIONS, parseMobile } from './mobile.js';
 import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, PING_SCHEMA, type PostedLead, type PostedPing } from './schema.js';
@@ -66,7 +66,6 @@ const MESSAGES: Readonly<Record<string, string>> = {
   invalid_format: 'is not in the expected format',
   unknown_state: 'is not a US state code or name',
   conflicting_alias: 'is given twice, as certificate_url and xxTrustedFormCertUrl, with different values',
-  repeated: 'is given more than once in the body',
 };
 
 /** `field` is one the schema names: an unknown member's name goes through unknownFields. */
@@ -80,19 +79,10 @@ const FORMAT_DETAIL: Readonly<Record<string, string>> = {
   'consent-certificate-url': 'must be an https URL on an allowed certificate host ending in a 40-hex certificate id',
 };
 
-/**
- * The body's members given more than once that are fields of the schema: each is refused, since a
- * supplier's system may have meant either value. An unknown one is named as unknown already.
- */
-function repeatedFieldErrors(repeated: readonly string[], fields: Readonly<Record<string, unknown>>): FieldError[] {
-  return repeated.filter((name) => Object.hasOwn(fields, name) || name === CERTIFICATE_URL_ALIAS).map((name) => fieldError(name, 'repeated'));
-}
+/** The body's members given more than once that are fields of the schema (the alias among them). */
+const repeatedFieldErrors = (repeated: readonly string[], fields: Readonly<Record<string, unknown>>): FieldError[] =>
+  repeatedFields(repeated, (name) => Object.hasOwn(fields, name) || name === CERTIFICATE_URL_ALIAS);
 
-/** `more` after `first`, leaving out a field `first` names already: one error per field. */
-function oncePerField(first: FieldError[], more: FieldError[]): FieldError[] {
-  const named = new Set(first.map((error) => error.field));
-  return [...first, ...more.filter((error) => !named.has(error.field))];
-}
 
 /** One error per failing field, in the words a supplier can act on; never the value itself. */
 function toFieldErrors(errors: ErrorObject[], what: 'lead' | 'ping' = 'lead'): FieldError[] {
@@ -186,7 +176,7 @@ export function createLeadValidator(options: LeadValidatorOptions = {}): LeadVal
       return typeof input.ping_id === 'string' ? { ok: true, lead, pingId: input.ping_id } : { ok: true, lead };
     }
 
-    const all = oncePerField(errors, toFieldErrors(validate.errors ?? []));
+    const all = oncePerField([...errors, ...toFieldErrors(validate.errors ?? [])]);
     const failed = new Set(all.map((e) => e.field));
     const passed = (field: string): string | null =>
       !failed.has(field) && typeof input[field] === 'string' ? (input[field] as string) : null;
@@ -238,7 +228,7 @@ export function createPingValidator(): PingValidator {
     const input: Record<string, unknown> = Object.fromEntries(
       Object.entries(body).map(([key, value]) => [key, typeof value === 'string' && Object.hasOwn(PRE_NORMALISE, key) ? PRE_NORMALISE[key]!(value) : value]),
     );
-    if (!validate(input) || given.length > 0) return { ok: false, errors: oncePerField(given, toFieldErrors(validate.errors ?? [], 'ping')) };
+    if (!validate(input) || given.length > 0) return { ok: false, errors: oncePerField([...given, ...toFieldErrors(validate.errors ?? [], 'ping')]) };
     const ping = input as PostedPing;
     return { ok: true, ping: { zip: ping.zip.slice(0, 5), accident_state: ping.accident_state, sid: ping.sid, s1: ping.s1 ?? null, test: ping.test === true } };
   };
