@@ -72,6 +72,27 @@ describe('http: createLogger', () => {
     expect(text).to.include('careless');
   });
 
+  it('says each cause of a logged error once: a cause its error already quotes is not appended again, one that says more is', () => {
+    const { logger, lines } = capture({ level: 'info' });
+    const locked = Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+    const wrapped = new Error('the key store cannot be read: database is locked', { cause: locked });
+    logger.warn({ err: new Error('the erasure failed', { cause: wrapped }) }, 'quoted');
+    logger.warn({ err: new Error('the projection stopped', { cause: new Error('disk I/O error') }) }, 'new words');
+    const circular = new Error('a loop');
+    circular.cause = new Error('its cause', { cause: circular });
+    logger.warn({ err: circular }, 'circular');
+    logger.warn(new Error('', { cause: new Error('only the cause speaks') }), 'empty');
+    const logged = lines.map((line) => JSON.parse(line) as { msg: string; err: { message: string; stack: string } });
+    expect(logged.map((line) => [line.msg, line.err.message])).to.deep.equal([
+      ['quoted', 'the erasure failed: the key store cannot be read: database is locked'],
+      ['new words', 'the projection stopped: disk I/O error'],
+      ['circular', 'a loop: its cause'],
+      ['empty', 'only the cause speaks'],
+    ]);
+    // The stack still follows every cause.
+    expect(logged[0]!.err.stack).to.include('caused by: Error: the key store cannot be read: database is locked').and.include('caused by: Error: database is locked');
+  });
+
   it('takes the level from LOG_LEVEL, info by default', () => {
     expect(capture({ env: {} }).logger.level).to.equal('info');
     expect(capture({ env: { LOG_LEVEL: 'warn' } }).logger.level).to.equal('warn');
