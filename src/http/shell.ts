@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { logAccess } from './access-log.js';
 import { noLeadEnvelope, OUTCOMES, type OutcomeCode } from './envelope.js';
 import { isStoreUnavailable } from '../store-unavailable.js';
+import { OutageLog, QUIET_MS } from '../ops/outage-log.js';
 import { ShellError } from './errors.js';
 import { lingerOnClose } from './linger.js';
 import { JSON_CONTENT_TYPE, SECURITY_HEADERS } from './security-headers.js';
@@ -15,6 +16,13 @@ import { traceIdFrom } from './trace.js';
 
 /** `currency`: the routing file's in force, named by every envelope answered under the shell. */
 export function shell(logger: Logger, currency: () => string): Middleware<ShellState> {
+  // Every request waiting on a store that is down fails alike: the outage is logged, not each 503.
+  const outages = new OutageLog(logger, {
+    begins: 'store unavailable',
+    goesOn: 'store unavailable: still answering 503 (answered_503: the requests since the line before, not logged one by one)',
+    ends: `store unavailable: over, no request answered 503 for ${QUIET_MS / 1000} s (answered_503: the outage's total)`,
+    counted: 'answered_503',
+  });
   return async (ctx, next) => {
     const started = performance.now();
     const traceId = traceIdFrom(ctx.get('traceparent') || undefined);
@@ -28,7 +36,7 @@ export function shell(logger: Logger, currency: () => string): Middleware<ShellS
       }
       await next();
     } catch (error) {
-      respondWithError(ctx, error, traceId, ctx.state.currency, logger);
+      respondWithError(ctx, error, traceId, ctx.state.currency, logger, outages);
     }
     // The body of an unread request is still on the wire; closing beats draining it for a stranger,
     // after a moment for the client to stop sending (linger.ts), so that it reads this answer.
@@ -55,7 +63,7 @@ export function shell(logger: Logger, currency: () => string): Middleware<ShellS
 
 export const INVALID_INPUT_MESSAGE = 'One or more inputs are invalid; errors names each.';
 
-function respondWithError(ctx: Context, error: unknown, traceId: string, currency: string, logger: Logger): void {
+function respondWithError(ctx: Context, error: unknown, traceId: string, currency: string, logger: Logger, outages: OutageLog): void {
   let code: OutcomeCode;
   let headers: Readonly<Record<string, string>> = {};
   let errors: ShellError['errors'];
@@ -68,7 +76,7 @@ function respondWithError(ctx: Context, error: unknown, traceId: string, currenc
   } else if (isStoreUnavailable(error)) {
     code = 'UNAVAILABLE';
     headers = { 'Retry-After': '1' };
-    logger.warn({ trace_id: traceId, err: error }, 'store unavailable');
+    outages.failed(error, { trace_id: traceId });
   } else {
     code = 'INTERNAL_ERROR';
     logger.error({ trace_id: traceId, err: error }, 'unhandled error');
