@@ -210,12 +210,11 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
 const DEFAULT_KEY_ROTATION_GRACE_SECONDS = 86_400;
 
 /**
- * How long a rotated key keeps working: `keys rotate --grace` when given (`flag`), else
+ * How long a rotated key keeps working when `keys rotate` is not given `--grace`:
  * KEY_ROTATION_GRACE_SECONDS, else a day. One reader, so serve at start and `keys rotate` refuse a
  * bad value in the same words.
  */
-export function keyRotationGraceSeconds(env: NodeJS.ProcessEnv, flag?: string): number {
-  if (flag !== undefined) return wholeNumber('--grace', flag, 0, MAX_GRACE_SECONDS, 'seconds');
+export function keyRotationGraceSeconds(env: NodeJS.ProcessEnv): number {
   return integer(env, 'KEY_ROTATION_GRACE_SECONDS', DEFAULT_KEY_ROTATION_GRACE_SECONDS, 0, MAX_GRACE_SECONDS, 'seconds');
 }
 

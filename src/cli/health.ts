@@ -6,19 +6,24 @@
 import { request } from 'node:https';
 import { loadListenerConfig } from '../config.js';
 import type { CliIo } from './io.js';
-import { UsageError, readArgs } from './usage.js';
+import { UsageError, readArgs, wholeNumberOption } from './usage.js';
 
 const USAGE = `usage: leadpost health [--ready] [--timeout MS]
 
 Asks the service on this machine (https://HOST:PORT, from the same environment as serve) for
 /healthz, or /readyz with --ready. Exit 0 when it answers 200, 1 otherwise, printing what the
-answer says (not ready: which check, and why); made for a container HEALTHCHECK.`;
+answer says (not ready: which check, and why); made for a container HEALTHCHECK. --timeout: how
+long to wait for the answer, 1 to 86400000 milliseconds (default 3000).`;
+
+/** A day: longer than any health check waits, and within what a socket timeout takes. */
+const MAX_TIMEOUT_MS = 86_400_000;
 
 export async function runHealthCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   let values;
+  let timeoutMs = 3000;
   try {
     ({ values } = readArgs(args, { ready: { type: 'boolean' }, timeout: { type: 'string' }, help: { type: 'boolean', short: 'h' } }));
-    if (values.timeout !== undefined && !/^[1-9][0-9]{0,8}$/.test(String(values.timeout))) throw new UsageError('--timeout must be a whole number of milliseconds, at least 1');
+    if (values.timeout !== undefined) timeoutMs = wholeNumberOption('--timeout', String(values.timeout), 1, MAX_TIMEOUT_MS, 'milliseconds');
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     io.err.write(`leadpost health: ${error.message}\n\n${USAGE}\n`);
@@ -28,7 +33,6 @@ export async function runHealthCommand(args: string[], io: CliIo = { out: proces
     io.out.write(`${USAGE}\n`);
     return 0;
   }
-  const timeoutMs = values.timeout === undefined ? 3000 : Number(values.timeout);
   const path = values.ready ? '/readyz' : '/healthz';
   // Checked as serve checks them: a bad PORT would be asked as port NaN, which Node takes for 443.
   const listener = loadListenerConfig(env);

@@ -9,6 +9,7 @@ import {
   isRole,
   issueKey,
   KeyCommandError,
+  MAX_GRACE_SECONDS,
   type KeyRecord,
   keyStatus,
   newKeyMaterial,
@@ -19,7 +20,7 @@ import {
 import { changeKeys, loadKeys } from '../keys/key-stream.js';
 import { loadRoutingConfig } from '../routing/load-config.js';
 import type { CliIo } from './io.js';
-import { UsageError, readArgs } from './usage.js';
+import { UsageError, readArgs, wholeNumberOption } from './usage.js';
 
 
 const USAGE = `usage: leadpost keys <command>
@@ -34,7 +35,8 @@ commands:
   list [--json]                            every key: id, role, name, status, issued_at
   revoke ID                                stop a key at once
   rotate ID [--grace SECONDS] [--json]     issue a replacement; the old key keeps working for the
-                                           grace period (default KEY_ROTATION_GRACE_SECONDS or 86400)
+                                           grace period: 0 to 31536000 seconds (a year), default
+                                           KEY_ROTATION_GRACE_SECONDS or 86400
 
 A new key is printed once and never again: only a hash of it is stored.
 Running services pick up every change within a second.
@@ -143,11 +145,13 @@ function keyId(text: string): string {
   return text;
 }
 
-// Read where serve reads it, so that both refuse a bad value in the same words; here, before the
-// store is opened, as bad usage (exit 2) like a bad --grace.
+// --grace as every whole-number option is checked; without it KEY_ROTATION_GRACE_SECONDS, read
+// where serve reads it, so that both refuse a bad value in the same words: here before the store
+// is opened, as bad usage (exit 2) like a bad --grace.
 function grace(flag: string | undefined, env: NodeJS.ProcessEnv): number {
+  if (flag !== undefined) return wholeNumberOption('--grace', flag, 0, MAX_GRACE_SECONDS, 'seconds');
   try {
-    return keyRotationGraceSeconds(env, flag);
+    return keyRotationGraceSeconds(env);
   } catch (error) {
     throw error instanceof ConfigError ? new UsageError(error.message) : error;
   }

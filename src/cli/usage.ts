@@ -15,7 +15,7 @@ type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options'];
 export function readArgs(args: string[], options: Options, how: { positionals?: boolean; withoutOption?: string } = {}) {
   let parsed;
   try {
-    parsed = parseArgs({ args, options, allowPositionals: how.positionals ?? false, strict: true, tokens: true });
+    parsed = parseArgs({ args: negativeValuesJoined(args, options), options, allowPositionals: how.positionals ?? false, strict: true, tokens: true });
   } catch (error) {
     throw new UsageError(usageProblem(error, how.withoutOption));
   }
@@ -26,6 +26,37 @@ export function readArgs(args: string[], options: Options, how: { positionals?: 
     seen.add(token.name);
   }
   return { values: parsed.values as Record<string, string | boolean | undefined>, positionals: parsed.positionals };
+}
+
+/**
+ * `--grace -1` as `--grace=-1`: parseArgs takes a value that begins with a dash for an option of its
+ * own, and said `--grace is missing its value`, which is wrong; joined, the value reaches the
+ * option's own check, which says what the option takes. Only a word that reads as a negative number.
+ */
+function negativeValuesJoined(args: string[], options: Options): string[] {
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const next = args[i + 1];
+    const takesValue = arg.startsWith('--') && options?.[arg.slice(2)]?.type === 'string';
+    if (takesValue && next !== undefined && /^-[\d.]/.test(next)) {
+      joined.push(`${arg}=${next}`);
+      i++;
+    } else {
+      joined.push(arg);
+    }
+  }
+  return joined;
+}
+
+/**
+ * A whole number option, e.g. `--timeout MS`: one that is not, or is out of its range, is bad usage
+ * naming the option and what it takes (never quoting the value, as for every option).
+ */
+export function wholeNumberOption(option: string, raw: string, min: number, max: number, unit: string): number {
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < min || value > max) throw new UsageError(`${option} must be a whole number of ${unit} from ${min} to ${max}`);
+  return value;
 }
 
 function usageProblem(error: unknown, withoutOption = 'an argument without its option'): string {

@@ -92,6 +92,22 @@ describe('leadpost keys', function () {
     expect((await keys(['rotate', '000000000000'])).code).to.equal(1);
   });
 
+  it('rotate with a bad --grace (negative, not a number, a fraction, too large, empty) says what --grace takes, in one line, exit 2, and rotates nothing', async function () {
+    const a = json<{ id: string }>(await keys(['create', '--role', 'supplier', '--name', 'acme', '--json']));
+    const before = await keys(['list', '--json']);
+    for (const grace of ['-1', '-1.5', '-0', 'abc', '1.5x', '1.5', '1e3', '0x10', '+5', ' 5', '', '31536001', '99999999999999999999']) {
+      for (const args of [['rotate', a.id, '--grace', grace], ['rotate', a.id, `--grace=${grace}`, '--json']]) {
+        const run = await keys(args);
+        expect(run.code, JSON.stringify(args)).to.equal(2);
+        expect(run.err.split('\n')[0], JSON.stringify(args)).to.equal('leadpost keys: --grace must be a whole number of seconds from 0 to 31536000');
+        expect(run.out).to.deep.equal([]);
+      }
+    }
+    expect(await keys(['list', '--json'])).to.deep.equal(before);
+    // The bounds themselves are taken.
+    expect((await keys(['rotate', a.id, '--grace', '31536000'])).code).to.equal(0);
+  });
+
   it('rotate --json adds `replaces`; the grace comes from --grace, else KEY_ROTATION_GRACE_SECONDS', async function () {
     const a = json<{ id: string; key: string }>(await keys(['create', '--role', 'supplier', '--name', 'acme', '--json']));
     const run = await keys(['rotate', a.id, '--json'], { KEY_ROTATION_GRACE_SECONDS: '0' });
