@@ -145,9 +145,15 @@ export async function runEraseCommand(args: string[], io: CliIo = { out: process
 
 export async function runConsumerCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   if (args[0] !== 'show') {
-    const help = args.length === 0 || args[0] === '--help' || args[0] === '-h';
-    (help ? io.out : io.err).write(`${SHOW_USAGE}\n`);
-    return help ? 0 : 2;
+    if (args[0] === '--help' || args[0] === '-h') {
+      io.out.write(`${SHOW_USAGE}\n`);
+      return 0;
+    }
+    // Bad usage as for every command: a line saying what is wrong (never the word given: it may be
+    // the very e-mail address), the usage, exit 2.
+    const problem = args[0] === undefined || args[0].startsWith('-') ? 'missing command: show' : 'unknown command: the one command is show';
+    io.err.write(`leadpost consumer: ${problem}\n\n${SHOW_USAGE}\n`);
+    return 2;
   }
   let parsed;
   try {

@@ -74,6 +74,8 @@ describe('leadpost help', function () {
         [['keys', 'rotate', 'aaaaaaaaaaaa', '--grace', ''], 'leadpost keys: --grace must be a whole number of seconds from 0 to 31536000'],
         [['keys', 'rotate', 'aaaaaaaaaaaa', '--grace'], 'leadpost keys: --grace is missing its value, or takes none'],
         [['health', '--bogus'], 'leadpost health: unknown option --bogus'],
+        [['consumer'], 'leadpost consumer: missing command: show'],
+        [['consumer', 'ada@example.com'], 'leadpost consumer: unknown command: the one command is show'],
         [['erase', '--email', 'ada@example.com', '--email', 'bob@example.com'], 'leadpost erase: --email is given twice'],
         [['deliveries', 'redeliver', '42', '--reason', 'Call Ada back'], 'leadpost deliveries redeliver: --reason must be a snake_case code of 1–64 lowercase letters, digits and underscores, starting with a letter'],
         [['deliveries', 'redeliver', '--buyer', 'acme', '--failed-since', 'yesterday'], 'leadpost deliveries redeliver: --failed-since must be an ISO 8601 date or time, e.g. 2026-11-21T08:00:00Z'],
