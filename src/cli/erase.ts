@@ -1,6 +1,7 @@
 // `leadpost erase` and `leadpost consumer show`: a consumer's erasure and access requests from the
 // machine, as POST /functions/erasures and POST /functions/consumers/lookup answer them over HTTP. Usage
 // is checked before any store is opened; neither value is ever printed.
+import { join } from 'node:path';
 import { ContactRegistry } from '../commands/contacts.js';
 import { ConsumerEraser, consumerLeadIds } from '../commands/erasure.js';
 import { loadConfig, routingFilePath } from '../config.js';
@@ -9,6 +10,8 @@ import { unknownField } from '../leads/outcome.js';
 import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
 import { ContactHashes } from '../personal-data/contact-hashes.js';
 import { openPersonalDataKeys } from '../personal-data/index.js';
+import { KEYS_FILE } from '../personal-data/embedded-key-store.js';
+import { isBusy } from '../sqlite-busy.js';
 import { Projections } from '../projections/index.js';
 import { LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
 import { openReadModelStore } from '../read-models/index.js';
@@ -85,7 +88,11 @@ async function withService<T>(env: NodeJS.ProcessEnv, run: (parts: { eraser: Con
   try {
     const store = await openEventStore(config, { personalData: keys });
     closers.unshift(() => store.close());
-    const hashes = await ContactHashes.open(keys, store);
+    // The contacts' hashing secret is taken in a write of the key store: another process holding
+    // keys.db locked past a write's wait answered SQLite's bare 'database is locked', naming no file.
+    const hashes = await ContactHashes.open(keys, store).catch((error: unknown) => {
+      throw isBusy(error) ? new Error(`${join(config.dataDir, KEYS_FILE)} is locked by another process (${(error as Error).message}): try again once it is free`, { cause: error }) : error;
+    });
     const readModels = await openReadModelStore(config);
     closers.unshift(() => readModels.close());
     const projections = new Projections(store, readModels);

@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Consumer, consumers } from '../support/consumers.js';
 import { runChild } from '../support/child.js';
@@ -69,5 +71,23 @@ describe('leadpost erase and consumer show --stdin', function () {
     const both = await withInput(['consumer', 'show', '--stdin', '--email', CONSUMER.email], '{}');
     expect(both.code).to.equal(2);
     expect(both.stderr).to.include('--stdin takes the e-mail and mobile from standard input').and.not.include(CONSUMER.email);
+  });
+
+  it('keys.db held locked by another process: exit 1 naming the file and what to do, not SQLite\'s bare "database is locked"', async function () {
+    const other = new Database(join(dir.path, 'keys.db'));
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      const contacts = JSON.stringify({ email: CONSUMER.email });
+      const [erasing, showing] = await Promise.all([withInput(['erase', '--stdin'], contacts), withInput(['consumer', 'show', '--stdin'], contacts)]);
+      for (const refused of [erasing, showing]) {
+        expect(refused.code, refused.stderr).to.equal(1);
+        expect(refused.stderr).to.equal(`leadpost: ${join(dir.path, 'keys.db')} is locked by another process (database is locked): try again once it is free\n`);
+        expect(refused.lines).to.deep.equal([]);
+      }
+    } finally {
+      other.close();
+    }
+    const shown = await withInput(['consumer', 'show', '--stdin'], JSON.stringify({ email: CONSUMER.email }));
+    expect(shown.code, shown.stderr).to.equal(0);
   });
 });
