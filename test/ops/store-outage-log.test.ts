@@ -115,4 +115,30 @@ describe('the log of a store outage', function () {
     expect(1 + middle.reduce((sum, line) => sum + line.answered_503!, 0)).to.be.at.most(answered503);
     expect(answered503).to.be.greaterThan(middle.length + 1);
   });
+
+  it('the key ring, reading the keys stream four times a second, logs a failing store once, then counts its failed reads', async function () {
+    let down = false;
+    let failedReads = 0;
+    svc = await TestService.start({
+      wrapStore: (store) =>
+        overriding(store, {
+          readStream: (stream, ...rest) => {
+            if (down && stream === 'api-keys') {
+              failedReads += 1;
+              return Promise.reject(new EventStoreUnavailableError('the disk is gone'));
+            }
+            return store.readStream(stream, ...rest);
+          },
+        }),
+    });
+    down = true;
+    await until('a dozen failed reads of the keys stream', () => (failedReads >= 12 ? true : undefined), 20_000);
+    down = false;
+    const keyRingLines = () => svc!.logs.map((text) => JSON.parse(text) as Line & { failed_reads?: number }).filter((line) => line.msg.startsWith('key ring refresh failed'));
+    const over = await until('the line that ends the failed reads', () => keyRingLines().find((line) => line.msg.startsWith('key ring refresh failed: over')), 3 * QUIET_MS);
+    const lines = keyRingLines();
+    expect(lines.map((line) => line.msg), JSON.stringify(lines)).to.deep.equal(['key ring refresh failed', over.msg]);
+    expect(lines[0]!.err!.message).to.equal('the disk is gone');
+    expect(over.failed_reads).to.equal(failedReads);
+  });
 });
