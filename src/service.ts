@@ -32,7 +32,7 @@ import { AppendHealth } from './ops/append-health.js';
 import { countingEventStore } from './ops/counting-event-store.js';
 import { holdsClearLeads } from './personal-data/clear-leads.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
-import { OutageLog, QUIET_MS } from './ops/outage-log.js';
+import { repeatedFailures } from './ops/outage-log.js';
 import { Opened } from './ops/opened.js';
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
@@ -118,12 +118,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const contactHashes = await opened.step(() => ContactHashes.open(personalData, store, overrides.now));
   // The ring reads the keys stream four times a second: a store that is down failed each read, and
   // each was a warning of its own.
-  const keyReads = new OutageLog(logger, {
-    begins: 'key ring refresh failed',
-    goesOn: 'key ring refresh failed: still failing (failed_reads: the reads since the line before, not logged one by one)',
-    ends: `key ring refresh failed: over, no read failed for ${QUIET_MS / 1000} s (failed_reads: the outage's total)`,
-    counted: 'failed_reads',
-  });
+  const keyReads = repeatedFailures(logger, 'key ring refresh failed', 'failed_reads', { one: 'read', many: 'reads' });
   const keys = await opened.step(
     () => KeyRing.open(store, { ...(overrides.keyPollMs ? { pollMs: overrides.keyPollMs } : {}), onPollError: (error) => keyReads.failed(error) }),
     (ring) => ring.close(),

@@ -1,4 +1,5 @@
 import type { PersonalDataKeys } from '../personal-data/index.js';
+import { type OutageLog, repeatedFailures } from '../ops/outage-log.js';
 import { type BuyerConnections, type BuyerRequestKind, buyerAgent } from './buyer-agent.js';
 import type { Logger } from 'pino';
 import type { EventStore } from '../event-store/port.js';
@@ -112,7 +113,14 @@ export class DeliveryWorker {
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
 
+  /** A store that is down fails every poll, five a second: logged as an outage, not poll by poll. */
+  private readonly pollFailures: OutageLog | undefined;
+  private readonly noticePollFailures: OutageLog | undefined;
+
   constructor(private readonly deps: DeliveryWorkerDeps) {
+    const polls = { one: 'poll', many: 'polls' };
+    this.pollFailures = deps.logger && repeatedFailures(deps.logger, 'delivery poll failed', 'failed_polls', polls);
+    this.noticePollFailures = deps.logger && repeatedFailures(deps.logger, 'erasure notice poll failed', 'failed_polls', polls);
     this.concurrency = deps.concurrency ?? 16;
     this.pollMs = deps.pollMs ?? 200;
     const count = deps.countSentAgain;
@@ -177,7 +185,7 @@ export class DeliveryWorker {
       }
       for (const [leadId, held] of this.noticeHeld) if (held.until + NOTICE_HOLD_MAX_MS <= nowMs) this.noticeHeld.delete(leadId);
       this.polling = this.notices()
-        .catch((error: unknown) => this.deps.logger?.warn({ err: error }, 'erasure notice poll failed'))
+        .catch((error: unknown) => this.noticePollFailures?.failed(error))
         .finally(() => {
           this.polling = undefined;
           this.pump();
@@ -217,7 +225,7 @@ export class DeliveryWorker {
       .catch((error: unknown) => {
         this.reading = undefined;
         this.cursor = undefined;
-        this.deps.logger?.warn({ err: error }, 'delivery poll failed');
+        this.pollFailures?.failed(error);
       });
   }
 

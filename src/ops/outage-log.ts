@@ -81,3 +81,16 @@ export class OutageLog {
     this.later(Math.min(outage.lastAt + QUIET_MS, outage.sinceLine > 0 ? outage.lineAt + REPORT_MS : Infinity) - now);
   }
 }
+
+/**
+ * The outage log of something done over and over that fails while a store is down (a poll, a
+ * read, a renewal): `what failed` for its first failure, then counts in `counted`, of `things`.
+ */
+export function repeatedFailures(logger: Logger, what: string, counted: string, things: { one: string; many: string }): OutageLog {
+  return new OutageLog(logger, {
+    begins: what,
+    goesOn: `${what}: still failing (${counted}: the ${things.many} since the line before, not logged one by one)`,
+    ends: `${what}: over, no ${things.one} failed for ${QUIET_MS / 1000} s (${counted}: the outage's total)`,
+    counted,
+  });
+}

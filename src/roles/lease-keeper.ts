@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { type OutageLog, repeatedFailures } from '../ops/outage-log.js';
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Fence, Lease, ReadModelStore } from '../read-models/port.js';
@@ -62,7 +63,12 @@ export class LeaseKeeper {
   /** When the last beat asked: beats are a heartbeat apart from one asking to the next. */
   private lastAsked = 0;
 
-  constructor(private readonly options: LeaseKeeperOptions) {}
+  /** A store that is down fails every beat, one a second: logged as an outage, not beat by beat. */
+  private readonly renewalFailures: OutageLog | undefined;
+
+  constructor(private readonly options: LeaseKeeperOptions) {
+    this.renewalFailures = options.logger && repeatedFailures(options.logger, `${options.name} lease renewal failed`, 'failed_renewals', { one: 'renewal', many: 'renewals' });
+  }
 
   private get ttlMs(): number {
     return this.options.ttlMs ?? LEASE_TTL_MS;
@@ -141,7 +147,7 @@ export class LeaseKeeper {
       lease = await Promise.race([this.options.leases.acquireLease(this.options.name, this.options.holder, this.ttlMs), late]);
     } catch (error) {
       // Whether it is still held cannot be said: the work stops, and starts again once a beat can.
-      this.options.logger?.warn({ err: error, lease: this.options.name }, 'lease renewal failed');
+      this.renewalFailures?.failed(error, { lease: this.options.name });
       await this.lose('the renewal failed');
       return;
     } finally {

@@ -1,0 +1,93 @@
+import { expect } from 'chai';
+import { Writable } from 'node:stream';
+import { DeliveryWorker } from '../../src/delivery/webhook-worker.js';
+import { createLogger } from '../../src/http/logger.js';
+import { ReadModelUnavailableError } from '../../src/read-models/port.js';
+import { LeaseKeeper } from '../../src/roles/lease-keeper.js';
+import { overriding } from '../support/overriding.js';
+import { TestService } from '../support/service.js';
+
+// The background roles poll and renew over and over: the delivery worker reads its due rows five
+// times a second, a lease keeper renews every second. A read-model store that is down failed each
+// of them with a warning of its own; like a request's 503, it is now one line for the outage.
+
+function capture() {
+  const lines: Array<{ msg: string; failed_polls?: number; failed_renewals?: number; lease?: string; err?: { message: string } }> = [];
+  const logger = createLogger({
+    level: 'info',
+    destination: new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        lines.push(JSON.parse(chunk.toString('utf8')));
+        done();
+      },
+    }),
+  });
+  return { lines, logger };
+}
+
+async function until(what: string, done: () => boolean, limitMs = 10_000): Promise<void> {
+  const started = Date.now();
+  while (!done()) {
+    if (Date.now() - started > limitMs) throw new Error(`${what} did not come within ${limitMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+const down = () => new ReadModelUnavailableError('the read-model store failed: disk I/O error');
+
+describe('the background roles log a store outage once, not each failed poll or renewal', function () {
+  this.timeout(30_000);
+
+  it('the delivery worker: twenty failed polls of its due rows, one warning', async function () {
+    const svc = await TestService.start({ deliveryWorker: false });
+    const { lines, logger } = capture();
+    let reads = 0;
+    const readModels = overriding(svc.service.readModels, {
+      find: () => {
+        reads++;
+        return Promise.reject(down());
+      },
+    });
+    const worker = new DeliveryWorker({
+      events: svc.service.store,
+      personalData: svc.service.personalData,
+      readModels,
+      deliveries: () => svc.service.projections.collection('deliveries'),
+      // One webhook buyer: with none, the worker has no rows to read.
+      routing: () => ({ buyers: [{ id: 'hooked', delivery: { kind: 'webhook', url: 'https://127.0.0.1:1/leads' } }], buckets: [] }) as never,
+      logger,
+      pollMs: 5,
+    });
+    try {
+      worker.start();
+      await until('twenty failed polls', () => reads >= 20);
+      const polls = lines.filter((line) => line.msg.startsWith('delivery poll failed'));
+      expect(polls.map((line) => line.msg)).to.deep.equal(['delivery poll failed']);
+      expect(polls[0]!.err!.message).to.equal('the read-model store failed: disk I/O error');
+    } finally {
+      await worker.stop();
+      await svc.stop();
+    }
+  });
+
+  it('a lease keeper: ten failed renewals, one warning naming the lease', async function () {
+    const { lines, logger } = capture();
+    let asked = 0;
+    const leases = {
+      acquireLease: () => {
+        asked++;
+        return Promise.reject(down());
+      },
+      releaseLease: async () => {},
+    };
+    const keeper = new LeaseKeeper({ leases, name: 'delivery', holder: 'me:1:a', work: { start: async () => {}, stop: async () => {} }, ttlMs: 200, heartbeatMs: 10, logger });
+    try {
+      await keeper.start();
+      await until('ten failed renewals', () => asked >= 10);
+      const renewals = lines.filter((line) => line.msg.includes('lease renewal failed'));
+      expect(renewals.map((line) => [line.msg, line.lease])).to.deep.equal([['delivery lease renewal failed', 'delivery']]);
+    } finally {
+      await keeper.stop();
+    }
+  });
+});
