@@ -80,6 +80,12 @@ async function contactsFrom(input: AsyncIterable<string | Buffer>): Promise<Reco
   return body as Record<string, unknown>;
 }
 
+/** The SQLite lock wait that ran out, anywhere in the error's causes; undefined when none did. */
+function lockedIn(error: unknown): Error | undefined {
+  for (let current = error, depth = 0; current instanceof Error && depth < 8; current = current.cause, depth++) if (isBusy(current)) return current;
+  return undefined;
+}
+
 /** The stores, the projections brought up to date, and what the two commands need of them. */
 async function withService<T>(env: NodeJS.ProcessEnv, run: (parts: { eraser: ConsumerEraser; leadIds: (c: ConsumerQuery) => Promise<number[]>; readBack: ReadBack }) => Promise<T>): Promise<T> {
   const config = loadConfig(env);
@@ -88,11 +94,7 @@ async function withService<T>(env: NodeJS.ProcessEnv, run: (parts: { eraser: Con
   try {
     const store = await openEventStore(config, { personalData: keys });
     closers.unshift(() => store.close());
-    // The contacts' hashing secret is taken in a write of the key store: another process holding
-    // keys.db locked past a write's wait answered SQLite's bare 'database is locked', naming no file.
-    const hashes = await ContactHashes.open(keys, store).catch((error: unknown) => {
-      throw isBusy(error) ? new Error(`${join(config.dataDir, KEYS_FILE)} is locked by another process (${(error as Error).message}): try again once it is free`, { cause: error }) : error;
-    });
+    const hashes = await ContactHashes.open(keys, store);
     const readModels = await openReadModelStore(config);
     closers.unshift(() => readModels.close());
     const projections = new Projections(store, readModels);
@@ -122,6 +124,11 @@ async function withService<T>(env: NodeJS.ProcessEnv, run: (parts: { eraser: Con
       routing: () => (routing ??= loadRoutingConfig(routingFilePath(env))),
     });
     return await run({ eraser, leadIds: (consumer) => consumerLeadIds(consumerLeads, eraser.contactsOf(consumer)), readBack });
+  } catch (error) {
+    // keys.db held locked by another process past a write's wait (an erasure destroys keys; a
+    // first run makes the contacts' hashing secret): SQLite's bare 'database is locked' named no file.
+    const busy = lockedIn(error);
+    throw busy ? new Error(`${join(config.dataDir, KEYS_FILE)} is locked by another process (${busy.message}): try again once it is free`, { cause: error }) : error;
   } finally {
     for (const close of closers) await close();
   }

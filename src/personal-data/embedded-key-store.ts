@@ -155,6 +155,10 @@ export class EmbeddedKeyStore implements DataKeyStore {
   }
 
   async secret(name: string, candidate: Buffer): Promise<Buffer> {
+    // A secret, once made, never changes: read, it needs no write lock, which another process (a
+    // running service making data keys, an operator's shell) may hold for a while.
+    const made = await this.run(() => this.db.prepare<[string], { value: Buffer }>('SELECT value FROM secrets WHERE name = ?').get(name));
+    if (made) return made.value;
     const row = await this.run(() =>
       this.db.transaction(() => {
         this.db.prepare('INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)').run(name, candidate);

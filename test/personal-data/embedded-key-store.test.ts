@@ -115,6 +115,19 @@ describe('embedded key store (keys.db)', function () {
       }
     });
 
+    it('a secret made before is read without the write lock: a command started while another process writes keys does not wait for it', async function () {
+      const store = EmbeddedKeyStore.open(own.path, { busyTimeoutMs: 50 });
+      try {
+        const made = await store.secret('contact-hashing', randomBytes(32));
+        holdLock('write');
+        expect(await store.secret('contact-hashing', randomBytes(32))).to.deep.equal(made);
+        // A secret not made yet still needs the lock, and waits for it as any write does.
+        expect(String(await rejection(store.secret('another', randomBytes(32))))).to.match(/locked|busy/i);
+      } finally {
+        await store.close();
+      }
+    });
+
     it('a write kept waiting past the busy timeout fails SQLITE_BUSY, which the data keys report as the store unavailable (a 503), and the store recovers', async function () {
       const store = EmbeddedKeyStore.open(own.path, { busyTimeoutMs: 50 });
       const keys = new PersonalDataKeys(store, randomBytes(32), { batchSize: 4 });
