@@ -1,12 +1,16 @@
 // The summary report for analysts and admins: by day as a time series, by a chosen dimension as
-// bars and a table, and the same rows as CSV. Every number comes from
-// GET /functions/reports/summary; the charts hold exactly what the API answered, its money headed
-// with the currency the report names.
+// bars, by that dimension and optionally a second one as a table, and the same rows as CSV. Every
+// number comes from GET /functions/reports/summary; the charts hold exactly what the API answered,
+// its money headed with the currency the report names.
 
 import { getAll, getCsv, explain, ApiError } from './api.js';
 import { h, field, select, say, markField, count, money, rate, withCurrency, cards } from './dom.js';
 
 const DIMENSIONS = [['sid', 'Source (sid)'], ['s1', 'Click id (s1)'], ['state', 'State'], ['buyer', 'Buyer'], ['supplier', 'Supplier']];
+const DEFAULT_GROUPING = 'sid';
+/** The page groups by two dimensions at most: a third multiplies the rows past what a table is read by. */
+const MOST_DIMENSIONS = 2;
+const nameOf = (dimension) => DIMENSIONS.find(([d]) => d === dimension)[1];
 const COUNTS = ['received', 'accepted', 'sold', 'unsold', 'rejected', 'returned'];
 const MONEY = ['revenue', 'net_revenue'];
 /** The report's columns in words, for the table's headings. */
@@ -72,6 +76,18 @@ function totals(rows, fields = [...COUNTS, ...MONEY]) {
   return sum;
 }
 
+/**
+ * Whether the form can show a grouping (`sid`, `sid,s1`): true, or why not, in words for the note
+ * next to its field. The API takes more (day, three dimensions and more); the page does not.
+ */
+function showable(grouping) {
+  const dimensions = grouping.split(',');
+  if (!dimensions.every((d) => DIMENSIONS.some(([known]) => known === d))) return 'which the report cannot';
+  if (dimensions.length > MOST_DIMENSIONS) return `more dimensions than the ${MOST_DIMENSIONS} the page shows`;
+  if (new Set(dimensions).size < dimensions.length) return 'the same dimension twice';
+  return true;
+}
+
 let charts = [];
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
@@ -80,7 +96,7 @@ const DAY = /^\d{4}-\d{2}-\d{2}$/;
  * The report's query from the hash (#/report?from=…), each value kept only if the form can show it;
  * what is missing takes the form's default (the last seven days in the browser's zone). A value the
  * form cannot show is replaced by that default too, and listed in `replaced` ([field, what was
- * asked]): the page says so next to the field, and the address then names the report shown.
+ * asked, why not]): the page says so next to the field, and the address then names the report shown.
  */
 function asked(search, zone) {
   const query = new URLSearchParams(search ?? '');
@@ -88,33 +104,42 @@ function asked(search, zone) {
   const take = (name, usable, fallback) => {
     const value = query.get(name);
     if (value === null || value === '') return fallback;
-    if (usable(value)) return value;
-    replaced.push([name, value]);
+    const verdict = usable(value);
+    if (verdict === true) return value;
+    replaced.push([name, value, verdict]);
     return fallback;
   };
   return {
     from: take('from', (v) => DAY.test(v), localDay(zone, new Date(Date.now() - 6 * 86_400_000))),
     to: take('to', (v) => DAY.test(v), localDay(zone)),
     tz: take('tz', knownZone, zone),
-    groupBy: take('group_by', (v) => DIMENSIONS.some(([d]) => d === v), 'sid'),
+    group_by: take('group_by', showable, DEFAULT_GROUPING),
     replaced,
   };
+}
+
+/** The address of a report shown: its query, the comma between two dimensions left as written. */
+function addressOf(query) {
+  const search = new URLSearchParams(query);
+  return `#/report?${search.toString().replaceAll('%2C', ',')}`;
 }
 
 export async function renderReport(main, [search], current) {
   for (const chart of charts) chart.destroy();
   charts = [];
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
-  const initial = asked(search, zone);
-  // Asked for before the page is built (the time-zone list alone is some 400 options): these two
+  const { replaced, ...initial } = asked(search, zone);
+  // Asked for before the page is built (the time-zone list alone is some 400 options): these
   // answers are what the first chart waits for.
-  const first = fetchReport({ from: initial.from, to: initial.to, tz: initial.tz, group_by: initial.groupBy });
+  const first = fetchReport(initial);
   first.catch(() => {}); // handled where it is awaited, in show()
+  const [firstDimension, secondDimension = ''] = initial.group_by.split(',');
   const to = h('input', { type: 'date', name: 'to', required: true, value: initial.to });
   const from = h('input', { type: 'date', name: 'from', required: true, value: initial.from });
   const tz = select('tz', timeZones(zone, initial.tz), initial.tz);
-  const groupBy = select('group_by', DIMENSIONS, initial.groupBy);
-  const controls = { from, to, tz, group_by: groupBy };
+  const groupBy = select('group_by', DIMENSIONS, firstDimension);
+  const thenBy = select('then_by', [['', 'None'], ...DIMENSIONS], secondDimension);
+  const controls = { from, to, tz, group_by: groupBy, then_by: thenBy };
   const csvButton = h('button', { type: 'button', class: 'secondary' }, 'Download CSV');
   const status = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'report-status' });
   const form = h(
@@ -124,14 +149,22 @@ export async function renderReport(main, [search], current) {
     field('To', to),
     field('Time zone', tz),
     field('Group by', groupBy),
+    field('Then by', thenBy),
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Show'), csvButton),
   );
+  // Never the same dimension twice: the first one's is not offered as the second.
+  const oneEach = () => {
+    for (const option of thenBy.options) option.disabled = option.value === groupBy.value;
+    if (thenBy.value === groupBy.value) thenBy.value = '';
+  };
+  oneEach();
+  groupBy.addEventListener('change', oneEach);
   const daily = h('canvas', { role: 'img', 'aria-label': 'Received, accepted, sold and revenue by day' });
-  const bars = h('canvas', { role: 'img', 'aria-label': 'Received and sold by the chosen dimension' });
+  const bars = h('canvas', { role: 'img', 'aria-label': 'Received and sold by the first grouping chosen' });
   const dailyBox = h('div', { class: 'chart', id: 'chart-daily' }, daily);
   const barsBox = h('div', { class: 'chart', id: 'chart-groups' }, bars);
   // Named by the grouping asked for from the start: a first report that fails leaves it standing.
-  const barsTitle = h('h2', {}, `By ${DIMENSIONS.find(([v]) => v === initial.groupBy)[1].toLowerCase()}`);
+  const barsTitle = h('h2', {}, `By ${nameOf(firstDimension).toLowerCase()}`);
   // Its own scroller, both ways (console.css): a keyboard reaches it with Tab and scrolls it with the arrows.
   const tableBox = h('div', { class: 'table-wrap rows', id: 'report-rows', role: 'region', tabindex: '0', 'aria-labelledby': 'table-title' });
   main.append(
@@ -142,8 +175,12 @@ export async function renderReport(main, [search], current) {
     h('section', { class: 'card results' }, h('h2', { id: 'table-title' }, 'Rows'), tableBox),
   );
 
-  const query = () => ({ from: from.value, to: to.value, tz: tz.value, group_by: groupBy.value });
-  const dimensionName = () => DIMENSIONS.find(([v]) => v === groupBy.value)[1];
+  const query = () => ({
+    from: from.value,
+    to: to.value,
+    tz: tz.value,
+    group_by: thenBy.value ? `${groupBy.value},${thenBy.value}` : groupBy.value,
+  });
   const clearMarks = () => Object.values(controls).forEach((control) => markField(control, ''));
 
   /**
@@ -152,12 +189,13 @@ export async function renderReport(main, [search], current) {
    */
   async function show(answer, asked, rename = true) {
     say(status, 'Loading…');
-    const dimension = asked.group_by;
+    const dimension = asked.group_by.split(',')[0];
     let days;
     let groups;
+    let byFirst;
     let currency;
     try {
-      [days, groups] = await answer;
+      [days, groups, byFirst] = await answer;
       currency = groups.head.currency ?? null;
     } catch (error) {
       if (!current()) return false;
@@ -167,13 +205,14 @@ export async function renderReport(main, [search], current) {
     if (!current()) return false;
     clearMarks();
     // The address names the report shown, to bookmark or send; replaced, so no page change follows.
-    if (rename) history.replaceState(null, '', `#/report?${new URLSearchParams(asked)}`);
+    if (rename) history.replaceState(null, '', addressOf(asked));
     for (const chart of charts) chart.destroy();
-    charts = [dailyChart(daily, everyDay(days.head.from, days.head.to, days.items), currency), groupChart(bars, groups.items, dimension)];
+    charts = [dailyChart(daily, everyDay(days.head.from, days.head.to, days.items), currency), groupChart(bars, byFirst.items, dimension)];
     dailyBox.dataset.totals = JSON.stringify(chartTotals(charts[0]));
     barsBox.dataset.totals = JSON.stringify(chartTotals(charts[1]));
-    barsTitle.textContent = `By ${dimensionName().toLowerCase()}${groups.items.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
-    tableBox.replaceChildren(groups.items.length === 0 ? h('p', { class: 'muted', id: 'report-empty' }, 'No leads in these dates.') : table(groups.items, dimension, currency));
+    barsTitle.textContent = `By ${nameOf(dimension).toLowerCase()}${byFirst.items.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
+    const dimensions = asked.group_by.split(',');
+    tableBox.replaceChildren(groups.items.length === 0 ? h('p', { class: 'muted', id: 'report-empty' }, 'No leads in these dates.') : table(inAskedOrder(groups.items, dimensions), dimensions, currency));
     if (!performance.getEntriesByName('leadpost:first-chart').length) performance.mark('leadpost:first-chart');
     const range = `${days.head.from} to ${days.head.to} in ${days.head.tz}`;
     say(
@@ -210,8 +249,8 @@ export async function renderReport(main, [search], current) {
     const asked = query();
     try {
       const { blob } = await getCsv(`/functions/reports/summary?${new URLSearchParams(asked)}`);
-      // Named by everything that makes the report: its days, grouping and time zone.
-      const name = `leadpost-report-${asked.from}-${asked.to}-${asked.group_by}-${asked.tz.replaceAll('/', '-')}.csv`;
+      // Named by everything that makes the report: its days, grouping (both dimensions) and time zone.
+      const name = `leadpost-report-${asked.from}-${asked.to}-${asked.group_by.replace(',', '-')}-${asked.tz.replaceAll('/', '-')}.csv`;
       const link = h('a', { href: URL.createObjectURL(blob), download: name });
       document.body.append(link);
       link.click();
@@ -222,25 +261,60 @@ export async function renderReport(main, [search], current) {
     }
   });
   // The address names this report already, unless it asked for something the form could not show.
-  const shown = await show(first, { from: initial.from, to: initial.to, tz: initial.tz, group_by: initial.groupBy }, initial.replaced.length > 0);
+  const wasShown = await show(first, initial, replaced.length > 0);
   // Values of the address the form could not show were replaced: said so next to their fields.
-  if (shown) {
+  if (wasShown) {
     const words = {
       from: (v) => `The address asked for From “${v}”, which is not a date: showing ${from.value}.`,
       to: (v) => `The address asked for To “${v}”, which is not a date: showing ${to.value}.`,
       tz: (v) => `The address asked for time zone “${v}”, which is not one: showing ${tz.value}.`,
-      group_by: (v) => `The address asked to group by “${v}”, which the report cannot: showing ${dimensionName()}.`,
+      group_by: (v, why) => `The address asked to group by “${v}”, ${why}: showing ${nameOf(groupBy.value)}.`,
     };
-    for (const [name, value] of initial.replaced) markField(controls[name], words[name](value));
+    for (const [name, value, why] of replaced) markField(controls[name], words[name](value, why));
   }
 }
 
-/** What a report page shows: by day for the time series, by the chosen grouping for the bars and table. */
+/**
+ * What a report page shows: by day for the time series, by the chosen grouping for the table, and
+ * by its first dimension for the bars. With two dimensions the bars have a query of their own
+ * rather than the table's rows summed per first value: the table stops at 10,000 rows (about one a
+ * lead with s1 as either dimension), and a sum of a cut list would draw bars short of the report;
+ * the API's rows by the first dimension are exact, and far fewer.
+ */
 function fetchReport({ from, to, tz, group_by: grouping }) {
-  return Promise.all([
-    getAll('/functions/reports/summary', { from, to, tz, group_by: 'day' }),
-    getAll('/functions/reports/summary', { from, to, tz, group_by: grouping }),
-  ]);
+  const report = (groupBy) => getAll('/functions/reports/summary', { from, to, tz, group_by: groupBy });
+  const [firstDimension] = grouping.split(',');
+  const groups = report(grouping);
+  return Promise.all([report('day'), groups, firstDimension === grouping ? groups : report(firstDimension)]);
+}
+
+/** Key order as the report's stores have it: null first, then by code point (UTF-8's byte order). */
+function compareValues(a, b) {
+  if (a === b) return 0;
+  if (a === null || a === undefined) return -1;
+  if (b === null || b === undefined) return 1;
+  const [x, y] = [[...String(a)], [...String(b)]];
+  for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i].codePointAt(0) - y[i].codePointAt(0);
+  return x.length - y.length;
+}
+
+/**
+ * The rows in the order of the dimensions asked, so that the rows of a first dimension's value
+ * stand together. The API orders by s1 first whenever it is one of them (it reads along the leads'
+ * index on s1): grouped by sid then s1, its rows would scatter each source through the table.
+ * Otherwise its order is the asked one already, and kept.
+ */
+function inAskedOrder(rows, dimensions) {
+  if (dimensions[0] === 's1' || !dimensions.includes('s1')) return rows;
+  const key = (row) => dimensions.map((d) => row[d] ?? null);
+  return [...rows].sort((a, b) => {
+    const [x, y] = [key(a), key(b)];
+    for (let i = 0; i < x.length; i++) {
+      const order = compareValues(x[i], y[i]);
+      if (order !== 0) return order;
+    }
+    return 0;
+  });
 }
 
 /** One row per day of the range, a day without leads as zeros, so the time axis has no gaps. */
@@ -329,18 +403,18 @@ function withRatios(sum) {
   };
 }
 
-function table(rows, dimension, currency) {
+/** The report's rows: a column per dimension asked (the first kept in sight), then its metrics, and their totals. */
+function table(rows, dimensions, currency) {
   const sum = totals(rows);
   const headers = [
-    DIMENSIONS.find(([v]) => v === dimension)[1],
     ...COUNTS.map((name) => WORDS[name]),
     ...MONEY.map((name) => withCurrency(WORDS[name], currency)),
     WORDS.acceptance_rate,
     WORDS.sell_rate,
     withCurrency(WORDS.avg_price, currency),
   ];
-  const cells = (row, label) => [
-    h('td', { class: 'name' }, label),
+  const cells = (row, names) => [
+    ...dimensions.map((dimension, i) => h('td', { class: 'name', 'data-field': dimension }, names[i])),
     ...COUNTS.map((name) => h('td', { class: 'num', 'data-field': name }, count(row[name]))),
     ...MONEY.map((name) => h('td', { class: 'num', 'data-field': name }, money(row[name]))),
     ...RATIOS.map(([name, over, shown]) => h('td', { class: 'num', 'data-field': name }, row[over] > 0 ? shown(row[name]) : NOTHING_TO_DIVIDE)),
@@ -348,12 +422,13 @@ function table(rows, dimension, currency) {
   return cards(h(
     'table',
     { id: 'report-table', 'aria-labelledby': 'table-title' },
-    h('thead', {}, h('tr', {}, headers.map((text, i) => h('th', { scope: 'col', class: i > 0 ? 'num' : undefined }, text)))),
+    h('thead', {}, h('tr', {}, dimensions.map((d) => h('th', { scope: 'col' }, nameOf(d))), headers.map((text) => h('th', { scope: 'col', class: 'num' }, text)))),
     h(
       'tbody',
       {},
-      rows.map((row) => h('tr', {}, cells(row, row[dimension] ?? '(none)'))),
+      rows.map((row) => h('tr', {}, cells(row, dimensions.map((d) => row[d] ?? '(none)')))),
     ),
-    h('tfoot', {}, h('tr', { id: 'report-totals' }, cells(withRatios(sum), 'Total'))),
+    // The totals' row is named in its first cell; the other dimensions' cells are empty.
+    h('tfoot', {}, h('tr', { id: 'report-totals' }, cells(withRatios(sum), dimensions.map((_, i) => (i === 0 ? 'Total' : ''))))),
   ));
 }

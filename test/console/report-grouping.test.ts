@@ -1,0 +1,267 @@
+import { expect } from 'chai';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Browser, type Page, chromium } from 'playwright-core';
+import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { TestService, validLead } from '../support/service.js';
+
+// The report page grouped by two dimensions, as an analyst asks "which click ids of a source sell,
+// and which do not". Every cell is held to what the report API answers for the same query, the
+// address names the report (a reload shows it again), and the CSV is the API's. Screenshots go to SHOTS.
+
+const SHOTS = 'test-results/console';
+const ROUTING = {
+  currency: 'USD',
+  duplicate_window_days: 30,
+  buyers: [
+    { id: 'ca-buyer', price: 40.07, states: ['CA'], ping: { kind: 'static' } },
+    { id: 'tx-buyer', price: 25.5, states: ['TX', 'CA'], ping: { kind: 'static' } },
+    { id: 'wa-buyer', price: 33.33, states: ['WA'] },
+  ],
+  buckets: [{ id: 'unsold', default: true }],
+};
+const STATES = [{ accident_state: 'CA' }, { accident_state: 'WA', zip: '98101' }, { accident_state: 'TX', zip: '75001' }, { accident_state: 'NY', zip: '10001' }];
+
+type Row = Record<string, string | number | null>;
+
+/** The table's columns, as headings and the report's fields under them. */
+const COLUMNS: Record<string, Array<[string, string]>> = {
+  outcome: [
+    ['Received', 'received'], ['Accepted', 'accepted'], ['Sold', 'sold'], ['Unsold', 'unsold'], ['Rejected', 'rejected'], ['Returned', 'returned'],
+    ['Revenue (USD)', 'revenue'], ['Net revenue (USD)', 'net_revenue'], ['Acceptance rate', 'acceptance_rate'], ['Sell rate', 'sell_rate'], ['Average price (USD)', 'avg_price'],
+  ],
+};
+const NAMES: Record<string, string> = { sid: 'Source (sid)', s1: 'Click id (s1)', state: 'State', buyer: 'Buyer', supplier: 'Supplier' };
+/** What a rate or average divides by: with nothing, the page writes a dash. */
+const OVER: Record<string, string> = { acceptance_rate: 'received', sell_rate: 'accepted', avg_price: 'sold' };
+
+/** A metric as the page should write it: counts with thousands commas, money to the cent, rates in % to a tenth. */
+function written(row: Row, field: string): string {
+  const value = row[field] as number;
+  if (OVER[field] && !((row[OVER[field]!] as number) > 0)) return '—';
+  if (field.endsWith('_rate')) return `${(value * 100).toFixed(1)}%`;
+  if (['revenue', 'net_revenue', 'avg_price'].includes(field)) return value.toFixed(2);
+  return value.toLocaleString('en-US');
+}
+
+/** The totals of some rows as the page should compute them: sums, and the rates and averages of the sums. */
+function totalsOf(rows: Row[]): Row {
+  const sum = (field: string) => rows.reduce((s, row) => s + (row[field] as number), 0);
+  const total: Row = {};
+  for (const set of Object.values(COLUMNS)) for (const [, field] of set) if (!OVER[field]) total[field] = Math.round(sum(field) * 100) / 100;
+  const over = (a: number, b: number) => (b > 0 ? a / b : 0);
+  total.acceptance_rate = over(sum('accepted'), sum('received'));
+  total.sell_rate = over(sum('sold'), sum('accepted'));
+  total.avg_price = Math.round(over(sum('revenue'), sum('sold')) * 100) / 100;
+  return total;
+}
+
+/** Key order of the report: by each dimension in turn, null first. */
+function byDimensions(dimensions: string[]) {
+  return (a: Row, b: Row): number => {
+    for (const d of dimensions) {
+      const [x, y] = [a[d] ?? null, b[d] ?? null];
+      if (x === y) continue;
+      if (x === null) return -1;
+      if (y === null) return 1;
+      return String(x) < String(y) ? -1 : 1;
+    }
+    return 0;
+  };
+}
+
+describe('the report page grouped by two dimensions', function () {
+  this.timeout(180_000);
+  let svc: TestService | undefined;
+  let browser: Browser | undefined;
+  let analyst: string;
+  let origin: string;
+  const day = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString().slice(0, 10);
+  const dates = () => ({ from: day(-1), to: day(1), tz: 'UTC' });
+
+  before(async function () {
+    skipWithoutChromium(this);
+    svc = await TestService.start({ routing: ROUTING });
+    origin = `https://127.0.0.1:${svc.port}`;
+    const suppliers = [await svc.key('supplier', 'sup-a'), await svc.key('supplier', 'sup-b')];
+    analyst = await svc.key('analyst', 'ann');
+    const post = async (lead: Record<string, unknown>, n: number, status: number, path?: string) => {
+      const reply = await svc!.post(lead, { 'x-api-key': suppliers[n % 2]! }, path);
+      expect(reply.status, reply.text).to.equal(status);
+      return reply.body;
+    };
+    // Sold, unsold, and every kind of rejection this service can be made to give, spread over three
+    // sources and their click ids.
+    for (let i = 0; i < 24; i++) await post(validLead({ ...STATES[i % 4], sid: `sid-${i % 3}`, s1: `click-${i % 5}` }), i, 201);
+    for (let i = 0; i < 5; i++) await post(validLead({ zip: 'bad', sid: `sid-${i % 2}`, s1: `click-${i}` }), i, 422);
+    for (let i = 0; i < 3; i++) await post(validLead({ email: `ada.${i}@no-mx.example.com`, sid: 'sid-1', s1: `click-${i + 2}` }), i, 422);
+    const first = validLead({ sid: 'sid-2', s1: 'click-0' });
+    await post(first, 0, 201);
+    for (let i = 0; i < 2; i++) await post(validLead({ email: first.email, sid: 'sid-2', s1: `click-${i + 3}` }), 0, 409);
+    // Pings: each bid on by the buyers that take its state, some posted (sold at the bid), one
+    // posted twice, one posted from another state.
+    const pings: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const pinged = await post({ zip: i % 2 === 0 ? '90210' : '75001', accident_state: i % 2 === 0 ? 'CA' : 'TX', sid: `sid-${i % 3}` }, 0, 201, '/functions/pings');
+      pings.push(pinged.ping_id as string);
+    }
+    await post(validLead({ ping_id: pings[0], sid: 'sid-0', s1: 'click-1' }), 0, 201);
+    await post(validLead({ ping_id: pings[1], zip: '75001', accident_state: 'TX', sid: 'sid-1', s1: 'click-2' }), 0, 201);
+    await post(validLead({ ping_id: pings[0], sid: 'sid-0', s1: 'click-3' }), 0, 409);
+    await post(validLead({ ping_id: pings[2], zip: '98101', accident_state: 'WA', sid: 'sid-2', s1: 'click-4' }), 0, 422);
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    browser = await chromium.launch({ executablePath: CHROMIUM });
+    mkdirSync(SHOTS, { recursive: true });
+  });
+  after(async () => {
+    await browser?.close();
+    await svc?.stop();
+  });
+
+  async function signedIn(viewport = { width: 1280, height: 800 }, options: { acceptDownloads?: boolean } = {}): Promise<{ page: Page; problems: string[]; close: () => Promise<void> }> {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport, ...options });
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    page.on('console', (message) => message.type() === 'error' && problems.push(`console: ${message.text()}`));
+    await page.goto(`${origin}/console`);
+    await page.getByLabel('API key').fill(analyst);
+    await page.getByLabel('API key').press('Enter');
+    await page.waitForURL('**/console#/report');
+    await page.locator('#report-totals').waitFor();
+    return { page, problems, close: () => context.close() };
+  }
+
+  /** Opens the report an address names and waits until it is drawn. */
+  async function open(page: Page, search: string): Promise<void> {
+    await page.goto(`${origin}/console#/report?${search}`);
+    await page.locator('#report-status', { hasText: ' rows, ' }).waitFor();
+  }
+
+  async function api(search: string): Promise<Row[]> {
+    const reply = await svc!.request('GET', `/functions/reports/summary?${search}&limit=500`, { 'x-api-key': analyst });
+    expect(reply.status, reply.text).to.equal(200);
+    return reply.body.items as Row[];
+  }
+
+  /** The table as shown: its headings, then each row's cells and the totals', as text. */
+  const shownTable = (page: Page) =>
+    page.evaluate(`(() => {
+      const table = document.getElementById('report-table');
+      const texts = (tr) => [...tr.cells].map((cell) => cell.textContent);
+      return { heads: texts(table.tHead.rows[0]), rows: [...table.tBodies[0].rows].map(texts), total: texts(table.tFoot.rows[0]) };
+    })()`) as Promise<{ heads: string[]; rows: string[][]; total: string[] }>;
+
+  /** The table the page should show for the API's rows of `dimensions`, in columns `set`. */
+  function wantedTable(rows: Row[], dimensions: string[], set: string) {
+    const columns = COLUMNS[set]!;
+    return {
+      heads: [...dimensions.map((d) => NAMES[d]), ...columns.map(([head]) => head)],
+      rows: [...rows].sort(byDimensions(dimensions)).map((row) => [...dimensions.map((d) => String(row[d] ?? '(none)')), ...columns.map(([, field]) => written(row, field))]),
+      total: ['Total', ...dimensions.slice(1).map(() => ''), ...columns.map(([, field]) => written(totalsOf(rows), field))],
+    };
+  }
+
+  it('grouped by source then click id, the table holds the API’s rows cell by cell, its totals their sums; the address names it and a reload shows it again', async function () {
+    const { page, problems, close } = await signedIn();
+    const query = new URLSearchParams(dates());
+    await open(page, `${query}&group_by=sid,s1`);
+    expect(new URL(page.url()).hash, 'an address the page can show is kept as written').to.equal(`#/report?${query}&group_by=sid,s1`);
+    expect([await page.getByLabel('Group by').inputValue(), await page.getByLabel('Then by').inputValue()]).to.deep.equal(['sid', 's1']);
+    const rows = await api(`${query}&group_by=sid,s1`);
+    // The API orders rows by s1 first (its index); the table has the same rows, each source's together.
+    expect(rows.length).to.be.greaterThan(10);
+    const sums = totalsOf(rows);
+    expect(await shownTable(page)).to.deep.equal(wantedTable(rows, ['sid', 's1'], 'outcome'));
+    await page.screenshot({ path: join(SHOTS, 'report-sid-s1-outcome.png'), fullPage: true });
+    // The address, reloaded: the same report, the same form.
+    const before = await shownTable(page);
+    await page.reload();
+    await page.locator('#report-status', { hasText: ' rows, ' }).waitFor();
+    expect(await shownTable(page), 'reloaded').to.deep.equal(before);
+    expect(new URL(page.url()).hash).to.equal(`#/report?${query}&group_by=sid,s1`);
+    expect([await page.getByLabel('Group by').inputValue(), await page.getByLabel('Then by').inputValue()]).to.deep.equal(['sid', 's1']);
+    // The bars are by the first dimension: the API's rows by source alone.
+    const bySid = await api(`${query}&group_by=sid`);
+    expect(JSON.parse((await page.locator('#chart-groups').getAttribute('data-totals'))!)).to.deep.equal({
+      received: bySid.reduce((s, row) => s + (row.received as number), 0),
+      sold: bySid.reduce((s, row) => s + (row.sold as number), 0),
+    });
+    const labels = await page.evaluate("Chart.getChart(document.querySelector('#chart-groups canvas')).data.labels");
+    expect([...(labels as string[])].sort()).to.deep.equal(bySid.map((row) => String(row.sid ?? '(none)')).sort());
+    expect(await page.locator('#chart-groups').locator('xpath=..').getByRole('heading').innerText()).to.equal('By source (sid)');
+    expect(problems).to.deep.equal([]);
+    await close();
+  });
+
+  it('by keyboard alone: a second grouping, never the first one again, shown with Enter and named in the address', async function () {
+    const { page, problems, close } = await signedIn();
+    await page.getByLabel('Group by').focus();
+    await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('ArrowDown');
+    expect(await page.getByLabel('Group by').inputValue()).to.equal('state');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate('document.activeElement.labels[0].textContent')).to.equal('Then by');
+    // The first grouping is not offered again: the arrows pass over it (None, sid, s1, buyer).
+    expect(await page.getByLabel('Then by').locator('option:disabled').allTextContents()).to.deep.equal(['State']);
+    for (let i = 0; i < 3; i++) await page.keyboard.press('ArrowDown');
+    expect(await page.getByLabel('Then by').inputValue()).to.equal('buyer');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate('document.activeElement.textContent')).to.equal('Show');
+    await page.keyboard.press('Enter');
+    await page.waitForURL((url) => /group_by=state,buyer$/.test(url.hash));
+    const query = new URLSearchParams({ from: await page.getByLabel('From', { exact: true }).inputValue(), to: await page.getByLabel('To', { exact: true }).inputValue(), tz: await page.getByLabel('Time zone').inputValue() });
+    await page.locator('#report-table thead th', { hasText: 'Buyer' }).waitFor();
+    expect(await shownTable(page)).to.deep.equal(wantedTable(await api(`${query}&group_by=state,buyer`), ['state', 'buyer'], 'outcome'));
+    // A date field submits with Enter too.
+    await page.getByLabel('Then by').selectOption('');
+    await page.getByLabel('To', { exact: true }).press('Enter');
+    await page.waitForURL((url) => /group_by=state$/.test(url.hash));
+    // Grouping first by what was the second: the second goes back to none rather than repeat it.
+    await page.getByLabel('Then by').selectOption('sid');
+    await page.getByLabel('Group by').selectOption('sid');
+    expect(await page.getByLabel('Then by').inputValue()).to.equal('');
+    expect(problems).to.deep.equal([]);
+    await close();
+  });
+
+  it('an address the form cannot show is replaced by the default, said next to its field', async function () {
+    const { page, problems, close } = await signedIn();
+    const query = new URLSearchParams(dates());
+    const note = (label: string) =>
+      page.getByLabel(label, { exact: true }).evaluate((control) => ({
+        text: control.ownerDocument.getElementById(control.getAttribute('aria-describedby') ?? '')?.textContent ?? null,
+        invalid: control.getAttribute('aria-invalid'),
+      }));
+    const cases: Array<[string, string, string]> = [
+      ['group_by=sid,nope', 'Group by', 'The address asked to group by “sid,nope”, which the report cannot: showing Source (sid).'],
+      ['group_by=day', 'Group by', 'The address asked to group by “day”, which the report cannot: showing Source (sid).'],
+      ['group_by=sid,s1,state', 'Group by', 'The address asked to group by “sid,s1,state”, more dimensions than the 2 the page shows: showing Source (sid).'],
+      ['group_by=state,state', 'Group by', 'The address asked to group by “state,state”, the same dimension twice: showing Source (sid).'],
+    ];
+    for (const [search, label, words] of cases) {
+      await open(page, `${query}&${search}`);
+      const shown = 'sid';
+      await page.waitForURL((url) => url.hash === `#/report?${query}&group_by=${shown}`);
+      expect(await note(label), search).to.deep.equal({ text: words, invalid: 'true' });
+      expect(await page.getByLabel('Then by').inputValue()).to.equal('');
+      expect(await page.locator('#report-table thead th').first().innerText()).to.equal('Source (sid)');
+    }
+    await page.screenshot({ path: join(SHOTS, 'report-address-replaced.png'), fullPage: true });
+    expect(problems).to.deep.equal([]);
+    await close();
+  });
+
+  it('the CSV of a report by two dimensions is the API’s, its name saying both', async function () {
+    const { page, problems, close } = await signedIn({ width: 1280, height: 800 }, { acceptDownloads: true });
+    const query = new URLSearchParams(dates());
+    await open(page, `${query}&group_by=state,sid`);
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download CSV' }).click()]);
+    const csv = await svc!.request('GET', `/functions/reports/summary?${query}&group_by=state,sid`, { 'x-api-key': analyst, accept: 'text/csv' });
+    expect(csv.text.split('\r\n')[0]).to.match(/^state,sid,received,/);
+    expect(readFileSync((await download.path())!, 'utf8')).to.equal(csv.text);
+    expect(download.suggestedFilename()).to.equal(`leadpost-report-${query.get('from')}-${query.get('to')}-state-sid-UTC.csv`);
+    expect(problems).to.deep.equal([]);
+    await close();
+  });
+});
