@@ -1,7 +1,9 @@
 // The summary report for analysts and admins: by day as a time series, by a chosen dimension as
-// bars, by that dimension and optionally a second one as a table, and the same rows as CSV. Every
-// number comes from GET /functions/reports/summary; the charts hold exactly what the API answered,
-// its money headed with the currency the report names.
+// bars, by that dimension and optionally a second one as a table, and the same rows as CSV. The
+// table shows one set of the report's metrics at a time (outcome, rejections by code, ping-post):
+// all of them at once would be some twenty columns, too wide to read a row across. Every number
+// comes from GET /functions/reports/summary; the charts hold exactly what the API answered, its
+// money headed with the currency the report names.
 
 import { getAll, getCsv, explain, ApiError } from './api.js';
 import { h, field, select, say, markField, count, money, rate, withCurrency, cards } from './dom.js';
@@ -11,7 +13,11 @@ const DEFAULT_GROUPING = 'sid';
 /** The page groups by two dimensions at most: a third multiplies the rows past what a table is read by. */
 const MOST_DIMENSIONS = 2;
 const nameOf = (dimension) => DIMENSIONS.find(([d]) => d === dimension)[1];
+/** The table's sets of metric columns, one shown at a time; the first is the default, left out of the address. */
+const COLUMN_SETS = [['outcome', 'Outcome'], ['rejections', 'Rejections by code'], ['pings', 'Ping-post']];
+const DEFAULT_COLUMNS = 'outcome';
 const COUNTS = ['received', 'accepted', 'sold', 'unsold', 'rejected', 'returned'];
+/** Money the report sums; an average of money (price, bid) is divided from sums instead. */
 const MONEY = ['revenue', 'net_revenue'];
 /** The report's columns in words, for the table's headings. */
 const WORDS = {
@@ -26,6 +32,10 @@ const WORDS = {
   acceptance_rate: 'Acceptance rate',
   sell_rate: 'Sell rate',
   avg_price: 'Average price',
+  pings: 'Pings',
+  bids: 'Bids',
+  ping_posts: 'Ping-posts',
+  avg_bid: 'Average bid',
 };
 const BAR_LIMIT = 20;
 /** A bar's label under its bar, cut to this many characters (a click id may have 255): its tooltip has it whole. */
@@ -68,14 +78,6 @@ function knownZone(tz) {
   }
 }
 
-/** Sums of the counters and money of some rows, money to the cent. */
-function totals(rows, fields = [...COUNTS, ...MONEY]) {
-  const sum = {};
-  for (const name of fields) sum[name] = rows.reduce((s, row) => s + (typeof row[name] === 'number' ? row[name] : 0), 0);
-  for (const name of MONEY) if (name in sum) sum[name] = Math.round(sum[name] * 100) / 100;
-  return sum;
-}
-
 /**
  * Whether the form can show a grouping (`sid`, `sid,s1`): true, or why not, in words for the note
  * next to its field. The API takes more (day, three dimensions and more); the page does not.
@@ -114,13 +116,17 @@ function asked(search, zone) {
     to: take('to', (v) => DAY.test(v), localDay(zone)),
     tz: take('tz', knownZone, zone),
     group_by: take('group_by', showable, DEFAULT_GROUPING),
+    columns: take('columns', (v) => COLUMN_SETS.some(([set]) => set === v), DEFAULT_COLUMNS),
     replaced,
   };
 }
 
-/** The address of a report shown: its query, the comma between two dimensions left as written. */
-function addressOf(query) {
-  const search = new URLSearchParams(query);
+/**
+ * The address of a report shown: its query, the default columns left out (an address from before
+ * there was a choice names the same report), the comma between two dimensions left as written.
+ */
+function addressOf({ columns, ...query }) {
+  const search = new URLSearchParams(columns === DEFAULT_COLUMNS ? query : { ...query, columns });
   return `#/report?${search.toString().replaceAll('%2C', ',')}`;
 }
 
@@ -139,7 +145,8 @@ export async function renderReport(main, [search], current) {
   const tz = select('tz', timeZones(zone, initial.tz), initial.tz);
   const groupBy = select('group_by', DIMENSIONS, firstDimension);
   const thenBy = select('then_by', [['', 'None'], ...DIMENSIONS], secondDimension);
-  const controls = { from, to, tz, group_by: groupBy, then_by: thenBy };
+  const columns = select('columns', COLUMN_SETS, initial.columns);
+  const controls = { from, to, tz, group_by: groupBy, then_by: thenBy, columns };
   const csvButton = h('button', { type: 'button', class: 'secondary' }, 'Download CSV');
   const status = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'report-status' });
   const form = h(
@@ -150,6 +157,7 @@ export async function renderReport(main, [search], current) {
     field('Time zone', tz),
     field('Group by', groupBy),
     field('Then by', thenBy),
+    field('Columns', columns),
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Show'), csvButton),
   );
   // Never the same dimension twice: the first one's is not offered as the second.
@@ -180,8 +188,17 @@ export async function renderReport(main, [search], current) {
     to: to.value,
     tz: tz.value,
     group_by: thenBy.value ? `${groupBy.value},${thenBy.value}` : groupBy.value,
+    columns: columns.value,
   });
   const clearMarks = () => Object.values(controls).forEach((control) => markField(control, ''));
+  /** The report on the page: its query and rows, so that other columns are shown without asking again. */
+  let shown = null;
+
+  function drawTable() {
+    const { asked, rows, currency } = shown;
+    const dimensions = asked.group_by.split(',');
+    tableBox.replaceChildren(rows.length === 0 ? h('p', { class: 'muted', id: 'report-empty' }, 'No leads in these dates.') : table(inAskedOrder(rows, dimensions), dimensions, asked.columns, currency));
+  }
 
   /**
    * Draws a report once its answers are in, and names it in the address (`rename`: unless the
@@ -204,15 +221,17 @@ export async function renderReport(main, [search], current) {
     }
     if (!current()) return false;
     clearMarks();
+    // In the columns chosen now: they may have been changed while the answers were on their way.
+    const chosen = columns.value;
     // The address names the report shown, to bookmark or send; replaced, so no page change follows.
-    if (rename) history.replaceState(null, '', addressOf(asked));
+    if (rename || chosen !== asked.columns) history.replaceState(null, '', addressOf({ ...asked, columns: chosen }));
     for (const chart of charts) chart.destroy();
     charts = [dailyChart(daily, everyDay(days.head.from, days.head.to, days.items), currency), groupChart(bars, byFirst.items, dimension)];
     dailyBox.dataset.totals = JSON.stringify(chartTotals(charts[0]));
     barsBox.dataset.totals = JSON.stringify(chartTotals(charts[1]));
     barsTitle.textContent = `By ${nameOf(dimension).toLowerCase()}${byFirst.items.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
-    const dimensions = asked.group_by.split(',');
-    tableBox.replaceChildren(groups.items.length === 0 ? h('p', { class: 'muted', id: 'report-empty' }, 'No leads in these dates.') : table(inAskedOrder(groups.items, dimensions), dimensions, currency));
+    shown = { asked: { ...asked, columns: chosen }, rows: groups.items, currency };
+    drawTable();
     if (!performance.getEntriesByName('leadpost:first-chart').length) performance.mark('leadpost:first-chart');
     const range = `${days.head.from} to ${days.head.to} in ${days.head.tz}`;
     say(
@@ -245,10 +264,19 @@ export async function renderReport(main, [search], current) {
     const asked = query();
     show(fetchReport(asked), asked);
   });
+  // Other columns of the report shown, at once: its rows hold every metric, so nothing is asked
+  // again, and the rest of the form (changed, not yet shown) waits for Show.
+  columns.addEventListener('change', () => {
+    if (!shown) return;
+    markField(columns, '');
+    shown.asked = { ...shown.asked, columns: columns.value };
+    drawTable();
+    history.replaceState(null, '', addressOf(shown.asked));
+  });
   csvButton.addEventListener('click', async () => {
     const asked = query();
     try {
-      const { blob } = await getCsv(`/functions/reports/summary?${new URLSearchParams(asked)}`);
+      const { blob } = await getCsv(`/functions/reports/summary?${new URLSearchParams({ from: asked.from, to: asked.to, tz: asked.tz, group_by: asked.group_by })}`);
       // Named by everything that makes the report: its days, grouping (both dimensions) and time zone.
       const name = `leadpost-report-${asked.from}-${asked.to}-${asked.group_by.replace(',', '-')}-${asked.tz.replaceAll('/', '-')}.csv`;
       const link = h('a', { href: URL.createObjectURL(blob), download: name });
@@ -269,6 +297,7 @@ export async function renderReport(main, [search], current) {
       to: (v) => `The address asked for To “${v}”, which is not a date: showing ${to.value}.`,
       tz: (v) => `The address asked for time zone “${v}”, which is not one: showing ${tz.value}.`,
       group_by: (v, why) => `The address asked to group by “${v}”, ${why}: showing ${nameOf(groupBy.value)}.`,
+      columns: (v) => `The address asked for columns “${v}”, which the table has not: showing ${COLUMN_SETS.find(([set]) => set === columns.value)[1]}.`,
     };
     for (const [name, value, why] of replaced) markField(controls[name], words[name](value, why));
   }
@@ -381,7 +410,7 @@ function groupChart(canvas, rows, dimension) {
 }
 
 /**
- * The rates and average of a row, each with the count it divides by and how it is written. The
+ * The rates and averages of a row, each with the count it divides by and how it is written. The
  * API gives 0 where that count is 0; the table says there is nothing to divide instead, as 0% or
  * 0.00 would read as a measured result (a buyer that sold nothing has no average price).
  */
@@ -389,10 +418,57 @@ const RATIOS = [
   ['acceptance_rate', 'received', rate],
   ['sell_rate', 'accepted', rate],
   ['avg_price', 'sold', money],
+  ['avg_bid', 'bids', money],
 ];
 const NOTHING_TO_DIVIDE = '—';
+const REJECTION_CODE = /^rejected_[A-Z_]+$/;
 
-/** The totals' rates and average, from the totals themselves, as the report computes a row's. */
+/**
+ * A set's metric columns, in order. The rejections by code are the report's own rejected_<CODE>
+ * columns, as its rows name them: a code the service adds is a column here without a change.
+ */
+function metricsOf(set, rows) {
+  switch (set) {
+    case 'rejections': {
+      const codes = new Set();
+      for (const row of rows) for (const name of Object.keys(row)) if (REJECTION_CODE.test(name)) codes.add(name);
+      return ['received', 'rejected', ...codes];
+    }
+    case 'pings':
+      return ['pings', 'bids', 'avg_bid', 'ping_posts', 'sold', 'revenue'];
+    default:
+      return [...COUNTS, ...MONEY, 'acceptance_rate', 'sell_rate', 'avg_price'];
+  }
+}
+
+const inMoney = (name) => MONEY.includes(name) || name === 'avg_price' || name === 'avg_bid';
+
+/** A metric's heading: in words, money with its currency; a code as the service writes it, breakable after each underscore. */
+function heading(name, currency) {
+  if (REJECTION_CODE.test(name)) return name.slice('rejected_'.length).split(/(?<=_)/).flatMap((part, i) => (i === 0 ? [part] : [h('wbr'), part]));
+  return inMoney(name) ? withCurrency(WORDS[name], currency) : WORDS[name];
+}
+
+/** A metric of a row as the table writes it. */
+function written(row, name) {
+  const ratio = RATIOS.find(([ratioName]) => ratioName === name);
+  if (ratio) return row[ratio[1]] > 0 ? ratio[2](row[name]) : NOTHING_TO_DIVIDE;
+  return inMoney(name) ? money(row[name]) : count(row[name]);
+}
+
+/** Sums of every counter and money of some rows (rates and averages left out), money to the cent. */
+function totals(rows) {
+  const sum = {};
+  const ratios = new Set(RATIOS.map(([name]) => name));
+  for (const row of rows) for (const [name, value] of Object.entries(row)) if (typeof value === 'number' && !ratios.has(name)) sum[name] = (sum[name] ?? 0) + value;
+  for (const name of MONEY) sum[name] = Math.round((sum[name] ?? 0) * 100) / 100;
+  // A row gives its average bid to the cent, not what was bid in all: the bids' value is
+  // rebuilt from each row's average and count, so the totals' average may be a cent off the exact one.
+  sum.bid_value = rows.reduce((s, row) => s + (row.avg_bid ?? 0) * (row.bids ?? 0), 0);
+  return sum;
+}
+
+/** The totals' rates and averages, from the totals themselves, as the report computes a row's. */
 function withRatios(sum) {
   const over = (a, b) => (b > 0 ? a / b : 0);
   return {
@@ -400,35 +476,27 @@ function withRatios(sum) {
     acceptance_rate: over(sum.accepted, sum.received),
     sell_rate: over(sum.sold, sum.accepted),
     avg_price: Math.round(over(sum.revenue, sum.sold) * 100) / 100,
+    avg_bid: Math.round(over(sum.bid_value, sum.bids) * 100) / 100,
   };
 }
 
-/** The report's rows: a column per dimension asked (the first kept in sight), then its metrics, and their totals. */
-function table(rows, dimensions, currency) {
-  const sum = totals(rows);
-  const headers = [
-    ...COUNTS.map((name) => WORDS[name]),
-    ...MONEY.map((name) => withCurrency(WORDS[name], currency)),
-    WORDS.acceptance_rate,
-    WORDS.sell_rate,
-    withCurrency(WORDS.avg_price, currency),
-  ];
+/** The report's rows: a column per dimension asked (the first kept in sight), then the set's metrics, and their totals. */
+function table(rows, dimensions, set, currency) {
+  const metrics = metricsOf(set, rows);
   const cells = (row, names) => [
     ...dimensions.map((dimension, i) => h('td', { class: 'name', 'data-field': dimension }, names[i])),
-    ...COUNTS.map((name) => h('td', { class: 'num', 'data-field': name }, count(row[name]))),
-    ...MONEY.map((name) => h('td', { class: 'num', 'data-field': name }, money(row[name]))),
-    ...RATIOS.map(([name, over, shown]) => h('td', { class: 'num', 'data-field': name }, row[over] > 0 ? shown(row[name]) : NOTHING_TO_DIVIDE)),
+    ...metrics.map((name) => h('td', { class: 'num', 'data-field': name }, written(row, name))),
   ];
   return cards(h(
     'table',
-    { id: 'report-table', 'aria-labelledby': 'table-title' },
-    h('thead', {}, h('tr', {}, dimensions.map((d) => h('th', { scope: 'col' }, nameOf(d))), headers.map((text) => h('th', { scope: 'col', class: 'num' }, text)))),
+    { id: 'report-table', 'aria-labelledby': 'table-title', 'data-columns': set },
+    h('thead', {}, h('tr', {}, dimensions.map((d) => h('th', { scope: 'col' }, nameOf(d))), metrics.map((name) => h('th', { scope: 'col', class: 'num' }, heading(name, currency))))),
     h(
       'tbody',
       {},
       rows.map((row) => h('tr', {}, cells(row, dimensions.map((d) => row[d] ?? '(none)')))),
     ),
     // The totals' row is named in its first cell; the other dimensions' cells are empty.
-    h('tfoot', {}, h('tr', { id: 'report-totals' }, cells(withRatios(sum), dimensions.map((_, i) => (i === 0 ? 'Total' : ''))))),
+    h('tfoot', {}, h('tr', { id: 'report-totals' }, cells(withRatios(totals(rows)), dimensions.map((_, i) => (i === 0 ? 'Total' : ''))))),
   ));
 }

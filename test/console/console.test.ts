@@ -661,7 +661,7 @@ describe('the console in a browser', function () {
     await page.keyboard.press('ArrowDown');
     await page.keyboard.press('ArrowDown');
     expect(await page.getByLabel('Group by').inputValue()).to.equal('state');
-    expect(await tabTo(page, 'Show')).to.deep.equal(['Then by', 'Show']);
+    expect(await tabTo(page, 'Show')).to.deep.equal(['Then by', 'Columns', 'Show']);
     await page.keyboard.press('Enter');
     await page.locator('#chart-groups').locator('xpath=..').getByRole('heading', { name: 'By state' }).waitFor();
     expect(new URL(page.url()).hash, 'the address names the report shown').to.match(/^#\/report\?from=\d{4}-\d\d-\d\d&to=\d{4}-\d\d-\d\d&tz=[^&]+&group_by=state$/);

@@ -5,9 +5,11 @@ import { type Browser, type Page, chromium } from 'playwright-core';
 import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 
-// The report page grouped by two dimensions, as an analyst asks "which click ids of a source sell,
-// and which do not". Every cell is held to what the report API answers for the same query, the
-// address names the report (a reload shows it again), and the CSV is the API's. Screenshots go to SHOTS.
+// The report page as an analyst asks it "which click ids of a source are rejected, and why" and
+// "which buyer bids on which state": grouped by two dimensions, with the table's columns switched
+// between the outcome, the rejections by code and the ping-post metrics. Every cell is held to what
+// the report API answers for the same query, the address names the report (a reload shows it
+// again), and the CSV is the API's. Screenshots go to SHOTS.
 
 const SHOTS = 'test-results/console';
 const ROUTING = {
@@ -24,23 +26,28 @@ const STATES = [{ accident_state: 'CA' }, { accident_state: 'WA', zip: '98101' }
 
 type Row = Record<string, string | number | null>;
 
-/** The table's columns, as headings and the report's fields under them. */
+/** The table's columns for each set, as headings and the report's fields under them. */
 const COLUMNS: Record<string, Array<[string, string]>> = {
   outcome: [
     ['Received', 'received'], ['Accepted', 'accepted'], ['Sold', 'sold'], ['Unsold', 'unsold'], ['Rejected', 'rejected'], ['Returned', 'returned'],
     ['Revenue (USD)', 'revenue'], ['Net revenue (USD)', 'net_revenue'], ['Acceptance rate', 'acceptance_rate'], ['Sell rate', 'sell_rate'], ['Average price (USD)', 'avg_price'],
   ],
+  rejections: [
+    ['Received', 'received'], ['Rejected', 'rejected'],
+    ...['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'SUPPRESSED', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH'].map((code): [string, string] => [code, `rejected_${code}`]),
+  ],
+  pings: [['Pings', 'pings'], ['Bids', 'bids'], ['Average bid (USD)', 'avg_bid'], ['Ping-posts', 'ping_posts'], ['Sold', 'sold'], ['Revenue (USD)', 'revenue']],
 };
 const NAMES: Record<string, string> = { sid: 'Source (sid)', s1: 'Click id (s1)', state: 'State', buyer: 'Buyer', supplier: 'Supplier' };
 /** What a rate or average divides by: with nothing, the page writes a dash. */
-const OVER: Record<string, string> = { acceptance_rate: 'received', sell_rate: 'accepted', avg_price: 'sold' };
+const OVER: Record<string, string> = { acceptance_rate: 'received', sell_rate: 'accepted', avg_price: 'sold', avg_bid: 'bids' };
 
 /** A metric as the page should write it: counts with thousands commas, money to the cent, rates in % to a tenth. */
 function written(row: Row, field: string): string {
   const value = row[field] as number;
   if (OVER[field] && !((row[OVER[field]!] as number) > 0)) return '—';
   if (field.endsWith('_rate')) return `${(value * 100).toFixed(1)}%`;
-  if (['revenue', 'net_revenue', 'avg_price'].includes(field)) return value.toFixed(2);
+  if (['revenue', 'net_revenue', 'avg_price', 'avg_bid'].includes(field)) return value.toFixed(2);
   return value.toLocaleString('en-US');
 }
 
@@ -53,6 +60,8 @@ function totalsOf(rows: Row[]): Row {
   total.acceptance_rate = over(sum('accepted'), sum('received'));
   total.sell_rate = over(sum('sold'), sum('accepted'));
   total.avg_price = Math.round(over(sum('revenue'), sum('sold')) * 100) / 100;
+  // The rows give their average bid, not what was bid: weighted by their bids.
+  total.avg_bid = Math.round(over(rows.reduce((s, row) => s + (row.avg_bid as number) * (row.bids as number), 0), sum('bids')) * 100) / 100;
   return total;
 }
 
@@ -70,7 +79,7 @@ function byDimensions(dimensions: string[]) {
   };
 }
 
-describe('the report page grouped by two dimensions', function () {
+describe('the report page grouped by two dimensions, with its sets of columns', function () {
   this.timeout(180_000);
   let svc: TestService | undefined;
   let browser: Browser | undefined;
@@ -162,25 +171,33 @@ describe('the report page grouped by two dimensions', function () {
     };
   }
 
-  it('grouped by source then click id, the table holds the API’s rows cell by cell, its totals their sums; the address names it and a reload shows it again', async function () {
+  it('grouped by source then click id, every set of columns holds the API’s rows cell by cell, its totals their sums; the address names it and a reload shows it again', async function () {
     const { page, problems, close } = await signedIn();
     const query = new URLSearchParams(dates());
     await open(page, `${query}&group_by=sid,s1`);
     expect(new URL(page.url()).hash, 'an address the page can show is kept as written').to.equal(`#/report?${query}&group_by=sid,s1`);
-    expect([await page.getByLabel('Group by').inputValue(), await page.getByLabel('Then by').inputValue()]).to.deep.equal(['sid', 's1']);
+    expect([await page.getByLabel('Group by').inputValue(), await page.getByLabel('Then by').inputValue(), await page.getByLabel('Columns').inputValue()]).to.deep.equal(['sid', 's1', 'outcome']);
     const rows = await api(`${query}&group_by=sid,s1`);
     // The API orders rows by s1 first (its index); the table has the same rows, each source's together.
     expect(rows.length).to.be.greaterThan(10);
     const sums = totalsOf(rows);
-    expect(await shownTable(page)).to.deep.equal(wantedTable(rows, ['sid', 's1'], 'outcome'));
-    await page.screenshot({ path: join(SHOTS, 'report-sid-s1-outcome.png'), fullPage: true });
-    // The address, reloaded: the same report, the same form.
-    const before = await shownTable(page);
-    await page.reload();
-    await page.locator('#report-status', { hasText: ' rows, ' }).waitFor();
-    expect(await shownTable(page), 'reloaded').to.deep.equal(before);
-    expect(new URL(page.url()).hash).to.equal(`#/report?${query}&group_by=sid,s1`);
-    expect([await page.getByLabel('Group by').inputValue(), await page.getByLabel('Then by').inputValue()]).to.deep.equal(['sid', 's1']);
+    expect(sums, 'the leads seeded give every kind of number').to.include({ rejected_INVALID: 5, rejected_VERIFICATION_FAILED: 3, rejected_DUPLICATE: 2, rejected_PING_CONSUMED: 1, rejected_PING_MISMATCH: 1 });
+    for (const set of ['outcome', 'rejections', 'pings']) {
+      await page.getByLabel('Columns').selectOption(set);
+      await page.locator(`#report-table[data-columns="${set}"]`).waitFor();
+      expect(await shownTable(page), set).to.deep.equal(wantedTable(rows, ['sid', 's1'], set));
+      const address = `#/report?${query}&group_by=sid,s1${set === 'outcome' ? '' : `&columns=${set}`}`;
+      expect(new URL(page.url()).hash, set).to.equal(address);
+      await page.screenshot({ path: join(SHOTS, `report-sid-s1-${set}.png`), fullPage: true });
+      // The address, reloaded: the same report, the same columns, the same form.
+      const before = await shownTable(page);
+      await page.reload();
+      await page.locator(`#report-table[data-columns="${set}"]`).waitFor();
+      await page.locator('#report-status', { hasText: ' rows, ' }).waitFor();
+      expect(await shownTable(page), `${set} reloaded`).to.deep.equal(before);
+      expect(new URL(page.url()).hash).to.equal(address);
+      expect([await page.getByLabel('Group by').inputValue(), await page.getByLabel('Then by').inputValue(), await page.getByLabel('Columns').inputValue()]).to.deep.equal(['sid', 's1', set]);
+    }
     // The bars are by the first dimension: the API's rows by source alone.
     const bySid = await api(`${query}&group_by=sid`);
     expect(JSON.parse((await page.locator('#chart-groups').getAttribute('data-totals'))!)).to.deep.equal({
@@ -190,6 +207,18 @@ describe('the report page grouped by two dimensions', function () {
     const labels = await page.evaluate("Chart.getChart(document.querySelector('#chart-groups canvas')).data.labels");
     expect([...(labels as string[])].sort()).to.deep.equal(bySid.map((row) => String(row.sid ?? '(none)')).sort());
     expect(await page.locator('#chart-groups').locator('xpath=..').getByRole('heading').innerText()).to.equal('By source (sid)');
+    expect(problems).to.deep.equal([]);
+    await close();
+  });
+
+  it('which buyer bids on which state: by buyer then state, the ping-post columns are the API’s', async function () {
+    const { page, problems, close } = await signedIn();
+    const query = new URLSearchParams(dates());
+    await open(page, `${query}&group_by=buyer,state&columns=pings`);
+    const rows = await api(`${query}&group_by=buyer,state`);
+    expect(rows.filter((row) => row.buyer === 'tx-buyer' && (row.bids as number) > 0).map((row) => row.state).sort(), 'tx-buyer bid on both its states').to.deep.equal(['CA', 'TX']);
+    expect(await shownTable(page)).to.deep.equal(wantedTable(rows, ['buyer', 'state'], 'pings'));
+    await page.screenshot({ path: join(SHOTS, 'report-buyer-state-pings.png'), fullPage: true });
     expect(problems).to.deep.equal([]);
     await close();
   });
@@ -207,16 +236,19 @@ describe('the report page grouped by two dimensions', function () {
     for (let i = 0; i < 3; i++) await page.keyboard.press('ArrowDown');
     expect(await page.getByLabel('Then by').inputValue()).to.equal('buyer');
     await page.keyboard.press('Tab');
+    await page.keyboard.press('ArrowDown');
+    expect(await page.getByLabel('Columns').inputValue()).to.equal('rejections');
+    await page.keyboard.press('Tab');
     expect(await page.evaluate('document.activeElement.textContent')).to.equal('Show');
     await page.keyboard.press('Enter');
-    await page.waitForURL((url) => /group_by=state,buyer$/.test(url.hash));
+    await page.waitForURL((url) => /group_by=state,buyer&columns=rejections$/.test(url.hash));
     const query = new URLSearchParams({ from: await page.getByLabel('From', { exact: true }).inputValue(), to: await page.getByLabel('To', { exact: true }).inputValue(), tz: await page.getByLabel('Time zone').inputValue() });
     await page.locator('#report-table thead th', { hasText: 'Buyer' }).waitFor();
-    expect(await shownTable(page)).to.deep.equal(wantedTable(await api(`${query}&group_by=state,buyer`), ['state', 'buyer'], 'outcome'));
+    expect(await shownTable(page)).to.deep.equal(wantedTable(await api(`${query}&group_by=state,buyer`), ['state', 'buyer'], 'rejections'));
     // A date field submits with Enter too.
     await page.getByLabel('Then by').selectOption('');
     await page.getByLabel('To', { exact: true }).press('Enter');
-    await page.waitForURL((url) => /group_by=state$/.test(url.hash));
+    await page.waitForURL((url) => /group_by=state&columns=rejections$/.test(url.hash));
     // Grouping first by what was the second: the second goes back to none rather than repeat it.
     await page.getByLabel('Then by').selectOption('sid');
     await page.getByLabel('Group by').selectOption('sid');
@@ -238,16 +270,20 @@ describe('the report page grouped by two dimensions', function () {
       ['group_by=day', 'Group by', 'The address asked to group by “day”, which the report cannot: showing Source (sid).'],
       ['group_by=sid,s1,state', 'Group by', 'The address asked to group by “sid,s1,state”, more dimensions than the 2 the page shows: showing Source (sid).'],
       ['group_by=state,state', 'Group by', 'The address asked to group by “state,state”, the same dimension twice: showing Source (sid).'],
+      ['group_by=buyer,state&columns=everything', 'Columns', 'The address asked for columns “everything”, which the table has not: showing Outcome.'],
     ];
     for (const [search, label, words] of cases) {
       await open(page, `${query}&${search}`);
-      const shown = 'sid';
+      const shown = search.startsWith('group_by=buyer') ? 'buyer,state' : 'sid';
       await page.waitForURL((url) => url.hash === `#/report?${query}&group_by=${shown}`);
       expect(await note(label), search).to.deep.equal({ text: words, invalid: 'true' });
-      expect(await page.getByLabel('Then by').inputValue()).to.equal('');
-      expect(await page.locator('#report-table thead th').first().innerText()).to.equal('Source (sid)');
+      expect(await page.getByLabel('Then by').inputValue()).to.equal(shown === 'sid' ? '' : 'state');
+      expect(await page.locator('#report-table thead th').first().innerText()).to.equal(shown === 'sid' ? 'Source (sid)' : 'Buyer');
     }
     await page.screenshot({ path: join(SHOTS, 'report-address-replaced.png'), fullPage: true });
+    // Other columns chosen: the note about the address goes.
+    await page.getByLabel('Columns').selectOption('pings');
+    expect(await note('Columns')).to.deep.equal({ text: null, invalid: null });
     expect(problems).to.deep.equal([]);
     await close();
   });
@@ -255,7 +291,7 @@ describe('the report page grouped by two dimensions', function () {
   it('the CSV of a report by two dimensions is the API’s, its name saying both', async function () {
     const { page, problems, close } = await signedIn({ width: 1280, height: 800 }, { acceptDownloads: true });
     const query = new URLSearchParams(dates());
-    await open(page, `${query}&group_by=state,sid`);
+    await open(page, `${query}&group_by=state,sid&columns=rejections`);
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download CSV' }).click()]);
     const csv = await svc!.request('GET', `/functions/reports/summary?${query}&group_by=state,sid`, { 'x-api-key': analyst, accept: 'text/csv' });
     expect(csv.text.split('\r\n')[0]).to.match(/^state,sid,received,/);
