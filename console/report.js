@@ -489,7 +489,7 @@ function table(rows, dimensions, set, currency) {
   ];
   return cards(h(
     'table',
-    { id: 'report-table', 'aria-labelledby': 'table-title', 'data-columns': set },
+    { id: 'report-table', class: dimensions.length > 1 ? 'two-dimensions' : undefined, 'aria-labelledby': 'table-title', 'data-columns': set },
     h('thead', {}, h('tr', {}, dimensions.map((d) => h('th', { scope: 'col' }, nameOf(d))), metrics.map((name) => h('th', { scope: 'col', class: 'num' }, heading(name, currency))))),
     h(
       'tbody',

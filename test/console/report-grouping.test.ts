@@ -288,6 +288,36 @@ describe('the report page grouped by two dimensions, with its sets of columns', 
     await close();
   });
 
+  it("at a phone's width each row of a report by two dimensions is a card, every cell on screen, in each set of columns", async function () {
+    const { page, problems, close } = await signedIn({ width: 390, height: 844 });
+    const query = new URLSearchParams(dates());
+    const found: Record<string, unknown> = {};
+    const wanted: Record<string, unknown> = {};
+    for (const columns of ['outcome', 'rejections', 'pings']) {
+      await open(page, `${query}&group_by=sid,s1&columns=${columns}`);
+      await page.locator(`#report-table[data-columns="${columns}"]`).waitFor();
+      // The page never wider than the window; each cell with something in it shown, whole, inside it.
+      found[columns] = await page.evaluate(`(() => {
+        const width = document.documentElement.clientWidth;
+        const outside = [...document.querySelectorAll('#report-table td')].filter((td) => td.textContent !== '').filter((td) => {
+          const r = td.getBoundingClientRect();
+          return !td.checkVisibility() || r.width === 0 || r.left < -0.5 || r.right > width + 0.5;
+        }).map((td) => td.dataset.field + ' ' + td.textContent);
+        // The second dimension, a name as long as a click id may be, has a line of its own as the first has.
+        const names = [...document.querySelectorAll('#report-table tbody tr')].filter((tr) => {
+          const [first, second] = [...tr.querySelectorAll('td.name')].map((td) => td.getBoundingClientRect());
+          return Math.abs(first.left - second.left) > 0.5 || Math.abs(first.width - second.width) > 0.5;
+        }).length;
+        return { page: [document.scrollingElement.scrollWidth, width], outside, cards: getComputedStyle(document.querySelector('#report-table tbody tr')).display, namesNotOnTheirOwnLine: names };
+      })()`);
+      wanted[columns] = { page: [390, 390], outside: [], cards: 'grid', namesNotOnTheirOwnLine: 0 };
+      await page.screenshot({ path: join(SHOTS, `report-sid-s1-${columns}-phone.png`), fullPage: true });
+    }
+    expect(found).to.deep.equal(wanted);
+    expect(problems).to.deep.equal([]);
+    await close();
+  });
+
   it('the CSV of a report by two dimensions is the API’s, its name saying both', async function () {
     const { page, problems, close } = await signedIn({ width: 1280, height: 800 }, { acceptDownloads: true });
     const query = new URLSearchParams(dates());

@@ -124,6 +124,37 @@ describe('the report table on a laptop', function () {
     await context.close();
   });
 
+  it('grouped by two dimensions, in each set of columns, the page never scrolls sideways at a laptop size and the table keeps its first column, headings and totals in sight', async function () {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
+    await page.getByLabel('API key').fill(analyst);
+    await page.getByLabel('API key').press('Enter');
+    await page.waitForURL('**/console#/report');
+    const found: Record<string, unknown> = {};
+    const wanted: Record<string, unknown> = {};
+    // The longest names there are, a buyer's id and click ids, in both columns.
+    for (const groupBy of ['buyer,s1', 's1,buyer']) {
+      for (const columns of ['outcome', 'rejections', 'pings']) {
+        await reportBy(page, `${groupBy}&columns=${columns}`);
+        await page.locator(`#report-table[data-columns="${columns}"]`).waitFor();
+        for (const viewport of [{ width: 1280, height: 800 }, { width: 1366, height: 768 }]) {
+          await page.setViewportSize(viewport);
+          const name = `${groupBy} ${columns} at ${viewport.width}×${viewport.height}`;
+          await page.waitForFunction('document.scrollingElement.scrollWidth <= document.scrollingElement.clientWidth', undefined, { timeout: 3000 }).catch(() => {});
+          const left = (await page.evaluate(`(${LAYOUT})('left')`)) as Layout;
+          const right = (await page.evaluate(`(${LAYOUT})('right')`)) as Layout;
+          found[name] = { page: left.page, scrolls: left.box.scrolls, fitsTheWindow: left.box.height <= viewport.height, hidden: [...left.hidden, ...right.hidden] };
+          wanted[name] = { page: [viewport.width, viewport.width], scrolls: false, fitsTheWindow: true, hidden: [] };
+          await page.screenshot({ path: join(SHOTS, `report-table-${groupBy.replace(',', '-')}-${columns}-${viewport.width}.png`), fullPage: true });
+        }
+        await page.setViewportSize({ width: 1280, height: 800 });
+      }
+    }
+    expect(found).to.deep.equal(wanted);
+    await context.close();
+  });
+
   it('a range longer than the service takes is said in words next to To, as the service counts it', async function () {
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
