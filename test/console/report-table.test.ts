@@ -107,8 +107,10 @@ describe('the report table on a laptop', function () {
       for (const viewport of [{ width: 1280, height: 800 }, { width: 1366, height: 768 }, { width: 1024, height: 768 }]) {
         await page.setViewportSize(viewport);
         const name = `${groupBy} at ${viewport.width}×${viewport.height}`;
-        // The charts redraw at the new width a few frames after it changes: until then they are as wide as before.
-        await page.waitForFunction('document.scrollingElement.scrollWidth <= document.scrollingElement.clientWidth', undefined, { timeout: 3000 }).catch(() => {});
+        // Drawn afresh at this size: a chart follows a resize some frames later, and on a loaded
+        // machine later than any fixed wait, which would measure the chart and not the table.
+        await page.reload();
+        await page.locator('#report-totals').waitFor();
         const left = (await page.evaluate(`(${LAYOUT})('left')`)) as Layout;
         const right = (await page.evaluate(`(${LAYOUT})('right')`)) as Layout;
         // A laptop's width shows every column at once; a narrower window scrolls the box sideways.
@@ -141,7 +143,9 @@ describe('the report table on a laptop', function () {
         for (const viewport of [{ width: 1280, height: 800 }, { width: 1366, height: 768 }]) {
           await page.setViewportSize(viewport);
           const name = `${groupBy} ${columns} at ${viewport.width}×${viewport.height}`;
-          await page.waitForFunction('document.scrollingElement.scrollWidth <= document.scrollingElement.clientWidth', undefined, { timeout: 3000 }).catch(() => {});
+          // Drawn afresh at this size, as above.
+          await page.reload();
+          await page.locator(`#report-table[data-columns="${columns}"]`).waitFor();
           const left = (await page.evaluate(`(${LAYOUT})('left')`)) as Layout;
           const right = (await page.evaluate(`(${LAYOUT})('right')`)) as Layout;
           found[name] = { page: left.page, scrolls: left.box.scrolls, fitsTheWindow: left.box.height <= viewport.height, hidden: [...left.hidden, ...right.hidden] };
