@@ -282,6 +282,16 @@ describe('POST /functions/leads: every outcome', function () {
     expect(reply.body.trace_id).to.equal(traceId);
   });
 
+  it('a traceparent of a later version is read by its first four fields, as W3C Trace Context asks; version ff and a malformed later one are not', async function () {
+    const traceId = '0af7651916cd43dd8448eb211c80319c';
+    const trace = async (traceparent: string) => (await svc.request('GET', '/healthz', { traceparent })).body.trace_id as string;
+    expect(await trace(`01-${traceId}-b7ad6b7169203331-01`)).to.equal(traceId);
+    expect(await trace(`cc-${traceId}-b7ad6b7169203331-01-what-a-later-version-adds`)).to.equal(traceId);
+    for (const refused of [`ff-${traceId}-b7ad6b7169203331-01`, `01-${traceId}-b7ad6b7169203331-01x`, `00-${traceId}-b7ad6b7169203331-01-more`, `01-${traceId}-0000000000000000-01`]) {
+      expect(await trace(refused), refused).to.not.equal(traceId);
+    }
+  });
+
   it('HSTS and the other security headers on HTTPS responses', async function () {
     const reply = await svc.request('GET', '/healthz');
     expect(reply.status).to.equal(200);
