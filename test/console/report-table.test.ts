@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, type Page, chromium } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 
@@ -86,6 +86,17 @@ describe('the report table on a laptop', function () {
     await svc?.stop();
   });
 
+  /** The analyst signed in on a laptop's window, on the report page it opens at. */
+  async function signedIn(): Promise<{ context: BrowserContext; page: Page }> {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
+    await page.getByLabel('API key').fill(analyst);
+    await page.getByLabel('API key').press('Enter');
+    await page.waitForURL('**/console#/report');
+    return { context, page };
+  }
+
   async function reportBy(page: Page, groupBy: string): Promise<void> {
     const day = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString().slice(0, 10);
     await page.goto(`https://127.0.0.1:${svc!.port}/console#/report?from=${day(-1)}&to=${day(1)}&tz=UTC&group_by=${groupBy}`);
@@ -93,12 +104,7 @@ describe('the report table on a laptop', function () {
   }
 
   it('fits a laptop window or scrolls in its own box, never the page, its first column, headings and totals in sight', async function () {
-    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
-    const page = await context.newPage();
-    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
-    await page.getByLabel('API key').fill(analyst);
-    await page.getByLabel('API key').press('Enter');
-    await page.waitForURL('**/console#/report');
+    const { context, page } = await signedIn();
     const found: Record<string, unknown> = {};
     const wanted: Record<string, unknown> = {};
     for (const groupBy of ['s1', 'buyer']) {
@@ -127,12 +133,7 @@ describe('the report table on a laptop', function () {
   });
 
   it('grouped by two dimensions, in each set of columns, the page never scrolls sideways at a laptop size and the table keeps its first column, headings and totals in sight', async function () {
-    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
-    const page = await context.newPage();
-    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
-    await page.getByLabel('API key').fill(analyst);
-    await page.getByLabel('API key').press('Enter');
-    await page.waitForURL('**/console#/report');
+    const { context, page } = await signedIn();
     const found: Record<string, unknown> = {};
     const wanted: Record<string, unknown> = {};
     // The longest names there are, a buyer's id and click ids, in both columns.
@@ -160,12 +161,7 @@ describe('the report table on a laptop', function () {
   });
 
   it('a range longer than the service takes is said in words next to To, as the service counts it', async function () {
-    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
-    const page = await context.newPage();
-    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
-    await page.getByLabel('API key').fill(analyst);
-    await page.getByLabel('API key').press('Enter');
-    await page.waitForURL('**/console#/report');
+    const { context, page } = await signedIn();
     await page.locator('#report-totals').waitFor();
     const to = page.getByLabel('To', { exact: true });
     const note = () => to.evaluate((input) => input.ownerDocument.getElementById(input.getAttribute('aria-describedby') ?? '')?.textContent ?? null);
@@ -181,12 +177,7 @@ describe('the report table on a laptop', function () {
   });
 
   it("the totals' rates and average are the totals' own; a rate with nothing to divide says so rather than 0", async function () {
-    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
-    const page = await context.newPage();
-    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
-    await page.getByLabel('API key').fill(analyst);
-    await page.getByLabel('API key').press('Enter');
-    await page.waitForURL('**/console#/report');
+    const { context, page } = await signedIn();
     await reportBy(page, 'buyer');
     const query = new URL(page.url()).hash.split('?')[1];
     const reply = await svc!.request('GET', `/functions/reports/summary?${query}&limit=500`, { 'x-api-key': analyst });
