@@ -9,6 +9,7 @@ import { type DecisionEnvelope, leadEnvelope, noLeadEnvelope, OUTCOMES, type Out
 import { HEADERS_TOO_LARGE_MESSAGE } from '../http/client-error.js';
 import { INVALID_INPUT_MESSAGE } from '../http/shell.js';
 import { pingEnvelope } from '../http/ping-route.js';
+import { otherBodyEnvelope } from '../http/post-lead-route.js';
 import { createLeadValidator } from '../leads/validate.js';
 import { ReadBack, ReadBackInputError } from '../read-models/read-back.js';
 import { DEFAULTS } from '../routing/config-schema.js';
@@ -103,10 +104,7 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
   const answer = { ping_id: EXAMPLE_PING_ID, currency: EXAMPLE_CURRENCY, expires_at: '2026-11-21T15:09:05.000Z', test: false } as const;
   examples.BID = pingEnvelope({ ...answer, code: 'BID', bid: 37.5 }, EXAMPLE_TRACE_ID);
   examples.NO_BID = pingEnvelope({ ...answer, code: 'NO_BID', bid: null }, EXAMPLE_TRACE_ID);
-  examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = noLeadEnvelope('IDEMPOTENCY_CONFLICT', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, {
-    acceptance: 'rejected',
-    message: 'This Idempotency-Key was used with a different body.',
-  });
+  examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = otherBodyEnvelope(EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY);
   examples.HEADERS_TOO_LARGE = noLeadEnvelope('PAYLOAD_TOO_LARGE', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: HEADERS_TOO_LARGE_MESSAGE });
   examples.INVALID_INPUT = noLeadEnvelope('INVALID', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { errors: await badQueryErrors(), message: INVALID_INPUT_MESSAGE });
   return examples;

@@ -13,6 +13,17 @@ interface Answer {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
+/**
+ * A key reused with another body. The bodies are compared byte for byte, as sent: a retry that
+ * serialises the same lead anew (another member order, other spacing) is another body, and `errors`
+ * says so, as it names the key when it is malformed.
+ */
+export function otherBodyEnvelope(traceId: string, currency: string): DecisionEnvelope {
+  const message = 'This Idempotency-Key was used with a different body.';
+  const errors = [{ field: 'Idempotency-Key', code: 'other_body', message: 'Idempotency-Key was first used with another body (compared byte for byte): send a retry exactly as first sent, and a new lead with a new key' }];
+  return noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency, { acceptance: 'rejected', message, errors });
+}
+
 function answerOf(result: PostLeadResult, traceId: string, currency: string): Answer {
   if (result.kind === 'recorded') {
     const answer = { status: OUTCOMES[result.outcome.code].status, envelope: leadEnvelope(result.outcome, result.traceId) };
@@ -25,7 +36,7 @@ function answerOf(result: PostLeadResult, traceId: string, currency: string): An
     case 'in_flight':
       return { status: 409, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency), headers: { 'Retry-After': '1' } };
     case 'other_body':
-      return { status: 422, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency, { acceptance: 'rejected', message: 'This Idempotency-Key was used with a different body.' }) };
+      return { status: 422, envelope: otherBodyEnvelope(traceId, currency) };
     case 'malformed_key': {
       const message = 'Idempotency-Key must be 1 to 255 visible ASCII characters.';
       return {

@@ -35,6 +35,11 @@ describe('the Idempotency-Key fingerprint of a body', function () {
     expect(again.body.lead_id).to.equal(first.body.lead_id);
     const other = await svc.post(validLead(), { 'x-api-key': key, 'idempotency-key': 'order-1' });
     expect([other.status, other.body.code]).to.deep.equal([422, 'IDEMPOTENCY_CONFLICT']);
+    // The same lead serialised anew (its members in another order) is another body: compared byte for byte, and said so.
+    const reordered = JSON.stringify(Object.fromEntries(Object.entries(JSON.parse(body) as Record<string, unknown>).reverse()));
+    const anew = await svc.post(reordered, { 'x-api-key': key, 'idempotency-key': 'order-1' });
+    expect([anew.status, anew.body.code], anew.text).to.deep.equal([422, 'IDEMPOTENCY_CONFLICT']);
+    expect((anew.body.errors as Array<{ field: string; code: string }>).map((error) => [error.field, error.code])).to.deep.equal([['Idempotency-Key', 'other_body']]);
   });
 
   it('a key claimed with a plain hash (as before fingerprints were keyed) still replays its body and refuses another', async function () {
