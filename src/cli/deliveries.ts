@@ -3,7 +3,7 @@
 // lead of a buyer that failed for good since a moment (the buyer's outage began, its secret was
 // rotated). Usage is checked before any store is opened.
 import { randomBytes } from 'node:crypto';
-import { loadConfig } from '../config.js';
+import { loadConfig, routingFilePath } from '../config.js';
 import { RedeliveryRefusedError, type RedeliveryRefusal } from '../delivery/attempt.js';
 import { type RedeliveryOrigin, redeliverFailed, redeliveryErrors, requestRedelivery } from '../delivery/redeliver.js';
 import { openEventStore } from '../event-store/index.js';
@@ -11,6 +11,7 @@ import { openPersonalDataKeys } from '../personal-data/index.js';
 import { Projections } from '../projections/index.js';
 import { openReadModelStore } from '../read-models/index.js';
 import { LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
+import { loadRoutingConfig } from '../routing/load-config.js';
 import type { CliIo } from './io.js';
 import { UsageError, readArgs } from './usage.js';
 
@@ -32,6 +33,7 @@ const WHY: Readonly<Record<RedeliveryRefusal, string>> = {
   NOT_FAILED: 'its delivery has not failed for good (pending, under way or delivered)',
   DELIVERY_CANCELLED: "its delivery was cancelled: the lead's personal data was erased or expired",
   ALREADY_RETURNED: 'the buyer returned it',
+  BUYER_UNKNOWN: 'its buyer is not in the routing file in force: put it back first',
 };
 
 type Parsed = { leadId: number; reason: string | null; json: boolean } | { buyer: string; since: string; dryRun: boolean; reason: string | null; json: boolean };
@@ -89,7 +91,10 @@ export async function runDeliveriesCommand(args: string[], io: CliIo = { out: pr
   }
   // The command line is a request of its own: a trace id of its own, and `cli` as who asked.
   const traceId = randomBytes(16).toString('hex');
-  const origin: RedeliveryOrigin = { principal: { role: 'cli', name: 'cli', keyId: null }, traceId, now: new Date(), reason: parsed.reason };
+  // The routing file the service reads: a buyer removed from it would never be sent the lead.
+  const buyers = loadRoutingConfig(routingFilePath(env)).buyers;
+  const buyerKnown = (buyer: string) => buyers.some((known) => known.id === buyer);
+  const origin: RedeliveryOrigin = { principal: { role: 'cli', name: 'cli', keyId: null }, traceId, now: new Date(), reason: parsed.reason, buyerKnown };
   const config = loadConfig(env);
   const keys = await openPersonalDataKeys(config);
   const closers: Array<() => Promise<void>> = [() => keys.close()];

@@ -214,7 +214,7 @@ export function outcomeOf(result: WireResult, context: OutcomeContext): Outcome 
 }
 
 /** Why a redelivery is refused, in the words of the answer's code. */
-export type RedeliveryRefusal = 'NOT_FOUND' | 'NOT_FAILED' | 'DELIVERY_CANCELLED' | 'ALREADY_RETURNED';
+export type RedeliveryRefusal = 'NOT_FOUND' | 'NOT_FAILED' | 'DELIVERY_CANCELLED' | 'ALREADY_RETURNED' | 'BUYER_UNKNOWN';
 
 export class RedeliveryRefusedError extends Error {
   constructor(readonly code: RedeliveryRefusal) {
@@ -226,6 +226,8 @@ interface RedeliveryRequest {
   readonly requestedBy: LeadRedeliveryRequested['data']['requested_by'];
   readonly reason: string | null;
   readonly now: Date;
+  /** Whether the routing file in force has this buyer: one removed since would never be sent the lead. */
+  readonly buyerKnown: (buyer: string) => boolean;
 }
 
 /**
@@ -233,7 +235,7 @@ interface RedeliveryRequest {
  * or in flight (its worker sends it), nor one delivered; a pull buyer's lead never fails (it waits
  * for its acknowledgement), so it is never sent again either. Not a lead whose personal data was
  * erased or expired: there is nothing left to send. Not a lead the buyer returned: a buyer that
- * sent it back does not want it.
+ * sent it back does not want it. Not a lead of a buyer the routing file no longer has.
  */
 function redelivery(state: DeliveryState, request: RedeliveryRequest): LeadEvent[] {
   const { sale, received } = state;
@@ -241,6 +243,8 @@ function redelivery(state: DeliveryState, request: RedeliveryRequest): LeadEvent
   if (state.cancelled) throw new RedeliveryRefusedError('DELIVERY_CANCELLED');
   if (state.returned) throw new RedeliveryRefusedError('ALREADY_RETURNED');
   if (!state.failedFinally) throw new RedeliveryRefusedError('NOT_FAILED');
+  // Re-opened, it would wait for ever: no worker sends to a buyer the routing file no longer has.
+  if (!request.buyerKnown(sale.buyer)) throw new RedeliveryRefusedError('BUYER_UNKNOWN');
   const data: LeadRedeliveryRequested['data'] = {
     lead_id: sale.lead_id,
     buyer: sale.buyer,

@@ -22,6 +22,8 @@ export interface RedeliveryOrigin {
   readonly traceId: string;
   readonly now: Date;
   readonly reason: string | null;
+  /** The buyers of the routing file in force (see RedeliveryRequest.buyerKnown). */
+  readonly buyerKnown: (buyer: string) => boolean;
 }
 
 export const REDELIVERY_SCHEMA = {
@@ -59,8 +61,8 @@ export function redeliveryErrors(body: Record<string, unknown>, repeated: readon
 
 /** Re-opens the lead's failed delivery; throws RedeliveryRefusedError when it may not be. */
 export async function requestRedelivery(store: EventStore, leadId: number, origin: RedeliveryOrigin): Promise<LeadRedeliveryRequested['data']> {
-  const { principal, traceId, now, reason } = origin;
-  const command = { type: 'RequestRedelivery' as const, request: { requestedBy: { role: principal.role, name: principal.name }, reason, now } };
+  const { principal, traceId, now, reason, buyerKnown } = origin;
+  const command = { type: 'RequestRedelivery' as const, request: { requestedBy: { role: principal.role, name: principal.name }, reason, now, buyerKnown } };
   const metadata = (state: DeliveryState) =>
     leadEventMetadata(
       {

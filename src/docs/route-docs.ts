@@ -269,7 +269,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'The buyer is sent the lead with the same `Idempotency-Key: lead-<id>`, so a buyer that has it already drops the copy. ' +
       'The body is optional; `reason` is a snake_case code recorded on the lead\'s `LeadRedeliveryRequested` event. ' +
       'A lead that is not sold, a test lead or no lead at all: `404`. A delivery pending, under way or delivered (a pull buyer\'s lead never fails: it waits for its acknowledgement): `409 NOT_FAILED`. ' +
-      'A lead whose personal data was erased or expired: `409 DELIVERY_CANCELLED`. A lead the buyer returned: `409 ALREADY_RETURNED`. Of two requests at once, one re-opens the delivery and the other gets `409 NOT_FAILED`.',
+      'A lead whose personal data was erased or expired: `409 DELIVERY_CANCELLED`. A lead the buyer returned: `409 ALREADY_RETURNED`. A lead whose buyer the routing file in force no longer has: `409 BUYER_UNKNOWN` (re-opened, it would wait for ever). Of two requests at once, one re-opens the delivery and the other gets `409 NOT_FAILED`.',
     roles: ['admin'],
     parameters: [LEAD_ID],
     body: { schema: 'Redelivery', example: { reason: 'secret_rotated' }, optional: true },
@@ -283,7 +283,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       }),
     },
     outcomes: [
-      'NOT_FAILED', 'DELIVERY_CANCELLED', 'ALREADY_RETURNED', 'NOT_FOUND', 'INVALID_INPUT', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
+      'NOT_FAILED', 'DELIVERY_CANCELLED', 'ALREADY_RETURNED', 'BUYER_UNKNOWN', 'NOT_FOUND', 'INVALID_INPUT', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
       ...KEYED_ERRORS,
     ],
   },

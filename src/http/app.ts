@@ -86,7 +86,7 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
   if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
   if (deps.erasure && deps.readBack) registerErasureRoutes(router, deps.authenticate, { ...deps.erasure, readBack: deps.readBack, bodyBytes });
   if (deps.afterSale && deps.readBack) {
-    registerRedeliverRoute(router, deps.authenticate, { events: deps.afterSale.events, now: deps.afterSale.now, readBack: deps.readBack, bodyBytes });
+    registerRedeliverRoute(router, deps.authenticate, { events: deps.afterSale.events, now: deps.afterSale.now, routing: deps.afterSale.routing, readBack: deps.readBack, bodyBytes });
   }
   if (deps.afterSale) registerMeRoute(router, deps.authenticate, deps.afterSale.routing);
   registerDocsRoutes(router);

@@ -55,6 +55,7 @@ export const OUTCOMES = {
   RETURN_WINDOW_CLOSED: { status: 409, acceptance: 'rejected', message: "The lead is past the buyer's return window." },
   ALREADY_RETURNED: { status: 409, acceptance: 'rejected', message: 'The lead has already been returned.' },
   NOT_PULLED: { status: 409, acceptance: 'rejected', message: "The lead is delivered to the buyer's webhook, not pulled: it cannot be acknowledged; answer its delivery with a 2xx instead." },
+  BUYER_UNKNOWN: { status: 409, acceptance: 'rejected', message: "The lead's buyer is not in the routing file in force: no delivery to it would be made. Put the buyer back first." },
   NOT_FAILED: { status: 409, acceptance: 'rejected', message: 'The delivery has not failed for good (it is pending, under way or delivered): there is nothing to send again.' },
   DELIVERY_CANCELLED: { status: 409, acceptance: 'rejected', message: "The delivery was cancelled (the lead's personal data was erased or expired): it cannot be acknowledged; drop the lead." },
   RATE_LIMITED: { status: 429, acceptance: 'error', message: 'Too many requests for this API key; retry after the delay given.' },

@@ -5,6 +5,7 @@ import { RedeliveryRefusedError, type RedeliveryRefusal } from '../delivery/atte
 import { redeliveryErrors, requestRedelivery } from '../delivery/redeliver.js';
 import type { EventStore } from '../event-store/port.js';
 import type { ReadBack } from '../read-models/read-back.js';
+import type { RoutingConfig } from '../routing/load-config.js';
 import { type Authenticate, authenticate, requireRole } from './auth.js';
 import { parseJsonBody, readBody, requireJson } from './body.js';
 import { ShellError } from './errors.js';
@@ -19,6 +20,7 @@ export interface RedeliverRouteDeps {
   readonly readBack: ReadBack;
   readonly now: () => Date;
   readonly bodyBytes: number;
+  readonly routing: () => Pick<RoutingConfig, 'buyers'>;
 }
 
 const LEAD_ID = /^[1-9]\d{0,15}$/;
@@ -29,6 +31,7 @@ const REFUSALS: Readonly<Record<RedeliveryRefusal, string | undefined>> = {
   NOT_FAILED: undefined,
   DELIVERY_CANCELLED: "The delivery was cancelled (the lead's personal data was erased or expired): there is nothing left to send.",
   ALREADY_RETURNED: 'The buyer returned the lead: it is not sent again.',
+  BUYER_UNKNOWN: undefined,
 };
 
 /** The body is optional: a request without one needs no Content-Type; one with a body must send JSON. */
@@ -44,7 +47,14 @@ export function registerRedeliverRoute(router: Router<ShellState>, lookup: Authe
     const errors = redeliveryErrors(body, repeated);
     if (errors.length > 0) throw new ShellError('INVALID', {}, 'invalid redelivery', errors);
     const principal = ctx.state.principal!;
-    const origin = { principal, traceId: ctx.state.traceId, now: deps.now(), reason: typeof body.reason === 'string' ? body.reason : null };
+    const buyers = deps.routing().buyers;
+    const origin = {
+      principal,
+      traceId: ctx.state.traceId,
+      now: deps.now(),
+      reason: typeof body.reason === 'string' ? body.reason : null,
+      buyerKnown: (buyer: string) => buyers.some((known) => known.id === buyer),
+    };
     try {
       await requestRedelivery(deps.events, Number(id), origin);
     } catch (error) {

@@ -151,8 +151,8 @@ describe('delivery decider: sending a delivery that failed for good again', () =
     type: 'LeadRedeliveryRequested',
     data: { lead_id: 7, buyer: 'hook-buyer', round, attempts, requested_by: { role: 'admin', name: 'ops' }, reason, requested_at: at(ms).toISOString() },
   });
-  const redeliver = (ms: number, reason: string | null = 'secret_rotated') => ({
-    type: 'RequestRedelivery' as const, request: { requestedBy: { role: 'admin', name: 'ops' }, reason, now: at(ms) },
+  const redeliver = (ms: number, reason: string | null = 'secret_rotated', buyers = ['hook-buyer']) => ({
+    type: 'RequestRedelivery' as const, request: { requestedBy: { role: 'admin', name: 'ops' }, reason, now: at(ms), buyerKnown: (buyer: string) => buyers.includes(buyer) },
   });
   const claim = (ms: number) => ({ type: 'ClaimAttempt' as const, context: { now: at(ms), maxAttempts: 2, lostAfterMs: 10_000 }, timeoutMs: 1000 });
   const refused = (code: string) => (error: unknown) => {
@@ -179,6 +179,8 @@ describe('delivery decider: sending a delivery that failed for good again', () =
     given(...failedForGood, requested(2, 2, 60_000), attempted(3, 60_000), failed(3, at(60_001).toISOString(), 60_001), attempted(4, 60_001))
       .when(claim(80_000))
       .then([{ type: 'LeadDeliveryFailed', data: { lead_id: 7, buyer: 'hook-buyer', attempt: 4, status: null, latency_ms: null, error: 'attempt_lost', next_attempt_at: null, failed_at: at(80_000).toISOString() } }]));
+  it('a buyer the routing file no longer has: BUYER_UNKNOWN, since no worker would send it', () =>
+    given(...failedForGood).when(redeliver(60_000, 'secret_rotated', ['another-buyer'])).thenThrows(refused('BUYER_UNKNOWN')));
   it('a delivery re-opened already (two requests at once): NOT_FAILED, nothing recorded', () =>
     given(...failedForGood, requested(2, 2, 60_000)).when(redeliver(60_001)).thenThrows(refused('NOT_FAILED')));
   it('pending, in flight or delivered: NOT_FAILED', async () => {

@@ -1,5 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { LeadDelivered, LeadRedeliveryRequested } from '../../src/events/lead-events.js';
 import { leadStream } from '../../src/events/lead-events.js';
@@ -180,7 +182,8 @@ describe('delivery: sending a delivery that failed for good again', function () 
     const since = new Date().toISOString();
     const [one, two, three] = [await failedForGood(), await failedForGood(), await failedForGood()];
     for (const id of [one, two, three]) fixed.add(id);
-    const env = { LEADPOST_DATA_DIR: svc.dataDir };
+    // The routing file the service reads: the command checks the lead's buyer is still in it.
+    const env = { LEADPOST_DATA_DIR: svc.dataDir, LEADPOST_ROUTING_FILE: join(svc.dataDir, 'routing.json') };
 
     const single = await runChild(['deliveries', 'redeliver', String(one), '--reason', 'secret_rotated'], env, { script: BIN });
     expect(single.code, single.stderr).to.equal(0);
@@ -208,6 +211,15 @@ describe('delivery: sending a delivery that failed for good again', function () 
       await rowWith(id, 'delivered');
       expect(endpoint.forLead(id), `lead ${id}`).to.have.length(2);
     }
+
+    // A routing file without the lead's buyer: re-opened, the lead would wait for ever, so it is refused.
+    const withoutBuyer = join(svc.dataDir, 'routing-without-buyer.json');
+    writeFileSync(withoutBuyer, JSON.stringify({ buyers: [{ id: 'someone-else', price: 1 }], buckets: [{ id: 'unsold', default: true }] }));
+    const four = await failedForGood();
+    const unknown = await runChild(['deliveries', 'redeliver', String(four)], { ...env, LEADPOST_ROUTING_FILE: withoutBuyer }, { script: BIN });
+    expect(unknown.code, unknown.stderr).to.equal(1);
+    expect(unknown.stderr).to.contain(`lead ${four} not redelivered (BUYER_UNKNOWN): its buyer is not in the routing file in force`);
+    expect(await ofType(four, 'LeadRedeliveryRequested')).to.deep.equal([]);
 
     const usage = await runChild(['deliveries', 'redeliver', String(one), '--buyer', HOOK_BUYER], env, { script: BIN });
     expect(usage.code).to.equal(2);
