@@ -30,6 +30,9 @@ export function createHttpVerifier(options: HttpVerifierOptions): Verifier<strin
           method: 'POST',
           headers: { 'content-type': 'application/json', accept: 'application/json' },
           body: JSON.stringify({ value }),
+          // The body is a consumer's phone or e-mail: a redirect would send it on to wherever the
+          // provider, or whoever answers for it, points. A 3xx is not followed; it is a provider error.
+          redirect: 'manual',
           signal: AbortSignal.any([signal, ownTimeout]),
         });
         if (!res.ok) {
