@@ -15,6 +15,22 @@ const OUTCOMES: ReadonlySet<unknown> = new Set<CheckOutcome>(['pass', 'fail', 'u
 // echoing what it checked (a number, an e-mail's local part or domain) would carry personal data.
 const SAFE_DETAIL = /^[a-z][a-z_-]{0,31}$/i;
 
+/** An answer is a few dozen bytes; one far larger is not an answer, and is not held in memory to find out. */
+const MAX_ANSWER_BYTES = 16 * 1024;
+
+/** The body as text, or null once it passes MAX_ANSWER_BYTES: leaving the loop cancels the rest. */
+async function boundedText(res: Response): Promise<string | null> {
+  if (!res.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    size += chunk.byteLength;
+    if (size > MAX_ANSWER_BYTES) return null;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 export function createHttpVerifier(options: HttpVerifierOptions): Verifier<string> {
   const endpoint = new URL(options.url);
   const provider = `http:${endpoint.host}`;
@@ -39,7 +55,9 @@ export function createHttpVerifier(options: HttpVerifierOptions): Verifier<strin
           await res.body?.cancel().catch(() => undefined);
           return unknown('provider_error');
         }
-        const body: unknown = await res.json();
+        const text = await boundedText(res);
+        if (text === null) return unknown('provider_error');
+        const body: unknown = JSON.parse(text);
         if (typeof body !== 'object' || body === null) return unknown('provider_error');
         const { result, detail } = body as { result?: unknown; detail?: unknown };
         if (!OUTCOMES.has(result)) return unknown('provider_error');
