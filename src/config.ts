@@ -178,8 +178,8 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
       mxTimeoutMs: check(() => integer(env, 'MX_TIMEOUT_MS', 300, 1, 5000), 300),
       mxCanaryDomain: check(() => optionalDomain(env, 'MX_CANARY_DOMAIN', 'gmail.com'), null),
       phoneRegions: check(() => regionList(env, 'PHONE_REGIONS', DEFAULT_PHONE_REGIONS), DEFAULT_PHONE_REGIONS),
-      phoneVerifierUrl: check(() => optionalUrl(env, 'PHONE_VERIFIER_URL', ['https:', 'http:']), undefined),
-      emailVerifierUrl: check(() => optionalUrl(env, 'EMAIL_VERIFIER_URL', ['https:', 'http:']), undefined),
+      phoneVerifierUrl: check(() => verifierUrl(env, 'PHONE_VERIFIER_URL'), undefined),
+      emailVerifierUrl: check(() => verifierUrl(env, 'EMAIL_VERIFIER_URL'), undefined),
       readyMaxLagSeconds: check(() => integer(env, 'READY_MAX_LAG_SECONDS', 30, 1, 86_400), 30),
       readyAppendFailureSeconds: check(() => integer(env, 'READY_APPEND_FAILURE_SECONDS', 5, 1, 3600), 5),
       piiRetentionDays: check(() => (env.PII_RETENTION_DAYS ? integer(env, 'PII_RETENTION_DAYS', 0, 1, 36_500) : null), null),
@@ -409,6 +409,18 @@ function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean 
 }
 
 // A URL's value is never quoted back: it may carry a password.
+/**
+ * A verification provider is sent each lead's phone number or e-mail address: over https, or over
+ * plain http to this machine only (a sidecar), never in clear across a network.
+ */
+function verifierUrl(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const url = optionalUrl(env, name, ['https:', 'http:']);
+  if (url === undefined || new URL(url).protocol === 'https:') return url;
+  const host = new URL(url).hostname;
+  if (host === 'localhost' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host)) return url;
+  throw new ConfigError(`${name} must be https, or http to this machine only (localhost, 127.0.0.1, [::1]): it is sent consumers' phone numbers and e-mail addresses`);
+}
+
 function optionalUrl(env: NodeJS.ProcessEnv, name: string, protocols: readonly string[]): string | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;

@@ -59,6 +59,19 @@ describe('configuration of the lead checks', function () {
     });
   });
 
+  describe('PHONE_VERIFIER_URL and EMAIL_VERIFIER_URL', function () {
+    it('take https anywhere, and plain http to this machine only: the provider is sent phone numbers and e-mail addresses', function () {
+      for (const url of ['https://verifier.example/check', 'http://localhost:8080/check', 'http://127.0.0.1:9/check', 'http://[::1]:9/check']) {
+        expect(loadServiceConfig({ PHONE_VERIFIER_URL: url, EMAIL_VERIFIER_URL: url }).phoneVerifierUrl, url).to.equal(url);
+      }
+      for (const url of ['http://verifier.example/check', 'http://10.0.0.7/check', 'http://127.0.0.1.example/check']) {
+        expect(problem({ PHONE_VERIFIER_URL: url }), url).to.contain('PHONE_VERIFIER_URL must be https, or http to this machine only');
+        expect(problem({ EMAIL_VERIFIER_URL: url }), url).to.contain('EMAIL_VERIFIER_URL must be https, or http to this machine only');
+      }
+      expect(problem({ PHONE_VERIFIER_URL: 'ftp://verifier.example/' })).to.contain('PHONE_VERIFIER_URL must start with https: or http://');
+    });
+  });
+
   describe('PHONE_REGIONS', function () {
     it('is the US, Canada and the US territories of the North American numbering plan by default', function () {
       expect(loadServiceConfig({}).phoneRegions).to.deep.equal(['US', 'CA', 'PR', 'VI', 'GU', 'AS', 'MP']);
