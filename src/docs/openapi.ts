@@ -47,6 +47,8 @@ const HEADERS: Readonly<Record<string, Json>> = {
   Allow: { description: 'The methods the path has.', schema: { type: 'string' } },
 };
 const headerRef = (name: string) => ref('headers', name.replaceAll('-', ''));
+/** Sent on every answer of a rate-limited route that got past authentication. */
+const RATE_HEADERS = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] as const;
 
 /** The HTTP status an example answers with. */
 function exampleStatus(name: ExampleName): number {
@@ -59,7 +61,7 @@ function exampleStatus(name: ExampleName): number {
 function outcomeHeaders(names: readonly ExampleName[], route: RouteDoc): string[] {
   const headers = new Set<string>();
   for (const name of names) {
-    if (name === 'RATE_LIMITED') ['Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'].forEach((h) => headers.add(h));
+    if (name === 'RATE_LIMITED') ['Retry-After', ...RATE_HEADERS].forEach((h) => headers.add(h));
     if (name === 'UNAVAILABLE' || name === 'IDEMPOTENCY_CONFLICT') headers.add('Retry-After');
     if (name === 'METHOD_NOT_ALLOWED') headers.add('Allow');
   }
@@ -141,6 +143,9 @@ function operation(route: RouteDoc, examples: Record<ExampleName, unknown>): Jso
         : media,
     ]),
   );
+  // A rate-limited route sends its limit's headers on every answer past authentication.
+  const limitHeaders = route.outcomes.includes('RATE_LIMITED') ? RATE_HEADERS : [];
+  const successHeaders = (named: readonly string[] = []) => Object.fromEntries([...new Set(['X-Trace-Id', ...limitHeaders, ...named])].map((h) => [h, headerRef(h)]));
   const op: Json = {
     tags: [route.tag],
     summary: route.summary,
@@ -151,13 +156,13 @@ function operation(route: RouteDoc, examples: Record<ExampleName, unknown>): Jso
     responses: {
       [String(success.status)]: {
         description: successExamples.length > 0 ? successExamples.map(describe).join('\n\n') : success.description,
-        headers: Object.fromEntries(['X-Trace-Id', ...(success.headers ?? [])].map((h) => [h, headerRef(h)])),
+        headers: successHeaders(success.headers),
         content: successContent,
       },
       ...Object.fromEntries(
         (route.alsoSuccess ?? []).map((also) => [
           String(also.status),
-          { description: also.description, headers: Object.fromEntries(['X-Trace-Id', ...(also.headers ?? [])].map((h) => [h, headerRef(h)])), content: also.content },
+          { description: also.description, headers: successHeaders(also.headers), content: also.content },
         ]),
       ),
       ...errorResponses(route, examples, envelope),
@@ -221,7 +226,7 @@ const INTRODUCTION = `Suppliers post consumer leads and get the decision — acc
 
 **Limits.** Each is set by the operator; the defaults are given.
 
-- Rate, per API key, token buckets: lead posts ${rate(DEFAULT_RATE_LIMIT)} (\`RATE_LIMIT_PER_SECOND\`, \`RATE_LIMIT_BURST\`); read-back requests (the \`GET\` routes under \`/functions\`) ${rate(DEFAULT_READ_RATE_LIMIT)} (\`READ_RATE_LIMIT_PER_SECOND\`, \`READ_RATE_LIMIT_BURST\`) and pings ${rate(DEFAULT_PING_RATE_LIMIT)} (\`PING_RATE_LIMIT_PER_SECOND\`, \`PING_RATE_LIMIT_BURST\`), each counted apart, so reading never uses up posting. Over a limit: \`429 RATE_LIMITED\` with \`Retry-After\` and \`RateLimit-*\`; every limited answer carries \`RateLimit-*\`. The limits are per instance of the service.
+- Rate, per API key, token buckets on every keyed route: lead posts and the other writes (acknowledgements, feedback, erasures, redeliveries) ${rate(DEFAULT_RATE_LIMIT)} (\`RATE_LIMIT_PER_SECOND\`, \`RATE_LIMIT_BURST\`); read-back requests (the \`GET\` routes under \`/functions\`, and the consumer look-up) ${rate(DEFAULT_READ_RATE_LIMIT)} (\`READ_RATE_LIMIT_PER_SECOND\`, \`READ_RATE_LIMIT_BURST\`) and pings ${rate(DEFAULT_PING_RATE_LIMIT)} (\`PING_RATE_LIMIT_PER_SECOND\`, \`PING_RATE_LIMIT_BURST\`), each counted apart, so reading never uses up posting. Over a limit: \`429 RATE_LIMITED\` with \`Retry-After\` and \`RateLimit-*\`; every limited answer carries \`RateLimit-*\`. The limits are per instance of the service.
 - Body: 64 KiB (\`BODY_LIMIT_BYTES\`); beyond, \`413 PAYLOAD_TOO_LARGE\`. Request headers: ${MAX_HEADER_BYTES / 1024} KiB; beyond, \`431\` with the code \`PAYLOAD_TOO_LARGE\`.
 - Time: all headers within ${DEFAULT_TIMEOUTS.headersMs / 1000} s (\`HEADERS_TIMEOUT_MS\`), the whole request within ${DEFAULT_TIMEOUTS.requestMs / 1000} s (\`REQUEST_TIMEOUT_MS\`); else \`408 REQUEST_TIMEOUT\` (\`Response: Error\`: sent in time, the same request may succeed) and the connection is closed.
 

@@ -54,9 +54,8 @@ const PAGING = [
   query('limit', `Rows per page, 1–${MAX_LIMIT}.`, { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }),
 ];
 const INSTANT = { type: 'string', description: 'ISO 8601 date or time.', examples: ['2026-11-21T00:00:00Z'] };
-const KEYED_ERRORS: readonly ExampleName[] = ['UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'];
-/** Sent on every answer of a rate-limited route that got past authentication. */
-const RATE_HEADERS = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] as const;
+/** Every keyed route is limited per key (see the openapi document's RateLimit headers). */
+const KEYED_ERRORS: readonly ExampleName[] = ['RATE_LIMITED', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'];
 /** An access request's answer: the consumer's leads. */
 const CONSUMER_LEADS = readBackBody({ leads_found: { type: 'integer' }, items: { type: 'array', items: ref('schemas', 'LeadView') } }, ['leads_found', 'items']);
 
@@ -73,10 +72,10 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     roles: ['supplier', 'admin'],
     parameters: [ref('parameters', 'IdempotencyKey')],
     body: { schema: 'Lead', example: EXAMPLE_LEAD },
-    success: { status: 201, description: 'Accepted: SOLD or UNSOLD.', content: json(schema('DecisionEnvelope')), headers: [...RATE_HEADERS, 'Idempotency-Replayed'] },
+    success: { status: 201, description: 'Accepted: SOLD or UNSOLD.', content: json(schema('DecisionEnvelope')), headers: ['Idempotency-Replayed'] },
     outcomes: [
       'SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'SUPPRESSED', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
-      'RATE_LIMITED', 'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH', 'NOT_FOUND', ...KEYED_ERRORS,
+      'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH', 'NOT_FOUND', ...KEYED_ERRORS,
     ],
   },
   {
@@ -93,8 +92,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'Pings have their own rate limit (PING_RATE_LIMIT_PER_SECOND). Then POST /functions/leads with `ping_id`: sold to the winning bid at its price if that buyer can still take it, else to the next bid still standing, else routed as a plain post.',
     roles: ['supplier', 'admin'],
     body: { schema: 'Ping', example: EXAMPLE_PING },
-    success: { status: 201, description: 'Answered: BID or NO_BID, with ping_id, bid and expires_at.', content: json(schema('DecisionEnvelope')), headers: [...RATE_HEADERS] },
-    outcomes: ['BID', 'NO_BID', 'INVALID', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE', 'RATE_LIMITED', ...KEYED_ERRORS],
+    success: { status: 201, description: 'Answered: BID or NO_BID, with ping_id, bid and expires_at.', content: json(schema('DecisionEnvelope')) },
+    outcomes: ['BID', 'NO_BID', 'INVALID', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE', ...KEYED_ERRORS],
   },
   {
     method: 'get',
@@ -114,7 +113,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       query('until', 'Received before.', INSTANT),
       ...PAGING,
     ],
-    success: { status: 200, description: 'A page of leads.', content: json(listBody('LeadView')), headers: RATE_HEADERS },
+    success: { status: 200, description: 'A page of leads.', content: json(listBody('LeadView')) },
     outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
   {
@@ -127,7 +126,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'Folded from the lead\'s own events, never from a read model that may be behind: a lead just posted is readable at once.',
     roles: ['supplier', 'buyer', 'analyst', 'admin'],
     parameters: [LEAD_ID],
-    success: { status: 200, description: 'The lead.', content: json(readBackBody({ lead: schema('LeadView') }, ['lead'])), headers: RATE_HEADERS },
+    success: { status: 200, description: 'The lead.', content: json(readBackBody({ lead: schema('LeadView') }, ['lead'])) },
     outcomes: ['NOT_FOUND', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
   {
@@ -156,7 +155,6 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
           ['lead_id', 'items', 'ping_events'],
         ),
       ),
-      headers: RATE_HEADERS,
     },
     outcomes: ['NOT_FOUND', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
@@ -175,7 +173,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       query('until', 'Created before.', INSTANT),
       ...PAGING,
     ],
-    success: { status: 200, description: 'A page of deliveries.', content: json(listBody('DeliveryRow')), headers: RATE_HEADERS },
+    success: { status: 200, description: 'A page of deliveries.', content: json(listBody('DeliveryRow')) },
     outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
   {
@@ -190,7 +188,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       query('since', 'Recorded at or after.', INSTANT),
       ...PAGING,
     ],
-    success: { status: 200, description: 'A page of feedback.', content: json(listBody('FeedbackRow')), headers: RATE_HEADERS },
+    success: { status: 200, description: 'A page of feedback.', content: json(listBody('FeedbackRow')) },
     outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
   {
@@ -229,7 +227,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
         ),
         'text/csv': { schema: { type: 'string' }, example: 'day,received,accepted,sold,...\n2026-11-21,120,96,80,...\n' },
       },
-      headers: ['Content-Disposition', ...RATE_HEADERS],
+      headers: ['Content-Disposition'],
     },
     outcomes: ['INVALID_INPUT', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
@@ -256,7 +254,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
         },
       }),
     },
-    outcomes: ['DELIVERY_CANCELLED', 'NOT_PULLED', 'NOT_FOUND', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'],
+    outcomes: ['DELIVERY_CANCELLED', 'NOT_PULLED', 'NOT_FOUND', ...KEYED_ERRORS],
   },
   {
     method: 'post',
@@ -438,7 +436,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
         },
       }),
     },
-    outcomes: ['UNAUTHORIZED', 'UNAVAILABLE'],
+    outcomes: ['UNAUTHORIZED', 'RATE_LIMITED', 'UNAVAILABLE'],
   },
   {
     method: 'get',

@@ -82,13 +82,16 @@ export function createApp(deps: AppDeps): Koa<ShellState> {
     router.post('/functions/pings', authenticate(deps.authenticate), requireRole('supplier', 'admin'), rateLimit(pingBuckets), requireJson(), pingHandler(deps.ping, bodyBytes));
   }
 
-  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, rateLimit(readBuckets), deps.currency);
-  if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes });
-  if (deps.erasure && deps.readBack) registerErasureRoutes(router, deps.authenticate, { ...deps.erasure, readBack: deps.readBack, bodyBytes });
+  // Every other keyed route is limited per key too: the writes (a buyer's acks and feedback, an
+  // admin's erasures and redeliveries) in the posts' buckets, the rest in the reads'.
+  const limits = { write: rateLimit(buckets), read: rateLimit(readBuckets) };
+  if (deps.readBack) registerReadRoutes(router, deps.authenticate, deps.readBack, limits.read, deps.currency);
+  if (deps.afterSale) registerAfterSaleRoutes(router, deps.authenticate, { ...deps.afterSale, bodyBytes }, limits.write);
+  if (deps.erasure && deps.readBack) registerErasureRoutes(router, deps.authenticate, { ...deps.erasure, readBack: deps.readBack, bodyBytes }, limits);
   if (deps.afterSale && deps.readBack) {
-    registerRedeliverRoute(router, deps.authenticate, { events: deps.afterSale.events, now: deps.afterSale.now, routing: deps.afterSale.routing, readBack: deps.readBack, bodyBytes });
+    registerRedeliverRoute(router, deps.authenticate, { events: deps.afterSale.events, now: deps.afterSale.now, routing: deps.afterSale.routing, readBack: deps.readBack, bodyBytes }, limits.write);
   }
-  if (deps.afterSale) registerMeRoute(router, deps.authenticate, deps.afterSale.routing);
+  if (deps.afterSale) registerMeRoute(router, deps.authenticate, deps.afterSale.routing, limits.read);
   registerDocsRoutes(router);
   registerConsoleRoutes(router);
   return assemble(router, deps.logger, deps.ops, deps.currency);

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { Ajv } from 'ajv';
-import type { Context } from 'koa';
+import type { Context, Middleware } from 'koa';
 import type { ConsumerEraser } from '../commands/erasure.js';
 import { type FieldError, oncePerField, repeatedFields, unknownFields } from '../leads/outcome.js';
 import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
@@ -58,10 +58,12 @@ function invalid(errors: FieldError[]): never {
   throw new ShellError('INVALID', {}, 'invalid consumer', oncePerField(errors));
 }
 
-export function registerErasureRoutes(router: Router<ShellState>, lookup: Authenticate, deps: ErasureRouteDeps): void {
-  const admin = [authenticate(lookup), requireRole('admin')];
+export function registerErasureRoutes(router: Router<ShellState>, lookup: Authenticate, deps: ErasureRouteDeps, limits: { readonly read: Middleware<ShellState>; readonly write: Middleware<ShellState> }): void {
+  // An erasure writes (and destroys keys): limited as posts are; the lookups and lists as reads.
+  const admin = [authenticate(lookup), requireRole('admin'), limits.read];
+  const adminWrites = [authenticate(lookup), requireRole('admin'), limits.write];
 
-  router.post('/functions/erasures', ...admin, requireJson(), async (ctx) => {
+  router.post('/functions/erasures', ...adminWrites, requireJson(), async (ctx) => {
     const { body, repeated } = parseJsonBody(await readBody(ctx.req, deps.bodyBytes));
     const errors = [
       ...repeatedFields(repeated, (name) => ERASURE_FIELDS.includes(name)),

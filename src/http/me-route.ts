@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import type { Middleware } from 'koa';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
 import { type Authenticate, authenticate } from './auth.js';
 import type { ShellState } from './state.js';
@@ -8,8 +9,8 @@ import type { ShellState } from './state.js';
 // A buyer's terms come from the routing file in force, without anything secret (no URL, no
 // secret's name), so a buyer's key cannot learn where another system is reached.
 
-export function registerMeRoute(router: Router<ShellState>, lookup: Authenticate, routing: () => LoadedRoutingConfig): void {
-  router.get('/functions/me', authenticate(lookup), (ctx) => {
+export function registerMeRoute(router: Router<ShellState>, lookup: Authenticate, routing: () => LoadedRoutingConfig, limit: Middleware<ShellState>): void {
+  router.get('/functions/me', authenticate(lookup), limit, (ctx) => {
     const { role, name, keyId } = ctx.state.principal!;
     const body: Record<string, unknown> = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: `Key of ${role} ${name}.`, role, name, key_id: keyId };
     if (role === 'buyer') {

@@ -38,8 +38,8 @@ const REFUSALS: Readonly<Record<RedeliveryRefusal, string | undefined>> = {
 const sendsBody = (req: IncomingMessage) => req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 const jsonWhenSent: Middleware<ShellState> = (ctx, next) => (sendsBody(ctx.req) ? requireJson()(ctx, next) : next());
 
-export function registerRedeliverRoute(router: Router<ShellState>, lookup: Authenticate, deps: RedeliverRouteDeps): void {
-  router.post('/functions/deliveries/:lead_id/redeliver', authenticate(lookup), requireRole('admin'), jsonWhenSent, async (ctx) => {
+export function registerRedeliverRoute(router: Router<ShellState>, lookup: Authenticate, deps: RedeliverRouteDeps, limit: Middleware<ShellState>): void {
+  router.post('/functions/deliveries/:lead_id/redeliver', authenticate(lookup), requireRole('admin'), limit, jsonWhenSent, async (ctx) => {
     const id = ctx.params.lead_id ?? '';
     if (!LEAD_ID.test(id)) throw new ShellError('NOT_FOUND');
     const raw = await readBody(ctx.req, deps.bodyBytes);

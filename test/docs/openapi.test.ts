@@ -114,9 +114,14 @@ describe('OpenAPI document', function () {
     const guarded = router.stack
       .filter((layer) => layer.stack.some((middleware) => middleware.name === 'rateLimited'))
       .flatMap((layer) => layer.methods.filter((m) => m !== 'HEAD').map((m) => [m.toLowerCase(), openApiPath(String(layer.path))] as const));
-    expect(guarded.map(([m, p]) => `${m} ${p}`).sort()).to.deep.equal(
-      ['post /functions/leads', 'post /functions/pings', 'get /functions/leads', 'get /functions/leads/{lead_id}', 'get /functions/leads/{lead_id}/events', 'get /functions/deliveries', 'get /functions/feedback', 'get /functions/reports/summary'].sort(),
+    // Every route that takes a key is limited per key: a runaway or stolen key floods none of them.
+    const keyed = Object.entries(doc.paths as Json).flatMap(([path, item]) =>
+      Object.entries(item as Json)
+        .filter(([, operation]) => ((operation as Json).security as unknown[]).length > 0)
+        .map(([method]) => `${method} ${path}`),
     );
+    expect(guarded.map(([m, p]) => `${m} ${p}`).sort()).to.deep.equal(keyed.sort());
+    expect(keyed).to.include.members(['post /functions/deliveries/{lead_id}/ack', 'post /functions/leads/{lead_id}/feedback', 'post /functions/erasures', 'get /functions/me']);
     for (const [method, path] of guarded) {
       const limited = (doc.paths as Json)[path]?.[method]?.responses?.['429'] as Json | undefined;
       if (!exampleCodes(limited).includes('RATE_LIMITED')) problems.push(`${method.toUpperCase()} ${path}: no 429 RATE_LIMITED`);

@@ -81,7 +81,7 @@ describe('http: routes, headers and trace ids', () => {
       ['all-zero trace id', `00-${'0'.repeat(32)}-00f067aa0ba902b7-01`],
       ['all-zero parent id', `00-${TRACE_ID}-${'0'.repeat(16)}-01`],
       ['upper-case hex', `00-${TRACE_ID.toUpperCase()}-00f067aa0ba902b7-01`],
-      ['another version', `01-${TRACE_ID}-00f067aa0ba902b7-01`],
+      ['version ff, which is invalid', `ff-${TRACE_ID}-00f067aa0ba902b7-01`],
       ['a short trace id', `00-${TRACE_ID.slice(1)}-00f067aa0ba902b7-01`],
       ['trailing data', `${TRACEPARENT}-extra`],
       ['garbage', 'hello'],
