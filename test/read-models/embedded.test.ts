@@ -496,11 +496,13 @@ describe('embedded read-model store (SQLite)', function () {
       const rival = EmbeddedReadModelStore.open(dir.path);
       const lease = uniqueName('lease');
       try {
-        const first = await store.acquireLease(lease, 'host-a:1', 300);
+        // Long enough for the first commit to be stored while it is held, on a loaded machine too
+        // (the commit thread starts with it): at 300 ms a busy CI machine saw it lost already.
+        const first = await store.acquireLease(lease, 'host-a:1', 1500);
         const fence = (token: number) => ({ lease, holder: 'host-a:1', token });
         await store.commit(projection, at(1), [{ op: 'set', collection: coll, id: 'a', position: at(1), set: { n: 1 } }], fence(first.token));
         // The lease runs out and another holder takes it; two commits are then sent without waiting.
-        await takenWithin(rival, lease, 'host-b:2', 300, 5000);
+        await takenWithin(rival, lease, 'host-b:2', 300, 10_000);
         const lost = store.commit(projection, at(2), [{ op: 'inc', collection: coll, id: 'a', position: at(2), inc: { n: 1 } }], fence(first.token));
         const after = store.commit(projection, at(3), [{ op: 'inc', collection: coll, id: 'a', position: at(3), inc: { n: 10 } }], fence(first.token));
         expect(await rejection(lost)).to.be.instanceOf(LeaseLostError);
