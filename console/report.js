@@ -198,6 +198,10 @@ export async function renderReport(main, [search], current) {
     const { asked, rows, currency } = shown;
     const dimensions = asked.group_by.split(',');
     tableBox.replaceChildren(rows.length === 0 ? h('p', { class: 'muted', id: 'report-empty' }, 'No leads in these dates.') : table(inAskedOrder(rows, dimensions), dimensions, asked.columns, currency));
+    // A ping carries no click id, so by s1 its columns count nothing: said, rather than rows of zeros left to puzzle over.
+    if (rows.length > 0 && asked.columns === 'pings' && dimensions.includes('s1')) {
+      tableBox.prepend(h('p', { class: 'muted', id: 'report-note' }, 'A ping has no click id (s1): grouped by s1, pings, bids and the average bid count none. Group by source, state or buyer to see them.'));
+    }
   }
 
   /**

@@ -219,6 +219,12 @@ describe('the report page grouped by two dimensions, with its sets of columns', 
     expect(rows.filter((row) => row.buyer === 'tx-buyer' && (row.bids as number) > 0).map((row) => row.state).sort(), 'tx-buyer bid on both its states').to.deep.equal(['CA', 'TX']);
     expect(await shownTable(page)).to.deep.equal(wantedTable(rows, ['buyer', 'state'], 'pings'));
     await page.screenshot({ path: join(SHOTS, 'report-buyer-state-pings.png'), fullPage: true });
+    expect(await page.locator('#report-note').count(), 'no note where pings count').to.equal(0);
+    // By click id the ping columns count nothing: the page says why, and the note goes with other columns.
+    await open(page, `${query}&group_by=sid,s1&columns=pings`);
+    expect(await page.locator('#report-note').innerText()).to.contain('A ping has no click id (s1)');
+    await page.getByLabel('Columns').selectOption('outcome');
+    expect(await page.locator('#report-note').count()).to.equal(0);
     expect(problems).to.deep.equal([]);
     await close();
   });
