@@ -3,10 +3,9 @@
 // count it as unavailable. How an adapter decides that a client's error is an outage is the
 // adapter's own business; what reaches here is already a port error.
 
+import { causeChain } from './error-causes.js';
 import { EventStoreUnavailableError } from './event-store/port.js';
 import { ReadModelUnavailableError } from './read-models/port.js';
-
-const MAX_CAUSE_DEPTH = 8;
 
 /**
  * True whether the command let the store's error through or wrapped it: the cause chain is
@@ -14,11 +13,9 @@ const MAX_CAUSE_DEPTH = 8;
  * where `instanceof` would fail.
  */
 export function isStoreUnavailable(error: unknown): boolean {
-  let current: unknown = error;
-  for (let depth = 0; current instanceof Error && depth < MAX_CAUSE_DEPTH; depth++) {
+  for (const current of causeChain(error)) {
     if (current instanceof EventStoreUnavailableError || current.name === 'EventStoreUnavailableError') return true;
     if (current instanceof ReadModelUnavailableError || current.name === 'ReadModelUnavailableError') return true;
-    current = current.cause;
   }
   return false;
 }

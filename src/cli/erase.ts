@@ -1,6 +1,7 @@
 // `leadpost erase` and `leadpost consumer show`: a consumer's erasure and access requests from the
 // machine, as POST /functions/erasures and POST /functions/consumers/lookup answer them over HTTP. Usage
 // is checked before any store is opened; neither value is ever printed.
+import { causeChain } from '../error-causes.js';
 import { join } from 'node:path';
 import { ContactRegistry } from '../commands/contacts.js';
 import { ConsumerEraser, consumerLeadIds } from '../commands/erasure.js';
@@ -82,7 +83,7 @@ async function contactsFrom(input: AsyncIterable<string | Buffer>): Promise<Reco
 
 /** The SQLite lock wait that ran out, anywhere in the error's causes; undefined when none did. */
 function lockedIn(error: unknown): Error | undefined {
-  for (let current = error, depth = 0; current instanceof Error && depth < 8; current = current.cause, depth++) if (isBusy(current)) return current;
+  for (const current of causeChain(error)) if (isBusy(current)) return current;
   return undefined;
 }
 

@@ -18,6 +18,7 @@ import type { EventStore } from '../event-store/port.js';
 import type { ProjectionStatus } from '../projections/runner.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import type { LeaseStatus } from '../roles/lease-keeper.js';
+import { causeChain } from '../error-causes.js';
 import type { FailingAppends } from './append-health.js';
 
 export interface ReadinessDeps {
@@ -103,7 +104,7 @@ const CAUSES: ReadonlyArray<readonly [RegExp, string]> = [
 ];
 
 function failure(error: unknown, otherwise = 'unreachable'): string {
-  for (let current = error, depth = 0; current instanceof Error && depth < 8; current = current.cause, depth++) {
+  for (const current of causeChain(error)) {
     const code = (current as { code?: unknown }).code;
     if (typeof code !== 'string' || !/^[A-Z][A-Z0-9_]{1,40}$/.test(code)) continue;
     const words = CAUSES.find(([pattern]) => pattern.test(code))?.[1];
