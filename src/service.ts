@@ -34,6 +34,7 @@ import { holdsClearLeads } from './personal-data/clear-leads.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
 import { repeatedFailures } from './ops/outage-log.js';
 import { Opened } from './ops/opened.js';
+import { type ReloadResult, settingsReloader } from './ops/reload.js';
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
 import { type LeaseStatus, leaseHolderId } from './roles/lease-keeper.js';
@@ -74,6 +75,8 @@ export interface RunningService {
   leases(): LeaseStatus[];
   /** The thread running the projector, delivery and retention beside the API; null when they run on the main thread (or not at all). */
   readonly backgroundThread: BackgroundThread | null;
+  /** Reads the routing file and the TLS certificate again (SIGHUP); a file that does not load leaves what is in force. */
+  reload(): Promise<ReloadResult>;
   /** Drains: stops accepting, lets requests in flight finish, stops the workers, closes the stores. */
   close(): Promise<void>;
 }
@@ -93,15 +96,21 @@ const NO_DNS: MxResolver = { resolveMx: dnsDisabled, resolveAddresses: dnsDisabl
 export async function startService(config: ServiceConfig, overrides: ServiceOverrides = {}): Promise<RunningService> {
   const logger = overrides.logger ?? createLogger();
   const roles = config.roles;
-  const routing = loadRoutingConfig(config.routingFile);
+  // Replaced by a reload (SIGHUP): every user reads it through a getter, once per lead, ping or attempt.
+  let routing = loadRoutingConfig(config.routingFile);
   warnOfUnsetSecrets(routing, process.env, logger);
-  const tls = await loadOrCreateTls({ dataDir: config.dataDir, certFile: config.tlsCertFile, keyFile: config.tlsKeyFile });
+  const loadTls = () => loadOrCreateTls({ dataDir: config.dataDir, certFile: config.tlsCertFile, keyFile: config.tlsKeyFile });
+  let tls = await loadTls();
   // One head read for every projection's status (a scrape or a readiness probe asks for all of them).
   const projectionStatuses = async () => projections.statuses(await store.headPosition());
   let background: BackgroundRoles | null = null;
   let thread: BackgroundThread | null = null;
   const leases = () => thread?.leases() ?? background?.leases() ?? [];
-  const metrics = new ServiceMetrics({ projections: projectionStatuses, roles: { all: SERVICE_ROLES, running: [...roles], leases } });
+  const metrics = new ServiceMetrics({
+    projections: projectionStatuses,
+    roles: { all: SERVICE_ROLES, running: [...roles], leases },
+    routingVersion: () => routing.version,
+  });
   // The posts' own appends tell /readyz whether this instance takes writes (reads alone do not).
   const appendHealth = new AppendHealth(config.readyAppendFailureSeconds * 1000);
   // Every append of the service goes through this decorator, so /metrics counts them all.
@@ -280,6 +289,22 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       currency: () => routing.currency,
     }),
   );
+  const reload = settingsReloader({
+    routingFile: config.routingFile,
+    routing: () => routing,
+    applyRouting: (next) => {
+      routing = next;
+      thread?.setRouting(next);
+    },
+    tls: () => tls,
+    loadTls,
+    applyTls: (next) => {
+      tls = next;
+      servers.setTls(next);
+    },
+    env: process.env,
+    logger,
+  });
   // Started after the listeners, so that a failed start leaves no worker running.
   await background?.startDeliveryAndRetention();
   await thread?.deliver();
@@ -312,6 +337,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     metrics,
     leases,
     backgroundThread: thread,
+    reload,
     close: async () => {
       const started = Date.now();
       shutdown.raise();

@@ -173,25 +173,26 @@ async function serve(args: string[]): Promise<number> {
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
-  // Node's default for SIGHUP is to exit at once, with no drain; operators often send it expecting
-  // a reload, which this service does not do. It is logged (one JSON line) and otherwise ignored:
-  // the process serves on. Listened for from the start, like SIGTERM.
+  // SIGHUP reloads the routing file and the TLS certificate (src/ops/reload.ts). Listened for from
+  // the start, like SIGTERM: Node's default would end the process at once, with no drain.
+  let service: Awaited<ReturnType<typeof startService>> | undefined;
   let hupLogger: ReturnType<typeof createLogger> | undefined;
   process.on('SIGHUP', () => {
+    if (service) {
+      void service.reload();
+      return;
+    }
     try {
       hupLogger ??= createLogger({ env });
     } catch {
       return; // A bad LOG_LEVEL: start-up stops on it with its own message.
     }
-    hupLogger.warn(
-      { signal: 'SIGHUP' },
-      'SIGHUP ignored: the routing file and the settings are read at start; restart the process (SIGTERM drains it) to apply changes',
-    );
+    hupLogger.warn({ signal: 'SIGHUP' }, 'SIGHUP during start-up: nothing reloaded; send it again once leadpost is listening');
   });
   const config = loadServiceConfig(env);
   // Before anything makes the data dir: one that cannot be made is a bad setting like any other.
   checkDirectories(config);
-  const service = await startService(config);
+  service = await startService(config);
   await stopped;
   await service.close();
   return 0;

@@ -6,7 +6,8 @@ export const SERVE_USAGE = `usage: leadpost serve [--roles api,projector,deliver
 Runs the service: HTTPS on PORT, plain HTTP on HTTP_PORT (answers 403 HTTPS_REQUIRED), the
 projections and the webhook delivery worker. Stops on SIGTERM or SIGINT: stops accepting
 connections, finishes requests in flight (up to 7 s), stops the workers, closes the stores,
-exits 0, all within 10 s.
+exits 0, all within 10 s. SIGHUP reads the routing file and the TLS certificate again, without a
+restart; an edit that does not load is logged and changes nothing.
 
 --roles (or LEADPOST_ROLES; default all three) says what this process does, so that many API
 instances can share one store: api serves the HTTP API; projector runs the projections and

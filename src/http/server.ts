@@ -30,6 +30,8 @@ export interface StartOptions {
 export interface RunningServers {
   readonly httpsPort: number;
   readonly httpPort: number;
+  /** Serves new TLS connections with this certificate and key; connections already open keep theirs. */
+  setTls(tls: { readonly cert: string; readonly key: string }): void;
   /** Stops accepting at once; requests in flight get `graceMs` (default 10 s) to finish, then their connections are cut. */
   close(graceMs?: number): Promise<void>;
 }
@@ -100,6 +102,7 @@ export async function startServers(options: StartOptions): Promise<RunningServer
   return {
     httpsPort: (https.address() as AddressInfo).port,
     httpPort: (http.address() as AddressInfo).port,
+    setTls: (next) => https.setSecureContext({ cert: next.cert, key: next.key }),
     close: (graceMs = CLOSE_GRACE_MS) => (closing ??= Promise.all([stop(https, graceMs), stop(http, graceMs)]).then(() => undefined)),
   };
 }

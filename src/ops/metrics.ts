@@ -34,6 +34,8 @@ export interface ServiceMetricsOptions {
   readonly projections?: () => Promise<ProjectionStatus[]>;
   /** The roles this process runs (`serve --roles`), and the leases it keeps for them. */
   readonly roles?: { readonly all: readonly string[]; readonly running: readonly string[]; readonly leases: () => LeaseStatus[] };
+  /** The version of the routing file in force (it changes on a reload), read at each scrape. */
+  readonly routingVersion?: () => string;
   /** Process and Node.js runtime metrics (memory, event-loop delay, …); defaults to true. */
   readonly runtime?: boolean;
 }
@@ -115,6 +117,20 @@ export class ServiceMetrics {
     });
     // The version is the label: a dashboard shows which release each instance runs, and when it changed.
     new Gauge({ name: 'leadpost_build_info', help: 'The release this process runs (always 1; the version is the label)', labelNames: ['version'], registers }).set({ version: releaseVersion() }, 1);
+    if (options.routingVersion) {
+      const version = options.routingVersion;
+      // As the build: a dashboard shows which routing each instance runs, so an instance a reload missed stands out.
+      new Gauge({
+        name: 'leadpost_routing_info',
+        help: 'The routing file this process routes by (always 1; its version is the label, as LeadRouted records it)',
+        labelNames: ['version'],
+        registers,
+        collect() {
+          this.reset();
+          this.set({ version: version() }, 1);
+        },
+      });
+    }
     if (options.projections) this.projectionGauges(options.projections);
     if (options.roles) this.roleGauges(options.roles);
     if (options.runtime !== false) collectDefaultMetrics({ register: this.registry });

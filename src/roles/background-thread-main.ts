@@ -15,7 +15,8 @@ import type { BackgroundThreadData, FromBackground, ToBackground } from './backg
 // `api`, and tells the main thread what it logs, holds and counts.
 
 const port = parentPort!;
-const { config, routing, buyerCa, holder, logLevel, deliverAtOnce } = workerData as BackgroundThreadData;
+const { config, buyerCa, holder, logLevel, deliverAtOnce } = workerData as BackgroundThreadData;
+let { routing } = workerData as BackgroundThreadData;
 const post = (message: FromBackground) => port.postMessage(message);
 
 // Log lines go to the main thread in batches, each written there by the process's own logger.
@@ -60,11 +61,13 @@ const report = () => {
 
 // What the main thread asks arrives from the start, while the stores open: a stop then waits for
 // the start to finish (or the main thread cuts the thread off).
-let wanted: 'deliver' | 'drain' | 'stop' | null = null;
-let act: (message: ToBackground) => void = (message) => {
+type Asked = Exclude<ToBackground, { kind: 'routing' }>;
+let wanted: Asked['kind'] | null = null;
+let act: (message: Asked) => void = (message) => {
   if (wanted !== 'stop') wanted = message.kind;
 };
-port.on('message', (message: ToBackground) => act(message));
+// A reloaded routing file applies at once, even while the stores open: the workers read it per use.
+port.on('message', (message: ToBackground) => (message.kind === 'routing' ? (routing = message.routing) : act(message)));
 
 const closers: Array<() => Promise<void>> = [];
 const closeAll = async () => {

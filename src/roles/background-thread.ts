@@ -44,8 +44,12 @@ export type FromBackground =
       readonly sentAgain: Array<[BuyerRequestKind, number]>;
     };
 
-/** deliver: start delivery and retention; drain: stop them (shutdown, while requests finish); stop: stop all, close the stores, exit. */
-export type ToBackground = { readonly kind: 'deliver' | 'drain' | 'stop' };
+/**
+ * deliver: start delivery and retention; drain: stop them (shutdown, while requests finish); stop:
+ * stop all, close the stores, exit; routing: the routing file reloaded (its buyers' endpoints,
+ * secrets and attempts from now on).
+ */
+export type ToBackground = { readonly kind: 'deliver' | 'drain' | 'stop' } | { readonly kind: 'routing'; readonly routing: LoadedRoutingConfig };
 
 export interface BackgroundThreadOptions {
   readonly data: Omit<BackgroundThreadData, 'holder' | 'logLevel' | 'deliverAtOnce'>;
@@ -91,8 +95,12 @@ export class BackgroundThread {
   private answer: { kind: 'delivering' | 'drained'; resolve(): void } | null = null;
   private restarted = 0;
   private name = '';
+  /** The routing in force: a thread started again gets the one reloaded last, not the one at start. */
+  private routing: LoadedRoutingConfig;
 
-  private constructor(private readonly options: BackgroundThreadOptions) {}
+  private constructor(private readonly options: BackgroundThreadOptions) {
+    this.routing = options.data.routing;
+  }
 
   /** How many times the thread has been started again after it died. */
   get restarts(): number {
@@ -135,6 +143,12 @@ export class BackgroundThread {
     return this.ask('deliver', 'delivering');
   }
 
+  /** Hands the thread a reloaded routing file; a thread still starting takes it once it has. */
+  setRouting(routing: LoadedRoutingConfig): void {
+    this.routing = routing;
+    this.current?.postMessage({ kind: 'routing', routing } satisfies ToBackground);
+  }
+
   /** Stops delivery and retention, with their attempts in flight (shutdown, while requests finish); the projector goes on. */
   drain(): Promise<void> {
     this.delivering = false;
@@ -170,7 +184,7 @@ export class BackgroundThread {
   }
 
   /** Sends `kind` and resolves on the thread's answer, or when it exits (nothing then runs). */
-  private ask(kind: ToBackground['kind'], answer: 'delivering' | 'drained'): Promise<void> {
+  private ask(kind: 'deliver' | 'drain', answer: 'delivering' | 'drained'): Promise<void> {
     const worker = this.current;
     if (!worker || this.stopping) return Promise.resolve();
     return new Promise<void>((resolve) => {
@@ -183,7 +197,7 @@ export class BackgroundThread {
   private spawn(): Promise<void> {
     const { logger } = this.options;
     this.name = leaseHolderId();
-    const workerData: BackgroundThreadData = { ...this.options.data, holder: this.name, logLevel: logger.level, deliverAtOnce: this.delivering };
+    const workerData: BackgroundThreadData = { ...this.options.data, routing: this.routing, holder: this.name, logLevel: logger.level, deliverAtOnce: this.delivering };
     const worker = new Worker(new URL('./background-thread-main.js', import.meta.url), { workerData, resourceLimits: THREAD_HEAP });
     this.current = worker;
     // Its lines were redacted and their errors serialised by the thread's own logger.

@@ -1,0 +1,157 @@
+import { expect } from 'chai';
+import { X509Certificate } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { connect } from 'node:tls';
+import { join } from 'node:path';
+import { loadOrCreateTls } from '../../src/http/tls.js';
+import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
+import { TestService, validLead } from '../support/service.js';
+import { tempDir } from '../support/tmp.js';
+
+// A running service takes an edited routing file and a renewed TLS certificate without a restart
+// (what SIGHUP does, test/ops/sighup.test.ts): the next lead is routed by the new file, the delivery
+// worker on the background thread posts to the new endpoint, new connections get the new
+// certificate; a file that does not load changes nothing.
+
+const routingWith = (buyer: string, price: number, delivery?: unknown) => ({
+  currency: 'USD',
+  buyers: [{ id: buyer, price, ...(delivery ? { delivery } : {}) }],
+});
+
+async function until<T>(what: string, probe: () => T | undefined): Promise<T> {
+  const started = Date.now();
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() - started > 15_000) throw new Error(`waited 15 s for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** The certificate a new TLS connection to the port is served. */
+function servedCertificate(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
+      const raw = socket.getPeerCertificate().raw;
+      socket.end();
+      resolve(new X509Certificate(raw).fingerprint256);
+    });
+    socket.on('error', reject);
+  });
+}
+
+describe('reloading the routing file and the TLS certificate', function () {
+  this.timeout(60_000);
+  let svc: TestService | undefined;
+  let endpoint: BuyerEndpoint | undefined;
+  const dirs: Array<ReturnType<typeof tempDir>> = [];
+
+  afterEach(async function () {
+    await svc?.stop();
+    svc = undefined;
+    await endpoint?.stop();
+    endpoint = undefined;
+    for (const dir of dirs.splice(0)) dir.remove();
+  });
+
+  const routingFile = () => join(svc!.dataDir, 'routing.json');
+  const metricsVersion = async () => {
+    const text = (await svc!.request('GET', '/metrics')).text;
+    return /^leadpost_routing_info\{version="([0-9a-f]+)"\} 1$/m.exec(text)?.[1];
+  };
+
+  it('routes the next lead by the edited file, records its version, and shows it on /metrics', async function () {
+    svc = await TestService.start({ routing: routingWith('first-buyer', 11) });
+    const auth = { 'x-api-key': await svc.key() };
+    const before = await svc.post(validLead(), auth);
+    expect(before.body).to.include({ code: 'SOLD', revenue: 11 });
+    const oldVersion = await metricsVersion();
+    expect(oldVersion).to.match(/^[0-9a-f]{12}$/);
+
+    writeFileSync(routingFile(), JSON.stringify(routingWith('second-buyer', 22)));
+    const result = await svc.service.reload();
+    expect(result.routing).to.include({ changed: true });
+    const newVersion = (result.routing as { version: string }).version;
+    expect(newVersion).to.not.equal(oldVersion);
+
+    const after = await svc.post(validLead(), auth);
+    expect(after.body).to.include({ code: 'SOLD', revenue: 22 });
+    const routed = (await svc.service.store.readStream(`lead-${after.body.lead_id as number}`)).find((e) => e.type === 'LeadRouted')!.data as Record<string, unknown>;
+    expect(routed).to.include({ routing_version: newVersion });
+    expect(await metricsVersion()).to.equal(newVersion);
+    const line = svc.logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.routing_version === newVersion);
+    expect(line).to.include({ previous_routing_version: oldVersion, buyers: 1, msg: 'routing file reloaded: leads and pings from now on are routed by it' });
+
+    // The same file again changes nothing.
+    expect((await svc.service.reload()).routing).to.deep.equal({ version: newVersion, changed: false });
+  });
+
+  it('keeps the routing in force when the edited file does not load, and names the file and the problem', async function () {
+    svc = await TestService.start({ routing: routingWith('first-buyer', 11) });
+    const auth = { 'x-api-key': await svc.key() };
+    const version = await metricsVersion();
+    for (const [edit, problem] of [
+      ['{"currency": "USD", "buyers": [', 'invalid JSON'],
+      [JSON.stringify({ currency: 'USD', buyers: [{ id: 'first-buyer', price: -5 }] }), 'buyers[0].price'],
+    ] as const) {
+      writeFileSync(routingFile(), edit);
+      const result = await svc.service.reload();
+      const refused = (result.routing as { refused: string }).refused;
+      expect(refused).to.include(routingFile()).and.to.include(problem);
+      const logged = svc.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.level === 50 && String(l.msg).includes(problem));
+      expect(logged, problem).to.have.length(1);
+      expect(logged[0]!.msg).to.match(/^routing file not reloaded, the routing in force stays: /);
+      expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 11 });
+      expect(await metricsVersion()).to.equal(version);
+    }
+  });
+
+  it('hands the reloaded file to the delivery worker on the background thread', async function () {
+    endpoint = await BuyerEndpoint.start(() => 200);
+    const hook = (path: string) => ({ kind: 'webhook', url: endpoint!.url.replace('/leads', path), timeout_ms: 2000, max_attempts: 3 });
+    svc = await TestService.start({ routing: routingWith('hook-buyer', 30, hook('/before')), buyerCa: endpoint.cert });
+    expect(svc.service.backgroundThread, 'delivery runs on the background thread').to.not.equal(null);
+    const auth = { 'x-api-key': await svc.key() };
+    const first = (await svc.post(validLead(), auth)).body.lead_id as number;
+    expect((await until('the first delivery', () => endpoint!.forLead(first)[0])).path).to.equal('/before');
+
+    writeFileSync(routingFile(), JSON.stringify(routingWith('hook-buyer', 30, hook('/after'))));
+    expect((await svc.service.reload()).routing).to.include({ changed: true });
+    const second = (await svc.post(validLead(), auth)).body.lead_id as number;
+    expect((await until('the second delivery', () => endpoint!.forLead(second)[0])).path).to.equal('/after');
+
+    // A thread started again after a crash starts with the file reloaded, not the one read at start.
+    const thread = svc.service.backgroundThread!;
+    await thread.crashForTest();
+    await until('the thread started again', () => (thread.restarts === 1 && thread.running ? true : undefined));
+    const third = (await svc.post(validLead(), auth)).body.lead_id as number;
+    expect((await until('the third delivery', () => endpoint!.forLead(third)[0])).path).to.equal('/after');
+  });
+
+  it('serves new connections with a renewed certificate, and keeps the one in force when the new pair does not match', async function () {
+    const dir = tempDir('reload-tls');
+    dirs.push(dir);
+    const [one, two, three] = await Promise.all(['one', 'two', 'three'].map((name) => loadOrCreateTls({ dataDir: join(dir.path, name) })));
+    const certFile = join(dir.path, 'cert.pem');
+    const keyFile = join(dir.path, 'key.pem');
+    writeFileSync(certFile, one!.cert);
+    writeFileSync(keyFile, one!.key);
+    svc = await TestService.start({ env: { TLS_CERT_FILE: certFile, TLS_KEY_FILE: keyFile } });
+    const fingerprint = (pem: string) => new X509Certificate(pem).fingerprint256;
+    expect(await servedCertificate(svc.port)).to.equal(fingerprint(one!.cert));
+
+    writeFileSync(certFile, two!.cert);
+    writeFileSync(keyFile, two!.key);
+    expect((await svc.service.reload()).tls).to.deep.equal({ changed: true });
+    expect(await servedCertificate(svc.port)).to.equal(fingerprint(two!.cert));
+    expect((await svc.service.reload()).tls).to.deep.equal({ changed: false });
+
+    // A renewal caught half-copied: the certificate is new, the key still the old one.
+    writeFileSync(certFile, three!.cert);
+    const refused = ((await svc.service.reload()).tls as { refused: string }).refused;
+    expect(refused).to.include('does not belong to the certificate');
+    expect(await servedCertificate(svc.port)).to.equal(fingerprint(two!.cert));
+    expect(svc.logs.some((l) => l.includes('TLS certificate not reloaded, the certificate in force stays'))).to.equal(true);
+    expect((await svc.request('GET', '/healthz')).status).to.equal(200);
+  });
+});
