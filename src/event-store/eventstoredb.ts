@@ -19,6 +19,9 @@
 //   cancels the batch-append call, which every append in flight shares, and fails them all.
 // - Batch appends (servers 21.10+) report a server that is not ready or busy in-band, as an
 //   `UnknownError` "Could not recognize Server Is Not Ready" / "… Server Is Busy", without a code.
+// - A failed fetch of the server's features, which every append waits on, is kept for the life of
+//   the client unless the client reconnects on its error: a client stuck so is replaced (see
+//   eventstoredb-renewal.ts).
 import type { Logger } from 'pino';
 import {
   ANY,
@@ -64,6 +67,7 @@ import {
   expectedRevisionMatches,
 } from './port.js';
 import { notJsonError } from './event-json.js';
+import { type CallKind, type ClientInUse, RETIRED_CLIENT_WAIT_MS, type Renewal, RenewableClient } from './eventstoredb-renewal.js';
 
 const READ_PAGE = 500;
 const HEAD_PAGE = 100;
@@ -73,9 +77,9 @@ const DEFAULT_SUBSCRIPTION_IDLE_MS = 30_000;
 /**
  * How long close waits for the appends already sent. Not forever: the client's batch append
  * settles an append only on an answer or an error of its gRPC stream, and a stream that ends
- * without either leaves it pending.
+ * without either leaves it pending. A client replaced because it looked stuck is kept as long.
  */
-const CLOSE_APPENDS_WAIT_MS = 10_000;
+const CLOSE_APPENDS_WAIT_MS = RETIRED_CLIENT_WAIT_MS;
 // gRPC status codes; @grpc/grpc-js is only a transitive dependency, so it is not imported.
 const GRPC_CANCELLED = 1;
 const GRPC_DEADLINE_EXCEEDED = 4;
@@ -103,11 +107,33 @@ const SERVER_NOT_READY_MESSAGES: ReadonlySet<string> = new Set([
 ]);
 /** RESOURCE_EXHAUSTED for a message over the size limit: retrying the same call cannot help. */
 const MESSAGE_TOO_LARGE = /larger than|exceeds the maximum/i;
+/**
+ * Errors after which the client resets its channel and the server features it keeps: its
+ * `shouldReconnect` says so for UnavailableError, CancelledError and NotLeaderError (gRPC
+ * UNAVAILABLE and CANCELLED; CANCELLED is also what our own cancellations end with).
+ */
+const CLIENT_RECOVERS_TYPES: ReadonlySet<unknown> = new Set([ErrorType.UNAVAILABLE, ErrorType.CANCELLED, ErrorType.NOT_LEADER]);
+const CLIENT_RECOVERS_CODES: ReadonlySet<unknown> = new Set([GRPC_CANCELLED, GRPC_UNAVAILABLE]);
+/** The server's own answer to the request: the client reached it, whatever became of the call. */
+const SERVER_ANSWER_TYPES: ReadonlySet<unknown> = new Set([
+  ErrorType.WRONG_EXPECTED_VERSION,
+  ErrorType.TIMEOUT,
+  ErrorType.STREAM_NOT_FOUND,
+  ErrorType.NO_STREAM,
+  ErrorType.NOT_FOUND,
+  ErrorType.ACCESS_DENIED,
+  ErrorType.INVALID_ARGUMENT,
+  ErrorType.INVALID_TRANSACTION,
+  ErrorType.STREAM_DELETED,
+  ErrorType.MAXIMUM_APPEND_SIZE_EXCEEDED,
+  ErrorType.MISSING_REQUIRED_METADATA_PROPERTY,
+]);
 
 /** Where a dropped `$all` subscription says that it resubscribes (pino's logger fits). */
 export type AdapterLogger = Pick<Logger, 'warn'>;
 
 export interface EventStoreDbOptions {
+  /** Where the adapter warns of a subscription it resubscribes and a client it replaces. */
   readonly logger?: AdapterLogger | undefined;
   /**
    * How long a `$all` subscription waits for the server's next event before it reads the store's
@@ -189,6 +215,33 @@ export function isUnavailable(error: unknown): boolean {
   return message.startsWith('Failed to discover');
 }
 
+/**
+ * Whether a call's error may come from a client stuck for good (see eventstoredb-renewal.ts), so
+ * that it counts toward replacing the client: not a revision conflict or another answer of the
+ * server, not an error the client reconnects on by itself, not one of our own (closed, not JSON).
+ * What is left: DEADLINE_EXCEEDED, INTERNAL, UNKNOWN (but a server not ready or busy), a channel
+ * shut down, a cluster discovery that gave up.
+ */
+export function countsTowardRenewal(error: unknown): boolean {
+  if (error instanceof WrongExpectedRevisionError) return false;
+  const cause = error instanceof EventStoreUnavailableError ? error.cause : error;
+  if (!isObject(cause)) return false;
+  const message = typeof cause.message === 'string' ? cause.message : '';
+  if (CLIENT_RECOVERS_TYPES.has(cause.type) || CLIENT_RECOVERS_CODES.has(cause.code) || SERVER_ANSWER_TYPES.has(cause.type)) return false;
+  if (cause.type === ErrorType.UNKNOWN && SERVER_NOT_READY_MESSAGES.has(serverMessage(message))) return false;
+  return !(cause.code === GRPC_RESOURCE_EXHAUSTED && MESSAGE_TOO_LARGE.test(message));
+}
+
+/** What a log may say of an error: its class, type and gRPC code, never its text (the server's, or a URL with a password). */
+function errorKind(error: unknown): Record<string, unknown> {
+  const cause = error instanceof EventStoreUnavailableError && error.cause !== undefined ? error.cause : error;
+  if (!isObject(cause)) return { name: typeof cause };
+  const kind: Record<string, unknown> = { name: cause.constructor?.name ?? 'Object' };
+  if (typeof cause.type === 'string') kind.type = cause.type;
+  if (typeof cause.code === 'number' || typeof cause.code === 'string') kind.code = cause.code;
+  return kind;
+}
+
 /** Our error for a client error: revision conflicts and outages become port errors, the rest pass through. */
 export function translateError(error: unknown, streamId?: string, expected?: ExpectedRevision): unknown {
   if (streamId !== undefined && expected !== undefined && isWrongExpectedVersion(error)) {
@@ -264,29 +317,36 @@ function closedError(cause?: unknown): EventStoreUnavailableError {
 }
 
 export class EventStoreDbEventStore implements EventStore {
-  readonly #client: EventStoreDBClient;
+  readonly #clients: RenewableClient;
   readonly #logger: AdapterLogger | undefined;
   readonly #subscriptionIdleMs: number;
   readonly #subscriptions = new Set<EventStoreDbSubscription>();
-  /** Appends sent to the server and not yet answered, each with what fails it: close lets them finish, for a while. */
-  readonly #appends = new Map<Promise<AppendResult>, (error: unknown) => void>();
   /** No new call is accepted. */
   #closed = false;
-  /** The client is being disposed of: a call still running has been cut short. */
-  #disposed = false;
   #closing: Promise<void> | undefined;
 
-  /** Takes the client it will dispose of on close; `connect` is the usual way in. */
-  constructor(client: EventStoreDBClient, options: EventStoreDbOptions = {}) {
-    this.#client = client;
+  /**
+   * Takes the client it will dispose of on close, or a function that makes one: with a function, a
+   * client that keeps failing in a way it does not recover from is replaced by a new one (see
+   * eventstoredb-renewal.ts). `connect` is the usual way in.
+   */
+  constructor(client: EventStoreDBClient | (() => EventStoreDBClient), options: EventStoreDbOptions = {}) {
     this.#logger = options.logger;
     this.#subscriptionIdleMs = options.subscriptionIdleMs ?? DEFAULT_SUBSCRIPTION_IDLE_MS;
     // Zero would read the head on every turn of the event loop.
     if (!(this.#subscriptionIdleMs > 0)) throw new RangeError(`subscriptionIdleMs must be positive, not ${this.#subscriptionIdleMs}`);
+    this.#clients = new RenewableClient(client, {
+      counts: countsTowardRenewal,
+      renewed: (renewal) => this.#renewed(renewal),
+      unanswered: (kind) =>
+        kind === 'append'
+          ? new EventStoreUnavailableError('EventStoreDB: the client was replaced before the server answered the append, which may have been written')
+          : new EventStoreUnavailableError('EventStoreDB: the client was replaced before the server answered the read'),
+    });
   }
 
   static async connect(connectionString: string, options: EventStoreDbOptions = {}): Promise<EventStoreDbEventStore> {
-    return new EventStoreDbEventStore(EventStoreDBClient.connectionString(connectionString), options);
+    return new EventStoreDbEventStore(() => EventStoreDBClient.connectionString(connectionString), options);
   }
 
   async append(streamId: string, events: readonly EventData[], options: AppendOptions = {}): Promise<AppendResult> {
@@ -297,24 +357,16 @@ export class EventStoreDbEventStore implements EventStore {
     // port's answer (the embedded store's) is the stream's revision as it is, -1 when missing.
     // An expected revision no stream can be at (negative, fractional) is checked the same way, so
     // that it fails as a wrong revision, as in the embedded store, and is never sent (see above).
-    if (proposed.length === 0 || !clientCanSend(expected)) return this.#call(() => this.#appendNothing(streamId, expected));
-    let abandon: (error: unknown) => void = () => {};
-    const appending = new Promise<AppendResult>((resolve, reject) => {
-      abandon = reject;
-      this.#appendEvents(streamId, proposed, expected).then(resolve, reject);
-    });
-    this.#appends.set(appending, abandon);
-    const settled = () => void this.#appends.delete(appending);
-    appending.then(settled, settled);
-    return appending;
+    if (proposed.length === 0 || !clientCanSend(expected)) return this.#call((client) => this.#appendNothing(client, streamId, expected));
+    return this.#clients.run('append', ({ client }) => this.#appendEvents(client, streamId, proposed, expected));
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     if (this.#closed) throw closedError();
     if (options.maxCount !== undefined && options.maxCount <= 0) return [];
-    return this.#call(async () => {
+    return this.#call(async (client) => {
       try {
-        const read = this.#client.readStream(streamId, {
+        const read = client.readStream(streamId, {
           direction: FORWARDS,
           fromRevision: options.fromRevision === undefined ? CLIENT_START : BigInt(options.fromRevision),
           maxCount: options.maxCount,
@@ -333,13 +385,13 @@ export class EventStoreDbEventStore implements EventStore {
     if (this.#closed) throw closedError();
     const limit = options.maxCount ?? Infinity;
     if (limit <= 0) return [];
-    return this.#call(async () => {
+    return this.#call(async (client) => {
       // One more than wanted, because the first event of a page may be the one we start after.
       const pageSize = Math.max(2, Math.min(READ_PAGE, limit + 1));
       const events: RecordedEvent[] = [];
       let after = options.fromPosition ?? START;
       for (;;) {
-        const page = await this.#readAllPage({ direction: FORWARDS, fromPosition: toClientReadPosition(after), maxCount: pageSize });
+        const page = await readAllPage(client, { direction: FORWARDS, fromPosition: toClientReadPosition(after), maxCount: pageSize });
         const pageStart = after;
         for (const resolved of page) {
           if (!resolved.event) continue;
@@ -357,12 +409,13 @@ export class EventStoreDbEventStore implements EventStore {
   }
 
   subscribeToAll(options: SubscribeOptions = {}): AllSubscription {
-    const subscription = new EventStoreDbSubscription(this.#client, options.fromPosition ?? START, {
+    const subscription = new EventStoreDbSubscription(options.fromPosition ?? START, {
+      client: () => this.#clients.client,
       closed: () => this.#closed,
       logger: this.#logger,
       onEnd: () => this.#subscriptions.delete(subscription),
       idleMs: this.#subscriptionIdleMs,
-      head: () => this.#head(),
+      head: () => this.#head(this.#clients.client),
     });
     if (!this.#closed) this.#subscriptions.add(subscription);
     return subscription;
@@ -370,7 +423,7 @@ export class EventStoreDbEventStore implements EventStore {
 
   async headPosition(): Promise<Position> {
     if (this.#closed) throw closedError();
-    return this.#call(() => this.#head());
+    return this.#call((client) => this.#head(client));
   }
 
   /**
@@ -386,65 +439,70 @@ export class EventStoreDbEventStore implements EventStore {
   async #close(): Promise<void> {
     this.#closed = true;
     await Promise.all([...this.#subscriptions].map((subscription) => subscription.unsubscribe()));
-    await this.#appendsAnswered(CLOSE_APPENDS_WAIT_MS);
-    this.#disposed = true;
-    await this.#client.dispose();
     const unanswered = new EventStoreUnavailableError('the event store closed before EventStoreDB answered the append, which may have been written');
-    for (const abandon of this.#appends.values()) abandon(unanswered);
+    await this.#clients.close(CLOSE_APPENDS_WAIT_MS, (kind: CallKind) => (kind === 'append' ? unanswered : closedError()));
   }
 
-  /** Resolves once every append sent has settled, or after `waitMs`, whichever comes first. */
-  async #appendsAnswered(waitMs: number): Promise<void> {
-    if (this.#appends.size === 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)));
-    await Promise.race([Promise.allSettled(this.#appends.keys()), waited]);
-    clearTimeout(timer);
+  /** One warning, naming the error's kind only; the subscriptions move to the new client. */
+  #renewed({ kind, failures, seconds, cause }: Renewal): void {
+    const calls = kind === 'append' ? 'appends' : 'reads';
+    this.#logger?.warn(
+      { calls, failures, seconds, error: errorKind(cause) },
+      `EventStoreDB client replaced: its ${calls} kept failing with an error it does not recover from by itself`,
+    );
+    for (const subscription of this.#subscriptions) subscription.clientReplaced();
   }
 
   /**
-   * Runs a call of the client, translating its errors. A read the disposal cut short ends in the
-   * client as if it were complete, so anything still running when disposal began fails instead of
-   * returning part of an answer.
+   * Runs a read of the client, translating its errors. A read the disposal of its client cut short
+   * ends in the client as if it were complete, so anything still running when disposal began fails
+   * instead of returning part of an answer: as closed once the store is, else as unavailable.
    */
-  async #call<T>(run: () => Promise<T>): Promise<T> {
-    let result: T;
-    try {
-      result = await run();
-    } catch (error) {
-      if (this.#disposed) throw closedError(error);
-      throw translateError(error);
-    }
-    if (this.#disposed) throw closedError();
-    return result;
+  #call<T>(run: (client: EventStoreDBClient) => Promise<T>): Promise<T> {
+    return this.#clients.run('read', async (inUse: ClientInUse) => {
+      let result: T;
+      try {
+        result = await run(inUse.client);
+      } catch (error) {
+        if (inUse.disposing) throw this.#cutShort(error);
+        throw translateError(error);
+      }
+      if (inUse.disposing) throw this.#cutShort();
+      return result;
+    });
   }
 
-  async #appendEvents(streamId: string, proposed: ClientEventData[], expected: ExpectedRevision): Promise<AppendResult> {
+  #cutShort(cause?: unknown): EventStoreUnavailableError {
+    if (this.#closed) return closedError(cause);
+    return new EventStoreUnavailableError('EventStoreDB: the client was replaced while the read ran', cause === undefined ? undefined : { cause });
+  }
+
+  async #appendEvents(client: EventStoreDBClient, streamId: string, proposed: ClientEventData[], expected: ExpectedRevision): Promise<AppendResult> {
     try {
-      const result = await this.#client.appendToStream(streamId, proposed, { expectedRevision: toClientExpectedRevision(expected) });
+      const result = await client.appendToStream(streamId, proposed, { expectedRevision: toClientExpectedRevision(expected) });
       // A connection string may set throwOnAppendFailure=false: the client then answers a failed
       // revision check as a result, not an error, and it must not pass for an append.
-      if (result.success === false) throw new WrongExpectedRevisionError(streamId, expected, await this.#lastRevision(streamId));
+      if (result.success === false) throw new WrongExpectedRevisionError(streamId, expected, await this.#lastRevision(client, streamId));
       return {
         nextExpectedRevision: Number(result.nextExpectedRevision),
         // Part of the append: close waits for it, so the head read is not cut short.
-        position: result.position ? fromClientPosition(result.position) : await this.#head(),
+        position: result.position ? fromClientPosition(result.position) : await this.#head(client),
       };
     } catch (error) {
       throw translateError(error, streamId, expected);
     }
   }
 
-  async #appendNothing(streamId: string, expected: ExpectedRevision): Promise<AppendResult> {
-    const actual = await this.#lastRevision(streamId);
+  async #appendNothing(client: EventStoreDBClient, streamId: string, expected: ExpectedRevision): Promise<AppendResult> {
+    const actual = await this.#lastRevision(client, streamId);
     if (!expectedRevisionMatches(expected, actual)) throw new WrongExpectedRevisionError(streamId, expected, actual);
-    return { nextExpectedRevision: actual === 'no_stream' ? -1 : actual, position: await this.#head() };
+    return { nextExpectedRevision: actual === 'no_stream' ? -1 : actual, position: await this.#head(client) };
   }
 
   /** The stream's last revision, from one event read backwards. */
-  async #lastRevision(streamId: string): Promise<number | 'no_stream'> {
+  async #lastRevision(client: EventStoreDBClient, streamId: string): Promise<number | 'no_stream'> {
     try {
-      for await (const resolved of this.#client.readStream(streamId, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
+      for await (const resolved of client.readStream(streamId, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
         if (resolved.event) return Number(resolved.event.revision);
       }
       return 'no_stream';
@@ -454,12 +512,12 @@ export class EventStoreDbEventStore implements EventStore {
     }
   }
 
-  async #head(): Promise<Position> {
+  async #head(client: EventStoreDBClient): Promise<Position> {
     let from: ReadPosition = END;
     let before: Position | undefined;
     // The tail of `$all` can be system events (stats, scavenges); walk back to the last one readers see.
     for (;;) {
-      const page = await this.#readAllPage({ direction: BACKWARDS, fromPosition: from, maxCount: HEAD_PAGE });
+      const page = await readAllPage(client, { direction: BACKWARDS, fromPosition: from, maxCount: HEAD_PAGE });
       let oldest = before;
       for (const resolved of page) {
         if (!resolved.event) continue;
@@ -474,13 +532,15 @@ export class EventStoreDbEventStore implements EventStore {
       from = toClientReadPosition(oldest);
     }
   }
+}
 
-  #readAllPage(options: ClientReadAllOptions): Promise<AllStreamResolvedEvent[]> {
-    return collect(this.#client.readAll(options));
-  }
+function readAllPage(client: EventStoreDBClient, options: ClientReadAllOptions): Promise<AllStreamResolvedEvent[]> {
+  return collect(client.readAll(options));
 }
 
 interface SubscriptionContext {
+  /** The store's client of the moment: each client subscription starts on it. */
+  readonly client: () => EventStoreDBClient;
   /** Whether the store is closed: a subscription started after that fails as the embedded one does. */
   readonly closed: () => boolean;
   readonly logger: AdapterLogger | undefined;
@@ -498,13 +558,17 @@ interface SubscriptionContext {
  * denied, an invalid position, a bad request) ends the iteration with that error, as the embedded
  * subscription does, so the projection runner reports it. A client subscription that stays open
  * but sends nothing while the store has later events is cancelled by a watchdog, and the next
- * starts the same way. Single consumer.
+ * starts the same way, as does one on a client the store replaced (at once, without a warning: the
+ * store warns of the replacement). Single consumer.
  */
 class EventStoreDbSubscription implements AllSubscription {
-  readonly #client: EventStoreDBClient;
   readonly #context: SubscriptionContext;
   #after: Position;
   #current: AllStreamSubscription | undefined;
+  /** The client `#current` runs on. */
+  #currentOn: EventStoreDBClient | undefined;
+  /** The client subscription was cancelled because the store replaced its client: the next starts at once. */
+  #moving = false;
   #stopped = false;
   #iterating = false;
   #wake: (() => void) | undefined;
@@ -516,8 +580,7 @@ class EventStoreDbSubscription implements AllSubscription {
   /** The store's head when the watchdog cancelled the client subscription, for the warning. */
   #silentBehind: Position | undefined;
 
-  constructor(client: EventStoreDBClient, fromPosition: Position, context: SubscriptionContext) {
-    this.#client = client;
+  constructor(fromPosition: Position, context: SubscriptionContext) {
     this.#after = fromPosition;
     this.#context = context;
   }
@@ -533,8 +596,10 @@ class EventStoreDbSubscription implements AllSubscription {
         let current: AllStreamSubscription | undefined;
         let failure: { error: unknown } | undefined;
         try {
-          current = this.#client.subscribeToAll({ fromPosition: toClientReadPosition(this.#after), filter: excludeSystemEvents() });
+          const client = this.#context.client();
+          current = client.subscribeToAll({ fromPosition: toClientReadPosition(this.#after), filter: excludeSystemEvents() });
           this.#current = current;
+          this.#currentOn = client;
           this.#waitingSince = Date.now();
           for await (const resolved of current) {
             this.#waitingSince = Date.now();
@@ -556,10 +621,16 @@ class EventStoreDbSubscription implements AllSubscription {
           failure = { error };
         } finally {
           this.#current = undefined;
+          this.#currentOn = undefined;
           // Leaving the loop does not cancel the gRPC call; only unsubscribe does.
           await current?.unsubscribe().catch(() => {});
         }
         if (this.#stopped) break;
+        if (this.#moving) {
+          // Cancelled by us, on the old client: however it ended, the next starts on the new one.
+          this.#moving = false;
+          continue;
+        }
         if (failure && !isUnavailable(failure.error)) throw translateError(failure.error);
         this.#warnResubscribing(failure, backoff);
         await this.#sleep(backoff);
@@ -579,6 +650,18 @@ class EventStoreDbSubscription implements AllSubscription {
     this.#wake?.();
     await this.#current?.unsubscribe().catch(() => {});
     if (!this.#iterating) this.#context.onEnd();
+  }
+
+  /** The store replaced its client: a client subscription on the old one is cancelled, and the next starts on the new one. */
+  clientReplaced(): void {
+    if (this.#stopped) return;
+    const current = this.#current;
+    if (current && this.#currentOn !== this.#context.client()) {
+      this.#moving = true;
+      void current.unsubscribe().catch(() => {});
+    }
+    // Between client subscriptions, waiting to resubscribe: the new client is worth a try now.
+    else if (!current) this.#wake?.();
   }
 
   /** Dropped (server restart, network), ended by the server, or silent: it resubscribes after the last event seen. */
