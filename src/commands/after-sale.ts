@@ -127,7 +127,11 @@ function feedbackFieldError(field: string, error: { keyword: string; params: unk
 function returnReasonErrors(body: Record<string, unknown>, reasons: readonly string[], invalid: readonly FieldError[]): FieldError[] {
   if (body.type !== 'return' || invalid.some((error) => error.field === 'reason')) return [];
   if (typeof body.reason === 'string' && reasons.includes(body.reason)) return [];
-  return [{ field: 'reason', code: 'invalid_value', message: `reason must be one of: ${reasons.join(', ') || '(this buyer takes no returns)'}` }];
+  const allowed = reasons.join(', ') || '(this buyer takes no returns)';
+  // A return without a reason is missing a field, as any other required one is: `required`, so a
+  // client that maps codes to its form tells "fill it in" from "pick another".
+  if (body.reason === undefined) return [{ field: 'reason', code: 'required', message: `reason is required for a return: one of ${allowed}` }];
+  return [{ field: 'reason', code: 'invalid_value', message: `reason must be one of: ${allowed}` }];
 }
 
 /** POST /functions/leads/{id}/feedback by the buyer that bought the lead. */

@@ -152,7 +152,8 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
       const leadId = await sell();
       const noReason = await feedback(leadId, keys.puller!, { type: 'return' });
       expect([noReason.status, noReason.body.code]).to.deep.equal([422, 'INVALID']);
-      expect((noReason.body.errors as Array<{ field: string }>)[0]!.field).to.equal('reason');
+      // Missing, it is `required`, as any missing field is, and the message says which reasons are taken.
+      expect(noReason.body.errors).to.deep.equal([{ field: 'reason', code: 'required', message: 'reason is required for a return: one of bad_phone, fraud' }]);
       const badReason = await feedback(leadId, keys.puller!, { type: 'return', reason: 'changed_mind' });
       expect(badReason.status).to.equal(422);
       const ok = await feedback(leadId, keys.puller!, { type: 'return', reason: 'bad_phone' });
