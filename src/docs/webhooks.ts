@@ -52,7 +52,7 @@ export const WEBHOOK_SCHEMAS: Record<string, Json> = {
       lead_id: { type: 'integer', minimum: 1 },
       sid: { type: 'string', description: "The supplier's source id." },
       s1: { type: ['string', 'null'], description: "The supplier's sub-id (a click id); null when it sent none." },
-      price: { type: 'number', minimum: 0, description: 'What the buyer pays for the lead, in whole cents of `currency`.' },
+      price: { type: 'number', minimum: 0, description: 'What the buyer pays for the lead, in units of `currency` (dollars for USD), not in cents: `42.5` is 42.50, never a fraction of a cent.' },
       currency: CURRENCY,
       lead: {
         type: 'object',
@@ -100,7 +100,7 @@ export const WEBHOOK_SCHEMAS: Record<string, Json> = {
     type: 'object',
     required: ['bid'],
     properties: {
-      bid: { type: ['number', 'null'], minimum: 0, description: 'The price offered, in whole cents (a third decimal is no bid); null: no bid.' },
+      bid: { type: ['number', 'null'], minimum: 0, description: 'The price offered, in units of the currency (dollars for USD), not in cents: `37.5` bids 37.50; a fraction of a cent (a third decimal) is no bid; null: no bid.' },
       currency: { type: 'string', description: 'Optional: the currency bid in, the code in either case; another than the request\'s is ignored (`currency_mismatch`).' },
     },
   },

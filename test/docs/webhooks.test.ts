@@ -108,6 +108,16 @@ describe('OpenAPI webhooks against what a buyer endpoint receives', function () 
     for (const words of ['<timestamp>.<raw body>', 'lower-case hex', 'UTF-8', 'constant time']) expect(recipe).to.contain(words);
   });
 
+  it("a price is in units of the currency, as the schema says: the lead sold at the routing file's 42.5 arrives as 42.5, not as 4250 cents", function () {
+    const prices = endpoint.received.filter((r) => webhookOf(r) === 'leadDelivery').map((r) => r.body.price);
+    expect(new Set(prices)).to.deep.equal(new Set([42.5]));
+    const schemas = (reader.doc as Json).components.schemas;
+    // A buyer reading "whole cents" would book 42.5 as 42.5 cents, or look for integers only.
+    for (const described of [schemas.LeadDelivery.properties.price.description, schemas.BidAnswer.properties.bid.description] as string[]) {
+      expect(described).to.contain('in units of').and.to.contain('not in cents').and.not.to.contain('whole cents');
+    }
+  });
+
   it('a retry carries the same Idempotency-Key and a fresh timestamp, within the tolerance the document advises', function () {
     const byKey = new Map<string, ReceivedDelivery[]>();
     for (const request of endpoint.received.filter((r) => webhookOf(r) === 'leadDelivery')) {
