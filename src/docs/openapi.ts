@@ -17,6 +17,7 @@ import { ENVELOPE_SCHEMA, FIELD_ERROR_SCHEMA } from './envelope-schema.js';
 import { EXAMPLE_LEAD, EXAMPLE_PING, type ExampleName, exampleEnvelopes } from './examples.js';
 import { toOpenApiSchema } from './json-schema.js';
 import {
+  CONSUMER_FIELDS_SCHEMA,
   DELIVERY_ROW_SCHEMA,
   FEEDBACK_ROW_SCHEMA,
   LEAD_FEEDBACK_SCHEMA,
@@ -310,6 +311,7 @@ async function buildOpenApiDocument(): Promise<Json> {
         FieldError: toOpenApiSchema(FIELD_ERROR_SCHEMA),
         Position: POSITION_SCHEMA,
         LeadView: LEAD_VIEW_SCHEMA,
+        ConsumerFields: CONSUMER_FIELDS_SCHEMA,
         LeadEvent: LEAD_EVENT_SCHEMA,
         DeliveryRow: DELIVERY_ROW_SCHEMA,
         FeedbackRow: FEEDBACK_ROW_SCHEMA,

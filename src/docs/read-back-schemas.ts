@@ -40,6 +40,37 @@ export function readBackBody(properties: Record<string, unknown>, required: stri
 export const listBody = (row: string, extra: Record<string, unknown> = {}) =>
   readBackBody({ items: { type: 'array', items: ref(row) }, next_cursor: { type: ['string', 'null'], description: 'Pass back as cursor for the next page; null on the last.' }, ...extra }, ['items', 'next_cursor']);
 
+/**
+ * The consumer fields of a lead as a lead view and a delivery row carry them: what a pull buyer
+ * takes its lead from, as a webhook buyer takes it from the delivery's `lead`, with the
+ * certificate id and the supplier's fields besides. Once erased, only the fields that are not
+ * personal are left, with `erased: true`.
+ */
+export const CONSUMER_FIELDS_SCHEMA = {
+  type: 'object',
+  description:
+    "The lead's consumer fields, normalised as the post was: for the supplier that sent it, the buyer that bought it, and admin. " +
+    'Once its personal data is erased or expired, the name, e-mail, mobile and certificate fields are gone and `erased` is true.',
+  properties: {
+    first_name: { type: 'string' },
+    last_name: { type: 'string' },
+    email: { type: 'string', description: 'Trimmed, lower-cased.' },
+    mobile: { type: 'string', pattern: '^\\+[1-9][0-9]{6,14}$', description: 'E.164: `+12135550143`.' },
+    mobile_national: { type: 'string', pattern: '^[0-9]+$', description: 'The national number, digits only: `2135550143`.' },
+    zip: { type: 'string', pattern: '^[0-9]{5}$' },
+    zip4: { type: ['string', 'null'], pattern: '^[0-9]{4}$', description: 'The ZIP+4 extension; null when the supplier sent a 5-digit ZIP.' },
+    accident_state: { type: 'string', pattern: '^[A-Z]{2}$', description: 'USPS code, upper case.' },
+    certificate_url: { type: 'string', description: 'The consent certificate (TrustedForm) URL as posted.' },
+    certificate_id: { type: 'string', pattern: '^[0-9a-f]{40}$', description: "The certificate's 40-hex id, taken from its URL, lower case." },
+    sid: { type: 'string', description: "The supplier's source id." },
+    s1: { type: ['string', 'null'], description: "The supplier's sub-id (a click id); null when it sent none." },
+    test: { type: 'boolean', description: 'A test lead: never delivered.' },
+    erased: { const: true, description: "Present once the lead's personal data was erased or expired." },
+  },
+};
+
+const consumerFields = (description: string) => ({ anyOf: [ref('ConsumerFields'), { type: 'null' }], description });
+
 export const LEAD_VIEW_SCHEMA = {
   type: 'object',
   required: ['lead_id', 'supplier', 'lead_status', 'code', 'sold', 'revenue', 'currency', 'buyer', 'bucket', 'test', 'received_at', 'lead'],
@@ -88,11 +119,9 @@ export const LEAD_VIEW_SCHEMA = {
       type: 'boolean',
       description: "The lead's personal data was erased on the consumer's request, or expired after the retention period: every reader of the lead may know it; none may read the data.",
     },
-    lead: {
-      type: ['object', 'null'],
-      description:
-        'The normalised consumer fields; only for the supplier that sent it, the buyer that bought it, and admin. Once the lead\'s personal data was erased, it has no name, e-mail, mobile or certificate, and `erased: true`.',
-    },
+    lead: consumerFields(
+      'The normalised consumer fields; only for the supplier that sent it, the buyer that bought it, and admin (null for others). Once the lead\'s personal data was erased, it has no name, e-mail, mobile or certificate, and `erased: true`.',
+    ),
   },
 };
 
@@ -153,7 +182,7 @@ export const DELIVERY_ROW_SCHEMA = {
         'A pull buyer\'s pending row keeps its created_at: no worker sends it, the buyer lists and acknowledges it.',
     }),
     created_at: { type: 'string', format: 'date-time' },
-    lead: { type: ['object', 'null'], description: 'The consumer fields, for the buyer it was sold to (and admin); `{…, erased: true}` without them once erased.' },
+    lead: consumerFields('The consumer fields, for the buyer it was sold to (and admin; null for others): what a pull buyer takes its lead from. `{…, erased: true}` without the personal ones once erased.'),
     erased: { const: true, description: "Present once the lead's personal data was erased or expired." },
     notice: { type: 'string', enum: ['pending', 'sent', 'failed'], description: 'A webhook buyer that received an erased lead: its `lead.erased` notice.' },
     notice_next_at: nullable('string', { format: 'date-time', description: 'With `notice`: when the notice is next due; null once it is sent or given up.' }),

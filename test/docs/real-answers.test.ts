@@ -136,6 +136,9 @@ describe('OpenAPI document against real answers', function () {
     erasures.push(await call('POST', '/functions/erasures', as(admin), { email: sold.email }));
     erasures.push(await call('GET', `/functions/erasures/${String((erasures[0]!.body.erasure as Json).erasure_id)}`, as(admin)));
     await settled();
+    // The erased lead as its buyer reads it: the delivery row and the view, without the personal fields.
+    await call('GET', '/functions/deliveries?status=delivered', as(buyer));
+    await call('GET', `/functions/leads/${leadId}`, as(buyer));
     await call('GET', '/functions/erasures?limit=1', as(admin));
     await call('GET', `/functions/erasures/${'0'.repeat(32)}`, as(admin));
     // Refused by the listener before any route: documented on every route all the same.
@@ -194,6 +197,23 @@ describe('OpenAPI document against real answers', function () {
     expect(['connection_error', 'timeout']).to.include(failed.last_error);
     const pending = rows.find((row) => row.status === 'pending' && row.buyer === 'acme-law')!;
     expect(pending).to.include({ last_error: null, next_attempt_at: pending.created_at });
+  });
+
+  it("the consumer fields a buyer reads its lead by, in a delivery row (a pull buyer's only copy) and a lead view, are named one by one, in clear and erased", function () {
+    const doc = reader.doc as Json;
+    const named = (schema: Json): string[] => [
+      ...Object.keys(schema.properties ?? {}),
+      ...((schema.anyOf ?? []) as Json[]).flatMap((part) => named(part.$ref ? doc.components.schemas[String(part.$ref).split('/').pop()!] : part)),
+    ];
+    const consumerFields = (reply: Reply): Json[] => [(reply.body.lead as Json | undefined)?.lead, ...((reply.body.items ?? []) as Json[]).map((item) => item.lead)].filter((lead) => lead && typeof lead === 'object');
+    const shown = { DeliveryRow: answers.filter(({ path }) => path.startsWith('/functions/deliveries?')), LeadView: answers.filter(({ path }) => path.startsWith('/functions/leads')) };
+    for (const [schema, replies] of Object.entries(shown)) {
+      const leads = replies.flatMap(({ reply }) => consumerFields(reply));
+      expect(leads.some((lead) => typeof lead.email === 'string'), `${schema}: a lead in clear`).to.equal(true);
+      expect(leads.some((lead) => lead.erased === true), `${schema}: an erased lead`).to.equal(true);
+      const names = named(doc.components.schemas[schema].properties.lead as Json);
+      expect([...new Set(leads.flatMap((lead) => Object.keys(lead)))].filter((field) => !names.includes(field)), schema).to.deep.equal([]);
+    }
   });
 
   it('a method a path does not have: 405 as the shared response the introduction names, Allow naming the methods documented for the path', function () {
