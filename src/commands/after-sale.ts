@@ -35,9 +35,11 @@ export interface SaleState {
   readonly cancelled: 'erased' | 'expired' | null;
   readonly attempts: number;
   readonly returned: boolean;
+  /** The feedback recorded so far: a conversion or contact sent again is answered from it. */
+  readonly feedback: readonly FeedbackRecorded['data'][];
 }
 
-const NO_SALE: SaleState = { supplier: null, correlationId: null, buyer: null, sold: null, test: false, delivered: null, cancelled: null, attempts: 0, returned: false };
+const NO_SALE: SaleState = { supplier: null, correlationId: null, buyer: null, sold: null, test: false, delivered: null, cancelled: null, attempts: 0, returned: false, feedback: [] };
 
 /** The buyer a principal acts for on this lead, or null when the lead does not exist for it. */
 function actingBuyer(principal: AfterSaleRequest['principal'], sale: SaleState): string | null {
@@ -134,6 +136,12 @@ function returnReasonErrors(body: Record<string, unknown>, reasons: readonly str
   return [{ field: 'reason', code: 'invalid_value', message: `reason must be one of: ${allowed}` }];
 }
 
+/** The feedback as recorded, and whether this request recorded it (false: the same was recorded before). */
+export interface RecordedFeedback {
+  readonly feedback: FeedbackRecorded['data'];
+  readonly created: boolean;
+}
+
 /** POST /functions/leads/{id}/feedback by the buyer that bought the lead. */
 export async function recordFeedback(
   store: EventStore,
@@ -142,10 +150,23 @@ export async function recordFeedback(
   leadId: number,
   body: Record<string, unknown>,
   repeated: readonly string[] = [],
-): Promise<FeedbackRecorded['data']> {
+): Promise<RecordedFeedback> {
   const command: AfterSaleCommand = { type: 'RecordFeedback', leadId, request, routing, body, repeated };
-  const { events } = await handleCommand(store, leadStream(leadId), afterSaleDecider, command, { metadata: metadataFor(request) });
-  return events[0]!.data as FeedbackRecorded['data'];
+  const { events, state } = await handleCommand(store, leadStream(leadId), afterSaleDecider, command, { metadata: metadataFor(request) });
+  const created = events.find((event) => event.type === 'FeedbackRecorded');
+  if (created) return { feedback: created.data as FeedbackRecorded['data'], created: true };
+  // Nothing appended: the decider found this conversion or contact recorded already.
+  return { feedback: sameFeedback(state, body as FeedbackBody)!, created: false };
+}
+
+/**
+ * A conversion or contact already recorded with this type and reason. A buyer's integration
+ * sends feedback again when an answer is lost (a timeout, a dropped connection): the repeat is
+ * the same news, and recording it twice would list it twice to the supplier and analysts.
+ */
+function sameFeedback(sale: SaleState, { type, reason }: FeedbackBody): FeedbackRecorded['data'] | undefined {
+  if (type === 'return') return undefined;
+  return sale.feedback.find((recorded) => recorded.buyer === sale.buyer && recorded.type === type && recorded.reason === (reason ?? null));
 }
 
 export type AfterSaleCommand =
@@ -182,6 +203,8 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
         return { ...state, delivered: { at: event.data.delivered_at } };
       case 'LeadReturned':
         return { ...state, returned: true };
+      case 'FeedbackRecorded':
+        return { ...state, feedback: [...state.feedback, event.data] };
       case 'LeadDeliveryCancelled':
         return { ...state, cancelled: event.data.reason };
       default:
@@ -211,6 +234,7 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
     const errors = [...invalid, ...returnReasonErrors(command.body, config?.return_reasons ?? [], invalid)];
     if (errors.length > 0) throw new AfterSaleError('INVALID', errors);
     const { type, reason } = command.body as FeedbackBody;
+    if (sameFeedback(sale, { type, reason })) return [];
     const recorded: FeedbackRecorded['data'] = { lead_id, buyer, type, reason: reason ?? null, recorded_at: now.toISOString() };
     const events: LeadEvent[] = [{ type: 'FeedbackRecorded', data: recorded }];
     if (type === 'return' && reason !== undefined) {

@@ -291,7 +291,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     tag: 'Buyers',
     summary: 'Send feedback on a bought lead',
     description:
-      'A return needs a reason from the buyer’s return_reasons, must come within its return window and can happen once; it reverses the revenue in reports.',
+      'A return needs a reason from the buyer’s return_reasons, must come within its return window and can happen once (a second return, the same one sent again included, is `409 ALREADY_RETURNED`); it reverses the revenue in reports. ' +
+      'A conversion or contact sent again with the same `type` and `reason` (after an answer that was lost) records nothing: `200` with the feedback recorded first. Another `reason` is new feedback.',
     roles: ['buyer', 'admin'],
     parameters: [LEAD_ID],
     body: { schema: 'Feedback', example: { type: 'return', reason: 'bad_phone' } },
@@ -304,6 +305,17 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
         properties: { ok: { const: true }, trace_id: { type: 'string' }, code: { const: 'OK' }, message: { type: 'string' }, feedback: schema('FeedbackRow') },
       }),
     },
+    alsoSuccess: [
+      {
+        status: 200,
+        description: 'Recorded already: the same conversion or contact (type and reason) was recorded before; nothing new is recorded, and `feedback` is the one recorded first.',
+        content: json({
+          type: 'object',
+          required: ['ok', 'trace_id', 'code', 'message', 'feedback'],
+          properties: { ok: { const: true }, trace_id: { type: 'string' }, code: { const: 'OK' }, message: { type: 'string' }, feedback: schema('FeedbackRow') },
+        }),
+      },
+    ],
     outcomes: [
       'INVALID_INPUT', 'RETURN_WINDOW_CLOSED', 'ALREADY_RETURNED', 'NOT_FOUND', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
       ...KEYED_ERRORS,

@@ -45,8 +45,9 @@ export function registerAfterSaleRoutes(router: Router<ShellState>, lookup: Auth
     if (!LEAD_ID.test(id)) throw new ShellError('NOT_FOUND');
     const { body, repeated } = parseJsonBody(await readBody(ctx.req, deps.bodyBytes));
     const request = { principal: ctx.state.principal!, traceId: ctx.state.traceId, now: deps.now() };
-    const feedback = await asShellError(() => recordFeedback(deps.events, deps.routing(), request, Number(id), body, repeated));
-    ctx.status = 201;
-    ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'Feedback recorded.', feedback };
+    const { feedback, created } = await asShellError(() => recordFeedback(deps.events, deps.routing(), request, Number(id), body, repeated));
+    // The same conversion or contact sent again records nothing: 200 with the one recorded first.
+    ctx.status = created ? 201 : 200;
+    ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: created ? 'Feedback recorded.' : 'Feedback recorded already.', feedback };
   });
 }

@@ -148,6 +148,26 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
       expect((view.body.lead as { feedback: Array<{ type: string }> }).feedback.map((f) => f.type)).to.deep.equal(['conversion', 'contacted']);
     });
 
+    it('the same conversion or contact sent again (an answer lost) records nothing: 200 with the one recorded first; another reason is new feedback', async function () {
+      const leadId = await sell();
+      const first = await feedback(leadId, keys.puller!, { type: 'conversion', reason: 'policy_bound' });
+      expect([first.status, first.body.message]).to.deep.equal([201, 'Feedback recorded.']);
+      const again = await feedback(leadId, keys.puller!, { type: 'conversion', reason: 'policy_bound' });
+      expect([again.status, again.body.code, again.body.message]).to.deep.equal([200, 'OK', 'Feedback recorded already.']);
+      expect(again.body.feedback).to.deep.equal(first.body.feedback);
+      // The admin acting for the buyer sends the same news: answered from the same record.
+      expect((await feedback(leadId, keys.admin!, { type: 'conversion', reason: 'policy_bound' })).status).to.equal(200);
+      expect((await feedback(leadId, keys.puller!, { type: 'contacted' })).status).to.equal(201);
+      expect((await feedback(leadId, keys.puller!, { type: 'contacted' })).status).to.equal(200);
+      expect((await feedback(leadId, keys.puller!, { type: 'contacted', reason: 'second_call' })).status).to.equal(201);
+      const recorded = (await svc.service.store.readStream(`lead-${leadId}`)).filter((e) => e.type === 'FeedbackRecorded');
+      expect(recorded.map((e) => [(e.data as { type: string }).type, (e.data as { reason: string | null }).reason])).to.deep.equal([
+        ['conversion', 'policy_bound'],
+        ['contacted', null],
+        ['contacted', 'second_call'],
+      ]);
+    });
+
     it('a return needs an allowed reason (422), within the window (409), once (409)', async function () {
       const leadId = await sell();
       const noReason = await feedback(leadId, keys.puller!, { type: 'return' });

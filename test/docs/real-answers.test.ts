@@ -95,6 +95,8 @@ describe('OpenAPI document against real answers', function () {
     await call('POST', `/functions/leads/${leadId}/feedback`, as(buyer), { type: 'return', reason: 'bad_phone' });
     await call('POST', `/functions/leads/${leadId}/feedback`, as(buyer), { type: 'return', reason: 'bad_phone' });
     await call('POST', `/functions/leads/${leadId}/feedback`, as(buyer), { type: 'return', reason: 'moon' });
+    // A conversion, and the same sent again: 201, then 200 with the one recorded.
+    for (let i = 0; i < 2; i++) await call('POST', `/functions/leads/${leadId}/feedback`, as(buyer), { type: 'conversion', reason: 'policy_bound' });
     await settled();
     await call('GET', '/functions/feedback?type=return', as(supplier));
     // A lead with feedback, in each answer that shows a lead view.
@@ -179,6 +181,8 @@ describe('OpenAPI document against real answers', function () {
       'ALREADY_RETURNED', 'OK']) {
       expect(codes, code).to.include(code);
     }
+    const conversions = answers.filter(({ path, reply }) => path.endsWith('/feedback') && (reply.body.feedback as Json | undefined)?.type === 'conversion');
+    expect(conversions.map(({ reply }) => reply.status)).to.deep.equal([201, 200]);
     const replayed = answers.find(({ reply }) => reply.headers['idempotency-replayed'] === 'true');
     expect(replayed?.reply.status).to.equal(201);
   });
