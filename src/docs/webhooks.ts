@@ -113,6 +113,7 @@ export const WEBHOOKS: Record<string, Json> = {
       summary: 'A sold lead, POSTed to a webhook buyer',
       description:
         "Sent to the buyer's `delivery.url` for each sold, non-test lead. Delivery is at least once on the wire and exactly once as recorded: drop a repeat by its `Idempotency-Key`. " +
+        'A repeat comes after a retry, and also within one attempt: a request that meets a reset before any answer on a kept-alive connection is sent once more on a new one, so a buyer that read it and dropped the connection unanswered gets it again. ' +
         'What each answer leads to is below; the delivery\'s state is in `GET /functions/deliveries` (`last_error`, `next_attempt_at`).',
       parameters: [idempotencyKey('lead-', 'the delivery'), TIMESTAMP, SIGNATURE],
       requestBody: { required: true, content: { 'application/json': { schema: ref('LeadDelivery') } } },
@@ -136,7 +137,8 @@ export const WEBHOOKS: Record<string, Json> = {
       summary: 'A ping, POSTed to a webhook bidder',
       description:
         "Sent to the buyer's `ping.url` when a ping may go to it. Answer within its `timeout_ms` (default " + `${DEFAULTS.ping_timeout_ms} ms) and PING_DEADLINE_MS: a later answer is recorded \`timeout\` and ignored. ` +
-        'Not retried, and without `Idempotency-Key`: two instances of the service may each ask about one `ping_id`; answer both alike.',
+        'Not retried, and without `Idempotency-Key`: two instances of the service may each ask about one `ping_id`, and a request that meets a reset before any answer on a kept-alive connection is sent once more on a new one, within the same deadline ' +
+        '(a buyer that read it and dropped the connection unanswered gets it twice); answer each alike.',
       parameters: [TIMESTAMP, SIGNATURE],
       requestBody: { required: true, content: { 'application/json': { schema: ref('BidRequest') } } },
       responses: {

@@ -118,6 +118,10 @@ describe('OpenAPI webhooks against what a buyer endpoint receives', function () 
     }
   });
 
+  it('says a request can come twice within one attempt or bid: the resend after a reset on a kept-alive connection reaches a buyer that read it and dropped the connection', function () {
+    for (const name of ['leadDelivery', 'bidRequest']) expect(operation(name).description, name).to.contain('sent once more on a new one').and.to.contain('dropped the connection');
+  });
+
   it('a retry carries the same Idempotency-Key and a fresh timestamp, within the tolerance the document advises', function () {
     const byKey = new Map<string, ReceivedDelivery[]>();
     for (const request of endpoint.received.filter((r) => webhookOf(r) === 'leadDelivery')) {
