@@ -60,6 +60,10 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
   // attempt the buyer never saw.
   const payload = (state: DeliveryState) => payloadOf(deps, leadId, state);
   let body = step.kind === 'send' ? await payload(read.state) : null;
+  // The lead's key destroyed before its erasure mark was appended (an erasure under way, or one cut
+  // short between the two): there is no lead left to send, and a delivery without one is no
+  // delivery. The mark, when it comes, cancels it; until then it is left alone like a settled one.
+  if (body === ERASED) return { kind: 'skipped', reason: 'cancelled' };
 
   const claimed = await handleCommand(deps.events, stream, deliveryDecider, { type: 'ClaimAttempt', context, timeoutMs: delivery.timeout_ms }, {
     from: read,
@@ -79,6 +83,8 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
   if (delivery.secret_env && !secret) log?.warn({ secret_env: delivery.secret_env }, 'buyer secret variable is not set: delivery goes unsigned');
   // Made already, unless a conflict on the claim found an attempt to send that the first read did not.
   body ??= await payload(claimed.state);
+  // Claimed, but the lead is gone meanwhile: the claim is judged lost later, by when its mark cancels it.
+  if (body === ERASED) return { kind: 'skipped', reason: 'cancelled' };
   const result = await postWebhook({
     url: delivery.url,
     body,
@@ -113,11 +119,15 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
   return { kind: 'recorded', attempt, outcome: outcome.type, retryAt };
 }
 
-/** The JSON body the buyer is sent: the sale, and the lead with its personal fields opened. */
-async function payloadOf(deps: DeliverDeps, leadId: number, state: DeliveryState): Promise<string> {
+/** A lead whose personal data cannot be opened any more: nothing to send. */
+const ERASED = Symbol('erased');
+
+/** The JSON body the buyer is sent: the sale, and the lead with its personal fields opened; ERASED when they are gone. */
+async function payloadOf(deps: DeliverDeps, leadId: number, state: DeliveryState): Promise<string | typeof ERASED> {
   const received = state.received!;
   const lead = received.lead === null ? null : await openLead(deps.personalData, leadId, received.lead);
-  return JSON.stringify(deliveryBody(received, lead, state.sale!));
+  const body = deliveryBody(received, lead, state.sale!);
+  return body.lead === null ? ERASED : JSON.stringify(body);
 }
 
 /**

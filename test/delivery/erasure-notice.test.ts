@@ -3,6 +3,7 @@ import { RetentionSweeper } from '../../src/commands/retention.js';
 import { verifyDelivery } from '../../src/delivery/signature.js';
 import { BuyerEndpoint, type ReceivedDelivery } from './buyer-endpoint.js';
 import { DeliveryHarness, SECRET_ENV, sleep, until } from './harness.js';
+import type { AttemptReport } from '../../src/delivery/deliver-lead.js';
 import { EventStoreUnavailableError } from '../../src/event-store/port.js';
 import { overriding } from '../support/overriding.js';
 
@@ -163,6 +164,53 @@ describe('erasure while a webhook delivery is in flight', function () {
     await until(async () => (await harness.ofType(leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => 'the notice');
     const notices = endpoint.forLead(leadId).filter((r) => r.body.type === 'lead.erased');
     expect(notices.map((n) => JSON.parse(n.text))).to.deep.equal([{ type: 'lead.erased', lead_id: leadId, reason: 'consumer_request' }]);
+  });
+});
+
+describe('a lead whose key an erasure destroyed before marking it', function () {
+  this.timeout(60_000);
+  let endpoint: BuyerEndpoint;
+  let harness: DeliveryHarness;
+  // While set, the erasure's marks cannot be appended: it has destroyed the keys and stops there,
+  // as one cut short between its two steps does.
+  let marksFail = false;
+
+  before(async function () {
+    endpoint = await BuyerEndpoint.start(() => 200);
+    harness = await DeliveryHarness.start(endpoint, {}, undefined, {
+      wrapStore: (store) =>
+        overriding(store, {
+          append: async (stream, events, options) => {
+            if (marksFail && events.some((event) => event.type === 'LeadPersonalDataErased')) throw new EventStoreUnavailableError('marks refused');
+            return store.append(stream, events, options);
+          },
+        }),
+    });
+  });
+
+  after(async function () {
+    await harness?.stop();
+    await endpoint?.stop();
+  });
+
+  it('is never sent, no attempt is claimed; the erasure asked again marks it and the delivery is cancelled', async function () {
+    const admin = { 'x-api-key': await harness.svc.key('admin', 'root') };
+    const { leadId, lead } = await harness.sell({ zip: '90210' });
+    marksFail = true;
+    const cut = await harness.svc.post({ email: lead.email }, admin, '/functions/erasures');
+    expect(cut.status, cut.text).to.equal(503);
+    const reports: AttemptReport[] = [];
+    harness.worker({ onAttempt: (id, report) => id === leadId && reports.push(report) });
+    await until(() => reports.length > 0, 10_000, () => 'the worker taking the lead');
+    // The buyer is never sent a delivery without its lead, and nothing counts as an attempt.
+    expect(reports[0]).to.deep.equal({ kind: 'skipped', reason: 'cancelled' });
+    expect(endpoint.forLead(leadId)).to.deep.equal([]);
+    expect(await harness.ofType(leadId, 'LeadDeliveryAttempted')).to.deep.equal([]);
+    marksFail = false;
+    const again = await harness.svc.post({ email: lead.email }, admin, '/functions/erasures');
+    expect(again.status, again.text).to.equal(201);
+    await harness.rowWith(leadId, 'cancelled');
+    expect(endpoint.forLead(leadId)).to.deep.equal([]);
   });
 });
 

@@ -6,7 +6,7 @@ import { DeliveryWorker, type DeliveryWorkerDeps } from '../../src/delivery/webh
 import { createLogger } from '../../src/http/logger.js';
 import type { ReadDoc } from '../../src/read-models/port.js';
 import { type LoadedRoutingConfig, loadRoutingConfig } from '../../src/routing/load-config.js';
-import { TestService, validLead } from '../support/service.js';
+import { TestService, type TestServiceOptions, validLead } from '../support/service.js';
 import type { BuyerEndpoint } from './buyer-endpoint.js';
 
 // The real service with a webhook buyer (ZIPs 90…) pointing at a local buyer endpoint and a pull
@@ -46,8 +46,8 @@ export class DeliveryHarness {
     private readonly apiKey: string,
   ) {}
 
-  static async start(endpoint: BuyerEndpoint, webhook: WebhookOptions = {}, dataDir?: string): Promise<DeliveryHarness> {
-    const svc = await TestService.start({ deliveryWorker: false, routing: deliveryRouting(endpoint.url, webhook), ...(dataDir ? { dataDir } : {}) });
+  static async start(endpoint: BuyerEndpoint, webhook: WebhookOptions = {}, dataDir?: string, service: Pick<TestServiceOptions, 'wrapStore'> = {}): Promise<DeliveryHarness> {
+    const svc = await TestService.start({ ...service, deliveryWorker: false, routing: deliveryRouting(endpoint.url, webhook), ...(dataDir ? { dataDir } : {}) });
     const routing = loadRoutingConfig(join(svc.dataDir, 'routing.json'));
     return new DeliveryHarness(svc, endpoint, routing, await svc.key());
   }
