@@ -8,6 +8,7 @@ import { getJson, explain, ApiError } from './api.js';
 import { h, money, withCurrency, time, badge, cards } from './dom.js';
 import { openLeadForm } from './leads.js';
 import { returnForm } from './buyer.js';
+import { codeShown, statusWords } from './words.js';
 
 /** A lead id as the API takes one: 1 to 16 digits, no leading zero. */
 const LEAD_ID = /^[1-9]\d{0,15}$/;
@@ -75,8 +76,8 @@ function testLeadNote() {
 function summary(lead) {
   const where = lead.buyer ? `buyer ${lead.buyer}` : lead.bucket ? `bucket ${lead.bucket}` : '—';
   const items = [
-    ['Status', lead.lead_status],
-    ['Code', lead.code ?? '—'],
+    ['Status', statusWords(lead.lead_status)],
+    ['Code', lead.code ? codeShown(lead.code) : '—'],
     ['Sold to', where],
     ['Revenue', money(lead.revenue, lead.currency)],
     ['Supplier', lead.supplier],
@@ -133,7 +134,7 @@ const DETAILS = {
     d.lead?.email ? h('p', { class: 'muted' }, `Consumer: ${d.lead.first_name} ${d.lead.last_name}, ${d.lead.email}, ${d.lead.mobile}`) : null,
     d.lead?.erased ? h('p', { class: 'muted' }, 'Consumer: personal data erased.') : null,
   ],
-  LeadRejected: (d) => [h('p', {}, `Rejected: ${d.code}.`), h('ul', {}, (d.errors ?? []).map((e) => h('li', {}, `${e.field}: ${e.message}`)))],
+  LeadRejected: (d) => [h('p', {}, 'Rejected: ', codeShown(d.code), '.'), h('ul', {}, (d.errors ?? []).map((e) => h('li', {}, `${e.field}: ${e.message}`)))],
   LeadEnriched: (d) =>
     h('ul', { class: 'checks' }, Object.entries(d.checks ?? {}).map(([name, c]) => h('li', { 'data-check': name }, `${name}: `, h('span', { class: c.result === 'pass' ? 'yes' : c.result === 'fail' ? 'no' : '' }, c.result), ` (${c.detail}, ${c.provider})`))),
   LeadRouted: (d) => [

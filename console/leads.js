@@ -7,22 +7,11 @@
 
 import { getAll, getJson, explain } from './api.js';
 import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, onMore, cards, hideEmpty } from './dom.js';
+import { OUTCOME_CODES, REJECTION_CODES, codeWords, codeMeaning, codeShown, statusWords } from './words.js';
 
-const STATUSES = [['', 'Any'], ['sold', 'Sold'], ['unsold', 'Unsold'], ['rejected', 'Rejected'], ['received', 'Received']];
-/**
- * Every code a rejected lead may have, with what it means: the console's one list of them, for the
- * code filter and the breakdown by code (the report has a rejected_<CODE> column for each).
- */
-const REJECTION_CODES = {
-  INVALID: 'one or more fields are invalid',
-  VERIFICATION_FAILED: 'phone or e-mail verification failed',
-  DUPLICATE: 'the same mobile or e-mail was accepted recently',
-  SUPPRESSED: 'the mobile or e-mail is on the suppression list',
-  PING_EXPIRED: 'its ping had expired',
-  PING_CONSUMED: 'its ping was already posted',
-  PING_MISMATCH: "its zip, state or sid differ from its ping's",
-};
-const CODES = [['', 'Any'], ...['SOLD', 'UNSOLD', ...Object.keys(REJECTION_CODES)].map((c) => [c, c])];
+const STATUSES = [['', 'Any'], ...['sold', 'unsold', 'rejected', 'received'].map((s) => [s, statusWords(s)])];
+// The code filter offers every outcome code, in words (words.js); the value sent is the code.
+const CODES = [['', 'Any'], ...Object.keys(OUTCOME_CODES).map((c) => [c, codeWords(c)])];
 
 const utcDay = (date) => date.toISOString().slice(0, 10);
 const nextDay = (day) => utcDay(new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000));
@@ -91,8 +80,8 @@ export function leadTable(id, label, columns) {
 const LEAD_COLUMNS = [
   ['Lead', leadCell],
   ['Received', (r) => time(r.received_at), 'time'],
-  ['Status', (r) => r.lead_status],
-  ['Code', (r) => r.code ?? ''],
+  ['Status', (r) => statusWords(r.lead_status)],
+  ['Code', (r) => codeShown(r.code)],
   ['Source', (r) => r.sid ?? ''],
   ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? '', 'name'],
   ['Revenue', (r) => r.revenue, 'num money'],
@@ -198,7 +187,7 @@ export async function renderLeads(main, _params, current, me) {
   async function loadCodes() {
     const report = await getAll('/functions/reports/summary', { from: from.value, to: to.value, tz: 'UTC', group_by: 'day' });
     if (!current()) return;
-    const columns = new Set(Object.keys(REJECTION_CODES).map((c) => `rejected_${c}`));
+    const columns = new Set(REJECTION_CODES.map((c) => `rejected_${c}`));
     for (const row of report.items) for (const name of Object.keys(row)) if (/^rejected_[A-Z_]+$/.test(name)) columns.add(name);
     const sums = Object.fromEntries(['rejected', ...columns].map((name) => [name, report.items.reduce((s, row) => s + (row[name] ?? 0), 0)]));
     const rows = [...columns].filter((name) => sums[name] > 0).map((name) => name.slice('rejected_'.length));
@@ -221,7 +210,7 @@ export async function renderLeads(main, _params, current, me) {
               'tbody',
               {},
               rows.map((c) =>
-                h('tr', { 'data-code': c }, h('th', { scope: 'row' }, c, REJECTION_CODES[c] ? h('span', { class: 'muted meaning' }, REJECTION_CODES[c]) : null), h('td', { class: 'num' }, count(sums[`rejected_${c}`]))),
+                h('tr', { 'data-code': c }, h('th', { scope: 'row' }, codeShown(c), codeMeaning(c) ? h('span', { class: 'muted meaning' }, codeMeaning(c)) : null), h('td', { class: 'num' }, count(sums[`rejected_${c}`]))),
               ),
               other !== 0 ? h('tr', { 'data-code': 'other' }, h('th', { scope: 'row' }, 'Other codes'), h('td', { class: 'num' }, count(other))) : null,
             ),

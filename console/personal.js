@@ -12,6 +12,7 @@
 
 import { getJson, postJson, explain, ApiError } from './api.js';
 import { h, field, time, things, cards, onMore, say } from './dom.js';
+import { codeShown, statusWords } from './words.js';
 
 const LABELS = { email: 'E-mail', mobile: 'Mobile', suppress: 'Suppress later leads' };
 /** Which contacts named an erasure's consumer, in words: "e-mail and mobile". */
@@ -62,7 +63,7 @@ function refusal(error, inputs = {}) {
 const CONSUMER_COLUMNS = [
   ['Lead', (r) => h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id)],
   ['Received', (r) => time(r.received_at), 'time'],
-  ['Outcome', (r) => [r.lead_status, r.code].filter(Boolean).join(', ')],
+  ['Outcome', (r) => [statusWords(r.lead_status), r.code ? [', ', codeShown(r.code)] : null]],
   ['From', (r) => r.supplier ?? ''],
   ['To', (r) => r.buyer ?? r.bucket ?? ''],
   ['Name', (r) => [r.lead?.first_name, r.lead?.last_name].filter(Boolean).join(' ')],

@@ -7,6 +7,7 @@
 
 import { getAll, getCsv, explain, ApiError } from './api.js';
 import { h, field, select, say, markField, count, money, rate, withCurrency, cards } from './dom.js';
+import { codeTitled } from './words.js';
 
 const DIMENSIONS = [['sid', 'Source (sid)'], ['s1', 'Click id (s1)'], ['state', 'State'], ['buyer', 'Buyer'], ['supplier', 'Supplier']];
 const DEFAULT_GROUPING = 'sid';
@@ -447,9 +448,9 @@ function metricsOf(set, rows) {
 
 const inMoney = (name) => MONEY.includes(name) || name === 'avg_price' || name === 'avg_bid';
 
-/** A metric's heading: in words, money with its currency; a code as the service writes it, breakable after each underscore. */
+/** A metric's heading: in words, money with its currency; a rejection code in words, the code its tooltip (words.js). */
 function heading(name, currency) {
-  if (REJECTION_CODE.test(name)) return name.slice('rejected_'.length).split(/(?<=_)/).flatMap((part, i) => (i === 0 ? [part] : [h('wbr'), part]));
+  if (REJECTION_CODE.test(name)) return codeTitled(name.slice('rejected_'.length));
   return inMoney(name) ? withCurrency(WORDS[name], currency) : WORDS[name];
 }
 

@@ -393,7 +393,7 @@ describe('the console in a browser', function () {
     await idInput.fill(String(leads.invalid));
     await idInput.press('Enter');
     await page.locator('#timeline [data-type="LeadRejected"]').waitFor();
-    expect(await page.locator('#timeline').innerText()).to.contain('Rejected: INVALID').and.contain('zip');
+    expect(await page.locator('#timeline').innerText()).to.contain('Rejected: Invalid fields INVALID').and.contain('zip');
     expect(await unnamed(page)).to.deep.equal([]);
     // Pages changed, readiness did not: nothing was announced.
     expect(await page.evaluate('window.announced')).to.deep.equal([]);
@@ -507,7 +507,7 @@ describe('the console in a browser', function () {
       await table.locator(`tr[data-lead="${lead}"]`).waitFor();
       await page.locator('main [role="status"]', { hasText: /^1 lead shown/ }).waitFor();
       expect(await shown(), code).to.deep.equal([lead]);
-      expect(await table.locator('tbody tr td').nth(3).innerText()).to.equal(code);
+      expect(await table.locator('tbody tr td').nth(3).locator('[data-code]').getAttribute('title')).to.equal(code);
     }
     await codeFilter.selectOption('');
 

@@ -34,7 +34,10 @@ const COLUMNS: Record<string, Array<[string, string]>> = {
   ],
   rejections: [
     ['Received', 'received'], ['Rejected', 'rejected'],
-    ...['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'SUPPRESSED', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH'].map((code): [string, string] => [code, `rejected_${code}`]),
+    // Each code in words (its code is the heading's tooltip).
+    ...([['Invalid fields', 'INVALID'], ['Failed verification', 'VERIFICATION_FAILED'], ['Duplicate', 'DUPLICATE'], ['Do not contact', 'SUPPRESSED'], ['Ping expired', 'PING_EXPIRED'], ['Ping already used', 'PING_CONSUMED'], ['Does not match its ping', 'PING_MISMATCH']] as const).map(
+      ([words, code]): [string, string] => [words, `rejected_${code}`],
+    ),
   ],
   pings: [['Pings', 'pings'], ['Bids', 'bids'], ['Average bid (USD)', 'avg_bid'], ['Ping-posts', 'ping_posts'], ['Sold', 'sold'], ['Revenue (USD)', 'revenue']],
 };

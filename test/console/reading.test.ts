@@ -1,0 +1,117 @@
+import { expect } from 'chai';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Browser, type Page, chromium } from 'playwright-core';
+import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { TestService, validLead } from '../support/service.js';
+
+// The console as its readers meet it: outcome codes read as words (the code still at hand), the
+// charts' numbers readable without seeing the chart, a focus ring that can be seen wherever the
+// focus is, and every page whole at 360 px wide and at 200% zoom. Screenshots go to SHOTS.
+
+const SHOTS = 'test-results/console';
+const ROUTING = {
+  buyers: [
+    { id: 'ca-buyer', price: 40, states: ['CA'], return_reasons: ['bad_phone'] },
+    // A webhook buyer nobody listens for (port 1): its one attempt fails, for good.
+    { id: 'fl-hook', price: 25, states: ['FL'], delivery: { kind: 'webhook', url: 'https://127.0.0.1:1/leads', timeout_ms: 1000, max_attempts: 1 } },
+  ],
+  buckets: [{ id: 'unsold', default: true }],
+};
+/** Every outcome code the service gives, as it writes them. */
+const CODES = /\b(SOLD|UNSOLD|INVALID|VERIFICATION_FAILED|DUPLICATE|SUPPRESSED|PING_EXPIRED|PING_CONSUMED|PING_MISMATCH)\b/;
+
+describe('the console read by eye, keyboard and screen reader', function () {
+  this.timeout(120_000);
+  let svc: TestService | undefined;
+  let browser: Browser | undefined;
+  let origin: string;
+  const keys: Record<string, string> = {};
+  const leads: Record<string, number> = {};
+
+  before(async function () {
+    skipWithoutChromium(this);
+    svc = await TestService.start({ routing: ROUTING });
+    origin = `https://127.0.0.1:${svc.port}`;
+    keys.supplier = await svc.key('supplier', 'sup-a');
+    keys.analyst = await svc.key('analyst', 'ann');
+    keys.admin = await svc.key('admin', 'root');
+    keys.buyer = await svc.key('buyer', 'ca-buyer');
+    const post = async (name: string, lead: Record<string, unknown>) => {
+      const answer = await svc!.post(lead, { 'x-api-key': keys.supplier! });
+      leads[name] = answer.body.lead_id as number;
+      return answer;
+    };
+    const sold = validLead({ sid: 'google' });
+    await post('sold', sold);
+    expect((await post('duplicate', { ...sold })).body.code).to.equal('DUPLICATE');
+    expect((await post('invalid', validLead({ zip: 'bad', sid: 'bing' }))).body.code).to.equal('INVALID');
+    expect((await post('unsold', validLead({ accident_state: 'TX', zip: '75001', sid: 'meta' }))).body.code).to.equal('UNSOLD');
+    await post('hooked', validLead({ accident_state: 'FL', zip: '33101', sid: 'meta' }));
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    browser = await chromium.launch({ executablePath: CHROMIUM });
+    mkdirSync(SHOTS, { recursive: true });
+  });
+  after(async () => {
+    await browser?.close();
+    await svc?.stop();
+  });
+
+  async function signedIn(key: string, viewport = { width: 1280, height: 800 }, deviceScaleFactor = 1): Promise<Page> {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport, deviceScaleFactor });
+    const page = await context.newPage();
+    await page.goto(`${origin}/console`);
+    await page.getByLabel('API key').fill(key);
+    await page.getByLabel('API key').press('Enter');
+    await page.locator('#nav a').first().waitFor();
+    return page;
+  }
+
+  /** Text in main that shows an outcome code bare: outside the code element beside its words. */
+  const bareCodes = (page: Page) =>
+    page.evaluate(`(() => {
+      const found = [];
+      const walker = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+      while (walker.nextNode()) {
+        const node = walker.currentNode;
+        const el = node.parentElement;
+        if (el.closest('code.code, option, [hidden]') || !el.checkVisibility()) continue;
+        if (${CODES}.test(node.textContent)) found.push(node.textContent.trim());
+      }
+      return found;
+    })()`) as Promise<string[]>;
+
+  it('outcome codes read as words a lead business uses, each code still at hand beside them or as their tooltip', async function () {
+    const page = await signedIn(keys.analyst!);
+    await page.goto(`${origin}/console#/leads`);
+    const table = page.locator('#leads-table');
+    await table.locator(`tr[data-lead="${leads.duplicate}"]`).waitFor();
+    await page.locator('#rejections-by-code tbody tr').first().waitFor();
+    const codeCell = (lead: number) => table.locator(`tr[data-lead="${lead}"] td`).nth(3);
+    expect(await codeCell(leads.duplicate!).innerText()).to.equal('Duplicate DUPLICATE');
+    expect(await codeCell(leads.duplicate!).locator('[title]').getAttribute('title')).to.equal('DUPLICATE');
+    expect(await codeCell(leads.invalid!).innerText()).to.equal('Invalid fields INVALID');
+    expect(await codeCell(leads.unsold!).innerText()).to.equal('Not sold UNSOLD');
+    expect(await table.locator(`tr[data-lead="${leads.unsold}"] td`).nth(2).innerText()).to.equal('Not sold');
+    expect(await page.locator('#rejections-by-code tr[data-code="DUPLICATE"] th').innerText()).to.match(/^Duplicate DUPLICATE\n/);
+    expect(await page.getByLabel('Code', { exact: true }).locator('option[value="SUPPRESSED"]').innerText()).to.equal('Do not contact');
+    expect(await bareCodes(page)).to.deep.equal([]);
+    await page.screenshot({ path: join(SHOTS, 'words-leads.png'), fullPage: true });
+
+    await page.goto(`${origin}/console#/leads/${leads.duplicate}`);
+    await page.locator('#timeline [data-type="LeadRejected"]').waitFor();
+    expect(await page.locator('#lead-summary').innerText()).to.contain('Status\nRejected').and.contain('Code\nDuplicate DUPLICATE');
+    expect(await page.locator('#timeline [data-type="LeadRejected"] p').first().innerText()).to.equal('Rejected: Duplicate DUPLICATE.');
+    expect(await bareCodes(page)).to.deep.equal([]);
+
+    await page.goto(`${origin}/console#/report?columns=rejections`);
+    await page.locator('#report-table').waitFor();
+    const heads = page.locator('#report-table thead th[data-field^="rejected_"], #report-table thead th span[data-code]');
+    expect(await page.locator('#report-table thead th span[data-code="DUPLICATE"]').innerText()).to.equal('Duplicate');
+    expect(await page.locator('#report-table thead th span[data-code="DUPLICATE"]').getAttribute('title')).to.equal('DUPLICATE');
+    expect(await heads.count()).to.be.greaterThan(6);
+    expect(await bareCodes(page)).to.deep.equal([]);
+    await page.screenshot({ path: join(SHOTS, 'words-report.png'), fullPage: true });
+    await page.context().close();
+  });
+});
