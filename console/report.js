@@ -168,10 +168,12 @@ export async function renderReport(main, [search], current) {
   };
   oneEach();
   groupBy.addEventListener('change', oneEach);
-  const daily = h('canvas', { role: 'img', 'aria-label': 'Received, accepted, sold and revenue by day' });
-  const bars = h('canvas', { role: 'img', 'aria-label': 'Received and sold by the first grouping chosen' });
+  const daily = h('canvas', { role: 'img', 'aria-label': 'Received, accepted, sold and revenue by day', 'aria-describedby': 'chart-daily-numbers-note' });
+  const bars = h('canvas', { role: 'img', 'aria-label': 'Received and sold by the first grouping chosen', 'aria-describedby': 'chart-groups-numbers-note' });
   const dailyBox = h('div', { class: 'chart', id: 'chart-daily' }, daily);
   const barsBox = h('div', { class: 'chart', id: 'chart-groups' }, bars);
+  const dailyNumbers = h('div', { id: 'chart-daily-numbers' });
+  const barsNumbers = h('div', { id: 'chart-groups-numbers' });
   // Named by the grouping asked for from the start: a first report that fails leaves it standing.
   const barsTitle = h('h2', {}, `By ${nameOf(firstDimension).toLowerCase()}`);
   // Its own scroller, both ways (console.css): a keyboard reaches it with Tab and scrolls it with the arrows.
@@ -180,7 +182,7 @@ export async function renderReport(main, [search], current) {
     h('h1', {}, 'Report'),
     form,
     status,
-    h('div', { class: 'charts results' }, h('section', { class: 'card' }, h('h2', {}, 'By day'), dailyBox), h('section', { class: 'card' }, barsTitle, barsBox)),
+    h('div', { class: 'charts results' }, h('section', { class: 'card' }, h('h2', {}, 'By day'), dailyBox, dailyNumbers), h('section', { class: 'card' }, barsTitle, barsBox, barsNumbers)),
     h('section', { class: 'card results' }, h('h2', { id: 'table-title' }, 'Rows'), tableBox),
   );
 
@@ -234,6 +236,8 @@ export async function renderReport(main, [search], current) {
     charts = [dailyChart(daily, everyDay(days.head.from, days.head.to, days.items), currency), groupChart(bars, byFirst.items, dimension)];
     dailyBox.dataset.totals = JSON.stringify(chartTotals(charts[0]));
     barsBox.dataset.totals = JSON.stringify(chartTotals(charts[1]));
+    dailyNumbers.replaceChildren(...chartNumbers(charts[0], 'chart-daily-numbers-note', 'Day'));
+    barsNumbers.replaceChildren(...chartNumbers(charts[1], 'chart-groups-numbers-note', nameOf(dimension)));
     barsTitle.textContent = `By ${nameOf(dimension).toLowerCase()}${byFirst.items.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
     shown = { asked: { ...asked, columns: chosen }, rows: groups.items, currency };
     drawTable();
@@ -367,6 +371,27 @@ function chartTotals(chart) {
   const sums = {};
   for (const dataset of chart.data.datasets) sums[dataset.key] = Math.round(dataset.data.reduce((s, v) => s + (v ?? 0), 0) * 100) / 100;
   return sums;
+}
+
+/**
+ * A chart's numbers as a table, under a disclosure: what the chart draws, for whoever cannot see
+ * it (a screen reader hears the chart's name, then that its numbers follow) or wants the exact
+ * figures. Read from the chart itself, every label whole, so it holds what is drawn.
+ */
+function chartNumbers(chart, noteId, first) {
+  const { labels, datasets } = chart.data;
+  const inMoneyKey = (key) => MONEY.includes(key);
+  const table = h(
+    'table',
+    { class: 'chart-numbers' },
+    h('caption', {}, `${chart.canvas.getAttribute('aria-label')}, as numbers`),
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, first), datasets.map((d) => h('th', { scope: 'col', class: 'num' }, d.label)))),
+    h('tbody', {}, labels.map((label, i) => h('tr', {}, h('th', { scope: 'row', class: 'name' }, String(label)), datasets.map((d) => h('td', { class: 'num' }, inMoneyKey(d.key) ? money(d.data[i]) : count(d.data[i])))))),
+  );
+  return [
+    h('p', { class: 'muted chart-note', id: noteId }, `Its ${labels.length === 1 ? 'number is' : 'numbers are'} in the table under "Show the numbers".`),
+    h('details', {}, h('summary', {}, 'Show the numbers'), h('div', { class: 'table-wrap' }, table)),
+  ];
 }
 
 const COLORS = { received: '#1f5fbf', accepted: '#7b5cc4', sold: '#1b7a3a', revenue: '#c77700' };

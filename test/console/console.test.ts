@@ -209,6 +209,7 @@ describe('the console in a browser', function () {
     const by = el.getAttribute('aria-labelledby');
     if (by) return by.split(' ').map((id) => document.getElementById(id)?.textContent ?? '').join(' ').trim();
     if (el.labels && el.labels.length > 0) return [...el.labels].map((label) => label.textContent).join(' ').trim();
+    if (el.tagName === 'TABLE' && el.caption) return el.caption.textContent.trim();
     if (['INPUT', 'SELECT', 'TEXTAREA', 'TABLE', 'CANVAS'].includes(el.tagName)) return '';
     return el.textContent.trim();
   }`;

@@ -114,4 +114,31 @@ describe('the console read by eye, keyboard and screen reader', function () {
     await page.screenshot({ path: join(SHOTS, 'words-report.png'), fullPage: true });
     await page.context().close();
   });
+
+  it("each chart's numbers are there without seeing it: the chart says where, and a table holds what it draws", async function () {
+    const page = await signedIn(keys.analyst!);
+    await page.goto(`${origin}/console#/report?group_by=sid`);
+    await page.locator('#chart-daily[data-totals]').waitFor();
+    for (const chart of ['chart-daily', 'chart-groups']) {
+      const canvas = page.locator(`#${chart} canvas`);
+      const note = page.locator(`#${await canvas.getAttribute('aria-describedby')}`);
+      expect(await note.innerText(), chart).to.contain('Show the numbers');
+      await page.locator(`#${chart}-numbers summary`).click();
+      const table = page.locator(`#${chart}-numbers table`);
+      expect(await table.locator('caption').innerText()).to.equal(`${await canvas.getAttribute('aria-label')}, as numbers`);
+      // Each column summed is the chart's dataset summed: the table holds what is drawn.
+      const sums = await table.evaluate((t: any) => {
+        const heads = [...t.tHead.rows[0].cells].slice(1).map((th: any) => th.textContent);
+        return Object.fromEntries(heads.map((head: string, i: number) => [head, [...t.tBodies[0].rows].reduce((s: number, tr: any) => s + Number(tr.cells[i + 1].textContent.replaceAll(',', '')), 0)]));
+      });
+      const totals = JSON.parse((await page.locator(`#${chart}`).getAttribute('data-totals'))!) as Record<string, number>;
+      const byHeading: Record<string, number> = {};
+      for (const [key, value] of Object.entries(totals)) byHeading[key === 'revenue' ? 'Revenue (USD)' : key[0]!.toUpperCase() + key.slice(1)] = value;
+      expect(sums, chart).to.deep.equal(byHeading);
+    }
+    expect(await page.locator('#chart-daily-numbers tbody tr').count()).to.equal(7);
+    expect(await page.locator('#chart-groups-numbers tbody th').allInnerTexts()).to.have.members(['google', 'bing', 'meta']);
+    await page.screenshot({ path: join(SHOTS, 'chart-numbers.png'), fullPage: true });
+    await page.context().close();
+  });
 });
