@@ -141,4 +141,55 @@ describe('the console read by eye, keyboard and screen reader', function () {
     await page.screenshot({ path: join(SHOTS, 'chart-numbers.png'), fullPage: true });
     await page.context().close();
   });
+
+  /**
+   * Where the keyboard's focus goes on a page, Tab by Tab from the top: each stop's name and how
+   * its ring reads, as its contrast against what is behind the ring (WCAG asks 3:1 for a focus
+   * indicator, 1.4.11) and its width. Run in the page after each Tab.
+   */
+  const RING = `(() => {
+    const el = document.activeElement;
+    const rgb = (css) => (css.match(/[\\d.]+/g) || []).map(Number);
+    const luminance = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }).reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+    const style = getComputedStyle(el);
+    // What the ring is drawn over: whatever is under its left side, the element itself aside.
+    const r = el.getBoundingClientRect();
+    const x = Math.max(0, r.left - parseFloat(style.outlineOffset) - parseFloat(style.outlineWidth) / 2);
+    let behind = 'rgb(255, 255, 255)';
+    for (const box of document.elementsFromPoint(x, r.top + r.height / 2)) {
+      if (el.contains(box)) continue;
+      const bg = getComputedStyle(box).backgroundColor;
+      const [, , , alpha = 1] = rgb(bg);
+      if (bg !== 'transparent' && alpha > 0) { behind = bg; break; }
+    }
+    const [a, b] = [luminance(rgb(style.outlineColor)), luminance(rgb(behind))].sort((x, y) => y - x);
+    const name = (el.getAttribute('aria-label') || el.textContent || el.name || el.tagName).trim().slice(0, 30);
+    return { name: el.tagName.toLowerCase() + ' ' + name, contrast: Math.round(((a + 0.05) / (b + 0.05)) * 10) / 10, width: style.outlineStyle === 'none' ? 0 : parseFloat(style.outlineWidth) };
+  })()`;
+
+  it('the focus ring can be seen wherever the keyboard is: at least 3:1 against what is behind it, on the page and in the header', async function () {
+    const page = await signedIn(keys.admin!);
+    const weak: unknown[] = [];
+    let stops = 0;
+    for (const hash of ['#/report', '#/deliveries', '#/personal-data', `#/leads/${leads.duplicate}`]) {
+      await page.goto(`${origin}/console${hash}`);
+      await page.locator('main h1').waitFor();
+      await page.locator('main [role="status"]:not(:empty), #timeline, #erasures-message:not(:empty)').first().waitFor();
+      // From the top of the document: the skip link, the header, then the page.
+      await page.evaluate('document.activeElement.blur(); window.scrollTo(0, 0)');
+      for (let presses = 0; presses < 25; presses++) {
+        await page.keyboard.press('Tab');
+        const ring = (await page.evaluate(RING)) as { name: string; contrast: number; width: number };
+        // Past the last control the browser takes the focus to its own bar: the page's body, no control.
+        if (ring.name.startsWith('body')) break;
+        stops++;
+        if (ring.contrast < 3 || ring.width < 2) weak.push({ hash, ...ring });
+      }
+    }
+    await page.keyboard.press('Shift+Tab');
+    await page.screenshot({ path: join(SHOTS, 'focus-ring.png') });
+    expect(weak).to.deep.equal([]);
+    expect(stops, 'Tab stops on the four pages').to.be.greaterThan(30);
+    await page.context().close();
+  });
 });
