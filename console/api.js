@@ -17,12 +17,20 @@ export const session = {
 
 /** A refusal from the service, with its envelope (code, message, errors). */
 export class ApiError extends Error {
-  constructor(status, body) {
+  constructor(status, body, retryAfter = null) {
     super(body?.message ?? `HTTP ${status}`);
     this.status = status;
     this.body = body ?? {};
+    /** Seconds the service asks to wait before trying again (its Retry-After), or null. */
+    this.retryAfter = retryAfter;
   }
 }
+
+/** The answer's Retry-After in seconds, when it gives one as a number. */
+const retryAfterOf = (response) => {
+  const seconds = Number.parseInt(response.headers.get('Retry-After') ?? '', 10);
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds : null;
+};
 
 /** No answer at all: the request never reached the service, or its answer never came back. */
 class Unreachable extends Error {
@@ -64,7 +72,7 @@ const call = (path, accept) => send(path, { headers: { 'X-API-KEY': session.key 
 export async function getJson(path) {
   const response = await call(path, 'application/json');
   const body = await response.json().catch(() => null);
-  if (!response.ok) throw new ApiError(response.status, body);
+  if (!response.ok) throw new ApiError(response.status, body, retryAfterOf(response));
   return body;
 }
 
@@ -74,7 +82,7 @@ export async function postJson(path, body) {
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const response = await send(path, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const answer = await response.json().catch(() => null);
-  if (!response.ok) throw new ApiError(response.status, answer);
+  if (!response.ok) throw new ApiError(response.status, answer, retryAfterOf(response));
   return answer;
 }
 
@@ -123,8 +131,10 @@ export function explain(error) {
       const fields = (error.body.errors ?? []).map((e) => e.message);
       return `Please check: ${fields.join('; ') || error.message}.`;
     }
-    case 429:
-      return 'Too many requests from this key: wait a few seconds and try again.';
+    case 429: {
+      const wait = error.retryAfter > 0 ? `${error.retryAfter} second${error.retryAfter === 1 ? '' : 's'}` : 'a few seconds';
+      return `Too many requests from this key: wait ${wait} and try again.`;
+    }
     default:
       return error.status >= 500 ? `The service could not answer (HTTP ${error.status}). Try again shortly.` : error.message;
   }

@@ -203,8 +203,20 @@ async function route() {
   try {
     await page.render(main, params, () => mine === rendering, me);
   } catch (error) {
-    if (mine === rendering) main.append(h('p', { class: 'error', role: 'alert' }, explain(error)));
+    if (mine === rendering) pageFailed(error);
   }
+}
+
+/**
+ * A page whose data could not be had (too many requests, the service not ready): said in words,
+ * under what the page drew already, with a button that asks again; it takes the keyboard, so that
+ * Enter is the retry. A list page with a form says so in its status line instead: its Show asks again.
+ */
+function pageFailed(error) {
+  const again = h('button', { type: 'button', id: 'page-retry' }, 'Try again');
+  again.addEventListener('click', () => void route());
+  main.append(h('p', { class: 'error', role: 'alert', id: 'page-failed' }, explain(error)), h('p', {}, again));
+  again.focus();
 }
 
 signOutButton.addEventListener('click', () => {

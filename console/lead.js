@@ -4,7 +4,7 @@
 // first: what each buyer bid. For the buyer that bought it, the return form (not on a test lead,
 // which takes no feedback). Any id in the address has this page: one that is no lead id is not found.
 
-import { getJson, explain, ApiError } from './api.js';
+import { getJson, ApiError } from './api.js';
 import { h, money, withCurrency, time, badge, cards } from './dom.js';
 import { openLeadForm } from './leads.js';
 import { returnForm } from './buyer.js';
@@ -33,9 +33,9 @@ export async function renderLead(main, [raw], current, me) {
     [{ lead }, { items: events, ping_events: pingEvents }] = await Promise.all([getJson(`/functions/leads/${id}`), getJson(`/functions/leads/${id}/events`)]);
   } catch (error) {
     if (!current()) return;
-    if (error instanceof ApiError && error.status === 404) notFound();
-    else main.append(h('p', { class: 'error', role: 'alert', id: 'lead-missing' }, explain(error)));
-    return;
+    if (error instanceof ApiError && error.status === 404) return notFound();
+    // Anything else (too many requests, the service not ready) may pass: the shell offers to ask again.
+    throw error;
   }
   if (!current()) return;
   const mine = me.role === 'buyer' && lead.buyer === me.name;

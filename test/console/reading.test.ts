@@ -192,4 +192,42 @@ describe('the console read by eye, keyboard and screen reader', function () {
     expect(stops, 'Tab stops on the four pages').to.be.greaterThan(30);
     await page.context().close();
   });
+
+  it('too many requests: a page says so in words, how long to wait, and offers Try again, which shows the page once the service takes it', async function () {
+    // One read a second, two at once: signing in and the first page take both.
+    const limited = await TestService.start({ routing: ROUTING, env: { READ_RATE_LIMIT_PER_SECOND: '1', READ_RATE_LIMIT_BURST: '2' } });
+    try {
+      const key = await limited.key('buyer', 'ca-buyer');
+      const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+      const page = await context.newPage();
+      const limitedOrigin = `https://127.0.0.1:${limited.port}`;
+      await page.goto(`${limitedOrigin}/console`);
+      await page.getByLabel('API key').fill(key);
+      await page.getByLabel('API key').press('Enter');
+      await page.locator('#bought-message', { hasText: 'No leads bought yet.' }).waitFor();
+      for (const hash of ['#/pulls', `#/leads/${leads.sold}`]) {
+        await page.goto(`${limitedOrigin}/console${hash}`);
+        const failed = page.locator('#page-failed');
+        await failed.waitFor();
+        expect(await failed.innerText(), hash).to.equal('Too many requests from this key: wait 1 second and try again.');
+        expect(await failed.getAttribute('role')).to.equal('alert');
+        expect(await page.locator('main').innerText()).to.not.contain('{');
+        expect(await page.evaluate('document.activeElement.id')).to.equal('page-retry');
+        await page.screenshot({ path: join(SHOTS, 'too-many-requests.png') });
+        // Enter on the focused button asks again; refused again, it says so again, until a read is let through.
+        for (let tries = 0; ; tries++) {
+          expect(tries, 'a read let through within a few tries').to.be.lessThan(20);
+          await page.keyboard.press('Enter');
+          const shown = page.locator(hash === '#/pulls' ? 'main [role="status"]:has-text("No pending pulls")' : '#lead-missing');
+          await page.locator('#page-failed').or(shown).first().waitFor();
+          if (await shown.count()) break;
+          await page.locator('#page-retry').focus();
+        }
+        expect(await page.locator('#page-failed').count()).to.equal(0);
+      }
+      await context.close();
+    } finally {
+      await limited.stop();
+    }
+  });
 });
