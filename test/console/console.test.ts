@@ -1180,7 +1180,10 @@ describe('the console in a browser', function () {
     await status.filter({ hasText: 'The service cannot be reached. Try again.' }).waitFor();
     expect(await page.evaluate("getComputedStyle(document.getElementById('report-status')).color")).to.equal(ERROR_COLOUR);
     expect((await page.locator('main').getAttribute('class')) ?? '').to.contain('stale');
-    expect(Number(await page.evaluate("getComputedStyle(document.querySelector('main .charts')).opacity"))).to.be.lessThan(1);
+    // Marked out of date by a dashed frame and grey, not faded: its text keeps its contrast (WCAG AA).
+    expect(await page.evaluate("[...document.querySelectorAll('main .results')].map((el) => { const s = getComputedStyle(el); return [s.opacity, s.filter, s.outlineStyle].join(' '); })")).to.deep.equal(
+      ['1 grayscale(1) dashed', '1 grayscale(1) dashed'],
+    );
     await page.locator('#readiness[data-ready="false"]').waitFor();
     expect(await page.locator('#readiness').innerText()).to.match(/^Service unreachable/);
     await shoot(page, 'unreachable', () => status.waitFor());
