@@ -41,12 +41,18 @@ export async function renderLead(main, [raw], current, me) {
   const mine = me.role === 'buyer' && lead.buyer === me.name;
   // A lead is returned once: one returned already offers no form that could only be refused.
   const returned = mine ? (lead.feedback ?? []).find((f) => f.type === 'return' && f.buyer === me.name) : undefined;
+  // Nor does one past the buyer's return window, counted from the sale as the service counts it
+  // (by this browser's clock: within seconds of the window's end the service has the last word).
+  const soldAt = events.find((e) => e.type === 'LeadSold')?.data.sold_at;
+  const windowDays = me.buyer?.return_window_days;
+  const closed = mine && !lead.test && !returned && soldAt && typeof windowDays === 'number' && Date.now() - Date.parse(soldAt) > windowDays * 86_400_000;
   // Only the sections this key has: main.append would write a null as the text "null".
   const sections = [
     h('section', { class: 'card results', 'aria-label': 'Outcome' }, summary(lead)),
     lead.lead ? consumer(lead) : null,
-    mine && !lead.test && !returned ? returnForm(lead, me) : null,
+    mine && !lead.test && !returned && !closed ? returnForm(lead, me) : null,
     returned ? returnedNote(returned) : null,
+    closed ? windowClosedNote(soldAt, windowDays) : null,
     mine && lead.test ? testLeadNote() : null,
     h('section', { class: 'card results' }, h('h2', {}, 'Timeline'), timeline([...(pingEvents ?? []).map((e) => ({ ...e, ping: true })), ...events], lead.currency)),
   ];
@@ -60,6 +66,16 @@ function returnedNote(feedback) {
     { class: 'card', id: 'returned-note', 'aria-labelledby': 'returned-title' },
     h('h2', { id: 'returned-title' }, 'Returned'),
     h('p', {}, `You returned this lead on ${time(feedback.recorded_at)} (${feedback.reason.replaceAll('_', ' ')}): a lead can be returned once, and its revenue is reversed in the reports.`),
+  );
+}
+
+/** Why a buyer is offered no return on a lead sold longer ago than its return window. */
+function windowClosedNote(soldAt, days) {
+  return h(
+    'section',
+    { class: 'card', id: 'window-closed-note', 'aria-labelledby': 'window-closed-title' },
+    h('h2', { id: 'window-closed-title' }, 'Past the return window'),
+    h('p', {}, `This lead was sold to you on ${time(soldAt)}: your return window is ${days} day${days === 1 ? '' : 's'} after the sale, so it can no longer be returned.`),
   );
 }
 

@@ -230,4 +230,38 @@ describe('the console read by eye, keyboard and screen reader', function () {
       await limited.stop();
     }
   });
+
+  it('a buyer is offered no return on a lead sold longer ago than its return window: the page says why instead', async function () {
+    // The service's clock: ten days back while the lead is posted and sold, then now.
+    let behind = 10 * 86_400_000;
+    const old = await TestService.start({ routing: ROUTING, now: () => new Date(Date.now() - behind) });
+    try {
+      const supplier = await old.key('supplier', 'sup-a');
+      const buyer = await old.key('buyer', 'ca-buyer');
+      const sold = (await old.post(validLead(), { 'x-api-key': supplier })).body;
+      expect(sold.code).to.equal('SOLD');
+      behind = 0;
+      const fresh = (await old.post(validLead(), { 'x-api-key': supplier })).body;
+      await old.service.projections.waitFor(await old.service.store.headPosition());
+      const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+      const page = await context.newPage();
+      const oldOrigin = `https://127.0.0.1:${old.port}`;
+      await page.goto(`${oldOrigin}/console`);
+      await page.getByLabel('API key').fill(buyer);
+      await page.getByLabel('API key').press('Enter');
+      await page.locator('#bought-table tbody tr').first().waitFor();
+      await page.goto(`${oldOrigin}/console#/leads/${sold.lead_id}`);
+      await page.locator('#timeline').waitFor();
+      expect(await page.locator('#return-form').count()).to.equal(0);
+      expect(await page.locator('#window-closed-note').innerText()).to.match(/^Past the return window\n+This lead was sold to you on \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: your return window is 7 days after the sale, so it can no longer be returned\.$/);
+      await page.screenshot({ path: join(SHOTS, 'return-window-closed.png') });
+      // A lead sold today still has its form.
+      await page.goto(`${oldOrigin}/console#/leads/${fresh.lead_id}`);
+      await page.locator('#return-form').waitFor();
+      expect(await page.locator('#window-closed-note').count()).to.equal(0);
+      await context.close();
+    } finally {
+      await old.stop();
+    }
+  });
 });
