@@ -9,6 +9,7 @@ import { runConsumerCommand, runEraseCommand } from './erase.js';
 import { runHealthCommand } from './health.js';
 import { runKeysCommand } from './keys.js';
 import { runReplayCommand } from './replay.js';
+import { runRoutingCommand } from './routing.js';
 import { runSealClearLeadsCommand } from './seal-clear-leads.js';
 import { SERVE_USAGE } from './serve-help.js';
 
@@ -36,6 +37,8 @@ commands:
                                           remove the builds older than the previous one
   seal-clear-leads [--json]               once, after upgrading from a release that kept leads' personal
                                           data in clear, with the service stopped: seal it, so it can be erased
+  routing check [FILE] [--json]           check a routing file as serve and a reload (SIGHUP) do, and
+                                          say what it holds, before it is put in force
   health [--ready] [--timeout MS]         ask the local service for /healthz (/readyz); exit 0 when 200
   backup --to DIR [--with-master-key] [--json]
                                           a consistent copy of the embedded stores, taken while the
@@ -117,6 +120,8 @@ async function run(args: string[]): Promise<number> {
       return runSealClearLeadsCommand(args.slice(1));
     case 'health':
       return runHealthCommand(args.slice(1));
+    case 'routing':
+      return runRoutingCommand(args.slice(1));
     case 'backup':
       return runBackupCommand(args.slice(1));
     case 'help':
