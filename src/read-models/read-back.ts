@@ -159,6 +159,11 @@ function one(query: Query, name: string, errors: FieldError[]): string | undefin
 function unknownParameters(query: Query, known: readonly string[], errors: FieldError[]): void {
   const unknown = Object.keys(query).filter((name) => !known.includes(name));
   for (const name of unknown.slice(0, 20)) {
+    // `?=1` has a parameter without a name: the answer must still name something the client can find.
+    if (name === '') {
+      errors.push({ field: '*', code: 'unknown_field', message: 'a parameter with no name (`=` at the start of a pair) is not a parameter of this list' });
+      continue;
+    }
     const field = name.length > 64 ? `${name.slice(0, 64)}…` : name;
     errors.push({ field, code: 'unknown_field', message: `${field} is not a parameter of this list` });
   }

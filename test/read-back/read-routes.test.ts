@@ -328,6 +328,14 @@ describe('read-back routes', function () {
           { field: 'limit[]', code: 'unknown_field', message: 'limit[] is not a parameter of this list' },
         ]);
       }
+      // A pair with no name before its `=` is named too, as `*`: a 422 always says where to look.
+      for (const path of ['/functions/leads?=1', '/functions/feedback?=1&type=return', '/functions/erasures?=', '/functions/reports/summary?=x']) {
+        const reply = await get(path, keys.admin!);
+        expect([reply.status, reply.body.errors], path).to.deep.equal([
+          422,
+          [{ field: '*', code: 'unknown_field', message: 'a parameter with no name (`=` at the start of a pair) is not a parameter of this list' }],
+        ]);
+      }
       const many = await get(`/functions/leads?${Array.from({ length: 30 }, (_, i) => `p${i}=1`).join('&')}`, keys.admin!);
       expect(many.body.errors).to.have.length(20);
     });
