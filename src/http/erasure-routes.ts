@@ -133,10 +133,12 @@ export function registerErasureRoutes(router: Router<ShellState>, lookup: Authen
   // Kept for compatibility: the contacts travel in the URL. POST /functions/consumers/lookup is the form to use.
   router.get('/functions/consumers', ...admin, async (ctx) => {
     const query: Record<string, unknown> = {};
-    const errors: FieldError[] = [];
+    // An unknown parameter is named as a body's unknown member is: a contact sent as a name
+    // (`?ada@example.com`, its `email=` forgotten) is not echoed, and a nameless one (`?=1`) is `*`.
+    const errors: FieldError[] = unknownFields(Object.keys(ctx.query).filter((name) => name !== 'email' && name !== 'mobile').slice(0, 20), 'a query parameter here');
     for (const [name, value] of Object.entries(ctx.query)) {
-      if (name !== 'email' && name !== 'mobile') errors.push({ field: name.slice(0, 64), code: 'unknown_field', message: `${name.slice(0, 64)} is not a query parameter here` });
-      else if (Array.isArray(value)) errors.push({ field: name, code: 'repeated', message: `${name} may be given once` });
+      if (name !== 'email' && name !== 'mobile') continue;
+      if (Array.isArray(value)) errors.push({ field: name, code: 'repeated', message: `${name} may be given once` });
       else query[name] = value;
     }
     const checked = normaliseConsumer(query);

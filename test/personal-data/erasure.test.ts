@@ -256,6 +256,14 @@ describe('erasure of a consumer', function () {
     expect(query.status).to.equal(422);
     expect((query.body.errors as Array<{ field: string }>).map((e) => e.field).sort()).to.deep.equal(['email', 'x']);
     expect(query.text).to.not.include('nope-secret');
+    // An unknown parameter is named as a body's unknown member: a contact sent as the name (its
+    // `email=` forgotten) is `*`, never echoed, and so is a pair with no name at all.
+    for (const path of [`/functions/consumers?${encodeURIComponent(KEPT_2.email)}`, '/functions/consumers?=1&email=' + encodeURIComponent(KEPT_2.email)]) {
+      const unnamed = await get(path);
+      expect(unnamed.status, path).to.equal(422);
+      expect((unnamed.body.errors as Array<{ field: string; code: string }>)[0], path).to.include({ field: '*', code: 'unknown_field' });
+      expect(unnamed.text, path).to.not.include(KEPT_2.email);
+    }
     // The POST form: the same field rules, every failing field named, no value echoed.
     const badLookup = await lookup({ email: 'nope-secret', x: 1 });
     expect(badLookup.status, badLookup.text).to.equal(422);
