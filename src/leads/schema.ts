@@ -39,7 +39,15 @@ export const LEAD_SCHEMA = {
       description: 'https URL of a consent certificate on an allowed host, ending in a 40-hex certificate id. Alias: xxTrustedFormCertUrl.',
     },
     sid: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', description: 'Supplier source id.' },
-    s1: { type: ['string', 'null'], maxLength: 255, description: 'Supplier sub-id (click id), optional.' },
+    // No lone surrogate (`\ud800` escaped in the JSON text): it is no character, UTF-8 cannot hold
+    // it, and each store turns it into something else, so the s1 read back (and a report's cursor
+    // over it) would not be the one posted.
+    s1: {
+      type: ['string', 'null'],
+      maxLength: 255,
+      pattern: '^[^\\uD800-\\uDFFF]*$',
+      description: 'Supplier sub-id (click id), optional: up to 255 characters; an escaped lone surrogate (\\ud800) is no character and is refused.',
+    },
     test: { type: ['boolean', 'null'], description: 'A test lead runs the whole pipeline but is never delivered, uses no cap and is reported apart.' },
     ping_id: {
       type: ['string', 'null'],

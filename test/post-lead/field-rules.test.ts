@@ -121,6 +121,7 @@ const GOOD: Good[] = [
   { title: 's1 null → null', set: { s1: null }, expect: { s1: null } },
   { title: 's1 of 255 characters kept as sent', set: { s1: S1_255 }, expect: { s1: S1_255 } },
   { title: 's1 empty string kept', set: { s1: '' }, expect: { s1: '' } },
+  { title: 's1 with an emoji (a surrogate pair, escaped or not) kept', set: { s1: 'click-😀' }, expect: { s1: 'click-😀' } },
   // test
   { title: 'test true', set: { test: true }, expect: { test: true }, envelopeTest: true },
   { title: 'test false', set: { test: false }, expect: { test: false } },
@@ -222,6 +223,8 @@ const BAD: Bad[] = [
   bad('sid', 'bad sid!', 'invalid_format', 'sid "bad sid!"'),
   bad('sid', '', 'invalid_format', 'sid empty'),
   bad('s1', S1_256, 'too_long', 's1 of 256 characters'),
+  bad('s1', 'click-\ud800', 'invalid_format', 's1 with a lone high surrogate (\\ud800 in the JSON text)'),
+  bad('s1', '\udc00click', 'invalid_format', 's1 with a lone low surrogate (\\udc00 in the JSON text)'),
   bad('s1', 4242, 'wrong_type', 's1 a number'),
   bad('s1', ['array-item-value'], 'wrong_type', 's1 an array'),
   bad('s1', { ['__proto__']: { polluted: 'nested-proto' } }, 'wrong_type', 's1 an object with a __proto__ member'),
