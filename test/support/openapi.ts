@@ -64,6 +64,15 @@ export class DocumentReader {
     return response ? { pointer: pointer('components', 'responses', shared!), response } : undefined;
   }
 
+  private readonly validators = new Map<string, ReturnType<Ajv2020['compile']>>();
+
+  /** A response's JSON validator, compiled once: a fuzz run checks thousands of answers against a few dozen. */
+  private validatorOf(pointer: string): ReturnType<Ajv2020['compile']> {
+    let validate = this.validators.get(pointer);
+    if (!validate) this.validators.set(pointer, (validate = this.ajv.compile({ $ref: `openapi.json#/${pointer}/content/application~1json/schema` })));
+    return validate;
+  }
+
   /** Problems with a real answer as the document describes it; empty when it fits. */
   check(method: string, path: string, status: number, contentType: string, body: unknown): string[] {
     const found = this.responseOf(method, path, status);
@@ -73,7 +82,7 @@ export class DocumentReader {
     if (!media) return [`${method} ${path} ${status}: content type ${type} is not documented`];
     const problems: string[] = [];
     if (type === 'application/json') {
-      const validate = this.ajv.compile({ $ref: `openapi.json#/${found.pointer}/content/application~1json/schema` });
+      const validate = this.validatorOf(found.pointer);
       if (!validate(body)) problems.push(`${method} ${path} ${status}: ${this.ajv.errorsText(validate.errors)}`);
       const examples = media.examples as Record<string, unknown> | undefined;
       const code = (body as { code?: unknown }).code;
