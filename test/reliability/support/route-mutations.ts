@@ -132,6 +132,12 @@ export class RouteMutator {
 
   next(): Sent {
     const operation = this.rng.pick(this.operations);
+    // Now and then two things wrong at once: a refusal for one must not hide a failure on the other.
+    if (operation.example && this.rng.chance(0.1)) {
+      const body = this.body(operation);
+      const header = this.header(operation);
+      return { ...body, kind: `${body.kind}, ${header.kind}`, headers: { ...body.headers, ...header.headers, 'content-length': body.headers['content-length']! } };
+    }
     const roll = this.rng.next();
     if (operation.example && roll < 0.45) return this.body(operation);
     if (operation.query.length > 0 && roll < 0.7) return this.query(operation);
