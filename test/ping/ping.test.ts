@@ -361,6 +361,12 @@ describe('ping/post', function () {
     expect(reply.text).to.not.include('ada@example.com');
   });
 
+  it('rejects a ping whose s1 holds a lone surrogate (\\ud800 in the JSON text), naming s1, as a lead is', async function () {
+    const reply = await ping({ ...pingBody(), s1: 'click-\ud800' });
+    expect(reply.status, reply.text).to.equal(422);
+    expect(reply.body.errors).to.deep.equal([{ field: 's1', code: 'invalid_format', message: 's1 is not in the expected format' }]);
+  });
+
   it('rejects a ping with a field given twice, naming it, whichever value is last', async function () {
     const text = JSON.stringify(pingBody()).replace('{', '{"zip":"10001",');
     const reply = await ping(text);
