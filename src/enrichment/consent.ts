@@ -12,9 +12,16 @@ export type CertificateUrlParse =
   | { readonly ok: false; readonly reason: 'invalid_url' | 'not_https' | 'host_not_allowed' | 'no_certificate_id' };
 
 const CERTIFICATE_ID = /^[0-9a-f]{40}$/i;
+/**
+ * A URL is printable ASCII (RFC 3986): a space, a control character, a lone surrogate or a letter
+ * sent unencoded would be taken by the WHATWG parser (which encodes it), yet stored and sent to
+ * buyers as posted, where a strict parser may refuse it.
+ */
+const NOT_IN_A_URL = /[^\x21-\x7e]/;
 
 export function parseCertificateUrl(url: string, allowedHosts: readonly string[] = DEFAULT_CERTIFICATE_HOSTS): CertificateUrlParse {
   let parsed: URL;
+  if (NOT_IN_A_URL.test(url.trim())) return { ok: false, reason: 'invalid_url' };
   try {
     parsed = new URL(url.trim());
   } catch {

@@ -36,7 +36,7 @@ export const LEAD_SCHEMA = {
       type: 'string',
       maxLength: 2048,
       format: 'consent-certificate-url',
-      description: 'https URL of a consent certificate on an allowed host, ending in a 40-hex certificate id. Alias: xxTrustedFormCertUrl.',
+      description: 'https URL of a consent certificate on an allowed host, ending in a 40-hex certificate id; printable ASCII only (percent-encode anything else). Alias: xxTrustedFormCertUrl.',
     },
     sid: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', description: 'Supplier source id.' },
     // No lone surrogate (`\ud800` escaped in the JSON text): it is no character, UTF-8 cannot hold

@@ -203,6 +203,11 @@ const BAD: Bad[] = [
   bad('certificate_url', `https://cert.trustedform.com/${HEX40.slice(1)}`, 'invalid_format', 'certificate_url with a 39-hex id'),
   bad('certificate_url', `https://cert.trustedform.com/${HEX40.slice(1)}g`, 'invalid_format', 'certificate_url with a non-hex id'),
   bad('certificate_url', 'not a url at all', 'invalid_format', 'certificate_url not a URL'),
+  // A URL is printable ASCII (RFC 3986); anything else was sent unencoded, and a buyer's strict parser may refuse it.
+  bad('certificate_url', `https://cert.trustedform.com/${HEX40}?x=\ud800`, 'invalid_format', 'certificate_url with a lone surrogate in its query'),
+  bad('certificate_url', `https://cert.trustedform.com/${HEX40}#\u0000`, 'invalid_format', 'certificate_url with a NUL in its fragment'),
+  bad('certificate_url', `https://cert.trustedform.com/${HEX40}?a=b c`, 'invalid_format', 'certificate_url with a space inside'),
+  bad('certificate_url', `https://cert.trustedform.com/${HEX40}?name=Jos\u00e9`, 'invalid_format', 'certificate_url with a character it should have percent-encoded'),
   {
     title: 'xxTrustedFormCertUrl alone, not a certificate URL',
     body: () => {
