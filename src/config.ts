@@ -1,6 +1,7 @@
 import { type Stats, accessSync, constants, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { pino } from 'pino';
+import { EVENTS_FILE } from './event-store/embedded/schema.js';
 import { MAX_GRACE_SECONDS } from './keys/api-keys.js';
 import { DEFAULT_PHONE_REGIONS, isPhoneRegion } from './leads/mobile.js';
 import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from './limits.js';
@@ -129,6 +130,25 @@ function listenerSettings(env: NodeJS.ProcessEnv, check: Check): ListenerConfig 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const config = readAll((check) => storeSettings(env, check));
   checkDirectories(config);
+  return config;
+}
+
+/**
+ * loadConfig for a command that reads or changes what a service has recorded (every command but
+ * serve and `keys create`). Opening the embedded stores makes them when missing, which is right
+ * for a first start and wrong here: run from another directory than the service's (the default
+ * data dir is ./data) or with a mistyped LEADPOST_DATA_DIR, `erase` made a new, empty store and
+ * answered that it erased 0 leads, `consumer show` that the consumer has none, `keys list` that
+ * there are no keys, each exit 0, while the consumer's leads stayed whole in the real one.
+ */
+export function loadRecordedConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const config = loadConfig(env);
+  if (!config.eventStoreUrl && !isFile(join(config.dataDir, EVENTS_FILE))) {
+    throw new ConfigError(
+      `LEADPOST_DATA_DIR ${shown(config.dataDir)} holds no ${EVENTS_FILE}: no service has recorded anything there. ` +
+        'Set it to the data dir the service runs with (the default, ./data, is relative to the directory the command runs in); nothing was made or changed',
+    );
+  }
   return config;
 }
 
@@ -296,6 +316,14 @@ function unwritableStores(config: Config | ServiceConfig): string[] {
     }
   }
   return problems;
+}
+
+function isFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
 }
 
 function isDirectory(path: string): boolean {

@@ -3,7 +3,7 @@
 // lead of a buyer that failed for good since a moment (the buyer's outage began, its secret was
 // rotated). Usage is checked before any store is opened.
 import { randomBytes } from 'node:crypto';
-import { loadConfig, routingFilePath } from '../config.js';
+import { loadRecordedConfig, routingFilePath } from '../config.js';
 import { RedeliveryRefusedError, type RedeliveryRefusal } from '../delivery/attempt.js';
 import { type RedeliveryOrigin, redeliverFailed, redeliveryErrors, requestRedelivery } from '../delivery/redeliver.js';
 import { openEventStore } from '../event-store/index.js';
@@ -95,7 +95,7 @@ export async function runDeliveriesCommand(args: string[], io: CliIo = { out: pr
   const buyers = loadRoutingConfig(routingFilePath(env)).buyers;
   const buyerKnown = (buyer: string) => buyers.some((known) => known.id === buyer);
   const origin: RedeliveryOrigin = { principal: { role: 'cli', name: 'cli', keyId: null }, traceId, now: new Date(), reason: parsed.reason, buyerKnown };
-  const config = loadConfig(env);
+  const config = loadRecordedConfig(env);
   const keys = await openPersonalDataKeys(config);
   const closers: Array<() => Promise<void>> = [() => keys.close()];
   try {

@@ -5,7 +5,7 @@ import { causeChain } from '../error-causes.js';
 import { join } from 'node:path';
 import { ContactRegistry } from '../commands/contacts.js';
 import { ConsumerEraser, consumerLeadIds } from '../commands/erasure.js';
-import { loadConfig, routingFilePath } from '../config.js';
+import { loadRecordedConfig, routingFilePath } from '../config.js';
 import { openEventStore } from '../event-store/index.js';
 import { unknownField } from '../leads/outcome.js';
 import { type ConsumerQuery, normaliseConsumer } from '../leads/validate.js';
@@ -89,7 +89,7 @@ function lockedIn(error: unknown): Error | undefined {
 
 /** The stores, the projections brought up to date, and what the two commands need of them. */
 async function withService<T>(env: NodeJS.ProcessEnv, run: (parts: { eraser: ConsumerEraser; leadIds: (c: ConsumerQuery) => Promise<number[]>; readBack: ReadBack }) => Promise<T>): Promise<T> {
-  const config = loadConfig(env);
+  const config = loadRecordedConfig(env);
   const keys = await openPersonalDataKeys(config);
   const closers: Array<() => Promise<void>> = [() => keys.close()];
   try {

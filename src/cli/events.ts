@@ -1,4 +1,4 @@
-import { loadConfig } from '../config.js';
+import { loadRecordedConfig } from '../config.js';
 import { type RecordedEvent, openEventStore } from '../event-store/index.js';
 import { openLead } from '../events/codec/index.js';
 import { type StoredLead, scrubbedLead } from '../leads/lead.js';
@@ -37,7 +37,7 @@ export async function runEventsCommand(args: string[], io: CliIo = { out: proces
     return 2;
   }
   const stream = rest[0]!;
-  const config = loadConfig(env);
+  const config = loadRecordedConfig(env);
   const keys = await openPersonalDataKeys(config);
   const store = await openEventStore(config, { personalData: keys }).catch(async (error: unknown) => {
     await keys.close();

@@ -1,6 +1,6 @@
 // `leadpost keys …`: manage API keys in the event store the service reads. Usage is checked before
 // the store is opened, so a typo never creates a data dir or waits on a server.
-import { ConfigError, keyRotationGraceSeconds, loadConfig, routingFilePath } from '../config.js';
+import { ConfigError, keyRotationGraceSeconds, loadConfig, loadRecordedConfig, routingFilePath } from '../config.js';
 import { type EventStore, openEventStore } from '../event-store/index.js';
 import {
   formatKey,
@@ -73,7 +73,7 @@ export async function runKeysCommand(args: string[], io: CliIo = { out: process.
   let store: EventStore | undefined;
   try {
     if (command.kind === 'create' && command.role === 'buyer' && !command.force) checkBuyerId(command.name, env);
-    store = await openEventStore(loadConfig(env));
+    store = await openEventStore(command.kind === 'create' ? loadConfig(env) : loadRecordedConfig(env));
     await execute(command, store, io);
     return 0;
   } catch (error) {

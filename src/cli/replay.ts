@@ -1,4 +1,4 @@
-import { loadConfig } from '../config.js';
+import { loadRecordedConfig } from '../config.js';
 import type { CliIo } from './io.js';
 import { UsageError, readArgs } from './usage.js';
 import { type Position, openEventStore } from '../event-store/index.js';
@@ -73,7 +73,7 @@ export async function runReplayCommand(args: string[], io: Io = { out: process.s
     io.err.write(`leadpost replay: ${error.message}\n\n${USAGE}\n`);
     return 2;
   }
-  const config = loadConfig(env);
+  const config = loadRecordedConfig(env);
   const events = await openEventStore(config);
   const readModels = await openReadModelStore(config, REBUILD_STORE_OPTIONS);
   try {

@@ -1,4 +1,4 @@
-import { loadConfig } from '../config.js';
+import { loadRecordedConfig } from '../config.js';
 import { EmbeddedEventStore } from '../event-store/embedded/embedded-event-store.js';
 import { codedEventStore, eventCodec } from '../events/codec/index.js';
 import { recordSealed, sealClearLeads } from '../personal-data/clear-leads.js';
@@ -43,7 +43,7 @@ export async function runSealClearLeadsCommand(args: string[], io: CliIo = { out
     io.err.write(`leadpost seal-clear-leads: ${unknown.startsWith('-') ? `unknown option ${unknown.slice(0, 40)}` : 'takes no arguments'}\n\n${USAGE}\n`);
     return 2;
   }
-  const config = loadConfig(env);
+  const config = loadRecordedConfig(env);
   if (config.eventStoreUrl) {
     io.err.write('leadpost seal-clear-leads: the events are in EventStoreDB (EVENTSTORE_URL), whose events cannot be rewritten in place; this command works on the embedded event store only\n');
     return 1;

@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ChildResult, runChild } from '../support/child.js';
 import { tempDir } from '../support/tmp.js';
@@ -64,5 +66,30 @@ describe('every CLI command checks the environment as serve does', function () {
       expect(served.stderr).to.match(/^leadpost: invalid configuration:\n {2}LEADPOST_DATA_DIR must be a directory this process can create or write, not '\/(proc|sys)\/nope' \(.+\)\n$/);
       STORE_COMMANDS.forEach((args, i) => refusedAsServe(results[i]!, served, `${args.join(' ')} in ${dataDir}`));
     }
+  });
+  it('the commands that read what a service recorded refuse a data dir that holds no events.db, naming LEADPOST_DATA_DIR, and make nothing', async function () {
+    // A mistyped LEADPOST_DATA_DIR, or the default ./data taken from another directory: `erase`
+    // answered "0 lead(s)" with exit 0 from a store it had just made, the consumer's leads whole
+    // in the real one.
+    const dataDir = join(dir.path, 'not-the-service-data-dir');
+    const commands = STORE_COMMANDS.filter((args) => args[1] !== 'create');
+    const results = await Promise.all(commands.map((args) => cli(args, { LEADPOST_DATA_DIR: dataDir })));
+    commands.forEach((args, i) => {
+      const result = results[i]!;
+      expect([result.code, result.signal], `${args.join(' ')}: ${result.stderr}`).to.deep.equal([1, null]);
+      expect(result.stderr, args.join(' ')).to.equal(
+        `leadpost: LEADPOST_DATA_DIR '${dataDir}' holds no events.db: no service has recorded anything there. ` +
+          'Set it to the data dir the service runs with (the default, ./data, is relative to the directory the command runs in); nothing was made or changed\n',
+      );
+      expect(result.lines.join(''), args.join(' ')).to.equal('');
+    });
+    expect(existsSync(dataDir), 'no data dir made').to.equal(false);
+
+    // `keys create` may come before the first start, and makes the store; the others then open it.
+    const created = await cli(['keys', 'create', '--role', 'supplier', '--name', 'acme'], { LEADPOST_DATA_DIR: dataDir });
+    expect(created.code, created.stderr).to.equal(0);
+    const listed = await cli(['keys', 'list'], { LEADPOST_DATA_DIR: dataDir });
+    expect(listed.code, listed.stderr).to.equal(0);
+    expect(listed.lines.join('\n')).to.contain('acme');
   });
 });

@@ -248,6 +248,8 @@ describe('leadpost keys', function () {
       const bad = await runChild(['create', '--role', 'nobody', '--name', 'x'], env, { script: CHILD });
       expect(bad.code).to.equal(2);
       expect(bad.stderr).to.contain('--role must be one of');
+      // A store a service has recorded in (revoke refuses a data dir without one).
+      expect((await runChild(['create', '--role', 'supplier', '--name', 'x'], env, { script: CHILD })).code).to.equal(0);
       const unknown = await runChild(['revoke', 'ffffffffffff'], env, { script: CHILD });
       expect(unknown.code).to.equal(1);
       expect(unknown.stderr).to.contain("no key with id 'ffffffffffff'");
