@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sinon from 'sinon';
 import { runBackupCommand } from '../../src/cli/backup.js';
+import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
+import { deliveryRouting } from '../delivery/harness.js';
 import { runChild } from '../support/child.js';
 import { type Reply, TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
@@ -88,6 +90,68 @@ describe('leadpost backup', function () {
       for (const lead of during) await found(lead);
     } finally {
       await svc?.stop();
+      for (const dir of [live, restored]) dir.remove();
+    }
+  });
+
+  it('an erasure made after the backup, repeated with leadpost erase before the restored service starts, keeps the consumer from its buyer', async function () {
+    // The backup holds the consumer's lead whole and its webhook delivery pending: a restored
+    // service started first sends the buyer the lead, personal data included, after the buyer was
+    // told it was erased. Repeated first, as the restore steps say, the erasure cancels it.
+    let buyerUp = false;
+    const endpoint = await BuyerEndpoint.start(() => (buyerUp ? 200 : 503), { keepIdleConnections: true });
+    const live = tempDir('backup-erased-live');
+    const target = join(tempDir('backup-erased-target').path, 'copy');
+    const restored = tempDir('backup-erased-restored');
+    const routing = deliveryRouting(endpoint.url, { max_attempts: 20 });
+    let svc: TestService | undefined = await TestService.start({ dataDir: live.path, routing, buyerCa: endpoint.cert });
+    try {
+      const supplier = await svc.key('supplier', 'sup-1');
+      const admin = await svc.key('admin', 'root');
+      const sold = async () => {
+        const lead = validLead({ zip: '90210' });
+        const reply = await svc!.post(lead, { 'x-api-key': supplier });
+        expect(reply.body.code, reply.text).to.equal('SOLD');
+        return { leadId: reply.body.lead_id as number, email: String(lead.email) };
+      };
+      const erased = await sold();
+      const kept = await sold();
+      const taken = await backup(['--to', target, '--with-master-key'], { LEADPOST_DATA_DIR: live.path });
+      expect(taken.code, taken.stderr).to.equal(0);
+      const erasure = await svc.post({ email: erased.email }, { 'x-api-key': admin }, '/functions/erasures');
+      expect(erasure.status, erasure.text).to.equal(201);
+      await svc.stop();
+      svc = undefined;
+
+      for (const file of readdirSync(target)) copyFileSync(join(target, file), join(restored.path, file));
+      const routingFile = join(restored.path, 'routing.json');
+      writeFileSync(routingFile, JSON.stringify(routing));
+      const repeated = await runChild(['erase', '--email', erased.email], { LEADPOST_DATA_DIR: restored.path, LEADPOST_ROUTING_FILE: routingFile }, { script: BIN });
+      expect(repeated.code, repeated.stderr).to.equal(0);
+
+      const sentBefore = endpoint.received.length;
+      buyerUp = true;
+      svc = await TestService.start({ dataDir: restored.path, routing, buyerCa: endpoint.cert });
+      // Both leads were pending in the backup: wait until each is settled, delivered or cancelled.
+      const deliveryOf = async (leadId: number) => {
+        const view = await svc!.request('GET', `/functions/leads/${leadId}`, { 'x-api-key': admin });
+        return ((view.body.lead as { delivery?: { status?: string } } | undefined)?.delivery?.status) ?? 'none';
+      };
+      const started = Date.now();
+      while (Date.now() - started < 30_000) {
+        const statuses = [await deliveryOf(kept.leadId), await deliveryOf(erased.leadId)];
+        if (statuses.every((status) => status === 'delivered' || status === 'cancelled')) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(await deliveryOf(erased.leadId)).to.equal('cancelled');
+      const sentAfter = endpoint.received.slice(sentBefore);
+      expect(sentAfter.map((r) => r.body.lead_id), 'the other lead, pending in the backup, is delivered').to.include(kept.leadId);
+      const view = await svc.request('GET', `/functions/leads/${erased.leadId}`, { 'x-api-key': admin });
+      expect((view.body.lead as Record<string, unknown>).personal_data_erased, view.text).to.equal(true);
+      for (const request of sentAfter) expect(request.text, 'no request after the restore carries the erased e-mail').not.to.include(erased.email);
+    } finally {
+      await svc?.stop();
+      await endpoint.stop();
       for (const dir of [live, restored]) dir.remove();
     }
   });
