@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { PersonalDataKeys } from './data-keys.js';
+import { KEYS_FILE } from './embedded-key-store.js';
 import type { DataKeyStore } from './key-store.js';
 import { MASTER_KEY_FILE, loadOrCreateMasterKey } from './master-key.js';
 
@@ -22,7 +23,8 @@ const masterKeyPath = (config: PersonalDataConfig): string => config.masterKeyFi
  * configuration selects. The MongoDB driver is loaded only when it is used.
  */
 export async function openPersonalDataKeys(config: PersonalDataConfig): Promise<PersonalDataKeys> {
-  const masterKey = await loadOrCreateMasterKey(masterKeyPath(config));
+  // With keys.db already in the data dir, the master key is one to be found, not made.
+  const masterKey = await loadOrCreateMasterKey(masterKeyPath(config), config.mongoUrl ? undefined : join(config.dataDir, KEYS_FILE));
   return new PersonalDataKeys(await openKeyStore(config), masterKey);
 }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { type Stats, statSync } from 'node:fs';
+import { type Stats, existsSync, statSync } from 'node:fs';
 import { link, open, readFile, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { makeDirectory } from '../make-directory.js';
@@ -17,9 +17,22 @@ export class MasterKeyError extends Error {
   override readonly name = 'MasterKeyError';
 }
 
-export async function loadOrCreateMasterKey(file: string): Promise<Buffer> {
+/**
+ * The master key in `file`, made first when missing, unless `wrappedKeysFile` (the embedded key
+ * store) is there: its keys were wrapped by a master key, which is then missing, not new. A restore
+ * that left the key out, or a LEADPOST_MASTER_KEY_FILE pointed at a secret store the key was not
+ * copied to, made a key of its own there, which opened none of them.
+ */
+export async function loadOrCreateMasterKey(file: string, wrappedKeysFile?: string): Promise<Buffer> {
   const found = await statIfExists(file);
-  if (!found) await createKeyFile(file);
+  if (!found) {
+    // Looked at again after the key store: another process starting on the same fresh data dir
+    // makes the master key before its key store, so a key store found means its key is there now.
+    if (wrappedKeysFile !== undefined && existsSync(wrappedKeysFile) && !existsSync(file)) {
+      throw refused(file, `does not exist, while ${wrappedKeysFile} holds data keys wrapped by the master key they were stored with: put that key back (from a backup taken with --with-master-key, or the secret store you keep it in); a new one would open none of them, so none was made`);
+    }
+    await createKeyFile(file);
+  }
   return readKeyFile(file);
 }
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig, loadServiceConfig } from '../../src/config.js';
@@ -97,6 +97,27 @@ describe('the master key (LEADPOST_MASTER_KEY_FILE)', function () {
     expect(served.signal).to.equal(null);
     expect(served.code).to.equal(1);
     expect(served.stderr.trim()).to.equal('leadpost: the secret contact-hashes does not open with the master key (LEADPOST_MASTER_KEY_FILE is not the key it was stored with)');
+  });
+
+  it('missing beside a key store that holds keys (a restore without it) stops `leadpost serve` and the commands, naming it, and none is made', async function () {
+    const keys = await openPersonalDataKeys({ dataDir: dir.path });
+    const store = await openEventStore({ dataDir: dir.path }, { personalData: keys });
+    await ContactHashes.open(keys, store);
+    await store.close();
+    await keys.close();
+    const file = join(dir.path, 'master.key');
+    renameSync(file, join(dir.path, 'kept-elsewhere.key'));
+    const env = { LEADPOST_DATA_DIR: dir.path, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1' };
+    // A new key made in its place opened none of the stored ones: start-up then failed on the
+    // contact-hashes secret, naming no missing file, and the new key stayed where the real one belongs.
+    const expected =
+      `leadpost: the master key file ${file} (LEADPOST_MASTER_KEY_FILE) does not exist, while ${join(dir.path, 'keys.db')} holds data keys wrapped by the master key they were stored with: ` +
+      'put that key back (from a backup taken with --with-master-key, or the secret store you keep it in); a new one would open none of them, so none was made';
+    for (const args of [['serve'], ['consumer', 'show', '--email', 'ada@example.com']]) {
+      const result = await runChild(args, env, { script: BIN });
+      expect([result.code, result.stderr.trim()], args.join(' ')).to.deep.equal([1, expected]);
+      expect(existsSync(file), `${args.join(' ')} made no master key`).to.equal(false);
+    }
   });
 
   it('wraps the data keys: the key store opened with another master key reads no lead, and says why', async function () {
