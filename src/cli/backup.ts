@@ -9,7 +9,7 @@
 // events, then the data keys (so every lead in the copy has its key, made before its append).
 
 import Database from 'better-sqlite3';
-import { chmodSync, closeSync, copyFileSync, fsyncSync, mkdirSync, openSync, readdirSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { loadConfig } from '../config.js';
 import { EVENTS_FILE } from '../event-store/embedded/schema.js';
@@ -66,19 +66,26 @@ export async function runBackupCommand(args: string[], io: CliIo = { out: proces
     return 1;
   }
 
+  // Each file is written under a name of its own (.partial) and given its real name only once every
+  // one is written and checked: a backup killed or failed half-way leaves no set of store files
+  // that looks whole. Restored, such a set (events.db without its keys.db) started a service with
+  // a new, empty key store: every lead unreadable, and new contact hashes under a new secret, which
+  // match none of the old leads' for duplicates and erasures.
   const copied: Copied[] = [];
   let eventsHead: number | null = null;
   for (const file of files) {
-    const bytes = snapshot(join(config.dataDir, file), join(target, file));
-    if (file === EVENTS_FILE) eventsHead = head(join(target, file));
+    const bytes = snapshot(join(config.dataDir, file), partial(target, file));
+    if (file === EVENTS_FILE) eventsHead = head(partial(target, file));
     copied.push({ file, bytes });
   }
   if (values['with-master-key'] === true) {
-    copyFileSync(config.masterKeyFile, join(target, MASTER_KEY_FILE));
-    chmodSync(join(target, MASTER_KEY_FILE), 0o600);
-    syncFile(join(target, MASTER_KEY_FILE));
-    copied.push({ file: MASTER_KEY_FILE, bytes: statSync(join(target, MASTER_KEY_FILE)).size });
+    copyFileSync(config.masterKeyFile, partial(target, MASTER_KEY_FILE));
+    chmodSync(partial(target, MASTER_KEY_FILE), 0o600);
+    syncFile(partial(target, MASTER_KEY_FILE));
+    copied.push({ file: MASTER_KEY_FILE, bytes: statSync(partial(target, MASTER_KEY_FILE)).size });
   }
+  syncFile(target);
+  for (const { file } of copied) renameSync(partial(target, file), join(target, file));
   syncFile(target);
 
   if (values.json === true) {
@@ -118,6 +125,9 @@ function snapshot(source: string, destination: string): number {
   syncFile(destination);
   return statSync(destination).size;
 }
+
+/** Where `file` is written until the whole backup is: a name no store or restore takes for a store file. */
+const partial = (target: string, file: string) => join(target, `${file}.partial`);
 
 /** The newest commit position in an events file (-1: none). */
 function head(file: string): number {

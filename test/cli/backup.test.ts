@@ -167,7 +167,7 @@ describe('leadpost backup', function () {
     const prepare = sinon.stub(Database.prototype, 'prepare').callsFake(function (this: Database.Database, sql: string) {
       const statement = prepare.wrappedMethod.call(this, sql);
       if (!sql.startsWith('VACUUM INTO')) return statement;
-      return { run: (destination: string) => Object.assign(statement.run(destination), { mode: (modes[destination.split('/').at(-1)!] = statSync(destination).mode & 0o777) }) } as unknown as Database.Statement;
+      return { run: (destination: string) => Object.assign(statement.run(destination), { mode: (modes[destination.split('/').at(-1)!.replace(/\.partial$/, '')] = statSync(destination).mode & 0o777) }) } as unknown as Database.Statement;
     });
     try {
       const svc = await TestService.start({ dataDir: live.path });
@@ -179,6 +179,38 @@ describe('leadpost backup', function () {
     } finally {
       prepare.restore();
       process.umask(umask);
+      target.remove();
+      live.remove();
+    }
+  });
+
+  it('a backup that fails half-way leaves no file under a store\'s name, so no torn set is restored as a backup', async function () {
+    // Killed or failed after events.db but before keys.db, it left events.db and readmodels.db: a
+    // service restored from them made a new, empty key store, every lead unreadable.
+    const live = tempDir('backup-torn');
+    const target = tempDir('backup-torn-target');
+    const prepare = sinon.stub(Database.prototype, 'prepare').callsFake(function (this: Database.Database, sql: string) {
+      const statement = prepare.wrappedMethod.call(this, sql);
+      if (!sql.startsWith('VACUUM INTO')) return statement;
+      return {
+        run: (destination: string) => {
+          if (destination.includes('keys.db')) throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+          return statement.run(destination);
+        },
+      } as unknown as Database.Statement;
+    });
+    try {
+      const svc = await TestService.start({ dataDir: live.path });
+      await svc.stop();
+      const out: string[] = [];
+      const io = { out: { write: (text: string) => out.push(text) }, err: { write: (text: string) => out.push(text) } };
+      const failed = await runBackupCommand(['--to', target.path, '--with-master-key'], io, { LEADPOST_DATA_DIR: live.path }).then(() => null, (error: Error) => error);
+      expect(failed?.message).to.equal('database or disk is full');
+      const left = readdirSync(target.path);
+      expect(left.filter((file) => ['events.db', 'readmodels.db', 'keys.db', 'master.key'].includes(file)), left.join(' ')).to.deep.equal([]);
+      expect(left).to.include.members(['readmodels.db.partial', 'events.db.partial']);
+    } finally {
+      prepare.restore();
       target.remove();
       live.remove();
     }
