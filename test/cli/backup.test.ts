@@ -156,6 +156,37 @@ describe('leadpost backup', function () {
     }
   });
 
+  it('a key revoked after the backup works again on the restored service until it is revoked again, which the restore steps do before the start', async function () {
+    const live = tempDir('backup-revoked-live');
+    const target = join(tempDir('backup-revoked-target').path, 'copy');
+    const restored = tempDir('backup-revoked-restored');
+    let svc: TestService | undefined = await TestService.start({ dataDir: live.path });
+    try {
+      const leaked = await svc.key('supplier', 'sup-1');
+      const taken = await backup(['--to', target, '--with-master-key'], { LEADPOST_DATA_DIR: live.path });
+      expect(taken.code, taken.stderr).to.equal(0);
+      await svc.revoke(leaked);
+      await svc.service.keys.refresh();
+      expect((await svc.request('GET', '/functions/me', { 'x-api-key': leaked })).status).to.equal(401);
+      await svc.stop();
+      svc = undefined;
+
+      for (const file of readdirSync(target)) copyFileSync(join(target, file), join(restored.path, file));
+      svc = await TestService.start({ dataDir: restored.path });
+      expect((await svc.request('GET', '/functions/me', { 'x-api-key': leaked })).status, 'the revocation went with the restore').to.equal(200);
+      await svc.stop();
+      svc = undefined;
+
+      const revoked = await runChild(['keys', 'revoke', leaked.split('_')[1]!], { LEADPOST_DATA_DIR: restored.path }, { script: BIN });
+      expect(revoked.code, revoked.stderr).to.equal(0);
+      svc = await TestService.start({ dataDir: restored.path });
+      expect((await svc.request('GET', '/functions/me', { 'x-api-key': leaked })).status).to.equal(401);
+    } finally {
+      await svc?.stop();
+      for (const dir of [live, restored]) dir.remove();
+    }
+  });
+
   it('writes each copy owner-only from its first byte, also into an empty directory others may enter', async function () {
     const live = tempDir('backup-private');
     const target = tempDir('backup-open-dir');
