@@ -110,6 +110,9 @@ function snapshot(source: string, destination: string): number {
     // A checkpoint or another process's write lock may hold the snapshot's start for a moment.
     db.pragma('busy_timeout = 10000');
     db.prepare('VACUUM INTO ?').run(destination);
+  } catch (error) {
+    // "database or disk is full" alone does not say which disk: the copy's, most likely.
+    throw new Error(`the copy of ${source} to ${destination} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   } finally {
     db.close();
   }

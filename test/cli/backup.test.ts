@@ -236,7 +236,7 @@ describe('leadpost backup', function () {
       const out: string[] = [];
       const io = { out: { write: (text: string) => out.push(text) }, err: { write: (text: string) => out.push(text) } };
       const failed = await runBackupCommand(['--to', target.path, '--with-master-key'], io, { LEADPOST_DATA_DIR: live.path }).then(() => null, (error: Error) => error);
-      expect(failed?.message).to.equal('database or disk is full');
+      expect(failed?.message).to.equal(`the copy of ${join(live.path, 'keys.db')} to ${join(target.path, 'keys.db.partial')} failed: database or disk is full`);
       const left = readdirSync(target.path);
       expect(left.filter((file) => ['events.db', 'readmodels.db', 'keys.db', 'master.key'].includes(file)), left.join(' ')).to.deep.equal([]);
       expect(left).to.include.members(['readmodels.db.partial', 'events.db.partial']);
