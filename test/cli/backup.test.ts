@@ -101,7 +101,8 @@ describe('leadpost backup', function () {
     let buyerUp = false;
     const endpoint = await BuyerEndpoint.start(() => (buyerUp ? 200 : 503), { keepIdleConnections: true });
     const live = tempDir('backup-erased-live');
-    const target = join(tempDir('backup-erased-target').path, 'copy');
+    const copies = tempDir('backup-erased-target');
+    const target = join(copies.path, 'copy');
     const restored = tempDir('backup-erased-restored');
     const routing = deliveryRouting(endpoint.url, { max_attempts: 20 });
     let svc: TestService | undefined = await TestService.start({ dataDir: live.path, routing, buyerCa: endpoint.cert });
@@ -152,13 +153,14 @@ describe('leadpost backup', function () {
     } finally {
       await svc?.stop();
       await endpoint.stop();
-      for (const dir of [live, restored]) dir.remove();
+      for (const dir of [live, copies, restored]) dir.remove();
     }
   });
 
   it('a key revoked after the backup works again on the restored service until it is revoked again, which the restore steps do before the start', async function () {
     const live = tempDir('backup-revoked-live');
-    const target = join(tempDir('backup-revoked-target').path, 'copy');
+    const copies = tempDir('backup-revoked-target');
+    const target = join(copies.path, 'copy');
     const restored = tempDir('backup-revoked-restored');
     let svc: TestService | undefined = await TestService.start({ dataDir: live.path });
     try {
@@ -183,7 +185,7 @@ describe('leadpost backup', function () {
       expect((await svc.request('GET', '/functions/me', { 'x-api-key': leaked })).status).to.equal(401);
     } finally {
       await svc?.stop();
-      for (const dir of [live, restored]) dir.remove();
+      for (const dir of [live, copies, restored]) dir.remove();
     }
   });
 
