@@ -15,7 +15,8 @@ Checks a routing file as the service does at start and on SIGHUP (FILE, else LEA
 else config/routing.json) and prints its version and what it holds: each buyer's price, filters,
 caps, hours and delivery, and the buckets. Exit 0 when the file loads (a buyer whose secret_env is
 not set in this environment is named as a warning), 1 with every problem when it does not, 2 on a
-usage mistake. --json prints the file as the service reads it, defaults applied.`;
+usage mistake. --json prints the file as the service reads it, defaults applied, with "valid":
+true, or {"source","valid":false,"problems":[{"path","message"}]}.`;
 
 export async function runRoutingCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   let values;
@@ -39,12 +40,14 @@ export async function runRoutingCommand(args: string[], io: CliIo = { out: proce
     routing = loadRoutingConfig(file);
   } catch (error) {
     if (!(error instanceof RoutingConfigError)) throw error;
+    // For a pipeline that checks the file before it is copied out: each problem by its path in the file.
+    if (values.json) io.out.write(`${JSON.stringify({ source: file, valid: false, problems: error.problems })}\n`);
     io.err.write(`leadpost routing check: ${file} does not load (${error.problems.length} ${error.problems.length === 1 ? 'problem' : 'problems'}):\n${error.message}\n`);
     return 1;
   }
   const unset = unsetSecrets(routing, env);
   if (values.json) {
-    io.out.write(`${JSON.stringify({ ...routing, unset_secrets: unset })}\n`);
+    io.out.write(`${JSON.stringify({ valid: true, ...routing, unset_secrets: unset })}\n`);
   } else {
     io.out.write(`${describe(routing)}\n`);
   }

@@ -45,7 +45,7 @@ describe('leadpost routing check', function () {
 
     const json = captured();
     expect(await runRoutingCommand(['check', file, '--json'], json.io, { ACME_SECRET: 'set' })).to.equal(0);
-    expect(JSON.parse(json.out())).to.deep.include({ version, unset_secrets: [] });
+    expect(JSON.parse(json.out())).to.deep.include({ valid: true, version, unset_secrets: [] });
     expect(json.err()).to.equal('');
   });
 
@@ -57,6 +57,12 @@ describe('leadpost routing check', function () {
     expect(result.stderr).to.include(`${file} does not load (2 problems)`);
     expect(result.stderr).to.include(`${file}: buyers[0].price: must be >= 0`);
     expect(result.stderr).to.include(`${file}: buyers[0].caps[1].period: a second 'day' cap`);
+
+    const json = captured();
+    expect(await runRoutingCommand(['check', file, '--json'], json.io, {})).to.equal(1);
+    const answer = JSON.parse(json.out()) as { valid: boolean; problems: Array<{ path: string }> };
+    expect(answer.valid).to.equal(false);
+    expect(answer.problems.map((p) => p.path)).to.deep.equal(['buyers[0].price', 'buyers[0].caps[1].period']);
   });
 
   it('a usage mistake exits 2 with the usage', async function () {

@@ -8,6 +8,7 @@ import { runHealthCommand } from '../../src/cli/health.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { runKeysCommand } from '../../src/cli/keys.js';
 import { runReplayCommand } from '../../src/cli/replay.js';
+import { runRoutingCommand } from '../../src/cli/routing.js';
 import { runSealClearLeadsCommand } from '../../src/cli/seal-clear-leads.js';
 import { SERVE_USAGE } from '../../src/cli/serve-help.js';
 
@@ -27,6 +28,7 @@ const COMMANDS: Record<string, (args: string[], io: CliIo) => Promise<number>> =
   consumer: runConsumerCommand,
   'seal-clear-leads': runSealClearLeadsCommand,
   health: runHealthCommand,
+  routing: runRoutingCommand,
 };
 
 async function helpOf(command: string): Promise<string> {
