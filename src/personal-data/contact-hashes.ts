@@ -74,6 +74,48 @@ export const OLDER_NAMES = {
 /** The contact stream of a keyed hash. */
 export const contactStream = (hash: string): string => `contact-${hash}`;
 
+/**
+ * Which contact-hashes secret the event store's contacts were hashed with, as a keyed check of it
+ * (an HMAC of a fixed text under the secret: it tells two secrets apart and nothing else). Recorded
+ * once, by the first start with this check; every later start compares its key store's secret with
+ * it. A key store that is not the one the events go with (a restore that left keys.db out or took
+ * another data dir's, a MONGODB_URL naming another database) would otherwise make a new secret
+ * without a word: contacts hashed anew, duplicates no longer caught, erasures missing every
+ * earlier lead, and every sealed lead unreadable.
+ */
+export const SECRET_CHECK = { stream: 'key-store-check', type: 'ContactHashesSecretRecorded' } as const;
+
+/** The key store's secret is not the one the event store's contacts were hashed with: nothing should start on it. */
+export class KeyStoreMismatchError extends Error {
+  override readonly name = 'KeyStoreMismatchError';
+}
+
+const secretCheck = (secret: Buffer): string => createHmac('sha256', secret).update('leadpost: which contact-hashes secret').digest('hex').slice(0, 32);
+
+async function checkSecret(events: EventStore, secret: Buffer, now: () => Date): Promise<void> {
+  const check = secretCheck(secret);
+  for (let attempt = 0; ; attempt++) {
+    const [recorded] = await events.readStream(SECRET_CHECK.stream, { maxCount: 1 });
+    if (recorded) {
+      const data = recorded.data as { check: string; recorded_at: string };
+      if (data.check === check) return;
+      throw new KeyStoreMismatchError(
+        `the key store (keys.db in LEADPOST_DATA_DIR, or MONGODB_URL's data_keys) is not the one this event store's leads go with: ` +
+          `its contact-hashes secret is not the one recorded on ${data.recorded_at}. Put back the key store taken with these events ` +
+          `(the keys.db of the same backup, with its LEADPOST_MASTER_KEY_FILE); started on this one, duplicates would go uncaught, ` +
+          `erasures would miss earlier leads and sealed leads could not be read`,
+      );
+    }
+    try {
+      await events.append(SECRET_CHECK.stream, [{ type: SECRET_CHECK.type, data: { check, recorded_at: now().toISOString() } }], { expectedRevision: 'no_stream' });
+      return;
+    } catch (error) {
+      // Another instance recorded it first: compare with what it wrote.
+      if (attempt >= 3) throw error;
+    }
+  }
+}
+
 export class ContactHashes {
   private constructor(
     private readonly secret: Buffer,
@@ -84,6 +126,7 @@ export class ContactHashes {
   /** The contact hashes of this store: the secret from the key store, and the upgrade record (written on the first start). */
   static async open(keys: PersonalDataKeys, events: EventStore, now: () => Date = () => new Date()): Promise<ContactHashes> {
     const secret = await keys.secret(SECRET_NAME);
+    await checkSecret(events, secret, now);
     return new ContactHashes(secret, await olderNames(events, OLDER_NAMES.contact.record, OLDER_NAMES.contact.type, now));
   }
 

@@ -14,7 +14,7 @@ import { EVENT_CODEC } from '../../src/events/codec/index.js';
 import { type LeadEvent, leadStream } from '../../src/events/lead-events.js';
 import type { PingEvent, PingIssued } from '../../src/events/ping-events.js';
 import type { ApiKeyEvent } from '../../src/keys/api-keys.js';
-import type { OLDER_NAMES, OLDER_STREAMS_RENAMED } from '../../src/personal-data/contact-hashes.js';
+import type { OLDER_NAMES, OLDER_STREAMS_RENAMED, SECRET_CHECK } from '../../src/personal-data/contact-hashes.js';
 import { tempDir } from '../support/tmp.js';
 import { type EventsCatalogue, type Fields, readCatalogue } from './events-doc.js';
 import { type Flows, runEveryFlow } from './event-flows.js';
@@ -44,6 +44,7 @@ const CODE_TYPES: Record<
   | ConsumerErased['type']
   | KeyedType
   | typeof OLDER_STREAMS_RENAMED
+  | (typeof SECRET_CHECK)['type']
   // Written by `leadpost seal-clear-leads` (src/personal-data/clear-leads.ts), whose type is not exported.
   | 'ClearLeadsSealed',
   true
@@ -86,6 +87,7 @@ const CODE_TYPES: Record<
   ContactHashesKeyed: true,
   IdempotencyKeysKeyed: true,
   OlderStreamsRenamed: true,
+  ContactHashesSecretRecorded: true,
   ClearLeadsSealed: true,
 };
 
