@@ -40,6 +40,18 @@ export function readBackBody(properties: Record<string, unknown>, required: stri
 export const listBody = (row: string, extra: Record<string, unknown> = {}) =>
   readBackBody({ items: { type: 'array', items: ref(row) }, next_cursor: { type: ['string', 'null'], description: 'Pass back as cursor for the next page; null on the last.' }, ...extra }, ['items', 'next_cursor']);
 
+/** The consumer's fields as a lead view, a delivery row and a webhook delivery give them, normalised as the post was. */
+export const CONSUMER_CONTACT_FIELDS = {
+  first_name: { type: 'string' },
+  last_name: { type: 'string' },
+  email: { type: 'string', description: 'Trimmed, lower-cased.' },
+  mobile: { type: 'string', pattern: '^\\+[1-9][0-9]{6,14}$', description: 'E.164: `+12135550143`.' },
+  mobile_national: { type: 'string', pattern: '^[0-9]+$', description: 'The national number, digits only: `2135550143`.' },
+  zip: { type: 'string', pattern: '^[0-9]{5}$' },
+  zip4: { type: ['string', 'null'], pattern: '^[0-9]{4}$', description: 'The ZIP+4 extension; null when the supplier sent a 5-digit ZIP.' },
+  accident_state: { type: 'string', pattern: '^[A-Z]{2}$', description: 'USPS code, upper case.' },
+} as const;
+
 /**
  * The consumer fields of a lead as a lead view and a delivery row carry them: what a pull buyer
  * takes its lead from, as a webhook buyer takes it from the delivery's `lead`, with the
@@ -52,14 +64,7 @@ export const CONSUMER_FIELDS_SCHEMA = {
     "The lead's consumer fields, normalised as the post was: for the supplier that sent it, the buyer that bought it, and admin. " +
     'Once its personal data is erased or expired, the name, e-mail, mobile and certificate fields are gone and `erased` is true.',
   properties: {
-    first_name: { type: 'string' },
-    last_name: { type: 'string' },
-    email: { type: 'string', description: 'Trimmed, lower-cased.' },
-    mobile: { type: 'string', pattern: '^\\+[1-9][0-9]{6,14}$', description: 'E.164: `+12135550143`.' },
-    mobile_national: { type: 'string', pattern: '^[0-9]+$', description: 'The national number, digits only: `2135550143`.' },
-    zip: { type: 'string', pattern: '^[0-9]{5}$' },
-    zip4: { type: ['string', 'null'], pattern: '^[0-9]{4}$', description: 'The ZIP+4 extension; null when the supplier sent a 5-digit ZIP.' },
-    accident_state: { type: 'string', pattern: '^[A-Z]{2}$', description: 'USPS code, upper case.' },
+    ...CONSUMER_CONTACT_FIELDS,
     certificate_url: { type: 'string', description: 'The consent certificate (TrustedForm) URL as posted.' },
     certificate_id: { type: 'string', pattern: '^[0-9a-f]{40}$', description: "The certificate's 40-hex id, taken from its URL, lower case." },
     sid: { type: 'string', description: "The supplier's source id." },

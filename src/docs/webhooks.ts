@@ -6,6 +6,7 @@
 import { MAX_BACKOFF_MS } from '../delivery/backoff.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../delivery/signature.js';
 import { DEFAULTS } from '../routing/config-schema.js';
+import { CONSUMER_CONTACT_FIELDS } from './read-back-schemas.js';
 
 type Json = Record<string, unknown>;
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -59,14 +60,7 @@ export const WEBHOOK_SCHEMAS: Record<string, Json> = {
         description: "The consumer's details, always present in a delivery: a lead whose personal data is erased before it is delivered is never sent.",
         required: ['first_name', 'last_name', 'email', 'mobile', 'mobile_national', 'zip', 'zip4', 'accident_state', 'certificate_url'],
         properties: {
-          first_name: { type: 'string' },
-          last_name: { type: 'string' },
-          email: { type: 'string', description: 'Trimmed, lower-cased.' },
-          mobile: { type: 'string', pattern: '^\\+[1-9][0-9]{6,14}$', description: 'E.164: `+12135550143`.' },
-          mobile_national: { type: 'string', pattern: '^[0-9]+$', description: 'The national number, digits only: `2135550143`.' },
-          zip: { type: 'string', pattern: '^[0-9]{5}$' },
-          zip4: { type: ['string', 'null'], pattern: '^[0-9]{4}$', description: 'The ZIP+4 extension; null when the supplier sent a 5-digit ZIP.' },
-          accident_state: { type: 'string', pattern: '^[A-Z]{2}$', description: 'USPS code, upper case.' },
+          ...CONSUMER_CONTACT_FIELDS,
           certificate_url: { type: 'string', format: 'uri', description: 'The consent certificate (TrustedForm) URL as posted.' },
         },
       },
