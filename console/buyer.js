@@ -7,6 +7,7 @@
 import { getJson, postJson, explain, ApiError } from './api.js';
 import { h, field, select, say, time, things, onMore, cards, hideEmpty } from './dom.js';
 import { leadTable, leadCell } from './leads.js';
+import { deliveryStatusShown, feedbackShown, reasonWords } from './words.js';
 
 export async function renderPulls(main, _params, current, me) {
   main.append(h('h1', {}, 'Pending pulls'));
@@ -95,8 +96,8 @@ const BOUGHT_COLUMNS = [
   ['State', (r) => r.lead?.accident_state ?? ''],
   ['Price', (r) => r.revenue, 'num money'],
   // A test lead is never delivered (nor returned): its view's "pending" would wait for ever.
-  ['Delivery', (r) => (r.test ? 'none (test lead)' : (r.delivery?.status ?? ''))],
-  ['Feedback', (r) => (r.feedback ?? []).map((f) => (f.reason ? `${f.type} (${f.reason})` : f.type)).join(', ')],
+  ['Delivery', (r) => (r.test ? 'none (test lead)' : r.delivery ? deliveryStatusShown(r.delivery.status) : '')],
+  ['Feedback', (r) => (r.feedback ?? []).map((f, i) => [i ? ', ' : '', feedbackShown(f)])],
 ];
 
 export async function renderBought(main, _params, current) {
@@ -154,7 +155,7 @@ function refusal(error, me) {
 /** The return form for a lead the buyer bought; the timeline shows the return on the next visit. */
 export function returnForm(lead, me) {
   const reasons = me.buyer?.return_reasons ?? [];
-  const reason = select('reason', [['', 'Choose a reason…'], ...reasons.map((r) => [r, r.replaceAll('_', ' ')])], '');
+  const reason = select('reason', [['', 'Choose a reason…'], ...reasons.map((r) => [r, reasonWords(r)])], '');
   reason.required = true;
   const answer = h('p', { role: 'alert', id: 'return-answer', class: 'wide' });
   const form = h(
@@ -173,7 +174,7 @@ export function returnForm(lead, me) {
     try {
       await postJson(`/functions/leads/${lead.lead_id}/feedback`, { type: 'return', reason: reason.value });
       answer.className = 'wide ok';
-      answer.textContent = `Returned (${reason.value}). The sale's revenue is reversed in the reports.`;
+      answer.textContent = `Returned (${reasonWords(reason.value)}). The sale's revenue is reversed in the reports.`;
     } catch (error) {
       answer.className = 'wide error';
       answer.textContent = refusal(error, me);

@@ -8,17 +8,9 @@
 
 import { getJson, postJson, explain } from './api.js';
 import { h, field, select, say, time, things, badge, onMore, cards, hideEmpty } from './dom.js';
+import { deliveryStatusWords, deliveryStatusShown, deliveryErrorWords } from './words.js';
 
-const STATUSES = [['', 'Any'], ['pending', 'Pending'], ['delivered', 'Delivered'], ['failed', 'Failed'], ['cancelled', 'Cancelled']];
-
-/** Why the latest webhook attempt failed, in words (the API's last_error: http_4xx… by the answer's hundred). */
-const ERRORS = {
-  http_4xx: 'refused by the buyer',
-  http_5xx: 'buyer error',
-  timeout: 'no answer in time',
-  connection_error: 'could not connect',
-  attempt_lost: 'attempt lost (no outcome recorded)',
-};
+const STATUSES = [['', 'Any'], ...['pending', 'delivered', 'failed', 'cancelled'].map((s) => [s, deliveryStatusWords(s)])];
 
 /**
  * The buyer's last answer in one cell (last_error in words, with the HTTP status it gave): one
@@ -29,7 +21,7 @@ function lastAnswer(row) {
   const http = (status) => `HTTP\u00a0${status}`;
   const status = row.last_status_code;
   if (!row.last_error) return status ? http(status) : '';
-  const words = ERRORS[row.last_error] ?? (/^http_\dxx$/.test(row.last_error) ? 'answered' : row.last_error);
+  const words = deliveryErrorWords(row.last_error);
   if (status) return `${words} (${http(status)})`;
   return /^http_\dxx$/.test(row.last_error) ? `${words} (${http(row.last_error.slice(5))})` : words;
 }
@@ -46,7 +38,7 @@ const COLUMNS = [
   // table fits a laptop's width with a webhook row's error and next attempt.
   ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? '', 'name'],
   ['Delivery', (r) => r.delivery_kind ?? ''],
-  ['Status', (r) => r.status],
+  ['Status', (r) => deliveryStatusShown(r.status)],
   ['Attempts', (r) => r.attempts, 'num'],
   ['Last attempt', (r) => time(r.last_attempt_at), 'time'],
   ['Last answer', lastAnswer, 'words'],
@@ -95,7 +87,7 @@ export async function renderDeliveries(main, _params, current, me) {
       button.closest('tr').replaceWith(tr);
       cards(table);
       tr.querySelector('a').focus();
-      say(message, `Lead ${row.lead_id} is sent again: ${answer.delivery.status}, due ${time(answer.delivery.next_attempt_at)}.`);
+      say(message, `Lead ${row.lead_id} is sent again: ${deliveryStatusWords(answer.delivery.status).toLowerCase()}, due ${time(answer.delivery.next_attempt_at)}.`);
     } catch (error) {
       button.disabled = false;
       say(message, `Lead ${row.lead_id} was not sent again: ${explain(error)}`, 'error');
@@ -122,7 +114,7 @@ export async function renderDeliveries(main, _params, current, me) {
     hideEmpty(table);
     cursor = page.next_cursor;
     more.hidden = !cursor;
-    say(message, body.children.length === 0 ? `No ${status.value ? `${status.value} ` : ''}deliveries.` : `${things(body.children.length, 'delivery', 'deliveries')} shown.`);
+    say(message, body.children.length === 0 ? `No ${status.value ? `${deliveryStatusWords(status.value).toLowerCase()} ` : ''}deliveries.` : `${things(body.children.length, 'delivery', 'deliveries')} shown.`);
     return first;
   }
   form.addEventListener('submit', (event) => {

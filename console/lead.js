@@ -5,10 +5,10 @@
 // which takes no feedback). Any id in the address has this page: one that is no lead id is not found.
 
 import { getJson, ApiError } from './api.js';
-import { h, money, withCurrency, time, badge, cards } from './dom.js';
+import { h, money, withCurrency, time, things, badge, cards } from './dom.js';
 import { openLeadForm } from './leads.js';
 import { returnForm } from './buyer.js';
-import { codeShown, statusWords } from './words.js';
+import { codeShown, statusWords, eventWords, deliveryStatusShown, feedbackShown, reasonWords, checkWords, checkResultWords, checkShown, deliveryErrorShown, candidateReasonShown, strategyShown, bidResultShown, bidDetailShown } from './words.js';
 
 /** A lead id as the API takes one: 1 to 16 digits, no leading zero. */
 const LEAD_ID = /^[1-9]\d{0,15}$/;
@@ -65,7 +65,7 @@ function returnedNote(feedback) {
     'section',
     { class: 'card', id: 'returned-note', 'aria-labelledby': 'returned-title' },
     h('h2', { id: 'returned-title' }, 'Returned'),
-    h('p', {}, `You returned this lead on ${time(feedback.recorded_at)} (${feedback.reason.replaceAll('_', ' ')}): a lead can be returned once, and its revenue is reversed in the reports.`),
+    h('p', {}, `You returned this lead on ${time(feedback.recorded_at)} (${reasonWords(feedback.reason)}): a lead can be returned once, and its revenue is reversed in the reports.`),
   );
 }
 
@@ -99,8 +99,8 @@ function summary(lead) {
     ['Supplier', lead.supplier],
     ['Source (sid / s1)', `${lead.sid ?? '—'} / ${lead.s1 ?? '—'}`],
     ['Received', time(lead.received_at)],
-    ['Checks', lead.enrichment ? Object.entries(lead.enrichment).map(([k, v]) => `${k} ${v ?? '—'}`).join(', ') : '—'],
-    ['Delivery', lead.test ? 'none: test leads are not delivered' : lead.delivery ? `${lead.delivery.status}, ${lead.delivery.attempts} attempt(s)` : '—'],
+    ['Checks', lead.enrichment ? checksInBrief(lead.enrichment) : '—'],
+    ['Delivery', lead.test ? 'none: test leads are not delivered' : lead.delivery ? [deliveryStatusShown(lead.delivery.status), `, ${things(lead.delivery.attempts, 'attempt')}`] : '—'],
     ['Test lead', lead.test ? ['yes, left out of reports', badge('test')] : 'no'],
     ['Ping', lead.ping ? `${lead.ping.ping_id}${lead.ping.buyer ? `, sold at ${lead.ping.buyer}'s bid of ${money(lead.ping.bid, lead.currency)}` : ', no bid could take it'}` : '—'],
   ];
@@ -141,6 +141,14 @@ function consumer(lead) {
   );
 }
 
+/** The lead view's check results in one line, "Phone: Passed; E-mail: Failed; Consent: Not known", each result as written its tooltip. */
+const checksInBrief = (enrichment) =>
+  Object.entries(enrichment).map(([name, result], i) => [
+    i ? '; ' : '',
+    `${checkWords(name)}: `,
+    result ? h('span', { title: result, 'data-code': result }, checkResultWords(result)) : '—',
+  ]);
+
 const yesNo = (ok) => h('span', { class: ok ? 'yes' : 'no' }, ok ? 'yes' : 'no');
 
 /** What each event type says, as elements; an unknown type shows its data as JSON. `currency`: the lead's, for amounts whose event names none. */
@@ -152,9 +160,9 @@ const DETAILS = {
   ],
   LeadRejected: (d) => [h('p', {}, 'Rejected: ', codeShown(d.code), '.'), h('ul', {}, (d.errors ?? []).map((e) => h('li', {}, `${e.field}: ${e.message}`)))],
   LeadEnriched: (d) =>
-    h('ul', { class: 'checks' }, Object.entries(d.checks ?? {}).map(([name, c]) => h('li', { 'data-check': name }, `${name}: `, h('span', { class: c.result === 'pass' ? 'yes' : c.result === 'fail' ? 'no' : '' }, c.result), ` (${c.detail}, ${c.provider})`))),
+    h('ul', { class: 'checks' }, Object.entries(d.checks ?? {}).map(([name, c]) => h('li', { 'data-check': name }, `${checkWords(name)}: `, checkShown(c), c?.provider ? `, by ${c.provider}` : null))),
   LeadRouted: (d) => [
-    h('p', {}, `To ${d.target.kind} ${d.target.id} at ${money(d.price, d.currency)}, strategy ${d.strategy}, routing ${d.routing_version}.`),
+    h('p', {}, `To ${d.target.kind} ${d.target.id} at ${money(d.price, d.currency)}, chosen by `, strategyShown(d.strategy), `, routing ${d.routing_version}.`),
     h(
       'div',
       { class: 'table-wrap' },
@@ -162,7 +170,7 @@ const DETAILS = {
         'table',
         { class: 'candidates', 'aria-label': 'Routing candidates' },
         h('thead', {}, h('tr', {}, ['Buyer', withCurrency('Price', d.currency), 'Eligible', 'Reason'].map((t) => h('th', { scope: 'col' }, t)))),
-        h('tbody', {}, (d.candidates ?? []).map((c) => h('tr', { 'data-buyer': c.buyer }, h('td', {}, c.buyer), h('td', { class: 'num' }, money(c.price)), h('td', {}, yesNo(c.eligible)), h('td', {}, c.detail ? `${c.reason} (${c.detail})` : c.reason)))),
+        h('tbody', {}, (d.candidates ?? []).map((c) => h('tr', { 'data-buyer': c.buyer }, h('td', {}, c.buyer), h('td', { class: 'num' }, money(c.price)), h('td', {}, yesNo(c.eligible)), h('td', {}, candidateReasonShown(c.reason), c.detail ? ` (${c.detail})` : null)))),
       )),
     ),
   ],
@@ -177,7 +185,7 @@ const DETAILS = {
         'table',
         { class: 'bids', 'aria-label': 'Bids' },
         h('thead', {}, h('tr', {}, ['Buyer', 'Answer', withCurrency('Bid', d.currency), 'Latency'].map((t) => h('th', { scope: 'col' }, t)))),
-        h('tbody', {}, (d.bids ?? []).map((b) => h('tr', { 'data-buyer': b.buyer }, h('td', {}, b.buyer), h('td', {}, b.detail ? `${b.result} (${b.detail})` : b.result), h('td', { class: 'num' }, b.amount == null ? '—' : money(b.amount)), h('td', { class: 'num' }, b.latency_ms == null ? '—' : `${b.latency_ms} ms`)))),
+        h('tbody', {}, (d.bids ?? []).map((b) => h('tr', { 'data-buyer': b.buyer }, h('td', {}, b.buyer), h('td', {}, bidResultShown(b.result), b.detail ? [' (', bidDetailShown(b.detail), ')'] : null), h('td', { class: 'num' }, b.amount == null ? '—' : money(b.amount)), h('td', { class: 'num' }, b.latency_ms == null ? '—' : `${b.latency_ms} ms`)))),
       )),
     ),
   ],
@@ -185,16 +193,18 @@ const DETAILS = {
   LeadPingMatched: (d, currency) => h('p', {}, `Posted with ping ${d.ping_id}${d.buyer ? `: sold at ${d.buyer}'s bid of ${money(d.amount, currency)}` : ': no bid could take it, routed as a plain post'}.`),
   LeadDeliveryAttempted: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} (timeout ${d.timeout_ms} ms).`),
   LeadDelivered: (d) => h('p', {}, `Delivered to ${d.buyer} by ${d.via}, attempt ${d.attempt}${d.status ? `, HTTP ${d.status}` : ''}${d.latency_ms != null ? `, ${d.latency_ms} ms` : ''}.`),
-  LeadDeliveryFailed: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} failed: ${d.error}${d.status ? ` (HTTP ${d.status})` : ''}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
+  LeadDeliveryFailed: (d) =>
+    h('p', {}, `Attempt ${d.attempt} to ${d.buyer} failed: `, deliveryErrorShown(d.error), `${d.status ? ` (HTTP ${d.status})` : ''}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
   LeadRedeliveryRequested: (d) =>
     h('p', {}, `Sent again to ${d.buyer} (round ${d.round}, after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}), asked by ${d.requested_by?.name ?? d.requested_by?.role ?? 'an admin'}${d.reason ? ` (${d.reason})` : ''}.`),
-  FeedbackRecorded: (d) => h('p', {}, `${d.buyer}: ${d.type}${d.reason ? ` (${d.reason})` : ''}.`),
+  FeedbackRecorded: (d) => h('p', {}, `${d.buyer}: `, feedbackShown(d), '.'),
   LeadPersonalDataErased: (d) => h('p', {}, `Personal data erased on the consumer's request (erasure ${d.erasure_id})${d.notify_buyer ? `; ${d.notify_buyer} is told to delete its copy` : ''}.`),
   LeadPersonalDataExpired: (d) => h('p', {}, `Personal data erased: older than the retention period (${d.retention_days} days).`),
   LeadDeliveryCancelled: (d) => h('p', {}, `Delivery to ${d.buyer ?? d.bucket} cancelled: personal data ${d.reason}.`),
   ErasureNoticeSent: (d) => h('p', {}, `Erasure notice delivered to ${d.buyer}, attempt ${d.attempt}, HTTP ${d.status}.`),
-  ErasureNoticeFailed: (d) => h('p', {}, `Erasure notice to ${d.buyer} failed: ${d.error}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
-  LeadReturned: (d) => h('p', {}, `Returned by ${d.buyer} (${d.reason}): ${money(d.revenue, d.currency)} reversed.`),
+  ErasureNoticeFailed: (d) =>
+    h('p', {}, `Erasure notice to ${d.buyer} failed: `, deliveryErrorShown(d.error), `. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
+  LeadReturned: (d) => h('p', {}, `Returned by ${d.buyer} (${reasonWords(d.reason)}): ${money(d.revenue, d.currency)} reversed.`),
 };
 // A failure is drawn in the failure colour whatever failed (a delivery or an erasure notice), a success in the success colour.
 const TONE = {
@@ -217,7 +227,8 @@ function timeline(events, currency) {
       h(
         'li',
         { class: TONE[event.type], 'data-type': event.type },
-        h('div', {}, h('span', { class: 'type' }, event.type), ' ', h('span', { class: 'when' }, `${event.ping ? 'ping ' : ''}#${event.revision} · ${time(event.occurred_at)}`)),
+        // The event's type as the API writes it stays beside its words, for whoever reads the events route too.
+        h('div', { class: 'code-words' }, h('span', { class: 'type', title: event.type }, eventWords(event)), ' ', h('code', { class: 'code' }, event.type), ' ', h('span', { class: 'when' }, `${event.ping ? 'ping ' : ''}#${event.revision} · ${time(event.occurred_at)}`)),
         (DETAILS[event.type] ?? ((d) => h('pre', {}, JSON.stringify(d, null, 2))))(event.data, currency),
       ),
     ),

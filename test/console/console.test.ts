@@ -360,7 +360,7 @@ describe('the console in a browser', function () {
     await row.waitFor();
     // How the lead reaches its buyer, why a delivery failed and when it is tried again are columns; cancelled is a status to filter by.
     expect(await page.locator('#deliveries-table thead th').allInnerTexts()).to.deep.equal(['Lead', 'Buyer or bucket', 'Delivery', 'Status', 'Attempts', 'Last attempt', 'Last answer', 'Next attempt']);
-    expect((await row.locator('td').allInnerTexts()).slice(1, 4), 'a pull buyer\'s pending lead').to.deep.equal(['ca-buyer', 'pull', 'pending']);
+    expect((await row.locator('td').allInnerTexts()).slice(1, 4), 'a pull buyer\'s pending lead').to.deep.equal(['ca-buyer', 'pull', 'Pending']);
     expect(await page.getByLabel('Status').locator('option').evaluateAll((os) => os.map((o) => o.getAttribute('value')))).to.deep.equal(['', 'pending', 'delivered', 'failed', 'cancelled']);
     await shoot(page, 'deliveries', () => row.waitFor());
     await row.locator('td').nth(3).click();
@@ -375,9 +375,10 @@ describe('the console in a browser', function () {
     for (const candidate of candidates) {
       const cells = await timeline.locator(`table.candidates tr[data-buyer="${candidate.buyer}"] td`).allInnerTexts();
       expect(cells[2], candidate.buyer).to.equal(candidate.eligible ? 'yes' : 'no');
-      expect(cells[3], candidate.buyer).to.contain(candidate.reason);
+      // The reason in words, as the service writes it at hand (its tooltip).
+      expect(await timeline.locator(`table.candidates tr[data-buyer="${candidate.buyer}"] td [data-code]`).getAttribute('title'), candidate.buyer).to.equal(candidate.reason);
     }
-    expect(await timeline.locator('[data-check="phone"]').innerText()).to.match(/^phone: pass/);
+    expect(await timeline.locator('[data-check="phone"]').innerText()).to.match(/^Phone: Passed/);
     expect(await page.locator('#lead-summary').innerText()).to.contain('buyer ca-buyer');
     expect(await page.locator('main').innerText(), 'an analyst sees no consumer field').to.not.contain('Lovelace');
     expect(await page.locator('#lead-consumer').count()).to.equal(0);
@@ -1018,7 +1019,7 @@ describe('the console in a browser', function () {
     const row = page.locator(`#deliveries-table tr[data-lead="${id}"]`);
     await row.waitFor();
     const cells = await row.locator('td').allInnerTexts();
-    expect(cells.slice(1, 4)).to.deep.equal(['fl-hook', 'webhook', 'pending']);
+    expect(cells.slice(1, 4)).to.deep.equal(['fl-hook', 'webhook', 'Pending']);
     expect(cells[5]).to.match(UTC_TIME);
     expect(cells[6], 'last answer').to.equal('could not connect');
     expect(cells[7], 'next attempt').to.match(UTC_TIME);
@@ -1032,7 +1033,7 @@ describe('the console in a browser', function () {
     const refusedRow = page.locator(`#deliveries-table tr[data-lead="${refusedId}"]`);
     await refusedRow.waitFor();
     const refusedCells = await refusedRow.locator('td').allInnerTexts();
-    expect([refusedCells[1], refusedCells[2], refusedCells[3], refusedCells[6]]).to.deep.equal(['az-refuses', 'webhook', 'failed Send again', 'refused by the buyer (HTTP\u00a0422)']);
+    expect([refusedCells[1], refusedCells[2], refusedCells[3], refusedCells[6]]).to.deep.equal(['az-refuses', 'webhook', 'Failed Send again', 'refused by the buyer (HTTP\u00a0422)']);
     // Only a delivery that failed for good has the button: the pending one has none.
     expect(await row.getByRole('button').count()).to.equal(0);
     await shoot(page, 'admin-deliveries-webhook', () => row.waitFor());
@@ -1045,7 +1046,7 @@ describe('the console in a browser', function () {
     const sentAgain = page.locator(`#deliveries-table tr[data-lead="${refusedId}"]`);
     await page.locator('#deliveries-message', { hasText: `Lead ${refusedId} is sent again: pending, due ` }).waitFor();
     const reopenedCells = await sentAgain.locator('td').allInnerTexts();
-    expect([reopenedCells[1], reopenedCells[3], reopenedCells[4], reopenedCells[6]]).to.deep.equal(['az-refuses', 'pending', '1', 'refused by the buyer (HTTP\u00a0422)']);
+    expect([reopenedCells[1], reopenedCells[3], reopenedCells[4], reopenedCells[6]]).to.deep.equal(['az-refuses', 'Pending', '1', 'refused by the buyer (HTTP\u00a0422)']);
     expect(await sentAgain.getByRole('button').count()).to.equal(0);
     await shoot(page, 'admin-deliveries-sent-again', () => sentAgain.waitFor());
     await eventually(async () => ((await api('/functions/deliveries?buyer=az-refuses', keys.admin!)).items as Delivery[]).find((d) => d.lead_id === refusedId && d.status === 'delivered') ?? null);
@@ -1079,9 +1080,9 @@ describe('the console in a browser', function () {
     await page.getByLabel('Status').selectOption('cancelled');
     await page.getByRole('button', { name: 'Show' }).click();
     await page.locator(`#deliveries-table tr[data-lead="${id}"]`).waitFor();
-    expect(new Set(await page.locator('#deliveries-table tbody tr td:nth-child(4)').allInnerTexts())).to.deep.equal(new Set(['cancelled']));
+    expect(new Set(await page.locator('#deliveries-table tbody tr td:nth-child(4)').allInnerTexts())).to.deep.equal(new Set(['Cancelled']));
     const cancelled = await page.locator(`#deliveries-table tr[data-lead="${id}"] td`).allInnerTexts();
-    expect([cancelled[0], cancelled[2], cancelled[3], cancelled[6], cancelled[7]]).to.deep.equal([`${id} erased`, 'webhook', 'cancelled', 'could not connect', '']);
+    expect([cancelled[0], cancelled[2], cancelled[3], cancelled[6], cancelled[7]]).to.deep.equal([`${id} erased`, 'webhook', 'Cancelled', 'could not connect', '']);
     expect(elsewhere).to.deep.equal([]);
     expect(problems).to.deep.equal([]);
     await context.close();
@@ -1290,7 +1291,8 @@ describe('the console in a browser', function () {
           const r = cell(heading).getBoundingClientRect();
           return cell(heading).textContent !== '' && !(cell(heading).checkVisibility() && r.left >= 0 && r.right <= width);
         });
-        return { lead_id: Number(tr.getAttribute('data-lead')), status: cell('Status').textContent, out };
+        // The status in words, the API's code at hand.
+        return { lead_id: Number(tr.getAttribute('data-lead')), status: cell('Status').querySelector('[data-code]')?.getAttribute('data-code'), out };
       });
     }, essentials);
     expect(seen).to.deep.equal(listed.map((d) => ({ lead_id: d.lead_id, status: d.status, out: [] })));

@@ -55,7 +55,9 @@ describe('the console: a lead posted with a ping', function () {
     expect(types).to.deep.equal(expected);
     expect(types.slice(0, 3)).to.deep.equal(['LeadPinged', 'PingBidsCollected', 'PingPosted']);
     expect(await timeline.locator('table.bids tr[data-buyer="ca-buyer"] td').allInnerTexts()).to.deep.equal(['ca-buyer', 'bid', '40.00', '0 ms']);
-    expect(await timeline.locator('table.bids tr[data-buyer="ny-buyer"] td').nth(1).innerText()).to.equal('ineligible (state_not_allowed)');
+    expect(await timeline.locator('table.bids tr[data-buyer="ny-buyer"] td').nth(1).innerText()).to.equal('not eligible (state not taken)');
+    // Each answer and why as the service writes them, at hand as their tooltips.
+    expect(await timeline.locator('table.bids tr[data-buyer="ny-buyer"] td [data-code]').evaluateAll((spans) => spans.map((span) => span.getAttribute('title')))).to.deep.equal(['ineligible', 'state_not_allowed']);
     expect(await page.locator('#lead-summary').innerText()).to.contain(`${pinged.body.ping_id as string}, sold at ca-buyer's bid of 40.00`);
     // At a phone's width each bid is a card: nothing scrolls sideways, every cell inside the window.
     await page.setViewportSize({ width: 390, height: 844 });

@@ -264,4 +264,125 @@ describe('the console read by eye, keyboard and screen reader', function () {
       await old.stop();
     }
   });
+  /** Polls the service until `probe` finds something (a delivery's outcome is the worker's, in its own time). */
+  async function eventually<T>(probe: () => Promise<T | null | undefined>): Promise<T> {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const found = await probe();
+      if (found !== null && found !== undefined) return found;
+      if (Date.now() > deadline) throw new Error('never came');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  /** Every event type the service writes, as it writes them: shown bare, outside a code element, it is the console's jargon. */
+  const EVENT_TYPES = /\b(Lead[A-Z][A-Za-z]+|Ping[A-Z][A-Za-z]+|FeedbackRecorded|ErasureNotice[A-Z][a-z]+)\b/;
+
+  it("a lead's timeline, checks, delivery and feedback read as words, each code at hand; a code the console does not know shows as written", async function () {
+    const returned = await svc!.post({ type: 'return', reason: 'bad_phone' }, { 'x-api-key': keys.buyer! }, `/functions/leads/${leads.sold}/feedback`);
+    expect(returned.status, JSON.stringify(returned.body)).to.be.within(200, 299);
+    // The webhook buyer nobody listens for: its one attempt fails, for good.
+    await eventually(async () => {
+      const reply = await svc!.request('GET', `/functions/leads/${leads.hooked}`, { 'x-api-key': keys.admin! });
+      return (reply.body.lead as { delivery?: { status: string } }).delivery?.status === 'failed' ? true : null;
+    });
+    await svc!.service.projections.waitFor(await svc!.service.store.headPosition());
+    const page = await signedIn(keys.admin!);
+
+    await page.goto(`${origin}/console#/leads/${leads.hooked}`);
+    const timeline = page.locator('#timeline');
+    await timeline.locator('[data-type="LeadDeliveryFailed"]').waitFor();
+    const items = timeline.locator(':scope > li');
+    expect(await items.locator('.type').allInnerTexts()).to.deep.equal(['Received', 'Checked', 'Routed', 'Sold', 'Delivery attempt 1', 'Delivery attempt 1 failed']);
+    // Each type as the API writes it, beside its words and as their tooltip.
+    const types = await items.evaluateAll((lis) => lis.map((li) => li.getAttribute('data-type')));
+    expect(await items.locator('code.code').allInnerTexts()).to.deep.equal(types);
+    expect(await items.locator('.type').evaluateAll((spans) => spans.map((span) => span.getAttribute('title')))).to.deep.equal(types);
+    // Each check: its name, what it found in words (each code its tooltip), and who answered.
+    const phone = timeline.locator('[data-check="phone"]');
+    expect(await phone.innerText()).to.match(/^Phone: Passed \([a-z ]+\), by \S+$/);
+    expect(await phone.locator('[data-code="pass"]').getAttribute('title')).to.equal('pass');
+    expect(await timeline.locator('[data-check="email"]').innerText()).to.match(/^E-mail: (Passed|Failed|Not known) \([a-z ]+\), by \S+$/);
+    expect(await timeline.locator('[data-check="consent"]').innerText()).to.match(/^Consent: Passed \(certificate format ok\), by \S+$/);
+    // The outcome's checks and delivery, in the same words.
+    const summary = await page.locator('#lead-summary').innerText();
+    expect(summary).to.match(/Checks\nPhone: Passed; E-mail: (Passed|Failed|Not known); Consent: Passed\n/);
+    expect(await page.locator('#lead-summary [data-code="pass"]').first().getAttribute('title')).to.equal('pass');
+    expect(summary).to.contain('Delivery\nFailed, 1 attempt\n');
+    expect(await page.locator('#lead-summary [data-code="failed"]').getAttribute('title')).to.equal('failed');
+    const bare = (pattern: RegExp) =>
+      page.evaluate(`(() => {
+        const found = [];
+        const walker = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+        while (walker.nextNode()) {
+          const el = walker.currentNode.parentElement;
+          if (el.closest('code.code, option, [hidden]') || !el.checkVisibility()) continue;
+          if (${pattern}.test(walker.currentNode.textContent)) found.push(walker.currentNode.textContent.trim());
+        }
+        return found;
+      })()`) as Promise<string[]>;
+    // Nor a status, a check's result or an error as the API writes them (a snake_case word is one).
+    expect(await bare(EVENT_TYPES)).to.deep.equal([]);
+    expect(await bare(/\b(pass|fail|pending|delivered|cancelled|unknown|[a-z]+_[a-z_]+)\b/)).to.deep.equal([]);
+    expect(await timeline.locator('[data-type="LeadDeliveryFailed"] p').innerText()).to.equal('Attempt 1 to fl-hook failed: could not connect. No more attempts.');
+    expect(await timeline.locator('[data-type="LeadDeliveryFailed"] [data-code="connection_error"]').getAttribute('title')).to.equal('connection_error');
+    await page.screenshot({ path: join(SHOTS, 'words-timeline.png'), fullPage: true });
+
+    // The sold lead, returned: its feedback and return in words, "return (bad_phone)" at hand.
+    await page.goto(`${origin}/console#/leads/${leads.sold}`);
+    await timeline.locator('[data-type="LeadReturned"]').waitFor();
+    expect(await timeline.locator('[data-type="FeedbackRecorded"] .type').innerText()).to.equal('Feedback');
+    expect(await timeline.locator('[data-type="FeedbackRecorded"] p').innerText()).to.equal('ca-buyer: Returned: bad phone return (bad_phone).');
+    expect(await timeline.locator('[data-type="LeadReturned"] p').innerText()).to.match(/^Returned by ca-buyer \(bad phone\): 40\.00 USD reversed\.$/);
+    expect(await bare(EVENT_TYPES)).to.deep.equal([]);
+    expect(await bare(/\b(pending|return|bad_phone)\b/)).to.deep.equal([]);
+
+    // Deliveries: each status in words, its code the tooltip; the filter offers the words, sends the codes.
+    await page.goto(`${origin}/console#/deliveries`);
+    const row = page.locator(`#deliveries-table tr[data-lead="${leads.hooked}"]`);
+    await row.waitFor();
+    expect(await row.locator('td').nth(3).innerText()).to.equal('Failed Send again');
+    expect(await row.locator('td [data-code="failed"]').getAttribute('title')).to.equal('failed');
+    expect(await page.locator(`#deliveries-table tr[data-lead="${leads.sold}"] td`).nth(3).innerText()).to.equal('Pending');
+    const status = page.getByLabel('Status');
+    expect(await status.locator('option').evaluateAll((os) => os.map((o) => [o.getAttribute('value'), o.textContent]))).to.deep.equal([
+      ['', 'Any'], ['pending', 'Pending'], ['delivered', 'Delivered'], ['failed', 'Failed'], ['cancelled', 'Cancelled'],
+    ]);
+    expect(await bare(/\b(pending|failed|delivered|cancelled)\b/)).to.deep.equal([]);
+    await page.screenshot({ path: join(SHOTS, 'words-deliveries.png'), fullPage: true });
+
+    // A code the console has no words for yet still shows: as the service writes it, never blank.
+    const unknown = await page.evaluate(`import('/console/words.js').then((w) => {
+      const text = (shown) => { const p = document.createElement('p'); p.append(...[shown].flat(Infinity)); return p.textContent; };
+      return {
+      event: w.eventWords({ type: 'LeadTeleported', data: {} }),
+      attempt: w.eventWords({ type: 'LeadDeliveryAttempted', data: {} }),
+      status: w.deliveryStatusWords('parked'),
+      shown: w.deliveryStatusShown('parked').textContent,
+      feedback: w.feedbackShown({ type: 'praise', reason: 'great_lead' }).textContent,
+      check: w.checkWords('address') + ': ' + text(w.checkShown({ result: 'maybe', detail: 'odd_answer', provider: 'x' })),
+      code: w.codeWords('NEW_CODE'),
+      lead: w.statusWords('parked'),
+    }; })`);
+    expect(unknown).to.deep.equal({
+      event: 'LeadTeleported',
+      attempt: 'Delivery attempt',
+      status: 'parked',
+      shown: 'parked',
+      feedback: 'praise: great lead praise (great_lead)',
+      check: 'address: maybe (odd answer)',
+      code: 'NEW CODE',
+      lead: 'parked',
+    });
+    await page.context().close();
+
+    // The buyer's bought leads: delivery and feedback in the same words.
+    const buyer = await signedIn(keys.buyer!);
+    const bought = buyer.locator(`#bought-table tr[data-lead="${leads.sold}"] td`);
+    await bought.first().waitFor();
+    const cells = await bought.allInnerTexts();
+    expect(cells.slice(5)).to.deep.equal(['Pending', 'Returned: bad phone return (bad_phone)']);
+    await buyer.screenshot({ path: join(SHOTS, 'words-bought.png'), fullPage: true });
+    await buyer.context().close();
+  });
 });
