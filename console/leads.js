@@ -13,6 +13,9 @@ const STATUSES = [['', 'Any'], ...['sold', 'unsold', 'rejected', 'received'].map
 // The code filter offers every outcome code, in words (words.js); the value sent is the code.
 const CODES = [['', 'Any'], ...Object.keys(OUTCOME_CODES).map((c) => [c, codeWords(c)])];
 
+/** The breakdowns' column headings: what a row counts by, then how many rejected leads (the table's name says rejected). */
+const headings = (by) => h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, by), h('th', { scope: 'col', class: 'num' }, 'Leads')));
+
 const utcDay = (date) => date.toISOString().slice(0, 10);
 const nextDay = (day) => utcDay(new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000));
 
@@ -174,7 +177,12 @@ export async function renderLeads(main, _params, current, me) {
       h('p', { class: 'muted' }, `Counts the ${count(rejected.length)} rejected leads shown in the table below, test leads left out (a lead counts once per field it failed on).`),
       rows.length === 0
         ? h('p', { class: 'muted' }, 'No failing fields among the leads shown.')
-        : h('table', { 'aria-label': 'Rejected leads by field' }, h('tbody', {}, rows.map(([name, n]) => h('tr', { 'data-field': name }, h('th', { scope: 'row' }, name), h('td', { class: 'num' }, count(n)))))),
+        : h(
+            'table',
+            { 'aria-label': 'Rejected leads by field' },
+            headings('Field'),
+            h('tbody', {}, rows.map(([name, n]) => h('tr', { 'data-field': name }, h('th', { scope: 'row' }, name), h('td', { class: 'num' }, count(n))))),
+          ),
     );
   }
 
@@ -206,6 +214,7 @@ export async function renderLeads(main, _params, current, me) {
         : h(
             'table',
             { 'aria-label': 'Rejected leads by code' },
+            headings('Code'),
             h(
               'tbody',
               {},

@@ -385,4 +385,64 @@ describe('the console read by eye, keyboard and screen reader', function () {
     await buyer.screenshot({ path: join(SHOTS, 'words-bought.png'), fullPage: true });
     await buyer.context().close();
   });
+  it('every table has a name a screen reader announces and a heading over each of its columns', async function () {
+    // A lead sold to the pull buyer and not yet taken: its pulls have a row.
+    expect((await svc!.post(validLead(), { 'x-api-key': keys.supplier! })).body.code).to.equal('SOLD');
+    await svc!.service.projections.waitFor(await svc!.service.store.headPosition());
+    const consumer = (await svc!.request('GET', `/functions/leads/${leads.sold}`, { 'x-api-key': keys.admin! })).body.lead as { lead: { email: string } };
+    const problems: string[] = [];
+    const names: string[] = [];
+    /** Each table shown in the page: its name as Chromium gives it to a screen reader, and its column headings. */
+    const tables = async (page: Page, where: string) => {
+      for (const table of await page.locator('main table').all()) {
+        if (!(await table.isVisible())) continue;
+        const tree = await table.ariaSnapshot();
+        const name = /^- table "(.+?)"/.exec(tree)?.[1];
+        names.push(name ?? '');
+        const columns = await table.evaluate((t: any) => ({
+          heads: t.tHead ? [...t.tHead.rows[0].cells].map((th: any) => `${th.tagName} ${th.getAttribute('scope')}`) : [],
+          widest: Math.max(...[...t.rows].map((row: any) => row.cells.length)),
+        }));
+        const headers = [...tree.matchAll(/^\s*- columnheader(?: "(.*?)")?:?$/gm)].map((m) => m[1] ?? '');
+        const what = `${where}: ${name ?? (await table.evaluate((t: any) => t.outerHTML.slice(0, 80)))}`;
+        if (!name) problems.push(`${what}: no name`);
+        if (columns.heads.length !== columns.widest || columns.heads.some((head) => head !== 'TH col')) problems.push(`${what}: headings ${JSON.stringify(columns.heads)} over ${columns.widest} columns`);
+        if (headers.length !== columns.widest || headers.some((header) => !header)) problems.push(`${what}: column headers heard ${JSON.stringify(headers)}`);
+      }
+    };
+    const admin = await signedIn(keys.admin!);
+    for (const [hash, shown] of [
+      ['#/leads', '#rejections-by-field table'],
+      ['#/report', '#report-table'],
+      ['#/deliveries', '#deliveries-table tbody tr'],
+      [`#/leads/${leads.hooked}`, '#timeline table'],
+    ] as const) {
+      await admin.goto(`${origin}/console${hash}`);
+      await admin.locator(shown).first().waitFor();
+      // Its lists loaded (a lead's page: its timeline, drawn once it has loaded).
+      await admin.locator('main [role="status"]:not(:has-text("Loading")), #timeline').first().waitFor();
+      await tables(admin, hash);
+    }
+    await admin.goto(`${origin}/console#/personal-data`);
+    await admin.locator('form[aria-labelledby="find-title"]').getByLabel('E-mail').fill(consumer.lead.email);
+    await admin.locator('form[aria-labelledby="find-title"]').getByRole('button', { name: 'Find' }).click();
+    await admin.locator('#consumer-leads tbody tr').first().waitFor();
+    await tables(admin, '#/personal-data');
+    await admin.goto(`${origin}/console#/leads`);
+    await admin.locator('#rejections-by-field table').waitFor();
+    await admin.screenshot({ path: join(SHOTS, 'tables-leads.png'), fullPage: true });
+    await admin.context().close();
+
+    const buyer = await signedIn(keys.buyer!);
+    await buyer.locator('#bought-table tbody tr').first().waitFor();
+    await tables(buyer, '#/bought');
+    await buyer.goto(`${origin}/console#/pulls`);
+    await buyer.locator('#pulls-table tbody tr').first().waitFor();
+    await tables(buyer, '#/pulls');
+    await buyer.screenshot({ path: join(SHOTS, 'tables-pulls.png'), fullPage: true });
+    await buyer.context().close();
+
+    expect(problems).to.deep.equal([]);
+    expect(names).to.include.members(['Leads', 'Rejected leads by code', 'Rejected leads by field', 'Rows', 'Deliveries', 'Routing candidates', "The consumer's leads", 'Bought leads', 'Pending pulls']);
+  });
 });
