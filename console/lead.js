@@ -5,7 +5,7 @@
 // which takes no feedback). Any id in the address has this page: one that is no lead id is not found.
 
 import { getJson, ApiError } from './api.js';
-import { h, money, withCurrency, time, things, badge, cards } from './dom.js';
+import { h, money, withCurrency, time, things, say, badge, cards } from './dom.js';
 import { openLeadForm } from './leads.js';
 import { returnForm } from './buyer.js';
 import { codeShown, statusWords, eventWords, deliveryStatusShown, feedbackShown, reasonWords, checkWords, checkResultWords, checkShown, deliveryErrorShown, candidateReasonShown, strategyShown, bidResultShown, bidDetailShown } from './words.js';
@@ -21,11 +21,15 @@ export async function renderLead(main, [raw], current, me) {
     // shown as typed
   }
   const valid = LEAD_ID.test(id);
-  main.append(h('h1', { class: 'lead-title' }, `Lead ${id}`), openLeadForm(valid ? id : ''));
-  const notFound = () => main.append(h('p', { class: 'error', role: 'alert', id: 'lead-missing' }, `Lead ${id} not found: there is no such lead, or this key may not see it.`));
+  // The page's status line, as the lists have: a screen reader hears the lead being asked for, then
+  // that it is shown or why it is not.
+  const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'lead-message' });
+  main.append(h('h1', { class: 'lead-title' }, `Lead ${id}`), openLeadForm(valid ? id : ''), message);
+  const notFound = () => say(message, `Lead ${id} not found: there is no such lead, or this key may not see it.`, 'error');
   // Not a lead id the API could have (too long, not a number): not found, without asking.
   if (!valid) return notFound();
 
+  say(message, `Loading lead ${id}…`);
   let lead;
   let events;
   let pingEvents;
@@ -34,7 +38,9 @@ export async function renderLead(main, [raw], current, me) {
   } catch (error) {
     if (!current()) return;
     if (error instanceof ApiError && error.status === 404) return notFound();
-    // Anything else (too many requests, the service not ready) may pass: the shell offers to ask again.
+    // Anything else (too many requests, the service not ready) may pass: the shell says it, in an
+    // alert, and offers to ask again; the line no longer says the lead is loading.
+    message.remove();
     throw error;
   }
   if (!current()) return;
@@ -57,6 +63,8 @@ export async function renderLead(main, [raw], current, me) {
     h('section', { class: 'card results' }, h('h2', {}, 'Timeline'), timeline([...(pingEvents ?? []).map((e) => ({ ...e, ping: true })), ...events], lead.currency)),
   ];
   main.append(...sections.filter(Boolean));
+  const all = (pingEvents?.length ?? 0) + events.length;
+  say(message, `Lead ${id} shown: ${statusWords(lead.lead_status).toLowerCase()}, ${things(all, 'event')} in its timeline.`);
 }
 
 /** Why a buyer is offered no return on a lead it returned already: when, and for what reason. */

@@ -350,7 +350,7 @@ describe('the console in a browser', function () {
     expect(new URL(page.url()).hash).to.equal('#/nope');
     for (const id of ['99999999999999999999', 'abc']) {
       await page.goto(`${origin}/console#/leads/${id}`);
-      await page.locator('#lead-missing', { hasText: `Lead ${id} not found` }).waitFor();
+      await page.locator('#lead-message', { hasText: `Lead ${id} not found` }).waitFor();
       expect(new URL(page.url()).hash).to.equal(`#/leads/${id}`);
     }
 
@@ -526,10 +526,10 @@ describe('the console in a browser', function () {
     await page.waitForURL(`**/console#/leads/${leads.aZipEmail}`);
     await page.locator('#timeline [data-type="LeadRejected"]').waitFor();
     await page.goto(`${origin}/console#/leads/${leads.invalid}`);
-    await page.locator('#lead-missing').waitFor();
-    expect(await page.locator('#lead-missing').innerText()).to.contain(`Lead ${leads.invalid} not found`);
+    await page.locator('#lead-message', { hasText: 'not found' }).waitFor();
+    expect(await page.locator('#lead-message').innerText()).to.contain(`Lead ${leads.invalid} not found`);
     expect(await page.locator('#timeline').count()).to.equal(0);
-    await shoot(page, 'supplier-lead-not-found', () => page.locator('#lead-missing').waitFor());
+    await shoot(page, 'supplier-lead-not-found', () => page.locator('#lead-message', { hasText: 'not found' }).waitFor());
 
     expect(elsewhere).to.deep.equal([]);
     // Chromium logs the two refused reads of the other supplier's lead (lead and events); nothing else.
@@ -628,7 +628,7 @@ describe('the console in a browser', function () {
 
     // A lead it did not buy is not found for it.
     await page.goto(`${origin}/console#/leads/${leads.nySold}`);
-    await page.locator('#lead-missing').waitFor();
+    await page.locator('#lead-message', { hasText: 'not found' }).waitFor();
 
     expect(elsewhere).to.deep.equal([]);
     expect(problems).to.deep.equal([

@@ -212,13 +212,15 @@ describe('the console read by eye, keyboard and screen reader', function () {
         expect(await failed.innerText(), hash).to.equal('Too many requests from this key: wait 1 second and try again.');
         expect(await failed.getAttribute('role')).to.equal('alert');
         expect(await page.locator('main').innerText()).to.not.contain('{');
+        // Nothing still says the page is loading.
+        expect(await page.locator('main', { hasText: 'Loading' }).count(), hash).to.equal(0);
         expect(await page.evaluate('document.activeElement.id')).to.equal('page-retry');
         await page.screenshot({ path: join(SHOTS, 'too-many-requests.png') });
         // Enter on the focused button asks again; refused again, it says so again, until a read is let through.
         for (let tries = 0; ; tries++) {
           expect(tries, 'a read let through within a few tries').to.be.lessThan(20);
           await page.keyboard.press('Enter');
-          const shown = page.locator(hash === '#/pulls' ? 'main [role="status"]:has-text("No pending pulls")' : '#lead-missing');
+          const shown = page.locator(hash === '#/pulls' ? 'main [role="status"]:has-text("No pending pulls")' : '#lead-message:has-text("not found")');
           await page.locator('#page-failed').or(shown).first().waitFor();
           if (await shown.count()) break;
           await page.locator('#page-retry').focus();
@@ -444,5 +446,43 @@ describe('the console read by eye, keyboard and screen reader', function () {
 
     expect(problems).to.deep.equal([]);
     expect(names).to.include.members(['Leads', 'Rejected leads by code', 'Rejected leads by field', 'Rows', 'Deliveries', 'Routing candidates', "The consumer's leads", 'Bought leads', 'Pending pulls']);
+  });
+  it("a lead's page says, in its status line, that the lead is loading, then that it is shown or not found", async function () {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+    // What the page's live regions say, in order, each change once: what a screen reader is given to announce.
+    await context.addInitScript(`
+      window.heard = [];
+      const said = new WeakMap();
+      new MutationObserver(() => {
+        for (const region of document.querySelectorAll('main [role="status"], main [role="alert"], main [aria-live]')) {
+          const text = region.textContent.trim();
+          if (text && said.get(region) !== text) window.heard.push(text);
+          said.set(region, text);
+        }
+      }).observe(document, { subtree: true, childList: true, characterData: true });
+    `);
+    const page = await context.newPage();
+    await page.goto(`${origin}/console`);
+    await page.getByLabel('API key').fill(keys.admin!);
+    await page.getByLabel('API key').press('Enter');
+    await page.locator('#nav a').first().waitFor();
+
+    await page.goto(`${origin}/console#/leads/${leads.duplicate}`);
+    const status = page.locator('#lead-message');
+    await status.filter({ hasText: 'shown' }).waitFor();
+    expect(await status.getAttribute('role')).to.equal('status');
+    const heard = async () => ((await page.evaluate('window.heard.splice(0)')) as string[]).filter((text) => /^Lead|^Loading lead/.test(text));
+    expect(await heard()).to.deep.equal([`Loading lead ${leads.duplicate}…`, `Lead ${leads.duplicate} shown: rejected, 2 events in its timeline.`]);
+    await page.screenshot({ path: join(SHOTS, 'lead-status.png') });
+
+    await page.goto(`${origin}/console#/leads/999999999`);
+    await status.filter({ hasText: 'not found' }).waitFor();
+    expect(await status.getAttribute('class')).to.contain('error');
+    expect(await heard()).to.deep.equal(['Loading lead 999999999…', 'Lead 999999999 not found: there is no such lead, or this key may not see it.']);
+    // An id no lead could have is not asked for: said at once.
+    await page.goto(`${origin}/console#/leads/lead-7`);
+    await status.filter({ hasText: 'not found' }).waitFor();
+    expect(await heard()).to.deep.equal(['Lead lead-7 not found: there is no such lead, or this key may not see it.']);
+    await context.close();
   });
 });
