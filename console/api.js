@@ -86,10 +86,10 @@ export async function postJson(path, body) {
   return answer;
 }
 
-/** GET a route as CSV: the body as a Blob. */
+/** GET a route as CSV: the body as a Blob; rejects as getJson does, a 429 with how long to wait. */
 export async function getCsv(path) {
   const response = await call(path, 'text/csv');
-  if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => null));
+  if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => null), retryAfterOf(response));
   return { blob: await response.blob() };
 }
 

@@ -485,4 +485,36 @@ describe('the console read by eye, keyboard and screen reader', function () {
     expect(await heard()).to.deep.equal(['Lead lead-7 not found: there is no such lead, or this key may not see it.']);
     await context.close();
   });
+  it('a CSV download the service refuses for now (429) says how long to wait, from its Retry-After', async function () {
+    const limited = await TestService.start({ routing: ROUTING, env: { READ_RATE_LIMIT_PER_SECOND: '1', READ_RATE_LIMIT_BURST: '2' } });
+    try {
+      const key = await limited.key('analyst', 'ann');
+      const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 }, acceptDownloads: true });
+      const page = await context.newPage();
+      const limitedOrigin = `https://127.0.0.1:${limited.port}`;
+      await page.goto(`${limitedOrigin}/console#/report`);
+      await page.getByLabel('API key').fill(key);
+      await page.getByLabel('API key').press('Enter');
+      const download = page.getByRole('button', { name: 'Download CSV' });
+      await download.waitFor();
+      // The page's own reads may have used the key's reads up; each click asks once more, until one is refused.
+      let wait: string | null = null;
+      for (let tries = 0; wait === null; tries++) {
+        expect(tries, 'a CSV refused within a few clicks').to.be.lessThan(20);
+        const [answer] = await Promise.all([
+          page.waitForResponse((r) => r.url().includes('/functions/reports/summary') && r.request().headers().accept === 'text/csv'),
+          download.click(),
+        ]);
+        if (answer.status() === 429) wait = (await answer.allHeaders())['retry-after'] ?? null;
+      }
+      const seconds = Number(wait);
+      expect(seconds).to.be.greaterThan(0);
+      await page.locator('#report-status', { hasText: `Too many requests from this key: wait ${seconds} second${seconds === 1 ? '' : 's'} and try again.` }).waitFor();
+      expect(await page.locator('#report-status').getAttribute('class')).to.contain('error');
+      await page.screenshot({ path: join(SHOTS, 'csv-too-many-requests.png') });
+      await context.close();
+    } finally {
+      await limited.stop();
+    }
+  });
 });
