@@ -21,8 +21,9 @@ describe('the rate limits of the routes besides posting and reading', function (
     const leadId = sold.body.lead_id as number;
     // A CA lead sells to the highest bidder for it.
     const buyer = await svc.key('buyer', 'acme-law');
-    const feedback = () => svc.post({ type: 'contacted' }, { 'x-api-key': buyer }, `/functions/leads/${leadId}/feedback`);
-    const replies = [await feedback(), await feedback(), await feedback()];
+    // Each one new (the same contact sent again would be answered 200 from the first, recording nothing).
+    const feedback = (reason: string) => svc.post({ type: 'contacted', reason }, { 'x-api-key': buyer }, `/functions/leads/${leadId}/feedback`);
+    const replies = [await feedback('first_call'), await feedback('second_call'), await feedback('third_call')];
     expect(replies.map((reply) => reply.status)).to.deep.equal([201, 201, 429]);
     expect(replies[2]!.body.code).to.equal('RATE_LIMITED');
     expect(Number(replies[2]!.headers['retry-after'])).to.be.at.least(1);
