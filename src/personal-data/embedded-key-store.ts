@@ -3,7 +3,7 @@ import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeDirectory } from '../make-directory.js';
 import { LOCK_WAIT_MS, busyError, isBusy, retryWhileBusy } from '../sqlite-busy.js';
-import { type DataKeyStore, KeyIdTakenError, type StoredKey, checkKeyIds } from './key-store.js';
+import { type DataKeyStore, KeyIdTakenError, type RewrapCounts, type StoredKey, type WrappedEntry, checkKeyIds } from './key-store.js';
 
 // The embedded key store: its own SQLite file, keys.db in the data dir, never the event store's.
 // What makes a destroy real on disk: secure_delete overwrites a deleted row's bytes in the page
@@ -24,6 +24,8 @@ const SCHEMA = `
 
 /** Rows of keys a statement stores. */
 const INSERT_ROWS = 64;
+/** Rows of keys read at a time while they are wrapped anew. */
+const REWRAP_ROWS = 4096;
 const OPEN_ATTEMPTS = 100;
 const OPEN_RETRY_MS = 20;
 /** For a short synchronous pause while opening (the key store opens before anything else runs). */
@@ -172,6 +174,48 @@ export class EmbeddedKeyStore implements DataKeyStore {
   async probe(write: boolean): Promise<void> {
     // An empty IMMEDIATE transaction takes the write lock and commits nothing: no byte is written.
     await this.run(() => (write ? this.probeWrite.immediate() : this.probeRead.get()));
+  }
+
+  async rewrap(rewrap: (entry: WrappedEntry) => Buffer | undefined): Promise<RewrapCounts> {
+    const page = this.db.prepare<[string], { id: string; wrapped: Buffer }>('SELECT id, wrapped FROM data_keys WHERE id > ? ORDER BY id LIMIT ' + REWRAP_ROWS);
+    const setKey = this.db.prepare('UPDATE data_keys SET wrapped = ? WHERE id = ?');
+    const setSecret = this.db.prepare('UPDATE secrets SET value = ? WHERE name = ?');
+    // One transaction: a run stopped part-way (killed, a key that opens with neither master key)
+    // leaves every key as it was, under the old master key.
+    const counts = await this.run(() =>
+      this.db.transaction(() => {
+        let dataKeys = 0;
+        let secrets = 0;
+        for (let after = ''; ; ) {
+          const rows = page.all(after);
+          for (const row of rows) {
+            const wrapped = rewrap({ kind: 'data key', name: row.id, wrapped: row.wrapped });
+            if (wrapped !== undefined) dataKeys += setKey.run(wrapped, row.id).changes;
+          }
+          if (rows.length < REWRAP_ROWS) break;
+          after = rows[rows.length - 1]!.id;
+        }
+        for (const row of this.db.prepare<[], { name: string; value: Buffer }>('SELECT name, value FROM secrets ORDER BY name').all()) {
+          const wrapped = rewrap({ kind: 'secret', name: row.name, wrapped: row.value });
+          if (wrapped !== undefined) secrets += setSecret.run(wrapped, row.name).changes;
+        }
+        return { dataKeys, secrets };
+      }).immediate(),
+    );
+    if (counts.dataKeys + counts.secrets === 0) return counts;
+    // The old wrapping must leave the disk: secure_delete zeroes what the updates freed, the
+    // checkpoint copies the new pages over the old ones and empties the WAL (which held older
+    // images of those pages), and VACUUM writes the file afresh, without its free pages. Every
+    // instance is stopped for a rotation, so a reader in the way is an error, not a reason to wait.
+    const checkpoint = () =>
+      this.run(() => {
+        const [result] = this.db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>;
+        if (result?.busy) throw busyError('the checkpoint of keys.db waits for another connection');
+      });
+    await checkpoint();
+    await this.run(() => this.db.exec('VACUUM'));
+    await checkpoint();
+    return counts;
   }
 
   async close(): Promise<void> {

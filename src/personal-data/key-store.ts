@@ -33,7 +33,28 @@ export interface DataKeyStore {
    * and reads nothing of the keys; for /readyz.
    */
   probe(write: boolean): Promise<void>;
+  /**
+   * Replaces the wrapped bytes of every stored key and every secret with what `rewrap` returns for
+   * them (a new master key's wrapping), leaving those it returns undefined for as they are; a
+   * destroyed key stays destroyed, never stored again. The
+   * embedded store does it all or none; MongoDB an entry at a time, each only if it still holds the
+   * bytes `rewrap` was given, so a run that stopped part-way is finished by running it again with
+   * a `rewrap` that opens either wrapping. Resolves to how many of each were written.
+   */
+  rewrap(rewrap: (entry: WrappedEntry) => Buffer | undefined): Promise<RewrapCounts>;
   close(): Promise<void>;
+}
+
+/** A stored key (`data key`, named by its id) or a secret (named by its name), as rewrap is given it. */
+export interface WrappedEntry {
+  readonly kind: 'data key' | 'secret';
+  readonly name: string;
+  readonly wrapped: Buffer;
+}
+
+export interface RewrapCounts {
+  readonly dataKeys: number;
+  readonly secrets: number;
 }
 
 export class KeyIdTakenError extends Error {

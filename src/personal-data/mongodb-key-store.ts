@@ -1,7 +1,7 @@
 import { Binary, type Collection, type CollectionOptions, type Db, MongoBulkWriteError, MongoClient, ReadPreference } from 'mongodb';
 import { EventStoreUnavailableError } from '../event-store/port.js';
 import { databaseNameFromUrl, isDuplicateKeyError, isUnavailable } from '../read-models/mongo-query.js';
-import { type DataKeyStore, KeyIdTakenError, type StoredKey, checkKeyIds } from './key-store.js';
+import { type DataKeyStore, KeyIdTakenError, type RewrapCounts, type StoredKey, type WrappedEntry, checkKeyIds } from './key-store.js';
 
 // The key store on MongoDB (with MONGODB_URL): a `data_keys` collection beside the read models.
 // A destroyed key's document keeps only its id and when it was destroyed (the tombstone), so its
@@ -158,10 +158,46 @@ export class MongoKeyStore implements DataKeyStore {
     });
   }
 
+  async rewrap(rewrap: (entry: WrappedEntry) => Buffer | undefined): Promise<RewrapCounts> {
+    // No multi-document transaction: each entry is replaced only where it still holds the bytes it
+    // was read with, so a key destroyed meanwhile (its bytes unset) is never written back, and a
+    // run stopped part-way leaves each entry under one master key or the other, whole.
+    return outagesTranslated(async () => {
+      let dataKeys = 0;
+      let secrets = 0;
+      let writes: Array<{ _id: string; from: Binary; to: Buffer }> = [];
+      const flush = async (collection: Collection<DataKeyDoc> | Collection<SecretDoc>, field: 'wrapped' | 'value') => {
+        if (writes.length === 0) return 0;
+        const batch = writes;
+        writes = [];
+        const result = await (collection as unknown as Collection<{ _id: string }>).bulkWrite(
+          batch.map((w) => ({ updateOne: { filter: { _id: w._id, [field]: w.from }, update: { $set: { [field]: new Binary(w.to) } } } })),
+          { ordered: false },
+        );
+        return result.matchedCount;
+      };
+      for await (const doc of this.keys.find({ wrapped: { $exists: true } }).sort({ _id: 1 })) {
+        const to = rewrap({ kind: 'data key', name: doc._id, wrapped: Buffer.from(doc.wrapped!.buffer) });
+        if (to !== undefined) writes.push({ _id: doc._id, from: doc.wrapped!, to });
+        if (writes.length >= REWRAP_BATCH) dataKeys += await flush(this.keys, 'wrapped');
+      }
+      dataKeys += await flush(this.keys, 'wrapped');
+      for await (const doc of this.secrets.find({}).sort({ _id: 1 })) {
+        const to = rewrap({ kind: 'secret', name: doc._id, wrapped: Buffer.from(doc.value.buffer) });
+        if (to !== undefined) writes.push({ _id: doc._id, from: doc.value, to });
+      }
+      secrets += await flush(this.secrets, 'value');
+      return { dataKeys, secrets };
+    });
+  }
+
   async close(): Promise<void> {
     await this.client.close();
   }
 }
+
+/** Entries written back at a time while they are wrapped anew. */
+const REWRAP_BATCH = 1000;
 
 const PROBE_ID = 'readyz-probe';
 

@@ -24,6 +24,7 @@ function counting(inner: DataKeyStore) {
     destroy: (ids) => inner.destroy(ids),
     secret: (name, candidate) => inner.secret(name, candidate),
     probe: (write) => inner.probe(write),
+    rewrap: (rewrap) => inner.rewrap(rewrap),
     close: () => inner.close(),
   };
   return { store, calls, hold: (until: Promise<void>) => (gate = until) };
@@ -101,6 +102,7 @@ describe('data keys: the pool and the cache', function () {
       destroy: (ids) => inner.destroy(ids),
       secret: (name, candidate) => inner.secret(name, candidate),
       probe: (write) => inner.probe(write),
+      rewrap: (rewrap) => inner.rewrap(rewrap),
       close: () => inner.close(),
     };
     const keys = new PersonalDataKeys(store, master, { batchSize: 4 });
@@ -122,6 +124,7 @@ describe('data keys: the pool and the cache', function () {
       destroy: (ids) => (broken ? Promise.reject(Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })) : inner.destroy(ids)),
       secret: (name, candidate) => inner.secret(name, candidate),
       probe: (write) => inner.probe(write),
+      rewrap: (rewrap) => inner.rewrap(rewrap),
       close: () => inner.close(),
     };
     const keys = new PersonalDataKeys(store, master, { batchSize: 4 });
@@ -154,6 +157,7 @@ describe('data keys: the pool and the cache', function () {
       destroy: (ids) => inner.destroy(ids),
       secret: (name, candidate) => inner.secret(name, candidate),
       probe: (write) => inner.probe(write),
+      rewrap: (rewrap) => inner.rewrap(rewrap),
       close: () => inner.close(),
     };
     const reader = new PersonalDataKeys(store, master);

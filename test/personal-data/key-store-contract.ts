@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { type DataKeyStore, KeyIdTakenError, type StoredKey } from '../../src/personal-data/key-store.js';
+import { type DataKeyStore, KeyIdTakenError, type StoredKey, type WrappedEntry } from '../../src/personal-data/key-store.js';
 import { rejection } from '../support/rejection.js';
 
 // The behaviour every key-store adapter must have. Ids are random, so the suite also runs
@@ -96,6 +96,52 @@ export function keyStoreContract(name: string, open: () => Promise<DataKeyStore>
       await store.probe(false);
       await store.probe(true);
       expect((await store.fetch([key.id])).get(key.id)!.equals(key.wrapped)).to.equal(true);
+    });
+
+    it('wraps every key and secret anew; a run stopped part-way is finished by the next, and a destroyed key stays destroyed', async function () {
+      const keys = [newKey(), newKey(), newKey(), newKey(), newKey()];
+      const gone = newKey();
+      await store.create([...keys, gone]);
+      await store.destroy([gone.id]);
+      const name = `hmac-${randomBytes(4).toString('hex')}`;
+      const secret = randomBytes(60);
+      await store.secret(name, secret);
+      // The entries of this test go from their old bytes to new ones; any other entry (the store may
+      // be shared) is written back as it is.
+      const next = new Map<string, Buffer>([...keys.map((k) => [k.wrapped.toString('hex'), randomBytes(49)] as const), [secret.toString('hex'), randomBytes(60)]]);
+      const wrapped = new Set([...next.values()].map((b) => b.toString('hex')));
+      const seen: string[] = [];
+      const rewrap = (entry: WrappedEntry) => {
+        seen.push(entry.name);
+        expect(entry.name, 'a destroyed key is never offered').to.not.equal(gone.id);
+        const hex = entry.wrapped.toString('hex');
+        return next.get(hex) ?? entry.wrapped;
+      };
+      let calls = 0;
+      const stopped = await rejection(store.rewrap((entry) => {
+        if (++calls > 2) throw new Error('stopped part-way');
+        return rewrap(entry);
+      }));
+      expect(stopped.message).to.equal('stopped part-way');
+      // Whatever the stopped run left, each entry holds its old bytes or its new ones, whole.
+      const between = await store.fetch(keys.map((k) => k.id));
+      for (const key of keys) {
+        const hex = between.get(key.id)!.toString('hex');
+        expect(hex === key.wrapped.toString('hex') || hex === next.get(key.wrapped.toString('hex'))!.toString('hex')).to.equal(true);
+      }
+
+      const counts = await store.rewrap((entry) => (wrapped.has(entry.wrapped.toString('hex')) ? entry.wrapped : rewrap(entry)));
+      expect(counts.dataKeys).to.be.at.least(keys.length);
+      expect(counts.secrets).to.be.at.least(1);
+      const found = await store.fetch([...keys.map((k) => k.id), gone.id]);
+      for (const key of keys) expect(found.get(key.id)!.equals(next.get(key.wrapped.toString('hex'))!), key.id).to.equal(true);
+      expect(found.get(gone.id)).to.equal(null);
+      expect(await rejection(store.create([gone]))).to.be.instanceOf(KeyIdTakenError);
+      expect((await store.secret(name, randomBytes(60))).equals(next.get(secret.toString('hex'))!)).to.equal(true);
+
+      // Left as they are when rewrap says nothing: no entry written, none counted.
+      expect(await store.rewrap(() => undefined)).to.deep.equal({ dataKeys: 0, secrets: 0 });
+      expect((await store.fetch([keys[0]!.id])).get(keys[0]!.id)!.equals(next.get(keys[0]!.wrapped.toString('hex'))!)).to.equal(true);
     });
 
     it('keeps a named secret: the first one stored is the one every later call gets', async function () {
