@@ -35,6 +35,8 @@ export interface DataKeysOptions {
   readonly batchSize?: number;
   /** Unwrapped keys kept in memory (between this many and twice as many, a few hundred bytes each). */
   readonly cacheSize?: number;
+  /** Where the master key was read from: named when a key does not open with it. */
+  readonly masterKeyFile?: string;
 }
 
 const DESTROYED = 'destroyed';
@@ -48,11 +50,14 @@ export class UnknownDataKeyError extends Error {
   }
 }
 
-const wrapAad = (id: string) => Buffer.from(`leadpost data key ${id}`, 'utf8');
-const secretAad = (name: string) => Buffer.from(`leadpost secret ${name}`, 'utf8');
+/** What a data key wrapped alone (AES-256-GCM, earlier releases) and a secret are bound to: their id or name. */
+export const wrapAad = (id: string) => Buffer.from(`leadpost data key ${id}`, 'utf8');
+export const secretAad = (name: string) => Buffer.from(`leadpost secret ${name}`, 'utf8');
 
 export class PersonalDataKeys {
   private readonly batchSize: number;
+  /** Why a key may not open: said the same way for a data key and a secret. */
+  private readonly wrongMasterKey: string;
   private readonly cache: TwoGenerationCache<string, Cached>;
   private pool: DataKey[] = [];
   private refilling: Promise<void> | null = null;
@@ -67,6 +72,9 @@ export class PersonalDataKeys {
     // 1,024: a batch's commit (an fsync) is shared by its keys, and a crash loses at most a batch
     // of keys no lead used.
     this.batchSize = Math.min(options.batchSize ?? 1024, MAX_BATCH);
+    this.wrongMasterKey =
+      `does not open with the master key${options.masterKeyFile === undefined ? '' : ` in ${options.masterKeyFile}`} (LEADPOST_MASTER_KEY_FILE is not the key it was stored with; ` +
+      'after `leadpost master-key rotate` it must name the new key file that command wrote)';
     this.cache = new TwoGenerationCache(options.cacheSize ?? 10_000);
   }
 
@@ -186,7 +194,7 @@ export class PersonalDataKeys {
     try {
       return unwrapFromBatch(this.masterKey, id, wrapped);
     } catch (error) {
-      throw new Error(`data key ${id} does not open with the master key (LEADPOST_MASTER_KEY_FILE is not the key it was stored with)`, { cause: error });
+      throw new Error(`data key ${id} ${this.wrongMasterKey}`, { cause: error });
     }
   }
 
@@ -194,7 +202,7 @@ export class PersonalDataKeys {
     try {
       return open(this.masterKey, unpackSealed(wrapped), aad);
     } catch (error) {
-      throw new Error(`${what} does not open with the master key (LEADPOST_MASTER_KEY_FILE is not the key it was stored with)`, { cause: error });
+      throw new Error(`${what} ${this.wrongMasterKey}`, { cause: error });
     }
   }
 }

@@ -24,11 +24,13 @@ const masterKeyPath = (config: PersonalDataConfig): string => config.masterKeyFi
  */
 export async function openPersonalDataKeys(config: PersonalDataConfig): Promise<PersonalDataKeys> {
   // With keys.db already in the data dir, the master key is one to be found, not made.
-  const masterKey = await loadOrCreateMasterKey(masterKeyPath(config), config.mongoUrl ? undefined : join(config.dataDir, KEYS_FILE));
-  return new PersonalDataKeys(await openKeyStore(config), masterKey);
+  const file = masterKeyPath(config);
+  const masterKey = await loadOrCreateMasterKey(file, config.mongoUrl ? undefined : join(config.dataDir, KEYS_FILE));
+  return new PersonalDataKeys(await openKeyStore(config), masterKey, { masterKeyFile: file });
 }
 
-async function openKeyStore(config: PersonalDataConfig): Promise<DataKeyStore> {
+/** The key store the configuration selects, alone: for a command that works on the wrapped keys (a master key rotation). */
+export async function openKeyStore(config: PersonalDataConfig): Promise<DataKeyStore> {
   if (config.mongoUrl) {
     const { MongoKeyStore } = await import('./mongodb-key-store.js');
     return MongoKeyStore.connect(config.mongoUrl);

@@ -61,6 +61,23 @@ export function wrapBatch(masterKey: Buffer, nonce: Buffer, keys: Buffer): Wrapp
   return { ids, wrapped };
 }
 
+/**
+ * Wraps one key anew under another master key, in the place its id names (the batch's nonce and
+ * its index): the id stays what the events name it by. The counter blocks are those of its first
+ * wrapping, under another key, so no key stream is used twice.
+ */
+export function wrapAt(masterKey: Buffer, id: string, key: Buffer): Buffer {
+  if (key.length !== KEY_BYTES) throw new Error('a data key is 32 bytes');
+  const named = Buffer.from(id, 'hex');
+  const index = named.readUInt32BE(NONCE_BYTES);
+  if (index >= MAX_BATCH) throw new Error('the key id names no key of a batch');
+  const slot = Buffer.concat([key, ZEROS]);
+  const cipher = createCipheriv('aes-256-ctr', masterKey, counterBlock(named.subarray(0, NONCE_BYTES), index * BLOCKS_PER_SLOT));
+  const wrapped = Buffer.concat([Buffer.from([FORMAT]), cipher.update(slot), cipher.final()]);
+  slot.fill(0);
+  return wrapped;
+}
+
 /** True for a key wrapped by wrapBatch; false for one wrapped alone with AES-256-GCM. */
 export function isBatchWrapped(wrapped: Buffer): boolean {
   return wrapped.length === WRAPPED_BYTES && wrapped[0] === FORMAT;

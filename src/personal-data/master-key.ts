@@ -45,10 +45,31 @@ async function statIfExists(file: string) {
   }
 }
 
+/** The master key in `file`, which must be there: for a command that must not make one (a rotation). */
+export function loadMasterKey(file: string): Promise<Buffer> {
+  return readKeyFile(file);
+}
+
+/**
+ * A new master key in `file`, which must not exist (else a MasterKeyError naming it): written and
+ * synced, its directory too, before it is returned, so nothing is ever wrapped under a key that a
+ * crash could lose.
+ */
+export async function createMasterKey(file: string): Promise<Buffer> {
+  await createKeyFile(file, true);
+  const directory = await open(dirname(file), 'r');
+  try {
+    await directory.sync();
+  } finally {
+    await directory.close();
+  }
+  return readKeyFile(file);
+}
+
 // Written aside with mode 0600 from the start, then linked into place: a link fails when the name
 // exists, so two processes starting at once never overwrite each other's key (the loser reads
 // the winner's), and a crash never leaves a half-written key under the name.
-async function createKeyFile(file: string): Promise<void> {
+async function createKeyFile(file: string, refuseExisting = false): Promise<void> {
   makeDirectory(dirname(file), 0o700);
   const temporary = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   const handle = await open(temporary, 'wx', 0o600);
@@ -61,7 +82,9 @@ async function createKeyFile(file: string): Promise<void> {
   try {
     await link(temporary, file);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw refused(file, `cannot be created (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`, error);
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' && refuseExisting) throw new MasterKeyError(`${file} exists already: a new master key is never written over a file`);
+    if (code !== 'EEXIST') throw refused(file, `cannot be created (${code ?? 'unknown error'})`, error);
   } finally {
     await unlink(temporary).catch(() => {});
   }

@@ -47,7 +47,7 @@ describe('data keys wrapped a batch at a time', function () {
       for (const key of taken) expect((await reader.get(key.id))!.key.equals(key.key)).to.equal(true);
       const wrong = new PersonalDataKeys(EmbeddedKeyStore.open(dir.path), randomBytes(32));
       const error = await rejection(Promise.resolve(wrong.get(taken[0]!.id)));
-      expect(error.message).to.equal(`data key ${taken[0]!.id} does not open with the master key (LEADPOST_MASTER_KEY_FILE is not the key it was stored with)`);
+      expect(error.message).to.equal(`data key ${taken[0]!.id} does not open with the master key (LEADPOST_MASTER_KEY_FILE is not the key it was stored with; after \`leadpost master-key rotate\` it must name the new key file that command wrote)`);
       await Promise.all([writer.close(), reader.close(), wrong.close()]);
     });
 

@@ -96,7 +96,10 @@ describe('the master key (LEADPOST_MASTER_KEY_FILE)', function () {
     const served = await child.finally(() => clearTimeout(deadline));
     expect(served.signal).to.equal(null);
     expect(served.code).to.equal(1);
-    expect(served.stderr.trim()).to.equal('leadpost: the secret contact-hashes does not open with the master key (LEADPOST_MASTER_KEY_FILE is not the key it was stored with)');
+    expect(served.stderr.trim()).to.equal(
+      `leadpost: the secret contact-hashes does not open with the master key in ${other} (LEADPOST_MASTER_KEY_FILE is not the key it was stored with; ` +
+        'after `leadpost master-key rotate` it must name the new key file that command wrote)',
+    );
   });
 
   it('missing beside a key store that holds keys (a restore without it) stops `leadpost serve` and the commands, naming it, and none is made', async function () {
@@ -131,7 +134,7 @@ describe('the master key (LEADPOST_MASTER_KEY_FILE)', function () {
     try {
       const [event] = await wrong.readStream(leadStream(1));
       const error = await rejection(Promise.resolve().then(() => openLead(wrongKeys, 1, (event!.data as LeadReceived['data']).lead!)));
-      expect(error.message).to.match(/^data key [0-9a-f]{32} does not open with the master key \(LEADPOST_MASTER_KEY_FILE is not the key it was stored with\)$/);
+      expect(error.message).to.match(/^data key [0-9a-f]{32} does not open with the master key in \S+other\.key \(LEADPOST_MASTER_KEY_FILE is not the key it was stored with; after `leadpost master-key rotate` it must name the new key file that command wrote\)$/);
     } finally {
       await wrongKeys.close();
       await wrong.close();
