@@ -8,6 +8,7 @@ import { runEventsCommand } from './events.js';
 import { runConsumerCommand, runEraseCommand } from './erase.js';
 import { runHealthCommand } from './health.js';
 import { runKeysCommand } from './keys.js';
+import { runMasterKeyCommand } from './master-key.js';
 import { runReplayCommand } from './replay.js';
 import { runRoutingCommand } from './routing.js';
 import { runSealClearLeadsCommand } from './seal-clear-leads.js';
@@ -37,6 +38,9 @@ commands:
                                           remove the builds older than the previous one
   seal-clear-leads [--json]               once, after upgrading from a release that kept leads' personal
                                           data in clear, with the service stopped: seal it, so it can be erased
+  master-key rotate --to NEW_FILE [--json]
+                                          with the service stopped: a new master key in NEW_FILE, and
+                                          every data key and secret wrapped under it
   routing check [FILE] [--json]           check a routing file as serve and a reload (SIGHUP) do, and
                                           say what it holds, before it is put in force
   health [--ready] [--timeout MS]         ask the local service for /healthz (/readyz); exit 0 when 200
@@ -118,6 +122,8 @@ async function run(args: string[]): Promise<number> {
       return runConsumerCommand(args.slice(1));
     case 'seal-clear-leads':
       return runSealClearLeadsCommand(args.slice(1));
+    case 'master-key':
+      return runMasterKeyCommand(args.slice(1));
     case 'health':
       return runHealthCommand(args.slice(1));
     case 'routing':

@@ -30,6 +30,7 @@ const STORE_COMMANDS = [
   ['consumer', 'show', '--email', 'ada@example.com'],
   ['replay'],
   ['seal-clear-leads'],
+  ['master-key', 'rotate', '--to', '/nonexistent/rotated.key'],
 ];
 
 describe('every CLI command checks the environment as serve does', function () {

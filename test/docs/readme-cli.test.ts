@@ -7,6 +7,7 @@ import { runEventsCommand } from '../../src/cli/events.js';
 import { runHealthCommand } from '../../src/cli/health.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { runKeysCommand } from '../../src/cli/keys.js';
+import { runMasterKeyCommand } from '../../src/cli/master-key.js';
 import { runReplayCommand } from '../../src/cli/replay.js';
 import { runRoutingCommand } from '../../src/cli/routing.js';
 import { runSealClearLeadsCommand } from '../../src/cli/seal-clear-leads.js';
@@ -27,6 +28,7 @@ const COMMANDS: Record<string, (args: string[], io: CliIo) => Promise<number>> =
   erase: runEraseCommand,
   consumer: runConsumerCommand,
   'seal-clear-leads': runSealClearLeadsCommand,
+  'master-key': runMasterKeyCommand,
   health: runHealthCommand,
   routing: runRoutingCommand,
 };
