@@ -71,7 +71,7 @@ export async function runMasterKeyCommand(args: string[], io: CliIo = { out: pro
     if (resumed) {
       newKey = await loadMasterKey(target);
       const survey = await surveyKeyStore(store, oldKey, newKey);
-      if (survey.underNew === 0) return fail(`${target} exists and no entry of the key store opens with it, so it is not this key store's rotation left half-done: name a file that does not exist (nothing was changed)`);
+      if (survey.underNew === 0) return fail(`${target} exists and no entry of the key store opens with it, so it is not this key store's rotation left half-done: name a file that does not exist, or remove it if it is the key of a rotation stopped before it wrapped anything (nothing was changed)`);
       if (survey.neither.length > 0) return fail(unopened(survey.neither));
     } else {
       const survey = await surveyKeyStore(store, oldKey, oldKey);

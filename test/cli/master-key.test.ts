@@ -162,7 +162,7 @@ describe('leadpost master-key rotate', function () {
     const refused = await rotate(unrelated, { LEADPOST_DATA_DIR: dir.path });
     expect(refused.code).to.equal(1);
     expect(refused.stderr.trim()).to.equal(
-      `leadpost master-key rotate: ${unrelated} exists and no entry of the key store opens with it, so it is not this key store's rotation left half-done: name a file that does not exist (nothing was changed)`,
+      `leadpost master-key rotate: ${unrelated} exists and no entry of the key store opens with it, so it is not this key store's rotation left half-done: name a file that does not exist, or remove it if it is the key of a rotation stopped before it wrapped anything (nothing was changed)`,
     );
     const unchanged = storedRows(dir.path);
     for (const [name, wrapped] of refusedBefore) expect(unchanged.get(name)!.equals(wrapped), name).to.equal(true);
