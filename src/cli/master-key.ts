@@ -5,9 +5,8 @@ import { openKeyStore } from '../personal-data/index.js';
 import { createMasterKey, loadMasterKey } from '../personal-data/master-key.js';
 import { rotateMasterKey, surveyKeyStore } from '../personal-data/master-key-rotation.js';
 import { openReadModelStore } from '../read-models/index.js';
-import type { ReadModelStore } from '../read-models/port.js';
-import { LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
 import type { CliIo } from './io.js';
+import { holdServiceLeases } from './service-leases.js';
 import { UsageError, readArgs } from './usage.js';
 
 // `leadpost master-key rotate --to NEW_FILE`: a new master key, and every data key and secret of
@@ -23,11 +22,6 @@ NEW_FILE is then accepted because entries already open with it. Afterwards point
 LEADPOST_MASTER_KEY_FILE at NEW_FILE on every instance, then start them; a start with the old key
 is refused.
 --json: the outcome as one JSON object.`;
-
-/** The leases a running service holds: while the command holds them, no projector, delivery worker or retention sweep runs. */
-const LEASES = ['projector', 'delivery', 'retention'] as const;
-/** How long a lease held by another is waited for: a lease's time (3 s) and a beat. */
-const LEASE_WAIT_MS = 4500;
 
 export async function runMasterKeyCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   let values;
@@ -60,9 +54,8 @@ export async function runMasterKeyCommand(args: string[], io: CliIo = { out: pro
   try {
     const readModels = await openReadModelStore(config);
     closers.unshift(() => readModels.close());
-    const holder = leaseHolderId();
-    const running = await leasesHeldByOthers(readModels, holder, closers);
-    if (running) return fail(`a service is running on this data dir (${running}): stop every instance of it, then run this again`);
+    const leases = await holdServiceLeases(readModels, closers);
+    if (leases.heldBy) return fail(`a service is running on this data dir (${leases.heldBy}): stop every instance of it, then run this again`);
     const store = await openKeyStore(config);
     closers.unshift(() => store.close());
 
@@ -86,7 +79,10 @@ export async function runMasterKeyCommand(args: string[], io: CliIo = { out: pro
       oldKey.fill(0);
       newKey.fill(0);
     }
-    await stillStopped(readModels, holder);
+    // A service that started while the keys were wrapped anew has cached keys under the old master key: say so rather than report success.
+    await leases.stillHeld(
+      (holder, lease) => `${holder} took the ${lease} lease while the keys were wrapped anew: a service started; stop it, run this again with the same --to, then start the instances with the new key`,
+    );
 
     if (values.json) io.out.write(`${JSON.stringify({ data_keys: counts.dataKeys, secrets: counts.secrets, master_key_file: target, resumed })}\n`);
     else {
@@ -103,31 +99,3 @@ export async function runMasterKeyCommand(args: string[], io: CliIo = { out: pro
 const unopened = (entries: readonly string[]) =>
   `${entries.length} entr${entries.length === 1 ? 'y' : 'ies'} of the key store open with neither master key (${entries.slice(0, 5).join(', ')}${entries.length > 5 ? ', …' : ''}): ` +
   'is LEADPOST_MASTER_KEY_FILE the key this key store was wrapped with? Nothing was changed';
-
-/**
- * Who holds one of the service's leases, or undefined once this process holds them all (until
- * `closers` run): a live service renews its leases, and a holder that died (a crashed service) is
- * waited out, as a standby would.
- */
-async function leasesHeldByOthers(readModels: ReadModelStore, holder: string, closers: Array<() => Promise<void>>): Promise<string | undefined> {
-  for (const name of LEASES) {
-    const keeper = new LeaseKeeper({ leases: readModels, name, holder, work: { start: async () => {}, stop: async () => {} } });
-    closers.unshift(() => keeper.stop());
-    await keeper.start();
-    const until = Date.now() + LEASE_WAIT_MS;
-    while (!keeper.status().held && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
-    const status = keeper.status();
-    if (!status.held) return `${status.holder ?? 'another process'} holds the ${status.lease} lease`;
-  }
-  return undefined;
-}
-
-/** A service that started while the keys were wrapped anew has cached keys under the old master key: say so rather than report success. */
-async function stillStopped(readModels: ReadModelStore, holder: string): Promise<void> {
-  for (const name of LEASES) {
-    const lease = await readModels.lease(name);
-    if (lease && lease.holder !== holder && lease.expiresAt > Date.now()) {
-      throw new Error(`${lease.holder} took the ${name} lease while the keys were wrapped anew: a service started; stop it, run this again with the same --to, then start the instances with the new key`);
-    }
-  }
-}

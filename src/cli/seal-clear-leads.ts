@@ -9,8 +9,8 @@ import { leadsProjection } from '../projections/projections.js';
 import { REBUILD_STORE_OPTIONS, rebuildProjections } from '../projections/rebuild.js';
 import { EmbeddedReadModelStore } from '../read-models/embedded.js';
 import { openReadModelStore } from '../read-models/index.js';
-import { LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
 import type { CliIo } from './io.js';
+import { holdServiceLeases } from './service-leases.js';
 
 // `leadpost seal-clear-leads`: the one-time step that makes the leads of releases from before
 // encryption erasable (src/personal-data/clear-leads.ts), with the service stopped.
@@ -26,11 +26,6 @@ served ones (older builds may hold personal data in clear), and compacts the emb
 that no byte of the old form is left in them. Running it again seals nothing new and does the rest
 again. Not for EventStoreDB, whose events cannot be rewritten.
 --json: the outcome as one JSON object.`;
-
-/** The leases a running service holds: while the command holds them, no projector, delivery worker or retention sweep runs. */
-const LEASES = ['projector', 'delivery', 'retention'] as const;
-/** How long a lease held by another is waited for: a lease's time (3 s) and a beat. */
-const LEASE_WAIT_MS = 4500;
 
 export async function runSealClearLeadsCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   if (args.includes('--help') || args.includes('-h')) {
@@ -58,30 +53,12 @@ export async function runSealClearLeadsCommand(args: string[], io: CliIo = { out
     closers.unshift(() => readModels.close());
 
     // Held for the whole run: a service that starts meanwhile stands by; one already running holds them, and this refuses.
-    const holder = leaseHolderId();
-    const keepers = LEASES.map((name) => new LeaseKeeper({ leases: readModels, name, holder, work: { start: async () => {}, stop: async () => {} } }));
-    for (const keeper of keepers) {
-      closers.unshift(() => keeper.stop());
-      await keeper.start();
-      // A holder that died (a killed run of this command, a crashed service) holds its lease until
-      // it runs out: the keeper takes it then, as a standby would. A live holder renews it.
-      const until = Date.now() + LEASE_WAIT_MS;
-      while (!keeper.status().held && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
-      const status = keeper.status();
-      if (!status.held) {
-        io.err.write(`leadpost seal-clear-leads: a service is running on this data dir (${status.holder ?? 'another process'} holds the ${status.lease} lease): stop every instance of it, then run this again\n`);
-        return 1;
-      }
+    const leases = await holdServiceLeases(readModels, closers);
+    if (leases.heldBy) {
+      io.err.write(`leadpost seal-clear-leads: a service is running on this data dir (${leases.heldBy}): stop every instance of it, then run this again\n`);
+      return 1;
     }
-    // A step that holds the event loop (a VACUUM) may let the leases run out: only another holder is a reason to stop.
-    const stillHeld = async () => {
-      for (const name of LEASES) {
-        const lease = await readModels.lease(name);
-        if (lease && lease.holder !== holder && lease.expiresAt > Date.now()) {
-          throw new Error(`${lease.holder} took the ${name} lease while the leads were being sealed: a service started; stop it and run this again`);
-        }
-      }
-    };
+    const stillHeld = () => leases.stillHeld((holder, lease) => `${holder} took the ${lease} lease while the leads were being sealed: a service started; stop it and run this again`);
 
     const hashes = await ContactHashes.open(keys, store);
     let told = Date.now();
