@@ -1,6 +1,15 @@
 #!/usr/bin/env -S node --max-old-space-size=128
 // The CLI is written in TypeScript and compiled to dist/ by `npm ci` (the prepare script).
-import { main } from '../dist/src/cli/main.js';
+
+// Loading the modules takes a second or two on a slow machine, before `serve` listens for its stop
+// signals: a SIGTERM then (a container stopped as it starts) would kill the process with 143. As
+// nothing is open yet, it is a clean stop: exit 0, as a stop asked later in start-up ends.
+const serving = process.argv[2] === 'serve';
+const stopWhileLoading = () => process.exit(0);
+if (serving) for (const signal of ['SIGTERM', 'SIGINT']) process.once(signal, stopWhileLoading);
+const { main } = await import('../dist/src/cli/main.js');
+// main listens for them itself from its first, synchronous steps: no signal falls between.
+if (serving) for (const signal of ['SIGTERM', 'SIGINT']) process.off(signal, stopWhileLoading);
 
 main(process.argv.slice(2)).then(
   (code) => { if (typeof code === 'number') process.exitCode = code; },
