@@ -1,5 +1,4 @@
 import { expect } from 'chai';
-import Database from 'better-sqlite3';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +9,7 @@ import { createMasterKey, loadMasterKey } from '../../src/personal-data/master-k
 import { rotateMasterKey, surveyKeyStore } from '../../src/personal-data/master-key-rotation.js';
 import { runChild } from '../support/child.js';
 import { TestService, validLead } from '../support/service.js';
+import { storedKeyRows } from '../support/key-rows.js';
 import { tempDir } from '../support/tmp.js';
 
 // `leadpost master-key rotate`, in a process of its own as an operator runs it, on a data dir a
@@ -24,19 +24,6 @@ interface Posted {
   readonly leadId: number;
   readonly email: string;
   readonly mobile: string;
-}
-
-/** Every wrapped value keys.db holds, by id or secret name. */
-function storedRows(dataDir: string): Map<string, Buffer> {
-  const db = new Database(join(dataDir, KEYS_FILE), { readonly: true });
-  try {
-    const rows = new Map<string, Buffer>();
-    for (const row of db.prepare<[], { id: string; wrapped: Buffer }>('SELECT id, wrapped FROM data_keys').all()) rows.set(row.id, row.wrapped);
-    for (const row of db.prepare<[], { name: string; value: Buffer }>('SELECT name, value FROM secrets').all()) rows.set(`secret ${row.name}`, row.value);
-    return rows;
-  } finally {
-    db.close();
-  }
 }
 
 describe('leadpost master-key rotate', function () {
@@ -93,7 +80,7 @@ describe('leadpost master-key rotate', function () {
   }
 
   it('wraps every data key and secret under a new key file; a service with it reads every lead, one with the old key is refused', async function () {
-    const before = storedRows(dir.path);
+    const before = storedKeyRows(dir.path);
     const oldFile = join(dir.path, 'master.key');
     const oldKey = readFileSync(oldFile);
     const newFile = join(dir.path, 'rotated.key');
@@ -108,7 +95,7 @@ describe('leadpost master-key rotate', function () {
     expect(newKey.equals(oldKey)).to.equal(false);
     expect(readFileSync(oldFile).equals(oldKey), 'the old key file is left to the operator').to.equal(true);
 
-    const after = storedRows(dir.path);
+    const after = storedKeyRows(dir.path);
     expect([...after.keys()].sort()).to.deep.equal([...before.keys()].sort());
     const onDisk = [KEYS_FILE, `${KEYS_FILE}-wal`].map((f) => join(dir.path, f)).filter(existsSync).map((f) => readFileSync(f));
     for (const [name, wrapped] of before) {
@@ -158,13 +145,13 @@ describe('leadpost master-key rotate', function () {
 
     const unrelated = join(dir.path, 'unrelated.key');
     await createMasterKey(unrelated);
-    const refusedBefore = storedRows(dir.path);
+    const refusedBefore = storedKeyRows(dir.path);
     const refused = await rotate(unrelated, { LEADPOST_DATA_DIR: dir.path });
     expect(refused.code).to.equal(1);
     expect(refused.stderr.trim()).to.equal(
       `leadpost master-key rotate: ${unrelated} exists and no entry of the key store opens with it, so it is not this key store's rotation left half-done: name a file that does not exist, or remove it if it is the key of a rotation stopped before it wrapped anything (nothing was changed)`,
     );
-    const unchanged = storedRows(dir.path);
+    const unchanged = storedKeyRows(dir.path);
     for (const [name, wrapped] of refusedBefore) expect(unchanged.get(name)!.equals(wrapped), name).to.equal(true);
 
     const result = await rotate(newFile, { LEADPOST_DATA_DIR: dir.path });
@@ -179,12 +166,12 @@ describe('leadpost master-key rotate', function () {
     const svc = await TestService.start({ dataDir: dir.path });
     try {
       const newFile = join(dir.path, 'rotated.key');
-      const before = storedRows(dir.path);
+      const before = storedKeyRows(dir.path);
       const result = await rotate(newFile, { LEADPOST_DATA_DIR: dir.path });
       expect(result.code).to.equal(1);
       expect(result.stderr).to.match(/^leadpost master-key rotate: a service is running on this data dir \(.+ holds the projector lease\): stop every instance of it, then run this again\n$/);
       expect(existsSync(newFile)).to.equal(false);
-      const after = storedRows(dir.path);
+      const after = storedKeyRows(dir.path);
       for (const [name, wrapped] of before) expect(after.get(name)!.equals(wrapped), name).to.equal(true);
     } finally {
       await svc.stop();

@@ -1,5 +1,4 @@
 import { expect } from 'chai';
-import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,23 +9,11 @@ import { PersonalDataKeys } from '../../src/personal-data/index.js';
 import type { DataKeyStore } from '../../src/personal-data/key-store.js';
 import { MasterKeyRotationError, rotateMasterKey, surveyKeyStore } from '../../src/personal-data/master-key-rotation.js';
 import { rejection } from '../support/rejection.js';
+import { storedKeyRows } from '../support/key-rows.js';
 import { tempDir } from '../support/tmp.js';
 
 // The re-wrap a master key rotation does, on the embedded key store: every key opens with the new
 // master key and none with the old; a rotation stopped part-way is finished by the next run.
-
-/** Every wrapped value keys.db holds, by id or secret name. */
-function storedRows(dataDir: string): Map<string, Buffer> {
-  const db = new Database(join(dataDir, KEYS_FILE), { readonly: true });
-  try {
-    const rows = new Map<string, Buffer>();
-    for (const row of db.prepare<[], { id: string; wrapped: Buffer }>('SELECT id, wrapped FROM data_keys').all()) rows.set(row.id, row.wrapped);
-    for (const row of db.prepare<[], { name: string; value: Buffer }>('SELECT name, value FROM secrets').all()) rows.set(`secret ${row.name}`, row.value);
-    return rows;
-  } finally {
-    db.close();
-  }
-}
 
 const onDisk = (dataDir: string) => [KEYS_FILE, `${KEYS_FILE}-wal`].map((f) => join(dataDir, f)).filter(existsSync).map((f) => readFileSync(f));
 
@@ -74,7 +61,7 @@ describe('master key rotation: the key store wrapped anew', function () {
   }
 
   it('every key and the secret open with the new master key, the same keys; none with the old; no old wrapped value left in keys.db or its WAL', async function () {
-    const before = storedRows(dir.path);
+    const before = storedKeyRows(dir.path);
     const store = EmbeddedKeyStore.open(dir.path);
     const counts = await rotateMasterKey(store, oldKey, newKey);
     // Looked at with the store still open: closing it checkpoints, which a killed process never does.
@@ -89,7 +76,7 @@ describe('master key rotation: the key store wrapped anew', function () {
     expect((await rejection(stale.secret('contact-hashes'))).message).to.contain('the secret contact-hashes does not open with the master key');
     await stale.close();
 
-    const after = storedRows(dir.path);
+    const after = storedKeyRows(dir.path);
     expect([...after.keys()].sort()).to.deep.equal([...before.keys()].sort());
     for (const [name, wrapped] of before) {
       expect(after.get(name)!.equals(wrapped), `${name} was wrapped anew`).to.equal(false);
@@ -98,7 +85,7 @@ describe('master key rotation: the key store wrapped anew', function () {
   });
 
   it('a rotation stopped part-way (some entries rewritten, as a killed run on MongoDB leaves them) is finished by the next run, and again changes nothing it should not', async function () {
-    const entries = storedRows(dir.path).size;
+    const entries = storedKeyRows(dir.path).size;
     const inner = EmbeddedKeyStore.open(dir.path);
     // Writes only every other entry it is given, as if the run were stopped between its writes.
     let turn = 0;
@@ -121,14 +108,14 @@ describe('master key rotation: the key store wrapped anew', function () {
 
   it('an entry that opens with neither key stops the rotation with nothing written, naming the entry and nothing it holds', async function () {
     const store = EmbeddedKeyStore.open(dir.path);
-    const before = storedRows(dir.path);
+    const before = storedKeyRows(dir.path);
     const other = randomBytes(32);
     const error = await rejection(rotateMasterKey(store, other, newKey));
     expect(error).to.be.instanceOf(MasterKeyRotationError);
     expect(error.message).to.match(/^data key [0-9a-f]{32} opens with neither the old nor the new master key/);
     expect((await surveyKeyStore(store, other, newKey)).neither).to.have.length(before.size);
     await store.close();
-    const after = storedRows(dir.path);
+    const after = storedKeyRows(dir.path);
     for (const [name, wrapped] of before) expect(after.get(name)!.equals(wrapped), name).to.equal(true);
     const again = EmbeddedKeyStore.open(dir.path);
     expect((await rejection(rotateMasterKey(again, oldKey, Buffer.from(oldKey)))).message).to.equal('the new master key is the one in use');
