@@ -37,7 +37,7 @@ import { Opened } from './ops/opened.js';
 import { type ReloadResult, settingsReloader } from './ops/reload.js';
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
-import { type LeaseStatus, leaseHolderId } from './roles/lease-keeper.js';
+import { INSTANCE_LEASE_PREFIX, LeaseKeeper, type LeaseStatus, leaseHolderId } from './roles/lease-keeper.js';
 import { BackgroundRoles } from './roles/background-roles.js';
 import { BackgroundThread } from './roles/background-thread.js';
 
@@ -305,6 +305,10 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     env: process.env,
     logger,
   });
+  // Kept for as long as this instance runs, whatever its roles, and given up when it stops (see INSTANCE_LEASE_PREFIX).
+  const instance = leaseHolderId();
+  const presence = new LeaseKeeper({ leases: readModels, name: `${INSTANCE_LEASE_PREFIX}${instance}`, holder: instance, work: { start: async () => {}, stop: async () => {} }, logger });
+  await opened.step(() => presence.start(), () => presence.stop());
   // Started after the listeners, so that a failed start leaves no worker running.
   await background?.startDeliveryAndRetention();
   await thread?.deliver();

@@ -1,10 +1,10 @@
 // The steps that must run with every instance stopped (`seal-clear-leads`, `master-key rotate`)
 // take the service's leases for their whole run: a service that starts meanwhile stands by, one
-// already running holds them, and the step refuses. An `--roles api` instance holds none, which
-// is why their READMEs say to stop every instance.
+// already running holds them, and the step refuses. An `--roles api` instance holds none of them,
+// but every instance keeps one of its own (INSTANCE_LEASE_PREFIX), which is looked for too.
 
 import type { ReadModelStore } from '../read-models/port.js';
-import { LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
+import { INSTANCE_LEASE_PREFIX, LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
 
 /** The leases a running service holds: while a command holds them, no projector, delivery worker or retention sweep runs. */
 const LEASES = ['projector', 'delivery', 'retention'] as const;
@@ -29,6 +29,8 @@ export async function holdServiceLeases(readModels: ReadModelStore, closers: Arr
       const lease = await readModels.lease(name);
       if (lease && lease.holder !== holder && lease.expiresAt > Date.now()) throw new Error(whileWhat(lease.holder, name));
     }
+    const started = (await readModels.leasesNamed(INSTANCE_LEASE_PREFIX)).find((lease) => lease.expiresAt > Date.now());
+    if (started) throw new Error(whileWhat(started.holder, 'instance'));
   };
   for (const name of LEASES) {
     const keeper = new LeaseKeeper({ leases: readModels, name, holder, work: { start: async () => {}, stop: async () => {} } });
@@ -39,5 +41,12 @@ export async function holdServiceLeases(readModels: ReadModelStore, closers: Arr
     const status = keeper.status();
     if (!status.held) return { heldBy: `${status.holder ?? 'another process'} holds the ${status.lease} lease`, stillHeld };
   }
-  return { heldBy: null, stillHeld };
+  // An instance that died keeps its lease until it runs out: waited out, as the role leases are.
+  const until = Date.now() + LEASE_WAIT_MS;
+  for (;;) {
+    const running = (await readModels.leasesNamed(INSTANCE_LEASE_PREFIX)).find((lease) => lease.expiresAt > Date.now());
+    if (!running) return { heldBy: null, stillHeld };
+    if (Date.now() >= until) return { heldBy: `instance ${running.holder} is running`, stillHeld };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }

@@ -195,6 +195,14 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     });
   }
 
+  leasesNamed(prefix: string): Promise<Lease[]> {
+    return this.run(() => {
+      // By the prefix's length, not LIKE: a lease name may hold `_` or `%`.
+      const rows = this.stmt('', 'SELECT name, holder, token, expires_at FROM leases WHERE substr(name, 1, length(?)) = ?').all(prefix, prefix) as Array<LeaseRow & { name: string }>;
+      return rows.map((row) => ({ name: row.name, holder: row.holder, token: row.token, expiresAt: row.expires_at }));
+    });
+  }
+
   async checkpoint(projection: string): Promise<Position | null> {
     if (this.thread) {
       // Read once every commit sent is answered, so that it is the checkpoint as it will stay; a

@@ -236,6 +236,14 @@ export class MongoReadModelStore implements ReadModelStore {
     });
   }
 
+  leasesNamed(prefix: string): Promise<Lease[]> {
+    return this.run(async () => {
+      const named = { $regex: `^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}` };
+      const docs = await this.leases().find({ _id: named }, ON_PRIMARY).toArray();
+      return docs.map(leaseOf);
+    });
+  }
+
   checkpoint(projection: string): Promise<Position | null> {
     return this.run(async () => {
       const doc = await this.checkpoints().findOne({ _id: projection }, ON_PRIMARY);

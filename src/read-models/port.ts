@@ -145,6 +145,8 @@ export interface ReadModelStore {
   releaseLease(name: string, holder: string): Promise<void>;
   /** The lease as it stands (held while `expiresAt` is in the future), or null if never taken. */
   lease(name: string): Promise<Lease | null>;
+  /** Every lease whose name begins with `prefix` (a running instance's, `instance-…`), as each stands, held or not. */
+  leasesNamed(prefix: string): Promise<Lease[]>;
   close(): Promise<void>;
 }
 

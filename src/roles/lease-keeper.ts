@@ -41,6 +41,13 @@ export interface LeaseKeeperOptions {
   readonly logger?: Logger;
 }
 
+/**
+ * Every running instance, `--roles api` included, keeps a lease named so (its holder id after the
+ * prefix): the steps that need every instance stopped (`seal-clear-leads`, `master-key rotate`)
+ * find a running one by it, where the role leases show only the instance doing each role's work.
+ */
+export const INSTANCE_LEASE_PREFIX = 'instance-';
+
 /** A holder id for this process: its host and pid (so an operator can find it) and a nonce (so two services in one process differ). */
 export function leaseHolderId(): string {
   return `${hostname().replace(/[^\x21-\x7e]/g, '_').slice(0, 100)}:${process.pid}:${randomBytes(3).toString('hex')}`;

@@ -178,6 +178,22 @@ describe('leadpost master-key rotate', function () {
     }
   });
 
+  it('is refused while an instance serving only the API runs, which holds none of the role leases', async function () {
+    const svc = await TestService.start({ dataDir: dir.path, env: { LEADPOST_ROLES: 'api' } });
+    const newFile = join(dir.path, 'rotated.key');
+    try {
+      const result = await rotate(newFile, { LEADPOST_DATA_DIR: dir.path });
+      expect(result.code).to.equal(1);
+      expect(result.stderr).to.match(/^leadpost master-key rotate: a service is running on this data dir \(instance .+:\d+:[0-9a-f]+ is running\): stop every instance of it, then run this again\n$/);
+      expect(existsSync(newFile)).to.equal(false);
+    } finally {
+      await svc.stop();
+    }
+    // Stopped, it gave its lease up: the rotation runs at once.
+    const result = await rotate(newFile, { LEADPOST_DATA_DIR: dir.path });
+    expect(result.code, result.stderr).to.equal(0);
+  });
+
   it('refuses bad usage (exit 2) and a --to naming the key in use (exit 1), changing nothing', async function () {
     for (const args of [['master-key'], ['master-key', 'rotate'], ['master-key', 'turn', '--to', 'x.key'], ['master-key', 'rotate', '--to', 'a', '--to', 'b']]) {
       const result = await runChild(args, { LEADPOST_DATA_DIR: dir.path }, { script: BIN });

@@ -667,6 +667,23 @@ export function readModelStoreContract(name: string, open: () => Promise<ReadMod
         expect((await store.acquireLease(lease, 'host-a:1', 300)).holder).to.equal('host-b:2');
       });
 
+      it('the leases whose names begin with a prefix, each as it stands, held or given up; no other', async function () {
+        const prefix = `${lease}-instance_%-`;
+        await store.acquireLease(`${prefix}a`, 'host-a:1', 60_000);
+        await other.acquireLease(`${prefix}b`, 'host-b:2', 60_000);
+        await other.releaseLease(`${prefix}b`, 'host-b:2');
+        await store.acquireLease(`${lease}-instance_x-c`, 'host-c:3', 60_000);
+        const named = await other.leasesNamed(prefix);
+        expect(named.map((l) => [l.name, l.holder]).sort()).to.deep.equal([
+          [`${prefix}a`, 'host-a:1'],
+          [`${prefix}b`, 'host-b:2'],
+        ]);
+        const now = Date.now();
+        expect(named.find((l) => l.holder === 'host-a:1')!.expiresAt).to.be.greaterThan(now);
+        expect(named.find((l) => l.holder === 'host-b:2')!.expiresAt).to.be.at.most(now);
+        expect(await store.leasesNamed(`${lease}-nothing-`)).to.deep.equal([]);
+      });
+
       it('a released lease is free at once; only its holder can release it', async function () {
         const first = await store.acquireLease(lease, 'host-a:1', 60_000);
         await other.releaseLease(lease, 'host-b:2');

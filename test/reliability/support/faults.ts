@@ -135,6 +135,11 @@ export class FaultyReadModels implements ReadModelStore {
     return this.inner.lease(name);
   }
 
+  async leasesNamed(prefix: string): Promise<Lease[]> {
+    this.check('reads');
+    return this.inner.leasesNamed(prefix);
+  }
+
   async checkpoint(projection: string): Promise<Position | null> {
     this.check('reads');
     return this.inner.checkpoint(projection);
