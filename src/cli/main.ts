@@ -9,6 +9,7 @@ import { runConsumerCommand, runEraseCommand } from './erase.js';
 import { runHealthCommand } from './health.js';
 import { runKeysCommand } from './keys.js';
 import { runMasterKeyCommand } from './master-key.js';
+import { runInstancesCommand } from './instances.js';
 import { runReplayCommand } from './replay.js';
 import { runRoutingCommand } from './routing.js';
 import { runSealClearLeadsCommand } from './seal-clear-leads.js';
@@ -43,6 +44,8 @@ commands:
                                           every data key and secret wrapped under it
   routing check [FILE] [--json]           check a routing file as serve and a reload (SIGHUP) do, and
                                           say what it holds, before it is put in force
+  instances [--json]                      the instances running on this data dir, with the role
+                                          leases each holds
   health [--ready] [--timeout MS]         ask the local service for /healthz (/readyz); exit 0 when 200
   backup --to DIR [--with-master-key] [--json]
                                           a consistent copy of the embedded stores, taken while the
@@ -128,6 +131,8 @@ async function run(args: string[]): Promise<number> {
       return runHealthCommand(args.slice(1));
     case 'routing':
       return runRoutingCommand(args.slice(1));
+    case 'instances':
+      return runInstancesCommand(args.slice(1));
     case 'backup':
       return runBackupCommand(args.slice(1));
     case 'help':

@@ -31,6 +31,7 @@ const STORE_COMMANDS = [
   ['replay'],
   ['seal-clear-leads'],
   ['master-key', 'rotate', '--to', '/nonexistent/rotated.key'],
+  ['instances'],
 ];
 
 describe('every CLI command checks the environment as serve does', function () {

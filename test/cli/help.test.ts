@@ -13,7 +13,7 @@ import { tempDir } from '../support/tmp.js';
 const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
 const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
 const cli = (args: string[], env: Record<string, string> = {}) => runChild(args, env, { script: BIN });
-const COMMANDS = ['serve', 'keys', 'events', 'deliveries', 'replay', 'erase', 'consumer', 'seal-clear-leads', 'master-key', 'health', 'backup', 'routing'];
+const COMMANDS = ['serve', 'keys', 'events', 'deliveries', 'replay', 'erase', 'consumer', 'seal-clear-leads', 'master-key', 'health', 'backup', 'routing', 'instances'];
 
 describe('leadpost help', function () {
   this.timeout(60_000);

@@ -9,6 +9,7 @@ import type { CliIo } from '../../src/cli/io.js';
 import { runKeysCommand } from '../../src/cli/keys.js';
 import { runMasterKeyCommand } from '../../src/cli/master-key.js';
 import { runReplayCommand } from '../../src/cli/replay.js';
+import { runInstancesCommand } from '../../src/cli/instances.js';
 import { runRoutingCommand } from '../../src/cli/routing.js';
 import { runSealClearLeadsCommand } from '../../src/cli/seal-clear-leads.js';
 import { SERVE_USAGE } from '../../src/cli/serve-help.js';
@@ -31,6 +32,7 @@ const COMMANDS: Record<string, (args: string[], io: CliIo) => Promise<number>> =
   'master-key': runMasterKeyCommand,
   health: runHealthCommand,
   routing: runRoutingCommand,
+  instances: runInstancesCommand,
 };
 
 async function helpOf(command: string): Promise<string> {
