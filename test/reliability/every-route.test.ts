@@ -13,6 +13,7 @@ import { openApiDocument } from '../../src/docs/openapi.js';
 import { Rng } from '../post-lead/helpers.js';
 import { DocumentReader } from '../support/openapi.js';
 import { type Reply, TestService, validLead } from '../support/service.js';
+import { answered } from './support/answered.js';
 import { scale, seedFrom } from './support/stress.js';
 
 type Json = Record<string, any>;
@@ -271,17 +272,6 @@ describe('reliability: hostile requests to every route', function () {
     expect(ready.status, ready.text).to.equal(200);
   });
 });
-
-/** A request the service never answers fails the case rather than the whole run. */
-async function answered(reply: Promise<Reply>): Promise<Reply> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer within 10 s')), 10_000)));
-  try {
-    return await Promise.race([reply, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 function shown(sent: Sent): string {
   const body = sent.body === undefined ? '' : ` ${JSON.stringify(String(sent.body).slice(0, 120))}`;

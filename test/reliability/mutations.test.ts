@@ -23,6 +23,7 @@ import { SECURITY_HEADERS } from '../../src/http/security-headers.js';
 import { Rng } from '../post-lead/helpers.js';
 import { DocumentReader } from '../support/openapi.js';
 import { type Reply, TestService, validLead } from '../support/service.js';
+import { answered } from './support/answered.js';
 import { Client } from './support/client.js';
 import { leadStreams, readLead } from './support/leads.js';
 import { type Known, operationsOf, RouteMutator, type Sent } from './support/route-mutations.js';
@@ -262,15 +263,4 @@ function groupByValues(doc: Json, template: string): string[] {
   const parameter = ((doc.paths as Json)[template].get.parameters as Json[]).find((p) => p.name === 'group_by')!;
   const names = String(parameter.description).replace(/^[^:]*:/, '').replace(/\.$/, '').split(',').map((name) => name.trim());
   return [...names, names.join(',')];
-}
-
-/** A request the service never answers fails its case rather than the whole run. */
-async function answered(reply: Promise<Reply>): Promise<Reply> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer within 10 s')), 10_000)));
-  try {
-    return await Promise.race([reply, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
