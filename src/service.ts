@@ -84,6 +84,12 @@ export interface RunningService {
 /** Requests in flight at shutdown get this long; the rest of the 10 s budget is for the workers and stores. */
 const IN_FLIGHT_GRACE_MS = 7_000;
 
+/**
+ * An instance's lease row is removed once it has run out this long ago: the instance stopped or
+ * died (a live one renews every second), and any that is only paused takes a row anew when it renews.
+ */
+const GONE_INSTANCE_MS = 60_000;
+
 /** A resolver for machines without DNS: every lookup fails at once, so e-mail MX checks say unknown. */
 const dnsDisabled = () => Promise.reject(Object.assign(new Error('MX lookups are disabled'), { code: 'EREFUSED' }));
 const NO_DNS: MxResolver = { resolveMx: dnsDisabled, resolveAddresses: dnsDisabled };
@@ -309,6 +315,11 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const instance = leaseHolderId();
   const presence = new LeaseKeeper({ leases: readModels, name: `${INSTANCE_LEASE_PREFIX}${instance}`, holder: instance, work: { start: async () => {}, stop: async () => {} }, logger });
   await opened.step(() => presence.start(), () => presence.stop());
+  // Each start names a lease of its own, and a stopped or dead instance's row stays behind: without
+  // this, one row more per start or crash, for ever, for every look-up of the running ones to skip.
+  await readModels
+    .removeLeasesNamed(INSTANCE_LEASE_PREFIX, Date.now() - GONE_INSTANCE_MS)
+    .catch((error: unknown) => logger.warn({ err: error }, 'could not remove the leases of instances gone'));
   // Started after the listeners, so that a failed start leaves no worker running.
   await background?.startDeliveryAndRetention();
   await thread?.deliver();

@@ -23,7 +23,7 @@ import {
   positionKey,
 } from './port.js';
 import { type LeadingWindow, aggregateSql, findSql, indexSql, indexedFields, leadingValuesSql, walksLeadingField } from './sqlite-query.js';
-import { checkAggregateOptions, checkIndexes, checkLease, checkPosition, checkProjection, checkWrite } from './validate.js';
+import { checkAggregateOptions, checkIndexes, checkLease, checkLeaseRemoval, checkPosition, checkProjection, checkWrite } from './validate.js';
 
 export interface EmbeddedReadModelOptions {
   /** How long a write waits for another connection's write lock before the store is unavailable. */
@@ -200,6 +200,13 @@ export class EmbeddedReadModelStore implements ReadModelStore {
       // By the prefix's length, not LIKE: a lease name may hold `_` or `%`.
       const rows = this.stmt('', 'SELECT name, holder, token, expires_at FROM leases WHERE substr(name, 1, length(?)) = ?').all(prefix, prefix) as Array<LeaseRow & { name: string }>;
       return rows.map((row) => ({ name: row.name, holder: row.holder, token: row.token, expiresAt: row.expires_at }));
+    });
+  }
+
+  removeLeasesNamed(prefix: string, ranOutBefore: number): Promise<number> {
+    return this.run(() => {
+      checkLeaseRemoval(prefix, ranOutBefore);
+      return this.stmt('', 'DELETE FROM leases WHERE substr(name, 1, length(?)) = ? AND expires_at < ?').run(prefix, prefix, ranOutBefore).changes;
     });
   }
 

@@ -42,7 +42,7 @@ import {
   indexFields,
   positionKey,
 } from './port.js';
-import { POSITION_FIELD, checkAggregateOptions, checkCollection, checkIndexes, checkLease, checkPosition, checkProjection, checkWrite } from './validate.js';
+import { POSITION_FIELD, checkAggregateOptions, checkCollection, checkIndexes, checkLease, checkLeaseRemoval, checkPosition, checkProjection, checkWrite } from './validate.js';
 
 /** A stored document: the port's fields plus the position it has seen. */
 interface StoredDoc {
@@ -238,9 +238,16 @@ export class MongoReadModelStore implements ReadModelStore {
 
   leasesNamed(prefix: string): Promise<Lease[]> {
     return this.run(async () => {
-      const named = { $regex: `^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}` };
-      const docs = await this.leases().find({ _id: named }, ON_PRIMARY).toArray();
+      const docs = await this.leases().find({ _id: namedPrefix(prefix) }, ON_PRIMARY).toArray();
       return docs.map(leaseOf);
+    });
+  }
+
+  removeLeasesNamed(prefix: string, ranOutBefore: number): Promise<number> {
+    return this.run(async () => {
+      checkLeaseRemoval(prefix, ranOutBefore);
+      const { deletedCount } = await this.leases().deleteMany({ _id: namedPrefix(prefix), expires_at: { $lt: new Date(ranOutBefore) } });
+      return deletedCount;
     });
   }
 
@@ -458,6 +465,11 @@ export class MongoReadModelStore implements ReadModelStore {
       throw translate(error);
     }
   }
+}
+
+/** Lease ids that begin with `prefix`, taken literally. */
+function namedPrefix(prefix: string): { $regex: string } {
+  return { $regex: `^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}` };
 }
 
 function leaseOf(doc: LeaseDoc): Lease {

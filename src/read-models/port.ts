@@ -147,6 +147,13 @@ export interface ReadModelStore {
   lease(name: string): Promise<Lease | null>;
   /** Every lease whose name begins with `prefix` (a running instance's, `instance-…`), as each stands, held or not. */
   leasesNamed(prefix: string): Promise<Lease[]>;
+  /**
+   * Removes the leases whose names begin with `prefix` and that ran out before `ranOutBefore`
+   * (ms since the epoch; one held then is kept); resolves with how many. Only for leases whose
+   * token fences nothing, each named after its one holder (an instance's): a role lease's row
+   * must stay, as its token is where the next holder's count goes on from.
+   */
+  removeLeasesNamed(prefix: string, ranOutBefore: number): Promise<number>;
   close(): Promise<void>;
 }
 

@@ -46,6 +46,15 @@ export function checkLease(name: string, holder: string, ttlMs?: number): void {
   if (ttlMs !== undefined && !(Number.isSafeInteger(ttlMs) && ttlMs >= 1 && ttlMs <= 86_400_000)) throw new TypeError(`invalid lease time to live ${JSON.stringify(ttlMs)}`);
 }
 
+/**
+ * What removeLeasesNamed takes: a prefix as a lease name is (never empty, which would name every
+ * lease, the role leases too), and a time not after now (a later one would take held leases).
+ */
+export function checkLeaseRemoval(prefix: string, ranOutBefore: number): void {
+  if (typeof prefix !== 'string' || !/^[\x21-\x7e]{1,200}$/.test(prefix)) throw new TypeError(`invalid lease name prefix ${JSON.stringify(prefix)}`);
+  if (!Number.isSafeInteger(ranOutBefore) || ranOutBefore < 0 || ranOutBefore > Date.now()) throw new TypeError(`invalid time a lease ran out before ${JSON.stringify(ranOutBefore)}`);
+}
+
 /** A field a query filters, sorts or indexes on; `_id` is the document id. */
 export function checkQueryField(field: string): string {
   if (typeof field !== 'string' || !FIELD_PATH.test(field) || field.split('.')[0] === POSITION_FIELD) {

@@ -1,5 +1,8 @@
 import { expect } from 'chai';
+import sinon from 'sinon';
 import { fileURLToPath } from 'node:url';
+import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
+import { INSTANCE_LEASE_PREFIX } from '../../src/roles/lease-keeper.js';
 import { runChild } from '../support/child.js';
 import { TestService } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
@@ -37,6 +40,48 @@ describe('leadpost instances', function () {
     try {
       const none = await runChild(['instances'], env, { script: BIN });
       expect([none.code, none.lines]).to.deep.equal([0, ['no instance is running']]);
+    } finally {
+      dir.remove();
+    }
+  });
+});
+
+describe('instance leases of instances gone', function () {
+  this.timeout(60_000);
+
+  it('a start removes the rows of instances that stopped or died over a minute ago, and keeps the others', async function () {
+    const dir = tempDir('instances-gone');
+    try {
+      // Rows as instances leave them: one died two minutes ago, one stopped 30 s ago, another
+      // service's lease, and the role lease of a projector that died long ago (its token must stay).
+      const readModels = EmbeddedReadModelStore.open(dir.path);
+      const at = (ms: number) => sinon.useFakeTimers({ now: Date.now() - ms, toFake: ['Date'] });
+      let clock = at(120_000);
+      await readModels.acquireLease(`${INSTANCE_LEASE_PREFIX}gone:1:aaaaaa`, 'gone:1:aaaaaa', 3000);
+      await readModels.acquireLease('projector', 'gone:1:bbbbbb', 3000);
+      clock.restore();
+      clock = at(30_000);
+      await readModels.acquireLease(`${INSTANCE_LEASE_PREFIX}recent:2:cccccc`, 'recent:2:cccccc', 3000);
+      clock.restore();
+      await readModels.close();
+
+      const service = await TestService.start({ dataDir: dir.path, env: { LEADPOST_ROLES: 'api' } });
+      try {
+        const reader = EmbeddedReadModelStore.open(dir.path);
+        try {
+          const names = (await reader.leasesNamed(INSTANCE_LEASE_PREFIX)).map((lease) => lease.name);
+          expect(names).to.not.include(`${INSTANCE_LEASE_PREFIX}gone:1:aaaaaa`);
+          expect(names).to.include(`${INSTANCE_LEASE_PREFIX}recent:2:cccccc`);
+          // And its own, held.
+          const own = (await reader.leasesNamed(INSTANCE_LEASE_PREFIX)).filter((lease) => lease.expiresAt > Date.now());
+          expect(own).to.have.length(1);
+          expect((await reader.lease('projector'))?.token).to.equal(1);
+        } finally {
+          await reader.close();
+        }
+      } finally {
+        await service.stop();
+      }
     } finally {
       dir.remove();
     }

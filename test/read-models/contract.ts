@@ -684,6 +684,37 @@ export function readModelStoreContract(name: string, open: () => Promise<ReadMod
         expect(await store.leasesNamed(`${lease}-nothing-`)).to.deep.equal([]);
       });
 
+      it('removes the leases of a prefix that ran out before a time, and no other', async function () {
+        const prefix = `${lease}-instance_%-`;
+        const ranOut = await store.acquireLease(`${prefix}ran-out`, 'host-a:1', 1);
+        await other.acquireLease(`${prefix}released`, 'host-b:2', 60_000);
+        await other.releaseLease(`${prefix}released`, 'host-b:2');
+        const held = await store.acquireLease(`${prefix}held`, 'host-c:3', 60_000);
+        const elsewhere = await store.acquireLease(`${lease}-instance_x-ran-out`, 'host-d:4', 1);
+        while (Date.now() <= ranOut.expiresAt) await new Promise((resolve) => setTimeout(resolve, 2));
+        const names = async () => (await store.leasesNamed(`${lease}-`)).map((l) => l.name).sort();
+
+        // Strictly before: the lease that ran out at that very time stays; the one given up (at 0) goes.
+        expect(await other.removeLeasesNamed(prefix, ranOut.expiresAt)).to.equal(1);
+        expect(await names()).to.deep.equal([`${prefix}held`, `${prefix}ran-out`, elsewhere.name].sort());
+        expect(await other.removeLeasesNamed(prefix, Date.now())).to.equal(1);
+        expect(await names()).to.deep.equal([`${prefix}held`, elsewhere.name].sort());
+        // The held one is as it was, and another holder still cannot take it.
+        expect(await store.lease(`${prefix}held`)).to.deep.equal(held);
+        expect((await other.acquireLease(`${prefix}held`, 'host-e:5', 60_000)).holder).to.equal('host-c:3');
+        // A name removed is a lease never taken: its holder, back from a pause, takes it anew.
+        expect(await store.lease(`${prefix}ran-out`)).to.equal(null);
+        expect((await store.acquireLease(`${prefix}ran-out`, 'host-a:1', 60_000)).holder).to.equal('host-a:1');
+      });
+
+      it('refuses to remove leases by an empty prefix or a time to come', async function () {
+        await store.acquireLease(lease, 'host-a:1', 1);
+        expect(await rejection(store.removeLeasesNamed('', Date.now()))).to.be.instanceOf(TypeError);
+        expect(await rejection(store.removeLeasesNamed(lease, Date.now() + 60_000))).to.be.instanceOf(TypeError);
+        expect(await rejection(store.removeLeasesNamed(lease, Number.NaN))).to.be.instanceOf(TypeError);
+        expect(await store.lease(lease)).to.not.equal(null);
+      });
+
       it('a released lease is free at once; only its holder can release it', async function () {
         const first = await store.acquireLease(lease, 'host-a:1', 60_000);
         await other.releaseLease(lease, 'host-b:2');

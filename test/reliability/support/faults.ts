@@ -140,6 +140,11 @@ export class FaultyReadModels implements ReadModelStore {
     return this.inner.leasesNamed(prefix);
   }
 
+  async removeLeasesNamed(prefix: string, ranOutBefore: number): Promise<number> {
+    this.check('commit');
+    return this.inner.removeLeasesNamed(prefix, ranOutBefore);
+  }
+
   async checkpoint(projection: string): Promise<Position | null> {
     this.check('reads');
     return this.inner.checkpoint(projection);
