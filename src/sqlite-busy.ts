@@ -40,3 +40,27 @@ export async function retryWhileBusy<T>(body: () => T, budgetMs: number = LOCK_W
     }
   }
 }
+
+/** For a short synchronous pause while a store opens, before anything is served. */
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
+const OPEN_RETRY_MS = 20;
+
+/**
+ * Runs the steps that open a store (its switch to WAL, its schema) again after a short pause
+ * each time they fail on a lock, up to `budgetMs` in all. Processes opening a new data dir at
+ * once (two instances started together, a service and a CLI) race to switch a new file to WAL,
+ * and SQLite answers the loser SQLITE_BUSY at once, without its busy handler (waiting there could
+ * deadlock): without this, one of them failed to start, about one start in fifty. The pause
+ * blocks the thread, as busy_timeout does while a store opens: nothing is served yet.
+ */
+export function openingWhileBusy<T>(steps: () => T, budgetMs: number = LOCK_WAIT_MS): T {
+  const started = Date.now();
+  for (;;) {
+    try {
+      return steps();
+    } catch (error) {
+      if (!isBusy(error) || Date.now() - started >= budgetMs) throw error;
+      Atomics.wait(PAUSE, 0, 0, OPEN_RETRY_MS);
+    }
+  }
+}

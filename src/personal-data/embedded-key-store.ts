@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeDirectory } from '../make-directory.js';
-import { LOCK_WAIT_MS, busyError, isBusy, retryWhileBusy } from '../sqlite-busy.js';
+import { LOCK_WAIT_MS, busyError, isBusy, openingWhileBusy, retryWhileBusy } from '../sqlite-busy.js';
 import { type DataKeyStore, KeyIdTakenError, type RewrapCounts, type StoredKey, type WrappedEntry, checkKeyIds } from './key-store.js';
 
 // The embedded key store: its own SQLite file, keys.db in the data dir, never the event store's.
@@ -26,10 +26,6 @@ const SCHEMA = `
 const INSERT_ROWS = 64;
 /** Rows of keys read at a time while they are wrapped anew. */
 const REWRAP_ROWS = 4096;
-const OPEN_ATTEMPTS = 100;
-const OPEN_RETRY_MS = 20;
-/** For a short synchronous pause while opening (the key store opens before anything else runs). */
-const PAUSE = new Int32Array(new SharedArrayBuffer(4));
 
 export class EmbeddedKeyStore implements DataKeyStore {
   private readonly inserts = new Map<number, Database.Statement>();
@@ -59,20 +55,11 @@ export class EmbeddedKeyStore implements DataKeyStore {
       // waited for between turns of the event loop (see run).
       db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
       db.pragma('secure_delete = ON');
-      // Two processes opening a new data dir at once (two `leadpost keys create`, a service and a
-      // CLI) race to switch the new file to WAL; SQLite answers the loser SQLITE_BUSY at once, without
-      // its busy handler, so the switch and the schema are tried again for a while.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          db.pragma('journal_mode = WAL');
-          db.pragma('synchronous = FULL');
-          db.exec(SCHEMA);
-          break;
-        } catch (error) {
-          if (attempt >= OPEN_ATTEMPTS || !String((error as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw error;
-          Atomics.wait(PAUSE, 0, 0, OPEN_RETRY_MS);
-        }
-      }
+      openingWhileBusy(() => {
+        db.pragma('journal_mode = WAL');
+        db.pragma('synchronous = FULL');
+        db.exec(SCHEMA);
+      }, busyTimeoutMs);
       db.pragma('busy_timeout = 0');
     } catch (error) {
       db.close();

@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { openingWhileBusy } from '../sqlite-busy.js';
 import { checkCollection } from './validate.js';
 
 // The read models live in their own SQLite file beside the events: one table per collection, made
@@ -74,9 +75,11 @@ export function openReadModelsDatabase(file: string, busyTimeoutMs: number, cach
   try {
     db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(busyTimeoutMs))}`);
     if (cacheMiB !== undefined) db.pragma(`cache_size = ${-Math.max(1, Math.trunc(cacheMiB)) * 1024}`);
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
-    db.exec(DDL);
+    openingWhileBusy(() => {
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+      db.exec(DDL);
+    }, busyTimeoutMs);
     return db;
   } catch (error) {
     db.close();

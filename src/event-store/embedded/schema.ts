@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { openingWhileBusy } from '../../sqlite-busy.js';
 
 // One SQLite file holds every stream. Each append is one row of `commits` holding its events as a
 // JSON array, so its events are atomic by construction. `commits.position` (the rowid, never
@@ -45,15 +46,20 @@ export const EVENTS_FILE = 'events.db';
  */
 export function openEventsDatabase(file: string): Database.Database {
   const db = new Database(file);
-  db.pragma('busy_timeout = 10000');
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
-  // 8 MiB per connection: reads are of the newest commits and of single streams by key, and the OS
-  // caches the file anyway. 64 MiB on the reader and the writer made the service's RSS grow with the store.
-  db.pragma('cache_size = -8192');
-  db.pragma('temp_store = MEMORY');
-  if (db.pragma('user_version', { simple: true }) !== LAYOUT) prepareLayout(db);
-  return db;
+  try {
+    db.pragma('busy_timeout = 10000');
+    openingWhileBusy(() => db.pragma('journal_mode = WAL'));
+    db.pragma('synchronous = FULL');
+    // 8 MiB per connection: reads are of the newest commits and of single streams by key, and the OS
+    // caches the file anyway. 64 MiB on the reader and the writer made the service's RSS grow with the store.
+    db.pragma('cache_size = -8192');
+    db.pragma('temp_store = MEMORY');
+    if (db.pragma('user_version', { simple: true }) !== LAYOUT) openingWhileBusy(() => prepareLayout(db));
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
 }
 
 /** Creates the tables, or rewrites a layout-1 file (from before 2026-11-22) into layout 2, once. */
