@@ -2,7 +2,7 @@
 // in the data dir, so a fresh checkout serves HTTPS with no setup and keeps one identity afterwards.
 
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
-import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { generate } from 'selfsigned';
 import { makeDirectory } from '../make-directory.js';
@@ -22,6 +22,10 @@ export interface TlsMaterial {
 const VALID_DAYS = 365;
 // Renew a little before the end so a long-running process started on the last day still serves.
 const RENEW_BEFORE_MS = 7 * 24 * 3600 * 1000;
+/** How often a start waiting for another to make the self-signed pair looks again. */
+const LOCK_POLL_MS = 20;
+/** Far longer than making and writing a pair takes (a few milliseconds): a lock this old is a dead process's. */
+const STALE_LOCK_MS = 10_000;
 
 export async function loadOrCreateTls(options: TlsOptions): Promise<TlsMaterial> {
   const { certFile, keyFile } = options;
@@ -49,21 +53,70 @@ function checkPair(cert: string, key: string, certFile: string, keyFile: string)
   return x509;
 }
 
+/**
+ * The service's own pair, in the data dir: reused while it is whole and not expiring, else made
+ * anew. Several processes starting on a new data dir at once each made a pair, and their writes
+ * could interleave (one's key, another's certificate): every later start was refused. So one
+ * process at a time makes it, holding a lock file, and the others wait and read what it made.
+ */
 async function selfSignedPair(dir: string): Promise<{ cert: string; key: string }> {
   const certFile = join(dir, 'cert.pem');
   const keyFile = join(dir, 'key.pem');
-  const [cert, key] = await Promise.all([readIfExists(certFile), readIfExists(keyFile)]);
-  // Both present: reuse, unless expiring. One missing means a start crashed between the two
-  // writes; the other file is useless alone, so both are made again.
-  if (cert !== undefined && key !== undefined) {
-    const x509 = checkPair(cert, key, certFile, keyFile);
-    if (Date.parse(x509.validTo) - Date.now() > RENEW_BEFORE_MS) return { cert, key };
-  }
-  const created = await createSelfSigned();
+  const lockFile = join(dir, 'create.lock');
   makeDirectory(dir, 0o700);
-  await writeAtomically(keyFile, created.key, 0o600);
-  await writeAtomically(certFile, created.cert, 0o644);
-  return created;
+  for (const started = Date.now(); ; ) {
+    const found = await usablePair(certFile, keyFile);
+    if (found) return found;
+    if (await takeLock(lockFile, started)) {
+      try {
+        // Made meanwhile by the process that held the lock before.
+        const made = await usablePair(certFile, keyFile);
+        if (made) return made;
+        const created = await createSelfSigned();
+        await writeAtomically(keyFile, created.key, 0o600);
+        await writeAtomically(certFile, created.cert, 0o644);
+        return created;
+      } finally {
+        await rm(lockFile, { force: true });
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+  }
+}
+
+/**
+ * Both files, when they are there, belong together and are not about to expire; else undefined,
+ * and they are made again. One missing means a start died between the two writes, and a pair
+ * that does not belong together is what two starts racing before the lock left: the service's
+ * own pair is then useless, and made again rather than refused (an operator's is refused).
+ */
+async function usablePair(certFile: string, keyFile: string): Promise<{ cert: string; key: string } | undefined> {
+  const [cert, key] = await Promise.all([readIfExists(certFile), readIfExists(keyFile)]);
+  if (cert === undefined || key === undefined) return undefined;
+  let x509: X509Certificate;
+  try {
+    x509 = checkPair(cert, key, certFile, keyFile);
+  } catch {
+    return undefined;
+  }
+  return Date.parse(x509.validTo) - Date.now() > RENEW_BEFORE_MS ? { cert, key } : undefined;
+}
+
+/**
+ * Takes the lock for making the pair: true when this process made the lock file. One older than
+ * STALE_LOCK_MS is a process that died while making the pair, and is taken over; so is any once
+ * this start has waited that long itself.
+ */
+async function takeLock(lockFile: string, started: number): Promise<boolean> {
+  try {
+    await (await open(lockFile, 'wx', 0o600)).close();
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  const since = await stat(lockFile).then((found) => found.mtimeMs, () => Date.now());
+  if (Date.now() - since > STALE_LOCK_MS || Date.now() - started > STALE_LOCK_MS) await rm(lockFile, { force: true });
+  return false;
 }
 
 async function createSelfSigned(): Promise<{ cert: string; key: string }> {

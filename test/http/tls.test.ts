@@ -1,10 +1,14 @@
-import { X509Certificate } from 'node:crypto';
-import { existsSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { loadOrCreateTls } from '../../src/http/tls.js';
+import { runChild } from '../support/child.js';
 import { tempDir } from '../support/tmp.js';
 import { testTls } from './helpers.js';
+
+const TLS_CHILD = fileURLToPath(new URL('./tls-child.js', import.meta.url));
 
 describe('http: TLS material', () => {
   let dir: ReturnType<typeof tempDir>;
@@ -35,6 +39,39 @@ describe('http: TLS material', () => {
     const second = await loadOrCreateTls({ dataDir: dir.path });
     expect(second.cert).not.to.equal(first.cert);
     expect(existsSync(join(dir.path, 'tls', 'key.pem'))).to.equal(true);
+  });
+
+  it('a pair whose key and certificate do not belong together is made again, not refused', async () => {
+    const first = await loadOrCreateTls({ dataDir: dir.path });
+    const other = tempDir('leadpost-tls-other');
+    try {
+      const stranger = await loadOrCreateTls({ dataDir: other.path });
+      writeFileSync(join(dir.path, 'tls', 'key.pem'), stranger.key, { mode: 0o600 });
+    } finally {
+      other.remove();
+    }
+    const second = await loadOrCreateTls({ dataDir: dir.path });
+    expect(second.cert).not.to.equal(first.cert);
+    expect(new X509Certificate(readFileSync(join(dir.path, 'tls', 'cert.pem'))).checkPrivateKey(createPrivateKey(readFileSync(join(dir.path, 'tls', 'key.pem'))))).to.equal(true);
+    expect(await loadOrCreateTls({ dataDir: dir.path })).to.deep.equal(second);
+  });
+
+  it('processes starting on a new data dir at once all serve one pair, the one they leave on disk', async function () {
+    this.timeout(60_000);
+    for (let round = 0; round < 5; round++) {
+      const race = tempDir('leadpost-tls-race');
+      try {
+        const startAt = String(Date.now() + 1500);
+        const starts = await Promise.all([0, 1, 2].map(() => runChild([race.path, startAt], {}, { script: TLS_CHILD })));
+        for (const start of starts) expect(start.code, start.stderr).to.equal(0);
+        const onDisk = new X509Certificate(readFileSync(join(race.path, 'tls', 'cert.pem')));
+        expect(onDisk.checkPrivateKey(createPrivateKey(readFileSync(join(race.path, 'tls', 'key.pem'))))).to.equal(true);
+        expect(starts.map((start) => start.lines[0])).to.deep.equal([onDisk.fingerprint256, onDisk.fingerprint256, onDisk.fingerprint256]);
+        expect(existsSync(join(race.path, 'tls', 'create.lock'))).to.equal(false);
+      } finally {
+        race.remove();
+      }
+    }
   });
 
   describe('given files', () => {
