@@ -64,10 +64,10 @@ async function selfSignedPair(dir: string): Promise<{ cert: string; key: string 
   const keyFile = join(dir, 'key.pem');
   const lockFile = join(dir, 'create.lock');
   makeDirectory(dir, 0o700);
-  for (const started = Date.now(); ; ) {
+  for (;;) {
     const found = await usablePair(certFile, keyFile);
     if (found) return found;
-    if (await takeLock(lockFile, started)) {
+    if (await takeLock(lockFile)) {
       try {
         // Made meanwhile by the process that held the lock before.
         const made = await usablePair(certFile, keyFile);
@@ -104,10 +104,9 @@ async function usablePair(certFile: string, keyFile: string): Promise<{ cert: st
 
 /**
  * Takes the lock for making the pair: true when this process made the lock file. One older than
- * STALE_LOCK_MS is a process that died while making the pair, and is taken over; so is any once
- * this start has waited that long itself.
+ * STALE_LOCK_MS is a process that died while making the pair: it is removed, to be taken anew.
  */
-async function takeLock(lockFile: string, started: number): Promise<boolean> {
+async function takeLock(lockFile: string): Promise<boolean> {
   try {
     await (await open(lockFile, 'wx', 0o600)).close();
     return true;
@@ -115,7 +114,7 @@ async function takeLock(lockFile: string, started: number): Promise<boolean> {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
   const since = await stat(lockFile).then((found) => found.mtimeMs, () => Date.now());
-  if (Date.now() - since > STALE_LOCK_MS || Date.now() - started > STALE_LOCK_MS) await rm(lockFile, { force: true });
+  if (Date.now() - since > STALE_LOCK_MS) await rm(lockFile, { force: true });
   return false;
 }
 

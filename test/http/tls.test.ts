@@ -1,5 +1,5 @@
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -54,6 +54,17 @@ describe('http: TLS material', () => {
     expect(second.cert).not.to.equal(first.cert);
     expect(new X509Certificate(readFileSync(join(dir.path, 'tls', 'cert.pem'))).checkPrivateKey(createPrivateKey(readFileSync(join(dir.path, 'tls', 'key.pem'))))).to.equal(true);
     expect(await loadOrCreateTls({ dataDir: dir.path })).to.deep.equal(second);
+  });
+
+  it('a lock a start left when it died making the pair is taken over once it is 10 s old', async () => {
+    const lock = join(dir.path, 'tls', 'create.lock');
+    mkdirSync(join(dir.path, 'tls'), { recursive: true });
+    writeFileSync(lock, '');
+    const old = new Date(Date.now() - 11_000);
+    utimesSync(lock, old, old);
+    const made = await loadOrCreateTls({ dataDir: dir.path });
+    expect(new X509Certificate(readFileSync(join(dir.path, 'tls', 'cert.pem'))).fingerprint256).to.equal(new X509Certificate(made.cert).fingerprint256);
+    expect(existsSync(lock)).to.equal(false);
   });
 
   it('processes starting on a new data dir at once all serve one pair, the one they leave on disk', async function () {
