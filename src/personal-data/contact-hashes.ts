@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { EventStore } from '../event-store/port.js';
 import { IDEMPOTENCY_TTL_MS, type IdempotencyNames, KEYED_FINGERPRINT, plainIdempotencyStream } from '../commands/idempotency.js';
 import { LEAD_ID_BLOCKS_STREAM } from '../commands/lead-ids.js';
+import { type Decider, type DomainEvent, handleCommand } from '../commands/handler.js';
 import { hashedStream } from '../commands/streams.js';
 import type { PersonalDataKeys } from './data-keys.js';
 
@@ -46,23 +47,30 @@ export interface OlderNames {
 /** The event that says a store's older plain names were renamed (see OlderNames). */
 export const OLDER_STREAMS_RENAMED = 'OlderStreamsRenamed';
 
+/**
+ * A stream that records a fact once (which secret, since when): the first start to find it empty
+ * records `first()`, every later start reads it, and of starts racing, the one whose append lands
+ * first is the record (the others, refused at the revision they read, read it). Its state is every
+ * event of the stream, the record first.
+ */
+const recordedOnce: Decider<{ readonly first: () => Promise<DomainEvent> }, readonly DomainEvent[], DomainEvent> = {
+  initialState: [],
+  evolve: (state, event) => [...state, event],
+  decide: (command, state) => (state.length > 0 ? [] : command.first().then((event) => [event])),
+};
+
+const recordOnce = async (events: EventStore, stream: string, first: () => Promise<DomainEvent>): Promise<readonly DomainEvent[]> =>
+  (await handleCommand(events, stream, recordedOnce, { first })).state;
+
 async function olderNames(events: EventStore, stream: string, type: string, now: () => Date): Promise<OlderNames> {
-  for (let attempt = 0; ; attempt++) {
-    const recorded = await events.readStream(stream);
-    const first = recorded[0];
-    if (first?.type === type) {
-      const { keyed_at, older_streams } = (first as unknown as HashesKeyed).data;
-      return { since: older_streams ? Date.parse(keyed_at) : null, renamed: recorded.some((event) => event.type === OLDER_STREAMS_RENAMED) };
-    }
+  const recorded = await recordOnce(events, stream, async (): Promise<HashesKeyed> => {
     const posted = await events.readStream(LEAD_ID_BLOCKS_STREAM, { maxCount: 1 });
-    const keyed: HashesKeyed = { type, data: { keyed_at: now().toISOString(), older_streams: posted.length > 0 } };
-    try {
-      await events.append(stream, [keyed], { expectedRevision: 'no_stream' });
-    } catch (error) {
-      // Another instance recorded it first: read what it wrote.
-      if (attempt >= 3) throw error;
-    }
-  }
+    return { type, data: { keyed_at: now().toISOString(), older_streams: posted.length > 0 } };
+  });
+  const first = recorded[0];
+  if (first?.type !== type) throw new Error(`${stream} begins with ${first?.type ?? 'nothing'}, not ${type}`);
+  const { keyed_at, older_streams } = (first as HashesKeyed).data;
+  return { since: older_streams ? Date.parse(keyed_at) : null, renamed: recorded.some((event) => event.type === OLDER_STREAMS_RENAMED) };
 }
 
 /** Where each kind of older name is recorded, and the prefix of its keyed rename. */
@@ -94,26 +102,15 @@ const secretCheck = (secret: Buffer): string => createHmac('sha256', secret).upd
 
 async function checkSecret(events: EventStore, secret: Buffer, now: () => Date): Promise<void> {
   const check = secretCheck(secret);
-  for (let attempt = 0; ; attempt++) {
-    const [recorded] = await events.readStream(SECRET_CHECK.stream, { maxCount: 1 });
-    if (recorded) {
-      const data = recorded.data as { check: string; recorded_at: string };
-      if (data.check === check) return;
-      throw new KeyStoreMismatchError(
-        `the key store (keys.db in LEADPOST_DATA_DIR, or MONGODB_URL's data_keys) is not the one this event store's leads go with: ` +
-          `its contact-hashes secret is not the one recorded on ${data.recorded_at}. Put back the key store taken with these events ` +
-          `(the keys.db of the same backup, with its LEADPOST_MASTER_KEY_FILE); started on this one, duplicates would go uncaught, ` +
-          `erasures would miss earlier leads and sealed leads could not be read`,
-      );
-    }
-    try {
-      await events.append(SECRET_CHECK.stream, [{ type: SECRET_CHECK.type, data: { check, recorded_at: now().toISOString() } }], { expectedRevision: 'no_stream' });
-      return;
-    } catch (error) {
-      // Another instance recorded it first: compare with what it wrote.
-      if (attempt >= 3) throw error;
-    }
-  }
+  const [recorded] = await recordOnce(events, SECRET_CHECK.stream, async () => ({ type: SECRET_CHECK.type, data: { check, recorded_at: now().toISOString() } }));
+  const data = recorded!.data as { check: string; recorded_at: string };
+  if (data.check === check) return;
+  throw new KeyStoreMismatchError(
+    `the key store (keys.db in LEADPOST_DATA_DIR, or MONGODB_URL's data_keys) is not the one this event store's leads go with: ` +
+      `its contact-hashes secret is not the one recorded on ${data.recorded_at}. Put back the key store taken with these events ` +
+      `(the keys.db of the same backup, with its LEADPOST_MASTER_KEY_FILE); started on this one, duplicates would go uncaught, ` +
+      `erasures would miss earlier leads and sealed leads could not be read`,
+  );
 }
 
 export class ContactHashes {
