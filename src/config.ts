@@ -44,6 +44,8 @@ export interface ServiceConfig extends Config, ListenerConfig {
   readonly tlsKeyFile: string | undefined;
   readonly trustProxy: boolean;
   readonly routingFile: string;
+  /** LEADPOST_ROUTING_WATCH_SECONDS: how often the routing file is looked at for a change, reloaded when it has one; null (unset, 0): only on SIGHUP. */
+  readonly routingWatchSeconds: number | null;
   readonly bodyLimitBytes: number;
   /** A client must have sent all request headers within this long, the whole request within the next. */
   readonly headersTimeoutMs: number;
@@ -182,6 +184,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
       tlsKeyFile: env.TLS_KEY_FILE || undefined,
       trustProxy: check(() => flag(env, 'TRUST_PROXY', false), false),
       routingFile: routingFilePath(env),
+      routingWatchSeconds: check(() => integer(env, 'LEADPOST_ROUTING_WATCH_SECONDS', 0, 0, 3600, 'seconds') || null, null),
       bodyLimitBytes: check(() => integer(env, 'BODY_LIMIT_BYTES', 65536, 1024, 10 * 1024 * 1024), 0),
       headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', DEFAULT_TIMEOUTS.headersMs, 100, 600_000), DEFAULT_TIMEOUTS.headersMs),
       requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', DEFAULT_TIMEOUTS.requestMs, 100, 600_000), DEFAULT_TIMEOUTS.requestMs),

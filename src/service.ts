@@ -34,7 +34,7 @@ import { holdsClearLeads } from './personal-data/clear-leads.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
 import { repeatedFailures } from './ops/outage-log.js';
 import { Opened } from './ops/opened.js';
-import { type ReloadResult, settingsReloader } from './ops/reload.js';
+import { type ReloadResult, settingsReloader, watchRoutingFile } from './ops/reload.js';
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
 import { INSTANCE_LEASE_PREFIX, LeaseKeeper, type LeaseStatus, leaseHolderId } from './roles/lease-keeper.js';
@@ -311,6 +311,8 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     env: process.env,
     logger,
   });
+  const watchSeconds = config.routingWatchSeconds;
+  if (watchSeconds !== null) await opened.step(() => watchRoutingFile(config.routingFile, watchSeconds, reload, logger), (unwatch) => unwatch());
   // Kept for as long as this instance runs, whatever its roles, and given up when it stops (see INSTANCE_LEASE_PREFIX).
   const instance = leaseHolderId();
   const presence = new LeaseKeeper({ leases: readModels, name: `${INSTANCE_LEASE_PREFIX}${instance}`, holder: instance, work: { start: async () => {}, stop: async () => {} }, logger });

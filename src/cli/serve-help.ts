@@ -30,7 +30,8 @@ with a message naming it (exit 1):
                personal data in the background, outcomes and reports stay)
   listeners    PORT (8443), HTTP_PORT (8080), HOST (all interfaces), TRUST_PROXY (0)
   TLS          TLS_CERT_FILE + TLS_KEY_FILE (PEM; else a self-signed one in the data dir)
-  routing      LEADPOST_ROUTING_FILE (config/routing.json)
+  routing      LEADPOST_ROUTING_FILE (config/routing.json), LEADPOST_ROUTING_WATCH_SECONDS (unset:
+               reloaded on SIGHUP only; else the file is looked at that often, reloaded on a change)
   requests     BODY_LIMIT_BYTES (65536), RATE_LIMIT_PER_SECOND (50; 0 = off),
                RATE_LIMIT_BURST (twice the rate), READ_RATE_LIMIT_PER_SECOND (20; 0 = off),
                READ_RATE_LIMIT_BURST (twice the rate), LEAD_ID_BLOCK_SIZE (100),

@@ -8,6 +8,7 @@
 // routing or TLS away from a serving instance. The operator reads why in the log (and sees the
 // routing version unchanged on /metrics).
 
+import { type Stats, unwatchFile, watchFile } from 'node:fs';
 import type { Logger } from 'pino';
 import type { TlsMaterial } from '../http/tls.js';
 import { type LoadedRoutingConfig, loadRoutingConfig } from '../routing/load-config.js';
@@ -94,4 +95,22 @@ async function reloadTls(deps: ReloadDeps): Promise<ReloadResult['tls']> {
   }
   logger.info({ self_signed: loaded.selfSigned }, 'TLS certificate reloaded: new connections get it');
   return { changed: true };
+}
+
+/**
+ * Reloads when the routing file changes (LEADPOST_ROUTING_WATCH_SECONDS): with many instances,
+ * the edit that configuration management copies to each machine (or a mounted file it swaps) is
+ * taken by every instance within that time, with no signal to send to each. The file is looked
+ * at by its metadata every `intervalSeconds` (a poll, which also sees a symbolic link pointed at
+ * a new file); a change runs the same reload as SIGHUP, in turn with it, so an edit that does not
+ * load changes nothing and is logged. Returns what stops the watch.
+ */
+export function watchRoutingFile(file: string, intervalSeconds: number, reload: () => Promise<unknown>, logger: Logger): () => void {
+  const changed = (current: Stats, previous: Stats) => {
+    if (current.mtimeMs === previous.mtimeMs && current.size === previous.size && current.ino === previous.ino) return;
+    logger.info({ file }, 'routing file changed: reloading it');
+    reload().catch((error: unknown) => logger.error({ err: error }, 'routing file not reloaded'));
+  };
+  watchFile(file, { interval: intervalSeconds * 1000, persistent: false }, changed);
+  return () => unwatchFile(file, changed);
 }

@@ -116,6 +116,7 @@ describe('leadpost help', function () {
       RATE_LIMIT_PER_SECOND: '-1',
       CERTIFICATE_HOSTS: ',',
       EMAIL_VERIFIER_URL: 'http://verifier.example/check',
+      LEADPOST_ROUTING_WATCH_SECONDS: '0.5',
     });
     expect(result.code).to.equal(1);
     const lines = result.stderr.trim().split('\n');
@@ -124,6 +125,7 @@ describe('leadpost help', function () {
       'MONGODB_URL must start with mongodb: or mongodb+srv://',
       "RATE_LIMIT_PER_SECOND must be a whole number from 0 to 1000000, not '-1'",
       "PORT must be a whole number from 0 to 65535, not 'eighty'",
+      "LEADPOST_ROUTING_WATCH_SECONDS must be a whole number of seconds from 0 to 3600, not '0.5'",
       "CERTIFICATE_HOSTS must be a comma-separated list of host names, not ','",
       "EMAIL_VERIFIER_URL must be https, or http to this machine only (localhost, 127.0.0.1, [::1]): it is sent consumers' phone numbers and e-mail addresses",
       "READY_MAX_LAG_SECONDS must be a whole number from 1 to 86400, not '0'",

@@ -28,6 +28,16 @@ async function until<T>(what: string, probe: () => T | undefined): Promise<T> {
   }
 }
 
+async function untilAsync<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  const started = Date.now();
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() - started > 15_000) throw new Error(`waited 15 s for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 /** The certificate a new TLS connection to the port is served. */
 function servedCertificate(port: number): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -104,6 +114,40 @@ describe('reloading the routing file and the TLS certificate', function () {
       expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 11 });
       expect(await metricsVersion()).to.equal(version);
     }
+  });
+
+  it('with LEADPOST_ROUTING_WATCH_SECONDS, takes an edit of the file with no signal; an edit that does not load changes nothing until it is mended', async function () {
+    svc = await TestService.start({ routing: routingWith('first-buyer', 11), env: { LEADPOST_ROUTING_WATCH_SECONDS: '1' } });
+    const auth = { 'x-api-key': await svc.key() };
+    const first = await metricsVersion();
+
+    writeFileSync(routingFile(), JSON.stringify(routingWith('second-buyer', 22)));
+    const second = await untilAsync('the edited file in force', async () => {
+      const version = await metricsVersion();
+      return version !== first ? version : undefined;
+    });
+    expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 22 });
+    expect(svc.logs.some((l) => l.includes('routing file changed: reloading it'))).to.equal(true);
+
+    writeFileSync(routingFile(), '{"currency": "USD", "buyers": [');
+    await until('the broken edit refused', () => (svc!.logs.some((l) => l.includes('routing file not reloaded, the routing in force stays') && l.includes('invalid JSON')) ? true : undefined));
+    expect(await metricsVersion()).to.equal(second);
+    expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 22 });
+
+    writeFileSync(routingFile(), JSON.stringify(routingWith('third-buyer', 33)));
+    await untilAsync('the mended file in force', async () => ((await metricsVersion()) !== second ? true : undefined));
+    expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 33 });
+  });
+
+  it('without LEADPOST_ROUTING_WATCH_SECONDS, an edit waits for SIGHUP', async function () {
+    svc = await TestService.start({ routing: routingWith('first-buyer', 11) });
+    const auth = { 'x-api-key': await svc.key() };
+    writeFileSync(routingFile(), JSON.stringify(routingWith('second-buyer', 22)));
+    // A watch looks once a second at the least: three of its looks would have seen the edit.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 11 });
+    expect((await svc.service.reload()).routing).to.include({ changed: true });
+    expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 22 });
   });
 
   it('hands the reloaded file to the delivery worker on the background thread', async function () {
