@@ -295,7 +295,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
       currency: () => routing.currency,
     }),
   );
-  const reload = settingsReloader({
+  const reloadSettings = settingsReloader({
     routingFile: config.routingFile,
     routing: () => routing,
     applyRouting: (next) => {
@@ -311,6 +311,11 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     env: process.env,
     logger,
   });
+  const reload = async (): Promise<ReloadResult> => {
+    const result = await reloadSettings();
+    metrics.countReload(result);
+    return result;
+  };
   const watchSeconds = config.routingWatchSeconds;
   if (watchSeconds !== null) await opened.step(() => watchRoutingFile(config.routingFile, watchSeconds, reload, logger), (unwatch) => unwatch());
   // Kept for as long as this instance runs, whatever its roles, and given up when it stops (see INSTANCE_LEASE_PREFIX).

@@ -14,6 +14,7 @@ import { routePattern } from '../http/shell.js';
 import type { ProjectionStatus } from '../projections/runner.js';
 import type { LeaseStatus } from '../roles/lease-keeper.js';
 import type { AppendResultLabel } from './counting-event-store.js';
+import type { ReloadResult } from './reload.js';
 
 const POST_LEAD_ROUTE = '/functions/leads';
 const PING_ROUTE = '/functions/pings';
@@ -52,6 +53,7 @@ export class ServiceMetrics {
   private readonly sentAgain: Counter<'kind'>;
   private readonly bids: Counter<'kind' | 'result'>;
   private readonly checks: Counter<'check' | 'result' | 'reason'>;
+  private readonly reloads: Counter<'what' | 'result'>;
 
   constructor(options: ServiceMetricsOptions = {}) {
     const registers = [this.registry];
@@ -113,6 +115,12 @@ export class ServiceMetrics {
       name: 'leadpost_lead_checks_total',
       help: 'Phone, e-mail and consent checks of posted leads by result; reason says why a check is unknown (timeout, provider_error, dns_error, dns_unreliable, other)',
       labelNames: ['check', 'result', 'reason'],
+      registers,
+    });
+    this.reloads = new Counter({
+      name: 'leadpost_reloads_total',
+      help: 'Reloads (SIGHUP, or a change the routing file watch saw) of the routing file and the TLS certificate (what), by result: changed, unchanged, or refused (the file on disk does not load; what was in force stays)',
+      labelNames: ['what', 'result'],
       registers,
     });
     // The version is the label: a dashboard shows which release each instance runs, and when it changed.
@@ -181,6 +189,12 @@ export class ServiceMetrics {
       if (result !== 'unknown') this.checks.inc({ check, result });
       else this.checks.inc({ check, result, reason: UNKNOWN_REASONS.has(detail) ? detail : 'other' });
     }
+  };
+
+  /** A reload's outcome, for an alert on a routing file or certificate on disk that does not load. */
+  readonly countReload = (result: ReloadResult): void => {
+    this.reloads.inc({ what: 'routing', result: 'refused' in result.routing ? 'refused' : result.routing.changed ? 'changed' : 'unchanged' });
+    this.reloads.inc({ what: 'tls', result: 'refused' in result.tls ? 'refused' : result.tls.changed ? 'changed' : 'unchanged' });
   };
 
   async render(): Promise<{ contentType: string; body: string }> {

@@ -70,6 +70,12 @@ describe('reloading the routing file and the TLS certificate', function () {
     return /^leadpost_routing_info\{version="([0-9a-f]+)"\} 1$/m.exec(text)?.[1];
   };
 
+  /** leadpost_reloads_total by "what result", those counted only. */
+  const reloads = async () => {
+    const text = (await svc!.request('GET', '/metrics')).text;
+    return Object.fromEntries([...text.matchAll(/^leadpost_reloads_total\{what="(\w+)",result="(\w+)"\} (\d+)$/gm)].map(([, what, result, count]) => [`${what} ${result}`, Number(count)]));
+  };
+
   it('routes the next lead by the edited file, records its version, and shows it on /metrics', async function () {
     svc = await TestService.start({ routing: routingWith('first-buyer', 11) });
     const auth = { 'x-api-key': await svc.key() };
@@ -94,6 +100,7 @@ describe('reloading the routing file and the TLS certificate', function () {
 
     // The same file again changes nothing.
     expect((await svc.service.reload()).routing).to.deep.equal({ version: newVersion, changed: false });
+    expect(await reloads()).to.deep.equal({ 'routing changed': 1, 'routing unchanged': 1, 'tls unchanged': 2 });
   });
 
   it('keeps the routing in force when the edited file does not load, and names the file and the problem', async function () {
@@ -114,6 +121,8 @@ describe('reloading the routing file and the TLS certificate', function () {
       expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 11 });
       expect(await metricsVersion()).to.equal(version);
     }
+    // What an alert on a file on disk that does not load reads.
+    expect(await reloads()).to.deep.equal({ 'routing refused': 2, 'tls unchanged': 2 });
   });
 
   it('with LEADPOST_ROUTING_WATCH_SECONDS, takes an edit of the file with no signal; an edit that does not load changes nothing until it is mended', async function () {
