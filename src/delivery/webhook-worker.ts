@@ -28,8 +28,10 @@ export interface DeliveryWorkerDeps {
   readonly logger?: Logger;
   /** Defaults to 200. */
   readonly pollMs?: number;
-  /** Attempts in flight at once; defaults to 16. */
+  /** Attempts in flight at once, over all buyers; defaults to 64. */
   readonly concurrency?: number;
+  /** Attempts in flight at once to one buyer; defaults to 16 (at most `concurrency`). */
+  readonly perBuyer?: number;
   /** A CA trusted on top of the system ones (a test's self-signed buyer). */
   readonly ca?: string | Buffer;
   /** Wait before retrying after failed attempt n; defaults to backoffMs. */
@@ -45,6 +47,9 @@ export interface DeliveryWorkerDeps {
 }
 
 const BATCH = 100;
+const DEFAULT_CONCURRENCY = 64;
+/** As many as the worker had in all before buyers had shares: one healthy buyer drains as fast as then. */
+const DEFAULT_PER_BUYER = 16;
 /** How long a notice that could not run to its record is left alone: at first, and at the most. */
 const NOTICE_HOLD_MIN_MS = 1_000;
 const NOTICE_HOLD_MAX_MS = 60_000;
@@ -73,8 +78,17 @@ export class DeliveryWorker {
   /** stop() has cut the POSTs in flight short: an attempt that reaches its POST after that sends none. */
   private cut = false;
   private readonly concurrency: number;
+  /**
+   * A buyer's share of the slots: a buyer whose endpoint hangs until each attempt's time box runs
+   * out (an outage, a slow deploy) holds its slots that long, and while it went on being sold leads
+   * it took every slot there was, so every other buyer's leads waited behind its backlog. With a
+   * share, it holds at most this many, and the rest go on delivering.
+   */
+  private readonly perBuyer: number;
   private readonly pollMs: number;
   private readonly inFlight = new Map<number, Promise<void>>();
+  /** Attempts in flight by buyer. */
+  private readonly buyerInFlight = new Map<string, number>();
   private readonly noticing = new Map<number, Promise<void>>();
   /**
    * Leads whose notice could not run to its record (the store refused it, say): left alone until
@@ -98,7 +112,7 @@ export class DeliveryWorker {
    * The due leads read and not yet started, in order. A slot that frees takes the next of them; the
    * rows are read again only when they run out, one page per BATCH attempts, not one per attempt.
    */
-  private queue: number[] = [];
+  private queue: Array<{ readonly leadId: number; readonly buyer: string }> = [];
   private queued = 0;
   /**
    * Where the current pass through the due rows stands (undefined: the next read starts a new one
@@ -121,9 +135,11 @@ export class DeliveryWorker {
     const polls = { one: 'poll', many: 'polls' };
     this.pollFailures = deps.logger && repeatedFailures(deps.logger, 'delivery poll failed', 'failed_polls', polls);
     this.noticePollFailures = deps.logger && repeatedFailures(deps.logger, 'erasure notice poll failed', 'failed_polls', polls);
-    this.concurrency = deps.concurrency ?? 16;
+    this.concurrency = deps.concurrency ?? DEFAULT_CONCURRENCY;
+    this.perBuyer = Math.min(deps.perBuyer ?? DEFAULT_PER_BUYER, this.concurrency);
     this.pollMs = deps.pollMs ?? 200;
     const count = deps.countSentAgain;
+    // Per origin: two buyers behind one host (a platform's paths) may each use their share.
     this.agent = buyerAgent({ maxSockets: this.concurrency, ca: deps.ca, sentAgain: count && (() => count('delivery')) });
     // Notices have sockets of their own: a burst of them (a retention sweep) must not make the
     // deliveries wait for a connection to their buyer.
@@ -204,8 +220,8 @@ export class DeliveryWorker {
         this.readDue();
         return;
       }
-      const leadId = this.queue[this.queued++]!;
-      if (this.startable(leadId, nowMs)) this.attempt(leadId);
+      const { leadId, buyer } = this.queue[this.queued++]!;
+      if (this.startable(leadId, nowMs) && this.hasRoom(buyer)) this.attempt(leadId, buyer);
     }
   }
 
@@ -234,7 +250,8 @@ export class DeliveryWorker {
     // The embedded stores answer without I/O: without this, a pass through many pages (or a
     // page of leads skipped at once) would run in microtasks and starve the event loop.
     await new Promise((resolve) => setImmediate(resolve));
-    const webhookBuyers = this.webhookBuyers();
+    // Buyers whose share is taken are left out of the read: a page of their rows would only be skipped.
+    const webhookBuyers = this.webhookBuyers().filter((buyer) => this.hasRoom(buyer));
     if (webhookBuyers.length === 0) return false;
     const now = this.now();
     // Filtered on the buyer in the query: pull buyers' rows stay pending for good and would
@@ -252,9 +269,9 @@ export class DeliveryWorker {
     this.queued = 0;
     for (const row of due) {
       const leadId = row.lead_id;
-      if (typeof leadId !== 'number') continue;
+      if (typeof leadId !== 'number' || typeof row.buyer !== 'string') continue;
       this.releaseIfReopened(leadId, row.next_attempt_at);
-      if (this.startable(leadId, nowMs)) this.queue.push(leadId);
+      if (this.startable(leadId, nowMs)) this.queue.push({ leadId, buyer: row.buyer });
     }
     return this.queue.length > 0;
   }
@@ -265,6 +282,10 @@ export class DeliveryWorker {
     if (settledAt === undefined || typeof due !== 'string' || Date.parse(due) <= settledAt) return;
     this.held.delete(leadId);
     this.settledAt.delete(leadId);
+  }
+
+  private hasRoom(buyer: string): boolean {
+    return (this.buyerInFlight.get(buyer) ?? 0) < this.perBuyer;
   }
 
   /** Not in flight here, nor held aside (see hold). */
@@ -335,8 +356,9 @@ export class DeliveryWorker {
     };
   }
 
-  private attempt(leadId: number): void {
+  private attempt(leadId: number, buyer: string): void {
     const cutter = this.cutter();
+    this.buyerInFlight.set(buyer, (this.buyerInFlight.get(buyer) ?? 0) + 1);
     const run = deliverLead(
       { ...this.sendDeps(cutter.signal), personalData: this.deps.personalData, lostAfterMs: this.deps.lostAfterMs, logger: this.deps.logger },
       leadId,
@@ -352,6 +374,9 @@ export class DeliveryWorker {
       .finally(() => {
         this.cutters.delete(cutter);
         this.inFlight.delete(leadId);
+        const left = this.buyerInFlight.get(buyer)! - 1;
+        if (left > 0) this.buyerInFlight.set(buyer, left);
+        else this.buyerInFlight.delete(buyer);
         this.pump();
       });
     this.inFlight.set(leadId, run);
