@@ -121,6 +121,7 @@ const CANDIDATE_REASONS = {
   cap_reached: 'cap reached',
   inactive: 'not active',
   requirement_failed: 'a check it requires did not pass',
+  bidder_resting: 'resting after failing pings in a row',
 };
 
 /** How the routing chose among the buyers that could take a lead. */

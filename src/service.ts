@@ -7,6 +7,7 @@ import type { Position } from './event-store/port.js';
 import { IdempotencyKeys } from './commands/idempotency.js';
 import { LeadIdAllocator } from './commands/lead-ids.js';
 import { createPostLead } from './commands/post-lead/post-lead.js';
+import { BidderRest } from './commands/ping/bidder-rest.js';
 import { createPing } from './commands/ping/ping.js';
 import { SERVICE_ROLES, type ServiceConfig } from './config.js';
 import type { MxResolver } from './enrichment/email.js';
@@ -241,6 +242,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     env: process.env,
     agent: bidAgent,
     countBids: metrics.countBids,
+    rest: new BidderRest(() => now().getTime()),
     deadlineMs: config.pingDeadlineMs,
     ttlSeconds: config.pingTtlSeconds,
     now,

@@ -116,7 +116,7 @@ export const LEAD_VIEW_SCHEMA = {
         buyer: { ...nullable('string'), description: 'The buyer whose bid it sold at; null: no bid could take it and it was routed as a plain post.' },
         bid: nullable('number'),
         expires_at: { ...nullable('string'), description: 'GET /functions/leads/{lead_id} only.' },
-        bids: { type: 'array', items: { type: 'object' }, description: 'GET /functions/leads/{lead_id} only: what each buyer did with the ping (bid, no_bid, ineligible, below_min_bid, above_max_bid, invalid, timeout, error) with its amount and latency_ms; a buyer sees only its own.' },
+        bids: { type: 'array', items: { type: 'object' }, description: 'GET /functions/leads/{lead_id} only: what each buyer did with the ping (bid, no_bid, ineligible, below_min_bid, above_max_bid, invalid, timeout, error) with its amount, latency_ms and detail (ineligible: why it was not asked, e.g. state_not_allowed, cap_reached, or bidder_resting for a webhook bidder passed by after failing pings in a row); a buyer sees only its own.' },
       },
       description: 'The ping the lead was posted with (ping_id); null when it was posted without one.',
     },

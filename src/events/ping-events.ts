@@ -34,7 +34,7 @@ export interface PingBid {
   readonly kind: 'static' | 'webhook';
   /**
    * `bid`: it bid `amount`; `no_bid`: it answered null; `ineligible`: its filters, caps or hours
-   * ruled it out, so it was not asked; `below_min_bid`, `above_max_bid`, `invalid`: it answered,
+   * ruled it out, or it was resting after failing pings in a row (detail `bidder_resting`), so it was not asked; `below_min_bid`, `above_max_bid`, `invalid`: it answered,
    * and the answer was ignored; `timeout`, `error`: no usable answer in time.
    */
   readonly result: 'bid' | 'no_bid' | 'ineligible' | 'below_min_bid' | 'above_max_bid' | 'invalid' | 'timeout' | 'error';

@@ -1,6 +1,7 @@
 import { request } from 'node:https';
 import { type BuyerConnections, staleConnection } from '../../delivery/buyer-agent.js';
 import type { CapLedger } from '../caps.js';
+import type { BidderRest } from './bidder-rest.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from '../../delivery/signature.js';
 import type { PingBid } from '../../events/ping-events.js';
 import type { NormalisedPing } from '../../leads/validate.js';
@@ -31,6 +32,8 @@ export interface BiddingDeps {
   readonly agent: BuyerConnections;
   /** Told every round's answers, for /metrics. */
   readonly countBids?: (bids: readonly PingBid[]) => void;
+  /** Which webhook bidders are asked, after how they answered lately (bidder-rest.ts); all of them without it. */
+  readonly rest?: BidderRest;
 }
 
 export interface CollectedBids {
@@ -69,9 +72,11 @@ async function bidOf(buyer: Buyer, config: LoadedRoutingConfig, ping: Normalised
   // A static bidder bids its price, which the operator wrote in the routing file: no ceiling to guard.
   if (buyer.ping!.kind === 'static') return judged(buyer.id, kind, buyer.price, 0, config.min_bid, null);
   const { url, timeout_ms, secret_env, max_bid } = buyer.ping!;
+  if (deps.rest && !deps.rest.ask(buyer.id)) return { buyer: buyer.id, kind, result: 'ineligible', amount: null, latency_ms: null, detail: 'bidder_resting' };
   // Set empty signs nothing, as for deliveries.
   const secret = secret_env ? deps.env[secret_env] || null : null;
   const answer = await askBid(url, body, secret, now, timeout_ms, round, deps.agent);
+  deps.rest?.answered(buyer.id, answer.kind === 'answered');
   if (answer.kind !== 'answered') return { buyer: buyer.id, kind, result: answer.kind, amount: null, latency_ms: answer.latencyMs, detail: answer.detail };
   const amount = answer.bid;
   if (amount === undefined) return { buyer: buyer.id, kind, result: 'invalid', amount: null, latency_ms: answer.latencyMs, detail: 'not_a_bid' };
