@@ -143,10 +143,11 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   // their own (embedded store), so it catches up on two cores after a takeover. One that also
   // serves the API keeps them on its main thread: there the thread cost more CPU per post than it
   // gave in throughput (BENCH.md). Fenced commits are checked against the projector lease either
-  // way, and projectors of other processes write the same tables when they hold it.
+  // way, and projectors of other processes write the same tables when they hold it. One that serves
+  // the API runs its reports on a reader thread, so that a report never holds up the requests in flight.
+  const readModelOptions = roles.has('api') ? { readerThread: true } : roles.has('projector') ? { commitThread: true, othersMayWrite: true, smallThreadHeap: true } : {};
   const readModels = await opened.step(
-    async () =>
-      overrides.readModels ?? (await openReadModelStore(config, roles.has('projector') && !roles.has('api') ? { commitThread: true, othersMayWrite: true, smallThreadHeap: true } : {})),
+    async () => overrides.readModels ?? (await openReadModelStore(config, readModelOptions)),
     (models) => (overrides.readModels ? undefined : models.close()),
   );
   // Every instance follows which build of each projection is served; only the one holding the

@@ -22,7 +22,9 @@ import {
   ReadModelUnavailableError,
   positionKey,
 } from './port.js';
-import { type LeadingWindow, aggregateSql, findSql, indexSql, indexedFields, leadingValuesSql, walksLeadingField } from './sqlite-query.js';
+import { findSql, indexSql } from './sqlite-query.js';
+import { INDEX_NAMES_SQL, TABLE_EXISTS_SQL, aggregatePage } from './sqlite-aggregate.js';
+import { ReaderThreadClient, type ReaderThreadOptions } from './reader-thread-client.js';
 import { checkAggregateOptions, checkIndexes, checkLease, checkLeaseRemoval, checkPosition, checkProjection, checkWrite } from './validate.js';
 
 export interface EmbeddedReadModelOptions {
@@ -50,6 +52,13 @@ export interface EmbeddedReadModelOptions {
   readonly othersMayWrite?: boolean;
   /** With the commit thread: its commits are a live projector's, a few documents each, so its heap is capped. */
   readonly smallThreadHeap?: boolean;
+  /**
+   * Run aggregates (reports) on a thread of their own with a connection of its own, for a process
+   * that serves HTTP: a report over a month of leads takes SQLite a few hundred milliseconds, and on
+   * the main thread every request in flight waited that long behind it (an analyst's dashboard
+   * refreshing held up suppliers' posts). The thread starts with the first aggregate.
+   */
+  readonly readerThread?: boolean;
 }
 
 /** A document this store has sent to its commit thread, until the thread has stored it. */
@@ -94,6 +103,8 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   private readonly snapshot: <T>(read: () => T) => T;
   private closed = false;
   private readonly thread: CommitThreadClient | undefined;
+  private readonly readerOptions: ReaderThreadOptions | undefined;
+  private readerClient: ReaderThreadClient | undefined;
   /** With a commit thread: the newest text of each document sent to it and not yet stored, by table. */
   private readonly sent = new Map<string, Map<string, Sent>>();
   /** With a commit thread: whether each table was empty when first committed to (then `written` knows what it holds). */
@@ -126,6 +137,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     const snapshot = db.transaction((read: () => unknown) => read());
     this.snapshot = <T>(read: () => T) => snapshot(read) as T;
     this.pipelinedCommits = options.commitThread === true;
+    this.readerOptions = options.readerThread ? { file, busyTimeoutMs: this.busyTimeoutMs } : undefined;
     this.othersMayWrite = options.othersMayWrite === true;
     if (options.commitThread) {
       const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? LOCK_WAIT_MS, cacheMiB: options.cacheMiB, smallHeap: options.smallThreadHeap };
@@ -254,31 +266,31 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   }
 
   aggregate(collection: string, options: AggregateOptions): Promise<Group[]> {
+    const reader = this.reader();
+    if (reader) {
+      try {
+        if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
+        checkAggregateOptions(options);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      return options.limit === 0 ? Promise.resolve([]) : reader.aggregate(tableName(collection), options);
+    }
     return this.run(() => {
       const table = tableName(collection);
       checkAggregateOptions(options);
       if (options.limit === 0) return [];
-      return this.read(table, [], () =>
-        this.snapshot(() => {
-          let window: LeadingWindow | undefined;
-          const walking = walksLeadingField(options, indexedFields(table, this.indexNames(table)));
-          if (options.key[0] && !options.key[0].steps) {
-            // The groups of a page lie within the next `limit + 1` values of the first field: each
-            // value past the cursor's is at least one group (see AggregateOptions).
-            const leading = leadingValuesSql(table, options, options.limit + 1, walking);
-            const values = (this.stmt(table, leading.sql).all(...leading.params) as Array<{ v: GroupValue }>).map((r) => r.v);
-            const from = options.after?.[0];
-            window = { ...(from !== undefined ? { from } : {}), ...(values.length > options.limit ? { to: values.at(-1)! } : {}) };
-          }
-          const { sql, params } = aggregateSql(table, options, window, walking);
-          const rows = this.stmt(table, sql).all(...params) as Array<Record<string, GroupValue | number>>;
-          return rows.map((row) => ({
-            key: options.key.map((_, i) => row[`k${i}`] as GroupValue),
-            sums: Object.fromEntries(options.sum.map((field, i) => [field, row[`s${i}`] as number])),
-          }));
-        }),
-      );
+      return this.read(table, [], () => this.snapshot(() => aggregatePage((sql) => this.stmt(table, sql), table, this.indexNames(table), options)));
     });
+  }
+
+  /** The reader thread, started at the first aggregate that needs it (see readerThread). */
+  private reader(): ReaderThreadClient | undefined {
+    if (!this.readerOptions || this.closed) return undefined;
+    this.readerClient ??= new ReaderThreadClient(this.readerOptions, ({ message, code }) =>
+      code && UNAVAILABLE.test(code) ? unavailable(message) : Object.assign(new Error(message), code ? { code } : {}),
+    );
+    return this.readerClient;
   }
 
   async ensureIndexes(collection: string, indexes: ReadonlyArray<IndexSpec>): Promise<void> {
@@ -341,6 +353,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.readerClient?.close();
     await this.thread?.close();
     this.statements.clear();
     this.db.close();
@@ -536,13 +549,13 @@ export class EmbeddedReadModelStore implements ReadModelStore {
 
   /** The names of the table's indexes (read each time: another connection may have added one). */
   private indexNames(table: string): string[] {
-    return this.stmt('', `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?`).pluck().all(table) as string[];
+    return this.stmt('', INDEX_NAMES_SQL).pluck().all(table) as string[];
   }
 
   /** A read of a table that may not exist (yet, or any more): `empty` then, without creating it. */
   private read<T>(table: string, empty: T, query: () => T): T {
     if (!this.tables.has(table)) {
-      const exists = this.stmt('', `SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(table) !== undefined;
+      const exists = this.stmt('', TABLE_EXISTS_SQL).get(table) !== undefined;
       if (!exists) return empty;
       this.tables.add(table);
     }

@@ -10,7 +10,7 @@ export * from './port.js';
  */
 export async function openReadModelStore(
   config: Pick<Config, 'dataDir' | 'mongoUrl'>,
-  options: Pick<EmbeddedReadModelOptions, 'cacheMiB' | 'commitThread' | 'othersMayWrite' | 'smallThreadHeap'> = {},
+  options: Pick<EmbeddedReadModelOptions, 'cacheMiB' | 'commitThread' | 'othersMayWrite' | 'smallThreadHeap' | 'readerThread'> = {},
 ): Promise<ReadModelStore> {
   if (config.mongoUrl) {
     const { MongoReadModelStore } = await import('./mongodb.js');

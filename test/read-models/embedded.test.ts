@@ -20,6 +20,7 @@ describe('embedded read-model store (SQLite)', function () {
 
   readModelStoreContract('embedded SQLite', async () => EmbeddedReadModelStore.open(dir.path));
   readModelStoreContract('embedded SQLite, commits on their own thread', async () => EmbeddedReadModelStore.open(dir.path, { commitThread: true }));
+  readModelStoreContract('embedded SQLite, reports on a reader thread', async () => EmbeddedReadModelStore.open(dir.path, { readerThread: true }));
   readModelStoreContract('embedded SQLite, commits on their own thread, other processes writing too', async () =>
     EmbeddedReadModelStore.open(dir.path, { commitThread: true, othersMayWrite: true }),
   );
