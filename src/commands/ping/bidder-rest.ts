@@ -50,12 +50,5 @@ export class BidderRest {
     }
     this.standings.set(buyer, standing);
   }
-
-  /** The bidders resting now, for a test or a look from outside. */
-  resting(): string[] {
-    const now = this.now();
-    return [...this.standings].filter(([, s]) => s.restUntil > now).map(([buyer]) => buyer);
-  }
 }
 
-export const BIDDER_REST = { failuresToRest: FAILURES_TO_REST, firstRestMs: FIRST_REST_MS, maxRestMs: MAX_REST_MS } as const;
