@@ -7,6 +7,7 @@ import { createLogger } from '../../src/http/logger.js';
 import type { ReadDoc } from '../../src/read-models/port.js';
 import { type LoadedRoutingConfig, loadRoutingConfig } from '../../src/routing/load-config.js';
 import { TestService, type TestServiceOptions, validLead } from '../support/service.js';
+import { sleep, until as pollUntil } from '../support/until.js';
 import type { BuyerEndpoint } from './buyer-endpoint.js';
 
 // The real service with a webhook buyer (ZIPs 90…) pointing at a local buyer endpoint and a pull
@@ -113,6 +114,19 @@ export class DeliveryHarness {
     return last!;
   }
 
+  /**
+   * Sells a lead after the ones a test watches and waits until it reaches `status` and no worker
+   * has an attempt in flight. A worker that would send one of the watched leads (again) has then
+   * polled past them and finished sending: the positive control for a check that something is
+   * never sent, instead of a fixed sleep.
+   */
+  async laterLeadSettled(status = 'delivered', overrides: Record<string, unknown> = {}): Promise<number> {
+    const { leadId } = await this.sell(overrides);
+    await this.rowWith(leadId, status);
+    await until(() => this.workers.every((w) => w.signalsInFlight().length === 0), 10_000, () => 'no attempt in flight after a later lead settled');
+    return leadId;
+  }
+
   async stopWorkers(): Promise<void> {
     await Promise.all(this.workers.splice(0).map((w) => w.stop()));
   }
@@ -123,12 +137,9 @@ export class DeliveryHarness {
   }
 }
 
-export async function until(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what: () => string = () => 'condition'): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what()}`);
-    await sleep(10);
-  }
+/** The shared poller (test/support/until.ts), in the argument order the delivery tests use. */
+export function until(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what: () => string = () => 'condition'): Promise<unknown> {
+  return pollUntil(what, check, timeoutMs);
 }
 
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+export { sleep };

@@ -54,7 +54,7 @@ describe('delivery: restarts and several workers', function () {
       second.worker();
       const row = await second.rowWith(leadId, 'delivered');
       expect(row).to.include({ attempts: 2, last_status_code: 200 });
-      await sleep(300);
+      await second.laterLeadSettled();
       expect(endpoint.forLead(leadId)).to.have.length(2);
       const delivered = await expectDeliveredOnce(second, leadId);
       expect(delivered.attempt).to.equal(2);
@@ -78,7 +78,7 @@ describe('delivery: restarts and several workers', function () {
     expect((await h.ofType<Failed>(leadId, 'LeadDeliveryFailed')).map((f) => f.status)).to.deep.equal([503]);
     h.worker();
     await h.rowWith(leadId, 'delivered');
-    await sleep(200);
+    await h.laterLeadSettled();
     expect(endpoint.forLead(leadId).map((r) => r.n)).to.deep.equal([1, 2]);
     expect((await expectDeliveredOnce(h, leadId)).attempt).to.equal(2);
   });
@@ -148,7 +148,7 @@ describe('delivery: restarts and several workers', function () {
     expect(reports[0]).to.deep.equal({ kind: 'superseded', attempt: 1 });
     expect((await h.ofType<Delivered>(leadId, 'LeadDelivered')).map((d) => d.via)).to.deep.equal(['pull']);
     expect(await h.ofType(leadId, 'LeadDeliveryFailed')).to.have.length(0);
-    await sleep(200);
+    await h.laterLeadSettled();
     expect(endpoint.forLead(leadId)).to.have.length(1);
   });
 
@@ -159,7 +159,7 @@ describe('delivery: restarts and several workers', function () {
     for (let i = 0; i < 2; i++) h.worker({ pollMs: 10, concurrency: 4, onAttempt: (_id, report) => reports.push(report) });
     const sold = await Promise.all(Array.from({ length: 20 }, () => h.sell()));
     for (const { leadId } of sold) await h.rowWith(leadId, 'delivered', 20_000);
-    await sleep(200);
+    await h.laterLeadSettled();
     for (const { leadId } of sold) {
       await expectDeliveredOnce(h, leadId);
       const failures = (await h.ofType<Failed>(leadId, 'LeadDeliveryFailed')).length;

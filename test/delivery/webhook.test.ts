@@ -5,7 +5,7 @@ import type { DeliveryWorkerDeps } from '../../src/delivery/webhook-worker.js';
 import type { LeadDelivered, LeadDeliveryAttempted, LeadDeliveryFailed } from '../../src/events/lead-events.js';
 import { CERT_URL, validLead } from '../support/service.js';
 import { type Answer, BuyerEndpoint, type ReceivedDelivery } from './buyer-endpoint.js';
-import { DeliveryHarness, HOOK_BUYER, SECRET_ENV, type WebhookOptions, sleep, until } from './harness.js';
+import { DeliveryHarness, HOOK_BUYER, SECRET_ENV, type WebhookOptions, until } from './harness.js';
 
 // Webhook delivery against a real local HTTPS buyer endpoint and the real service: what the buyer
 // receives, and what is recorded for each way the buyer can answer.
@@ -166,7 +166,7 @@ describe('delivery: webhook to a buyer endpoint', function () {
     const { leadId } = await h.sell();
     const row = await h.rowWith(leadId, 'failed');
     expect(row).to.include({ attempts: 1, last_status_code: 422, last_error: 'http_4xx', next_attempt_at: null });
-    await sleep(300);
+    await h.laterLeadSettled('failed');
     expect(endpoint!.forLead(leadId)).to.have.length(1);
     expect((await h.events(leadId)).filter((e) => e.type.startsWith('LeadDeliver')).map((e) => e.type)).to.deep.equal([
       'LeadDeliveryAttempted',
@@ -181,7 +181,7 @@ describe('delivery: webhook to a buyer endpoint', function () {
     expect(row).to.include({ attempts: 3, last_error: 'http_5xx', next_attempt_at: null });
     const failures = await h.ofType<Failed>(leadId, 'LeadDeliveryFailed');
     expect(failures.map((f) => [f.attempt, f.next_attempt_at === null])).to.deep.equal([[1, false], [2, false], [3, true]]);
-    await sleep(300);
+    await h.laterLeadSettled('failed');
     expect(endpoint!.forLead(leadId)).to.have.length(3);
   });
 
@@ -201,9 +201,7 @@ describe('delivery: webhook to a buyer endpoint', function () {
     const pulled = await h.sell({ zip: '10001' });
     const test = await h.post(validLead({ test: true }));
     expect(test.body).to.include({ sold: true });
-    const marker = await h.sell();
-    await h.rowWith(marker.leadId, 'delivered');
-    await sleep(300);
+    await h.laterLeadSettled();
     const testLeadId = test.body.lead_id as number;
     expect(endpoint!.received.map((r) => r.body.lead_id)).to.not.include.members([pulled.leadId, testLeadId]);
     expect(endpoint!.forLead(testLeadId)).to.have.length(0);
