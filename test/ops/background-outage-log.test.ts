@@ -5,6 +5,7 @@ import { createLogger } from '../../src/http/logger.js';
 import { ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { LeaseKeeper } from '../../src/roles/lease-keeper.js';
 import { overriding } from '../support/overriding.js';
+import { until } from '../support/until.js';
 import { TestService } from '../support/service.js';
 
 // The background roles poll and renew over and over: the delivery worker reads its due rows five
@@ -23,14 +24,6 @@ function capture() {
     }),
   });
   return { lines, logger };
-}
-
-async function until(what: string, done: () => boolean, limitMs = 10_000): Promise<void> {
-  const started = Date.now();
-  while (!done()) {
-    if (Date.now() - started > limitMs) throw new Error(`${what} did not come within ${limitMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 const down = () => new ReadModelUnavailableError('the read-model store failed: disk I/O error');

@@ -8,6 +8,7 @@ import { type Lease, ReadModelUnavailableError } from '../../src/read-models/por
 import { LeaseKeeper } from '../../src/roles/lease-keeper.js';
 import { ENVELOPE_FIELDS, TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
 
 // /healthz and /readyz through the real HTTPS server and embedded stores; the store is wrapped
 // only to make it fail or stall the way a real outage would.
@@ -82,8 +83,12 @@ describe('health and readiness', function () {
       });
       await svc.post(validLead(), { 'x-api-key': await svc.key() });
       expect((await svc.request('GET', '/readyz')).status).to.equal(200);
-      await new Promise((resolve) => setTimeout(resolve, 1100));
-      const reply = await svc.request('GET', '/readyz');
+      // The lag grows with the wall clock while the subscription stays stalled: /readyz turns 503
+      // once it passes 1 s, however long the machine took to get here.
+      const reply = await until('/readyz to turn 503 with the projections over 1 s behind', async () => {
+        const answer = await svc!.request('GET', '/readyz');
+        return answer.status === 503 ? answer : false;
+      });
       expect(reply.status).to.equal(503);
       expect(reply.body.code).to.equal('UNAVAILABLE');
       expect(reply.body.message).to.match(/^not ready: projections \(behind by more than 1 s: leads \d+(\.\d+)? s, /);

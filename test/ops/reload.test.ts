@@ -7,6 +7,7 @@ import { loadOrCreateTls } from '../../src/http/tls.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 import { TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
 
 // A running service takes an edited routing file and a renewed TLS certificate without a restart
 // (what SIGHUP does, test/ops/sighup.test.ts): the next lead is routed by the new file, the delivery
@@ -17,26 +18,6 @@ const routingWith = (buyer: string, price: number, delivery?: unknown) => ({
   currency: 'USD',
   buyers: [{ id: buyer, price, ...(delivery ? { delivery } : {}) }],
 });
-
-async function until<T>(what: string, probe: () => T | undefined): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() - started > 15_000) throw new Error(`waited 15 s for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
-async function untilAsync<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() - started > 15_000) throw new Error(`waited 15 s for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /** The certificate a new TLS connection to the port is served. */
 function servedCertificate(port: number): Promise<string> {
@@ -131,20 +112,20 @@ describe('reloading the routing file and the TLS certificate', function () {
     const first = await metricsVersion();
 
     writeFileSync(routingFile(), JSON.stringify(routingWith('second-buyer', 22)));
-    const second = await untilAsync('the edited file in force', async () => {
+    const second = await until('the edited file in force', async () => {
       const version = await metricsVersion();
       return version !== first ? version : undefined;
-    });
+    }, 15_000);
     expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 22 });
     expect(svc.logs.some((l) => l.includes('routing file changed: reloading it'))).to.equal(true);
 
     writeFileSync(routingFile(), '{"currency": "USD", "buyers": [');
-    await until('the broken edit refused', () => (svc!.logs.some((l) => l.includes('routing file not reloaded, the routing in force stays') && l.includes('invalid JSON')) ? true : undefined));
+    await until('the broken edit refused', () => svc!.logs.some((l) => l.includes('routing file not reloaded, the routing in force stays') && l.includes('invalid JSON')), 15_000);
     expect(await metricsVersion()).to.equal(second);
     expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 22 });
 
     writeFileSync(routingFile(), JSON.stringify(routingWith('third-buyer', 33)));
-    await untilAsync('the mended file in force', async () => ((await metricsVersion()) !== second ? true : undefined));
+    await until('the mended file in force', async () => (await metricsVersion()) !== second, 15_000);
     expect((await svc.post(validLead(), auth)).body).to.include({ code: 'SOLD', revenue: 33 });
   });
 
@@ -166,19 +147,19 @@ describe('reloading the routing file and the TLS certificate', function () {
     expect(svc.service.backgroundThread, 'delivery runs on the background thread').to.not.equal(null);
     const auth = { 'x-api-key': await svc.key() };
     const first = (await svc.post(validLead(), auth)).body.lead_id as number;
-    expect((await until('the first delivery', () => endpoint!.forLead(first)[0])).path).to.equal('/before');
+    expect((await until('the first delivery', () => endpoint!.forLead(first)[0], 15_000)).path).to.equal('/before');
 
     writeFileSync(routingFile(), JSON.stringify(routingWith('hook-buyer', 30, hook('/after'))));
     expect((await svc.service.reload()).routing).to.include({ changed: true });
     const second = (await svc.post(validLead(), auth)).body.lead_id as number;
-    expect((await until('the second delivery', () => endpoint!.forLead(second)[0])).path).to.equal('/after');
+    expect((await until('the second delivery', () => endpoint!.forLead(second)[0], 15_000)).path).to.equal('/after');
 
     // A thread started again after a crash starts with the file reloaded, not the one read at start.
     const thread = svc.service.backgroundThread!;
     await thread.crashForTest();
-    await until('the thread started again', () => (thread.restarts === 1 && thread.running ? true : undefined));
+    await until('the thread started again', () => thread.restarts === 1 && thread.running, 15_000);
     const third = (await svc.post(validLead(), auth)).body.lead_id as number;
-    expect((await until('the third delivery', () => endpoint!.forLead(third)[0])).path).to.equal('/after');
+    expect((await until('the third delivery', () => endpoint!.forLead(third)[0], 15_000)).path).to.equal('/after');
   });
 
   it('serves new connections with a renewed certificate, and keeps the one in force when the new pair does not match', async function () {

@@ -25,6 +25,7 @@ describe('leadpost serve: a stop signal while it loads', function () {
         child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
         child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
         const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (code, killedBy) => resolve([code, killedBy])));
+        // A fixed pace, not a wait for an event: loading shows nothing outside the process (see above).
         await new Promise((resolve) => setTimeout(resolve, 150));
         child.kill(signal);
         const [code, killedBy] = await exited;

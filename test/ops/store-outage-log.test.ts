@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { EventStoreUnavailableError } from '../../src/event-store/port.js';
 import { QUIET_MS, REPORT_MS } from '../../src/ops/outage-log.js';
 import { overriding } from '../support/overriding.js';
+import { until } from '../support/until.js';
 import { TestService, validLead } from '../support/service.js';
 
 // Another process holds keys.db's write lock (an operator's sqlite3 shell) while posts need new
@@ -38,16 +39,6 @@ describe('the log of a store outage', function () {
 
   const outageLines = (): Line[] =>
     svc!.logs.map((text) => JSON.parse(text) as Line).filter((line) => line.msg.startsWith('store unavailable'));
-
-  async function until<T>(what: string, found: () => T | undefined, limitMs: number): Promise<T> {
-    const started = Date.now();
-    for (;;) {
-      const value = found();
-      if (value !== undefined) return value;
-      if (Date.now() - started > limitMs) throw new Error(`${what} did not come within ${limitMs} ms`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
 
   it('keys.db locked past a write\'s wait: one warning when the posts begin to fail, with the cause said once, then one line counting every 503 once they stop', async function () {
     // A fresh service: its pool of data keys fills at its first post, which must write keys.db.
