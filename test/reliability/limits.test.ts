@@ -9,6 +9,7 @@ import { expect } from 'chai';
 import { ConfigError, loadServiceConfig } from '../../src/config.js';
 import { envelopeProblems } from '../post-lead/helpers.js';
 import { type Reply, TestService } from '../support/service.js';
+import { until } from '../support/until.js';
 import { type RawExchange, type RawResponse, rawExchange, toReply } from './support/client.js';
 import { leadNumber } from './support/leads.js';
 
@@ -245,15 +246,16 @@ describe('reliability: limits (rate, body, headers, slow clients)', function () 
       const slowKeys: string[] = [];
       for (let i = 0; i < 20; i++) slowKeys.push(await svc.key('supplier', `sup-slow-${i}`));
       const slowOnes: Array<Promise<RawExchange & { closedAt: number }>> = [];
+      let open = 0;
       const body = JSON.stringify(lead());
       for (let i = 0; i < 40; i++) {
         const parts =
           i % 2 === 0
             ? ['POST /functions/leads HTTP/1.1\r\n', ...Array.from({ length: 100 }, (_, n) => `X-Slow-${n}: y\r\n`)]
             : [postHead(body.length, slowKeys[i >> 1]!), ...body.split('')];
-        slowOnes.push(rawExchange(svc.port, parts, { gapMs: 100, timeoutMs: 10_000 }).then((exchange) => ({ ...exchange, closedAt: Date.now() })));
+        slowOnes.push(rawExchange(svc.port, parts, { gapMs: 100, timeoutMs: 10_000, onOpen: () => (open += 1) }).then((exchange) => ({ ...exchange, closedAt: Date.now() })));
       }
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await until(() => `the 40 slow connections open (${open} so far)`, () => open === 40);
       const normal = await Promise.all(Array.from({ length: BURST }, () => svc.post(lead(), { 'x-api-key': normalKey })));
       const answeredAt = Date.now();
       for (const reply of normal) expect(reply.status, reply.text).to.equal(201);

@@ -19,6 +19,7 @@ import type { EventStore } from '../../src/event-store/index.js';
 import { envelopeProblems } from '../post-lead/helpers.js';
 import { type Reply, TestService } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
 import { Client } from './support/client.js';
 import {
   type EventStoreFault,
@@ -118,6 +119,8 @@ describe('reliability: store faults', function () {
       Object.assign(faulty.fault, fault);
       expectUnavailable(await Promise.all(batch.map((p) => svc.post(p.body, headersOf(key, p)))));
       expect([...(await wholeLeads(svc.service.store)).keys()], 'no lead recorded during the outage').to.deep.equal([...before.keys()]);
+      // Fixed paces of the scenario, not waits for an event: the outage lasts outageMs, and the
+      // client sends again after the Retry-After it was given, as a real one would.
       await sleep(outageMs);
       faulty.heal();
       await sleep(RETRY_AFTER_MS);
@@ -167,7 +170,7 @@ describe('reliability: store faults', function () {
       const first = await svc.post(post!.body, headersOf(key, post!));
       expectAccepted([first]);
       const [stream] = [...appends.keys()];
-      for (let turn = 0; turn < 400 && !(await svc.service.store.readStream(stream!)).some((e) => e.type === 'IdempotentResponseRecorded'); turn++) await sleep(25);
+      await until('the idempotent response recorded on a later try', async () => (await svc.service.store.readStream(stream!)).some((e) => e.type === 'IdempotentResponseRecorded'));
       expect((await svc.service.store.readStream(stream!)).map((e) => e.type)).to.deep.equal(['IdempotencyKeyClaimed', 'IdempotentResponseRecorded']);
       const again = await svc.post(post!.body, headersOf(key, post!));
       expect([again.status, again.body.lead_id, again.headers['idempotency-replayed']]).to.deep.equal([201, first.body.lead_id, 'true']);
@@ -241,6 +244,7 @@ describe('reliability: store faults', function () {
       } finally {
         lift();
       }
+      // The client's own pace: it sends again after the Retry-After it was given.
       await sleep(RETRY_AFTER_MS);
       expectAccepted(await Promise.all(batch.map(post)));
       expect(server!.pid, 'the same process').to.equal(pid);

@@ -98,6 +98,8 @@ export interface RawOptions {
   readonly afterAnswer?: boolean;
   /** Half-close after the last write. Default false: a client that keeps its side open. */
   readonly end?: boolean;
+  /** Called once the TLS connection is open (the server has accepted it), before the first write. */
+  readonly onOpen?: () => void;
 }
 
 /**
@@ -112,6 +114,7 @@ export function rawExchange(port: number, parts: ReadonlyArray<string | Buffer>,
     let timer: NodeJS.Timeout | undefined;
     let writer: NodeJS.Timeout | undefined;
     const socket = connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
+      options.onOpen?.();
       let index = 0;
       const writeNext = (): void => {
         if (socket.destroyed) return;
