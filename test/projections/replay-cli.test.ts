@@ -5,6 +5,7 @@ import { PROJECTIONS, versionBuild } from '../../src/projections/index.js';
 import { collectionName } from '../../src/projections/runner.js';
 import { runChild } from '../support/child.js';
 import { TestService, validLead } from '../support/service.js';
+import { until } from '../support/until.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
 
@@ -50,8 +51,7 @@ describe('leadpost replay', function () {
       }
 
       // The running service follows the switch within a second or two, and answers the same.
-      const started = Date.now();
-      while (Object.entries(served()).some(([name, build]) => build === oldBuilds[name]) && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 100));
+      await until('the service serving every projection from its new build', () => Object.entries(served()).every(([name, build]) => build !== oldBuilds[name]));
       for (const [name, build] of Object.entries(served())) expect(build).to.match(new RegExp(`^${oldBuilds[name]}_r\\d+$`));
       for (const [name, base] of [['leads', 'leads'], ['deliveries', 'deliveries'], ['reports', 'report_buckets']] as const) {
         const read = (build: string) => svc.service.readModels.find(collectionName(base, build), { sort: { field: '_id', direction: 'asc' }, limit: 10_000 });
@@ -84,8 +84,7 @@ describe('leadpost replay', function () {
         switched.push(build!);
         if (round >= 3) expect(replay.lines, `round ${round}`).to.include(`leads: removed older builds ${switched[round - 3]} (kept ${build} and ${switched[round - 2]})`);
         // The service follows each switch (within a second) before the next replay removes what it left.
-        const started = Date.now();
-        while (svc.service.projections.build('leads') !== build && Date.now() - started < 5000) await new Promise((r) => setTimeout(r, 50));
+        await until(() => `the service serving leads from ${build} (now ${svc.service.projections.build('leads')})`, () => svc.service.projections.build('leads') === build);
         expect(svc.service.projections.build('leads')).to.equal(build);
       }
       const collections = await svc.service.readModels.collections();
