@@ -8,13 +8,8 @@ import { EventStoreUnavailableError } from '../../src/event-store/index.js';
 import type { RecordedEvent } from '../../src/event-store/port.js';
 import { runChild } from '../support/child.js';
 import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
 import { eventStoreContract } from './contract.js';
-
-/** Waits (up to 5 s) until `done` holds. */
-async function until(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
-  expect(done()).to.equal(true);
-}
 
 /** Reads `count` events of a subscription into `seen`, as `stream:revision`. */
 async function readInto(seen: string[], subscription: AsyncIterable<RecordedEvent>, count: number): Promise<void> {
@@ -125,11 +120,11 @@ describe('embedded event store (SQLite)', function () {
         const subscription = store.subscribeToAll({ fromPosition: start });
         const seen: string[] = [];
         const reading = readInto(seen, subscription, 6);
-        await until(() => seen.length === 1);
+        await until(() => `1 events read (${seen.join(', ')})`, () => seen.length === 1, 5000);
         const disk = sinon.spy(store as unknown as { readAllFromDisk(): unknown }, 'readAllFromDisk');
         await store.append('own-1', [{ type: 'E', data: {} }, { type: 'E', data: {} }]);
         await store.append('own-2', [{ type: 'E', data: {} }]);
-        await until(() => seen.length === 4);
+        await until(() => `4 events read (${seen.join(', ')})`, () => seen.length === 4, 5000);
         expect(disk.callCount, 'reads of the disk for appends of this process').to.equal(0);
         // Another writer's commit lands between two of ours: the gap sends the reader to the disk.
         await other.append('theirs-3', [{ type: 'E', data: {} }]);
@@ -158,7 +153,7 @@ describe('embedded event store (SQLite)', function () {
         const subscription = store.subscribeToAll({ fromPosition: start });
         const seen: string[] = [];
         const reading = readInto(seen, subscription, 5);
-        await until(() => seen.length === 3);
+        await until(() => `3 events read (${seen.join(', ')})`, () => seen.length === 3, 5000);
         const disk = sinon.spy(store as unknown as { readAllFromDisk(): unknown }, 'readAllFromDisk');
         await store.append('watched-2', [{ type: 'E', data: {} }]);
         await store.append('watched-3', [{ type: 'E', data: {} }]);

@@ -44,6 +44,7 @@ import { PROJECTIONS } from '../../src/projections/projections.js';
 import { ProjectionRunner } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
 import { eventStoreContract } from './contract.js';
 
 const url = process.env.EVENTSTORE_URL;
@@ -378,8 +379,11 @@ describe('EventStoreDB adapter subscription (fake client)', function () {
     const fake = new FakeSubscriber([live]);
     const store = storeOn(fake);
     const subscription = store.subscribeToAll();
-    const consumed = take(subscription, 10);
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    let delivering = false;
+    const consumed = take(subscription, 10, async () => {
+      delivering = true;
+    });
+    await until('the subscription delivering its first event', () => delivering, 5000, 5);
     await store.close();
     assert.deepEqual(await consumed, ['E1']);
     assert.equal(live.unsubscribed, true);
