@@ -11,6 +11,7 @@ import { EventStoreUnavailableError } from '../../src/event-store/port.js';
 import type { IdempotentAnswer } from '../../src/commands/idempotency.js';
 import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
 
 const HASHES = ContactHashes.withSecret(Buffer.alloc(32, 9));
 const contactStream = (kind: 'mobile' | 'email', value: string) => HASHES.stream(kind, value);
@@ -223,7 +224,7 @@ describe('support streams (on the embedded store)', function () {
       expect(error).to.be.instanceOf(EventStoreUnavailableError);
       failHour = false;
       // The day slot lead 1 took is given back in the background: the next lead gets it.
-      for (let turn = 0; turn < 200 && (await store.readStream('cap-flaky-0-d')).length < 2; turn++) await new Promise((resolve) => setTimeout(resolve, 5));
+      await until('the day slot given back (CapSlotReleased)', async () => (await store.readStream('cap-flaky-0-d')).length >= 2, 10_000, 5);
       expect((await store.readStream('cap-flaky-0-d')).map((e) => e.type)).to.deep.equal(['CapSlotTaken', 'CapSlotReleased']);
       expect(await new CapLedger(store).reserve('flaky', [day, hour], 2)).to.equal(true);
     });

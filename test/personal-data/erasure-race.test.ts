@@ -6,6 +6,7 @@ import type { PiiEnvelope, StoredLead } from '../../src/leads/lead.js';
 import { openPersonalDataKeys } from '../../src/personal-data/index.js';
 import { ReadBack } from '../../src/read-models/read-back.js';
 import { TestService, leadWith, testMobile } from '../support/service.js';
+import { until } from '../support/until.js';
 
 // An erasure racing posts of the same consumer: every lead recorded up to the erasure's last look
 // for the consumer's leads (its answer's `as_of`, after every lead answered before the erasure
@@ -46,7 +47,7 @@ describe('erasure racing posts of the same consumer', function () {
         while (!stop) await post(n++);
       });
       // The erasure is asked once the posters are under way (a few of their leads recorded).
-      while (posted.length < before + 3) await new Promise((resolve) => setTimeout(resolve, 5));
+      await until(() => `three leads of the posters recorded (${posted.length - before} so far)`, () => posted.length >= before + 3, 10_000, 5);
       const erased = await svc.post({ email, mobile }, { 'x-api-key': admin }, '/functions/erasures');
       stop = true;
       await Promise.all(posters);
