@@ -5,6 +5,7 @@ import {
   BUYER_KEY, collect, ENVELOPE_FIELDS, postLeadTo, startTestServer, SUPPLIER, SUPPLIER_KEY,
   soldResult, type Reply, type TestServer,
 } from './helpers.js';
+import { until } from '../support/until.js';
 
 const LEAD = JSON.stringify({ first_name: 'Ada', last_name: 'Lovelace', email: 'ada@example.com' });
 
@@ -153,9 +154,7 @@ describe('http: POST /functions/leads', () => {
       req.on('error', () => resolve());
       req.write('{"first_name":"Ada"', () => setTimeout(() => req.destroy(), 50));
     });
-    for (let waited = 0; !server.logs().some((line) => line.msg === 'request') && waited < 2000; waited += 20) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await until('the access log line of the cut-off post', () => server.logs().some((line) => line.msg === 'request'));
     expect(server.logs().find((line) => line.msg === 'request')).to.include({ status: 400 });
     expect(server.calls).to.have.length(0);
     expect((await postLeadTo(server.httpsPort, LEAD)).status).to.equal(201);

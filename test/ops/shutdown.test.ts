@@ -12,6 +12,7 @@ import { startProvider } from '../enrichment/provider-server.js';
 import { runChild } from '../support/child.js';
 import { validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
 
 // SIGTERM on `leadpost serve` while posts are in flight, made deterministic: some posts are held
 // inside the service by a phone verifier that answers only when the test says so, others have
@@ -98,12 +99,12 @@ describe('leadpost serve: SIGTERM drains in-flight posts', function () {
         const accepted = new Promise<void>((resolve) => req.once('continue', resolve));
         return { req, body, accepted, answer: answerOf(req) };
       });
-      while (verifier.bodies.length < HELD_AT_VERIFIER) await new Promise((resolve) => setTimeout(resolve, 10));
+      await until(() => `${HELD_AT_VERIFIER} posts held at the verifier (${verifier.bodies.length} so far)`, () => verifier.bodies.length >= HELD_AT_VERIFIER, 30_000);
       await Promise.all(slow.map((s) => s.accepted));
 
       const signalled = Date.now();
       server.process.kill('SIGTERM');
-      while (!server.lines.some((l) => l.includes('leadpost stopping'))) await new Promise((resolve) => setTimeout(resolve, 10));
+      await until("the 'leadpost stopping' line after SIGTERM", () => server.lines.some((l) => l.includes('leadpost stopping')), 10_000, 10);
 
       // The process is still draining, and no longer takes connections.
       expect(server.process.exitCode).to.equal(null);
