@@ -7,6 +7,7 @@ import { PROJECTIONS, Projections, versionBuild } from '../../src/projections/in
 import { checkpointName } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
 import { leadCommand } from './lead-commands.js';
 
 // The projections of one instance, as the service runs them under the projector lease.
@@ -27,7 +28,7 @@ describe('projections: waiting for a position', function () {
       // Taken for a millisecond: every commit this instance makes is refused, and its runners stop,
       // as when another process took the lease; the lease keeper then pauses the projections.
       const mine = await readModels.acquireLease(lease, 'here', 1);
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      await until('the 1 ms lease run out', () => Date.now() > mine.expiresAt, 1000, 1);
       let lost = 0;
       await here.run({ lease, holder: 'here', token: mine.token }, () => {
         lost++;
