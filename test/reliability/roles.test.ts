@@ -30,6 +30,7 @@ import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 import { deliveryRouting } from '../delivery/harness.js';
 import { leadWith, testMobile } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { until as pollUntil } from '../support/until.js';
 import { Client } from './support/client.js';
 import { leadStreams } from './support/leads.js';
 import { ServerProcess, writeRouting } from './support/server-process.js';
@@ -43,15 +44,8 @@ const lead = (n: number) => leadWith(`roles.${n}@example.com`, testMobile(n), { 
 /** The pid in a lease holder id (`host:pid:nonce`). */
 const pidOf = (holder: string | null | undefined): number | null => (holder ? Number(holder.split(':').at(-2)) : null);
 
-async function until<T>(what: string, withinMs: number, probe: () => Promise<T | undefined | null | false>): Promise<T> {
-  const started = Date.now();
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() - started > withinMs) throw new Error(`${what}: not within ${withinMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+/** The shared poller in the argument order of this file's calls: the deadline before a probe that is often long. */
+const until = <T>(what: string, withinMs: number, probe: () => Promise<T | undefined | null | false>) => pollUntil(what, probe, withinMs, 25) as Promise<T>;
 
 /** Every document of the served build (or `build`) of each projection, by base collection. */
 async function snapshot(readModels: ReadModelStore, build?: string): Promise<Record<string, unknown[]>> {
