@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, leadWith, testMobile, validLead } from '../support/service.js';
+import { until } from '../support/until.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 
 // The console in a real browser against the running service, real keys and real leads: an
@@ -990,18 +991,6 @@ describe('the console in a browser', function () {
     await buyer.page.context().close();
   });
 
-
-  /** What `probe` gives once it gives something, asked every 100 ms for up to 15 s. */
-  async function eventually<T>(probe: () => Promise<T | null | undefined>): Promise<T> {
-    const deadline = Date.now() + 15_000;
-    for (;;) {
-      const found = await probe();
-      if (found !== null && found !== undefined) return found;
-      if (Date.now() > deadline) throw new Error('never came');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-
   it("a webhook delivery that cannot connect shows why and when it is tried again; once erased, the lead's failing notice is a failure and its delivery cancelled", async function () {
     const run = Date.now() % 100_000;
     const email = `fl.${run}@example.com`;
@@ -1010,7 +999,7 @@ describe('the console in a browser', function () {
     const id = posted.body.lead_id as number;
     type Delivery = { lead_id: number; status: string; attempts: number; last_error: string | null; next_attempt_at: string | null };
     const deliveryOf = async () => ((await api('/functions/deliveries?buyer=fl-hook', keys.admin!)).items as Delivery[]).find((d) => d.lead_id === id);
-    await eventually(async () => ((await deliveryOf())?.last_error ? true : null));
+    await until('the error of the failed attempt on the delivery', async () => ((await deliveryOf())?.last_error ? true : null), 15_000, 100);
 
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
     const { page, problems, elsewhere } = await watched(context);
@@ -1027,7 +1016,7 @@ describe('the console in a browser', function () {
     const refused = await svc!.post(leadWith(`az.${run}@example.com`, testMobile(5_400_000 + run), { accident_state: 'AZ', zip: '85001', sid: 'az' }), { 'x-api-key': keys.supA! });
     expect(refused.body, refused.text).to.include({ code: 'SOLD' });
     const refusedId = refused.body.lead_id as number;
-    await eventually(async () => ((await api('/functions/deliveries?buyer=az-refuses', keys.admin!)).items as Delivery[]).find((d) => d.lead_id === refusedId && d.status === 'failed') ?? null);
+    await until('the refused delivery failed', async () => ((await api('/functions/deliveries?buyer=az-refuses', keys.admin!)).items as Delivery[]).find((d) => d.lead_id === refusedId && d.status === 'failed') ?? null, 15_000, 100);
     await page.getByRole('link', { name: 'Leads' }).click();
     await page.getByRole('link', { name: 'Deliveries' }).click();
     const refusedRow = page.locator(`#deliveries-table tr[data-lead="${refusedId}"]`);
@@ -1049,7 +1038,7 @@ describe('the console in a browser', function () {
     expect([reopenedCells[1], reopenedCells[3], reopenedCells[4], reopenedCells[6]]).to.deep.equal(['az-refuses', 'Pending', '1', 'refused by the buyer (HTTP\u00a0422)']);
     expect(await sentAgain.getByRole('button').count()).to.equal(0);
     await shoot(page, 'admin-deliveries-sent-again', () => sentAgain.waitFor());
-    await eventually(async () => ((await api('/functions/deliveries?buyer=az-refuses', keys.admin!)).items as Delivery[]).find((d) => d.lead_id === refusedId && d.status === 'delivered') ?? null);
+    await until('the refused delivery delivered once sent again', async () => ((await api('/functions/deliveries?buyer=az-refuses', keys.admin!)).items as Delivery[]).find((d) => d.lead_id === refusedId && d.status === 'delivered') ?? null, 15_000, 100);
     expect(refusing!.forLead(refusedId).map((r) => r.headers['idempotency-key'])).to.deep.equal([`lead-${refusedId}`, `lead-${refusedId}`]);
     // Sent again, it is no longer failed: a second click elsewhere (another tab) is refused in words.
     const refusedAgain = await svc!.request('POST', `/functions/deliveries/${refusedId}/redeliver`, { 'x-api-key': keys.admin! });
@@ -1066,7 +1055,7 @@ describe('the console in a browser', function () {
     // The consumer erased: the buyer's lead.erased notice fails to connect too, drawn as a failure.
     const erasure = await svc!.post({ email }, { 'x-api-key': keys.admin! }, '/functions/erasures');
     expect(erasure.status, erasure.text).to.equal(201);
-    await eventually(async () => ((await api(`/functions/leads/${id}/events`, keys.admin!)).items as Array<{ type: string }>).find((e) => e.type === 'ErasureNoticeFailed'));
+    await until('ErasureNoticeFailed on the lead', async () => ((await api(`/functions/leads/${id}/events`, keys.admin!)).items as Array<{ type: string }>).find((e) => e.type === 'ErasureNoticeFailed'), 15_000, 100);
     await page.goto(`${origin}/console#/leads/${id}`);
     const notice = page.locator('#timeline [data-type="ErasureNoticeFailed"]').first();
     await notice.waitFor();

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { type Browser, type Page, chromium } from 'playwright-core';
 import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
+import { until } from '../support/until.js';
 
 // The console as its readers meet it: outcome codes read as words (the code still at hand), the
 // charts' numbers readable without seeing the chart, a focus ring that can be seen wherever the
@@ -274,16 +275,6 @@ describe('the console read by eye, keyboard and screen reader', function () {
       await old.stop();
     }
   });
-  /** Polls the service until `probe` finds something (a delivery's outcome is the worker's, in its own time). */
-  async function eventually<T>(probe: () => Promise<T | null | undefined>): Promise<T> {
-    const deadline = Date.now() + 15_000;
-    for (;;) {
-      const found = await probe();
-      if (found !== null && found !== undefined) return found;
-      if (Date.now() > deadline) throw new Error('never came');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
 
   /** Every event type the service writes, as it writes them: shown bare, outside a code element, it is the console's jargon. */
   const EVENT_TYPES = /\b(Lead[A-Z][A-Za-z]+|Ping[A-Z][A-Za-z]+|FeedbackRecorded|ErasureNotice[A-Z][a-z]+)\b/;
@@ -292,10 +283,15 @@ describe('the console read by eye, keyboard and screen reader', function () {
     const returned = await svc!.post({ type: 'return', reason: 'bad_phone' }, { 'x-api-key': keys.buyer! }, `/functions/leads/${leads.sold}/feedback`);
     expect(returned.status, JSON.stringify(returned.body)).to.be.within(200, 299);
     // The webhook buyer nobody listens for: its one attempt fails, for good.
-    await eventually(async () => {
-      const reply = await svc!.request('GET', `/functions/leads/${leads.hooked}`, { 'x-api-key': keys.admin! });
-      return (reply.body.lead as { delivery?: { status: string } }).delivery?.status === 'failed' ? true : null;
-    });
+    await until(
+      'the delivery of the unheard webhook buyer failed',
+      async () => {
+        const reply = await svc!.request('GET', `/functions/leads/${leads.hooked}`, { 'x-api-key': keys.admin! });
+        return (reply.body.lead as { delivery?: { status: string } }).delivery?.status === 'failed';
+      },
+      15_000,
+      100,
+    );
     await svc!.service.projections.waitFor(await svc!.service.store.headPosition());
     const page = await signedIn(keys.admin!);
 
