@@ -5,8 +5,8 @@ import { createLogger } from '../../src/http/logger.js';
 import { ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { LeaseKeeper } from '../../src/roles/lease-keeper.js';
 import { overriding } from '../support/overriding.js';
-import { until } from '../support/until.js';
 import { TestService } from '../support/service.js';
+import { until } from '../support/until.js';
 
 // The background roles poll and renew over and over: the delivery worker reads its due rows five
 // times a second, a lease keeper renews every second. A read-model store that is down failed each

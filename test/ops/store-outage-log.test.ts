@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { EventStoreUnavailableError } from '../../src/event-store/port.js';
 import { QUIET_MS, REPORT_MS } from '../../src/ops/outage-log.js';
 import { overriding } from '../support/overriding.js';
-import { until } from '../support/until.js';
 import { TestService, validLead } from '../support/service.js';
+import { until } from '../support/until.js';
 
 // Another process holds keys.db's write lock (an operator's sqlite3 shell) while posts need new
 // data keys: each waits its 10 s and is answered 503. The log says so once for the outage, with the
