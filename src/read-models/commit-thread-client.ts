@@ -77,10 +77,7 @@ export class CommitThreadClient {
 
   async close(): Promise<void> {
     await this.idle();
-    if (this.lost) return;
-    const exited = new Promise((resolve) => this.worker.once('exit', resolve));
-    this.worker.postMessage('close');
-    await exited;
+    if (!this.lost) await closeThread(this.worker);
   }
 
   private fail(error: Error): void {
@@ -91,4 +88,11 @@ export class CommitThreadClient {
     }
     this.waiting.clear();
   }
+}
+
+/** Asks a store's thread to close its connection and end (the message 'close', taken after those sent before it), and waits until it has. */
+export async function closeThread(worker: Worker): Promise<void> {
+  const exited = new Promise((resolve) => worker.once('exit', resolve));
+  worker.postMessage('close');
+  await exited;
 }

@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { closeThread } from './commit-thread-client.js';
 import type { AggregateOptions, Group } from './port.js';
 import type { ReaderAnswer, ReaderQuery, ReaderThreadOptions } from './reader-thread.js';
 
@@ -46,10 +47,7 @@ export class ReaderThreadClient {
   }
 
   async close(): Promise<void> {
-    if (this.lost) return;
-    const exited = new Promise((resolve) => this.worker.once('exit', resolve));
-    this.worker.postMessage('close');
-    await exited;
+    if (!this.lost) await closeThread(this.worker);
   }
 
   private fail(error: Error): void {
