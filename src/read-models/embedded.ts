@@ -143,7 +143,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
       const threadOptions = { file, busyTimeoutMs: options.busyTimeoutMs ?? LOCK_WAIT_MS, cacheMiB: options.cacheMiB, smallHeap: options.smallThreadHeap };
       this.thread = new CommitThreadClient(
         threadOptions,
-        ({ message, code }) => (code && UNAVAILABLE.test(code) ? unavailable(message) : Object.assign(new Error(message), code ? { code } : {})),
+        threadFailure,
         (projection) => this.refused.add(projection),
       );
     }
@@ -269,7 +269,6 @@ export class EmbeddedReadModelStore implements ReadModelStore {
     const reader = this.reader();
     if (reader) {
       try {
-        if (this.closed) throw new ReadModelUnavailableError('the read-model store is closed');
         checkAggregateOptions(options);
       } catch (error) {
         return Promise.reject(error);
@@ -287,9 +286,7 @@ export class EmbeddedReadModelStore implements ReadModelStore {
   /** The reader thread, started at the first aggregate that needs it (see readerThread). */
   private reader(): ReaderThreadClient | undefined {
     if (!this.readerOptions || this.closed) return undefined;
-    this.readerClient ??= new ReaderThreadClient(this.readerOptions, ({ message, code }) =>
-      code && UNAVAILABLE.test(code) ? unavailable(message) : Object.assign(new Error(message), code ? { code } : {}),
-    );
+    this.readerClient ??= new ReaderThreadClient(this.readerOptions, threadFailure);
     return this.readerClient;
   }
 
@@ -631,6 +628,10 @@ function checkCommit(projection: string, checkpoint: Position, writes: readonly 
 }
 
 const unavailable = (message: string, cause?: unknown) => new ReadModelUnavailableError(`the read-model store failed: ${message}`, { cause });
+
+/** A failure one of the store's threads reports: one that means the store cannot serve now is ReadModelUnavailableError. */
+const threadFailure = ({ message, code }: { readonly message: string; readonly code?: string }): Error =>
+  code && UNAVAILABLE.test(code) ? unavailable(message) : Object.assign(new Error(message), code ? { code } : {});
 
 /** A failure of SQLite that means the store cannot serve now becomes ReadModelUnavailableError. */
 function storageError(error: unknown): unknown {
