@@ -5,6 +5,7 @@ import type { EventStore, RecordedEvent } from '../event-store/port.js';
 import { EventDecodeError } from '../events/codec/codec.js';
 import { leadReceivedSealer } from '../events/codec/lead-received-sealer.js';
 import { LEAD_ID_BLOCKS_STREAM } from '../commands/lead-ids.js';
+import { type Decider, type DomainEvent, handleCommand } from '../commands/handler.js';
 import { LEAD_RECEIVED_SCHEMA, type LeadContacts, type LeadReceived, SEALED_FROM_SCHEMA, leadStream, sealedAfterTheFact } from '../events/lead-events.js';
 import type { PiiEnvelope } from '../leads/lead.js';
 import { normaliseConsumer } from '../leads/validate.js';
@@ -47,6 +48,24 @@ interface ClearLeadsSealed {
   readonly type: 'ClearLeadsSealed';
   readonly data: { readonly sealed: number; readonly shredded: number; readonly renamed: number; readonly unreadable: number; readonly sealed_at: string };
 }
+
+/** A run's end is recorded whatever the stream holds: each run that sealed leads says how it ended. */
+export const runsEnded: Decider<{ readonly ended: ClearLeadsSealed }, null, DomainEvent> = {
+  initialState: null,
+  evolve: () => null,
+  decide: (command) => [command.ended],
+};
+
+/**
+ * The renames of older streams are recorded once: a later run, or one racing this one, finds them
+ * recorded (the record's first event says since when names are keyed; this one, that the older
+ * names are gone).
+ */
+export const renamesRecorded: Decider<{ readonly renamed: DomainEvent }, boolean, DomainEvent> = {
+  initialState: false,
+  evolve: (recorded, event) => recorded || event.type === OLDER_STREAMS_RENAMED,
+  decide: (command, recorded) => (recorded ? [] : [command.renamed]),
+};
 
 const isClear = (event: StoredEvent): boolean => event[1] === 'LeadReceived' && event[3]?.schema !== LEAD_RECEIVED_SCHEMA;
 const SHREDDED_BY = new Set(['LeadPersonalDataErased', 'LeadPersonalDataExpired']);
@@ -104,7 +123,7 @@ export async function sealClearLeads(deps: ClearLeadsDeps, onBatch: (sealed: num
 export async function recordSealed(store: EventStore, report: ClearLeadsReport): Promise<void> {
   const { sealed, shredded, renamed } = report;
   const ended: ClearLeadsSealed = { type: 'ClearLeadsSealed', data: { sealed, shredded, renamed, unreadable: report.unreadable.length, sealed_at: new Date().toISOString() } };
-  await store.append(SEALING_STREAM, [ended]);
+  await handleCommand(store, SEALING_STREAM, runsEnded, { ended });
 }
 
 /**
@@ -121,15 +140,12 @@ async function renameOlderStreams(deps: ClearLeadsDeps): Promise<number> {
   let renamed = 0;
   for (const kind of ['contact', 'idempotency'] as const) {
     const { record, type, renamedPrefix } = OLDER_NAMES[kind];
-    const recorded = await deps.store.readStream(record);
-    const keyed = recorded[0];
+    const [keyed] = await deps.store.readStream(record, { maxCount: 1 });
     if (keyed?.type !== type || (keyed.data as { older_streams?: unknown }).older_streams !== true) continue;
     const older = deps.raw.streamsOlderThan(`${kind}-*`, keyed.position.commit).filter((name) => name !== record && !name.startsWith(`${renamedPrefix}-`));
     const count = deps.raw.renameStreams(older.map((name) => [name, deps.hashes.olderName(kind, name)] as const));
     renamed += count;
-    if (!recorded.some((event) => event.type === OLDER_STREAMS_RENAMED)) {
-      await deps.store.append(record, [{ type: OLDER_STREAMS_RENAMED, data: { renamed_at: new Date().toISOString(), streams: count } }]);
-    }
+    await handleCommand(deps.store, record, renamesRecorded, { renamed: { type: OLDER_STREAMS_RENAMED, data: { renamed_at: new Date().toISOString(), streams: count } } });
   }
   return renamed;
 }

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -50,6 +50,22 @@ describe('layers', function () {
     } finally {
       dir.remove();
     }
+  });
+});
+
+describe('one write path', () => {
+  // Every append of the service is decided on what its stream holds, and retried on a conflict, by
+  // the command handler. Only the event store's own decorators (the codec, the counting of appends)
+  // pass an append through to the store beneath.
+  const PASS_THROUGH = new Set(['src/commands/handler.ts', 'src/events/codec/coded-event-store.ts', 'src/ops/counting-event-store.ts']);
+
+  it('no module outside the event store appends except through handleCommand', () => {
+    const appending = readdirSync(join(ROOT, 'src'), { recursive: true, encoding: 'utf8' })
+      .filter((file) => file.endsWith('.ts') && !file.startsWith('event-store/'))
+      .map((file) => `src/${file}`)
+      .filter((file) => !PASS_THROUGH.has(file) && /\.append\(/.test(readFileSync(join(ROOT, file), 'utf8')));
+    expect(appending).to.deep.equal([]);
+    for (const file of PASS_THROUGH) expect(readFileSync(join(ROOT, file), 'utf8'), `${file} still appends`).to.match(/\.append\(/);
   });
 });
 

@@ -10,6 +10,7 @@ import type { LeadEvent } from '../../src/events/lead-events.js';
 import { revokeKey } from '../../src/keys/api-keys.js';
 import { keysDecider } from '../../src/keys/key-stream.js';
 import type { LoadedRoutingConfig } from '../../src/routing/load-config.js';
+import { renamesRecorded, runsEnded } from '../../src/personal-data/clear-leads.js';
 import { deciderSpec } from '../support/decider-spec.js';
 
 // Each support stream's rules as given(events) / when(command) / then(events): the same deciders
@@ -277,4 +278,24 @@ describe('ping decider: a post taken back', () => {
     given(pinged, collected, posted(7), released(7))
       .when({ type: 'PostPing', leadId: 9, buyer: 'b', amount: 5, now: at(3000) })
       .then([{ type: 'PingPosted', data: { ...source, lead_id: 9, buyer: 'b', amount: 5, posted_at: at(3000).toISOString() } }]));
+});
+
+describe('the records of `leadpost seal-clear-leads`', () => {
+  const keyed = { type: 'ContactHashesKeyed', data: { keyed_at: T0.toISOString(), older_streams: true } };
+  const renamed = (streams: number) => ({ type: 'OlderStreamsRenamed', data: { renamed_at: T0.toISOString(), streams } });
+
+  describe('the renames of older streams', () => {
+    const { given } = deciderSpec(renamesRecorded);
+    it('are recorded after the record of keyed names', () => given(keyed).when({ renamed: renamed(3) }).then([renamed(3)]));
+    it('are recorded once: a later run, or one that raced this one, adds nothing', () => given(keyed, renamed(3)).when({ renamed: renamed(0) }).thenNothing());
+  });
+
+  describe('the end of a run', () => {
+    const { given } = deciderSpec(runsEnded);
+    const ended = (sealed: number) => ({ type: 'ClearLeadsSealed' as const, data: { sealed, shredded: 0, renamed: 0, unreadable: 0, sealed_at: T0.toISOString() } });
+    it('is recorded for every run, the first and each later one', async () => {
+      await given().when({ ended: ended(5) }).then([ended(5)]);
+      await given(ended(5)).when({ ended: ended(0) }).then([ended(0)]);
+    });
+  });
 });
