@@ -208,7 +208,8 @@ const DETAILS = {
   FeedbackRecorded: (d) => h('p', {}, `${d.buyer}: `, feedbackShown(d), '.'),
   LeadPersonalDataErased: (d) => h('p', {}, `Personal data erased on the consumer's request (erasure ${d.erasure_id})${d.notify_buyer ? `; ${d.notify_buyer} is told to delete its copy` : ''}.`),
   LeadPersonalDataExpired: (d) => h('p', {}, `Personal data erased: older than the retention period (${d.retention_days} days).`),
-  LeadDeliveryCancelled: (d) => h('p', {}, `Delivery to ${d.buyer ?? d.bucket} cancelled: personal data ${d.reason}.`),
+  LeadDeliveryCancelled: (d) =>
+    h('p', {}, `Delivery to ${d.buyer ?? d.bucket} cancelled: ${d.reason === 'returned' ? `${d.buyer} returned the lead before it was delivered` : `personal data ${d.reason}`}.`),
   ErasureNoticeSent: (d) => h('p', {}, `Erasure notice delivered to ${d.buyer}, attempt ${d.attempt}, HTTP ${d.status}.`),
   ErasureNoticeFailed: (d) =>
     h('p', {}, `Erasure notice to ${d.buyer} failed: `, deliveryErrorShown(d.error), `. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),

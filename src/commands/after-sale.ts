@@ -31,15 +31,17 @@ export interface SaleState {
   readonly sold: { readonly revenue: number; readonly currency: string; readonly at: number } | null;
   readonly test: boolean;
   readonly delivered: { at: string } | null;
-  /** Why the delivery will never be made (the lead's personal data was erased or expired first). */
-  readonly cancelled: 'erased' | 'expired' | null;
+  /** Why the delivery will never be made (the lead's personal data was erased or expired first, or the buyer returned it). */
+  readonly cancelled: 'erased' | 'expired' | 'returned' | null;
   readonly attempts: number;
+  /** The webhook delivery failed for good (until it is sent again). */
+  readonly failed: boolean;
   readonly returned: boolean;
   /** The feedback recorded so far: a conversion or contact sent again is answered from it. */
   readonly feedback: readonly FeedbackRecorded['data'][];
 }
 
-const NO_SALE: SaleState = { supplier: null, correlationId: null, buyer: null, sold: null, test: false, delivered: null, cancelled: null, attempts: 0, returned: false, feedback: [] };
+const NO_SALE: SaleState = { supplier: null, correlationId: null, buyer: null, sold: null, test: false, delivered: null, cancelled: null, attempts: 0, failed: false, returned: false, feedback: [] };
 
 /** The buyer a principal acts for on this lead, or null when the lead does not exist for it. */
 function actingBuyer(principal: AfterSaleRequest['principal'], sale: SaleState): string | null {
@@ -201,6 +203,10 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
         return { ...state, attempts: event.data.attempt };
       case 'LeadDelivered':
         return { ...state, delivered: { at: event.data.delivered_at } };
+      case 'LeadDeliveryFailed':
+        return { ...state, failed: state.failed || event.data.next_attempt_at === null };
+      case 'LeadRedeliveryRequested':
+        return { ...state, failed: false };
       case 'LeadReturned':
         return { ...state, returned: true };
       case 'FeedbackRecorded':
@@ -243,6 +249,11 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
       if (sale.sold === null || now.getTime() - sale.sold.at > windowMs) throw new AfterSaleError('RETURN_WINDOW_CLOSED');
       const returned: LeadReturned['data'] = { lead_id, buyer, revenue: sale.sold.revenue, currency: sale.sold.currency, reason, returned_at: recorded.recorded_at };
       events.push({ type: 'LeadReturned', data: returned });
+      // Not delivered yet (a webhook retry due, a pulled lead not acknowledged): the buyer that sent
+      // it back does not want it, so it is never sent. An attempt in flight may still land.
+      if (!sale.delivered && sale.cancelled === null && !sale.failed) {
+        events.push({ type: 'LeadDeliveryCancelled', data: { lead_id, buyer, bucket: null, attempts: sale.attempts, reason: 'returned', cancelled_at: recorded.recorded_at } });
+      }
     }
     return events;
   },

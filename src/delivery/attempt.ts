@@ -39,7 +39,7 @@ export interface DeliveryState {
   readonly open: ClaimedAttempt | null;
   readonly delivered: boolean;
   readonly failedFinally: boolean;
-  /** Cancelled (the lead's personal data was erased), or the personal data is gone: never sent. */
+  /** Cancelled (the lead's personal data was erased or expired, or its buyer returned it), or the personal data is gone: never sent. */
   readonly cancelled: boolean;
   /** When the last failure said to try again, or when a redelivery was asked for. */
   readonly nextAttemptAt: string | null;
@@ -118,8 +118,10 @@ export type Step =
   | { readonly kind: 'skip'; readonly reason: SkipReason }
   /** Claim and send attempt `attempt`; `lost` records the outcome-less attempt before it. */
   | { readonly kind: 'send'; readonly attempt: number; readonly lost: LeadDeliveryFailed['data'] | null }
-  /** The lost attempt was the buyer's last allowed one: record it as the final failure. */
-  | { readonly kind: 'give_up'; readonly lost: LeadDeliveryFailed['data'] };
+  /** The lost attempt was the buyer's last allowed one (or the buyer returned the lead): record it as the final failure. */
+  | { readonly kind: 'give_up'; readonly lost: LeadDeliveryFailed['data'] }
+  /** Returned by its buyer before it was delivered: the delivery is cancelled, never made. */
+  | { readonly kind: 'cancel' };
 
 export interface StepContext {
   readonly now: Date;
@@ -138,8 +140,9 @@ export function nextStep(state: DeliveryState, context: StepContext): Step {
   if (state.open) {
     const lostAt = Date.parse(state.open.started_at) + state.open.timeout_ms + (context.lostAfterMs ?? LOST_AFTER_MS);
     if (now < lostAt) return { kind: 'skip', reason: 'in_flight' };
-    // The round's own budget: a redelivered lead gets max_attempts more, counted from its round's start.
-    const final = state.open.attempt - state.roundStart >= context.maxAttempts;
+    // The round's own budget: a redelivered lead gets max_attempts more, counted from its round's
+    // start. A lead its buyer returned meanwhile is not sent again.
+    const final = state.returned || state.open.attempt - state.roundStart >= context.maxAttempts;
     const lost: LeadDeliveryFailed['data'] = {
       lead_id: sale.lead_id,
       buyer: sale.buyer,
@@ -152,6 +155,9 @@ export function nextStep(state: DeliveryState, context: StepContext): Step {
     };
     return final ? { kind: 'give_up', lost } : { kind: 'send', attempt: state.lastAttempt + 1, lost };
   }
+  // A buyer that returned the lead does not want it. A return cancels a pending delivery itself;
+  // this cancels one a return left pending (recorded by a release from before it did).
+  if (state.returned) return { kind: 'cancel' };
   // The read model can lag behind the stream; the stream's own retry time is the one that counts.
   if (state.nextAttemptAt !== null && Date.parse(state.nextAttemptAt) > now) return { kind: 'skip', reason: 'not_due' };
   return { kind: 'send', attempt: state.lastAttempt + 1, lost: null };
@@ -240,8 +246,9 @@ interface RedeliveryRequest {
 function redelivery(state: DeliveryState, request: RedeliveryRequest): LeadEvent[] {
   const { sale, received } = state;
   if (!sale || !received || received.test) throw new RedeliveryRefusedError('NOT_FOUND');
-  if (state.cancelled) throw new RedeliveryRefusedError('DELIVERY_CANCELLED');
+  // Before `cancelled`: a return cancels a pending delivery, and the answer says why.
   if (state.returned) throw new RedeliveryRefusedError('ALREADY_RETURNED');
+  if (state.cancelled) throw new RedeliveryRefusedError('DELIVERY_CANCELLED');
   if (!state.failedFinally) throw new RedeliveryRefusedError('NOT_FAILED');
   // Re-opened, it would wait for ever: no worker sends to a buyer the routing file no longer has.
   if (!request.buyerKnown(sale.buyer)) throw new RedeliveryRefusedError('BUYER_UNKNOWN');
@@ -276,6 +283,11 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryState, LeadEvent>
     }
     const step = nextStep(state, command.context);
     if (step.kind === 'skip') return [];
+    if (step.kind === 'cancel') {
+      const { lead_id, buyer } = state.sale!;
+      const cancelled_at = command.context.now.toISOString();
+      return [{ type: 'LeadDeliveryCancelled', data: { lead_id, buyer, bucket: null, attempts: state.lastAttempt, reason: 'returned', cancelled_at } }];
+    }
     const events: LeadEvent[] = [];
     if (step.lost) events.push({ type: 'LeadDeliveryFailed', data: step.lost });
     if (step.kind === 'send') events.push({ type: 'LeadDeliveryAttempted', data: claimOf(state.sale!, step.attempt, command.context.now, command.timeoutMs) });

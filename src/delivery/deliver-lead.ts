@@ -73,6 +73,7 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
   const lost = claimed.events.find((event) => event.type === 'LeadDeliveryFailed');
   // Another instance moved first: it sends this attempt, or the next tick reads what it did.
   if (claimed.events.length === 0) return { kind: 'skipped', reason: 'claimed_elsewhere' };
+  if (claimed.events.some((event) => event.type === 'LeadDeliveryCancelled')) return { kind: 'skipped', reason: 'cancelled' };
   const sale = claimed.state.sale!;
   const log = deps.logger?.child({ lead_id: leadId, buyer: sale.buyer });
   if (lost?.type === 'LeadDeliveryFailed') log?.warn({ attempt: lost.data.attempt, final: !attempted }, 'delivery attempt lost, outcome unknown');

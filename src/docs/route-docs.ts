@@ -238,7 +238,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     summary: 'Acknowledge a pulled lead',
     description:
       'Marks the delivery `delivered`. Idempotent: a second ack answers the first time. ' +
-      'A delivery cancelled because the lead\'s personal data was erased or expired before it was acknowledged cannot be: `409 DELIVERY_CANCELLED`, nothing is recorded and the delivery stays `cancelled`. ' +
+      'A delivery cancelled because the lead\'s personal data was erased or expired, or the buyer returned the lead, before it was acknowledged cannot be: `409 DELIVERY_CANCELLED`, nothing is recorded and the delivery stays `cancelled`. ' +
       'A lead of a buyer whose leads go to its webhook is not acknowledged: `409 NOT_PULLED` (the worker delivers it; answer the delivery with a 2xx).',
     roles: ['buyer', 'admin'],
     parameters: [LEAD_ID],

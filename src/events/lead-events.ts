@@ -230,7 +230,8 @@ interface LeadDeliveryCancelled {
     readonly buyer: string | null;
     readonly bucket: string | null;
     readonly attempts: number;
-    readonly reason: 'erased' | 'expired';
+    /** The personal data went first (`erased`, `expired`), or the buyer returned the lead before it was delivered. */
+    readonly reason: 'erased' | 'expired' | 'returned';
     readonly cancelled_at: string;
   };
 }

@@ -132,6 +132,17 @@ describe('delivery decider', () => {
     given(...saleEvents, attempted(1)).when({ type: 'ClaimAttempt', context: context(20_000), timeoutMs: 1000 }).then([lost(1, 20_000, false), { ...attempted(2, 20_000) }]));
   it('a lost last attempt gives up', () =>
     given(...saleEvents, attempted(1), lost(1, 1, false), attempted(2)).when({ type: 'ClaimAttempt', context: context(20_000), timeoutMs: 1000 }).then([lost(2, 20_000, true)]));
+  const returned: LeadEvent = { type: 'LeadReturned', data: { lead_id: 7, buyer: 'hook-buyer', revenue: 31.25, currency: 'USD', reason: 'bad_phone', returned_at: at(5).toISOString() } };
+  const failedOnce: LeadEvent = {
+    type: 'LeadDeliveryFailed',
+    data: { lead_id: 7, buyer: 'hook-buyer', attempt: 1, status: 503, latency_ms: 5, error: 'http_5xx', next_attempt_at: at(10).toISOString(), failed_at: at(1).toISOString() },
+  };
+  it('a retry due for a lead its buyer returned (and no cancellation recorded) is cancelled, not sent', () =>
+    given(...saleEvents, attempted(1), failedOnce, returned)
+      .when({ type: 'ClaimAttempt', context: context(20_000), timeoutMs: 1000 })
+      .then([{ type: 'LeadDeliveryCancelled', data: { lead_id: 7, buyer: 'hook-buyer', bucket: null, attempts: 1, reason: 'returned', cancelled_at: at(20_000).toISOString() } }]));
+  it('an attempt lost after its buyer returned the lead is the final failure: nothing is sent again', () =>
+    given(...saleEvents, attempted(1), returned).when({ type: 'ClaimAttempt', context: context(20_000), timeoutMs: 1000 }).then([lost(1, 20_000, true)]));
   it('the outcome of the open attempt is recorded; once settled, nothing more', async () => {
     const outcome = { type: 'LeadDelivered', data: deliveredData } as const;
     await given(...saleEvents, attempted(1)).when({ type: 'RecordOutcome', attempt: 1, outcome }).then([delivered]);
@@ -244,12 +255,39 @@ describe('after-sale decider (acknowledgements, feedback, returns)', () => {
   });
   it('a conversion is recorded; a return also reverses the revenue', async () => {
     await given(...saleEvents).when(feedback('conversion')).then([recorded('conversion', null)]);
-    await given(...saleEvents)
+    const pulled: LeadEvent = { type: 'LeadDelivered', data: { lead_id: 7, buyer: 'hook-buyer', via: 'pull', attempt: 1, status: null, latency_ms: null, delivered_at: at(500).toISOString() } };
+    await given(...saleEvents, pulled)
       .when(feedback('return', 'bad_phone'))
       .then([
         recorded('return', 'bad_phone'),
         { type: 'LeadReturned', data: { lead_id: 7, buyer: 'hook-buyer', revenue: 31.25, currency: 'USD', reason: 'bad_phone', returned_at: at(1000).toISOString() } },
       ]);
+  });
+  describe('a return of a lead not delivered yet cancels its delivery', () => {
+    const attempted: LeadEvent = { type: 'LeadDeliveryAttempted', data: { lead_id: 7, buyer: 'hook-buyer', attempt: 1, started_at: at(1).toISOString(), timeout_ms: 1000 } };
+    const failed = (next: string | null): LeadEvent => ({
+      type: 'LeadDeliveryFailed',
+      data: { lead_id: 7, buyer: 'hook-buyer', attempt: 1, status: next ? 503 : 401, latency_ms: 5, error: next ? 'http_5xx' : 'http_4xx', next_attempt_at: next, failed_at: at(2).toISOString() },
+    });
+    const returnedAt = (nowMs: number) => [
+      recorded('return', 'bad_phone', nowMs),
+      { type: 'LeadReturned', data: { lead_id: 7, buyer: 'hook-buyer', revenue: 31.25, currency: 'USD', reason: 'bad_phone', returned_at: at(nowMs).toISOString() } },
+    ] as LeadEvent[];
+    const cancelled = (attempts: number): LeadEvent => ({
+      type: 'LeadDeliveryCancelled', data: { lead_id: 7, buyer: 'hook-buyer', bucket: null, attempts, reason: 'returned', cancelled_at: at(1000).toISOString() },
+    });
+
+    it('a webhook retry still due: returned, and never sent', () => given(...saleEvents, attempted, failed(at(60_000).toISOString())).when(feedback('return', 'bad_phone')).then([...returnedAt(1000), cancelled(1)]));
+    it('a pulled lead not acknowledged: returned, and its acknowledgement refused from then on', async () => {
+      await given(...saleEvents).when(feedback('return', 'bad_phone')).then([...returnedAt(1000), cancelled(0)]);
+      const ack = { type: 'AcknowledgeDelivery' as const, leadId: 7, request: request('buyer', 'hook-buyer'), routing };
+      await given(...saleEvents, ...returnedAt(1000), cancelled(0)).when(ack).thenThrows(code('DELIVERY_CANCELLED'));
+    });
+    it('delivered, or failed for good: returned, the delivery as it was', async () => {
+      const delivered: LeadEvent = { type: 'LeadDelivered', data: { lead_id: 7, buyer: 'hook-buyer', via: 'webhook', attempt: 1, status: 200, latency_ms: 5, delivered_at: at(2).toISOString() } };
+      await given(...saleEvents, attempted, delivered).when(feedback('return', 'bad_phone')).then(returnedAt(1000));
+      await given(...saleEvents, attempted, failed(null)).when(feedback('return', 'bad_phone')).then(returnedAt(1000));
+    });
   });
   it('a return needs an allowed reason, comes once and within the window', async () => {
     await given(...saleEvents).when(feedback('return', 'fraud')).thenThrows(code('INVALID'));

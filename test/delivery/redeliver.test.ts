@@ -258,3 +258,40 @@ describe('delivery: a re-opened delivery erased before it is sent', function () 
     }
   });
 });
+
+describe('delivery: a lead its buyer returns before it is delivered', function () {
+  this.timeout(60_000);
+
+  it('is cancelled at the return, and the retry that was due is never sent, even once the buyer answers again', async function () {
+    let answer = 503;
+    const endpoint = await BuyerEndpoint.start(() => answer);
+    const harness = await DeliveryHarness.start(endpoint, { max_attempts: 4 });
+    try {
+      // The retry comes a minute after the first failure: the return lands while it is due.
+      harness.worker({ backoff: () => 60_000 });
+      const { leadId } = await harness.sell();
+      await until(async () => (await harness.ofType(leadId, 'LeadDeliveryFailed')).length === 1);
+      expect(endpoint.forLead(leadId)).to.have.length(1);
+      const buyer = await harness.svc.key('buyer', HOOK_BUYER);
+      const returned = await harness.svc.post({ type: 'return', reason: 'bad_phone' }, { 'x-api-key': buyer }, `/functions/leads/${leadId}/feedback`);
+      expect(returned.status, returned.text).to.equal(201);
+      const [cancelled, ...more] = await harness.ofType<{ reason: string; attempts: number }>(leadId, 'LeadDeliveryCancelled');
+      expect(more).to.have.length(0);
+      expect(cancelled).to.include({ reason: 'returned', attempts: 1 });
+      await harness.rowWith(leadId, 'cancelled');
+      // The buyer is back, and a new worker finds every due retry at once.
+      answer = 200;
+      await harness.stopWorkers();
+      harness.worker({ backoff: () => 100 });
+      await harness.laterLeadSettled();
+      expect(endpoint.forLead(leadId), 'the returned lead was sent again').to.have.length(1);
+      expect(await harness.ofType(leadId, 'LeadDeliveryAttempted')).to.have.length(1);
+      const admin = await harness.svc.key('admin', 'ops');
+      const refused = await harness.svc.request('POST', `/functions/deliveries/${leadId}/redeliver`, { 'x-api-key': admin });
+      expect([refused.status, refused.body.code]).to.deep.equal([409, 'ALREADY_RETURNED']);
+    } finally {
+      await harness.stop();
+      await endpoint.stop();
+    }
+  });
+});
