@@ -4,7 +4,7 @@ import { openLead } from '../events/codec/index.js';
 import { type StoredLead, scrubbedLead } from '../leads/lead.js';
 import type { PersonalDataKeys } from '../personal-data/index.js';
 import { type PingBidsCollected, pingStream } from '../events/ping-events.js';
-import type { FieldError } from '../leads/outcome.js';
+import { type FieldError, unknownFields } from '../leads/outcome.js';
 import type { Principal } from '../keys/principal.js';
 import { type LeadView, leadViewFromEvents, viewCurrency } from '../projections/lead-view.js';
 import type { RoutingConfig } from '../routing/load-config.js';
@@ -154,19 +154,15 @@ function one(query: Query, name: string, errors: FieldError[]): string | undefin
 
 /**
  * A parameter a list does not take is refused by name, as an unknown field of a body is: ignored,
- * a misspelt filter (`stauts=sold`) would answer every row as if it had been applied.
+ * a misspelt filter (`stauts=sold`) would answer every row as if it had been applied. A name that
+ * does not read as a parameter's (an e-mail or a phone number sent without its `email=`, say) is
+ * not repeated in the answer: it is answered as `*`, once.
  */
 function unknownParameters(query: Query, known: readonly string[], errors: FieldError[]): void {
   const unknown = Object.keys(query).filter((name) => !known.includes(name));
-  for (const name of unknown.slice(0, 20)) {
-    // `?=1` has a parameter without a name: the answer must still name something the client can find.
-    if (name === '') {
-      errors.push({ field: '*', code: 'unknown_field', message: 'a parameter with no name (`=` at the start of a pair) is not a parameter of this list' });
-      continue;
-    }
-    const field = name.length > 64 ? `${name.slice(0, 64)}…` : name;
-    errors.push({ field, code: 'unknown_field', message: `${field} is not a parameter of this list` });
-  }
+  // `?=1` has a parameter without a name: the answer must still name something the client can find.
+  if (unknown.includes('')) errors.push({ field: '*', code: 'unknown_field', message: 'a parameter with no name (`=` at the start of a pair) is not a parameter of this list' });
+  errors.push(...unknownFields(unknown.filter((name) => name !== '').slice(0, 20), 'a parameter of this list'));
 }
 
 const PAGING = ['limit', 'cursor'] as const;

@@ -325,7 +325,17 @@ describe('read-back routes', function () {
         expect(reply.status, path).to.equal(422);
         expect(reply.body.errors, path).to.have.deep.members([
           { field: 'stauts', code: 'unknown_field', message: 'stauts is not a parameter of this list' },
-          { field: 'limit[]', code: 'unknown_field', message: 'limit[] is not a parameter of this list' },
+          { field: '*', code: 'unknown_field', message: 'a field named with other characters than letters, digits, _ and - is not a parameter of this list (its name is not repeated)' },
+        ]);
+      }
+      // A name that is not a parameter's may be personal data sent without its `email=`: never repeated.
+      for (const list of ['leads', 'deliveries', 'feedback', 'reports/summary', 'erasures']) {
+        const path = `/functions/${list}?ada.lovelace@outlook.com&%2B12135550143=1`;
+        const reply = await get(path, keys.admin!);
+        expect(reply.status, path).to.equal(422);
+        expect(reply.text, path).to.not.match(/lovelace|2135550143/);
+        expect(reply.body.errors, path).to.deep.equal([
+          { field: '*', code: 'unknown_field', message: 'a field named with other characters than letters, digits, _ and - is not a parameter of this list (its name is not repeated)' },
         ]);
       }
       // A pair with no name before its `=` is named too, as `*`: a 422 always says where to look.
