@@ -415,9 +415,13 @@ export class ReadBack {
     after: { value: string; id: string } | undefined,
     row: (doc: ReadDoc) => Record<string, unknown> | Promise<Record<string, unknown>>,
   ): Promise<Page<Record<string, unknown>>> {
-    // The caller's scope wins over whatever it asked for.
-    if (principal.role === 'supplier') filter.supplier = principal.name;
-    if (principal.role === 'buyer') filter.buyer = principal.name;
+    // The caller's scope is put on what it asked for: a filter outside it (a buyer asking for
+    // another buyer's deliveries) meets no row, rather than being replaced by the caller's own.
+    for (const [role, field] of [['supplier', 'supplier'], ['buyer', 'buyer']] as const) {
+      if (principal.role !== role) continue;
+      if (filter[field] !== undefined && filter[field] !== principal.name) return { items: [], next_cursor: null };
+      filter[field] = principal.name;
+    }
     const docs = await this.deps.readModels.find(this.deps.collection(base), {
       filter,
       sort: { field: sortField, direction: 'desc' },

@@ -115,8 +115,16 @@ describe('read-back routes', function () {
       expect(reply.body.next_cursor).to.equal(null);
     });
 
-    it('a buyer sees only its own deliveries, with the consumer fields', async function () {
-      const reply = await get('/functions/deliveries?buyer=ny-buyer', keys.caBuyer!);
+    it('a buyer sees only its own deliveries, with the consumer fields; asking for another buyer\'s meets none', async function () {
+      const other = await get('/functions/deliveries?buyer=ny-buyer', keys.caBuyer!);
+      expect([other.status, other.body.items, other.body.next_cursor]).to.deep.equal([200, [], null]);
+      for (const path of ['/functions/deliveries', '/functions/deliveries?buyer=ca-buyer']) {
+        const own = await get(path, keys.caBuyer!);
+        const ownItems = own.body.items as Array<Record<string, unknown>>;
+        expect(ownItems.map((i) => i.lead_id), path).to.include(leads.caSold);
+        expect(ownItems.every((i) => i.buyer === 'ca-buyer'), path).to.equal(true);
+      }
+      const reply = await get('/functions/deliveries', keys.caBuyer!);
       const items = reply.body.items as Array<Record<string, unknown>>;
       expect(items.every((i) => i.buyer === 'ca-buyer')).to.equal(true);
       expect(items.length).to.be.at.least(1);
