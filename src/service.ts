@@ -10,7 +10,7 @@ import { createPostLead } from './commands/post-lead/post-lead.js';
 import { BidderRest } from './commands/ping/bidder-rest.js';
 import { createPing } from './commands/ping/ping.js';
 import { SERVICE_ROLES, type ServiceConfig } from './config.js';
-import type { MxResolver } from './enrichment/email.js';
+import { type MxResolver, NO_LOOKUPS } from './enrichment/email.js';
 import { createDefaultEnricher } from './enrichment/enricher.js';
 import { type EventStore, openEventStore } from './event-store/index.js';
 import { type PersonalDataKeys, openPersonalDataKeys } from './personal-data/index.js';
@@ -91,9 +91,6 @@ const IN_FLIGHT_GRACE_MS = 7_000;
  */
 const GONE_INSTANCE_MS = 60_000;
 
-/** A resolver for machines without DNS: every lookup fails at once, so e-mail MX checks say unknown. */
-const dnsDisabled = () => Promise.reject(Object.assign(new Error('MX lookups are disabled'), { code: 'EREFUSED' }));
-const NO_DNS: MxResolver = { resolveMx: dnsDisabled, resolveAddresses: dnsDisabled };
 
 /**
  * Starts the whole service: stores, key ring, routing file, post-lead pipeline, HTTPS and plain
@@ -256,7 +253,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
           leadIds: new LeadIdAllocator(store, config.leadIdBlockSize, `pid-${process.pid}`),
           validate: createLeadValidator({ allowedCertificateHosts: config.certificateHosts, allowedPhoneRegions: config.phoneRegions }),
           enrich: createDefaultEnricher({
-            resolver: overrides.resolver ?? (config.mxLookup ? undefined : NO_DNS),
+            resolver: overrides.resolver ?? (config.mxLookup ? undefined : NO_LOOKUPS),
             mxTimeoutMs: config.mxTimeoutMs,
             mxCanaryDomain: config.mxCanaryDomain,
             allowedCertificateHosts: config.certificateHosts,

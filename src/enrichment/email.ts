@@ -41,6 +41,14 @@ export interface EmailVerifierOptions {
   readonly canaryDomain?: string | null;
 }
 
+const LOOKUPS_OFF = 'LOOKUPS_OFF';
+const lookupsOff = () => Promise.reject(Object.assign(new Error('mail route lookups are switched off'), { code: LOOKUPS_OFF }));
+/**
+ * The resolver of a service told to make no DNS lookups (`MX_LOOKUP=0`, a machine without DNS):
+ * the check says unknown at once, with the detail `lookup_off`, not a DNS error: nothing failed.
+ */
+export const NO_LOOKUPS: MxResolver = { resolveMx: lookupsOff, resolveAddresses: lookupsOff };
+
 /** Defaults of the cache: a found route an hour, no route 5 minutes, a DNS error 30 s. */
 const MX_CACHE_TTL_MS = 60 * 60 * 1000;
 const MX_NEGATIVE_TTL_MS = 5 * 60 * 1000;
@@ -166,7 +174,8 @@ export function createEmailVerifier(options: EmailVerifierOptions = {}): EmailVe
       const answer = await Promise.race([Promise.resolve().then(() => mailRoute(domain)), timeout]);
       return answer === TIMED_OUT ? result('unknown', 'timeout') : answer;
     } catch (err) {
-      return result('unknown', errorCode(err) === 'ETIMEOUT' ? 'timeout' : 'dns_error');
+      const code = errorCode(err);
+      return result('unknown', code === 'ETIMEOUT' ? 'timeout' : code === LOOKUPS_OFF ? 'lookup_off' : 'dns_error');
     } finally {
       clearTimeout(timer);
     }

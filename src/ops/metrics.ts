@@ -28,7 +28,7 @@ const CHECKS: readonly CheckName[] = ['phone', 'email', 'consent'];
  * answer `unknown` with a detail of its own, which is `other` here, so a provider cannot grow the
  * label space.
  */
-const UNKNOWN_REASONS: ReadonlySet<string> = new Set(['timeout', 'provider_error', 'dns_error', 'dns_unreliable']);
+const UNKNOWN_REASONS: ReadonlySet<string> = new Set(['timeout', 'provider_error', 'dns_error', 'dns_unreliable', 'lookup_off']);
 
 export interface ServiceMetricsOptions {
   /** The status of every running projection, read at each scrape. */
@@ -113,7 +113,7 @@ export class ServiceMetrics {
     });
     this.checks = new Counter({
       name: 'leadpost_lead_checks_total',
-      help: 'Phone, e-mail and consent checks of posted leads by result; reason says why a check is unknown (timeout, provider_error, dns_error, dns_unreliable, other)',
+      help: 'Phone, e-mail and consent checks of posted leads by result; reason says why a check is unknown (timeout, provider_error, dns_error, dns_unreliable, lookup_off, other)',
       labelNames: ['check', 'result', 'reason'],
       registers,
     });
