@@ -202,6 +202,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'A supplier sees its own rows; buyers may not read reports. ' +
       'Rows come in the order of their group key (s1 first when grouped by it, then the dimensions as asked; null first) and page with `cursor`/`limit` like every list. ' +
       'A report by s1 has about one row per lead: it is summed in the store from the lead views, which carry each lead\'s counters, a page at a time. ' +
+      'Money of two currencies is never added up: a range over a change of the routing file\'s currency is `422 INVALID`, `from` and `to` named with code `mixed_currencies`. ' +
       '`Accept: text/csv` gives every row as CSV, streamed as it is read (`cursor` and `limit` apply to JSON only); cells that would start a formula are prefixed with \'.',
     roles: ['supplier', 'analyst', 'admin'],
     parameters: [
@@ -222,7 +223,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
             to: { type: 'string' },
             tz: { type: 'string' },
             group_by: { type: 'array', items: { type: 'string', enum: GROUP_BY } },
-            currency: { type: 'string', pattern: '^[A-Z]{3}$', description: "The routing file's currency, which revenue, net_revenue, avg_price and avg_bid are in." },
+            currency: { type: 'string', pattern: '^[A-Z]{3}$', description: "The currency revenue, net_revenue, avg_price and avg_bid are in: the one the range's money was recorded in, or the routing file's when the range holds none." },
           }),
         ),
         'text/csv': { schema: { type: 'string' }, example: 'day,received,accepted,sold,...\n2026-11-21,120,96,80,...\n' },

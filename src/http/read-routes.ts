@@ -29,7 +29,8 @@ export async function guarded(run: () => Promise<void>): Promise<void> {
 
 /**
  * `limit` runs after authentication: the key's read bucket (its own, apart from posting).
- * `currency`: the routing file's, which a report's money is in.
+ * `currency`: the routing file's, which a report names when its range holds no money (else the
+ * currency its money was recorded in).
  */
 export function registerReadRoutes(router: Router<ShellState>, lookup: Authenticate, readBack: ReadBack, limit: Middleware<ShellState>, currency: () => string): void {
   const keyed = [authenticate(lookup), limit];
@@ -77,7 +78,7 @@ export function registerReadRoutes(router: Router<ShellState>, lookup: Authentic
         return;
       }
       const report = await readBack.report(c.state.principal!, c.query);
-      ok(c, { items: report.items, next_cursor: report.next_cursor, from: report.from, to: report.to, tz: report.tz, group_by: report.groupBy, currency: currency() }, readBack);
+      ok(c, { items: report.items, next_cursor: report.next_cursor, from: report.from, to: report.to, tz: report.tz, group_by: report.groupBy, currency: report.currency ?? currency() }, readBack);
     });
   });
 }

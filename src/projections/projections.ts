@@ -286,12 +286,15 @@ const REPORT_DIMENSIONS = ['supplier', 'sid', 'state', 'buyer', 'test'] as const
  * sources, never with leads. s1 is a click id, about one per lead, so a bucket keyed by it would
  * be a row per lead: a report by s1 instead sums the counters each lead's view carries (see the
  * leads projection), along that collection's index on s1.
- * Version 3: version 2 also kept one row per lead, with its s1 (`report_leads`); version 1 kept
- * s1 in the bucket key.
+ * A bucket holds money of one currency (the key ends with it; null for counts without money): after
+ * the routing file's currency changes, a report finds both and refuses to add them up.
+ * Version 4: the currency in the key. Version 3 added the money of every currency together;
+ * version 2 also kept one row per lead, with its s1 (`report_leads`); version 1 kept s1 in the
+ * bucket key.
  */
 export const reportsProjection: Projection = {
   name: 'reports',
-  version: 3,
+  version: 4,
   collections: ['report_buckets'],
   indexes: { report_buckets: [['hour'], ['supplier', 'hour']] },
   handle(event, context) {
@@ -313,17 +316,18 @@ const PING_EVENTS = new Set(['LeadPinged', 'PingBidsCollected', 'PingPosted', 'P
 function pingReportWrites(event: PingEvent & RecordedEvent, buckets: string): ReadWrite[] {
   const source = event.data;
   const hour = source.pinged_at.slice(0, 13);
-  const write = (buyer: string | null, inc: Record<string, number>): ReadWrite => {
+  const write = (buyer: string | null, inc: Record<string, number>, currency: string | null = null): ReadWrite => {
     const dims = { supplier: source.supplier, sid: source.sid, state: source.accident_state, buyer, test: source.test };
-    const id = JSON.stringify([hour, ...REPORT_DIMENSIONS.map((d) => dims[d])]);
-    return { op: 'inc', collection: buckets, id, position: event.position, inc, setOnInsert: { hour, ...dims } };
+    const id = JSON.stringify([hour, ...REPORT_DIMENSIONS.map((d) => dims[d]), currency]);
+    return { op: 'inc', collection: buckets, id, position: event.position, inc, setOnInsert: { hour, ...dims, currency } };
   };
   switch (event.type) {
     case 'LeadPinged':
       return [write(null, { pings: 1 })];
     case 'PingBidsCollected': {
       // One write per buyer: its bid's counters, summed over the bids of this ping.
-      return event.data.bids.filter((bid) => bid.result === 'bid').map((bid) => write(bid.buyer, { bids: 1, bid_cents: cents(bid.amount!) }));
+      const { currency } = event.data;
+      return event.data.bids.filter((bid) => bid.result === 'bid').map((bid) => write(bid.buyer, { bids: 1, bid_cents: cents(bid.amount!) }, currency));
     }
     case 'PingPosted':
       return [write(event.data.buyer, { ping_posts: 1 })];
@@ -337,8 +341,8 @@ function bucketWrites(event: RecordedEvent, buckets: string, counted: ReportCoun
   // Hourly buckets in UTC: a report in any whole-hour time zone folds them into its local days.
   const hour = received.received_at.slice(0, 13);
   const dims = { supplier: received.supplier, sid: received.sid, state: received.accident_state, buyer: counted.buyer, test: received.test };
-  const id = JSON.stringify([hour, ...REPORT_DIMENSIONS.map((d) => dims[d])]);
-  return [{ op: 'inc', collection: buckets, id, position: event.position, inc: counted.counts, setOnInsert: { hour, ...dims } }];
+  const id = JSON.stringify([hour, ...REPORT_DIMENSIONS.map((d) => dims[d]), counted.currency]);
+  return [{ op: 'inc', collection: buckets, id, position: event.position, inc: counted.counts, setOnInsert: { hour, ...dims, currency: counted.currency } }];
 }
 
 export const PROJECTIONS: readonly Projection[] = [leadsProjection, deliveriesProjection, feedbackProjection, reportsProjection];

@@ -10,6 +10,8 @@ export interface ReportCounts {
   readonly counts: Record<string, number>;
   /** The buyer the counts go under, when the event names one. */
   readonly buyer: string | null;
+  /** The currency of the money counted (a sale's, a return's), null when none is: money of two currencies is never added up. */
+  readonly currency: string | null;
 }
 
 export const cents = (amount: number) => Math.round(amount * 100);
@@ -19,14 +21,14 @@ export function reportCounts(event: Pick<RecordedEvent, 'type' | 'data'>): Repor
   const e = event as unknown as LeadEvent;
   switch (e.type) {
     case 'LeadRejected':
-      return { counts: { received: 1, rejected: 1, [`rejected_${e.data.code}`]: 1 }, buyer: null };
+      return { counts: { received: 1, rejected: 1, [`rejected_${e.data.code}`]: 1 }, buyer: null, currency: null };
     case 'LeadRouted':
-      return e.data.target.kind === 'bucket' ? { counts: { received: 1, accepted: 1, unsold: 1 }, buyer: null } : null;
+      return e.data.target.kind === 'bucket' ? { counts: { received: 1, accepted: 1, unsold: 1 }, buyer: null, currency: null } : null;
     case 'LeadSold':
-      return { counts: { received: 1, accepted: 1, sold: 1, revenue_cents: cents(e.data.revenue) }, buyer: e.data.buyer };
+      return { counts: { received: 1, accepted: 1, sold: 1, revenue_cents: cents(e.data.revenue) }, buyer: e.data.buyer, currency: e.data.currency };
     // A return reverses the sale where the sale was counted: the same hour, dimensions and lead.
     case 'LeadReturned':
-      return { counts: { returned: 1, returned_cents: cents(e.data.revenue) }, buyer: e.data.buyer };
+      return { counts: { returned: 1, returned_cents: cents(e.data.revenue) }, buyer: e.data.buyer, currency: e.data.currency };
     default:
       return null;
   }

@@ -434,8 +434,22 @@ export class ReadBack {
   /** One page of the summary report, in the order of its group key (see `keyOrder`). */
   async report(principal: Principal, query: Query): Promise<ReportPage> {
     const plan = this.reportPlan(principal, query);
+    const currency = await this.reportCurrency(plan);
     const page = await this.reportPage(plan, plan.after, plan.limit);
-    return { ...reportHead(plan), items: page.rows, next_cursor: page.last ? encodeReportCursor(plan.order, page.last) : null };
+    return { ...reportHead(plan), currency, items: page.rows, next_cursor: page.last ? encodeReportCursor(plan.order, page.last) : null };
+  }
+
+  /**
+   * The currency of the money a report adds up: null when the range holds none. The buckets of the
+   * range say, whatever the report sums (lead views hold the same money). Money of two currencies
+   * (the routing file's currency changed within the range) is not added up: the dates are refused.
+   */
+  private async reportCurrency(plan: ReportPlan): Promise<string | null> {
+    const groups = await this.deps.readModels.aggregate(this.deps.collection(BUCKETS.collection), { filter: plan.moneyFilter, key: [{ field: 'currency' }], sum: [], limit: 3 });
+    const currencies = groups.map((group) => group.key[0]).filter((currency) => typeof currency === 'string');
+    if (currencies.length <= 1) return currencies[0] ?? null;
+    const message = `the money from ${plan.from} to ${plan.to} was recorded in ${currencies.join(' and ')} (the routing file's currency changed): a report adds up one currency, so ask for the days before the change or after it`;
+    throw new ReadBackInputError(['from', 'to'].map((field) => ({ field, code: 'mixed_currencies', message })));
   }
 
   /**
@@ -443,8 +457,9 @@ export class ReadBack {
    * CSV). The first page is read before this returns, so a store that cannot answer fails the
    * request rather than a response already under way.
    */
-  async reportRows(principal: Principal, query: Query): Promise<ReportHead & { rows: AsyncIterable<ReportRow[]> }> {
+  async reportRows(principal: Principal, query: Query): Promise<ReportHead & { currency: string | null; rows: AsyncIterable<ReportRow[]> }> {
     const plan = this.reportPlan(principal, query);
+    const currency = await this.reportCurrency(plan);
     const first = await this.reportPage(plan, undefined, MAX_LIMIT);
     const pages = async function* (this: ReadBack): AsyncGenerator<ReportRow[]> {
       let page = first;
@@ -454,7 +469,7 @@ export class ReadBack {
         yield page.rows;
       }
     };
-    return { ...reportHead(plan), rows: pages.call(this) };
+    return { ...reportHead(plan), currency, rows: pages.call(this) };
   }
 
   /** Rows after `after`, at most `limit`; `last` is the key to go on from, absent on the last page. */
@@ -523,14 +538,19 @@ export class ReadBack {
     // each lead's view carries, walked along that collection's index on s1 a page at a time.
     const source = groupBy.includes('s1') ? LEAD_VIEWS : BUCKETS;
     const filter: Record<string, Filter[string]> = { [source.hour]: { $gte: start, $lt: end }, ...source.filter };
-    if (principal.role === 'supplier') filter.supplier = principal.name;
-    if (testMode !== 'include') filter.test = testMode === 'only';
+    // The buckets of the same leads, pings and range, for the currency of their money.
+    const moneyFilter: Record<string, Filter[string]> = { [BUCKETS.hour]: { $gte: start, $lt: end } };
+    for (const scoped of [filter, moneyFilter]) {
+      if (principal.role === 'supplier') scoped.supplier = principal.name;
+      if (testMode !== 'include') scoped.test = testMode === 'only';
+    }
     const key = order.map((dimension) =>
       dimension === 'day' ? { field: source.hour, steps: this.daySteps(start, end, tz) } : { field: source.fields[dimension] ?? dimension },
     );
     return {
       collection: source.collection,
       options: { filter, key, sum: source.sum },
+      moneyFilter,
       groupBy: groupBy as GroupBy[],
       order,
       after,
@@ -611,6 +631,8 @@ export interface ReportHead {
 }
 
 export interface ReportPage extends ReportHead {
+  /** The currency of the report's money; null when its range holds none. */
+  readonly currency: string | null;
   readonly items: ReportRow[];
   readonly next_cursor: string | null;
 }
@@ -645,6 +667,7 @@ const LEAD_VIEWS: ReportSource = {
 
 interface ReportPlan extends ReportHead {
   readonly collection: ReportSource['collection'];
+  readonly moneyFilter: Filter;
   readonly options: Pick<AggregateOptions, 'filter' | 'key' | 'sum'>;
   /** The dimensions in the order of the group key. */
   readonly order: GroupBy[];

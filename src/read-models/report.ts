@@ -25,6 +25,8 @@ export interface ReportBucket {
   readonly returned?: number;
   readonly revenue_cents?: number;
   readonly returned_cents?: number;
+  /** The currency of the bucket's money; null (or missing) when it holds none. */
+  readonly currency?: string | null;
   readonly [counter: string]: unknown;
 }
 

@@ -17,10 +17,10 @@ import {
 } from '../support/lead-events.js';
 import { projectionSpec, recorded } from '../support/projection-spec.js';
 
-// The report counters (`reports`, version 3): hourly buckets keyed by the UTC hour the lead was
-// received and its supplier, sid, state, buyer and test flag (`report_buckets`), never by s1: a
-// report by s1 sums the counters each lead's view carries (see leads.spec). Each spec states every
-// bucket, whole; the projection has no other collection.
+// The report counters (`reports`, version 4): hourly buckets keyed by the UTC hour the lead was
+// received and its supplier, sid, state, buyer and test flag, then the currency of the bucket's
+// money (`report_buckets`), never by s1: a report by s1 sums the counters each lead's view carries
+// (see leads.spec). Each spec states every bucket, whole; the projection has no other collection.
 
 const spec = projectionSpec(reportsProjection);
 
@@ -33,28 +33,43 @@ interface Dims {
   state?: string | null;
   buyer?: string | null;
   test?: boolean;
+  /** The currency of the bucket's money: USD (the events' own) when it counts money, else null. */
+  currency?: string | null;
 }
 
 const dims = ({ hour = HOUR, supplier = 'sup-a', sid = 'sid-1', state = 'CA', buyer = null, test = false }: Dims = {}) => ({ hour, supplier, sid, state, buyer, test });
 
-/** A bucket's id: its hour, then supplier, sid, state, buyer, test flag; never s1. */
-const bucketId = (d: Dims = {}) => {
+const MONEY = ['revenue_cents', 'returned_cents', 'bid_cents'];
+const currencyOf = (d: Dims, counters: Record<string, number>) => (d.currency !== undefined ? d.currency : MONEY.some((c) => c in counters) ? 'USD' : null);
+
+/** A bucket's id: its hour, then supplier, sid, state, buyer, test flag, currency; never s1. */
+const bucketId = (d: Dims, currency: string | null) => {
   const { hour, supplier, sid, state, buyer, test } = dims(d);
-  return JSON.stringify([hour, supplier, sid, state, buyer, test]);
+  return JSON.stringify([hour, supplier, sid, state, buyer, test, currency]);
 };
 
 /** A bucket with its dimensions and counters. */
-const bucket = (d: Dims, counters: Record<string, number>) => ({ [bucketId(d)]: { ...dims(d), ...counters } });
+const bucket = (d: Dims, counters: Record<string, number>) => {
+  const currency = currencyOf(d, counters);
+  return { [bucketId(d, currency)]: { ...dims(d), currency, ...counters } };
+};
 
 
 const SOLD = { received: 1, accepted: 1, sold: 1 };
 const UNSOLD = { received: 1, accepted: 1, unsold: 1 };
 
-describe('reports projection (version 3)', function () {
+describe('reports projection (version 4)', function () {
   it('a sold lead: received, accepted, sold and its revenue in cents, in its hour and under its buyer', async function () {
     const counters = { ...SOLD, revenue_cents: 2500 };
     await spec.given(...soldLead(1, 'acme', 25)).then({
       report_buckets: bucket({ buyer: 'acme' }, counters),
+    });
+  });
+
+  it("money of another currency goes to a bucket of its own, never added to the first (the routing file's currency changed)", async function () {
+    const inEuros = soldLead(2, 'acme', 20).map((event) => ('currency' in event.data ? { ...event, data: { ...event.data, currency: 'EUR' } } : event)) as NewLeadEvent[];
+    await spec.given(...soldLead(1, 'acme', 25), ...inEuros).then({
+      report_buckets: { ...bucket({ buyer: 'acme' }, { ...SOLD, revenue_cents: 2500 }), ...bucket({ buyer: 'acme', currency: 'EUR' }, { ...SOLD, revenue_cents: 2000 }) },
     });
   });
 
