@@ -15,6 +15,9 @@ const LEASE_TTL_MS = 3000;
 /** How often the holder renews and a standby asks. */
 const LEASE_HEARTBEAT_MS = 1000;
 
+/** Why the work stopped when `giveUp` stopped it: logged as information, not as a warning. */
+const GIVEN_UP = 'given up to balance the work over the instances';
+
 /** Work only one process may do at a time. */
 interface LeasedWork {
   /** Starts it; its writes are fenced by `fence`, and `lost` is called if one finds the lease gone. */
@@ -32,10 +35,13 @@ export interface LeaseStatus {
 }
 
 export interface LeaseKeeperOptions {
-  readonly leases: Pick<ReadModelStore, 'acquireLease' | 'releaseLease'>;
+  /** With `lease`, a beat that does not ask (see `wanted`) reads who holds it instead. */
+  readonly leases: Pick<ReadModelStore, 'acquireLease' | 'releaseLease'> & Partial<Pick<ReadModelStore, 'lease'>>;
   readonly name: string;
   readonly holder: string;
   readonly work: LeasedWork;
+  /** Consulted at each beat while the lease is not held here: false, it is not asked for (another process should take it). Omitted: always asked for. */
+  readonly wanted?: () => boolean;
   readonly ttlMs?: number;
   readonly heartbeatMs?: number;
   readonly logger?: Logger;
@@ -69,6 +75,8 @@ export class LeaseKeeper {
   private started = false;
   /** When the last beat asked: beats are a heartbeat apart from one asking to the next. */
   private lastAsked = 0;
+  /** Set while `giveUp` stops the work and releases the lease: no beat asks for it meanwhile. */
+  private givingUp = false;
 
   /** A store that is down fails every beat, one a second: logged as an outage, not beat by beat. */
   private readonly renewalFailures: OutageLog | undefined;
@@ -111,6 +119,25 @@ export class LeaseKeeper {
     clearTimeout(timer);
   }
 
+  /**
+   * Stops the work and releases the lease, but keeps beating as a standby: another process takes
+   * it at its next beat (one that holds fewer leases, see projector-leases.ts). Only a keeper with
+   * `wanted` should give up, or its next beat takes the lease back.
+   */
+  async giveUp(): Promise<void> {
+    if (this.stopped || this.givingUp || this.token === undefined) return;
+    this.givingUp = true;
+    try {
+      // A renewal in flight would find the lease still held here and start the work again.
+      await this.beating;
+      await this.lose(GIVEN_UP);
+      await this.options.leases.releaseLease(this.options.name, this.options.holder);
+      this.seen = null;
+    } finally {
+      this.givingUp = false;
+    }
+  }
+
   status(): LeaseStatus {
     // The row this process renewed last, until it runs out, is no holder either: the work stopped
     // here (a renewal failed, or came too late) and no other process runs it yet.
@@ -125,8 +152,9 @@ export class LeaseKeeper {
     // answer then keeps the lease while d is under the lease's time less a beat (2 s), where
     // counting from the answer stopped the work at every other beat once d passed 1 s.
     const untilBeat = this.lastAsked + heartbeatMs - Date.now();
-    // A standby asks again just after the holder's time runs out, if that comes before the next beat.
-    const untilFree = this.token === undefined && this.seen ? this.seen.expiresAt - Date.now() + 5 : untilBeat;
+    // A standby asks again just after the holder's time runs out, if that comes before the next beat
+    // (not for a row that had run out when read: a lease free but not wanted waits for the beat).
+    const untilFree = this.token === undefined && this.seen && this.seen.expiresAt > this.lastAsked ? this.seen.expiresAt - Date.now() + 5 : untilBeat;
     this.timer = setTimeout(
       () => {
         this.beating = this.beatSafely().finally(() => this.schedule());
@@ -142,8 +170,14 @@ export class LeaseKeeper {
   }
 
   private async beat(): Promise<void> {
+    if (this.givingUp) return;
     const asked = Date.now();
     this.lastAsked = asked;
+    if (this.token === undefined && this.options.wanted && !this.options.wanted()) {
+      // Not asked for: who holds it is read, so that the status still says.
+      this.seen = (await this.options.leases.lease?.(this.options.name).catch(() => this.seen)) ?? null;
+      return;
+    }
     let lease: Lease;
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -198,7 +232,7 @@ export class LeaseKeeper {
       if (this.token === undefined || (token !== undefined && token !== this.token)) return;
       clearTimeout(this.watchdog);
       this.token = undefined;
-      this.options.logger?.[reason === 'stopping' ? 'info' : 'warn']({ lease: this.options.name, reason }, 'lease given up: this instance stops the work');
+      this.options.logger?.[reason === 'stopping' || reason === GIVEN_UP ? 'info' : 'warn']({ lease: this.options.name, reason }, 'lease given up: this instance stops the work');
       await this.options.work.stop();
     });
   }

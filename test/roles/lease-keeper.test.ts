@@ -166,6 +166,71 @@ describe('lease keeper', function () {
     work.lost!();
     await until('the work stops', () => work.running === null);
   });
+
+  it('not wanted, a free lease is not asked for (its holder is still read); once wanted, it is taken at the next beat', async function () {
+    const [a, b] = [new Work(), new Work()];
+    let wanted = false;
+    const asked: string[] = [];
+    let reads = 0;
+    const counting = overriding(first, {
+      acquireLease: (name: string, holder: string, ttlMs: number): Promise<Lease> => {
+        asked.push(holder);
+        return first.acquireLease(name, holder, ttlMs);
+      },
+      lease: (name: string): Promise<Lease | null> => {
+        reads++;
+        return first.lease(name);
+      },
+    });
+    const gated = new LeaseKeeper({ leases: counting, name: lease, holder: 'host:1:a', work: a, ttlMs: TTL_MS, heartbeatMs: BEAT_MS, wanted: () => wanted });
+    keepers.push(gated);
+    await gated.start();
+    // Held by another meanwhile: the status says by whom, though this keeper never asked.
+    const other = keeper(second, 'host:2:b', b);
+    await other.start();
+    await until('the status names the other holder', () => gated.status().holder === 'host:2:b');
+    await other.stop();
+    await until('the status says the lease is free', () => gated.status().holder === null);
+    // Beats go on, each reading the lease instead of asking for it.
+    const readsWhenFree = reads;
+    await until('three more beats', () => reads >= readsWhenFree + 3);
+    expect(asked).to.deep.equal([]);
+    expect(a.running).to.equal(null);
+    wanted = true;
+    await until('the work runs once wanted', () => a.running !== null);
+    expect(gated.status()).to.deep.equal({ lease, held: true, holder: 'host:1:a' });
+    // Held, it is renewed whatever `wanted` says.
+    wanted = false;
+    const renewals = asked.length;
+    await until('renewed while held', () => asked.length > renewals + 2);
+    expect(a.running).to.not.equal(null);
+  });
+
+  it('giving up stops the work and releases the lease at once; the keeper stays a standby, and takes it again when wanted and free', async function () {
+    const order: string[] = [];
+    const [a, b] = [new Work('a', order), new Work('b', order)];
+    let wanted = true;
+    const giving = new LeaseKeeper({ leases: first, name: lease, holder: 'host:1:a', work: a, ttlMs: TTL_MS, heartbeatMs: BEAT_MS, wanted: () => wanted });
+    keepers.push(giving);
+    await giving.start();
+    const standby = keeper(second, 'host:2:b', b);
+    await standby.start();
+    expect(a.running).to.not.equal(null);
+    wanted = false;
+    await giving.giveUp();
+    expect(a.running).to.equal(null);
+    expect(giving.status().held).to.equal(false);
+    // Released, not left to run out: the other takes it at its next beat, well within the lease's time.
+    expect((await second.lease(lease))!.expiresAt).to.equal(0);
+    await until('the standby runs the work', () => b.running !== null, TTL_MS);
+    expect(order).to.deep.equal(['a start', 'a stop', 'b start']);
+    await until('the status names the new holder', () => giving.status().holder === 'host:2:b');
+    // Still beating: wanted again and the lease free again, it takes it back.
+    wanted = true;
+    await standby.stop();
+    await until('the first runs the work again', () => a.running !== null);
+    expect(order).to.deep.equal(['a start', 'a stop', 'b start', 'b stop', 'a start']);
+  });
 });
 
 describe('lease keeper: a store slow to answer (stubbed clock)', function () {
