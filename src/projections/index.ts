@@ -106,18 +106,20 @@ export async function dropUnservedBuilds(readModels: ReadModelStore): Promise<st
 /**
  * Every projection of the service inside `leadpost serve`. Each serves the build last switched to;
  * when `leadpost replay` has rebuilt one and switched to it, every instance notices within a
- * second and reads from the new build. Only the instance holding the projector lease runs the
- * projections (`run`, fenced by that lease); the others follow the builds and read the stored
- * checkpoints, for the position their answers reflect and for their lag.
+ * second and reads from the new build. Each projection is run by the instance holding its lease
+ * (`run`, fenced by that lease; see roles/projector-leases.ts); for the projections run elsewhere
+ * an instance follows the builds and reads the stored checkpoints, for the position its answers
+ * reflect and for their lag.
  */
 export class Projections {
-  /** The runners while this instance runs the projections; none otherwise. */
-  private runners = new Map<string, ProjectionRunner>();
+  /** The runners of the projections this instance runs now. */
+  private readonly runners = new Map<string, ProjectionRunner>();
   /** The build each projection is served from. */
   private readonly builds = new Map<string, string>();
-  /** Each projection's stored checkpoint, as last read (while another instance runs them). */
+  /** Each projection's stored checkpoint, as last read (while another instance runs it). */
   private readonly stored = new Map<string, Position>();
-  private running: { fence: Fence | undefined; onLeaseLost: () => void } | undefined;
+  /** The projections this instance runs, each with the fence of its commits. */
+  private readonly running = new Map<string, { fence: Fence | undefined; onLeaseLost: () => void }>();
   private timer: NodeJS.Timeout | undefined;
   private checking: Promise<void> = Promise.resolve();
   /** run, pause and a switch of builds, one at a time: none may find the runners half made. */
@@ -145,9 +147,14 @@ export class Projections {
     return this.runners.get(name);
   }
 
-  /** Whether this instance runs the projections now. */
+  /** Whether this instance runs any projection now. */
   get active(): boolean {
-    return this.running !== undefined;
+    return this.running.size > 0;
+  }
+
+  /** Whether this instance runs the projection `name` now. */
+  runs(name: string): boolean {
+    return this.running.has(name);
   }
 
   /** Learns the served builds and their checkpoints, and follows switches from then on. */
@@ -164,24 +171,26 @@ export class Projections {
   }
 
   /**
-   * Runs every projection from its checkpoint, each commit fenced by `fence` (the projector lease).
-   * A commit refused by the fence stops them all and calls `onLeaseLost`.
+   * Runs the projection `name` from its checkpoint, each commit fenced by `fence` (its lease). A
+   * commit refused by the fence stops it (the others run on) and calls `onLeaseLost`.
    */
-  run(fence?: Fence, onLeaseLost: () => void = () => {}): Promise<void> {
+  run(name: string, fence?: Fence, onLeaseLost: () => void = () => {}): Promise<void> {
+    const projection = PROJECTIONS.find((p) => p.name === name);
+    if (!projection) return Promise.reject(new Error(`no projection is named ${name}`));
     return this.exclusive(async () => {
-      if (this.running) return;
-      this.running = { fence, onLeaseLost };
-      for (const projection of PROJECTIONS) await this.serve(projection, this.builds.get(projection.name)!);
+      if (this.running.has(name)) return;
+      this.running.set(name, { fence, onLeaseLost });
+      await this.serve(projection, this.builds.get(name)!);
     });
   }
 
-  /** Stops running the projections (another instance may take over); keeps following the builds. */
-  pause(): Promise<void> {
+  /** Stops running the projection `name` (another instance may take over); keeps following its build. */
+  pause(name: string): Promise<void> {
     return this.exclusive(async () => {
-      this.running = undefined;
-      const runners = this.all;
-      this.runners = new Map();
-      await Promise.all(runners.map((runner) => runner.stop()));
+      this.running.delete(name);
+      const runner = this.runners.get(name);
+      this.runners.delete(name);
+      await runner?.stop();
       await this.readCheckpoints();
     });
   }
@@ -190,7 +199,7 @@ export class Projections {
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.checking;
-    await this.pause();
+    await Promise.all(PROJECTIONS.map((projection) => this.pause(projection.name)));
   }
 
   /** The build a projection is served from (the runners, here or on another thread or process, follow it within a second). */
@@ -206,36 +215,34 @@ export class Projections {
     return collectionName(base, 'v1');
   }
 
-  /** The position every projection has reached: what a read-back answer reflects at least. */
+  /** The position every projection has reached (its runner here, else its stored checkpoint): what a read-back answer reflects at least. */
   position(): Position {
-    const positions = this.active ? this.all.map((runner) => runner.position) : [...this.stored.values()];
+    const positions = PROJECTIONS.map((projection) => this.runners.get(projection.name)?.position ?? this.stored.get(projection.name) ?? START);
     return positions.reduce<Position | null>((low, p) => (low === null || comparePositions(p, low) < 0 ? p : low), null) ?? START;
   }
 
   /** How far each projection is behind `head`: from its runner here, else from its stored checkpoint. */
   async statuses(head: Position): Promise<ProjectionStatus[]> {
-    if (this.active) return Promise.all(this.all.map((runner) => runner.status(head)));
-    await this.readCheckpoints();
+    if (this.runners.size < PROJECTIONS.length) await this.readCheckpoints();
     return Promise.all(
-      PROJECTIONS.map((projection) => projectionStatus(this.events, projection, this.builds.get(projection.name)!, this.stored.get(projection.name) ?? START, head)),
+      PROJECTIONS.map((projection) => {
+        const runner = this.runners.get(projection.name);
+        if (runner) return runner.status(head);
+        return projectionStatus(this.events, projection, this.builds.get(projection.name)!, this.stored.get(projection.name) ?? START, head);
+      }),
     );
   }
 
   /**
-   * Resolves once every projection has committed `position` (here, or in the instance running them).
+   * Resolves once every projection has committed `position` (here, or in the instance running it).
    * Runners here may stop meanwhile (the lease lost, a build switched): it then waits on the ones
    * that replace them, or on the checkpoints the instance that took over stores.
    */
   async waitFor(position: Position): Promise<void> {
     for (;;) {
-      if (this.active) {
-        const runners = this.all;
-        await Promise.all(runners.map((runner) => runner.waitFor(position)));
-        if (runners.every((runner) => comparePositions(runner.position, position) >= 0)) return;
-      } else {
-        await this.readCheckpoints();
-        if (comparePositions(this.position(), position) >= 0) return;
-      }
+      await Promise.all(this.all.map((runner) => runner.waitFor(position)));
+      if (this.runners.size < PROJECTIONS.length) await this.readCheckpoints();
+      if (comparePositions(this.position(), position) >= 0) return;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }
@@ -246,15 +253,17 @@ export class Projections {
     return next;
   }
 
+  /** The stored checkpoints of the projections not run here (a runner here knows its own). */
   private async readCheckpoints(): Promise<void> {
     for (const projection of PROJECTIONS) {
+      if (this.runners.has(projection.name)) continue;
       const position = await this.readModels.checkpoint(checkpointName(projection, this.builds.get(projection.name)!));
       this.stored.set(projection.name, position ?? START);
     }
   }
 
   private async serve(projection: Projection, build: string): Promise<void> {
-    const running = this.running!;
+    const running = this.running.get(projection.name)!;
     const runner = new ProjectionRunner(this.events, this.readModels, projection, build, {
       logger: this.logger,
       onProgress: () => this.listeners.forEach((listener) => listener(projection.name)),
@@ -276,8 +285,8 @@ export class Projections {
       const build = await servedBuild(this.readModels, projection);
       if (this.builds.get(projection.name) === build) continue;
       this.builds.set(projection.name, build);
-      if (this.running) await this.serve(projection, build);
+      if (this.running.has(projection.name)) await this.serve(projection, build);
     }
-    if (!this.running) await this.readCheckpoints();
+    await this.readCheckpoints();
   }
 }

@@ -4,6 +4,7 @@ import { rootCertificates } from 'node:tls';
 import type { AttemptReport } from '../../src/delivery/deliver-lead.js';
 import { deliverLead } from '../../src/delivery/deliver-lead.js';
 import { LEAD_EVENT_SCHEMA, type LeadDeliveryAttempted, type LeadDelivered, type LeadDeliveryFailed, leadStream } from '../../src/events/lead-events.js';
+import { PROJECTIONS } from '../../src/projections/index.js';
 import { tempDir } from '../support/tmp.js';
 import { BuyerEndpoint } from './buyer-endpoint.js';
 import { DeliveryHarness, HOOK_BUYER, sleep, until } from './harness.js';
@@ -202,7 +203,7 @@ describe('delivery: restarts and several workers', function () {
       // The projector stops: each delivered row stays pending, as one far behind would leave it, and
       // the oldest rows due are always the ones delivered. More rows than one page the worker reads
       // (100): the second page must be reached without a poll too.
-      await h.svc.service.projections.pause();
+      await Promise.all(PROJECTIONS.map((projection) => h.svc.service.projections.pause(projection.name)));
       h.worker({ pollMs: 3_600_000, concurrency: SLOTS });
       await until(() => endpoint!.received.length >= LEADS, 30_000, () => `${LEADS} deliveries, ${endpoint!.received.length} so far`);
       expect(new Set(endpoint.received.map((r) => r.body.lead_id))).to.deep.equal(new Set(sold));

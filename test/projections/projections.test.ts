@@ -10,10 +10,10 @@ import { tempDir } from '../support/tmp.js';
 import { until } from '../support/until.js';
 import { leadCommand } from './lead-commands.js';
 
-// The projections of one instance, as the service runs them under the projector lease.
+// The projections of one instance, as the service runs them, each under its own lease.
 
 describe('projections: waiting for a position', function () {
-  it('a wait outlives the projector lease going to another instance: it ends once that instance has committed the position', async function () {
+  it('a wait outlives the projection leases going to another instance: it ends once that instance has committed the position', async function () {
     const dir = tempDir('projections-wait');
     const events = await EmbeddedEventStore.open(dir.path);
     const readModels = EmbeddedReadModelStore.open(dir.path);
@@ -30,17 +30,19 @@ describe('projections: waiting for a position', function () {
       const mine = await readModels.acquireLease(lease, 'here', 1);
       await until('the 1 ms lease run out', () => Date.now() > mine.expiresAt, 1000, 1);
       let lost = 0;
-      await here.run({ lease, holder: 'here', token: mine.token }, () => {
-        lost++;
-        void here.pause();
-      });
+      for (const { name } of PROJECTIONS) {
+        await here.run(name, { lease, holder: 'here', token: mine.token }, () => {
+          lost++;
+          void here.pause(name);
+        });
+      }
       const waiting = here.waitFor(head);
       const early = await Promise.race([waiting.then(() => 'ended'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
       expect(early).to.equal('waiting');
       expect(lost).to.be.at.least(1);
       // The instance that took over runs them to the head.
       const theirs = await readModels.acquireLease(lease, 'there', 60_000);
-      await there.run({ lease, holder: 'there', token: theirs.token });
+      for (const { name } of PROJECTIONS) await there.run(name, { lease, holder: 'there', token: theirs.token });
       await waiting;
       for (const projection of PROJECTIONS) {
         const reached = await readModels.checkpoint(checkpointName(projection, versionBuild(projection)));
@@ -49,6 +51,57 @@ describe('projections: waiting for a position', function () {
     } finally {
       await here.stop();
       await there.stop();
+      await readModels.close();
+      await events.close();
+      dir.remove();
+    }
+  });
+
+  it('runs one projection here while another instance runs the others: position and waitFor take each from where it runs', async function () {
+    const dir = tempDir('projections-split');
+    const events = await EmbeddedEventStore.open(dir.path);
+    const readModels = EmbeddedReadModelStore.open(dir.path);
+    const others = EmbeddedReadModelStore.open(dir.path);
+    const here = new Projections(events, readModels, undefined, 50);
+    const there = new Projections(events, others, undefined, 50);
+    const fence = async (store: EmbeddedReadModelStore, name: string, holder: string) => ({ lease: `projector-${name}`, holder, token: (await store.acquireLease(`projector-${name}`, holder, 60_000)).token });
+    try {
+      for (let i = 0; i < 5; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
+      await here.start();
+      await there.start();
+      await here.run('leads', await fence(readModels, 'leads', 'here'));
+      expect([here.runs('leads'), here.runs('reports'), here.active]).to.deep.equal([true, false, true]);
+      expect(here.all.map((runner) => runner.projection.name)).to.deep.equal(['leads']);
+      const first = await events.headPosition();
+      await here.runner('leads')!.waitFor(first);
+      // Leads is at the head here, the others nowhere: the position is the lowest, theirs.
+      expect(comparePositions(here.position(), first)).to.be.below(0);
+      const waiting = here.waitFor(first);
+      const early = await Promise.race([waiting.then(() => 'ended'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
+      expect(early).to.equal('waiting');
+      // The other instance runs the rest (under their own leases) and stores their checkpoints.
+      for (const { name } of PROJECTIONS.filter((p) => p.name !== 'leads')) await there.run(name, await fence(others, name, 'there'));
+      await waiting;
+      expect(comparePositions(here.position(), first)).to.be.at.least(0);
+      // Statuses mix the runner here with the checkpoints stored there.
+      const statuses = await here.statuses(first);
+      expect(statuses.map((s) => [s.projection, s.caughtUp])).to.deep.equal(PROJECTIONS.map((p) => [p.name, true]));
+      // More events: a wait here ends once both this runner and the other instance have them.
+      for (let i = 5; i < 8; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
+      const second = await events.headPosition();
+      await here.waitFor(second);
+      for (const projection of PROJECTIONS) {
+        const reached = await readModels.checkpoint(checkpointName(projection, versionBuild(projection)));
+        expect(comparePositions(reached!, second), projection.name).to.be.at.least(0);
+      }
+      // Paused here, leads is read from its checkpoint like the others.
+      await here.pause('leads');
+      expect([here.runs('leads'), here.active, here.all.length]).to.deep.equal([false, false, 0]);
+      expect(comparePositions(here.position(), second)).to.be.at.least(0);
+    } finally {
+      await here.stop();
+      await there.stop();
+      await others.close();
       await readModels.close();
       await events.close();
       dir.remove();
