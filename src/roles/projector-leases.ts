@@ -1,0 +1,187 @@
+import type { Logger } from 'pino';
+import { PROJECTIONS } from '../projections/projections.js';
+import type { Fence, Lease, ReadModelStore } from '../read-models/port.js';
+import { LeaseKeeper, type LeaseStatus } from './lease-keeper.js';
+
+// The projections, spread over the processes with the projector role. Each projection has a lease
+// of its own (`projector-leads` …), kept by a LeaseKeeper in every such process: its holder runs
+// that projection, fenced by it. Each process also keeps a membership lease
+// (`projector-member-<holder>`), so that each can count the live ones (N) and what each holds.
+// With P projections, a process asks for a free lease only while it holds fewer than ceil(P/N) and
+// no member holds fewer than it does; one holding more than ceil(P/N), or ceil(P/N) while a member
+// holds fewer than floor(P/N), gives one up per beat (the last it holds, in PROJECTIONS order;
+// among members at ceil, only the one whose holder id sorts last). So 2 processes hold 2 + 2, 3
+// hold 2 + 1 + 1, 5 hold 1 + 1 + 1 + 1 + 0, and one that dies hands over only its share.
+// A release before this one kept a single lease, `projector`, for all of them: while another
+// process holds it, this one takes none (and gives up any it holds), so no projection runs twice.
+
+/** The lease of one projection. */
+export const projectionLease = (projection: string): string => `${PROJECTOR_LEASE}-${projection}`;
+
+/** The one lease an older release ran every projection under; still the prefix of every lease here. */
+export const PROJECTOR_LEASE = 'projector';
+
+/** The leases of every projection, in PROJECTIONS order. */
+export const PROJECTION_LEASES: readonly string[] = PROJECTIONS.map((projection) => projectionLease(projection.name));
+
+/** Each process with the projector role keeps one named so (its holder id after the prefix) while it runs. */
+const MEMBER_PREFIX = `${PROJECTOR_LEASE}-member-`;
+
+/** A member's row is removed once it ran out this long ago (it stopped or died), as an instance's is. */
+const GONE_MEMBER_MS = 60_000;
+
+/** What runs the projections here (Projections). */
+interface ProjectionWork {
+  run(name: string, fence: Fence, lost: () => void): Promise<void>;
+  pause(name: string): Promise<void>;
+}
+
+export interface ProjectorLeasesOptions {
+  readonly leases: Pick<ReadModelStore, 'acquireLease' | 'releaseLease' | 'lease' | 'leasesNamed' | 'removeLeasesNamed'>;
+  readonly holder: string;
+  readonly projections: ProjectionWork;
+  /**
+   * Whether this process joins the balancing (a service); false: it takes every free lease and
+   * never gives one up (a CLI run alone, bringing the projections up to date). Default true.
+   */
+  readonly join?: boolean;
+  readonly ttlMs?: number;
+  readonly heartbeatMs?: number;
+  readonly logger?: Logger;
+}
+
+export class ProjectorLeases {
+  private readonly keepers: Array<{ name: string; keeper: LeaseKeeper }>;
+  private readonly member: LeaseKeeper | null;
+  /** Every lease named `projector…`, as the last beat read them. */
+  private rows: Lease[] = [];
+  /** The keepers this process let ask since the last beat read the rows: counted as held until then. */
+  private readonly asking = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private beating: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(private readonly options: ProjectorLeasesOptions) {
+    const { leases, holder, projections, ttlMs, heartbeatMs, logger } = options;
+    const timing = { ...(ttlMs ? { ttlMs } : {}), ...(heartbeatMs ? { heartbeatMs } : {}), ...(logger ? { logger } : {}) };
+    this.keepers = PROJECTIONS.map(({ name }) => ({
+      name,
+      keeper: new LeaseKeeper({
+        leases,
+        name: projectionLease(name),
+        holder,
+        wanted: () => this.wants(name),
+        work: { start: (fence, lost) => projections.run(name, fence, lost), stop: () => projections.pause(name) },
+        ...timing,
+      }),
+    }));
+    this.member = options.join === false ? null : new LeaseKeeper({ leases, name: `${MEMBER_PREFIX}${holder}`, holder, work: { start: async () => {}, stop: async () => {} }, ...timing });
+  }
+
+  /** Joins (a service), reads the leases, and takes the free ones this process should at the first beat of each. */
+  async start(): Promise<void> {
+    if (this.member) {
+      await this.options.leases.removeLeasesNamed(MEMBER_PREFIX, Date.now() - GONE_MEMBER_MS).catch((error: unknown) => this.options.logger?.warn({ err: error }, 'could not remove the leases of projectors gone'));
+      await this.member.start();
+    }
+    await this.read();
+    for (const { keeper } of this.keepers) await keeper.start();
+    this.schedule();
+  }
+
+  /** Leaves, and gives every lease up for the other members to take at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.beating;
+    // Leaving first: the others count one member fewer, and so may take what this one gives up.
+    await this.member?.stop();
+    await Promise.all(this.keepers.map(({ keeper }) => keeper.stop()));
+  }
+
+  /** Each projection's lease as this process sees it; one an older release's process holds as held by it. */
+  statuses(): LeaseStatus[] {
+    const older = this.olderHolder();
+    return this.keepers.map(({ keeper }) => {
+      const status = keeper.status();
+      return !status.held && status.holder === null && older ? { ...status, holder: older } : status;
+    });
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.beating = this.beat()
+        .catch((error: unknown) => this.options.logger?.warn({ err: error }, 'balancing the projections failed'))
+        .finally(() => this.schedule());
+    }, this.options.heartbeatMs ?? 1000);
+    this.timer.unref();
+  }
+
+  private async read(): Promise<void> {
+    this.rows = await this.options.leases.leasesNamed(PROJECTOR_LEASE);
+    this.asking.clear();
+  }
+
+  /** Reads the leases, then gives one up if this process holds more than its share. */
+  private async beat(): Promise<void> {
+    await this.read();
+    if (this.stopped) return;
+    const held = this.keepers.filter(({ keeper }) => keeper.status().held);
+    if (held.length === 0) return;
+    // An older release's projector runs every projection: none may run here meanwhile.
+    if (this.olderHolder()) {
+      await Promise.all(held.map(({ keeper }) => keeper.giveUp()));
+      return;
+    }
+    if (!this.member) return;
+    const { floor, ceil, counts } = this.shares();
+    const mine = held.length;
+    const over = mine > ceil;
+    // At ceil while a member is under floor: one of those at ceil gives up, the one sorting last.
+    const atCeil = [...counts].filter(([, count]) => count === ceil).map(([holder]) => holder);
+    const under = [...counts].some(([, count]) => count < floor);
+    const yields = mine === ceil && ceil > floor && under && atCeil.sort().at(-1) === this.options.holder;
+    if (over || yields) await held.at(-1)!.keeper.giveUp();
+  }
+
+  /** Whether the keeper of `name`, not holding its lease, should ask for it now. */
+  private wants(name: string): boolean {
+    if (this.stopped || this.olderHolder()) return false;
+    const now = Date.now();
+    const row = this.rows.find((lease) => lease.name === projectionLease(name));
+    // Held by another, as far as the last beat saw: asking cannot take it.
+    if (row && row.holder !== this.options.holder && row.expiresAt > now) return false;
+    const mine = this.keepers.filter(({ name: other, keeper }) => keeper.status().held || (other !== name && this.asking.has(other))).length;
+    if (this.member) {
+      const { ceil, counts } = this.shares();
+      if (mine >= ceil) return false;
+      // A member holding fewer takes it first (one that gave a lease up must not take it back).
+      const held = this.keepers.filter(({ keeper }) => keeper.status().held).length;
+      if ([...counts].some(([holder, count]) => holder !== this.options.holder && count < held)) return false;
+    }
+    this.asking.add(name);
+    return true;
+  }
+
+  /** The shares of P projections over the N live members, and what each member holds (this one: as it knows itself). */
+  private shares(): { floor: number; ceil: number; counts: Map<string, number> } {
+    const now = Date.now();
+    const counts = new Map<string, number>([[this.options.holder, 0]]);
+    for (const lease of this.rows) {
+      if (lease.name.startsWith(MEMBER_PREFIX) && lease.expiresAt > now) counts.set(lease.holder, counts.get(lease.holder) ?? 0);
+    }
+    for (const lease of this.rows) {
+      if (PROJECTION_LEASES.includes(lease.name) && lease.expiresAt > now && counts.has(lease.holder)) counts.set(lease.holder, counts.get(lease.holder)! + 1);
+    }
+    counts.set(this.options.holder, this.keepers.filter(({ keeper }) => keeper.status().held).length);
+    const p = this.keepers.length;
+    return { floor: Math.floor(p / counts.size), ceil: Math.ceil(p / counts.size), counts };
+  }
+
+  /** Who holds the older release's single lease, when another process does and it has not run out. */
+  private olderHolder(): string | null {
+    const older = this.rows.find((lease) => lease.name === PROJECTOR_LEASE);
+    return older && older.holder !== this.options.holder && older.expiresAt > Date.now() ? older.holder : null;
+  }
+}
