@@ -39,6 +39,7 @@ import { type ReloadResult, settingsReloader, watchRoutingFile } from './ops/rel
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
 import { INSTANCE_LEASE_PREFIX, LeaseKeeper, type LeaseStatus, leaseHolderId } from './roles/lease-keeper.js';
+import { projectionLease } from './roles/projector-leases.js';
 import { BackgroundRoles } from './roles/background-roles.js';
 import { BackgroundThread } from './roles/background-thread.js';
 
@@ -72,7 +73,7 @@ export interface RunningService {
   /** The background shredding of personal data past PII_RETENTION_DAYS; null when it is unset, or when it runs on the background thread. */
   readonly retention: RetentionSweeper | null;
   readonly metrics: ServiceMetrics;
-  /** The leases this process keeps (projector, delivery), as it sees them now. */
+  /** The leases this process keeps (one per projection, delivery, retention), as it sees them now. */
   leases(): LeaseStatus[];
   /** The thread running the projector, delivery and retention beside the API; null when they run on the main thread (or not at all). */
   readonly backgroundThread: BackgroundThread | null;
@@ -139,7 +140,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   // A process that projects without serving the API stores its read-model commits on a thread of
   // their own (embedded store), so it catches up on two cores after a takeover. One that also
   // serves the API keeps them on its main thread: there the thread cost more CPU per post than it
-  // gave in throughput (BENCH.md). Fenced commits are checked against the projector lease either
+  // gave in throughput (BENCH.md). Fenced commits are checked against the projection's lease either
   // way, and projectors of other processes write the same tables when they hold it. One that serves
   // the API runs its reports on a reader thread, so that a report never holds up the requests in flight.
   const readModelOptions = roles.has('api') ? { readerThread: true } : roles.has('projector') ? { commitThread: true, othersMayWrite: true, smallThreadHeap: true } : {};
@@ -147,8 +148,8 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     async () => overrides.readModels ?? (await openReadModelStore(config, readModelOptions)),
     (models) => (overrides.readModels ? undefined : models.close()),
   );
-  // Every instance follows which build of each projection is served; only the one holding the
-  // projector lease runs them, its commits fenced by that lease.
+  // Every instance follows which build of each projection is served; only the one holding a
+  // projection's lease runs it, its commits fenced by that lease.
   const projections = new Projections(store, readModels, logger);
   await opened.step(() => projections.start(), () => projections.stop());
   // The work besides the API runs on a thread of its own where it can (see background-thread.ts);
@@ -214,7 +215,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     readModels,
     keyStore: personalData,
     projections: projectionStatuses,
-    projectionsHere: () => (thread ? leases().some((lease) => lease.lease === 'projector' && lease.held) : projections.active),
+    projectionsHere: (projection) => (thread ? leases().some((lease) => lease.lease === projectionLease(projection) && lease.held) : projections.runs(projection)),
     roles: { running: [...roles], leases },
     maxLagSeconds: config.readyMaxLagSeconds,
     shuttingDown: () => shutdown.shuttingDown,

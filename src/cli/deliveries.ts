@@ -10,7 +10,8 @@ import { openEventStore } from '../event-store/index.js';
 import { openPersonalDataKeys } from '../personal-data/index.js';
 import { Projections } from '../projections/index.js';
 import { openReadModelStore } from '../read-models/index.js';
-import { LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
+import { leaseHolderId } from '../roles/lease-keeper.js';
+import { ProjectorLeases } from '../roles/projector-leases.js';
 import { loadRoutingConfig } from '../routing/load-config.js';
 import type { CliIo } from './io.js';
 import { UsageError, readArgs } from './usage.js';
@@ -119,9 +120,10 @@ export async function runDeliveriesCommand(args: string[], io: CliIo = { out: pr
     const projections = new Projections(store, readModels);
     await projections.start();
     closers.unshift(() => projections.stop());
-    // Alone, this command runs the projections itself (holding the projector lease, as a service
-    // would); beside a running service it follows the checkpoints of the service that holds it.
-    const projector = new LeaseKeeper({ leases: readModels, name: 'projector', holder: leaseHolderId(), work: { start: (fence, lost) => projections.run(fence, lost), stop: () => projections.pause() } });
+    // Alone, this command runs the projections itself (holding their leases, as a service would,
+    // without joining the services' share of them); beside a running service it follows the
+    // checkpoints of the instances that hold them.
+    const projector = new ProjectorLeases({ leases: readModels, holder: leaseHolderId(), projections, join: false });
     await projector.start();
     closers.unshift(() => projector.stop());
     await projections.waitFor(await store.headPosition());

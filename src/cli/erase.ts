@@ -14,7 +14,8 @@ import { openPersonalDataKeys } from '../personal-data/index.js';
 import { KEYS_FILE } from '../personal-data/embedded-key-store.js';
 import { isBusy } from '../sqlite-busy.js';
 import { Projections } from '../projections/index.js';
-import { LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
+import { leaseHolderId } from '../roles/lease-keeper.js';
+import { ProjectorLeases } from '../roles/projector-leases.js';
 import { openReadModelStore } from '../read-models/index.js';
 import { ReadBack } from '../read-models/read-back.js';
 import { type LoadedRoutingConfig, loadRoutingConfig } from '../routing/load-config.js';
@@ -101,14 +102,10 @@ async function withService<T>(env: NodeJS.ProcessEnv, run: (parts: { eraser: Con
     const projections = new Projections(store, readModels);
     await projections.start();
     closers.unshift(() => projections.stop());
-    // Alone, this command runs the projections itself (holding the projector lease, as a service
-    // would); beside a running service it follows the checkpoints of the service that holds it.
-    const projector = new LeaseKeeper({
-      leases: readModels,
-      name: 'projector',
-      holder: leaseHolderId(),
-      work: { start: (fence, lost) => projections.run(fence, lost), stop: () => projections.pause() },
-    });
+    // Alone, this command runs the projections itself (holding their leases, as a service would,
+    // without joining the services' share of them); beside a running service it follows the
+    // checkpoints of the instances that hold them.
+    const projector = new ProjectorLeases({ leases: readModels, holder: leaseHolderId(), projections, join: false });
     await projector.start();
     closers.unshift(() => projector.stop());
     const now = () => new Date();

@@ -5,9 +5,14 @@
 
 import type { ReadModelStore } from '../read-models/port.js';
 import { INSTANCE_LEASE_PREFIX, LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
+import { PROJECTION_LEASES, PROJECTOR_LEASE } from '../roles/projector-leases.js';
 
-/** The leases a running service holds: while a command holds them, no projector, delivery worker or retention sweep runs. */
-const LEASES = ['projector', 'delivery', 'retention'] as const;
+/**
+ * The leases a running service holds: while a command holds them, no projection, delivery worker
+ * or retention sweep runs. Then the single projector lease of older releases, so none of theirs
+ * runs either: last, since a service of this release that sees it held gives its projections up.
+ */
+const LEASES = [...PROJECTION_LEASES, 'delivery', 'retention', PROJECTOR_LEASE] as const;
 /** How long a lease held by another is waited for: a lease's time (3 s) and a beat. */
 const LEASE_WAIT_MS = 4500;
 

@@ -97,10 +97,13 @@ function notReadyExample(envelope: unknown): Json {
         items: [{ projection: 'leads', caught_up: false, events_behind: 5120, lag_seconds: 42.5 }],
       },
       roles: {
-        ...check(true, 'api, projector (holds the lease), delivery (standby; web-2:4242:9f3a1c holds the lease)'),
+        ...check(true, 'api, projector (holds leads, deliveries; web-2:4242:9f3a1c holds feedback, reports), delivery (standby; web-2:4242:9f3a1c holds the lease)'),
         roles: ['api', 'projector', 'delivery'],
         leases: [
-          { lease: 'projector', held: true, holder: 'web-1:3131:04be7d' },
+          { lease: 'projector-leads', held: true, holder: 'web-1:3131:04be7d' },
+          { lease: 'projector-deliveries', held: true, holder: 'web-1:3131:04be7d' },
+          { lease: 'projector-feedback', held: false, holder: 'web-2:4242:9f3a1c' },
+          { lease: 'projector-reports', held: false, holder: 'web-2:4242:9f3a1c' },
           { lease: 'delivery', held: false, holder: 'web-2:4242:9f3a1c' },
         ],
       },

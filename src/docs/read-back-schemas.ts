@@ -9,6 +9,7 @@ import { DELIVERY_STATUSES } from '../read-models/read-back.js';
 import { GROUP_BY, METRICS } from '../read-models/report.js';
 import { READINESS_CHECKS } from '../ops/readiness.js';
 import { SERVICE_ROLES } from '../config.js';
+import { PROJECTION_LEASES } from '../roles/projector-leases.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const nullable = (type: string, extra: Record<string, unknown> = {}) => ({ type: [type, 'null'], ...extra });
@@ -254,7 +255,7 @@ export const READINESS_CHECKS_SCHEMA = {
     },
     roles: {
       ...CHECK,
-      description: 'What this instance runs (always ok): its roles, and for the projector and delivery roles whether it holds the lease or stands by',
+      description: 'What this instance runs (always ok): its roles, and for each lease it keeps (one per projection for the projector role, delivery, retention) whether it holds it or stands by',
       properties: {
         ...CHECK.properties,
         roles: { type: 'array', items: { type: 'string', enum: [...SERVICE_ROLES] } },
@@ -264,7 +265,7 @@ export const READINESS_CHECKS_SCHEMA = {
             type: 'object',
             required: ['lease', 'held', 'holder'],
             properties: {
-              lease: { type: 'string', enum: ['projector', 'delivery'] },
+              lease: { type: 'string', enum: [...PROJECTION_LEASES, 'delivery', 'retention'] },
               held: { type: 'boolean', description: 'Whether this instance holds the lease and runs the work' },
               holder: nullable('string', { description: 'host:pid:nonce of the holder as this instance last saw it; null when nobody holds it' }),
             },

@@ -1,11 +1,12 @@
 // GET /readyz: may this instance take traffic? Yes when both stores answer, every projection is
 // running and no further behind than the threshold, and the process is not shutting down. Each
 // check is time-boxed, so a hung store makes the probe say "no" quickly instead of hanging it.
-// Projections another instance runs (another live instance holds the projector lease) are reported
-// with their lag but do not make this one unready: its posts do not depend on them, and taking every
-// API instance out of a load balancer because the projector fell behind would stop posting too. An
-// instance with the projector role that sees the lease free (nobody renews it) counts the lag as its
-// own: no instance runs the projections, and it is the one that should.
+// Each projection has a lease of its own (roles/projector-leases.ts). A projection another instance
+// runs (another live instance holds its lease) is reported with its lag but does not make this one
+// unready: its posts do not depend on it, and taking every API instance out of a load balancer
+// because a projector fell behind would stop posting too. An instance with the projector role that
+// sees a projection's lease free (nobody renews it) counts that projection's lag as its own: no
+// instance runs it, and it is one that should.
 // A process that keeps a lease (the projector or delivery role) writes to the read-model store
 // every second: for it the store answers only when it can take the store's write lock; an `api`
 // process only reads it, which another connection's write lock does not stop.
@@ -18,6 +19,7 @@ import type { EventStore } from '../event-store/port.js';
 import type { ProjectionStatus } from '../projections/runner.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import type { LeaseStatus } from '../roles/lease-keeper.js';
+import { projectionLease } from '../roles/projector-leases.js';
 import { causeChain } from '../error-causes.js';
 import type { FailingAppends } from './append-health.js';
 
@@ -34,8 +36,8 @@ export interface ReadinessDeps {
   readonly shuttingDown: () => boolean;
   /** The roles this process runs, and the leases it keeps for them; omitted: every role, no leases. */
   readonly roles?: { readonly running: readonly string[]; readonly leases: () => LeaseStatus[] };
-  /** Whether this instance runs the projections itself; omitted: it does. */
-  readonly projectionsHere?: () => boolean;
+  /** Whether this instance runs the projection itself; omitted: it runs every one. */
+  readonly projectionsHere?: (projection: string) => boolean;
   /** A run of this instance's appends all failing (see AppendHealth); omitted: not watched. */
   readonly appends?: { failing(): FailingAppends | null };
   /** Per check; defaults to 2000. */
@@ -146,8 +148,10 @@ export class ReadinessProbe {
     const leases = this.deps.roles?.leases() ?? [];
     const described = running.map((role) => {
       const lease = leases.find((l) => l.lease === role);
-      if (!lease) return role;
-      return `${role} (${lease.held ? 'holds the lease' : lease.holder ? `standby; ${lease.holder} holds the lease` : 'standby; the lease is free'})`;
+      if (lease) return `${role} (${lease.held ? 'holds the lease' : lease.holder ? `standby; ${lease.holder} holds the lease` : 'standby; the lease is free'})`;
+      // The projector role: a lease per projection (`projector-leads` …), named here by the projection.
+      const several = leases.filter((l) => l.lease.startsWith(`${role}-`));
+      return several.length === 0 ? role : `${role} (${describeLeases(several, `${role}-`)})`;
     });
     return { ok: true, detail: described.join(', '), roles: running, leases: leases.map((l) => ({ lease: l.lease, held: l.held, holder: l.holder })) };
   }
@@ -191,31 +195,53 @@ export class ReadinessProbe {
       lag_seconds: Math.round(s.lagSeconds * 1000) / 1000,
     }));
     if (items.length === 0) return { ok: false, detail: 'no projection is running', items };
-    const runner = this.runner();
-    // Only while another live instance holds the lease is the lag that instance's to answer for.
-    const own = runner !== 'another instance';
+    const runners = new Map(items.map((item) => [item.projection, this.runner(item.projection)]));
+    const kinds = new Set(runners.values());
+    // One runner for all (the usual case: one instance, or a projector-less one) is said once.
+    const single = kinds.size === 1 ? [...kinds][0]! : null;
     const late = items.filter((item) => item.lag_seconds > this.deps.maxLagSeconds);
-    const by = runner === 'here' ? '' : `run by ${runner}, `;
     if (late.length > 0) {
-      const which = late.map((item) => `${item.projection} ${item.lag_seconds} s`).join(', ');
+      // Only while another live instance holds a projection's lease is its lag that instance's to answer for.
+      const own = late.some((item) => runners.get(item.projection) !== 'another instance');
+      const by = single === null || single === 'here' ? '' : `run by ${single}, `;
+      const which = late.map((item) => `${item.projection} ${item.lag_seconds} s${single === null ? ` (${runBy(runners.get(item.projection)!)})` : ''}`).join(', ');
       return { ok: !own, detail: `${by}behind by more than ${this.deps.maxLagSeconds} s: ${which}`, items };
     }
-    return { ok: true, detail: `${runner === 'here' ? 'running' : `run by ${runner}`}, within ${this.deps.maxLagSeconds} s`, items };
+    const who = single ?? RUNNERS.filter((r) => kinds.has(r)).map((r) => `${runBy(r)}: ${items.filter((item) => runners.get(item.projection) === r).map((item) => item.projection).join(', ')}`).join('; ');
+    return { ok: true, detail: `${single ? runBy(single) : who}${single ? ',' : ';'} within ${this.deps.maxLagSeconds} s`, items };
   }
 
   /**
-   * Who runs the projections, as this instance sees it: itself; another instance (one holds the
-   * projector lease, or this instance has no projector role and cannot tell); or no instance (this
-   * one has the role, and the lease is free or ran out: no live instance renews it).
+   * Who runs a projection, as this instance sees it: itself; another instance (one holds the
+   * projection's lease, or this instance has no projector role and cannot tell); or no instance
+   * (this one has the role, and the lease is free or ran out: no live instance renews it).
    */
-  private runner(): 'here' | 'another instance' | 'no instance' {
-    if (this.deps.projectionsHere?.() ?? true) return 'here';
+  private runner(projection: string): Runner {
+    if (this.deps.projectionsHere?.(projection) ?? true) return 'here';
     const running = this.deps.roles?.running ?? ['api', 'projector', 'delivery'];
     if (!running.includes('projector')) return 'another instance';
-    const lease = this.deps.roles?.leases().find((l) => l.lease === 'projector');
+    const lease = this.deps.roles?.leases().find((l) => l.lease === projectionLease(projection));
     if (!lease) return 'another instance';
-    // Held, its projections starting: this instance's to answer for.
+    // Held, its projection starting: this instance's to answer for.
     if (lease.held) return 'here';
     return lease.holder === null ? 'no instance' : 'another instance';
   }
+}
+
+type Runner = 'here' | 'another instance' | 'no instance';
+const RUNNERS: readonly Runner[] = ['here', 'no instance', 'another instance'];
+const runBy = (runner: Runner): string => (runner === 'here' ? 'running' : `run by ${runner}`);
+
+/** A role's leases, by the name after `prefix`: `holds leads, deliveries; web-2:42:9f3a1c holds feedback; free: reports`. */
+function describeLeases(leases: readonly LeaseStatus[], prefix: string): string {
+  const named = (of: readonly LeaseStatus[]) => of.map((l) => l.lease.slice(prefix.length)).join(', ');
+  const held = leases.filter((l) => l.held);
+  const holders = [...new Set(leases.filter((l) => !l.held && l.holder).map((l) => l.holder!))];
+  const free = leases.filter((l) => !l.held && !l.holder);
+  const parts = [
+    ...(held.length > 0 ? [`holds ${named(held)}`] : []),
+    ...holders.map((holder) => `${holder} holds ${named(leases.filter((l) => !l.held && l.holder === holder))}`),
+    ...(free.length > 0 ? [`free: ${named(free)}`] : []),
+  ];
+  return `${held.length === 0 ? 'standby; ' : ''}${parts.join('; ')}`;
 }

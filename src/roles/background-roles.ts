@@ -9,8 +9,10 @@ import type { Projections } from '../projections/index.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
 import { LeaseKeeper, type LeaseStatus } from './lease-keeper.js';
+import { ProjectorLeases } from './projector-leases.js';
 
-// The work of a `serve` process that is not answering requests: the projections, the webhook
+// The work of a `serve` process that is not answering requests: the projections (each while this
+// process holds its lease, balanced over the projector processes: projector-leases.ts), the webhook
 // delivery worker and the retention sweep, each run only while this process holds its lease. The
 // same code runs them on the main thread of a process, or on the background thread an API process
 // gives them (background-thread.ts).
@@ -38,7 +40,7 @@ export interface BackgroundRolesDeps {
 
 export class BackgroundRoles {
   readonly retention: RetentionSweeper | null;
-  private readonly projector: LeaseKeeper | null;
+  private readonly projector: ProjectorLeases | null;
   private readonly delivery: LeaseKeeper | null;
   private readonly retentionLease: LeaseKeeper | null;
   private worker: DeliveryWorker | null = null;
@@ -46,7 +48,7 @@ export class BackgroundRoles {
   constructor(private readonly deps: BackgroundRolesDeps) {
     const { projections, readModels, holder, logger } = deps;
     const keeper = (name: string, work: ConstructorParameters<typeof LeaseKeeper>[0]['work']) => new LeaseKeeper({ leases: readModels, name, holder, logger, work });
-    this.projector = deps.projector ? keeper('projector', { start: (fence, lost) => projections.run(fence, lost), stop: () => projections.pause() }) : null;
+    this.projector = deps.projector ? new ProjectorLeases({ leases: readModels, holder, projections, logger }) : null;
     // The worker runs only while this process holds the delivery lease: a new one each time it takes it.
     this.delivery = deps.delivery
       ? keeper('delivery', {
@@ -87,10 +89,10 @@ export class BackgroundRoles {
 
   /** The leases kept here, as this process sees them now. */
   leases(): LeaseStatus[] {
-    return [this.projector, this.delivery, this.retentionLease].filter((keeper) => keeper !== null).map((keeper) => keeper.status());
+    return [...(this.projector?.statuses() ?? []), ...[this.delivery, this.retentionLease].filter((keeper) => keeper !== null).map((keeper) => keeper.status())];
   }
 
-  /** A free projector lease is taken at the first beat: a single instance answers from running projections at once. */
+  /** Free projection leases are taken at the first beat: a single instance answers from running projections at once. */
   async startProjector(): Promise<void> {
     await this.projector?.start();
   }

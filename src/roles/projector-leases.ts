@@ -75,7 +75,9 @@ export class ProjectorLeases {
         ...timing,
       }),
     }));
-    this.member = options.join === false ? null : new LeaseKeeper({ leases, name: `${MEMBER_PREFIX}${holder}`, holder, work: { start: async () => {}, stop: async () => {} }, ...timing });
+    // Not logged: what it would say (a renewal failing, the process stopping) the projections' keepers say.
+    const quiet = { ...(ttlMs ? { ttlMs } : {}), ...(heartbeatMs ? { heartbeatMs } : {}) };
+    this.member = options.join === false ? null : new LeaseKeeper({ leases, name: `${MEMBER_PREFIX}${holder}`, holder, work: { start: async () => {}, stop: async () => {} }, ...quiet });
   }
 
   /** Joins (a service), reads the leases, and takes the free ones this process should at the first beat of each. */

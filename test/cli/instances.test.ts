@@ -27,12 +27,12 @@ describe('leadpost instances', function () {
       expect(answer.instances).to.have.length(2);
       for (const holder of answer.instances) expect(holder).to.match(/^.+:\d+:[0-9a-f]{6}$/);
       // The all-roles service's background thread holds the role leases, under an id of its own.
-      expect(answer.leases.map((lease) => lease.name).sort()).to.deep.equal(['delivery', 'projector']);
+      expect(answer.leases.map((lease) => lease.name).sort()).to.deep.equal(['delivery', 'projector-deliveries', 'projector-feedback', 'projector-leads', 'projector-reports']);
       expect(answer.leases.every((lease) => !answer.instances.includes(lease.holder))).to.equal(true);
 
       const text = await runChild(['instances'], env, { script: BIN });
       expect(text.lines[0]).to.equal('instances running (2):');
-      expect(text.lines.join('\n')).to.match(/role leases held:\n {2}projector {2}.+:\d+:[0-9a-f]{6}/);
+      expect(text.lines.join('\n')).to.match(/role leases held:\n {2}projector-leads {2,}.+:\d+:[0-9a-f]{6}/);
     } finally {
       await api.stop();
       await all.stop();
@@ -58,7 +58,7 @@ describe('instance leases of instances gone', function () {
       const at = (ms: number) => sinon.useFakeTimers({ now: Date.now() - ms, toFake: ['Date'] });
       let clock = at(120_000);
       await readModels.acquireLease(`${INSTANCE_LEASE_PREFIX}gone:1:aaaaaa`, 'gone:1:aaaaaa', 3000);
-      await readModels.acquireLease('projector', 'gone:1:bbbbbb', 3000);
+      await readModels.acquireLease('projector-leads', 'gone:1:bbbbbb', 3000);
       clock.restore();
       clock = at(30_000);
       await readModels.acquireLease(`${INSTANCE_LEASE_PREFIX}recent:2:cccccc`, 'recent:2:cccccc', 3000);
@@ -75,7 +75,7 @@ describe('instance leases of instances gone', function () {
           // And its own, held.
           const own = (await reader.leasesNamed(INSTANCE_LEASE_PREFIX)).filter((lease) => lease.expiresAt > Date.now());
           expect(own).to.have.length(1);
-          expect((await reader.lease('projector'))?.token).to.equal(1);
+          expect((await reader.lease('projector-leads'))?.token).to.equal(1);
         } finally {
           await reader.close();
         }

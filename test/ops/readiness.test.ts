@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import Database from 'better-sqlite3';
 import { type EventStore, EventStoreUnavailableError } from '../../src/event-store/port.js';
 import { ReadinessProbe } from '../../src/ops/readiness.js';
+import { PROJECTIONS } from '../../src/projections/index.js';
 import type { ProjectionStatus } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { type Lease, ReadModelUnavailableError } from '../../src/read-models/port.js';
@@ -49,9 +50,9 @@ describe('health and readiness', function () {
       expect(checks).to.have.keys('shutdown', 'event_store', 'read_models', 'key_store', 'projections', 'roles');
       expect(Object.values(checks).every((check) => check.ok)).to.equal(true);
       expect(checks.projections!.items!.map((item) => item.projection)).to.include.members(['leads', 'deliveries', 'reports']);
-      // One instance on its own runs every role and holds both leases.
+      // One instance on its own runs every role and holds every lease: one per projection, and delivery's.
       expect(checks.roles!.roles).to.deep.equal(['api', 'projector', 'delivery']);
-      expect(checks.roles!.detail).to.equal('api, projector (holds the lease), delivery (holds the lease)');
+      expect(checks.roles!.detail).to.equal('api, projector (holds leads, deliveries, feedback, reports), delivery (holds the lease)');
       expect(checks.roles!.leases).to.deep.equal(svc.service.leases().map((l) => ({ ...l, held: true })));
     });
 
@@ -103,9 +104,10 @@ describe('health and readiness', function () {
     const readModels = { checkpoint: async () => null, releaseLease: async () => {} };
     const keyStore = { probe: async () => {} };
     const lagging = [status('leads', 0), status('reports', 42.5)];
+    /** The projector role, every projection's lease as `lease` says. */
     const projectorRole = (lease: { held: boolean; holder: string | null }) => ({
       running: ['projector', 'delivery'],
-      leases: () => [{ lease: 'projector', ...lease }],
+      leases: () => PROJECTIONS.map((projection) => ({ lease: `projector-${projection.name}`, ...lease })),
     });
 
     it('says not ready while shutting down', async function () {
@@ -178,38 +180,69 @@ describe('health and readiness', function () {
       expect((await api.check()).checks.projections).to.include({ ok: true, detail: 'run by another instance, behind by more than 30 s: reports 42.5 s' });
     });
 
+    it('each projection is answered for by where its lease is: run here, by another live instance, or free (its lag then this instance\'s)', async function () {
+      const leases = [
+        { lease: 'projector-leads', held: true, holder: 'me:1:aaaaaa' },
+        { lease: 'projector-deliveries', held: false, holder: 'other:2:bbbbbb' },
+        { lease: 'projector-feedback', held: false, holder: null },
+        { lease: 'projector-reports', held: false, holder: 'other:2:bbbbbb' },
+      ];
+      const probe = (statuses: ProjectionStatus[]) =>
+        new ReadinessProbe({
+          keyStore,
+          events: store,
+          readModels,
+          projections: async () => statuses,
+          projectionsHere: (projection) => projection === 'leads',
+          roles: { running: ['projector', 'delivery'], leases: () => leases },
+          maxLagSeconds: 30,
+          shuttingDown: () => false,
+        });
+      const within = await probe([status('leads', 0), status('deliveries', 0), status('feedback', 0), status('reports', 0)]).check();
+      expect(within.checks.projections).to.include({ ok: true, detail: 'running: leads; run by no instance: feedback; run by another instance: deliveries, reports; within 30 s' });
+      expect(within.checks.roles.detail).to.equal('projector (holds leads; other:2:bbbbbb holds deliveries, reports; free: feedback), delivery');
+      // Reports behind: another live instance runs it, so this one stays ready.
+      const theirs = await probe([status('leads', 0), status('deliveries', 0), status('feedback', 0), status('reports', 42.5)]).check();
+      expect(theirs.checks.projections).to.include({ ok: true, detail: 'behind by more than 30 s: reports 42.5 s (run by another instance)' });
+      // Leads (run here) or feedback (free: no instance runs it) behind: this one's to answer for.
+      const mine = await probe([status('leads', 31), status('deliveries', 0), status('feedback', 0), status('reports', 42.5)]).check();
+      expect(mine.checks.projections).to.include({ ok: false, detail: 'behind by more than 30 s: leads 31 s (running), reports 42.5 s (run by another instance)' });
+      const free = await probe([status('leads', 0), status('deliveries', 0), status('feedback', 40), status('reports', 0)]).check();
+      expect(free.checks.projections).to.include({ ok: false, detail: 'behind by more than 30 s: feedback 40 s (run by no instance)' });
+    });
+
     it('a lease left free by a stopped holder, as the store lease API and a lease keeper that saw it tell it: not ready, run by no instance', async function () {
       const dir = tempDir('readyz-free-lease');
       const readModelStore = EmbeddedReadModelStore.open(dir.path);
       try {
         // A holder that stopped cleanly: it took the lease and gave it up.
-        await readModelStore.acquireLease('projector', 'stopped:1:aaaaaa', 60_000);
-        await readModelStore.releaseLease('projector', 'stopped:1:aaaaaa');
+        await readModelStore.acquireLease('projector-reports', 'stopped:1:aaaaaa', 60_000);
+        await readModelStore.releaseLease('projector-reports', 'stopped:1:aaaaaa');
         // This instance's keeper has seen the lease free, but could not take it (a store that
         // refuses its writes, as in test/roles/read-model-lock.test.ts): it only reads here.
         const seen: Lease[] = [];
         const keeper = new LeaseKeeper({
           leases: {
             acquireLease: async () => {
-              const lease = await readModelStore.lease('projector');
+              const lease = await readModelStore.lease('projector-reports');
               seen.push(lease!);
               return lease!;
             },
             releaseLease: async () => {},
           },
-          name: 'projector',
+          name: 'projector-reports',
           holder: 'here:2:bbbbbb',
           work: { start: async () => {}, stop: async () => {} },
         });
         await keeper.start();
         await keeper.stop();
         expect(seen[0]).to.include({ holder: 'stopped:1:aaaaaa' });
-        expect(keeper.status()).to.deep.equal({ lease: 'projector', held: false, holder: null });
+        expect(keeper.status()).to.deep.equal({ lease: 'projector-reports', held: false, holder: null });
         const probe = new ReadinessProbe({
           keyStore,
           events: store,
           readModels: readModelStore,
-          projections: async () => lagging,
+          projections: async () => [status('reports', 42.5)],
           projectionsHere: () => false,
           roles: { running: ['projector'], leases: () => [keeper.status()] },
           maxLagSeconds: 30,
@@ -217,7 +250,7 @@ describe('health and readiness', function () {
         });
         const result = await probe.check();
         expect(result.ready).to.equal(false);
-        expect(result.checks.roles.detail).to.equal('projector (standby; the lease is free)');
+        expect(result.checks.roles.detail).to.equal('projector (standby; free: reports)');
         expect(result.checks.projections.detail).to.equal('run by no instance, behind by more than 30 s: reports 42.5 s');
         // The store answers a write (the probe of a process that keeps leases).
         expect(result.checks.read_models).to.deep.equal({ ok: true, detail: 'reachable' });

@@ -6,6 +6,7 @@ import { loadServiceConfig } from '../../src/config.js';
 import { createLogger } from '../../src/http/logger.js';
 import { ServiceMetrics } from '../../src/ops/metrics.js';
 import { BackgroundThread } from '../../src/roles/background-thread.js';
+import { PROJECTION_LEASES } from '../../src/roles/projector-leases.js';
 import { loadRoutingConfig } from '../../src/routing/load-config.js';
 import { openReadModelStore } from '../../src/read-models/index.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
@@ -50,7 +51,10 @@ describe('an all-roles process with its background roles on a thread', function 
     expect(svc.service.projections.active).to.equal(false);
     const leases = svc.service.leases();
     expect(leases.map((lease) => [lease.lease, lease.held])).to.deep.equal([
-      ['projector', true],
+      ['projector-leads', true],
+      ['projector-deliveries', true],
+      ['projector-feedback', true],
+      ['projector-reports', true],
       ['delivery', true],
     ]);
     // Named after this process, with the thread's own nonce, in the leases and in the start-up line.
@@ -61,10 +65,11 @@ describe('an all-roles process with its background roles on a thread', function 
     expect(listening).to.include({ lease_holder: holder });
     const ready = await svc.request('GET', '/readyz');
     const checks = ready.body.checks as Record<string, { ok: boolean; detail: string }>;
-    expect(checks.roles!.detail).to.equal('api, projector (holds the lease), delivery (holds the lease)');
+    expect(checks.roles!.detail).to.equal('api, projector (holds leads, deliveries, feedback, reports), delivery (holds the lease)');
     expect(checks.projections!.detail).to.match(/^running, within/);
     const metrics = (await svc.request('GET', '/metrics')).text;
-    expect(metrics).to.match(/^leadpost_lease_held\{lease="projector"\} 1$/m);
+    expect(metrics).to.match(/^leadpost_lease_held\{lease="projector-leads"\} 1$/m);
+    expect(metrics).to.match(/^leadpost_lease_held\{lease="projector-reports"\} 1$/m);
     expect(metrics).to.match(/^leadpost_lease_held\{lease="delivery"\} 1$/m);
   });
 
@@ -104,7 +109,7 @@ describe('an all-roles process with its background roles on a thread', function 
     await svc.stop();
     const readModels = await openReadModelStore({ dataDir: dir.path, mongoUrl: undefined });
     try {
-      for (const name of ['projector', 'delivery']) {
+      for (const name of [...PROJECTION_LEASES, 'delivery']) {
         const lease = await readModels.acquireLease(name, 'next-process', 3000);
         expect(lease.holder, name).to.equal('next-process');
       }
@@ -146,7 +151,10 @@ describe('an all-roles process with LEADPOST_BACKGROUND_THREAD=0', function () {
     expect(svc.service.backgroundThread).to.equal(null);
     expect(svc.service.projections.active).to.equal(true);
     expect(svc.service.leases().map((lease) => [lease.lease, lease.held])).to.deep.equal([
-      ['projector', true],
+      ['projector-leads', true],
+      ['projector-deliveries', true],
+      ['projector-feedback', true],
+      ['projector-reports', true],
       ['delivery', true],
     ]);
   });
@@ -178,16 +186,18 @@ describe('the background thread on its own, as the service drives it', function 
   });
 
   const held = () => Object.fromEntries(thread.leases().map((lease) => [lease.lease, lease.held]));
+  /** Every projection's lease, held. */
+  const projecting = Object.fromEntries(PROJECTION_LEASES.map((name) => [name, true]));
 
   it('projects once started, and delivers only once told to (after the listeners are up)', async function () {
-    expect(held()).to.deep.equal({ projector: true, delivery: false });
+    expect(held()).to.deep.equal({ ...projecting, delivery: false });
     await thread.deliver();
-    expect(held()).to.deep.equal({ projector: true, delivery: true });
+    expect(held()).to.deep.equal({ ...projecting, delivery: true });
   });
 
   it('drains delivery while requests finish, the projector running on until the stop', async function () {
     await thread.drain();
-    expect(held()).to.deep.equal({ projector: true, delivery: false });
+    expect(held()).to.deep.equal({ ...projecting, delivery: false });
   });
 
   it('stops once however often it is asked, closing each store once, and is gone when the stop resolves', async function () {
@@ -196,9 +206,6 @@ describe('the background thread on its own, as the service drives it', function 
     expect(logs.filter((line) => line.includes('closing a store of the background thread failed'))).to.deep.equal([]);
     // The thread's own lines came through this logger, marked as the thread's.
     const released = logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((entry) => entry.msg === 'lease given up: this instance stops the work');
-    expect(released.map((entry) => [entry.lease, entry.thread])).to.have.deep.members([
-      ['delivery', 'background'],
-      ['projector', 'background'],
-    ]);
+    expect(released.map((entry) => [entry.lease, entry.thread])).to.have.deep.members([['delivery', 'background'], ...PROJECTION_LEASES.map((name) => [name, 'background'])]);
   });
 });

@@ -151,7 +151,7 @@ describe('leadpost serve while another process holds the read-model store locked
     });
   }
 
-  it('an all-roles process that lost the projector lease to the lock counts the lag as its own: 503, run by no instance', async function () {
+  it('an all-roles process that lost the projection leases to the lock counts the lag as its own: 503, run by no instance', async function () {
     const server = await start('api,projector,delivery', { READY_MAX_LAG_SECONDS: '1' });
     const { ready } = await underLock(server, LOCK_MS, async () => {
       // The API appends to the event store, which the lock does not touch: a lead the projections cannot commit.
@@ -161,7 +161,7 @@ describe('leadpost serve while another process holds the read-model store locked
     const last = ready.at(-1)!;
     expect(last.status).to.equal(503);
     const checks = last.body.checks as Record<string, { ok: boolean; detail: string }>;
-    expect(checks.roles!.detail).to.contain('projector (standby; the lease is free)');
+    expect(checks.roles!.detail).to.contain('projector (standby; free: leads, deliveries, feedback, reports)');
     expect(checks.projections).to.include({ ok: false });
     expect(checks.projections!.detail).to.match(/^run by no instance, behind by more than 1 s: /);
     expect(last.body.message).to.contain('projections (run by no instance, behind by more than 1 s');
