@@ -10,10 +10,11 @@ exits 0, all within 10 s. SIGHUP reads the routing file and the TLS certificate 
 restart; an edit that does not load is logged and changes nothing.
 
 --roles (or LEADPOST_ROLES; default all three) says what this process does, so that many API
-instances can share one store: api serves the HTTP API; projector runs the projections and
-delivery the webhook worker, each only while this process holds that role's lease in the
-read-model store (renewed every 1 s, lasting 3 s: a standby takes over within about 3 s of the
-holder's death, at once after a clean stop). Without api the listeners answer only /healthz,
+instances can share one store: api serves the HTTP API; projector runs the projections, each
+only while this process holds that projection's lease (projector-leads ...; the projector
+processes share the four out), and delivery the webhook worker, only while this process holds
+its lease; leases are kept in the read-model store (renewed every 1 s, lasting 3 s: another
+process takes over within about 3 s of the holder's death, at once after a clean stop). Without api the listeners answer only /healthz,
 /readyz and /metrics, which say which roles run and whether this process holds each lease.
 With api and another role, the others run on a background thread of the process (its second
 core), unless LEADPOST_BACKGROUND_THREAD=0; a thread that dies is started again.

@@ -113,7 +113,7 @@ export class BackgroundThread {
   }
 
   /**
-   * Resolves once the thread has opened its stores and kept the projector lease once; rejects
+   * Resolves once the thread has opened its stores and kept the projection leases once; rejects
    * with why it could not. Delivery and retention wait for `deliver()`.
    */
   static async start(options: BackgroundThreadOptions): Promise<BackgroundThread> {

@@ -1,12 +1,12 @@
 // Roles and leases. Six `leadpost serve` processes share one data dir: two with only the api role,
 // two with only the projector role and two with only the delivery role, a real local HTTPS buyer
 // behind the webhook. Under a steady load of posts (half to each API process, each lead read back
-// from the process that answered it at once), the active projector and the active delivery worker
-// are killed with SIGKILL. Then:
-//   - before the kill, one projector and one delivery worker hold their leases and the others say
-//     they stand by;
-//   - each standby takes the lease within 5 s of the kill, and the projections catch up past the
-//     head they had fallen behind;
+// from the process that answered it at once), one projector and the active delivery worker are
+// killed with SIGKILL. Then:
+//   - before the kill, the two projectors share the four projection leases two and two, one
+//     delivery worker holds its lease and the other says it stands by;
+//   - within 5 s of the kill the other projector holds all four projection leases and the standby
+//     worker the delivery lease, and the projections catch up past the head they had fallen behind;
 //   - every lead an API process answered was readable from that process at once, also while no
 //     projector ran (read-your-writes from the lead's own stream);
 //   - after the load, the read models equal a rebuild from the events, exactly;
@@ -26,6 +26,7 @@ import { rebuildProjections } from '../../src/projections/rebuild.js';
 import { checkpointName, collectionName } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import type { ReadModelStore } from '../../src/read-models/port.js';
+import { PROJECTION_LEASES } from '../../src/roles/projector-leases.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 import { deliveryRouting } from '../delivery/harness.js';
 import { leadWith, testMobile } from '../support/service.js';
@@ -58,7 +59,7 @@ async function snapshot(readModels: ReadModelStore, build?: string): Promise<Rec
   return out;
 }
 
-describe('roles: many API processes, one projector and one delivery worker by lease, kill -9 the active ones', function () {
+describe('roles: many API processes, two projectors sharing the projections and one delivery worker by lease, kill -9 a projector and the active worker', function () {
   this.timeout(180_000);
   let dir: ReturnType<typeof tempDir>;
   let endpoint: BuyerEndpoint;
@@ -76,7 +77,7 @@ describe('roles: many API processes, one projector and one delivery worker by le
     dir.remove();
   });
 
-  it('standbys take over within 5 s, reads stay your own, read models equal a rebuild, no lead is recorded delivered twice', async function () {
+  it('the other projector and the standby worker take over within 5 s, reads stay your own, read models equal a rebuild, no lead is recorded delivered twice', async function () {
     const caFile = join(dir.path, 'buyer-ca.pem');
     writeFileSync(caFile, endpoint.cert);
     const routingFile = writeRouting(dir.path, deliveryRouting(endpoint.url));
@@ -87,7 +88,8 @@ describe('roles: many API processes, one projector and one delivery worker by le
     const readModels = EmbeddedReadModelStore.open(dir.path);
     try {
       const start = (roles: string) => ServerProcess.start({ dataDir: dir.path, routingFile, env: { LEADPOST_ROLES: roles, NODE_EXTRA_CA_CERTS: caFile } });
-      // The projector and delivery pairs first, one after the other: the first of each takes the lease.
+      // The projector and delivery pairs first, one after the other: the first projector takes every
+      // projection's lease and then hands two to the second; the first delivery worker takes its lease.
       const projectors = [await start('projector'), await start('projector')];
       const workers = [await start('delivery'), await start('delivery')];
       const apis = await Promise.all([start('api'), start('api')]);
@@ -102,21 +104,30 @@ describe('roles: many API processes, one projector and one delivery worker by le
         const active = among.find((s) => s.pid === pid);
         return active ? { active, standby: among.find((s) => s !== active)! } : undefined;
       };
-      const projector = await until('a projector holds the lease', 10_000, () => activeOf('projector', projectors));
+      /** How many projection leases each projector process holds, in `projectors` order. */
+      const projectionShares = async () => {
+        const pids = await Promise.all(PROJECTION_LEASES.map(async (name) => pidOf(await holderOf(name))));
+        return projectors.map((server) => pids.filter((pid) => pid === server.pid).length);
+      };
+      await until('the projectors hold two projection leases each', 15_000, async () => JSON.stringify(await projectionShares()) === '[2,2]');
       const worker = await until('a delivery worker holds the lease', 10_000, () => activeOf('delivery', workers));
 
-      // Each process says what it runs, and whether it holds the lease or who does.
+      // Each process says what it runs, and whether it holds each lease or who does.
       const roles = async (server: ServerProcess) =>
         (await client.request(server.httpsPort, 'GET', '/readyz')).body.checks as { roles: { roles: string[]; leases: Array<{ lease: string; held: boolean; holder: string | null }> } };
-      const standbyView = (await roles(projector.standby)).roles;
-      expect(standbyView.roles).to.deep.equal(['projector']);
-      expect(standbyView.leases).to.have.length(1);
-      expect(standbyView.leases[0]).to.include({ lease: 'projector', held: false });
-      expect(pidOf(standbyView.leases[0]!.holder)).to.equal(projector.active.pid);
+      for (const [i, server] of projectors.entries()) {
+        const view = (await roles(server)).roles;
+        expect(view.roles).to.deep.equal(['projector']);
+        expect(view.leases.map((l) => l.lease)).to.deep.equal([...PROJECTION_LEASES]);
+        expect(view.leases.filter((l) => l.held)).to.have.length(2);
+        // What it does not hold, the other projector does.
+        for (const lease of view.leases.filter((l) => !l.held)) expect(pidOf(lease.holder), lease.lease).to.equal(projectors[1 - i]!.pid);
+      }
+      const [killedProjector, survivor] = projectors as [ServerProcess, ServerProcess];
       expect((await roles(worker.active)).roles.leases).to.deep.equal([{ lease: 'delivery', held: true, holder: await holderOf('delivery') }]);
       expect((await roles(apis[0]!)).roles).to.deep.include({ roles: ['api'], leases: [] });
       // Without the api role, only the operator's routes answer.
-      expect((await client.post(projector.standby.httpsPort, lead(0), { 'x-api-key': key })).body).to.include({ code: 'NOT_FOUND' });
+      expect((await client.post(survivor.httpsPort, lead(0), { 'x-api-key': key })).body).to.include({ code: 'NOT_FOUND' });
 
       // The load: posts to both API processes, each lead read back at once from the one that answered.
       const answered: Array<{ leadId: number; code: string }> = [];
@@ -142,13 +153,13 @@ describe('roles: many API processes, one projector and one delivery worker by le
 
       // Some leads through every stage first, then the kill.
       await until('leads delivered before the kill', 30_000, async () => endpoint.received.length >= 20);
-      await projector.active.kill();
+      await killedProjector.kill();
       await worker.active.kill();
       const killedAt = Date.now();
       const headAtKill = await events.headPosition();
       const [postedAtKill, receivedAtKill] = [answered.length, endpoint.received.length];
       const [projectorTakeover, workerTakeover] = await Promise.all([
-        until('the standby projector takes the lease', 15_000, async () => pidOf(await holderOf('projector')) === projector.standby.pid && Date.now() - killedAt),
+        until('the other projector holds all four projection leases', 15_000, async () => JSON.stringify(await projectionShares()) === '[0,4]' && Date.now() - killedAt),
         until('the standby delivery worker takes the lease', 15_000, async () => pidOf(await holderOf('delivery')) === worker.standby.pid && Date.now() - killedAt),
       ]);
       expect(projectorTakeover, 'projector takeover, ms').to.be.below(TAKEOVER_MS);
@@ -196,7 +207,7 @@ describe('roles: many API processes, one projector and one delivery worker by le
         const checkpoints = await Promise.all(PROJECTIONS.map(async (p) => `${p.name} at ${JSON.stringify(await readModels.checkpoint(checkpointName(p, versionBuild(p))))}`));
         const firstStuck = Number(/lead (\d+)/.exec(stuck[0] ?? '')?.[1]);
         const row = await readModels.get(collectionName('deliveries', versionBuild(PROJECTIONS.find((p) => p.name === 'deliveries')!)), String(firstStuck)).catch((e: unknown) => String(e));
-        const holders = [await holderOf('projector'), await holderOf('delivery')];
+        const holders = await Promise.all([...PROJECTION_LEASES, 'delivery'].map((name) => holderOf(name)));
         throw new Error(`${(error as Error).message}; still waiting: ${stuck.slice(0, 5).join('; ')}; head ${JSON.stringify(await events.headPosition())}; ${checkpoints.join(', ')}; delivery row of ${firstStuck}: ${JSON.stringify(row)}; holders ${JSON.stringify(holders)}`);
       });
       let open = 0;
