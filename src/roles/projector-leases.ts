@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { type OutageLog, repeatedFailures } from '../ops/outage-log.js';
 import { PROJECTIONS } from '../projections/projections.js';
 import type { Fence, Lease, ReadModelStore } from '../read-models/port.js';
 import { LeaseKeeper, type LeaseStatus } from './lease-keeper.js';
@@ -60,9 +61,12 @@ export class ProjectorLeases {
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> = Promise.resolve();
   private stopped = false;
+  /** A store that is down fails every beat, one a second: logged as an outage, not beat by beat. */
+  private readonly readFailures: OutageLog | undefined;
 
   constructor(private readonly options: ProjectorLeasesOptions) {
     const { leases, holder, projections, ttlMs, heartbeatMs, logger } = options;
+    this.readFailures = logger && repeatedFailures(logger, 'balancing the projection leases failed', 'failed_beats', { one: 'beat', many: 'beats' });
     const timing = { ...(ttlMs ? { ttlMs } : {}), ...(heartbeatMs ? { heartbeatMs } : {}), ...(logger ? { logger } : {}) };
     this.keepers = PROJECTIONS.map(({ name }) => ({
       name,
@@ -86,7 +90,9 @@ export class ProjectorLeases {
       await this.options.leases.removeLeasesNamed(MEMBER_PREFIX, Date.now() - GONE_MEMBER_MS).catch((error: unknown) => this.options.logger?.warn({ err: error }, 'could not remove the leases of projectors gone'));
       await this.member.start();
     }
-    await this.read();
+    // Unread (a store that does not answer yet), it asks as if alone: the keepers' beats fail too,
+    // and the next beats share the leases out.
+    await this.read().catch((error: unknown) => this.readFailures?.failed(error));
     for (const { keeper } of this.keepers) await keeper.start();
     this.schedule();
   }
@@ -114,7 +120,7 @@ export class ProjectorLeases {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
       this.beating = this.beat()
-        .catch((error: unknown) => this.options.logger?.warn({ err: error }, 'balancing the projections failed'))
+        .catch((error: unknown) => this.readFailures?.failed(error))
         .finally(() => this.schedule());
     }, this.options.heartbeatMs ?? 1000);
     this.timer.unref();

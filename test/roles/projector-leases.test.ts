@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import sinon from 'sinon';
 import { PROJECTIONS } from '../../src/projections/index.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { type Fence, ReadModelUnavailableError } from '../../src/read-models/port.js';
@@ -198,5 +199,22 @@ describe('projector leases: one lease per projection, balanced over the projecto
     await until('no projection runs here', () => running.where.size === 0);
     await reader.releaseLease('projector', `old:${n}:aaaaaa`);
     await settlesAt([2, 2]);
+  });
+
+  it('a member starting removes the rows of members gone over a minute ago, and keeps the others', async function () {
+    const at = (ms: number) => sinon.useFakeTimers({ now: Date.now() - ms, toFake: ['Date'] });
+    let clock = at(120_000);
+    await reader.acquireLease(`projector-member-gone:${n}:aaaaaa`, `gone:${n}:aaaaaa`, TTL_MS);
+    clock.restore();
+    clock = at(30_000);
+    await reader.acquireLease(`projector-member-recent:${n}:bbbbbb`, `recent:${n}:bbbbbb`, TTL_MS);
+    clock.restore();
+    const a = await member(`a:${n}:000001`);
+    const names = (await reader.leasesNamed('projector-member-')).map((lease) => lease.name);
+    expect(names).to.not.include(`projector-member-gone:${n}:aaaaaa`);
+    expect(names).to.include(`projector-member-recent:${n}:bbbbbb`);
+    expect(names).to.include(`projector-member-${a.holder}`);
+    // Gone members count for nothing: alone among the live, it holds every lease.
+    expect(running.count(a.holder)).to.equal(P);
   });
 });
