@@ -107,4 +107,37 @@ describe('projections: waiting for a position', function () {
       dir.remove();
     }
   });
+
+  it("a commit refused by one projection's fence stops that projection only: the others run on", async function () {
+    const dir = tempDir('projections-one-fence');
+    const events = await EmbeddedEventStore.open(dir.path);
+    const readModels = EmbeddedReadModelStore.open(dir.path);
+    const here = new Projections(events, readModels);
+    try {
+      for (let i = 0; i < 5; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
+      await here.start();
+      const lost: string[] = [];
+      for (const { name } of PROJECTIONS) {
+        // Reports' lease is taken for a millisecond, as when another process took it over: its commits are refused.
+        const ttl = name === 'reports' ? 1 : 60_000;
+        const lease = await readModels.acquireLease(`projector-${name}`, 'here', ttl);
+        await until('the lease as wanted', () => name !== 'reports' || Date.now() > lease.expiresAt, 1000, 1);
+        await here.run(name, { lease: `projector-${name}`, holder: 'here', token: lease.token }, () => {
+          lost.push(name);
+          void here.pause(name);
+        });
+      }
+      const head = await events.headPosition();
+      await until('reports stopped by its fence', () => lost.includes('reports') && !here.runs('reports'));
+      for (const name of PROJECTIONS.map((p) => p.name).filter((name) => name !== 'reports')) await here.runner(name)!.waitFor(head);
+      expect(lost).to.deep.equal(['reports']);
+      expect(PROJECTIONS.map((p) => here.runs(p.name))).to.deep.equal(PROJECTIONS.map((p) => p.name !== 'reports'));
+      expect(await readModels.checkpoint(checkpointName(PROJECTIONS.find((p) => p.name === 'reports')!, versionBuild(PROJECTIONS.find((p) => p.name === 'reports')!)))).to.equal(null);
+    } finally {
+      await here.stop();
+      await readModels.close();
+      await events.close();
+      dir.remove();
+    }
+  });
 });
