@@ -14,8 +14,8 @@ import { renderPersonalData } from './personal.js';
 
 const READERS = ['supplier', 'analyst', 'admin'];
 const ALL = ['supplier', 'buyer', 'analyst', 'admin'];
-// The pages, in the order of the nav (a role's home page first). A page with a `label` has a nav
-// link, shown to its roles only; a page for one more role is one more entry here.
+// The pages, in the order of the nav after the role's home page (HOME), which comes first. A page
+// with a `label` has a nav link, shown to its roles only; a page for one more role is one more entry here.
 const PAGES = [
   { pattern: /^#\/leads$/, nav: '#/leads', label: 'Leads', roles: READERS, render: renderLeads },
   // A report's query may follow its hash (#/report?from=…&to=…&tz=…&group_by=…): a link to it shows it.
@@ -186,9 +186,10 @@ async function route() {
   signOutButton.hidden = false;
   who.textContent = `${me.name} (${me.role})`;
   const current = page ? (page.nav ?? (me.role === 'buyer' ? '#/bought' : '#/leads')) : null;
-  nav.replaceChildren(
-    ...PAGES.filter((p) => p.label && has(p)).map((p) => h('a', { href: p.nav, 'aria-current': p.nav === current ? 'page' : undefined }, p.label)),
-  );
+  // The role's home page first (an analyst's and an admin's is the report), then the others in PAGES' order.
+  const links = PAGES.filter((p) => p.label && has(p));
+  links.sort((a, b) => Number(b.nav === HOME[me.role]) - Number(a.nav === HOME[me.role]));
+  nav.replaceChildren(...links.map((p) => h('a', { href: p.nav, 'aria-current': p.nav === current ? 'page' : undefined }, p.label)));
   const mine = ++rendering;
   main.replaceChildren();
   main.classList.remove('stale');

@@ -270,6 +270,8 @@ describe('the console in a browser', function () {
     await daily.waitFor();
     await page.locator('#report-totals').waitFor();
     expect(await page.evaluate("sessionStorage.getItem('leadpost.apiKey')")).to.equal(keys.analyst);
+    // The nav starts with the page the console started on: an analyst's home is the report.
+    expect(await visibleNav(page)).to.deep.equal(['Report', 'Leads', 'Deliveries']);
     const query = new URLSearchParams({
       from: await page.getByLabel('From', { exact: true }).inputValue(),
       to: await page.getByLabel('To', { exact: true }).inputValue(),
@@ -652,7 +654,7 @@ describe('the console in a browser', function () {
     await page.keyboard.type(keys.admin!);
     await page.keyboard.press('Enter');
     await page.waitForURL('**/console#/report');
-    expect(await visibleNav(page)).to.deep.equal(['Leads', 'Report', 'Deliveries', 'Personal data']);
+    expect(await visibleNav(page)).to.deep.equal(['Report', 'Leads', 'Deliveries', 'Personal data']);
     expect(await page.locator('#who').innerText()).to.equal('ops-admin (admin)');
     const daily = page.locator('#chart-daily[data-totals]');
     await daily.waitFor();
@@ -833,7 +835,7 @@ describe('the console in a browser', function () {
     };
 
     await signIn(page, keys.admin!, '#/report');
-    expect(await visibleNav(page)).to.deep.equal(['Leads', 'Report', 'Deliveries', 'Personal data']);
+    expect(await visibleNav(page)).to.deep.equal(['Report', 'Leads', 'Deliveries', 'Personal data']);
     await page.getByRole('link', { name: 'Personal data' }).click();
     await page.waitForURL('**/console#/personal-data');
     const find = page.locator('form[aria-labelledby="find-title"]');
