@@ -85,7 +85,8 @@ const LEAD_COLUMNS = [
   ['Received', (r) => time(r.received_at), 'time'],
   ['Status', (r) => statusWords(r.lead_status)],
   ['Code', (r) => codeShown(r.code)],
-  ['Source', (r) => r.sid ?? ''],
+  // A sid is up to 64 characters without a space: a name, which wraps rather than widen the table.
+  ['Source', (r) => r.sid ?? '', 'name'],
   ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? '', 'name'],
   ['Revenue', (r) => r.revenue, 'num money'],
   ['Failing fields', (r) => (r.errors ?? []).map((e) => e.field).join(', ')],

@@ -1,0 +1,129 @@
+import { expect } from 'chai';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Browser, type Page, type Route, chromium } from 'playwright-core';
+import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { TestService, validLead } from '../support/service.js';
+
+// The console's lists as they meet what the service may do to them: a source or a buyer named as
+// long as the service takes one wraps in its cell rather than widen its table; a Show that gets no
+// answer, or a 429 or 5xx, keeps the rows shown and marks them out of date (a first load that
+// fails shows no headings over nothing); the leads of a range longer than a report takes are
+// listed while "By code" says it cannot be shown for it; and a form whose only field is a list
+// submits with Enter. Screenshots go to SHOTS.
+
+const SHOTS = 'test-results/console';
+/** A sid and a buyer id as long as the service takes them, with no space to break at. */
+const LONG_SID = 's'.repeat(64);
+const LONG_BUYER = `b${'w'.repeat(62)}b`;
+const ROUTING = {
+  buyers: [
+    { id: 'ca-buyer', price: 40, states: ['CA'], return_reasons: ['bad_phone', 'fraud'] },
+    { id: LONG_BUYER, price: 33, states: ['WA'] },
+  ],
+  buckets: [{ id: 'unsold', default: true }],
+};
+/** The console's error colour (--bad in console.css), as the browser computes it. */
+const ERROR_COLOUR = 'rgb(179, 38, 30)';
+const day = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString().slice(0, 10);
+
+describe("the console's lists: long names, a Show that fails, a long range, Enter from a list", function () {
+  this.timeout(120_000);
+  let svc: TestService | undefined;
+  let browser: Browser | undefined;
+  let origin: string;
+  const keys: Record<string, string> = {};
+  const leads: Record<string, number> = {};
+
+  before(async function () {
+    skipWithoutChromium(this);
+    svc = await TestService.start({ routing: ROUTING });
+    origin = `https://127.0.0.1:${svc.port}`;
+    keys.supplier = await svc.key('supplier', 'sup-a');
+    keys.analyst = await svc.key('analyst', 'ann');
+    keys.buyer = await svc.key('buyer', 'ca-buyer');
+    const post = async (name: string, lead: Record<string, unknown>) => {
+      const answer = await svc!.post(lead, { 'x-api-key': keys.supplier! });
+      leads[name] = answer.body.lead_id as number;
+      return answer;
+    };
+    expect((await post('longSid', validLead({ sid: LONG_SID }))).body.code).to.equal('SOLD');
+    expect((await post('longBuyer', validLead({ accident_state: 'WA', zip: '98101', sid: 'google' }))).body.code).to.equal('SOLD');
+    expect((await post('caSold', validLead({ sid: 'google' }))).body.code).to.equal('SOLD');
+    expect((await post('invalid', validLead({ zip: 'bad', sid: 'bing' }))).body.code).to.equal('INVALID');
+    expect((await post('invalid2', validLead({ zip: 'bad', email: 'nope', sid: 'bing' }))).body.code).to.equal('INVALID');
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    browser = await chromium.launch({ executablePath: CHROMIUM });
+    mkdirSync(SHOTS, { recursive: true });
+  });
+  after(async () => {
+    await browser?.close();
+    await svc?.stop();
+  });
+
+  async function signedIn(key: string, hash: string): Promise<Page> {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`${origin}/console`);
+    await page.getByLabel('API key').fill(key);
+    await page.getByLabel('API key').press('Enter');
+    await page.locator('#nav a').first().waitFor();
+    await page.goto(`${origin}/console${hash}`);
+    return page;
+  }
+
+  /** A table's width and its box's (the scrolling box it is in): the table fits when it is no wider. */
+  const widths = (page: Page, table: string) =>
+    page.locator(table).evaluate((el) => ({ table: Math.round(el.getBoundingClientRect().width), box: el.closest('.table-wrap')!.clientWidth }));
+
+  /**
+   * How a part of the page is marked: 'out of date' (greyed and in a dashed frame, its own or that of
+   * a part around it, fully opaque) or 'current'.
+   */
+  const marked = (page: Page, selector: string) =>
+    page.locator(selector).evaluate((el) => {
+      const styles = [];
+      for (let box = el as typeof el.parentElement; box && box.tagName !== 'BODY'; box = box.parentElement) styles.push(el.ownerDocument.defaultView!.getComputedStyle(box));
+      if (styles.some((s) => s.opacity !== '1')) return 'faded';
+      const greyed = styles.some((s) => s.filter === 'grayscale(1)');
+      const framed = styles.some((s) => s.outlineStyle === 'dashed');
+      return greyed && framed ? 'out of date' : !greyed && !framed ? 'current' : `greyed ${greyed}, framed ${framed}`;
+    });
+
+  const rows = (page: Page, table: string) => page.locator(`${table} tbody tr`).evaluateAll((trs) => trs.map((tr) => Number(tr.getAttribute('data-lead'))));
+
+  /** Answers the list route with `status` instead of the service (429 with its Retry-After, as the service sends it). */
+  const answering = (status: number) => (route: Route) =>
+    route.fulfill({
+      status,
+      contentType: 'application/json',
+      headers: status === 429 ? { 'Retry-After': '1' } : {},
+      body: JSON.stringify(status === 429 ? { code: 'RATE_LIMITED', message: 'too many requests' } : { code: 'UNAVAILABLE', message: 'not ready' }),
+    });
+  const noAnswer = (route: Route) => route.abort('connectionrefused');
+
+  it('a 64-character sid and a 64-character buyer id wrap in their cells: the leads table and the chart numbers fit their boxes', async function () {
+    const page = await signedIn(keys.analyst!, '#/leads');
+    await page.locator(`#leads-table tr[data-lead="${leads.longSid}"]`).waitFor();
+    await page.locator(`#leads-table tr[data-lead="${leads.longBuyer}"]`).waitFor();
+    const leadsWidths = await widths(page, '#leads-table');
+    expect(leadsWidths.table, `the leads table (${JSON.stringify(leadsWidths)})`).to.be.at.most(leadsWidths.box);
+    // Every column still in sight: the last one's right edge inside the box.
+    const lastInSight = await page.locator('#leads-table').evaluate((el) => el.tHead!.rows[0]!.lastElementChild!.getBoundingClientRect().right <= el.closest('.table-wrap')!.getBoundingClientRect().right + 0.5);
+    expect(lastInSight, 'Failing fields in sight').to.equal(true);
+    await page.screenshot({ path: join(SHOTS, 'lists-long-sid.png'), fullPage: true });
+
+    await page.goto(`${origin}/console#/report?from=${day(-1)}&to=${day(1)}&tz=UTC&group_by=buyer`);
+    await page.locator('#chart-groups[data-totals]').waitFor();
+    const numbers = page.locator('#chart-groups-numbers');
+    await numbers.getByText('Show the numbers', { exact: true }).click();
+    const table = numbers.locator('table.chart-numbers');
+    await table.getByRole('rowheader', { name: LONG_BUYER }).waitFor();
+    const chartWidths = await widths(page, '#chart-groups-numbers table.chart-numbers');
+    expect(chartWidths.table, `the chart's numbers (${JSON.stringify(chartWidths)})`).to.be.at.most(chartWidths.box);
+    await numbers.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: join(SHOTS, 'lists-long-buyer-numbers.png'), fullPage: true });
+    await page.context().close();
+  });
+
+});
