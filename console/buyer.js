@@ -39,6 +39,8 @@ export async function renderPulls(main, _params, current, me) {
     message,
     h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more)),
   );
+  // No table headings over nothing, before the first answer too (one refused leaves none, only the refusal).
+  hideEmpty(table);
 
   const status = () => {
     hideEmpty(table);
@@ -120,6 +122,8 @@ export async function renderBought(main, _params, current) {
     message,
     h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more)),
   );
+  // No table headings over nothing, before the first answer too (one refused leaves none, only the refusal).
+  hideEmpty(table);
   let cursor = null;
   let tests = 0;
   async function load() {

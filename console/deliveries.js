@@ -7,7 +7,7 @@
 // shows the delivery as the answer gives it, pending again.
 
 import { getJson, postJson, explain } from './api.js';
-import { h, field, select, say, time, things, badge, onMore, cards, hideEmpty } from './dom.js';
+import { h, field, select, say, time, things, badge, onMore, cards, hideEmpty, outOfDate } from './dom.js';
 import { deliveryStatusWords, deliveryStatusShown, deliveryErrorWords } from './words.js';
 
 const STATUSES = [['', 'Any'], ...['pending', 'delivered', 'failed', 'cancelled'].map((s) => [s, deliveryStatusWords(s)])];
@@ -57,12 +57,10 @@ export async function renderDeliveries(main, _params, current, me) {
     body,
   );
   const form = h('form', { class: 'card filters', 'aria-label': 'Delivery filters' }, field('Status', status), h('button', { type: 'submit' }, 'Show'));
-  main.append(
-    h('h1', {}, 'Deliveries'),
-    form,
-    message,
-    h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more)),
-  );
+  const list = h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more));
+  main.append(h('h1', {}, 'Deliveries'), form, message, list);
+  // No table headings over nothing, before the first answer too (one that fails leaves none).
+  hideEmpty(table);
   body.addEventListener('click', (event) => {
     const row = event.target.closest('tr[data-lead]');
     if (row && !event.target.closest('a, button')) location.hash = `#/leads/${row.dataset.lead}`;
@@ -95,15 +93,30 @@ export async function renderDeliveries(main, _params, current, me) {
   }
 
   let cursor = null;
+  /** The status of the list shown ('' for any): a More asks for the next page of that list, whatever the form says now. */
+  let asked = '';
+  /** Counts the Shows: an answer to one that a later Show overtook is dropped, as is its failure. */
+  let shows = 0;
+  const counted = () =>
+    body.children.length === 0 ? `No ${asked ? `${deliveryStatusWords(asked).toLowerCase()} ` : ''}deliveries.` : `${things(body.children.length, 'delivery', 'deliveries')} shown.`;
+
+  /** The list: a new one (`reset`, for the status in the form) or the next page of the one shown. */
   async function load(reset) {
-    if (reset) {
-      cursor = null;
-      body.replaceChildren();
-    }
+    const mine = reset ? ++shows : shows;
+    const wanted = reset ? status.value : asked;
     say(message, 'Loading…');
-    const query = new URLSearchParams({ limit: '50', ...(status.value ? { status: status.value } : {}), ...(cursor ? { cursor } : {}) });
-    const page = await getJson(`/functions/deliveries?${query}`);
-    if (!current()) return null;
+    const query = new URLSearchParams({ limit: '50', ...(wanted ? { status: wanted } : {}), ...(!reset && cursor ? { cursor } : {}) });
+    // The rows shown stay until the answer comes: should none come (or a refusal), they are still
+    // there, marked out of date (failed), rather than headings over an emptied table.
+    const page = await getJson(`/functions/deliveries?${query}`).catch((error) => {
+      if (mine === shows) throw error;
+    });
+    if (!current() || mine !== shows) return null;
+    if (reset) {
+      body.replaceChildren();
+      asked = wanted;
+      outOfDate(list, false);
+    }
     let first = null;
     for (const row of page.items) {
       const tr = rowOf(row);
@@ -114,13 +127,24 @@ export async function renderDeliveries(main, _params, current, me) {
     hideEmpty(table);
     cursor = page.next_cursor;
     more.hidden = !cursor;
-    say(message, body.children.length === 0 ? `No ${status.value ? `${deliveryStatusWords(status.value).toLowerCase()} ` : ''}deliveries.` : `${things(body.children.length, 'delivery', 'deliveries')} shown.`);
+    say(message, counted());
     return first;
+  }
+
+  /**
+   * A Show whose list did not come (no answer, 429, 5xx, a refusal): said in error style, and the
+   * deliveries shown before kept and marked out of date.
+   */
+  function failed(error) {
+    if (!current()) return;
+    const n = body.children.length;
+    say(message, `${explain(error)}${n === 0 ? '' : ` The ${n === 1 ? 'delivery' : `${n} deliveries`} below ${n === 1 ? 'is' : 'are'} from before, out of date.`}`, 'error');
+    if (n > 0) outOfDate(list, true);
   }
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    load(true).catch((error) => say(message, explain(error), 'error'));
+    load(true).catch(failed);
   });
-  onMore(more, () => load(false), (error) => say(message, explain(error), 'error'));
-  await load(true).catch((error) => say(message, explain(error), 'error'));
+  onMore(more, () => load(false), (error) => say(message, `${explain(error)} ${counted()}`, 'error'));
+  await load(true).catch(failed);
 }

@@ -110,6 +110,15 @@ export function hideEmpty(table) {
   if (box) box.hidden = table.tBodies[0].rows.length === 0;
 }
 
+/**
+ * Marks what a page showed as out of date (console.css: greyed, in a dashed frame, its text as
+ * readable as before) once a call for newer failed (no answer, 429, 5xx), or takes the mark off
+ * once the newer answer is shown. The page's status line says so in words.
+ */
+export function outOfDate(element, on) {
+  element.classList.toggle('out-of-date', on);
+}
+
 /** A word in a row that says what kind of row it is ("test", "erased"): text, never colour alone. */
 export const badge = (text, kind = text) => [' ', h('span', { class: `badge ${kind}` }, text)];
 

@@ -5,8 +5,8 @@
 // rejected leads listed, from each lead's errors. Test leads are listed, each marked "test"; the
 // report leaves them out, and so do both breakdowns.
 
-import { getAll, getJson, explain } from './api.js';
-import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, onMore, cards, hideEmpty } from './dom.js';
+import { getAll, getJson, explain, ApiError } from './api.js';
+import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, onMore, cards, hideEmpty, outOfDate } from './dom.js';
 import { OUTCOME_CODES, REJECTION_CODES, codeWords, codeMeaning, codeShown, statusWords } from './words.js';
 
 const STATUSES = [['', 'Any'], ...['sold', 'unsold', 'rejected', 'received'].map((s) => [s, statusWords(s)])];
@@ -114,6 +114,7 @@ export async function renderLeads(main, _params, current, me) {
   const byCode = h('div', { id: 'rejections-by-code' });
   const byField = h('div', { id: 'rejections-by-field' });
   const { table, add, clear } = leadTable('leads-table', 'Leads', LEAD_COLUMNS);
+  const list = h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more));
   main.append(
     h('h1', {}, me.role === 'supplier' ? 'Your leads' : 'Leads'),
     form,
@@ -124,47 +125,80 @@ export async function renderLeads(main, _params, current, me) {
       h('div', { class: 'why' }, byCode, byField),
     ),
     message,
-    h('section', { class: 'card table-wrap results' }, table, h('p', { class: 'more' }, more)),
+    list,
     openLeadForm(),
   );
+  // No table headings over nothing, before the first answer too (one that fails leaves none).
+  hideEmpty(table);
 
   let cursor = null;
   let shown = [];
-  const range = () => ({ since: `${from.value}T00:00:00Z`, until: `${nextDay(to.value)}T00:00:00Z` });
+  /** The filters of the list shown (a More asks for the next page of that list, whatever the form says now). */
+  let asked = null;
+  /** What the filters of the list shown were, in words for its status line. */
+  let listWords = null;
+  /** Counts the Shows: an answer to one that a later Show overtook is dropped, as is its failure. */
+  let shows = 0;
 
+  /** The list: a new one (`reset`, for the filters in the form) or the next page of the one shown. */
   async function load(reset) {
+    const mine = reset ? ++shows : shows;
+    const filters = reset
+      ? {
+          since: `${from.value}T00:00:00Z`,
+          until: `${nextDay(to.value)}T00:00:00Z`,
+          ...(status.value ? { status: status.value } : {}),
+          ...(code.value ? { code: code.value } : {}),
+          ...(sid.value.trim() ? { sid: sid.value.trim() } : {}),
+        }
+      : asked;
+    const words = { from: from.value, to: to.value, filtered: Boolean(status.value || code.value || sid.value.trim()) };
+    say(message, 'Loading…');
+    const query = new URLSearchParams({ limit: '50', ...filters, ...(!reset && cursor ? { cursor } : {}) });
+    // The rows shown stay until the answer comes: should none come (or a refusal), they are still
+    // there, marked out of date (failed), rather than a page emptied under the error.
+    const page = await getJson(`/functions/leads?${query}`).catch((error) => {
+      if (mine === shows) throw error;
+    });
+    if (!current() || mine !== shows) return null;
     if (reset) {
-      cursor = null;
       shown = [];
       clear();
+      asked = filters;
+      listWords = words;
+      outOfDate(list, false);
+      outOfDate(byField, false);
     }
-    say(message, 'Loading…');
-    const query = new URLSearchParams({
-      limit: '50',
-      ...range(),
-      ...(status.value ? { status: status.value } : {}),
-      ...(code.value ? { code: code.value } : {}),
-      ...(sid.value.trim() ? { sid: sid.value.trim() } : {}),
-      ...(cursor ? { cursor } : {}),
-    });
-    const page = await getJson(`/functions/leads?${query}`);
-    if (!current()) return null;
     const first = add(page.items);
     shown.push(...page.items);
     cursor = page.next_cursor;
     more.hidden = !cursor;
-    const n = shown.length;
-    const tests = shown.filter((lead) => lead.test).length;
-    say(
-      message,
-      n === 0
-        ? `No leads from ${from.value} to ${to.value} (UTC)${status.value || code.value || sid.value.trim() ? ' with these filters' : ''}.`
-        : `${n} lead${n === 1 ? '' : 's'} shown${cursor ? ' (more with the button below the table)' : ''}.${
-            tests === 0 ? '' : ` ${tests} of them ${tests === 1 ? 'is a test lead' : 'are test leads'}, marked "test": the report and the breakdowns above leave test leads out.`
-          }`,
-    );
+    say(message, counted());
     showFields();
     return first;
+  }
+
+  /** The list's status line: how many leads are shown, and of them how many are test leads. */
+  function counted() {
+    const n = shown.length;
+    const tests = shown.filter((lead) => lead.test).length;
+    return n === 0
+      ? `No leads from ${listWords.from} to ${listWords.to} (UTC)${listWords.filtered ? ' with these filters' : ''}.`
+      : `${n} lead${n === 1 ? '' : 's'} shown${cursor ? ' (more with the button below the table)' : ''}.${
+          tests === 0 ? '' : ` ${tests} of them ${tests === 1 ? 'is a test lead' : 'are test leads'}, marked "test": the report and the breakdowns above leave test leads out.`
+        }`;
+  }
+
+  /**
+   * A Show whose list did not come (no answer, 429, 5xx, a refusal): said in error style, and the
+   * leads shown before, with the per-field card that counts them, kept and marked out of date.
+   */
+  function listFailed(error) {
+    const kept = shown.length === 0 ? '' : ` The ${shown.length === 1 ? 'lead' : `${shown.length} leads`} below ${shown.length === 1 ? 'is' : 'are'} from before, out of date.`;
+    say(message, `${explain(error)}${kept}`, 'error');
+    if (shown.length === 0) return;
+    outOfDate(list, true);
+    outOfDate(byField, true);
   }
 
   /** Per field, how many of the rejected leads shown failed on it (test leads left out, as in the report). */
@@ -194,8 +228,17 @@ export async function renderLeads(main, _params, current, me) {
    * does not know yet is shown too, under its code.
    */
   async function loadCodes() {
-    const report = await getAll('/functions/reports/summary', { from: from.value, to: to.value, tz: 'UTC', group_by: 'day' });
-    if (!current()) return;
+    const mine = shows;
+    const dates = { from: from.value, to: to.value };
+    let report;
+    try {
+      report = await getAll('/functions/reports/summary', { ...dates, tz: 'UTC', group_by: 'day' });
+    } catch (error) {
+      if (current() && mine === shows) codesFailed(error, dates);
+      return;
+    }
+    if (!current() || mine !== shows) return;
+    outOfDate(byCode, false);
     const columns = new Set(REJECTION_CODES.map((c) => `rejected_${c}`));
     for (const row of report.items) for (const name of Object.keys(row)) if (/^rejected_[A-Z_]+$/.test(name)) columns.add(name);
     const sums = Object.fromEntries(['rejected', ...columns].map((name) => [name, report.items.reduce((s, row) => s + (row[name] ?? 0), 0)]));
@@ -230,14 +273,34 @@ export async function renderLeads(main, _params, current, me) {
     byCode.dataset.totals = JSON.stringify(sums);
   }
 
-  const run = () =>
-    Promise.all([load(true), loadCodes()]).catch((error) => {
-      if (current()) say(message, explain(error), 'error');
-    });
+  /**
+   * The report behind "By code" did not come. Refused for these dates (422: a range longer than a
+   * report takes, while the list takes any): the card says it cannot be shown for them, in error
+   * style, rather than keep another range's counts. Not answered for now (no answer, 429, 5xx):
+   * its last counts stay, marked out of date, under the reason.
+   */
+  function codesFailed(error, dates) {
+    const refused = error instanceof ApiError && error.status === 422;
+    const reason = refused ? (error.body.errors ?? []).map((e) => e.message).join('; ') || error.message : explain(error);
+    const note = h('p', { class: 'error', id: 'rejections-by-code-error' }, refused ? `Cannot be shown for ${dates.from} to ${dates.to} (UTC): ${reason}.` : reason);
+    if (refused || !byCode.dataset.totals) {
+      delete byCode.dataset.totals;
+      outOfDate(byCode, false);
+      byCode.replaceChildren(h('h3', {}, 'By code'), note);
+      return;
+    }
+    byCode.querySelector('#rejections-by-code-error')?.remove();
+    byCode.querySelector('h3').after(note);
+    outOfDate(byCode, true);
+  }
+
+  // The list and the report are asked together, and each says for itself how it went: the status
+  // line is the list's, the "By code" card the report's.
+  const run = () => Promise.all([load(true).catch((error) => current() && listFailed(error)), loadCodes()]);
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     run();
   });
-  onMore(more, () => load(false), (error) => say(message, explain(error), 'error'));
+  onMore(more, () => load(false), (error) => say(message, `${explain(error)} ${counted()}`, 'error'));
   await run();
 }

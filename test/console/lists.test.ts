@@ -126,4 +126,129 @@ describe("the console's lists: long names, a Show that fails, a long range, Ente
     await page.context().close();
   });
 
+  it('leads: a Show with no answer, a 429 or a 503 keeps the rows shown, marked out of date, and the per-field card that counts them; the next answer replaces them', async function () {
+    const page = await signedIn(keys.analyst!, '#/leads');
+    const message = page.locator('#leads-message');
+    await message.filter({ hasText: /^\d+ leads shown\.$/ }).waitFor();
+    await page.locator('#rejections-by-code[data-totals]').waitFor();
+    const before = await rows(page, '#leads-table');
+    expect(before).to.include.members(Object.values(leads));
+    const byField = await page.locator('#rejections-by-field').innerText();
+    expect(byField).to.contain('Counts the 2 rejected leads shown');
+    expect(await marked(page, '#leads-table >> xpath=..')).to.equal('current');
+
+    const failures: Array<[string, (route: Route) => Promise<void>, string]> = [
+      ['no answer', noAnswer, 'The service cannot be reached. Try again.'],
+      ['429', answering(429), 'Too many requests from this key: wait 1 second and try again.'],
+      ['503', answering(503), 'The service could not answer (HTTP 503). Try again shortly.'],
+    ];
+    for (const [what, handler, words] of failures) {
+      await page.route(/\/functions\/(leads|reports\/summary)\?/, handler);
+      await page.getByLabel('Status').selectOption('sold');
+      await page.getByRole('button', { name: 'Show', exact: true }).click();
+      await message.filter({ hasText: words }).waitFor();
+      expect(await rows(page, '#leads-table'), what).to.deep.equal(before);
+      expect(await page.locator('#leads-table thead').isVisible(), what).to.equal(true);
+      expect(await message.innerText(), what).to.equal(`${words} The ${before.length} leads below are from before, out of date.`);
+      expect(await page.evaluate("getComputedStyle(document.getElementById('leads-message')).color"), what).to.equal(ERROR_COLOUR);
+      expect(await marked(page, '#leads-table >> xpath=..'), what).to.equal('out of date');
+      // The per-field card still counts the rows shown, and is marked with them.
+      expect(await page.locator('#rejections-by-field').innerText(), what).to.equal(byField);
+      expect(await marked(page, '#rejections-by-field'), what).to.equal('out of date');
+      if (what === 'no answer') await page.screenshot({ path: join(SHOTS, 'lists-leads-kept.png'), fullPage: true });
+      await page.unroute(/\/functions\/(leads|reports\/summary)\?/, handler);
+    }
+
+    // Answered again: the sold leads, the marks gone.
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await message.filter({ hasText: /^\d+ leads shown\.$/ }).waitFor();
+    expect(await rows(page, '#leads-table')).to.have.members([leads.longSid, leads.longBuyer, leads.caSold]);
+    expect(await marked(page, '#leads-table >> xpath=..')).to.equal('current');
+    expect(await marked(page, '#rejections-by-field')).to.equal('current');
+    expect(await page.locator('#rejections-by-field').innerText()).to.contain('Counts the 0 rejected leads shown');
+    await page.context().close();
+  });
+
+  it('deliveries: a Show that fails keeps the rows, marked out of date; a first load that fails shows no headings over nothing', async function () {
+    const page = await signedIn(keys.analyst!, '#/deliveries');
+    const message = page.locator('#deliveries-message');
+    await message.filter({ hasText: /^\d+ deliveries shown\.$/ }).waitFor();
+    const before = await rows(page, '#deliveries-table');
+    expect(before.length).to.be.greaterThan(0);
+    for (const [what, handler, words] of [
+      ['no answer', noAnswer, 'The service cannot be reached. Try again.'],
+      ['429', answering(429), 'Too many requests from this key: wait 1 second and try again.'],
+      ['502', answering(502), 'The service could not answer (HTTP 502). Try again shortly.'],
+    ] as const) {
+      await page.route(/\/functions\/deliveries\?/, handler);
+      await page.getByLabel('Status').selectOption('failed');
+      await page.getByRole('button', { name: 'Show', exact: true }).click();
+      await message.filter({ hasText: words }).waitFor();
+      expect(await rows(page, '#deliveries-table'), what).to.deep.equal(before);
+      expect(await message.innerText(), what).to.equal(`${words} The ${before.length} deliveries below are from before, out of date.`);
+      expect(await marked(page, '#deliveries-table >> xpath=..'), what).to.equal('out of date');
+      if (what === '429') await page.screenshot({ path: join(SHOTS, 'lists-deliveries-kept.png'), fullPage: true });
+      await page.unroute(/\/functions\/deliveries\?/, handler);
+    }
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await message.filter({ hasText: 'No failed deliveries.' }).waitFor();
+    expect(await page.locator('#deliveries-table').isVisible()).to.equal(false);
+
+    // Opened while the service refuses: the refusal, and no headings over nothing.
+    await page.route(/\/functions\/deliveries\?/, answering(429));
+    await page.goto(`${origin}/console#/leads`);
+    await page.locator('#leads-message').filter({ hasText: /shown/ }).waitFor();
+    await page.goto(`${origin}/console#/deliveries`);
+    await message.filter({ hasText: 'Too many requests' }).waitFor();
+    expect(await page.locator('#deliveries-table thead th').first().isVisible()).to.equal(false);
+    await page.screenshot({ path: join(SHOTS, 'lists-deliveries-refused.png'), fullPage: true });
+    await page.context().close();
+  });
+
+  it("a buyer's Bought and Pulls refused as they open: the refusal and Try again, no headings over nothing", async function () {
+    const page = await signedIn(keys.buyer!, '#/bought');
+    await page.locator('#bought-message').filter({ hasText: /shown/ }).waitFor();
+    await page.route(/\/functions\/(leads|deliveries)\?/, answering(429));
+    for (const [hash, table] of [['#/pulls', '#pulls-table'], ['#/bought', '#bought-table']] as const) {
+      await page.goto(`${origin}/console${hash}`);
+      await page.locator('#page-failed', { hasText: 'Too many requests' }).waitFor();
+      expect(await page.locator(`${table} thead th`).first().isVisible(), hash).to.equal(false);
+      if (hash === '#/pulls') await page.screenshot({ path: join(SHOTS, 'lists-pulls-refused.png'), fullPage: true });
+    }
+    await page.context().close();
+  });
+
+  it('leads over more than 366 days: listed, their count in the status line, and "By code" says in error style it cannot be shown for those dates', async function () {
+    const page = await signedIn(keys.analyst!, '#/leads');
+    const message = page.locator('#leads-message');
+    await page.locator('#rejections-by-code[data-totals]').waitFor();
+    await message.filter({ hasText: /^\d+ leads shown\.$/ }).waitFor();
+    const from = '2024-01-01';
+    const to = day(0);
+    await page.getByLabel('From (UTC)').fill(from);
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    const note = page.locator('#rejections-by-code-error');
+    await note.waitFor({ timeout: 10_000 });
+    expect(await note.innerText()).to.match(new RegExp(`^Cannot be shown for ${from} to ${to} \\(UTC\\): .*366 days.*\\.$`));
+    expect(await note.evaluate((el) => el.ownerDocument.defaultView!.getComputedStyle(el).color)).to.equal(ERROR_COLOUR);
+    // Not another range's counts: no table, no totals.
+    expect(await page.locator('#rejections-by-code table').count()).to.equal(0);
+    expect(await page.locator('#rejections-by-code').getAttribute('data-totals')).to.equal(null);
+    // The list takes any range: the leads are shown, and the status line counts them.
+    await message.filter({ hasText: /shown/ }).waitFor();
+    expect(await message.innerText()).to.equal(`${Object.keys(leads).length} leads shown.`);
+    expect(await message.getAttribute('class')).to.contain('muted').and.not.contain('error');
+    expect(await rows(page, '#leads-table')).to.have.members(Object.values(leads));
+    expect(await page.locator('#rejections-by-field').innerText()).to.contain('Counts the 2 rejected leads shown');
+    await page.screenshot({ path: join(SHOTS, 'lists-long-range.png'), fullPage: true });
+
+    // Back within a report's range: the counts again.
+    await page.getByLabel('From (UTC)').fill(day(-6));
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await page.locator('#rejections-by-code[data-totals]').waitFor();
+    expect(await note.count()).to.equal(0);
+    expect(await page.locator('#rejections-by-code tfoot').innerText()).to.match(/Total\s+2/);
+    await page.context().close();
+  });
+
 });
