@@ -232,6 +232,16 @@ document.querySelector('.skip').addEventListener('click', (event) => {
   event.preventDefault();
   main.focus();
 });
+// Every form submits with Enter, from a list as from a text field: the browser does it from an
+// <input> only, so a form whose only field is a list (the deliveries' status, a buyer's return
+// reason) could be sent by its button alone. Validation runs as for any submit.
+document.addEventListener('keydown', (event) => {
+  const list = event.target;
+  if (event.key !== 'Enter' || event.defaultPrevented || event.isComposing || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+  if (!(list instanceof HTMLSelectElement) || list.multiple || !list.form) return;
+  event.preventDefault();
+  list.form.requestSubmit();
+});
 window.addEventListener('hashchange', route);
 route();
 setInterval(() => session.key && showReadiness(), 30_000);

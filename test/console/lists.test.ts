@@ -251,4 +251,29 @@ describe("the console's lists: long names, a Show that fails, a long range, Ente
     await page.context().close();
   });
 
+  it('a form whose only field is a list submits with Enter: the deliveries filter and a buyer\'s return', async function () {
+    const page = await signedIn(keys.analyst!, '#/deliveries');
+    const message = page.locator('#deliveries-message');
+    await message.filter({ hasText: /^\d+ deliveries shown\.$/ }).waitFor();
+    const status = page.getByLabel('Status');
+    await status.focus();
+    await page.keyboard.press('ArrowDown');
+    expect(await status.inputValue()).to.equal('pending');
+    const asked = page.waitForRequest((req) => req.url().includes('/functions/deliveries?') && req.url().includes('status=pending'), { timeout: 5000 });
+    await page.keyboard.press('Enter');
+    await asked;
+    await message.filter({ hasText: /^\d+ deliveries shown\.$/ }).waitFor();
+    expect(await page.locator('#deliveries-table tbody tr').evaluateAll((trs) => trs.map((tr) => tr.cells[3]!.textContent))).to.satisfy((s: string[]) => s.length > 0 && s.every((t) => t.startsWith('Pending')));
+    await page.context().close();
+
+    const buyer = await signedIn(keys.buyer!, `#/leads/${leads.caSold}`);
+    const reason = buyer.getByLabel('Reason');
+    await reason.waitFor();
+    await reason.focus();
+    await buyer.keyboard.press('ArrowDown');
+    expect(await reason.inputValue()).to.equal('bad_phone');
+    await buyer.keyboard.press('Enter');
+    await buyer.locator('#return-answer', { hasText: /^Returned \(bad phone\)/i }).waitFor({ timeout: 5000 });
+    await buyer.context().close();
+  });
 });
