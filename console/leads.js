@@ -86,7 +86,7 @@ const LEAD_COLUMNS = [
   ['Status', (r) => statusWords(r.lead_status)],
   ['Code', (r) => codeShown(r.code)],
   // A sid is up to 64 characters without a space: a name, which wraps rather than widen the table.
-  ['Source', (r) => r.sid ?? '', 'name'],
+  ['Source', (r) => r.sid ?? '', 'name source'],
   ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? '', 'name'],
   ['Revenue', (r) => r.revenue, 'num money'],
   ['Failing fields', (r) => (r.errors ?? []).map((e) => e.field).join(', ')],
