@@ -8,10 +8,14 @@ const serving = process.argv[2] === 'serve';
 const stopWhileLoading = () => process.exit(0);
 if (serving) for (const signal of ['SIGTERM', 'SIGINT']) process.once(signal, stopWhileLoading);
 const { main } = await import('../dist/src/cli/main.js');
-// main listens for them itself from its first, synchronous steps: no signal falls between.
-if (serving) for (const signal of ['SIGTERM', 'SIGINT']) process.off(signal, stopWhileLoading);
 
-main(process.argv.slice(2)).then(
+// main listens for the stop signals itself in its first, synchronous steps, so this listener goes
+// only after main's is there. Removed first, it was the signal's last listener: Node then closes
+// the signal's handle, and a signal that came while the last modules were evaluated, not yet
+// handed to a listener, was lost with it, and the service started and served on.
+const ran = main(process.argv.slice(2));
+if (serving) for (const signal of ['SIGTERM', 'SIGINT']) process.off(signal, stopWhileLoading);
+ran.then(
   (code) => { if (typeof code === 'number') process.exitCode = code; },
   // main reports a command's failure itself, in one line; should it ever reject, the same line.
   (err) => { console.error(`leadpost: ${err instanceof Error ? err.message : err}`); process.exitCode = 1; },
