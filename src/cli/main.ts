@@ -161,6 +161,8 @@ function serveEnv(args: string[]): NodeJS.ProcessEnv | null {
   let roles: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
+    // Given twice, one would be dropped unsaid (`--roles api --roles projector` ran no API): refused.
+    if (roles !== undefined) return null;
     if (arg === '--roles' && args[i + 1] !== undefined && !args[i + 1]!.startsWith('--')) roles = args[++i];
     else if (arg.startsWith('--roles=')) roles = arg.slice('--roles='.length);
     else return null;

@@ -150,11 +150,18 @@ describe('LEADPOST_ROLES and serve --roles', function () {
 
   it('serve --roles overrides the variable and is checked like it; any other argument is bad usage', async function () {
     this.timeout(60_000);
-    const [flag, equals, other] = await Promise.all([
+    const [flag, equals, other, twice, twiceEquals] = await Promise.all([
       runChild(['serve', '--roles', 'api,nope'], { LEADPOST_ROLES: 'api' }, { script: BIN }),
       runChild(['serve', '--roles=projector,x'], {}, { script: BIN }),
       runChild(['serve', '--role', 'api'], {}, { script: BIN }),
+      // Given twice, the last would win unsaid: a process meant to serve the API would not.
+      runChild(['serve', '--roles', 'api', '--roles', 'projector'], {}, { script: BIN }),
+      runChild(['serve', '--roles=api', '--roles=delivery'], {}, { script: BIN }),
     ]);
+    for (const repeated of [twice, twiceEquals]) {
+      expect(repeated.code).to.equal(2);
+      expect(repeated.stderr).to.contain('serve takes only --roles LIST');
+    }
     expect(flag.code).to.equal(1);
     expect(flag.stderr).to.contain("LEADPOST_ROLES must be a comma-separated list of api, projector, delivery, not 'api,nope'");
     expect(equals.code).to.equal(1);
