@@ -121,7 +121,12 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   // Every append of the service goes through this decorator, so /metrics counts them all.
   // One set of data keys seals new leads and opens them for the readers allowed to see them.
   const opened = new Opened((error) => logger.error({ err: error }, 'closing the stores after a failed start failed'));
-  const personalData = await opened.step(() => openPersonalDataKeys(config), (keys) => keys.close());
+  // The service's own uses of the key store tell /readyz whether it still answers (its probe reads no key).
+  const keyStoreHealth = new AppendHealth(config.readyAppendFailureSeconds * 1000);
+  const personalData = await opened.step(
+    () => openPersonalDataKeys(config, (failure) => keyStoreHealth.record(failure === undefined ? 'ok' : 'error', failure)),
+    (keys) => keys.close(),
+  );
   const store = countingEventStore(
     await opened.step(async () => overrides.store ?? (await openEventStore(config, { logger, personalData })), (events) => (overrides.store ? undefined : events.close())),
     (result, events, error) => {
@@ -214,6 +219,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     appends: appendHealth,
     readModels,
     keyStore: personalData,
+    keyStoreUses: keyStoreHealth,
     projections: projectionStatuses,
     projectionsHere: (projection) => (thread ? leases().some((lease) => lease.lease === projectionLease(projection) && lease.held) : projections.runs(projection)),
     roles: { running: [...roles], leases },

@@ -40,6 +40,8 @@ export interface ReadinessDeps {
   readonly projectionsHere?: (projection: string) => boolean;
   /** A run of this instance's appends all failing (see AppendHealth); omitted: not watched. */
   readonly appends?: { failing(): FailingAppends | null };
+  /** A run of this instance's uses of the key store all failing (the same kind of run); omitted: not watched. */
+  readonly keyStoreUses?: { failing(): FailingAppends | null };
   /** Per check; defaults to 2000. */
   readonly timeoutMs?: number;
   readonly logger?: Logger;
@@ -138,8 +140,9 @@ export class ReadinessProbe {
       this.projections(),
     ]);
     const eventStore = eventStoreReads.ok ? this.appending() : eventStoreReads;
+    const keys = keyStore.ok ? this.usingKeys() : keyStore;
     const shutdown: Check = this.deps.shuttingDown() ? { ok: false, detail: 'shutting down' } : { ok: true, detail: 'serving' };
-    const checks = { shutdown, event_store: eventStore, read_models: readModels, key_store: keyStore, projections, roles: this.roles() };
+    const checks = { shutdown, event_store: eventStore, read_models: readModels, key_store: keys, projections, roles: this.roles() };
     return { ready: Object.values(checks).every((check) => check.ok), checks };
   }
 
@@ -177,6 +180,12 @@ export class ReadinessProbe {
     if (!run) return { ok: true, detail: 'reachable' };
     const cause = failure(run.cause, 'failing');
     return { ok: false, detail: `reads answer, but every append has failed for ${run.seconds} s (${run.failures} appends): ${cause}` };
+  }
+
+  private usingKeys(): Check {
+    const run = this.deps.keyStoreUses?.failing();
+    if (!run) return { ok: true, detail: 'reachable' };
+    return { ok: false, detail: `it answers a probe, but every read and write of the keys has failed for ${run.seconds} s (${run.failures} uses): ${failure(run.cause, 'failing')}` };
   }
 
   private async projections(): Promise<ProjectionCheck> {
