@@ -130,11 +130,17 @@ export class DeliveryWorker {
   /** A store that is down fails every poll, five a second: logged as an outage, not poll by poll. */
   private readonly pollFailures: OutageLog | undefined;
   private readonly noticePollFailures: OutageLog | undefined;
+  /**
+   * An attempt that cannot run (a store down: the key store, the event store) fails for every due
+   * lead at every poll: logged as an outage too, not one line with its stack per lead and poll.
+   */
+  private readonly runFailures: OutageLog | undefined;
 
   constructor(private readonly deps: DeliveryWorkerDeps) {
     const polls = { one: 'poll', many: 'polls' };
     this.pollFailures = deps.logger && repeatedFailures(deps.logger, 'delivery poll failed', 'failed_polls', polls);
     this.noticePollFailures = deps.logger && repeatedFailures(deps.logger, 'erasure notice poll failed', 'failed_polls', polls);
+    this.runFailures = deps.logger && repeatedFailures(deps.logger, 'delivery attempt failed to run', 'failed_runs', { one: 'run', many: 'runs' });
     this.concurrency = deps.concurrency ?? DEFAULT_CONCURRENCY;
     this.perBuyer = Math.min(deps.perBuyer ?? DEFAULT_PER_BUYER, this.concurrency);
     this.pollMs = deps.pollMs ?? 200;
@@ -369,7 +375,7 @@ export class DeliveryWorker {
       })
       .catch((error: unknown) => {
         this.held.set(leadId, this.now().getTime() + this.pollMs);
-        this.deps.logger?.warn({ err: error, lead_id: leadId }, 'delivery attempt failed to run');
+        this.runFailures?.failed(error, { lead_id: leadId });
       })
       .finally(() => {
         this.cutters.delete(cutter);

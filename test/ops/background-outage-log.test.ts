@@ -1,6 +1,9 @@
 import { expect } from 'chai';
 import { Writable } from 'node:stream';
 import { DeliveryWorker } from '../../src/delivery/webhook-worker.js';
+import { EventStoreUnavailableError } from '../../src/event-store/port.js';
+import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
+import { DeliveryHarness } from '../delivery/harness.js';
 import { createLogger } from '../../src/http/logger.js';
 import { ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { LeaseKeeper } from '../../src/roles/lease-keeper.js';
@@ -60,6 +63,30 @@ describe('the background roles log a store outage once, not each failed poll or 
     } finally {
       await worker.stop();
       await svc.stop();
+    }
+  });
+
+  it('the delivery worker: attempts that cannot run (the event store down), every due lead at every poll, one warning', async function () {
+    const endpoint = await BuyerEndpoint.start(() => 200);
+    const harness = await DeliveryHarness.start(endpoint);
+    let reads = 0;
+    try {
+      for (let i = 0; i < 3; i++) await harness.sell();
+      const events = overriding(harness.svc.service.store, {
+        readStream: () => {
+          reads++;
+          return Promise.reject(new EventStoreUnavailableError('the event store failed: disk I/O error'));
+        },
+      });
+      harness.worker({ events });
+      await until('twenty attempts failed to run', () => reads >= 20);
+      const runs = harness.logs.map((line) => JSON.parse(line) as { msg: string; lead_id?: number }).filter((line) => line.msg.startsWith('delivery attempt failed to run'));
+      expect(runs.map((line) => line.msg)).to.deep.equal(['delivery attempt failed to run']);
+      expect(runs[0]!.lead_id).to.be.a('number');
+      expect(endpoint.received).to.have.length(0);
+    } finally {
+      await harness.stop();
+      await endpoint.stop();
     }
   });
 
