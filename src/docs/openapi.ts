@@ -13,6 +13,7 @@ import { OUTCOMES } from '../http/envelope.js';
 import { CONSUMER_LOOKUP_SCHEMA } from '../http/erasure-routes.js';
 import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from '../limits.js';
 import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, PING_SCHEMA } from '../leads/schema.js';
+import { asPosted } from './posted.js';
 import { ENVELOPE_SCHEMA, FIELD_ERROR_SCHEMA } from './envelope-schema.js';
 import { EXAMPLE_LEAD, EXAMPLE_PING, type ExampleName, exampleEnvelopes } from './examples.js';
 import { toOpenApiSchema } from './json-schema.js';
@@ -185,7 +186,7 @@ function operation(route: RouteDoc, examples: Record<ExampleName, unknown>): Jso
  * run (so LEAD_SCHEMA never names it). One of the two is required.
  */
 function leadSchema(): Json {
-  const lead = toOpenApiSchema(LEAD_SCHEMA);
+  const lead = asPosted(toOpenApiSchema(LEAD_SCHEMA));
   const properties = lead.properties as Record<string, Json>;
   const alias = {
     ...properties.certificate_url,
@@ -307,7 +308,7 @@ async function buildOpenApiDocument(): Promise<Json> {
       },
       schemas: {
         Lead: leadSchema(),
-        Ping: { ...toOpenApiSchema(PING_SCHEMA), example: EXAMPLE_PING },
+        Ping: { ...asPosted(toOpenApiSchema(PING_SCHEMA)), example: EXAMPLE_PING },
         Feedback: toOpenApiSchema(FEEDBACK_SCHEMA),
         Redelivery: toOpenApiSchema(REDELIVERY_SCHEMA),
         DecisionEnvelope: toOpenApiSchema(ENVELOPE_SCHEMA),

@@ -19,6 +19,9 @@ const ALSO_NAMED: Readonly<Record<string, string>> = { 'us virgin islands': 'VI'
 
 export const US_STATE_CODES = Object.keys(US_STATES);
 
+/** Every name taken for a code, lower-case, one space between words. */
+export const US_STATE_NAMES: readonly string[] = [...Object.values(US_STATES).map((name) => name.toLowerCase()), ...Object.keys(ALSO_NAMED)];
+
 const BY_NAME = new Map([...Object.entries(US_STATES).map(([code, name]) => [name.toLowerCase(), code] as const), ...Object.entries(ALSO_NAMED)]);
 
 /** The USPS code for a code in any case or a full state name (spaces folded); undefined if neither. */

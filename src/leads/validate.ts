@@ -39,24 +39,41 @@ function isLeadEmail(value: string): boolean {
 
 const collapse = (value: string) => value.trim().replace(/\s+/g, ' ').normalize('NFC');
 
-/** Trimming and case folding that come before the field rules, applied only to strings. */
-const PRE_NORMALISE: Readonly<Record<string, (value: string) => string>> = {
-  first_name: collapse,
-  last_name: collapse,
-  email: (value) => value.trim().toLowerCase(),
-  mobile: (value) => value.trim(),
-  zip: (value) => value.trim(),
-  accident_state: (value) => {
+/**
+ * What the service does to each string field before the field rules: the rules judge the field so
+ * made, and the OpenAPI document publishes them in the form a client posts (src/docs/posted.ts).
+ */
+export const POSTED_AS = {
+  first_name: 'collapsed',
+  last_name: 'collapsed',
+  email: 'lower-cased',
+  mobile: 'trimmed',
+  zip: 'trimmed',
+  accident_state: 'state',
+  certificate_url: 'trimmed',
+  sid: 'trimmed',
+  // A click id with a stray blank would count apart from itself in a report by s1.
+  s1: 'trimmed',
+  // A UUID's hex digits are one id in either case, and some systems store them in capitals.
+  ping_id: 'lower-cased',
+} as const;
+
+export type PostedForm = (typeof POSTED_AS)[keyof typeof POSTED_AS];
+
+const NORMALISERS: Readonly<Record<PostedForm, (value: string) => string>> = {
+  collapsed: collapse,
+  trimmed: (value) => value.trim(),
+  'lower-cased': (value) => value.trim().toLowerCase(),
+  state: (value) => {
     const trimmed = value.trim();
     return toStateCode(trimmed) ?? trimmed;
   },
-  certificate_url: (value) => value.trim(),
-  sid: (value) => value.trim(),
-  // A click id with a stray blank would count apart from itself in a report by s1.
-  s1: (value) => value.trim(),
-  // A UUID's hex digits are one id in either case, and some systems store them in capitals.
-  ping_id: (value) => value.trim().toLowerCase(),
 };
+
+/** Trimming and case folding that come before the field rules, applied only to strings. */
+const PRE_NORMALISE: Readonly<Record<string, (value: string) => string>> = Object.fromEntries(
+  Object.entries(POSTED_AS).map(([field, form]) => [field, NORMALISERS[form]]),
+);
 
 const MESSAGES: Readonly<Record<string, string>> = {
   required: 'is required',

@@ -164,6 +164,33 @@ describe('OpenAPI document', function () {
     for (const name of Object.keys(doc.components.schemas as Json)) reader.compile(`#/components/schemas/${name}`);
   });
 
+  it('the Lead and Ping schemas take what the service takes, as posted (blanks, any case, a state\'s name), and refuse what it refuses', async function () {
+    const lead = reader.compile('#/components/schemas/Lead');
+    const ping = reader.compile('#/components/schemas/Ping');
+    const validate = createLeadValidator();
+    const takes = [
+      { accident_state: 'ca' },
+      { accident_state: 'california' },
+      { accident_state: '  New   york ' },
+      { accident_state: 'U.S. Virgin Islands' },
+      { zip: ' 90210 ' },
+      { first_name: ' Ada  Mary ', last_name: 'Lovelace ' },
+      { sid: ' google-ads' },
+      { ping_id: '3F9C2A1E-0B7D-4C2E-9A51-6D0F8E4B2C17' },
+    ];
+    for (const change of takes) {
+      const body = { ...EXAMPLE_LEAD, ...change };
+      expect((await validate(body)).ok, `the service takes ${JSON.stringify(change)}`).to.equal(true);
+      expect(lead(body), `the Lead schema takes ${JSON.stringify(change)}: ${JSON.stringify(lead.errors)}`).to.equal(true);
+    }
+    expect(ping({ zip: '90210', accident_state: 'ca', sid: 'x' }), JSON.stringify(ping.errors)).to.equal(true);
+    for (const change of [{ accident_state: 'Atlantis' }, { accident_state: 'C A' }, { zip: '9021' }, { first_name: 'Ada1' }, { sid: 'a b' }, { ping_id: 'not-a-uuid' }]) {
+      const body = { ...EXAMPLE_LEAD, ...change };
+      expect((await validate(body)).ok, `the service refuses ${JSON.stringify(change)}`).to.equal(false);
+      expect(lead(body), `the Lead schema refuses ${JSON.stringify(change)}`).to.equal(false);
+    }
+  });
+
   it('field rules are the ones the routes validate with: the Lead and Feedback schemas come from LEAD_SCHEMA and FEEDBACK_SCHEMA', function () {
     const lead = doc.components.schemas.Lead as Json;
     // The consent certificate's alias is the one field the validator folds away before its rules run.
@@ -171,9 +198,10 @@ describe('OpenAPI document', function () {
     expect(lead.anyOf).to.deep.equal([{ required: ['certificate_url'] }, { required: ['xxTrustedFormCertUrl'] }]);
     expect(lead.additionalProperties).to.equal(false);
     expect(Object.keys(lead.properties)).to.deep.equal([...Object.keys(LEAD_SCHEMA.properties), 'xxTrustedFormCertUrl']);
-    expect(lead.properties.zip.pattern).to.equal(LEAD_SCHEMA.properties.zip.pattern);
-    expect(lead.properties.first_name.pattern).to.equal(LEAD_SCHEMA.properties.first_name.pattern);
-    expect(lead.properties.accident_state.enum).to.deep.equal(LEAD_SCHEMA.properties.accident_state.enum);
+    // Each rule as a client posts the field: the validator's, around the trimming and folding before it.
+    expect(lead.properties.zip.pattern).to.equal(`^\\s*(?:${LEAD_SCHEMA.properties.zip.pattern.slice(1, -1)})\\s*$`);
+    expect(lead.properties.sid.pattern).to.equal(`^\\s*(?:${LEAD_SCHEMA.properties.sid.pattern.slice(1, -1)})\\s*$`);
+    expect(lead.properties.accident_state).to.not.have.property('enum');
     // Our formats are mapped to standard ones or dropped, never passed on unexplained.
     expect(lead.properties.email.format).to.equal('email');
     expect(lead.properties.certificate_url.format).to.equal('uri');
