@@ -77,13 +77,17 @@ describe('health and readiness', function () {
     });
 
     it('/readyz is 503 naming the projections once they fall further behind than READY_MAX_LAG_SECONDS', async function () {
+      let stalled = false;
       svc = await TestService.start({
         env: { READY_MAX_LAG_SECONDS: '1' },
-        // A stalled subscription: the projections never see the events appended below.
-        wrapStore: (store) => ({ ...bind(store), subscribeToAll: () => stalledSubscription() }),
+        // Once stalled, the subscriptions hand the projections nothing more: they never see the events appended below.
+        wrapStore: (store) => ({ ...bind(store), subscribeToAll: (options) => stallable(store.subscribeToAll(options), () => stalled) }),
       });
-      await svc.post(validLead(), { 'x-api-key': await svc.key() });
-      expect((await svc.request('GET', '/readyz')).status).to.equal(200);
+      const key = await svc.key();
+      // Ready while the projections keep up (waited for, not timed: a slow machine takes longer to catch up).
+      await until('/readyz 200 with the projections caught up', async () => (await svc!.request('GET', '/readyz')).status === 200);
+      stalled = true;
+      await svc.post(validLead(), { 'x-api-key': key });
       // The lag grows with the wall clock while the subscription stays stalled: /readyz turns 503
       // once it passes 1 s, however long the machine took to get here.
       const reply = await until('/readyz to turn 503 with the projections over 1 s behind', async () => {
@@ -342,13 +346,23 @@ function bind(store: EventStore): EventStore {
   };
 }
 
-function stalledSubscription(): ReturnType<EventStore['subscribeToAll']> {
+/** The subscription, until `stalled` says so: from then on it hands over nothing more, until unsubscribed. */
+function stallable(subscription: ReturnType<EventStore['subscribeToAll']>, stalled: () => boolean): ReturnType<EventStore['subscribeToAll']> {
   let stop: () => void = () => {};
   const stopped = new Promise<void>((resolve) => (stop = resolve));
   return {
     async *[Symbol.asyncIterator]() {
-      await stopped;
+      for await (const event of subscription) {
+        if (stalled()) {
+          await stopped;
+          return;
+        }
+        yield event;
+      }
     },
-    unsubscribe: async () => stop(),
+    unsubscribe: async () => {
+      stop();
+      await subscription.unsubscribe();
+    },
   };
 }
