@@ -57,7 +57,7 @@ export const OUTCOMES = {
   NOT_PULLED: { status: 409, acceptance: 'rejected', message: "The lead is delivered to the buyer's webhook, not pulled: it cannot be acknowledged; answer its delivery with a 2xx instead." },
   BUYER_UNKNOWN: { status: 409, acceptance: 'rejected', message: "The lead's buyer is not in the routing file in force: no delivery to it would be made. Put the buyer back first." },
   NOT_FAILED: { status: 409, acceptance: 'rejected', message: 'The delivery has not failed for good (it is pending, under way or delivered): there is nothing to send again.' },
-  DELIVERY_CANCELLED: { status: 409, acceptance: 'rejected', message: "The delivery was cancelled (the lead's personal data was erased or expired): it cannot be acknowledged; drop the lead." },
+  DELIVERY_CANCELLED: { status: 409, acceptance: 'rejected', message: "The delivery was cancelled (the lead's personal data was erased or expired, or its buyer returned it): it is never made; drop the lead." },
   RATE_LIMITED: { status: 429, acceptance: 'error', message: 'Too many requests for this API key; retry after the delay given.' },
   REQUEST_TIMEOUT: { status: 408, acceptance: 'error', message: 'The request (headers or body) was not received in time; nothing was recorded. Retry it.' },
   IDEMPOTENCY_CONFLICT: { status: 409, acceptance: 'error', message: 'A request with this Idempotency-Key is still in progress.' },
