@@ -28,7 +28,8 @@ function posted(property: Json, form: PostedForm): Json {
       return stated;
     }
     case 'collapsed':
-      return pattern ? { ...property, pattern: padded(pattern.replaceAll(' ', '\\s+')) } : property;
+      // Runs of blanks are one space, and a typographic apostrophe the ASCII one (validate.ts).
+      return pattern ? { ...property, pattern: padded(pattern.replaceAll(' ', '\\s+').replaceAll("'", "'\u2018\u2019\u02BC")) } : property;
     case 'lower-cased':
       return pattern ? { ...property, pattern: padded(pattern.replaceAll('a-f', 'a-fA-F')) } : property;
     case 'trimmed':

@@ -18,8 +18,8 @@ export const LEAD_SCHEMA = {
   additionalProperties: false,
   required: ['first_name', 'last_name', 'email', 'mobile', 'zip', 'accident_state', 'certificate_url', 'sid'],
   properties: {
-    first_name: { ...NAME, description: "Trimmed, inner spaces collapsed; letters of any script, space, ' . -" },
-    last_name: { ...NAME, description: "Trimmed, inner spaces collapsed; letters of any script, space, ' . -" },
+    first_name: { ...NAME, description: "Trimmed, inner spaces collapsed, a typographic apostrophe (’) kept as '; letters of any script, space, ' . -" },
+    last_name: { ...NAME, description: "Trimmed, inner spaces collapsed, a typographic apostrophe (’) kept as '; letters of any script, space, ' . -" },
     email: { type: 'string', maxLength: 254, format: 'lead-email', description: 'Trimmed and lower-cased.' },
     mobile: {
       type: 'string',

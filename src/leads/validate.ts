@@ -37,7 +37,9 @@ function isLeadEmail(value: string): boolean {
   return value.length <= 254 && at > 0 && at <= 64 && EMAIL.test(value);
 }
 
-const collapse = (value: string) => value.trim().replace(/\s+/g, ' ').normalize('NFC');
+// The apostrophes phones and word processors type in a name (O’Brien: right single quotation mark,
+// modifier letter apostrophe, left single quotation mark) are the ASCII one a name keeps.
+const collapse = (value: string) => value.trim().replace(/\s+/g, ' ').replace(/[\u2018\u2019\u02BC]/g, "'").normalize('NFC');
 
 /**
  * What the service does to each string field before the field rules: the rules judge the field so

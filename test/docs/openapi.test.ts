@@ -175,6 +175,7 @@ describe('OpenAPI document', function () {
       { accident_state: 'U.S. Virgin Islands' },
       { zip: ' 90210 ' },
       { first_name: ' Ada  Mary ', last_name: 'Lovelace ' },
+      { last_name: 'O\u2019Brien' },
       { sid: ' google-ads' },
       { ping_id: '3F9C2A1E-0B7D-4C2E-9A51-6D0F8E4B2C17' },
     ];

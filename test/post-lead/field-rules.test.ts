@@ -47,6 +47,8 @@ const GOOD: Good[] = [
     { title: `${field} José`, set: { [field]: 'José' }, expect: { [field]: 'José' } },
     { title: `${field} Zoë`, set: { [field]: 'Zoë' }, expect: { [field]: 'Zoë' } },
     { title: `${field} O'Brien-Smith`, set: { [field]: "O'Brien-Smith" }, expect: { [field]: "O'Brien-Smith" } },
+    { title: `${field} O’Brien, as a phone types it: the apostrophe kept as '`, set: { [field]: 'O\u2019Brien' }, expect: { [field]: "O'Brien" } },
+    { title: `${field} D\u02BCAmato (a modifier letter apostrophe) kept with '`, set: { [field]: 'D\u02BCAmato' }, expect: { [field]: "D'Amato" } },
     { title: `${field} St. John`, set: { [field]: 'St. John' }, expect: { [field]: 'St. John' } },
     { title: `${field} Nguyễn`, set: { [field]: 'Nguyễn' }, expect: { [field]: 'Nguyễn' } },
     { title: `${field} 李`, set: { [field]: '李' }, expect: { [field]: '李' } },
