@@ -141,7 +141,12 @@ function toFieldErrors(errors: ErrorObject[], what: 'lead' | 'ping' = 'lead'): F
   const result = [...byField.values()];
   result.push(...unknownFields(unknown.slice(0, MAX_UNKNOWN_FIELDS_NAMED), `a ${what} field`));
   if (unknown.length > MAX_UNKNOWN_FIELDS_NAMED) {
-    result.push({ field: '*', code: 'unknown_field', message: `and ${unknown.length - MAX_UNKNOWN_FIELDS_NAMED} more fields that are not ${what} fields` });
+    const more = `${unknown.length - MAX_UNKNOWN_FIELDS_NAMED} more fields that are not ${what} fields`;
+    // One entry per field: where names that are not field names are answered as `*` already, the
+    // count goes on that entry rather than beside it (it would be dropped as a second `*`).
+    const unnamed = result.findIndex((error) => error.field === '*');
+    if (unnamed >= 0) result[unnamed] = { ...result[unnamed]!, message: `${result[unnamed]!.message}; and ${more}` };
+    else result.push({ field: '*', code: 'unknown_field', message: `and ${more}` });
   }
   return result;
 }

@@ -417,6 +417,19 @@ describe('post-lead: every field rule through the real HTTPS server', function (
       await expectInvalid(await post(MANY_BAD), MANY_BAD_ERRORS, Object.values(MANY_BAD));
     });
 
+    it('more than 20 unknown fields, some named with other characters: one `*` says both, never a name of those', async () => {
+      const extra = Object.fromEntries([
+        ...Array.from({ length: 3 }, (_, i) => [`ada${i}@example.com`, 1]),
+        ...Array.from({ length: 22 }, (_, i) => [`extra_${i + 10}`, 1]),
+      ]);
+      const reply = await post(uniqueLead(extra));
+      expect(reply.status, reply.text).to.equal(422);
+      const unnamed = (reply.body.errors as Array<{ field: string; message: string }>).filter((e) => e.field === '*');
+      expect(unnamed).to.have.length(1);
+      expect(unnamed[0]!.message).to.match(/its name is not repeated\); and 5 more fields that are not lead fields$/);
+      expect(reply.text).to.not.include('@example.com');
+    });
+
     it('a mobile of another region is told the rule and the regions allowed, not the number', async () => {
       const reply = await post(uniqueLead({ mobile: '+447911123456' }));
       expect(reply.status, reply.text).to.equal(422);
