@@ -26,8 +26,12 @@ export interface CapUsage {
 }
 
 export type CapCommand =
-  /** Sales that arrived together: as many as there is room for get a slot, in order. */
-  | { readonly type: 'TakeCapSlots'; readonly max: number; readonly leadIds: readonly number[] }
+  /**
+   * Sales that arrived together get a slot in order while there is room under each one's own cap:
+   * a reload of the routing file may change the cap between two of them, and a sale routed by the
+   * new file is held to the new cap, never to the one of the sale before it.
+   */
+  | { readonly type: 'TakeCapSlots'; readonly takes: ReadonlyArray<{ readonly leadId: number; readonly max: number }> }
   | { readonly type: 'ReleaseCapSlot'; readonly leadId: number };
 
 export const capDecider: Decider<CapCommand, CapUsage, CapEvent> = {
@@ -41,8 +45,9 @@ export const capDecider: Decider<CapCommand, CapUsage, CapEvent> = {
   },
   decide(command, state) {
     if (command.type === 'ReleaseCapSlot') return state.released.has(command.leadId) ? [] : [{ type: 'CapSlotReleased', data: { lead_id: command.leadId } }];
-    const room = Math.max(0, command.max - state.used);
-    return command.leadIds.slice(0, room).map((lead_id) => ({ type: 'CapSlotTaken', data: { lead_id } }));
+    const events: CapEvent[] = [];
+    for (const { leadId, max } of command.takes) if (state.used + events.length < max) events.push({ type: 'CapSlotTaken', data: { lead_id: leadId } });
+    return events;
   },
 };
 
@@ -141,15 +146,16 @@ export class CapLedger {
   }
 
   private async grant(stream: string, group: PendingTake[]): Promise<void> {
-    const command: CapCommand = { type: 'TakeCapSlots', max: group[0]!.max, leadIds: group.map((take) => take.leadId) };
+    const command: CapCommand = { type: 'TakeCapSlots', takes: group.map(({ leadId, max }) => ({ leadId, max })) };
     let known = this.usage.get(stream) ?? UNREAD;
     // What this instance knows may be full while slots were given back since (here or elsewhere):
     // a refusal is only decided on what the stream holds now. Room is decided at once, and a
     // conflict then reads what came since.
-    if (known.state.used + group.length > command.max) known = await readFolded(this.store, stream, capDecider, known);
+    if (group.some((take, index) => known.state.used + index >= take.max)) known = await readFolded(this.store, stream, capDecider, known);
     const handled = await handleCommand(this.store, stream, capDecider, command, { from: known });
     this.remember(stream, handled);
-    group.forEach((take, index) => take.resolve(index < handled.events.length));
+    const granted = new Set(handled.events.map((event) => event.data.lead_id));
+    for (const take of group) take.resolve(granted.has(take.leadId));
   }
 
   private async give(stream: string, leadId: number): Promise<void> {

@@ -45,16 +45,22 @@ describe('cap period decider', () => {
   const taken = (lead_id: number) => ({ type: 'CapSlotTaken' as const, data: { lead_id } });
   const given2 = given(taken(1), taken(2));
 
-  it('sales that arrive together get the room there is, in order', () => given2.when({ type: 'TakeCapSlots', max: 3, leadIds: [3, 4, 5] }).then([taken(3)]));
-  it('a full cap takes nobody', () => given2.when({ type: 'TakeCapSlots', max: 2, leadIds: [3] }).thenNothing());
+  const takes = (max: number, ...leadIds: number[]) => ({ type: 'TakeCapSlots' as const, takes: leadIds.map((leadId) => ({ leadId, max })) });
+  it('sales that arrive together get the room there is, in order', () => given2.when(takes(3, 3, 4, 5)).then([taken(3)]));
+  it('a full cap takes nobody', () => given2.when(takes(2, 3)).thenNothing());
+  it('each sale is held to its own cap: one routed after a reload lowered the cap is refused behind one the old cap still takes', async () => {
+    await given2.when({ type: 'TakeCapSlots', takes: [{ leadId: 3, max: 10 }, { leadId: 4, max: 2 }, { leadId: 5, max: 10 }] }).then([taken(3), taken(5)]);
+    // And the other way round: a raised cap is not held to the lower one of the sale before it.
+    await given2.when({ type: 'TakeCapSlots', takes: [{ leadId: 3, max: 2 }, { leadId: 4, max: 3 }] }).then([taken(4)]);
+  });
   it('a slot given back is room again', () =>
-    given(taken(1), taken(2), { type: 'CapSlotReleased', data: { lead_id: 2 } }).when({ type: 'TakeCapSlots', max: 2, leadIds: [3] }).then([taken(3)]));
+    given(taken(1), taken(2), { type: 'CapSlotReleased', data: { lead_id: 2 } }).when(takes(2, 3)).then([taken(3)]));
   it('a release records the slot given back', () =>
     given2.when({ type: 'ReleaseCapSlot', leadId: 2 }).then([{ type: 'CapSlotReleased', data: { lead_id: 2 } }]));
   const released = (lead_id: number) => ({ type: 'CapSlotReleased' as const, data: { lead_id } });
   it('a slot is given back once: a retried release records nothing', () => given(taken(1), taken(2), released(2)).when({ type: 'ReleaseCapSlot', leadId: 2 }).thenNothing());
   it('a release recorded twice frees one slot: the cap is never exceeded', () =>
-    given(taken(1), taken(2), released(2), released(2)).when({ type: 'TakeCapSlots', max: 2, leadIds: [3, 4] }).then([taken(3)]));
+    given(taken(1), taken(2), released(2), released(2)).when(takes(2, 3, 4)).then([taken(3)]));
 });
 
 describe('idempotency key decider', () => {

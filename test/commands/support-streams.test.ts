@@ -176,6 +176,23 @@ describe('support streams (on the embedded store)', function () {
       expect(await ledgers[0]!.reserve('acme', [cap], 99)).to.equal(false);
     });
 
+    it('sales gathered behind one append are each held to their own cap: a cap lowered by a reload is never passed by the sales routed after it', async function () {
+      const ledger = new CapLedger(store);
+      const before = { index: 0, max: 200, key: 'lowered' };
+      const after = { index: 0, max: 3, key: 'lowered' };
+      for (let id = 1; id <= 5; id++) expect(await ledger.reserve('lowered', [before], id)).to.equal(true);
+      // One sale of the old file's cap starts an append; those that come while it is under way
+      // gather into the next one, led by another sale of the old file: the ones routed by the new
+      // file behind it may not take a slot past 3.
+      const results = await Promise.all([
+        ledger.reserve('lowered', [before], 6),
+        ledger.reserve('lowered', [before], 7),
+        ...[8, 9, 10].map((id) => ledger.reserve('lowered', [after], id)),
+      ]);
+      expect(results).to.deep.equal([true, true, false, false, false]);
+      expect((await store.readStream('cap-lowered-0-lowered')).filter((e) => e.type === 'CapSlotTaken')).to.have.length(7);
+    });
+
     it('a buyer with two caps takes both or neither', async function () {
       const ledger = new CapLedger(store);
       const day = { index: 0, max: 5, key: 'd1' };
