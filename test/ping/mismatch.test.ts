@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { TestService, validLead } from '../support/service.js';
 
 // A post names its ping by ping_id; the ping was bid on for a zip, an accident_state, a sid and a
@@ -91,5 +93,29 @@ describe("ping/post: a lead that differs from its ping", function () {
     const mismatch = await post(validLead({ ping_id: pinged.body.ping_id, zip: '10001', accident_state: 'NY', sid: 'src-2', test: false }));
     expect(mismatch.status, mismatch.text).to.equal(422);
     expect((mismatch.body.errors as Array<{ field: string }>).map((e) => e.field)).to.deep.equal(['zip', 'accident_state', 'sid', 'test']);
+  });
+});
+
+describe('ping/post: the routing file changed its currency since the bids', function () {
+  this.timeout(30_000);
+  let svc: TestService;
+
+  before(async function () {
+    svc = await TestService.start({ routing });
+  });
+  after(async () => svc?.stop());
+
+  it('a post with a ping bid in the old currency is routed as a plain post in the new one, never sold at the old amount under the new currency', async function () {
+    const supplier = await svc.key('supplier', 'sup-1');
+    const pinged = await svc.post({ zip: '90210', accident_state: 'CA', sid: 'src-1' }, { 'x-api-key': supplier }, '/functions/pings');
+    expect(pinged.body, pinged.text).to.include({ code: 'BID', bid: 40, currency: 'USD' });
+    writeFileSync(join(svc.dataDir, 'routing.json'), JSON.stringify({ ...routing, currency: 'EUR', buyers: [{ ...routing.buyers[0], price: 30 }] }));
+    expect((await svc.service.reload()).routing).to.include({ changed: true });
+    const posted = await svc.post(validLead({ ping_id: pinged.body.ping_id, zip: '90210', accident_state: 'CA', sid: 'src-1' }), { 'x-api-key': supplier });
+    expect(posted.status, posted.text).to.equal(201);
+    expect(posted.body).to.include({ code: 'SOLD', revenue: 30, currency: 'EUR' });
+    const routed = (await svc.service.store.readStream(`lead-${posted.body.lead_id as number}`)).find((e) => e.type === 'LeadRouted')!;
+    expect(routed.data).to.include({ price: 30, currency: 'EUR' });
+    expect((routed.data as { strategy: string }).strategy).to.not.equal('ping');
   });
 });

@@ -283,6 +283,9 @@ function createRouter(caps: CapLedger) {
    * at the price it bid. null: no bid could take it, and the lead is routed as a plain post.
    */
   async function routeToBids(config: LoadedRoutingConfig, lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date, ping: PingState) {
+    // Bids made in the currency of a routing file since replaced by one in another are amounts of
+    // that currency: sold at them now, a bid of 40 USD would be recorded as 40 EUR.
+    if (ping.collected!.currency !== config.currency) return null;
     const bids = standingBids(config, ping.collected!.bids);
     const decisions: CandidateDecision[] = evaluateBuyers(config, lead, enrichment, now);
     const candidates: RoutingCandidate[] = decisions.map((d) => {
