@@ -125,6 +125,13 @@ function forBuyer(buyer: string, type: string, data: unknown): unknown {
 }
 
 /** A LeadReceived of an erased lead: the lead without its envelope, `erased: true`. */
+/** A LeadReceived whose lead is shown without its consumer, said to be erased. */
+function markedErased(type: string, data: unknown): unknown {
+  if (type !== 'LeadReceived') return data;
+  const received = data as { lead?: Record<string, unknown> | null } | null;
+  return received?.lead ? { ...received, lead: { ...received.lead, erased: true } } : data;
+}
+
 function scrubReceived(type: string, data: unknown): unknown {
   if (type !== 'LeadReceived' || typeof data !== 'object' || data === null) return data;
   const received = data as { lead?: StoredLead | null };
@@ -278,7 +285,15 @@ export class ReadBack {
 
   /** One event as the caller may see it; `erased`: the lead's envelope is never opened, even where a key is still cached in memory. */
   private async eventRow(principal: Principal, event: Awaited<ReturnType<EventStore['readStream']>>[number], pii: boolean, erased: boolean): Promise<LeadEventRow> {
-    const shown = erased ? scrubReceived(event.type, event.data) : pii ? await this.openReceived(event.type, event.data) : withoutConsumer(event.type, event.data);
+    // An erased lead shows no more than it did before: its scrubbed fields (ZIP, ZIP+4) only to
+    // those who could see its consumer, the others its routing fields and that it was erased.
+    const shown = erased
+      ? pii
+        ? scrubReceived(event.type, event.data)
+        : markedErased(event.type, withoutConsumer(event.type, scrubReceived(event.type, event.data)))
+      : pii
+        ? await this.openReceived(event.type, event.data)
+        : withoutConsumer(event.type, event.data);
     return {
       revision: event.revision,
       type: event.type,
