@@ -85,7 +85,11 @@ function erasureIdOf(contacts: ConsumerContacts): string {
 interface LeadShredState {
   readonly leadId: number | null;
   readonly keyId: string | null;
+  /** Recorded without personal data (refused SUPPRESSED or INVALID): there is nothing to erase. */
+  readonly holdsNothing: boolean;
   readonly gone: boolean;
+  /** What made it gone: the erasure's id, or `retention`. */
+  readonly goneBy: string | null;
   readonly test: boolean;
   readonly target: { readonly buyer: string | null; readonly bucket: string | null } | null;
   readonly settled: boolean;
@@ -103,7 +107,9 @@ type ShredCommand =
 const initialShred: LeadShredState = {
   leadId: null,
   keyId: null,
+  holdsNothing: false,
   gone: false,
+  goneBy: null,
   test: false,
   target: null,
   settled: false,
@@ -124,6 +130,7 @@ const leadShredDecider: Decider<ShredCommand, LeadShredState, LeadEvent> = {
           ...state,
           leadId: event.data.lead_id,
           keyId: pii?.key ?? null,
+          holdsNothing: event.data.lead === null,
           test: event.data.test,
           supplier: event.data.supplier,
           correlationId: leadCorrelation(recorded),
@@ -148,14 +155,15 @@ const leadShredDecider: Decider<ShredCommand, LeadShredState, LeadEvent> = {
       case 'LeadDeliveryCancelled':
         return { ...state, settled: true };
       case 'LeadPersonalDataErased':
+        return { ...state, gone: true, goneBy: state.goneBy ?? event.data.erasure_id };
       case 'LeadPersonalDataExpired':
-        return { ...state, gone: true };
+        return { ...state, gone: true, goneBy: state.goneBy ?? RETENTION };
       default:
         return state;
     }
   },
   decide(command, state) {
-    if (state.leadId === null || state.gone) return [];
+    if (state.leadId === null || state.gone || state.holdsNothing) return [];
     const at = command.now.toISOString();
     const lead_id = state.leadId;
     const hadDelivery = state.target !== null && !state.test;
@@ -187,10 +195,26 @@ export interface ShredOrigin {
   readonly principal?: ActingPrincipal;
 }
 
+const RETENTION = 'retention';
+
+/** What a shredding did with each lead it was given. */
+export interface Shredded {
+  /** Marked now. */
+  readonly marked: number[];
+  /** Marked now, or before by the same erasure (a run cut short) or sweep: what it reports as its own. */
+  readonly erased: number[];
+  /** Nothing to do: no personal data, already gone by another erasure or the sweep, or no lead. */
+  readonly untouched: number[];
+}
+
 /**
- * Shreds leads: destroys their data keys (all in one key-store write), then records why on each
- * lead's stream. Idempotent: a lead already shredded changes nothing. A crash between the two
- * steps leaves destroyed keys and no marks, which the next run adds. Resolves to the ids marked now.
+ * Shreds leads: records why on each lead's stream (the mark, with its delivery cancelled), then
+ * destroys their data keys (all in one key-store write). The mark comes first: every reader checks
+ * it before it opens a lead, so a key still cached in another process (the delivery worker's)
+ * opens nothing from then on, where a key destroyed before a mark that failed to land left the
+ * lead's pending delivery to be sent with the cached key. A run cut between the two leaves marked
+ * leads whose keys remain: every run destroys the keys of the marked leads it is given, so the
+ * erasure asked again (as its failure says to) or the next sweep finishes it. Idempotent.
  */
 export async function shredLeads(
   store: EventStore,
@@ -198,14 +222,20 @@ export async function shredLeads(
   leadIds: readonly number[],
   command: ShredCommand,
   origin: ShredOrigin,
-): Promise<number[]> {
+): Promise<Shredded> {
   const marked: number[] = [];
+  const erased: number[] = [];
+  const untouched: number[] = [];
+  const cause = command.type === 'Erase' ? command.erasureId : RETENTION;
   for (let from = 0; from < leadIds.length; from += SHRED_BATCH) {
     const batch = leadIds.slice(from, from + SHRED_BATCH);
     const read = await Promise.all(batch.map(async (id) => ({ id, folded: await readFolded(store, leadStream(id), leadShredDecider) })));
-    const due = read.filter(({ folded }) => folded.state.leadId !== null && !folded.state.gone);
-    const keyIds = due.map(({ folded }) => folded.state.keyId).filter((key) => key !== null);
-    if (keyIds.length > 0) await keys.destroy(keyIds);
+    const due = read.filter(({ folded }) => folded.state.leadId !== null && !folded.state.gone && !folded.state.holdsNothing);
+    for (const { id, folded } of read) {
+      if (folded.state.gone && folded.state.goneBy === cause) erased.push(id);
+      else if (!due.some((lead) => lead.id === id)) untouched.push(id);
+    }
+    const markedHere = new Set<number>();
     await Promise.all(
       due.map(async ({ id, folded }) => {
         const handled = await handleCommand(store, leadStream(id), leadShredDecider, command, {
@@ -216,11 +246,20 @@ export async function shredLeads(
               command.now,
             ),
         });
-        if (handled.events.length > 0) marked.push(id);
+        if (handled.events.length > 0) markedHere.add(id);
       }),
     );
+    for (const { id } of due) {
+      if (markedHere.has(id)) marked.push(id);
+      // Not marked here: a request racing this one marked it first, and each reports it.
+      erased.push(id);
+    }
+    // Every lead of the batch that is now gone: marked here, or before (a run cut short here).
+    const keyIds = read.filter(({ folded }) => folded.state.gone || markedHere.has(folded.state.leadId ?? -1)).map(({ folded }) => folded.state.keyId).filter((key) => key !== null);
+    if (keyIds.length > 0) await keys.destroy(keyIds);
   }
-  return marked.sort((a, b) => a - b);
+  const order = (ids: number[]) => ids.sort((a, b) => a - b);
+  return { marked: order(marked), erased: order(erased), untouched: order(untouched) };
 }
 
 /** Leads read and shredded together: one key-store write for their keys, their marks appended side by side. */
@@ -383,21 +422,25 @@ export class ConsumerEraser {
     let folded = await readFolded(this.deps.store, stream, erasureDecider);
     let created = false;
     let lastLook: Position | null = null;
+    // Leads found that hold nothing to erase (refused without personal data, or erased by another
+    // request or the retention sweep): not this erasure's, and not looked at again.
+    const untouched = new Set<number>();
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const look = await consumerLeadsAsOf(this.deps, contacts);
       lastLook = look.head;
-      const fresh = look.ids.filter((id) => !folded.state.reported.has(id));
+      const fresh = look.ids.filter((id) => !folded.state.reported.has(id) && !untouched.has(id));
       const suppressNow = request.suppress && !folded.state.suppressed;
       // Nothing new, no post of the consumer on its way, and the request is on record: done.
       if (fresh.length === 0 && !suppressNow && folded.state.exists && look.inFlight.length === 0) break;
       const now = this.deps.now();
       const origin = { causationId: `erasure:${erasureId}`, traceId: request.traceId ?? null, ...(request.actor ? { principal: request.actor } : {}) };
-      await shredLeads(this.deps.store, this.deps.keys, fresh, { type: 'Erase', erasureId, now }, origin);
+      const shredded = await shredLeads(this.deps.store, this.deps.keys, fresh, { type: 'Erase', erasureId, now }, origin);
+      for (const id of shredded.untouched) untouched.add(id);
       if (suppressNow) for (const hash of Object.values(contacts)) await this.deps.contacts.suppress(hash, erasureId, now);
       const data: ConsumerErased['data'] = {
         erasure_id: erasureId,
         contacts,
-        lead_ids: fresh,
+        lead_ids: shredded.erased,
         suppressed: request.suppress,
         principal: request.principal,
         erased_at: now.toISOString(),

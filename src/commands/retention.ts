@@ -71,7 +71,7 @@ export class RetentionSweeper {
       });
       // A lead with no personal data (rejected INVALID, or already erased) has nothing to shred.
       const due = docs.filter((doc) => doc.erased !== true && doc.lead !== null).map((doc) => Number(doc._id));
-      shredded += (await shredLeads(this.deps.store, this.deps.keys, due, { type: 'Expire', retentionDays: this.deps.days, now }, { causationId: 'retention' })).length;
+      shredded += (await shredLeads(this.deps.store, this.deps.keys, due, { type: 'Expire', retentionDays: this.deps.days, now }, { causationId: 'retention' })).marked.length;
       const last = docs.at(-1);
       if (last) after = { value: String(last.received_at), id: last._id };
       if (docs.length < PAGE) break;

@@ -148,6 +148,10 @@ describe('erasure of a consumer', function () {
     for (const [id, erased] of [[sold, true], [leadsOf.get(KEPT_1)![0], false]] as const) {
       const asAnalyst = (await get(`/functions/leads/${id}`, analyst)).body.lead as Record<string, unknown>;
       expect(asAnalyst, String(id)).to.include({ personal_data_erased: erased, lead: null });
+      // Its events show the analyst the lead's routing fields, erased or not: never its ZIP, which the erasure left.
+      const events = await get(`/functions/leads/${id}/events`, analyst);
+      const received = (events.body.items as Array<{ type: string; data: { lead: Record<string, unknown> } }>).find((e) => e.type === 'LeadReceived')!;
+      expect(Object.keys(received.data.lead).sort(), String(id)).to.deep.equal(erased ? ['accident_state', 'erased', 's1', 'sid', 'test'] : ['accident_state', 's1', 'sid', 'test']);
     }
     expect(((await get(`/functions/leads/${duplicate}`)).body.lead as Record<string, unknown>)).to.include({ lead_status: 'rejected', code: 'DUPLICATE' });
   });
@@ -291,8 +295,8 @@ describe('erasure of a consumer', function () {
     expect(leads[0]!.lead).to.include({ email: KEPT_1.email, mobile: KEPT_1.mobile });
     const again = await runChild(['erase', '--email', ERASED.email, '--mobile', ERASED.mobile], env, { script: BIN });
     expect(again.code, again.stderr).to.equal(0);
-    // The leads refused SUPPRESSED since (no personal data, but the consumer's) are added to it.
-    expect(again.lines[0]).to.match(/^erased: erasure [0-9a-f]{32}, 6 lead\(s\), suppressed$/);
+    // The leads refused SUPPRESSED since hold no personal data: nothing new to erase, the record as it stands.
+    expect(again.lines[0]).to.match(/^already erased, nothing new: erasure [0-9a-f]{32}, 3 lead\(s\), suppressed$/);
     const bad = await runChild(['erase', '--email', 'no-at-sign-secret'], env, { script: BIN });
     expect(bad.code).to.equal(2);
     expect(bad.stderr).to.include('--email is not a valid e-mail address').and.not.include('no-at-sign-secret');
@@ -328,10 +332,11 @@ describe('erasure of a consumer', function () {
     // The last made (the consumer with no lead) first; the first erasure's one request, as recorded.
     expect(items[0]).to.include({ principal: 'admin:root', leads_erased: 0, suppressed: false });
     expect(items[0]!.fields).to.deep.equal(['email']);
-    // Its first request, and the CLI's later one, which erased the leads refused SUPPRESSED since.
+    // Its one request: the CLI's later one found only leads refused SUPPRESSED since, which hold
+    // nothing to erase, and recorded no request of its own.
     const requests = items.filter((item) => item.erasure_id === erasureId);
-    expect(requests.map((item) => [item.principal, item.leads_erased])).to.deep.equal([['cli', 3], ['admin:root', 3]]);
-    expect(requests[1]).to.deep.equal({
+    expect(requests.map((item) => [item.principal, item.leads_erased])).to.deep.equal([['admin:root', 3]]);
+    expect(requests[0]).to.deep.equal({
       erasure_id: erasureId,
       erased_at: (erasure.body.erasure as { first_erased_at: string }).first_erased_at,
       principal: 'admin:root',
