@@ -26,7 +26,7 @@ import { Projections } from './projections/index.js';
 import { releaseVersion } from './version.js';
 import { ReadBack } from './read-models/read-back.js';
 import { openReadModelStore } from './read-models/index.js';
-import type { ReadModelStore } from './read-models/port.js';
+import { type ReadModelStore, ReadModelUnavailableError } from './read-models/port.js';
 import { createLeadValidator, createPingValidator } from './leads/validate.js';
 import { loadRoutingConfig } from './routing/load-config.js';
 import { AppendHealth } from './ops/append-health.js';
@@ -57,6 +57,8 @@ export interface ServiceOverrides {
   readonly deliveryWorker?: boolean;
   /** How often the key ring reads the keys stream; default 250 ms. */
   readonly keyPollMs?: number;
+  /** How long an erasure or access request waits for the read models (CATCH_UP_MS). */
+  readonly catchUpMs?: number;
 }
 
 export interface RunningService {
@@ -91,6 +93,23 @@ const IN_FLIGHT_GRACE_MS = 7_000;
  * died (a live one renews every second), and any that is only paused takes a row anew when it renews.
  */
 const GONE_INSTANCE_MS = 60_000;
+
+/**
+ * How long an erasure or an access request waits for the read models to reach the event store's
+ * head. With no projector running anywhere (an API instance whose projector process is down) they
+ * never would: the request then answers 503, instead of hanging for as long as the client waits
+ * and acting after it has given up.
+ */
+const CATCH_UP_MS = 30_000;
+
+function caughtUpWithin(projections: Projections, position: Position, withinMs: number): Promise<void> {
+  const deadline = new AbortController();
+  const timer = setTimeout(
+    () => deadline.abort(new ReadModelUnavailableError(`the read models did not reach the event store's head within ${withinMs / 1000} s: is a projector running?`)),
+    withinMs,
+  );
+  return projections.waitFor(position, deadline.signal).finally(() => clearTimeout(timer));
+}
 
 
 /**
@@ -231,7 +250,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
 
   const contacts = new ContactRegistry(store, contactHashes);
   const keyNames = await opened.step(() => idempotencyNames(contactHashes, store, overrides.now));
-  const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (position: Position) => projections.waitFor(position) };
+  const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (position: Position) => caughtUpWithin(projections, position, overrides.catchUpMs ?? CATCH_UP_MS) };
   const eraser = new ConsumerEraser({ ...consumerLeads, keys: personalData, hashes: contactHashes, contacts, now });
   const caps = new CapLedger(store);
   // Bids are asked over keep-alive connections: a ping's deadline is too short for a TLS handshake per buyer.

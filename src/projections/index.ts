@@ -238,12 +238,21 @@ export class Projections {
    * Runners here may stop meanwhile (the lease lost, a build switched): it then waits on the ones
    * that replace them, or on the checkpoints the instance that took over stores.
    */
-  async waitFor(position: Position): Promise<void> {
+  async waitFor(position: Position, signal?: AbortSignal): Promise<void> {
+    // Given a signal, the wait ends with its reason once it is aborted (a caller's deadline).
+    const aborted = signal
+      ? new Promise<never>((_, reject) => {
+          if (signal.aborted) reject(signal.reason);
+          signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+        })
+      : undefined;
+    aborted?.catch(() => {});
+    const until = <T>(promise: Promise<T>): Promise<T> => (aborted ? Promise.race([promise, aborted]) : promise);
     for (;;) {
-      await Promise.all(this.all.map((runner) => runner.waitFor(position)));
-      if (this.runners.size < PROJECTIONS.length) await this.readCheckpoints();
+      await until(Promise.all(this.all.map((runner) => runner.waitFor(position))));
+      if (this.runners.size < PROJECTIONS.length) await until(this.readCheckpoints());
       if (comparePositions(this.position(), position) >= 0) return;
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await until(new Promise((resolve) => setTimeout(resolve, 50)));
     }
   }
 

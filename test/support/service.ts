@@ -42,6 +42,8 @@ export interface TestServiceOptions {
   readonly keyPollMs?: number;
   /** The service's log level (default info): `trace` to see every line it can write. */
   readonly logLevel?: string;
+  /** How long an erasure or access request waits for the read models (the service's default: 30 s). */
+  readonly catchUpMs?: number;
 }
 
 export const CERT_URL = `https://cert.trustedform.com/${'0123456789abcdef'.repeat(2)}01234567`;
@@ -159,6 +161,7 @@ export class TestService {
       ...(options.deliveryWorker === false ? { deliveryWorker: false } : {}),
       ...(options.buyerCa ? { buyerCa: options.buyerCa } : {}),
       ...(options.keyPollMs ? { keyPollMs: options.keyPollMs } : {}),
+      ...(options.catchUpMs ? { catchUpMs: options.catchUpMs } : {}),
       ...(store ? { store } : {}),
       ...(readModels ? { readModels } : {}),
     });
