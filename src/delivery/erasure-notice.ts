@@ -29,12 +29,14 @@ interface NoticeState {
   readonly attempts: number;
   readonly done: boolean;
   readonly nextAttemptAt: string | null;
+  /** A delivery attempt claimed with no outcome yet, and when its time box ends: it may still be on its way to the buyer. */
+  readonly delivering: { readonly attempt: number; readonly until: number } | null;
 }
 
 type NoticeOutcome = Extract<LeadEvent, { type: 'ErasureNoticeSent' | 'ErasureNoticeFailed' }>;
 
 const noticeDecider: Decider<{ readonly attempt: number; readonly outcome: NoticeOutcome }, NoticeState, LeadEvent> = {
-  initialState: { buyer: null, reason: 'consumer_request', correlationId: null, supplier: null, attempts: 0, done: false, nextAttemptAt: null },
+  initialState: { buyer: null, reason: 'consumer_request', correlationId: null, supplier: null, attempts: 0, done: false, nextAttemptAt: null, delivering: null },
   evolve(state, recorded) {
     const event = recorded as LeadEvent;
     switch (event.type) {
@@ -44,6 +46,11 @@ const noticeDecider: Decider<{ readonly attempt: number; readonly outcome: Notic
         return event.data.notify_buyer ? { ...state, buyer: event.data.notify_buyer, reason: 'consumer_request' } : state;
       case 'LeadPersonalDataExpired':
         return event.data.notify_buyer ? { ...state, buyer: event.data.notify_buyer, reason: 'retention' } : state;
+      case 'LeadDeliveryAttempted':
+        return { ...state, delivering: { attempt: event.data.attempt, until: Date.parse(event.data.started_at) + event.data.timeout_ms } };
+      case 'LeadDelivered':
+      case 'LeadDeliveryFailed':
+        return state.delivering?.attempt === event.data.attempt ? { ...state, delivering: null } : state;
       case 'ErasureNoticeSent':
         return { ...state, attempts: event.data.attempt, done: true };
       case 'ErasureNoticeFailed':
@@ -73,6 +80,10 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
   const { buyer: buyerId, done, nextAttemptAt } = read.state;
   if (buyerId === null || done) return 'skipped';
   if (nextAttemptAt !== null && Date.parse(nextAttemptAt) > deps.now().getTime()) return 'skipped';
+  // The lead is still on its way to the buyer (the erasure came while it was sent): told first to
+  // delete it, the buyer would find nothing, then store what arrives. The notice waits for the
+  // attempt's outcome, or for its time box to end (an attempt whose worker died has none).
+  if (read.state.delivering && read.state.delivering.until > deps.now().getTime()) return 'skipped';
   const buyer = deps.buyer(buyerId);
   if (!buyer || buyer.delivery.kind !== 'webhook') return 'skipped';
   const delivery = buyer.delivery;

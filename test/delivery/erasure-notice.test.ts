@@ -136,11 +136,12 @@ describe('erasure while a webhook delivery is in flight', function () {
   let release: () => void = () => {};
   const answered = new Promise<void>((resolve) => (release = resolve));
   let posted = false;
+  let holding = false;
 
   before(async function () {
-    // The buyer takes the lead and answers only once the erasure is recorded (within its timeout).
+    // While `holding`, the buyer takes a lead and answers only once released (within its timeout).
     endpoint = await BuyerEndpoint.start(async (request: ReceivedDelivery) => {
-      if (request.body.type === 'lead.erased') return 200;
+      if (request.body.type === 'lead.erased' || !holding) return 200;
       posted = true;
       await answered;
       return 200;
@@ -154,18 +155,29 @@ describe('erasure while a webhook delivery is in flight', function () {
     await endpoint?.stop();
   });
 
-  it('the buyer answering then gets the lead.erased notice: it holds the lead whatever the attempt comes to', async function () {
+  it('the buyer answering then gets the lead.erased notice once the attempt is over, never before: it holds the lead whatever the attempt comes to', async function () {
     harness.worker();
-    const admin = await harness.svc.key('admin', 'root');
+    const admin = { 'x-api-key': await harness.svc.key('admin', 'root') };
+    // Another consumer's lead, delivered: its notice shows the worker sending notices meanwhile.
+    const other = await harness.sell({ zip: '90210' });
+    await harness.rowWith(other.leadId, 'delivered');
+    holding = true;
     const { leadId, lead } = await harness.sell({ zip: '90210' });
     await until(() => posted, 10_000, () => 'the delivery POST');
-    const erased = await harness.svc.post({ email: lead.email }, { 'x-api-key': admin }, '/functions/erasures');
-    expect(erased.status, erased.text).to.equal(201);
+    for (const email of [lead.email, other.lead.email]) {
+      const erased = await harness.svc.post({ email }, admin, '/functions/erasures');
+      expect(erased.status, erased.text).to.equal(201);
+    }
     expect((await harness.ofType(leadId, 'LeadPersonalDataErased'))[0]).to.include({ notify_buyer: 'hook-buyer' });
+    await until(async () => (await harness.ofType(other.leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => "the other lead's notice");
+    // Told to delete a lead it has not finished receiving, the buyer would find nothing, then keep what arrives.
+    expect(endpoint.forLead(leadId).filter((r) => r.body.type === 'lead.erased'), 'a notice while the lead is on its way').to.deep.equal([]);
     release();
     await until(async () => (await harness.ofType(leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => 'the notice');
     const notices = endpoint.forLead(leadId).filter((r) => r.body.type === 'lead.erased');
     expect(notices.map((n) => JSON.parse(n.text))).to.deep.equal([{ type: 'lead.erased', lead_id: leadId, reason: 'consumer_request' }]);
+    const types = (await harness.events(leadId)).map((e) => e.type);
+    expect(types.indexOf('LeadDelivered'), types.join(', ')).to.be.below(types.indexOf('ErasureNoticeSent'));
   });
 });
 
