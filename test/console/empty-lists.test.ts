@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 
 // A list with nothing in it says so in words, with its heading and filters still there to change
@@ -60,9 +60,7 @@ describe('an empty list in the console', function () {
   async function signedIn(key: string, hash: string): Promise<Page> {
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
-    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
-    await page.getByLabel('API key').fill(key);
-    await page.getByLabel('API key').press('Enter');
+    await signIn(page, `https://127.0.0.1:${svc!.port}`, key);
     await page.locator('#nav a').first().waitFor();
     await page.goto(`https://127.0.0.1:${svc!.port}/console${hash}`);
     return page;

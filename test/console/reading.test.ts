@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 import { until } from '../support/until.js';
 
@@ -61,9 +61,7 @@ describe('the console read by eye, keyboard and screen reader', function () {
   async function signedIn(key: string, viewport = { width: 1280, height: 800 }, deviceScaleFactor = 1): Promise<Page> {
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport, deviceScaleFactor });
     const page = await context.newPage();
-    await page.goto(`${origin}/console`);
-    await page.getByLabel('API key').fill(key);
-    await page.getByLabel('API key').press('Enter');
+    await signIn(page, origin, key);
     await page.locator('#nav a').first().waitFor();
     return page;
   }

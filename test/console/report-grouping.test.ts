@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 
 // The report page as an analyst asks it "which click ids of a source are rejected, and why" and
@@ -136,9 +136,7 @@ describe('the report page grouped by two dimensions, with its sets of columns', 
     const problems: string[] = [];
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
     page.on('console', (message) => message.type() === 'error' && problems.push(`console: ${message.text()}`));
-    await page.goto(`${origin}/console`);
-    await page.getByLabel('API key').fill(analyst);
-    await page.getByLabel('API key').press('Enter');
+    await signIn(page, origin, analyst);
     await page.waitForURL('**/console#/report');
     await page.locator('#report-totals').waitFor();
     return { page, problems, close: () => context.close() };

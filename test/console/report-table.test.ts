@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 
 // The report's table as an analyst reads it on a laptop: a column per metric, a row per click id.
@@ -90,9 +90,7 @@ describe('the report table on a laptop', function () {
   async function signedIn(): Promise<{ context: BrowserContext; page: Page }> {
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
-    await page.goto(`https://127.0.0.1:${svc!.port}/console`);
-    await page.getByLabel('API key').fill(analyst);
-    await page.getByLabel('API key').press('Enter');
+    await signIn(page, `https://127.0.0.1:${svc!.port}`, analyst);
     await page.waitForURL('**/console#/report');
     return { context, page };
   }

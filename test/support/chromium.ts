@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { Context } from 'mocha';
+import type { Page } from 'playwright-core';
 
 // Where the browser tests find Chromium: Debian's package, driven by playwright-core (which
 // downloads no browser of its own). CI installs it (README, .ci/run).
@@ -17,4 +18,11 @@ export function skipWithoutChromium(suite: Context): void {
     console.warn(`      skipped: no Chromium at ${CHROMIUM}; install it (apt-get install chromium) or set CHROMIUM_PATH`);
     suite.skip();
   }
+}
+
+/** Signs in to the console at `origin` with `key`, by keyboard, as a user does. */
+export async function signIn(page: Page, origin: string, key: string): Promise<void> {
+  await page.goto(`${origin}/console`);
+  await page.getByLabel('API key').fill(key);
+  await page.getByLabel('API key').press('Enter');
 }
