@@ -145,9 +145,23 @@ function withoutOperator(type: string, data: unknown): unknown {
   return { ...requested, requested_by: { role: requested.requested_by?.role } };
 }
 
+/**
+ * The keyed hashes of the consumer's e-mail and mobile that a LeadReceived records (how an erasure
+ * finds the lead) name no one, but they are one value per consumer, the same on every lead, also
+ * once it is erased: whoever reads them can tell which leads of different suppliers are one person.
+ * An admin, who answers erasure and access requests, reads them; nobody else.
+ */
+function withoutContactHashes(type: string, data: unknown): unknown {
+  if (type !== 'LeadReceived' || typeof data !== 'object' || data === null || !('contacts' in data)) return data;
+  const { contacts: _hashes, ...rest } = data as Record<string, unknown>;
+  return rest;
+}
+
 const visible = (principal: Principal, type: string, data: unknown): unknown => {
-  if (principal.role === 'buyer') return withoutOperator(type, forBuyer(principal.name, type, data));
-  return principal.role === 'supplier' ? withoutOperator(type, data) : data;
+  if (principal.role === 'admin') return data;
+  const shown = withoutContactHashes(type, data);
+  if (principal.role === 'buyer') return withoutOperator(type, forBuyer(principal.name, type, shown));
+  return principal.role === 'supplier' ? withoutOperator(type, shown) : shown;
 };
 
 function one(query: Query, name: string, errors: FieldError[]): string | undefined {

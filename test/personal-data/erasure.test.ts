@@ -152,6 +152,10 @@ describe('erasure of a consumer', function () {
       const events = await get(`/functions/leads/${id}/events`, analyst);
       const received = (events.body.items as Array<{ type: string; data: { lead: Record<string, unknown> } }>).find((e) => e.type === 'LeadReceived')!;
       expect(Object.keys(received.data.lead).sort(), String(id)).to.deep.equal(erased ? ['accident_state', 'erased', 's1', 'sid', 'test'] : ['accident_state', 's1', 'sid', 'test']);
+      // Nor the keyed hashes of its contacts, one value per consumer on every lead: an admin's alone.
+      expect(received.data, String(id)).to.not.have.property('contacts');
+      const asAdmin = (await get(`/functions/leads/${id}/events`)).body.items as Array<{ type: string; data: Record<string, unknown> }>;
+      expect(asAdmin.find((e) => e.type === 'LeadReceived')!.data, String(id)).to.have.property('contacts');
     }
     expect(((await get(`/functions/leads/${duplicate}`)).body.lead as Record<string, unknown>)).to.include({ lead_status: 'rejected', code: 'DUPLICATE' });
   });
