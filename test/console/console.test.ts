@@ -1070,7 +1070,13 @@ describe('the console in a browser', function () {
     await page.getByRole('link', { name: 'Deliveries' }).click();
     await page.getByLabel('Status').selectOption('cancelled');
     await page.getByRole('button', { name: 'Show' }).click();
-    await page.locator(`#deliveries-table tr[data-lead="${id}"]`).waitFor();
+    // The rows shown stay until the answer replaces them (the list before the filter held this
+    // lead too): waited for until every row is a cancelled one and this lead's among them.
+    await until('the cancelled deliveries shown, this lead among them', async () => {
+      const statuses = await page.locator('#deliveries-table tbody tr td:nth-child(4)').allInnerTexts();
+      const shownLeads = await page.locator('#deliveries-table tbody tr').evaluateAll((rows) => rows.map((row) => row.getAttribute('data-lead')));
+      return shownLeads.includes(String(id)) && statuses.every((status) => status.includes('Cancelled'));
+    });
     expect(new Set(await page.locator('#deliveries-table tbody tr td:nth-child(4)').allInnerTexts())).to.deep.equal(new Set(['Cancelled']));
     const cancelled = await page.locator(`#deliveries-table tr[data-lead="${id}"] td`).allInnerTexts();
     expect([cancelled[0], cancelled[2], cancelled[3], cancelled[6], cancelled[7]]).to.deep.equal([`${id} erased`, 'webhook', 'Cancelled', 'could not connect', '']);
