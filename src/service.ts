@@ -29,7 +29,7 @@ import { openReadModelStore } from './read-models/index.js';
 import { type ReadModelStore, ReadModelUnavailableError } from './read-models/port.js';
 import { createLeadValidator, createPingValidator } from './leads/validate.js';
 import { loadRoutingConfig } from './routing/load-config.js';
-import { AppendHealth } from './ops/append-health.js';
+import { FailureRun } from './ops/failure-run.js';
 import { countingEventStore } from './ops/counting-event-store.js';
 import { holdsClearLeads } from './personal-data/clear-leads.js';
 import { ShutdownFlag } from './ops/shutdown-flag.js';
@@ -136,12 +136,12 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     routingVersion: () => routing.version,
   });
   // The posts' own appends tell /readyz whether this instance takes writes (reads alone do not).
-  const appendHealth = new AppendHealth(config.readyAppendFailureSeconds * 1000);
+  const appendHealth = new FailureRun(config.readyAppendFailureSeconds * 1000);
   // Every append of the service goes through this decorator, so /metrics counts them all.
   // One set of data keys seals new leads and opens them for the readers allowed to see them.
   const opened = new Opened((error) => logger.error({ err: error }, 'closing the stores after a failed start failed'));
   // The service's own uses of the key store tell /readyz whether it still answers (its probe reads no key).
-  const keyStoreHealth = new AppendHealth(config.readyAppendFailureSeconds * 1000);
+  const keyStoreHealth = new FailureRun(config.readyAppendFailureSeconds * 1000);
   const personalData = await opened.step(
     () => openPersonalDataKeys(config, (failure) => keyStoreHealth.record(failure === undefined ? 'ok' : 'error', failure)),
     (keys) => keys.close(),

@@ -21,7 +21,7 @@ import type { ReadModelStore } from '../read-models/port.js';
 import type { LeaseStatus } from '../roles/lease-keeper.js';
 import { projectionLease } from '../roles/projector-leases.js';
 import { causeChain } from '../error-causes.js';
-import type { FailingAppends } from './append-health.js';
+import type { FailingRun } from './failure-run.js';
 
 export interface ReadinessDeps {
   readonly events: Pick<EventStore, 'headPosition'>;
@@ -38,10 +38,10 @@ export interface ReadinessDeps {
   readonly roles?: { readonly running: readonly string[]; readonly leases: () => LeaseStatus[] };
   /** Whether this instance runs the projection itself; omitted: it runs every one. */
   readonly projectionsHere?: (projection: string) => boolean;
-  /** A run of this instance's appends all failing (see AppendHealth); omitted: not watched. */
-  readonly appends?: { failing(): FailingAppends | null };
+  /** A run of this instance's appends all failing (see FailureRun); omitted: not watched. */
+  readonly appends?: { failing(): FailingRun | null };
   /** A run of this instance's uses of the key store all failing (the same kind of run); omitted: not watched. */
-  readonly keyStoreUses?: { failing(): FailingAppends | null };
+  readonly keyStoreUses?: { failing(): FailingRun | null };
   /** Per check; defaults to 2000. */
   readonly timeoutMs?: number;
   readonly logger?: Logger;

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import Database from 'better-sqlite3';
 import { type EventStore, EventStoreUnavailableError } from '../../src/event-store/port.js';
-import { AppendHealth } from '../../src/ops/append-health.js';
+import { FailureRun } from '../../src/ops/failure-run.js';
 import { ReadinessProbe } from '../../src/ops/readiness.js';
 import { overriding } from '../support/overriding.js';
 import { TestService, validLead } from '../support/service.js';
@@ -18,13 +18,13 @@ const diskFull = () => {
 describe('readiness from the instance’s own appends', function () {
   this.timeout(30_000);
 
-  describe('AppendHealth', function () {
+  describe('FailureRun', function () {
     let now = 0;
     const clock = () => now;
     beforeEach(() => (now = 1_000_000));
 
     it('is failing once every append for the window has failed, at least three of them, and names the last cause', function () {
-      const health = new AppendHealth(5000, clock);
+      const health = new FailureRun(5000, clock);
       const error = diskFull();
       health.record('unavailable', error);
       now += 2000;
@@ -37,7 +37,7 @@ describe('readiness from the instance’s own appends', function () {
     });
 
     it('two failures in the window are not a run, however long it lasts', function () {
-      const health = new AppendHealth(5000, clock);
+      const health = new FailureRun(5000, clock);
       health.record('unavailable', diskFull());
       now += 4000;
       health.record('unavailable', diskFull());
@@ -47,7 +47,7 @@ describe('readiness from the instance’s own appends', function () {
 
     it('any answer from the store ends a run: a success, or a conflict on a revision', function () {
       for (const answer of ['ok', 'conflict'] as const) {
-        const health = new AppendHealth(5000, clock);
+        const health = new FailureRun(5000, clock);
         for (let i = 0; i < 6; i++, now += 1000) health.record('unavailable', diskFull());
         expect(health.failing(), answer).to.not.equal(null);
         health.record(answer);
@@ -59,7 +59,7 @@ describe('readiness from the instance’s own appends', function () {
     });
 
     it('forgets a run after a quiet window with no failed append (half-open), and a new run needs its own window', function () {
-      const health = new AppendHealth(5000, clock);
+      const health = new FailureRun(5000, clock);
       for (let i = 0; i < 6; i++, now += 1000) health.record('unavailable', diskFull());
       expect(health.failing()).to.not.equal(null);
       now += 5001;

@@ -1,8 +1,10 @@
-// Whether this instance's appends are failing, for /readyz. Reading the event store's head (the
+// Whether this instance's own uses of a store are all failing, for /readyz: its appends to the
+// event store, and its reads and writes of the data keys. Reading the event store's head (the
 // readiness probe's own check) can succeed while every append fails: a full or read-only disk
 // still serves reads, and an EventStoreDB client can keep failing its appends on a connection that
 // still reads. An instance in that state answers every post 503, so the load balancer should stop
-// sending it posts. Nothing is written to find out: the posts' own appends are the evidence.
+// sending it posts. Nothing is written to find out: the posts' own appends are the evidence. The
+// key store the same: its probe reads no key, and a damaged keys.db answers it while every use fails.
 //
 // It is a circuit breaker whose half-open state costs nothing: after `windowMs` with no failed
 // append (as when the load balancer has taken the instance out, and no posts come), the run is
@@ -12,7 +14,7 @@
 import type { AppendResultLabel } from './counting-event-store.js';
 
 /** A run of failed appends long enough to make the instance unready. */
-export interface FailingAppends {
+export interface FailingRun {
   /** Since the first failure of the run. */
   readonly seconds: number;
   readonly failures: number;
@@ -20,7 +22,7 @@ export interface FailingAppends {
   readonly cause: unknown;
 }
 
-export class AppendHealth {
+export class FailureRun {
   #since: number | null = null;
   #last = 0;
   #failures = 0;
@@ -51,7 +53,7 @@ export class AppendHealth {
   };
 
   /** The run of failures that makes the instance unready, or null when there is none. */
-  failing(): FailingAppends | null {
+  failing(): FailingRun | null {
     if (this.#since === null) return null;
     const at = this.now();
     if (at - this.#last > this.windowMs) {
