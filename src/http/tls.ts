@@ -3,6 +3,7 @@
 
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { chmod, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { generate } from 'selfsigned';
 import { makeDirectory } from '../make-directory.js';
@@ -103,19 +104,45 @@ async function usablePair(certFile: string, keyFile: string): Promise<{ cert: st
 }
 
 /**
- * Takes the lock for making the pair: true when this process made the lock file. One older than
- * STALE_LOCK_MS is a process that died while making the pair: it is removed, to be taken anew.
+ * Takes the lock for making the pair: true when this process made the lock file, which names its
+ * host and process id. A lock is a dead process's, and is removed to be taken anew, when the
+ * process it names on this host is gone (a start killed while making the pair: the next start
+ * then goes on at once rather than waiting with nothing said), or when it is older than
+ * STALE_LOCK_MS (a lock that names no process, or one on another host sharing the directory).
  */
 async function takeLock(lockFile: string): Promise<boolean> {
   try {
-    await (await open(lockFile, 'wx', 0o600)).close();
+    const handle = await open(lockFile, 'wx', 0o600);
+    try {
+      await handle.writeFile(`${hostname()} ${process.pid}\n`);
+    } finally {
+      await handle.close();
+    }
     return true;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
-  const since = await stat(lockFile).then((found) => found.mtimeMs, () => Date.now());
-  if (Date.now() - since > STALE_LOCK_MS) await rm(lockFile, { force: true });
+  const [since, holder] = await Promise.all([
+    stat(lockFile).then((found) => found.mtimeMs, () => Date.now()),
+    readIfExists(lockFile),
+  ]);
+  if (Date.now() - since > STALE_LOCK_MS || (holder !== undefined && heldByDeadProcess(holder))) await rm(lockFile, { force: true });
   return false;
+}
+
+/** Whether a lock's text names a process of this host that no longer runs. */
+function heldByDeadProcess(holder: string): boolean {
+  const match = /^(\S+) (\d+)\n$/.exec(holder);
+  if (!match || match[1] !== hostname()) return false;
+  const pid = Number(match[2]);
+  if (pid === process.pid) return false;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    // EPERM: it runs, as another user.
+    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+  }
 }
 
 async function createSelfSigned(): Promise<{ cert: string; key: string }> {

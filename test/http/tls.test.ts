@@ -1,5 +1,8 @@
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -65,6 +68,33 @@ describe('http: TLS material', () => {
     const made = await loadOrCreateTls({ dataDir: dir.path });
     expect(new X509Certificate(readFileSync(join(dir.path, 'tls', 'cert.pem'))).fingerprint256).to.equal(new X509Certificate(made.cert).fingerprint256);
     expect(existsSync(lock)).to.equal(false);
+  });
+
+  it('a lock whose process on this host is gone is taken over at once, one whose process runs is waited for', async () => {
+    const lock = join(dir.path, 'tls', 'create.lock');
+    mkdirSync(join(dir.path, 'tls'), { recursive: true });
+    // Dated an hour ahead, so that the age rule can never take it over: only its process can.
+    const ahead = new Date(Date.now() + 3_600_000);
+    const holder = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+    try {
+      writeFileSync(lock, `${hostname()} ${holder.pid}\n`);
+      utimesSync(lock, ahead, ahead);
+      let settled = false;
+      const making = loadOrCreateTls({ dataDir: dir.path }).finally(() => {
+        settled = true;
+      });
+      // While its holder runs the lock stays, and nothing is made: several polls go by.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(settled).to.equal(false);
+      expect(existsSync(join(dir.path, 'tls', 'cert.pem'))).to.equal(false);
+      holder.kill('SIGKILL');
+      await once(holder, 'exit');
+      const made = await making;
+      expect(new X509Certificate(readFileSync(join(dir.path, 'tls', 'cert.pem'))).fingerprint256).to.equal(new X509Certificate(made.cert).fingerprint256);
+      expect(existsSync(lock)).to.equal(false);
+    } finally {
+      holder.kill('SIGKILL');
+    }
   });
 
   it('processes starting on a new data dir at once all serve one pair, the one they leave on disk', async function () {
