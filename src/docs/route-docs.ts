@@ -240,7 +240,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     description:
       'Marks the delivery `delivered`. Idempotent: a second ack answers the first time. ' +
       'A delivery cancelled because the lead\'s personal data was erased or expired, or the buyer returned the lead, before it was acknowledged cannot be: `409 DELIVERY_CANCELLED`, nothing is recorded and the delivery stays `cancelled`. ' +
-      'A lead of a buyer whose leads go to its webhook is not acknowledged: `409 NOT_PULLED` (the worker delivers it; answer the delivery with a 2xx).',
+      'A lead of a buyer whose leads go to its webhook is not acknowledged: `409 NOT_PULLED` (the worker delivers it; answer the delivery with a 2xx). ' +
+      'No body is needed. One that is sent must be JSON and empty (`{}`): a field in it is refused `422` (an acknowledgement takes none), a body that is not JSON `400`, one over the body limit `413`.',
     roles: ['buyer', 'admin'],
     parameters: [LEAD_ID],
     success: {
@@ -255,7 +256,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
         },
       }),
     },
-    outcomes: ['DELIVERY_CANCELLED', 'NOT_PULLED', 'NOT_FOUND', ...KEYED_ERRORS],
+    outcomes: ['DELIVERY_CANCELLED', 'NOT_PULLED', 'NOT_FOUND', 'INVALID_INPUT', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE', ...KEYED_ERRORS],
   },
   {
     method: 'post',

@@ -4,8 +4,9 @@ import type { EventStore } from '../event-store/port.js';
 import type { LoadedRoutingConfig } from '../routing/load-config.js';
 import type { Middleware } from 'koa';
 import { type Authenticate, authenticate, requireRole } from './auth.js';
-import { parseJsonBody, readBody, requireJson } from './body.js';
+import { jsonWhenSent, parseJsonBody, readBody, readOptionalJsonBody, requireJson } from './body.js';
 import { ShellError } from './errors.js';
+import { unknownFields } from '../leads/outcome.js';
 import type { ShellState } from './state.js';
 
 export interface AfterSaleDeps {
@@ -32,10 +33,16 @@ export function registerAfterSaleRoutes(router: Router<ShellState>, lookup: Auth
   // request appends to the lead's stream: limited per key as posts are, so that a runaway buyer
   // integration cannot flood the event store.
   const buyerWrites = [authenticate(lookup), requireRole('buyer', 'admin'), limit];
-  router.post('/functions/deliveries/:lead_id/ack', ...buyerWrites, async (ctx) => {
+  // An acknowledgement takes no fields. A body is not needed; one sent is read as any other (JSON,
+  // within the body limit), and a field in it is refused rather than ignored: a client that sends
+  // one expects it to mean something.
+  router.post('/functions/deliveries/:lead_id/ack', ...buyerWrites, jsonWhenSent, async (ctx) => {
     const principal = ctx.state.principal!;
     const id = ctx.params.lead_id ?? '';
     if (!LEAD_ID.test(id)) throw new ShellError('NOT_FOUND');
+    const { body } = await readOptionalJsonBody(ctx.req, deps.bodyBytes);
+    const fields = Object.keys(body);
+    if (fields.length > 0) throw new ShellError('INVALID', {}, 'invalid acknowledgement', unknownFields(fields.slice(0, 20), 'a field of an acknowledgement: send no body, or {}'));
     const { delivered_at } = await asShellError(() => acknowledgeDelivery(deps.events, deps.routing(), { principal, traceId: ctx.state.traceId, now: deps.now() }, Number(id)));
     ctx.body = { ok: true, trace_id: ctx.state.traceId, code: 'OK', message: 'Delivery acknowledged.', delivery: { lead_id: Number(id), status: 'delivered', delivered_at } };
   });

@@ -44,6 +44,16 @@ export function requireJson(): Middleware<ShellState> {
   };
 }
 
+/** A request without a body needs no Content-Type; one with a body must send JSON, as requireJson says. */
+const sendsBody = (req: IncomingMessage): boolean => req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+export const jsonWhenSent: Middleware<ShellState> = (ctx, next) => (sendsBody(ctx.req) ? requireJson()(ctx, next) : next());
+
+/** The body of a route whose body is optional (after jsonWhenSent): none is an empty object. */
+export async function readOptionalJsonBody(req: IncomingMessage, limit: number): Promise<{ body: Record<string, unknown>; repeated: string[] }> {
+  const raw = await readBody(req, limit);
+  return raw.length === 0 ? { body: {}, repeated: [] } : parseJsonBody(raw);
+}
+
 // The rest of an oversized body is left unread; closing the connection stops the client from
 // streaming it into a keep-alive socket we would otherwise have to drain.
 const tooLarge = (): ShellError => new ShellError('PAYLOAD_TOO_LARGE', { Connection: 'close' });

@@ -1,5 +1,4 @@
 import type Router from '@koa/router';
-import type { IncomingMessage } from 'node:http';
 import type { Middleware } from 'koa';
 import { RedeliveryRefusedError, type RedeliveryRefusal } from '../delivery/attempt.js';
 import { redeliveryErrors, requestRedelivery } from '../delivery/redeliver.js';
@@ -7,7 +6,7 @@ import type { EventStore } from '../event-store/port.js';
 import type { ReadBack } from '../read-models/read-back.js';
 import type { RoutingConfig } from '../routing/load-config.js';
 import { type Authenticate, authenticate, requireRole } from './auth.js';
-import { parseJsonBody, readBody, requireJson } from './body.js';
+import { jsonWhenSent, readOptionalJsonBody } from './body.js';
 import { ShellError } from './errors.js';
 import type { ShellState } from './state.js';
 
@@ -34,16 +33,11 @@ const REFUSALS: Readonly<Record<RedeliveryRefusal, string | undefined>> = {
   BUYER_UNKNOWN: undefined,
 };
 
-/** The body is optional: a request without one needs no Content-Type; one with a body must send JSON. */
-const sendsBody = (req: IncomingMessage) => req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-const jsonWhenSent: Middleware<ShellState> = (ctx, next) => (sendsBody(ctx.req) ? requireJson()(ctx, next) : next());
-
 export function registerRedeliverRoute(router: Router<ShellState>, lookup: Authenticate, deps: RedeliverRouteDeps, limit: Middleware<ShellState>): void {
   router.post('/functions/deliveries/:lead_id/redeliver', authenticate(lookup), requireRole('admin'), limit, jsonWhenSent, async (ctx) => {
     const id = ctx.params.lead_id ?? '';
     if (!LEAD_ID.test(id)) throw new ShellError('NOT_FOUND');
-    const raw = await readBody(ctx.req, deps.bodyBytes);
-    const { body, repeated } = raw.length === 0 ? { body: {}, repeated: [] } : parseJsonBody(raw);
+    const { body, repeated } = await readOptionalJsonBody(ctx.req, deps.bodyBytes);
     const errors = redeliveryErrors(body, repeated);
     if (errors.length > 0) throw new ShellError('INVALID', {}, 'invalid redelivery', errors);
     const principal = ctx.state.principal!;

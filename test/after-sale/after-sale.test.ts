@@ -78,6 +78,27 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
       expect((view.body.lead as { delivery: unknown }).delivery).to.deep.equal({ status: 'delivered', attempts: 1 });
     });
 
+    it('an ack takes no fields: {} is an ack, a field 422, a body not JSON 400 or 415, one over the limit (64 KiB by default) 413; none records anything', async function () {
+      const leadId = await sell();
+      const send = (payload: string | Buffer, type = 'application/json') =>
+        svc.request('POST', `/functions/deliveries/${leadId}/ack`, { 'x-api-key': keys.puller!, 'content-type': type }, payload);
+      const field = await send('{"status":"rejected","note":"x"}');
+      expect([field.status, field.body.code]).to.deep.equal([422, 'INVALID']);
+      expect((field.body.errors as Array<{ field: string; code: string }>).map((e) => [e.field, e.code])).to.deep.equal([
+        ['status', 'unknown_field'],
+        ['note', 'unknown_field'],
+      ]);
+      expect((await send('{"status":')).body.code).to.equal('MALFORMED_JSON');
+      expect((await send('[]')).body.code).to.equal('MALFORMED_JSON');
+      expect((await send('status=ok', 'text/plain')).status).to.equal(415);
+      const huge = await send(Buffer.alloc(65_537, 0x20));
+      expect([huge.status, huge.body.code]).to.deep.equal([413, 'PAYLOAD_TOO_LARGE']);
+      expect((await svc.service.store.readStream(`lead-${leadId}`)).map((e) => e.type)).to.not.include('LeadDelivered');
+      const empty = await send('{}');
+      expect(empty.status).to.equal(200);
+      expect(empty.body.delivery).to.include({ lead_id: leadId, status: 'delivered' });
+    });
+
     it('concurrent acks record one delivery', async function () {
       const leadId = await sell();
       const replies = await Promise.all(Array.from({ length: 10 }, () => ack(leadId, keys.puller!)));
