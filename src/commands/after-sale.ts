@@ -127,9 +127,12 @@ function feedbackFieldError(field: string, error: { keyword: string; params: unk
   }
 }
 
-/** A return's reason when it is not one of the buyer's; none when the body's own rules name it already. */
+/**
+ * A return's reason when it is not one of the buyer's; none when the body's own rules name it
+ * already, or name its type (a type given twice is not taken, so it is no return to check).
+ */
 function returnReasonErrors(body: Record<string, unknown>, reasons: readonly string[], invalid: readonly FieldError[]): FieldError[] {
-  if (body.type !== 'return' || invalid.some((error) => error.field === 'reason')) return [];
+  if (body.type !== 'return' || invalid.some((error) => error.field === 'reason' || error.field === 'type')) return [];
   if (typeof body.reason === 'string' && reasons.includes(body.reason)) return [];
   const allowed = reasons.join(', ') || '(this buyer takes no returns)';
   // A return without a reason is missing a field, as any other required one is: `required`, so a

@@ -34,6 +34,12 @@ describe('a member given twice in a JSON body, on every route that takes one', f
     expect(await leadEvents()).to.equal(before);
   });
 
+  it('feedback whose type is given twice: only the type is named, no rule of the type it was not given applied', async function () {
+    const reply = await post(`/functions/leads/${leadId}/feedback`, buyer, '{"type":"conversion","type":"return"}');
+    expect([reply.status, reply.body.code], reply.text).to.deep.equal([422, 'INVALID']);
+    expect(reply.body.errors).to.deep.equal([{ field: 'type', code: 'repeated', message: 'type is given more than once in the body' }]);
+  });
+
   it('an erasure: the contact named once (never its value), and no consumer erased', async function () {
     const reply = await post('/functions/erasures', admin, '{"email":"a@outlook.com","email":"b@outlook.com"}');
     expect([reply.status, reply.body.code], reply.text).to.deep.equal([422, 'INVALID']);
