@@ -74,7 +74,7 @@ export interface NoticeDeps {
 }
 
 /** Sends the lead's `lead.erased` notice if one is due now; what it recorded, or why not. */
-export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promise<NoticeOutcome['type'] | 'skipped'> {
+export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promise<NoticeOutcome['type'] | 'skipped' | 'delivery_in_flight'> {
   const stream = leadStream(leadId);
   const read = await readFolded(deps.events, stream, noticeDecider);
   const { buyer: buyerId, done, nextAttemptAt } = read.state;
@@ -83,7 +83,7 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
   // The lead is still on its way to the buyer (the erasure came while it was sent): told first to
   // delete it, the buyer would find nothing, then store what arrives. The notice waits for the
   // attempt's outcome, or for its time box to end (an attempt whose worker died has none).
-  if (read.state.delivering && read.state.delivering.until > deps.now().getTime()) return 'skipped';
+  if (read.state.delivering && read.state.delivering.until > deps.now().getTime()) return 'delivery_in_flight';
   const buyer = deps.buyer(buyerId);
   if (!buyer || buyer.delivery.kind !== 'webhook') return 'skipped';
   const delivery = buyer.delivery;

@@ -317,8 +317,16 @@ export class DeliveryWorker {
       const cutter = this.cutter();
       const run = sendErasureNotice({ ...this.sendDeps(cutter.signal), agent: this.noticeAgent }, leadId)
         .then((outcome) => {
+          // Its lead still on the way to the buyer: asked again a little later, without a line
+          // in the log at every poll for as long as the attempt may take.
+          if (outcome === 'delivery_in_flight') {
+            this.noticeHeld.set(leadId, { until: this.now().getTime() + NOTICE_HOLD_MIN_MS, waitMs: NOTICE_HOLD_MIN_MS });
+            return;
+          }
           this.noticeHeld.delete(leadId);
-          this.deps.logger?.info({ lead_id: leadId, outcome }, 'lead.erased notice');
+          // A notice found sent already (its row not yet updated by the projector) is no news.
+          if (outcome === 'skipped') this.deps.logger?.debug({ lead_id: leadId, outcome }, 'lead.erased notice');
+          else this.deps.logger?.info({ lead_id: leadId, outcome }, 'lead.erased notice');
         })
         .catch((error: unknown) => {
           const waitMs = held ? Math.min(held.waitMs * 2, NOTICE_HOLD_MAX_MS) : NOTICE_HOLD_MIN_MS;

@@ -172,12 +172,16 @@ describe('erasure while a webhook delivery is in flight', function () {
     await until(async () => (await harness.ofType(other.leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => "the other lead's notice");
     // Told to delete a lead it has not finished receiving, the buyer would find nothing, then keep what arrives.
     expect(endpoint.forLead(leadId).filter((r) => r.body.type === 'lead.erased'), 'a notice while the lead is on its way').to.deep.equal([]);
+    // Held a while each time it is found waiting, not logged at every poll (25 ms) while it waits.
+    const noticeLines = () => harness.logs.filter((line) => line.includes('lead.erased notice') && line.includes(`"lead_id":${leadId}`));
+    expect(noticeLines()).to.deep.equal([]);
     release();
     await until(async () => (await harness.ofType(leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => 'the notice');
     const notices = endpoint.forLead(leadId).filter((r) => r.body.type === 'lead.erased');
     expect(notices.map((n) => JSON.parse(n.text))).to.deep.equal([{ type: 'lead.erased', lead_id: leadId, reason: 'consumer_request' }]);
     const types = (await harness.events(leadId)).map((e) => e.type);
     expect(types.indexOf('LeadDelivered'), types.join(', ')).to.be.below(types.indexOf('ErasureNoticeSent'));
+    await until(() => noticeLines().some((line) => line.includes('"outcome":"ErasureNoticeSent"')), 10_000, () => 'the notice logged');
   });
 });
 
