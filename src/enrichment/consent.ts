@@ -18,6 +18,15 @@ const CERTIFICATE_ID = /^[0-9a-f]{40}$/i;
  * buyers as posted, where a strict parser may refuse it.
  */
 const NOT_IN_A_URL = /[^\x21-\x7e]/;
+/**
+ * The start of the URL as written, read as RFC 3986 reads it: `https://`, then a host of letters,
+ * digits, dots and hyphens and an optional port, then the path, query, fragment or the end. The
+ * WHATWG parser forgives what strict parsers do not: it reads `\` as `/` (so `host\@evil.com/…`
+ * is the allowed host to it, while curl and most HTTP clients of buyers send it to evil.com), a
+ * scheme without `//`, and a percent-encoded host. The link is stored and sent as posted, so the
+ * host the check approves must be the host any reader of it finds.
+ */
+const PLAIN_AUTHORITY = /^https:\/\/([A-Za-z0-9.-]+)(?::\d{1,5})?(?=[/?#]|$)/i;
 
 export function parseCertificateUrl(url: string, allowedHosts: readonly string[] = DEFAULT_CERTIFICATE_HOSTS): CertificateUrlParse {
   let parsed: URL;
@@ -30,6 +39,8 @@ export function parseCertificateUrl(url: string, allowedHosts: readonly string[]
   if (parsed.protocol !== 'https:') return { ok: false, reason: 'not_https' };
   // Credentials in the URL are never part of a certificate link and can disguise the real host to a reader.
   if (parsed.username !== '' || parsed.password !== '') return { ok: false, reason: 'invalid_url' };
+  const written = PLAIN_AUTHORITY.exec(url.trim());
+  if (!written || url.includes('\\') || written[1]!.toLowerCase() !== parsed.hostname) return { ok: false, reason: 'invalid_url' };
   // `host` keeps a non-default port, so `cert.trustedform.com:8443` is not mistaken for the allowed host.
   const allowed = allowedHosts.some((h) => h.toLowerCase() === parsed.host);
   if (!allowed) return { ok: false, reason: 'host_not_allowed' };

@@ -20,6 +20,20 @@ describe('consent verifier (certificate rules)', function () {
     expect(parseCertificateUrl(`https://cert.trustedform.com.evil.com/${ID}`)).to.deep.equal({ ok: false, reason: 'host_not_allowed' });
     expect(parseCertificateUrl(`https://cert.trustedform.com:8443/${ID}`)).to.deep.equal({ ok: false, reason: 'host_not_allowed' });
     expect(parseCertificateUrl(`https://u:p@cert.trustedform.com/${ID}`)).to.deep.equal({ ok: false, reason: 'invalid_url' });
+    // A host disguised to strict parsers, which read these as another host or none (curl and
+    // Python's urllib send the first to evil.com), while the WHATWG parser finds the allowed one.
+    for (const disguised of [
+      `https://cert.trustedform.com\\@evil.com/${ID}`,
+      `https://cert.trustedform.com\\.evil.com/${ID}`,
+      `https:\\\\cert.trustedform.com/${ID}`,
+      `https:cert.trustedform.com/${ID}`,
+      `https:/cert.trustedform.com/${ID}`,
+      `https://cert%2etrustedform.com/${ID}`,
+      `https://cert.trustedform.com/certs\\${ID}`,
+    ]) {
+      expect(parseCertificateUrl(disguised), disguised).to.deep.equal({ ok: false, reason: 'invalid_url' });
+    }
+    expect(parseCertificateUrl(`HTTPS://cert.trustedform.com:443/${ID}`)).to.deep.equal({ ok: true, certificateId: ID });
     expect(parseCertificateUrl('https://cert.trustedform.com/')).to.deep.equal({ ok: false, reason: 'no_certificate_id' });
     expect(parseCertificateUrl(`https://cert.trustedform.com/${ID}0`)).to.deep.equal({ ok: false, reason: 'no_certificate_id' });
     expect(parseCertificateUrl(`https://cert.trustedform.com/${ID.slice(1)}g`)).to.deep.equal({ ok: false, reason: 'no_certificate_id' });

@@ -205,6 +205,8 @@ const BAD: Bad[] = [
   bad('certificate_url', `https://cert.trustedform.com/${HEX40.slice(1)}`, 'invalid_format', 'certificate_url with a 39-hex id'),
   bad('certificate_url', `https://cert.trustedform.com/${HEX40.slice(1)}g`, 'invalid_format', 'certificate_url with a non-hex id'),
   bad('certificate_url', 'not a url at all', 'invalid_format', 'certificate_url not a URL'),
+  bad('certificate_url', `https://cert.trustedform.com\\@evil.example/${HEX40}`, 'invalid_format', 'certificate_url whose host a backslash disguises (evil.example to strict parsers)'),
+  bad('certificate_url', `https:cert.trustedform.com/${HEX40}`, 'invalid_format', 'certificate_url without // after the scheme'),
   // A URL is printable ASCII (RFC 3986); anything else was sent unencoded, and a buyer's strict parser may refuse it.
   bad('certificate_url', `https://cert.trustedform.com/${HEX40}?x=\ud800`, 'invalid_format', 'certificate_url with a lone surrogate in its query'),
   bad('certificate_url', `https://cert.trustedform.com/${HEX40}#\u0000`, 'invalid_format', 'certificate_url with a NUL in its fragment'),
