@@ -2,8 +2,10 @@
 // still get a JSON envelope rather than Node's bare text, written straight to the socket because
 // there is no request or response object at that point.
 
+import type { IncomingMessage, RequestListener } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { logAccess } from './access-log.js';
 import { noLeadEnvelope, OUTCOMES, type OutcomeCode } from './envelope.js';
 import { JSON_CONTENT_TYPE, PLAIN_HTTP_SECURITY_HEADERS, SECURITY_HEADERS } from './security-headers.js';
 import { newTraceId } from './trace.js';
@@ -45,6 +47,48 @@ export function requestTimedOut(socket: Socket | null | undefined): boolean {
   return socket !== null && socket !== undefined && timedOut.has(socket);
 }
 
+/**
+ * The answers still being made on each socket. Bytes that follow a request on its connection (a
+ * client that sent more than its Content-Length, or a pipelined request Node refuses) are refused
+ * only after those answers: written at once, the refusal was the only answer the client read, while
+ * the request before it, a lead, had been recorded and sold.
+ */
+const answering = new WeakMap<Socket, { count: number; then?: () => void }>();
+
+/** The request listener, counting the answers in progress on each socket for clientErrorHandler. */
+export function countingAnswers(handle: RequestListener): RequestListener {
+  return (req, res) => {
+    const socket = req.socket;
+    const open = answering.get(socket);
+    if (open) open.count++;
+    else answering.set(socket, { count: 1 });
+    // 'close' comes once the answer is written or the connection is gone, whichever is first.
+    res.once('close', () => {
+      const left = answering.get(socket);
+      if (left && --left.count === 0) {
+        answering.delete(socket);
+        left.then?.();
+      }
+    });
+    handle(req, res);
+  };
+}
+
+/** Writes a refusal envelope straight to the socket and closes it (there is no response object here). */
+function refuseOnSocket(socket: Socket, refusal: Refusal, traceId: string, currency: string, secure: boolean, extra: Record<string, string> = {}): void {
+  const body = JSON.stringify(noLeadEnvelope(refusal.code, traceId, currency, { message: refusal.message }));
+  const headers: Record<string, string | number> = {
+    'Content-Type': JSON_CONTENT_TYPE,
+    'Content-Length': Buffer.byteLength(body),
+    'X-Trace-Id': traceId,
+    ...(secure ? SECURITY_HEADERS : PLAIN_HTTP_SECURITY_HEADERS),
+    ...extra,
+    Connection: 'close',
+  };
+  const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+  socket.end(`HTTP/1.1 ${refusal.status} ${refusal.reason}\r\n${head}\r\n${body}`);
+}
+
 /** `currency`: the routing file's, named by the envelope as by every other. */
 export function clientErrorHandler(logger: Logger, secure: boolean, currency: () => string): (error: NodeJS.ErrnoException, socket: Socket) => void {
   return (error, socket) => {
@@ -55,16 +99,32 @@ export function clientErrorHandler(logger: Logger, secure: boolean, currency: ()
       socket.destroy();
       return;
     }
-    const refusal = refusalFor(error.code);
-    const body = JSON.stringify(noLeadEnvelope(refusal.code, traceId, currency(), { message: refusal.message }));
-    const headers: Record<string, string | number> = {
-      'Content-Type': JSON_CONTENT_TYPE,
-      'Content-Length': Buffer.byteLength(body),
-      'X-Trace-Id': traceId,
-      ...(secure ? SECURITY_HEADERS : PLAIN_HTTP_SECURITY_HEADERS),
-      Connection: 'close',
+    const refuse = () => {
+      if (socket.writable) refuseOnSocket(socket, refusalFor(error.code), traceId, currency(), secure);
+      else socket.destroy();
     };
-    const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
-    socket.end(`HTTP/1.1 ${refusal.status} ${refusal.reason}\r\n${head}\r\n${body}`);
+    // A timeout is the request in progress itself, which is aborted: answered now. Anything else
+    // came after the requests being answered, and is refused after them.
+    const open = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? undefined : answering.get(socket);
+    if (open) open.then = refuse;
+    else refuse();
+  };
+}
+
+/**
+ * A CONNECT request (a client taking the service for a proxy) is not a request Koa sees: Node hands
+ * over the socket, and with no listener closes it without a word. It is answered as any other
+ * method a route does not take (the plain port: as every request there, HTTPS_REQUIRED).
+ */
+export function connectHandler(logger: Logger, secure: boolean, currency: () => string): (req: IncomingMessage, socket: Socket) => void {
+  return (req, socket) => {
+    const started = performance.now();
+    const traceId = newTraceId();
+    const refusal: Refusal = secure
+      ? { status: 405, reason: 'Method Not Allowed', code: 'METHOD_NOT_ALLOWED', message: OUTCOMES.METHOD_NOT_ALLOWED.message }
+      : { status: 403, reason: 'Forbidden', code: 'HTTPS_REQUIRED', message: OUTCOMES.HTTPS_REQUIRED.message };
+    logAccess(logger, { traceId, method: req.method, route: null, status: refusal.status, started, keyId: null });
+    // Allow names the methods the service serves on any route: CONNECT names a host, not one of them.
+    refuseOnSocket(socket, refusal, traceId, currency(), secure, secure ? { Allow: 'GET, HEAD, POST' } : {});
   };
 }

@@ -6,7 +6,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { DEFAULT_TIMEOUTS, type Timeouts } from '../limits.js';
-import { clientErrorHandler, MAX_HEADER_BYTES } from './client-error.js';
+import { clientErrorHandler, connectHandler, countingAnswers, MAX_HEADER_BYTES } from './client-error.js';
 import { plainHttpHandler } from './plain-http.js';
 
 export interface StartOptions {
@@ -71,11 +71,13 @@ function continueUnlessTooLarge(handle: RequestListener, bodyLimitBytes: number 
 
 export async function startServers(options: StartOptions): Promise<RunningServers> {
   const { app, tls, logger, trustProxy, currency } = options;
-  const handle = app.callback();
+  const serve = app.callback();
+  const handle = countingAnswers(serve);
   const settings = limits(options.timeouts ?? DEFAULT_TIMEOUTS);
   const https = createHttpsServer({ cert: tls.cert, key: tls.key, ...settings }, handle);
   applyTimeouts(https, settings);
   https.on('clientError', clientErrorHandler(logger, true, currency));
+  https.on('connect', connectHandler(logger, true, currency));
   // An Expect other than 100-continue would get Node's bare 417; RFC 9110 lets a server ignore it,
   // so the request is served like any other (and a bad one gets its envelope).
   https.on('checkExpectation', handle);
@@ -83,10 +85,11 @@ export async function startServers(options: StartOptions): Promise<RunningServer
   // A failed handshake (a scanner, a client that distrusts the self-signed cert) is not our error.
   https.on('tlsClientError', (error: NodeJS.ErrnoException) => logger.debug({ code: error.code ?? null }, 'TLS handshake failed'));
 
-  const plain = plainHttpHandler(handle, trustProxy, logger, currency);
+  const plain = countingAnswers(plainHttpHandler(serve, trustProxy, logger, currency));
   const http = createHttpServer({ ...settings }, plain);
   applyTimeouts(http, settings);
   http.on('clientError', clientErrorHandler(logger, false, currency));
+  http.on('connect', connectHandler(logger, false, currency));
   http.on('checkExpectation', plain);
   // The plain port reads no body at all: it answers HTTPS_REQUIRED without inviting one.
   http.on('checkContinue', plain);

@@ -1,8 +1,10 @@
+import { connect as plainConnect } from 'node:net';
 import { connect } from 'node:tls';
 import { expect } from 'chai';
 import { createApp } from '../../src/http/app.js';
 import { createLogger } from '../../src/http/logger.js';
 import { startServers } from '../../src/http/server.js';
+import { TestService, validLead } from '../support/service.js';
 import { ENVELOPE_FIELDS, postLeadTo, send, startTestServer, testTls, type TestServer } from './helpers.js';
 
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
@@ -131,5 +133,64 @@ describe('http: listeners', () => {
         await first.close();
       }
     });
+  });
+});
+
+describe('http: bytes a connection carries after a request, and CONNECT', function () {
+  this.timeout(30_000);
+  let svc: TestService;
+  let supplier: string;
+  before(async () => {
+    svc = await TestService.start();
+    supplier = await svc.key();
+  });
+  after(() => svc.stop());
+
+  /** Writes the bytes on one TLS connection and reads everything until the service closes it. */
+  const exchange = (port: number, bytes: string, secure = true) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = secure
+        ? connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => socket.write(bytes))
+        : plainConnect({ host: '127.0.0.1', port }, () => socket.write(bytes));
+      let received = '';
+      socket.on('data', (chunk: Buffer) => (received += chunk.toString('utf8')));
+      socket.on('end', () => resolve(received));
+      socket.on('error', reject);
+    });
+  const answers = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => Number(match[1]));
+
+  it('a lead followed by a stray byte gets its own answer first (201, its lead id), then the 400 for the byte', async () => {
+    const body = JSON.stringify(validLead());
+    // One byte more than Content-Length says: a client that counted its body without its trailing space.
+    const text = await exchange(
+      svc.port,
+      `POST /functions/leads HTTP/1.1\r\nHost: localhost\r\nX-API-KEY: ${supplier}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}x`,
+    );
+    expect(answers(text), text).to.deep.equal([201, 400]);
+    const first = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4, text.indexOf('HTTP/1.1 400'))) as Record<string, unknown>;
+    expect(first).to.include({ code: 'SOLD', sold: true });
+    expect(first.lead_id).to.be.a('number');
+  });
+
+  it('a pipelined request Node refuses (headers over 16 KiB) is answered 431 after the lead before it', async () => {
+    const body = JSON.stringify(validLead());
+    const text = await exchange(
+      svc.port,
+      `POST /functions/leads HTTP/1.1\r\nHost: localhost\r\nX-API-KEY: ${supplier}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}` +
+        `GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: ${'x'.repeat(20 * 1024)}\r\n\r\n`,
+    );
+    expect(answers(text), text.slice(0, 400)).to.deep.equal([201, 431]);
+  });
+
+  it('CONNECT is answered 405 with the envelope on the HTTPS port, 403 HTTPS_REQUIRED on the plain one', async () => {
+    const secure = await exchange(svc.port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    expect(answers(secure)).to.deep.equal([405]);
+    expect(secure).to.match(/\r\nAllow: GET, HEAD, POST\r\n/);
+    const envelope = JSON.parse(secure.slice(secure.indexOf('\r\n\r\n') + 4)) as Record<string, unknown>;
+    expect(envelope).to.include.all.keys(...ENVELOPE_FIELDS);
+    expect(envelope).to.include({ code: 'METHOD_NOT_ALLOWED', ok: false });
+    const plain = await exchange(svc.service.httpPort, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', false);
+    expect(answers(plain)).to.deep.equal([403]);
+    expect(JSON.parse(plain.slice(plain.indexOf('\r\n\r\n') + 4))).to.include({ code: 'HTTPS_REQUIRED' });
   });
 });
