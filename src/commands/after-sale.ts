@@ -207,7 +207,7 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
       case 'LeadDelivered':
         return { ...state, delivered: { at: event.data.delivered_at } };
       case 'LeadDeliveryFailed':
-        return { ...state, failed: state.failed || event.data.next_attempt_at === null };
+        return { ...state, failed: state.failed || (event.data.next_attempt_at === null && event.data.cancelled !== true) };
       case 'LeadRedeliveryRequested':
         return { ...state, failed: false };
       case 'LeadReturned':

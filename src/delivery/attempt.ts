@@ -96,7 +96,7 @@ function applyEvent(state: DeliveryState, recorded: StreamEvent): DeliveryState 
     case 'LeadPersonalDataExpired':
       return { ...state, cancelled: true };
     case 'LeadDeliveryFailed': {
-      const final = event.data.next_attempt_at === null;
+      const final = event.data.next_attempt_at === null && event.data.cancelled !== true;
       return { ...state, open: closes(state, event.data.attempt), failedFinally: state.failedFinally || final, nextAttemptAt: event.data.next_attempt_at };
     }
     case 'LeadRedeliveryRequested': {
@@ -279,6 +279,11 @@ export const deliveryDecider: Decider<DeliveryCommand, DeliveryState, LeadEvent>
     if (command.type === 'RequestRedelivery') return redelivery(state, command.request);
     if (command.type === 'RecordOutcome') {
       if (state.delivered || state.failedFinally || state.open?.attempt !== command.attempt) return [];
+      // Cancelled while the attempt was in flight: a lead that landed is recorded delivered (the
+      // buyer has it), one that did not is recorded as the attempt's end, with none to follow.
+      if (state.cancelled && command.outcome.type === 'LeadDeliveryFailed') {
+        return [{ type: 'LeadDeliveryFailed', data: { ...command.outcome.data, next_attempt_at: null, cancelled: true } }];
+      }
       return [command.outcome as LeadEvent];
     }
     const step = nextStep(state, command.context);

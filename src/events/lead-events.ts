@@ -131,6 +131,12 @@ export interface LeadDeliveryFailed {
     /** When the next attempt is due; null when this failure is final. */
     readonly next_attempt_at: string | null;
     readonly failed_at: string;
+    /**
+     * True when the delivery was cancelled while this attempt was in flight (the lead erased,
+     * expired or returned meanwhile): no attempt follows, and the delivery stays cancelled.
+     * Absent otherwise.
+     */
+    readonly cancelled?: true;
   };
 }
 

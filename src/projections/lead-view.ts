@@ -112,7 +112,7 @@ function viewChanges(event: ViewEvent): Partial<LeadView> {
     case 'LeadDelivered':
       return { delivery: { status: 'delivered', attempts: e.data.attempt } };
     case 'LeadDeliveryFailed':
-      return { delivery: { status: e.data.next_attempt_at === null ? 'failed' : 'pending', attempts: e.data.attempt } };
+      return { delivery: { status: e.data.cancelled ? 'cancelled' : e.data.next_attempt_at === null ? 'failed' : 'pending', attempts: e.data.attempt } };
     // Sent again after failing for good: pending, with the attempts made so far.
     case 'LeadRedeliveryRequested':
       return { delivery: { status: 'pending', attempts: e.data.attempts } };

@@ -218,7 +218,7 @@ function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, rec
       return write({ attempts: lead.data.attempt, last_attempt_at: lead.data.started_at });
     case 'LeadDeliveryFailed':
       return write({
-        status: lead.data.next_attempt_at === null ? 'failed' : 'pending',
+        status: lead.data.cancelled ? 'cancelled' : lead.data.next_attempt_at === null ? 'failed' : 'pending',
         attempts: lead.data.attempt,
         last_attempt_at: lead.data.failed_at,
         last_status_code: lead.data.status,

@@ -149,6 +149,24 @@ describe('delivery decider', () => {
       .then([{ type: 'LeadDeliveryCancelled', data: { lead_id: 7, buyer: 'hook-buyer', bucket: null, attempts: 1, reason: 'returned', cancelled_at: at(20_000).toISOString() } }]));
   it('an attempt lost after its buyer returned the lead is the final failure: nothing is sent again', () =>
     given(...saleEvents, attempted(1), returned).when({ type: 'ClaimAttempt', context: context(20_000), timeoutMs: 1000 }).then([lost(1, 20_000, true)]));
+  it('an attempt that fails after its delivery was cancelled ends it: recorded with no next attempt, marked cancelled; one that lands is delivered', async () => {
+    const cancelled: LeadEvent = {
+      type: 'LeadDeliveryCancelled',
+      data: { lead_id: 7, buyer: 'hook-buyer', bucket: null, attempts: 1, reason: 'returned', cancelled_at: at(5).toISOString() },
+    };
+    const failure = { ...failedOnce.data, failed_at: at(1000).toISOString() };
+    await given(...saleEvents, attempted(1), returned, cancelled)
+      .when({ type: 'RecordOutcome', attempt: 1, outcome: { type: 'LeadDeliveryFailed', data: failure } })
+      .then([{ type: 'LeadDeliveryFailed', data: { ...failure, next_attempt_at: null, cancelled: true } }]);
+    const outcome = { type: 'LeadDelivered', data: deliveredData } as const;
+    await given(...saleEvents, attempted(1), returned, cancelled).when({ type: 'RecordOutcome', attempt: 1, outcome }).then([delivered]);
+    // Ended so, the delivery is no failure an admin could send again: it stays cancelled.
+    const ended: LeadEvent = { type: 'LeadDeliveryFailed', data: { ...failure, next_attempt_at: null, cancelled: true } };
+    const request = { requestedBy: { role: 'admin', name: 'ops' }, reason: null, now: at(2000), buyerKnown: () => true };
+    expect(() => deliveryDecider.decide({ type: 'RequestRedelivery', request }, [...saleEvents, attempted(1), cancelled, ended].reduce(deliveryDecider.evolve, deliveryDecider.initialState)))
+      .to.throw().with.property('code', 'DELIVERY_CANCELLED');
+  });
+
   it('the outcome of the open attempt is recorded; once settled, nothing more', async () => {
     const outcome = { type: 'LeadDelivered', data: deliveredData } as const;
     await given(...saleEvents, attempted(1)).when({ type: 'RecordOutcome', attempt: 1, outcome }).then([delivered]);

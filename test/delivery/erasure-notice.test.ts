@@ -276,3 +276,51 @@ describe('an erasure notice whose outcome cannot be recorded', function () {
     expect(third! - second!, 'ms before the third notice (the wait grows)').to.be.at.least(1800);
   });
 });
+
+describe('an attempt in flight that fails after its delivery was cancelled', function () {
+  this.timeout(60_000);
+  let endpoint: BuyerEndpoint;
+  let harness: DeliveryHarness;
+  let release: () => void = () => {};
+  const answered = new Promise<void>((resolve) => (release = resolve));
+  let posted = false;
+
+  before(async function () {
+    // The buyer takes the lead and, once released, answers 503: the attempt fails.
+    endpoint = await BuyerEndpoint.start(async (request: ReceivedDelivery) => {
+      if (request.body.type === 'lead.erased') return 200;
+      posted = true;
+      await answered;
+      return 503;
+    });
+    harness = await DeliveryHarness.start(endpoint, { timeout_ms: 10_000 });
+  });
+
+  after(async function () {
+    release();
+    await harness?.stop();
+    await endpoint?.stop();
+  });
+
+  it('ends the delivery: recorded with no next attempt, and the row and the view stay cancelled, never pending again', async function () {
+    harness.worker();
+    const admin = { 'x-api-key': await harness.svc.key('admin', 'root') };
+    const { leadId, lead } = await harness.sell({ zip: '90210' });
+    await until(() => posted, 10_000, () => 'the delivery POST');
+    const erased = await harness.svc.post({ email: lead.email }, admin, '/functions/erasures');
+    expect(erased.status, erased.text).to.equal(201);
+    await harness.rowWith(leadId, 'cancelled');
+    release();
+    await until(async () => (await harness.ofType(leadId, 'LeadDeliveryFailed')).length === 1, 10_000, () => "the attempt's failure");
+    expect((await harness.ofType(leadId, 'LeadDeliveryFailed'))[0]).to.include({ attempt: 1, error: 'http_5xx', next_attempt_at: null, cancelled: true });
+    const settled = await harness.svc.service.store.headPosition();
+    await harness.svc.service.projections.waitFor(settled);
+    expect(await harness.row(leadId)).to.include({ status: 'cancelled', next_attempt_at: null, last_error: 'http_5xx' });
+    const view = await harness.svc.request('GET', `/functions/leads/${leadId}`, admin);
+    expect((view.body.lead as { delivery: unknown }).delivery).to.deep.equal({ status: 'cancelled', attempts: 1 });
+    const pending = await harness.svc.request('GET', '/functions/deliveries?status=pending', admin);
+    expect((pending.body.items as Array<{ lead_id: number }>).map((row) => row.lead_id)).to.not.include(leadId);
+    // Nothing more is sent: the one POST of the lead, then its notice.
+    expect(endpoint.forLead(leadId).filter((r) => r.body.type !== 'lead.erased')).to.have.length(1);
+  });
+});
