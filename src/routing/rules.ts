@@ -80,8 +80,11 @@ export function capReached(decision: CandidateDecision, cap: { period: CapPeriod
   return { buyer: decision.buyer, price: decision.price, eligible: false, reason: 'cap_reached', detail: `${cap.period} cap ${cap.max}` };
 }
 
-/** Eligible buyer ids in the order the strategy tries them. */
-export function rankEligible(config: RoutingConfig, decisions: readonly CandidateDecision[], roundRobinTurn: number): string[] {
+/**
+ * Eligible buyer ids in the order the strategy tries them. `lastSold` numbers the buyers by when
+ * each last got a lead (higher: more recently; absent: never), for round_robin.
+ */
+export function rankEligible(config: RoutingConfig, decisions: readonly CandidateDecision[], lastSold: ReadonlyMap<string, number> = NO_SALES): string[] {
   const position = new Map(config.buyers.map((b, i) => [b.id, i]));
   const priority = new Map(config.buyers.map((b) => [b.id, b.priority]));
   const eligible = decisions
@@ -94,13 +97,17 @@ export function rankEligible(config: RoutingConfig, decisions: readonly Candidat
       return eligible.sort((a, b) => b.price - a.price || byPriority(a, b)).map((d) => d.buyer);
     case 'priority':
       return eligible.sort(byPriority).map((d) => d.buyer);
+    // The eligible buyer that has waited longest since its last lead goes first. A turn counted
+    // over all leads rotated by a number that leads of other states, zips or hours moved too: with
+    // traffic alternating between two states, one of a state's two buyers got every lead.
     case 'round_robin': {
-      const ids = eligible.map((d) => d.buyer);
-      const start = ids.length === 0 ? 0 : ((roundRobinTurn % ids.length) + ids.length) % ids.length;
-      return [...ids.slice(start), ...ids.slice(0, start)];
+      const since = (d: CandidateDecision) => lastSold.get(d.buyer) ?? -1;
+      return eligible.sort((a, b) => since(a) - since(b) || position.get(a.buyer)! - position.get(b.buyer)!).map((d) => d.buyer);
     }
   }
 }
+
+const NO_SALES: ReadonlyMap<string, number> = new Map();
 
 /** The period each of the buyer's caps is counting right now. */
 export function capPeriods(buyer: Buyer, now: Date): CapPeriodSlot[] {

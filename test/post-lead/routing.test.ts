@@ -62,6 +62,31 @@ describe('routing through the service', function () {
     });
   });
 
+  it('round_robin: the buyers of one state take turns, whatever leads of another state come between them', async function () {
+    const buyers = [
+      { id: 'ca-a', price: 20, states: ['CA'] },
+      { id: 'ca-b', price: 21, states: ['CA'] },
+      { id: 'tx-c', price: 22, states: ['TX'] },
+    ];
+    await withService({ routing: { strategy: 'round_robin', buyers } }, async (svc, key) => {
+      const revenues: unknown[] = [];
+      for (let i = 0; i < 8; i++) {
+        const lead = i % 2 === 0 ? validLead({ accident_state: 'CA', zip: '90210' }) : validLead({ accident_state: 'TX', zip: '75001' });
+        revenues.push((await svc.post(lead, { 'x-api-key': key })).body.revenue);
+      }
+      expect(revenues).to.deep.equal([20, 22, 21, 22, 20, 22, 21, 22]);
+    });
+  });
+
+  it('round_robin: leads posted at the same moment go round as leads one after another do', async function () {
+    await withService({ routing: { strategy: 'round_robin', buyers: three } }, async (svc, key) => {
+      const replies = await Promise.all(Array.from({ length: 6 }, () => svc.post(validLead(), { 'x-api-key': key })));
+      const counts = new Map<unknown, number>();
+      for (const reply of replies) counts.set(reply.body.revenue, (counts.get(reply.body.revenue) ?? 0) + 1);
+      expect([...counts.entries()].sort()).to.deep.equal([[10, 2], [20, 2], [30, 2]]);
+    });
+  });
+
   it('states, zip prefixes, requirements and active filter buyers, each with its reason', async function () {
     const buyers = [
       { id: 'paused', price: 90, active: false },

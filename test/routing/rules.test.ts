@@ -106,9 +106,9 @@ describe('ranking eligible buyers', function () {
     { id: 'd', price: 30, priority: 2 },
     { id: 'e', price: 99, priority: 1, active: false },
   ];
-  const rank = (strategy: string, turn = 0) => {
+  const rank = (strategy: string, lastSold: ReadonlyMap<string, number> = new Map()) => {
     const config = routing({ strategy, buyers });
-    return rankEligible(config, evaluateBuyers(config, aLead(), anEnrichment(), WEDNESDAY_10_LA), turn);
+    return rankEligible(config, evaluateBuyers(config, aLead(), anEnrichment(), WEDNESDAY_10_LA), lastSold);
   };
 
   it('given highest_price, when ranked, then price goes first, ties by priority then file order, ineligible left out', function () {
@@ -119,19 +119,13 @@ describe('ranking eligible buyers', function () {
     expect(rank('priority')).to.deep.equal(['c', 'd', 'a', 'b']);
   });
 
-  it('given round_robin, when ranked on successive turns, then the eligible list in file order rotates by one', function () {
-    expect([0, 1, 2, 3, 4, 5].map((turn) => rank('round_robin', turn))).to.deep.equal([
-      ['a', 'b', 'c', 'd'],
-      ['b', 'c', 'd', 'a'],
-      ['c', 'd', 'a', 'b'],
-      ['d', 'a', 'b', 'c'],
-      ['a', 'b', 'c', 'd'],
-      ['b', 'c', 'd', 'a'],
-    ]);
-  });
-
-  it('given round_robin and a negative turn, when ranked, then it still rotates within the list', function () {
-    expect(rank('round_robin', -1)).to.deep.equal(['d', 'a', 'b', 'c']);
+  it('given round_robin, when ranked, then the buyer whose last lead is longest ago goes first, those never sold in file order', function () {
+    expect(rank('round_robin')).to.deep.equal(['a', 'b', 'c', 'd']);
+    expect(rank('round_robin', new Map([['a', 0]]))).to.deep.equal(['b', 'c', 'd', 'a']);
+    expect(rank('round_robin', new Map([['a', 0], ['b', 1], ['c', 2], ['d', 3]]))).to.deep.equal(['a', 'b', 'c', 'd']);
+    expect(rank('round_robin', new Map([['a', 7], ['b', 1], ['c', 2], ['d', 3]]))).to.deep.equal(['b', 'c', 'd', 'a']);
+    // A buyer not eligible now (e) is left out, whenever it last sold.
+    expect(rank('round_robin', new Map([['e', -5]]))).to.deep.equal(['a', 'b', 'c', 'd']);
   });
 
   it('given decisions in another order than the file, when ranked, then file order still breaks ties', function () {
@@ -141,20 +135,20 @@ describe('ranking eligible buyers', function () {
       { buyer: 'x', price: 1, eligible: true, reason: 'eligible' },
     ];
 
-    expect(rankEligible(config, decisions, 0)).to.deep.equal(['x', 'y']);
+    expect(rankEligible(config, decisions)).to.deep.equal(['x', 'y']);
   });
 
   it('given a buyer marked cap_reached, when ranked, then it is left out', function () {
     const config = routing({ buyers: [{ id: 'x', price: 1 }, { id: 'y', price: 2 }] });
     const [x, y] = evaluateBuyers(config, aLead(), anEnrichment(), WEDNESDAY_10_LA);
 
-    expect(rankEligible(config, [x!, capReached(y!, { period: 'hour', max: 0 })], 0)).to.deep.equal(['x']);
+    expect(rankEligible(config, [x!, capReached(y!, { period: 'hour', max: 0 })])).to.deep.equal(['x']);
   });
 
   it('given no eligible buyer, when ranked with any strategy, then the list is empty', function () {
     for (const strategy of ['highest_price', 'priority', 'round_robin']) {
       const config = routing({ strategy, buyers: [{ id: 'x', price: 1, active: false }] });
-      expect(rankEligible(config, evaluateBuyers(config, aLead(), anEnrichment(), WEDNESDAY_10_LA), 3)).to.deep.equal([]);
+      expect(rankEligible(config, evaluateBuyers(config, aLead(), anEnrichment(), WEDNESDAY_10_LA), new Map([['x', 3]]))).to.deep.equal([]);
     }
   });
 });

@@ -269,7 +269,9 @@ const conflict = (reason: 'in_flight' | 'other_body' | 'malformed_key'): PostLea
  * a real lead would, but only looks: it takes no slot.
  */
 function createRouter(caps: CapLedger) {
-  let roundRobinTurn = 0;
+  /** For round_robin: when each buyer last got a lead from this instance, by a count of leads sold. */
+  const lastSold = new Map<string, number>();
+  let sold = 0;
   /** Takes a slot in every cap of the buyer (a test lead only looks); false when one is full. */
   async function take(buyerId: string, periods: readonly CapPeriod[], lead: NormalisedLead, leadId: number): Promise<boolean> {
     return periods.length === 0 || (lead.test ? caps.hasRoom(buyerId, periods) : caps.reserve(buyerId, periods, leadId));
@@ -320,11 +322,16 @@ function createRouter(caps: CapLedger) {
     const candidates: RoutingCandidate[] = [...decisions];
     let winner: { buyer: string; price: number } | null = null;
     let reservation: Reservation | null = null;
-    for (const buyerId of rankEligible(config, decisions, roundRobinTurn++)) {
+    const ranked = rankEligible(config, decisions, lastSold);
+    // The first buyer's turn is taken before the first await, so that leads routed at the same
+    // moment go round as leads one after another do; a buyer found full passes it on below.
+    if (ranked.length > 0) lastSold.set(ranked[0]!, sold++);
+    for (const buyerId of ranked) {
       const buyer = config.buyers.find((b) => b.id === buyerId)!;
       const periods = capPeriods(buyer, now);
       if (await take(buyerId, periods, lead, leadId)) {
         winner = { buyer: buyerId, price: buyer.price };
+        if (buyerId !== ranked[0]) lastSold.set(buyerId, sold++);
         if (!lead.test && periods.length > 0) reservation = { buyer: buyerId, caps: periods };
         break;
       }
