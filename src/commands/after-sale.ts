@@ -52,8 +52,10 @@ function actingBuyer(principal: AfterSaleRequest['principal'], sale: SaleState):
 
 export class AfterSaleError extends Error {
   constructor(
-    readonly code: 'NOT_FOUND' | 'FORBIDDEN' | 'INVALID' | 'RETURN_WINDOW_CLOSED' | 'ALREADY_RETURNED' | 'DELIVERY_CANCELLED' | 'NOT_PULLED',
+    readonly code: 'NOT_FOUND' | 'FORBIDDEN' | 'INVALID' | 'RETURN_WINDOW_CLOSED' | 'ALREADY_RETURNED' | 'DELIVERY_CANCELLED' | 'NOT_PULLED' | 'BUYER_UNKNOWN',
     readonly errors?: FieldError[],
+    /** What the caller is told, when the code's own message speaks of something else. */
+    readonly explanation?: string,
   ) {
     super(code);
   }
@@ -140,6 +142,10 @@ function returnReasonErrors(body: Record<string, unknown>, reasons: readonly str
   if (body.reason === undefined) return [{ field: 'reason', code: 'required', message: `reason is required for a return: one of ${allowed}` }];
   return [{ field: 'reason', code: 'invalid_value', message: `reason must be one of: ${allowed}` }];
 }
+
+const RETURNS_OF_REMOVED_BUYER =
+  'The buyer is not in the routing file in force, so its return reasons and window are not known: a return cannot be recorded. ' +
+  'To keep a buyer\'s returns open while it gets no new leads, an operator sets it "active": false rather than removing it.';
 
 /** The feedback as recorded, and whether this request recorded it (false: the same was recorded before). */
 export interface RecordedFeedback {
@@ -240,6 +246,9 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
     // Every failing field at once: a return reason outside the buyer's list is named beside an
     // unknown field, not only once the buyer has fixed that and sent again.
     const invalid = feedbackErrors(command.body, command.repeated ?? []);
+    // A buyer taken out of the routing file took its return reasons and window with it: a return
+    // cannot be judged, and is refused for that, not as a reason the buyer does not take.
+    if (!config && invalid.length === 0 && command.body.type === 'return') throw new AfterSaleError('BUYER_UNKNOWN', undefined, RETURNS_OF_REMOVED_BUYER);
     const errors = [...invalid, ...returnReasonErrors(command.body, config?.return_reasons ?? [], invalid)];
     if (errors.length > 0) throw new AfterSaleError('INVALID', errors);
     const { type, reason } = command.body as FeedbackBody;

@@ -294,7 +294,8 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     summary: 'Send feedback on a bought lead',
     description:
       'A return needs a reason from the buyer’s return_reasons, must come within its return window and can happen once (a second return, the same one sent again included, is `409 ALREADY_RETURNED`); it reverses the revenue in reports. ' +
-      'A conversion or contact sent again with the same `type` and `reason` (after an answer that was lost) records nothing: `200` with the feedback recorded first. Another `reason` is new feedback.',
+      'A conversion or contact sent again with the same `type` and `reason` (after an answer that was lost) records nothing: `200` with the feedback recorded first. Another `reason` is new feedback. ' +
+      'A return from a buyer the routing file in force no longer has is `409 BUYER_UNKNOWN`: its return reasons and window went with it.',
     roles: ['buyer', 'admin'],
     parameters: [LEAD_ID],
     body: { schema: 'Feedback', example: { type: 'return', reason: 'bad_phone' } },
@@ -319,7 +320,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       },
     ],
     outcomes: [
-      'INVALID_INPUT', 'RETURN_WINDOW_CLOSED', 'ALREADY_RETURNED', 'NOT_FOUND', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
+      'INVALID_INPUT', 'RETURN_WINDOW_CLOSED', 'ALREADY_RETURNED', 'BUYER_UNKNOWN', 'NOT_FOUND', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
       ...KEYED_ERRORS,
     ],
   },

@@ -22,7 +22,7 @@ async function asShellError<T>(run: () => Promise<T>): Promise<T> {
   try {
     return await run();
   } catch (error) {
-    if (error instanceof AfterSaleError) throw new ShellError(error.code, {}, error.code, error.errors);
+    if (error instanceof AfterSaleError) throw new ShellError(error.code, {}, error.code, error.errors, error.explanation);
     throw error;
   }
 }

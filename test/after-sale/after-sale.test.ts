@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { expect } from 'chai';
 import { parseKey } from '../../src/keys/api-keys.js';
 import { TestService, validLead } from '../support/service.js';
@@ -332,5 +334,32 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
       ]);
       expect(events[5]!.data).to.include({ buyer: 'puller', via: 'pull' });
     });
+  });
+});
+
+describe('after the sale: a buyer taken out of the routing file', function () {
+  let svc: TestService;
+  const keys: Record<string, string> = {};
+  before(async function () {
+    svc = await TestService.start({ routing });
+    keys.supplier = await svc.key('supplier', 'sup-a');
+    keys.puller = await svc.key('buyer', 'puller');
+  });
+  after(async () => svc.stop());
+
+  it('its returns are refused 409 BUYER_UNKNOWN saying why, not as a reason it does not take; other feedback is recorded', async function () {
+    const sold = await svc.post(validLead(), { 'x-api-key': keys.supplier! });
+    expect(sold.body.code, sold.text).to.equal('SOLD');
+    const leadId = sold.body.lead_id as number;
+    writeFileSync(join(svc.dataDir, 'routing.json'), JSON.stringify({ ...routing, buyers: routing.buyers.filter((buyer) => buyer.id !== 'puller') }));
+    expect((await svc.service.reload()).routing).to.include({ changed: true });
+    const feedback = (body: unknown) => svc.post(body, { 'x-api-key': keys.puller! }, `/functions/leads/${leadId}/feedback`);
+    const returned = await feedback({ type: 'return', reason: 'bad_phone' });
+    expect([returned.status, returned.body.code]).to.deep.equal([409, 'BUYER_UNKNOWN']);
+    expect(returned.body.message).to.match(/not in the routing file in force/).and.match(/"active": false/);
+    expect((await svc.service.store.readStream(`lead-${leadId}`)).map((e) => e.type)).to.not.include('LeadReturned');
+    // A body that breaks the rules is named as such first.
+    expect((await feedback({ type: 'return', reason: 'bad_phone', note: 1 })).body.code).to.equal('INVALID');
+    expect((await feedback({ type: 'conversion' })).status).to.equal(201);
   });
 });
