@@ -132,7 +132,7 @@ export async function runDeliveriesCommand(args: string[], io: CliIo = { out: pr
     else {
       const ids = sweep.redelivered.length > 0 ? `: ${sweep.redelivered.join(' ')}` : '';
       io.out.write(`${sweep.redelivered.length} lead(s) ${parsed.dryRun ? 'would be redelivered' : 'redelivered'} to ${parsed.buyer}${ids}\n`);
-      for (const { lead_id, code } of sweep.refused) io.out.write(`lead ${lead_id} not redelivered (${code}): ${WHY[code]}\n`);
+      for (const { lead_id, code } of sweep.refused) io.out.write(`lead ${lead_id} ${parsed.dryRun ? 'would not be' : 'not'} redelivered (${code}): ${WHY[code]}\n`);
     }
     return 0;
   } finally {

@@ -1,6 +1,6 @@
 import { Ajv } from 'ajv';
 import type { FromSchema } from 'json-schema-to-ts';
-import { handleCommand } from '../commands/handler.js';
+import { handleCommand, readFolded } from '../commands/handler.js';
 import type { EventStore } from '../event-store/port.js';
 import { type LeadRedeliveryRequested, leadStream } from '../events/lead-events.js';
 import { leadEventMetadata } from '../events/lead-metadata.js';
@@ -59,10 +59,13 @@ export function redeliveryErrors(body: Record<string, unknown>, repeated: readon
   return oncePerField([...given, ...unknownFields(unknown.slice(0, 20), 'a field of a redelivery: give "reason" only'), ...reason]);
 }
 
+const redeliveryCommand = ({ principal, now, reason, buyerKnown }: RedeliveryOrigin) =>
+  ({ type: 'RequestRedelivery' as const, request: { requestedBy: { role: principal.role, name: principal.name }, reason, now, buyerKnown } });
+
 /** Re-opens the lead's failed delivery; throws RedeliveryRefusedError when it may not be. */
 export async function requestRedelivery(store: EventStore, leadId: number, origin: RedeliveryOrigin): Promise<LeadRedeliveryRequested['data']> {
-  const { principal, traceId, now, reason, buyerKnown } = origin;
-  const command = { type: 'RequestRedelivery' as const, request: { requestedBy: { role: principal.role, name: principal.name }, reason, now, buyerKnown } };
+  const { principal, traceId, now } = origin;
+  const command = redeliveryCommand(origin);
   const metadata = (state: DeliveryState) =>
     leadEventMetadata(
       {
@@ -113,11 +116,13 @@ export async function redeliverFailed(
     if (rows.length < PAGE || typeof last?.created_at !== 'string') break;
     after = { value: last.created_at, id: last._id };
   }
-  if (selection.dryRun) return { redelivered: ids, refused: [] };
   const sweep: RedeliverySweep = { redelivered: [], refused: [] };
   for (const leadId of ids) {
     try {
-      await requestRedelivery(deps.store, leadId, origin);
+      // A dry run decides each lead as the run would, on its own stream, and records nothing: the
+      // read model's failed rows include leads erased or returned since, which the run refuses.
+      if (selection.dryRun) deliveryDecider.decide(redeliveryCommand(origin), (await readFolded(deps.store, leadStream(leadId), deliveryDecider)).state);
+      else await requestRedelivery(deps.store, leadId, origin);
       sweep.redelivered.push(leadId);
     } catch (error) {
       if (!(error instanceof RedeliveryRefusedError)) throw error;

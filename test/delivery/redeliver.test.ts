@@ -197,11 +197,19 @@ describe('delivery: sending a delivery that failed for good again', function () 
     expect(again.code).to.equal(1);
     expect(again.stderr).to.contain(`lead ${one} not redelivered (NOT_FAILED)`);
 
+    // A lead failed for good and erased since: the read model lists it failed, the run would refuse it.
+    const erased = await failedForGood();
+    const view = await svc.request('GET', `/functions/leads/${erased}`, as(keys.admin!));
+    const erasure = await svc.post({ email: (view.body.lead as Json).lead.email }, as(keys.admin!), '/functions/erasures');
+    expect(erasure.status, erasure.text).to.equal(201);
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+
     const dry = await runChild(['deliveries', 'redeliver', '--buyer', HOOK_BUYER, '--failed-since', since, '--dry-run', '--json'], env, { script: BIN });
     expect(dry.code, dry.stderr).to.equal(0);
-    const planned = JSON.parse(dry.lines[0]!) as { redelivered: number[]; dry_run: boolean };
+    const planned = JSON.parse(dry.lines[0]!) as { redelivered: number[]; refused: Json[]; dry_run: boolean };
     expect(planned.dry_run).to.equal(true);
     expect(planned.redelivered.sort()).to.deep.equal([two, three].sort());
+    expect(planned.refused, 'refused as the run would').to.deep.equal([{ lead_id: erased, code: 'DELIVERY_CANCELLED' }]);
     expect(await ofType(two, 'LeadRedeliveryRequested'), 'a dry run records nothing').to.deep.equal([]);
 
     const swept = await runChild(['deliveries', 'redeliver', '--buyer', HOOK_BUYER, '--failed-since', since], env, { script: BIN });
