@@ -74,10 +74,11 @@ export class CapLedger {
   constructor(private readonly store: EventStore) {}
 
   /**
-   * Takes one slot in every cap of the buyer, or none (false: a cap is full). A take that fails
-   * (the store) gives back the slots already taken, in the background while the store fails.
+   * Takes one slot in every cap of the buyer, or none: null when it took them, else the cap it
+   * found full (so that the routing decision names the cap that refused, not all of them). A take
+   * that fails (the store) gives back the slots already taken, in the background while the store fails.
    */
-  async reserve(buyer: string, caps: readonly CapPeriod[], leadId: number): Promise<boolean> {
+  async reserve<Cap extends CapPeriod>(buyer: string, caps: readonly Cap[], leadId: number): Promise<Cap | null> {
     const taken: string[] = [];
     for (const cap of caps) {
       let took: boolean;
@@ -91,22 +92,27 @@ export class CapLedger {
       }
       if (!took) {
         for (const stream of taken) await this.give(stream, leadId);
-        return false;
+        return cap;
       }
       taken.push(capStream(buyer, cap));
     }
-    return true;
+    return null;
   }
 
   /**
-   * Would a reservation get a slot in every cap of the buyer now? Reads only, takes nothing: the
-   * answer for a test lead, which must meet a full cap as a real lead would but use no slot.
+   * The first cap of the buyer that a reservation would find full now, or null: reads only, takes
+   * nothing. The answer for a test lead, which must meet a full cap as a real lead would but use no slot.
    */
-  async hasRoom(buyer: string, caps: readonly CapPeriod[]): Promise<boolean> {
+  async fullCap<Cap extends CapPeriod>(buyer: string, caps: readonly Cap[]): Promise<Cap | null> {
     for (const cap of caps) {
-      if ((await this.peek(capStream(buyer, cap))) >= cap.max) return false;
+      if ((await this.peek(capStream(buyer, cap))) >= cap.max) return cap;
     }
-    return true;
+    return null;
+  }
+
+  /** Would a reservation get a slot in every cap of the buyer now? (See fullCap.) */
+  async hasRoom(buyer: string, caps: readonly CapPeriod[]): Promise<boolean> {
+    return (await this.fullCap(buyer, caps)) === null;
   }
 
   /** Gives back the slots of a reservation whose lead was not recorded. */

@@ -75,9 +75,14 @@ function matchesZip(prefixes: readonly string[] | null, zip: string): boolean {
   return prefixes === null || prefixes.some((prefix) => zip.startsWith(prefix));
 }
 
-/** The decision to record once the caller found every cap slot of `period`/`max` taken. */
-export function capReached(decision: CandidateDecision, cap: { period: CapPeriod; max: number }): CandidateDecision {
-  return { buyer: decision.buyer, price: decision.price, eligible: false, reason: 'cap_reached', detail: `${cap.period} cap ${cap.max}` };
+/**
+ * The decision to record once the caller found every slot of this cap taken: the cap that refused,
+ * by its period and max, and (given the slot) the period it counts and its zone, so that two caps
+ * of a buyer, or one cap in two zones, are told apart.
+ */
+export function capReached(decision: Pick<CandidateDecision, 'buyer' | 'price'>, cap: { period: CapPeriod; max: number; key?: string; tz?: string }): CandidateDecision {
+  const when = cap.key !== undefined && cap.tz !== undefined ? ` (${cap.key} ${cap.tz})` : '';
+  return { buyer: decision.buyer, price: decision.price, eligible: false, reason: 'cap_reached', detail: `${cap.period} cap ${cap.max}${when}` };
 }
 
 /**

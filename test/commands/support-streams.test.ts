@@ -172,15 +172,15 @@ describe('support streams (on the embedded store)', function () {
       const ledgers = [new CapLedger(store), new CapLedger(store)];
       const cap = { index: 0, max: 7, key: '2026-11-21' };
       const results = await Promise.all(Array.from({ length: 50 }, (_, i) => ledgers[i % 2]!.reserve('acme', [cap], i)));
-      expect(results.filter(Boolean)).to.have.length(7);
-      expect(await ledgers[0]!.reserve('acme', [cap], 99)).to.equal(false);
+      expect(results.filter((full) => full === null)).to.have.length(7);
+      expect(await ledgers[0]!.reserve('acme', [cap], 99)).to.equal(cap);
     });
 
     it('sales gathered behind one append are each held to their own cap: a cap lowered by a reload is never passed by the sales routed after it', async function () {
       const ledger = new CapLedger(store);
       const before = { index: 0, max: 200, key: 'lowered' };
       const after = { index: 0, max: 3, key: 'lowered' };
-      for (let id = 1; id <= 5; id++) expect(await ledger.reserve('lowered', [before], id)).to.equal(true);
+      for (let id = 1; id <= 5; id++) expect(await ledger.reserve('lowered', [before], id)).to.equal(null);
       // One sale of the old file's cap starts an append; those that come while it is under way
       // gather into the next one, led by another sale of the old file: the ones routed by the new
       // file behind it may not take a slot past 3.
@@ -189,7 +189,7 @@ describe('support streams (on the embedded store)', function () {
         ledger.reserve('lowered', [before], 7),
         ...[8, 9, 10].map((id) => ledger.reserve('lowered', [after], id)),
       ]);
-      expect(results).to.deep.equal([true, true, false, false, false]);
+      expect(results).to.deep.equal([null, null, after, after, after]);
       expect((await store.readStream('cap-lowered-0-lowered')).filter((e) => e.type === 'CapSlotTaken')).to.have.length(7);
     });
 
@@ -197,36 +197,37 @@ describe('support streams (on the embedded store)', function () {
       const ledger = new CapLedger(store);
       const day = { index: 0, max: 5, key: 'd1' };
       const hour = { index: 1, max: 1, key: 'h1' };
-      expect(await ledger.reserve('two', [day, hour], 1)).to.equal(true);
-      expect(await ledger.reserve('two', [day, hour], 2)).to.equal(false);
+      expect(await ledger.reserve('two', [day, hour], 1)).to.equal(null);
+      // The cap that refused is named: the hour's, not the day's.
+      expect(await ledger.reserve('two', [day, hour], 2)).to.equal(hour);
       // The day slot taken for lead 2 was given back: 4 remain.
       const results = await Promise.all([3, 4, 5, 6, 7].map((id) => ledger.reserve('two', [day], id)));
-      expect(results.filter(Boolean)).to.have.length(4);
+      expect(results.filter((full) => full === null)).to.have.length(4);
     });
 
     it('a slot given back is room again, for the ledger that found the cap full and for another', async function () {
       const ledger = new CapLedger(store);
       const other = new CapLedger(store);
       const cap = { index: 0, max: 1, key: 'back' };
-      expect(await ledger.reserve('back', [cap], 1)).to.equal(true);
-      expect(await ledger.reserve('back', [cap], 2)).to.equal(false);
-      expect(await other.reserve('back', [cap], 3)).to.equal(false);
+      expect(await ledger.reserve('back', [cap], 1)).to.equal(null);
+      expect(await ledger.reserve('back', [cap], 2)).to.equal(cap);
+      expect(await other.reserve('back', [cap], 3)).to.equal(cap);
       await ledger.release('back', [cap], 1);
-      expect(await ledger.reserve('back', [cap], 4)).to.equal(true);
+      expect(await ledger.reserve('back', [cap], 4)).to.equal(null);
       await other.release('back', [cap], 4);
-      expect(await other.reserve('back', [cap], 5)).to.equal(true);
-      expect(await ledger.reserve('back', [cap], 6)).to.equal(false);
+      expect(await other.reserve('back', [cap], 5)).to.equal(null);
+      expect(await ledger.reserve('back', [cap], 6)).to.equal(cap);
     });
 
     it('a give-back retried after it landed frees the slot once: the cap is never exceeded', async function () {
       const ledger = new CapLedger(store);
       const cap = { index: 0, max: 2, key: 'twice' };
-      expect(await ledger.reserve('twice', [cap], 1)).to.equal(true);
-      expect(await ledger.reserve('twice', [cap], 2)).to.equal(true);
+      expect(await ledger.reserve('twice', [cap], 1)).to.equal(null);
+      expect(await ledger.reserve('twice', [cap], 2)).to.equal(null);
       await ledger.release('twice', [cap], 2);
       await ledger.release('twice', [cap], 2);
       const results = await Promise.all([3, 4, 5].map((id) => ledger.reserve('twice', [cap], id)));
-      expect(results.filter(Boolean)).to.have.length(1);
+      expect(results.filter((full) => full === null)).to.have.length(1);
     });
 
     it('a take that fails on a later cap gives back the slots already taken', async function () {
@@ -243,7 +244,7 @@ describe('support streams (on the embedded store)', function () {
       // The day slot lead 1 took is given back in the background: the next lead gets it.
       await until('the day slot given back (CapSlotReleased)', async () => (await store.readStream('cap-flaky-0-d')).length >= 2, 10_000, 5);
       expect((await store.readStream('cap-flaky-0-d')).map((e) => e.type)).to.deep.equal(['CapSlotTaken', 'CapSlotReleased']);
-      expect(await new CapLedger(store).reserve('flaky', [day, hour], 2)).to.equal(true);
+      expect(await new CapLedger(store).reserve('flaky', [day, hour], 2)).to.equal(null);
     });
   });
 
@@ -255,9 +256,9 @@ describe('support streams (on the embedded store)', function () {
       const stream = 'cap-looked-0-look';
       expect(await ledger.hasRoom('looked', [cap])).to.equal(true);
       expect(await store.readStream(stream)).to.deep.equal([]);
-      expect(await ledger.reserve('looked', [cap], 1)).to.equal(true);
+      expect(await ledger.reserve('looked', [cap], 1)).to.equal(null);
       expect(await other.hasRoom('looked', [cap])).to.equal(true);
-      expect(await other.reserve('looked', [cap], 2)).to.equal(true);
+      expect(await other.reserve('looked', [cap], 2)).to.equal(null);
       expect(await ledger.hasRoom('looked', [cap])).to.equal(false);
       expect(await other.hasRoom('looked', [cap])).to.equal(false);
       // Every cap must have room: one full cap is enough to say no.
@@ -287,10 +288,10 @@ describe('support streams (on the embedded store)', function () {
       await written;
       expect(await ledger.hasRoom('raced', [cap])).to.equal(true);
       answer();
-      expect(await first).to.equal(true);
+      expect(await first).to.equal(null);
       // One slot used of two: the second lead gets the other, a third finds the cap full.
-      expect(await ledger.reserve('raced', [cap], 2)).to.equal(true);
-      expect(await ledger.reserve('raced', [cap], 3)).to.equal(false);
+      expect(await ledger.reserve('raced', [cap], 2)).to.equal(null);
+      expect(await ledger.reserve('raced', [cap], 3)).to.equal(cap);
       expect(await store.readStream('cap-raced-0-race')).to.have.length(2);
     });
   });

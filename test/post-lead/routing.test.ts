@@ -178,6 +178,25 @@ describe('routing through the service', function () {
     });
   });
 
+  it('a buyer with two caps: its cap_reached names the cap that is full, with the period it counts and its zone', async function () {
+    const now = new Date('2026-11-21T15:00:00Z');
+    const buyers = [
+      { id: 'two-caps', price: 40, caps: [{ period: 'day', max: 5 }, { period: 'month', max: 1, tz: 'America/New_York' }] },
+      { id: 'fallback', price: 1 },
+    ];
+    await withService({ routing: { buyers }, now: () => now }, async (svc, key) => {
+      for (const test of [false, true]) {
+        const first = await svc.post(validLead(), { 'x-api-key': key });
+        expect(first.body).to.include({ code: 'SOLD', revenue: test ? 1 : 40 });
+        const second = await svc.post(validLead({ test }), { 'x-api-key': key });
+        expect(second.body).to.include({ code: 'SOLD', revenue: 1 });
+        const capped = (await routed(svc, second.body.lead_id)).candidates.find((c) => c.buyer === 'two-caps');
+        // The day cap has room (1 of 5 used): only the month's is full, and a real lead and a test lead say so alike.
+        expect(capped).to.deep.include({ reason: 'cap_reached', detail: 'month cap 1 (2026-11 America/New_York)' });
+      }
+    });
+  });
+
   it('a test lead meets a full cap as a real lead would (cap_reached, next buyer, then the bucket) and takes no slot', async function () {
     const now = new Date('2026-11-21T15:00:00Z');
     const buyers = [

@@ -8,7 +8,7 @@ import type { LeadValidator } from '../../leads/validate.js';
 import type { LoadedRoutingConfig } from '../../routing/load-config.js';
 import { pingStream } from '../../events/ping-events.js';
 import type { FieldError } from '../../leads/outcome.js';
-import { type CandidateDecision, capPeriods, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
+import { type CandidateDecision, capPeriods, capReached, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
 import type { CapLedger, CapPeriod } from '../caps.js';
 import { type Contact, type ContactClaim, type ContactRegistry, retryWhileClaimsBlock } from '../contacts.js';
 import { type Folded, handleCommand, readFolded } from '../handler.js';
@@ -272,12 +272,11 @@ function createRouter(caps: CapLedger) {
   /** For round_robin: when each buyer last got a lead from this instance, by a count of leads sold. */
   const lastSold = new Map<string, number>();
   let sold = 0;
-  /** Takes a slot in every cap of the buyer (a test lead only looks); false when one is full. */
-  async function take(buyerId: string, periods: readonly CapPeriod[], lead: NormalisedLead, leadId: number): Promise<boolean> {
-    return periods.length === 0 || (lead.test ? caps.hasRoom(buyerId, periods) : caps.reserve(buyerId, periods, leadId));
+  /** Takes a slot in every cap of the buyer (a test lead only looks): null, else the cap found full. */
+  async function take<Cap extends CapPeriod>(buyerId: string, periods: readonly Cap[], lead: NormalisedLead, leadId: number): Promise<Cap | null> {
+    if (periods.length === 0) return null;
+    return lead.test ? caps.fullCap(buyerId, periods) : caps.reserve(buyerId, periods, leadId);
   }
-  const capReached = (candidate: RoutingCandidate, periods: readonly CapPeriod[]): RoutingCandidate =>
-    ({ ...candidate, eligible: false, reason: 'cap_reached', detail: periods.map((c) => `${c.key} cap ${c.max}`).join(', ') });
 
   /**
    * A lead posted with a ping: its standing bids, best first, each if its buyer may still take the
@@ -299,7 +298,8 @@ function createRouter(caps: CapLedger) {
       if (index < 0 || !candidates[index]!.eligible) continue;
       const buyer = config.buyers[index]!;
       const periods = capPeriods(buyer, now);
-      if (await take(buyer.id, periods, lead, leadId)) {
+      const full = await take(buyer.id, periods, lead, leadId);
+      if (full === null) {
         const reservation: Reservation | null = !lead.test && periods.length > 0 ? { buyer: buyer.id, caps: periods } : null;
         const decision: RoutingDecision = {
           target: { kind: 'buyer', id: buyer.id },
@@ -311,7 +311,7 @@ function createRouter(caps: CapLedger) {
         };
         return { decision, reservation };
       }
-      candidates[index] = capReached(candidates[index]!, periods);
+      candidates[index] = capReached(candidates[index]!, full);
     }
     return null;
   }
@@ -329,14 +329,15 @@ function createRouter(caps: CapLedger) {
     for (const buyerId of ranked) {
       const buyer = config.buyers.find((b) => b.id === buyerId)!;
       const periods = capPeriods(buyer, now);
-      if (await take(buyerId, periods, lead, leadId)) {
+      const full = await take(buyerId, periods, lead, leadId);
+      if (full === null) {
         winner = { buyer: buyerId, price: buyer.price };
         if (buyerId !== ranked[0]) lastSold.set(buyerId, sold++);
         if (!lead.test && periods.length > 0) reservation = { buyer: buyerId, caps: periods };
         break;
       }
       const index = candidates.findIndex((c) => c.buyer === buyerId);
-      candidates[index] = capReached(candidates[index]!, periods);
+      candidates[index] = capReached(candidates[index]!, full);
     }
     const decision: RoutingDecision = {
       target: winner ? { kind: 'buyer', id: winner.buyer } : { kind: 'bucket', id: chooseBucket(config, lead) },
