@@ -78,6 +78,21 @@ describe('routing through the service', function () {
     });
   });
 
+  it('round_robin: test leads between real ones take no turn, so the real leads still go round', async function () {
+    const buyers = [
+      { id: 'ca-a', price: 20 },
+      { id: 'ca-b', price: 21 },
+    ];
+    await withService({ routing: { strategy: 'round_robin', buyers } }, async (svc, key) => {
+      const real: unknown[] = [];
+      for (let i = 0; i < 4; i++) {
+        real.push((await svc.post(validLead(), { 'x-api-key': key })).body.revenue);
+        expect((await svc.post(validLead({ test: true }), { 'x-api-key': key })).body).to.include({ code: 'SOLD' });
+      }
+      expect(real).to.deep.equal([20, 21, 20, 21]);
+    });
+  });
+
   it('round_robin: leads posted at the same moment go round as leads one after another do', async function () {
     await withService({ routing: { strategy: 'round_robin', buyers: three } }, async (svc, key) => {
       const replies = await Promise.all(Array.from({ length: 6 }, () => svc.post(validLead(), { 'x-api-key': key })));

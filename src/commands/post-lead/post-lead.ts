@@ -324,15 +324,17 @@ function createRouter(caps: CapLedger) {
     let reservation: Reservation | null = null;
     const ranked = rankEligible(config, decisions, lastSold);
     // The first buyer's turn is taken before the first await, so that leads routed at the same
-    // moment go round as leads one after another do; a buyer found full passes it on below.
-    if (ranked.length > 0) lastSold.set(ranked[0]!, sold++);
+    // moment go round as leads one after another do; a buyer found full passes it on below. A test
+    // lead takes no turn: between real leads, it would hand one buyer every real lead.
+    const turns = !lead.test;
+    if (turns && ranked.length > 0) lastSold.set(ranked[0]!, sold++);
     for (const buyerId of ranked) {
       const buyer = config.buyers.find((b) => b.id === buyerId)!;
       const periods = capPeriods(buyer, now);
       const full = await take(buyerId, periods, lead, leadId);
       if (full === null) {
         winner = { buyer: buyerId, price: buyer.price };
-        if (buyerId !== ranked[0]) lastSold.set(buyerId, sold++);
+        if (turns && buyerId !== ranked[0]) lastSold.set(buyerId, sold++);
         if (!lead.test && periods.length > 0) reservation = { buyer: buyerId, caps: periods };
         break;
       }
