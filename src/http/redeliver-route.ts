@@ -56,12 +56,16 @@ export function registerRedeliverRoute(router: Router<ShellState>, lookup: Authe
       throw error;
     }
     ctx.status = 202;
+    const delivery = await deps.readBack.delivery(principal, Number(id));
     ctx.body = {
       ok: true,
       trace_id: ctx.state.traceId,
       code: 'OK',
-      message: 'Delivery re-opened: the webhook worker sends the lead again now.',
-      delivery: await deps.readBack.delivery(principal, Number(id)),
+      message:
+        delivery?.delivery_kind === 'pull'
+          ? 'Delivery re-opened: the buyer now pulls its leads, so it lists and acknowledges this one (no worker sends it).'
+          : 'Delivery re-opened: the webhook worker sends the lead again now.',
+      delivery,
     };
   });
 }

@@ -394,6 +394,14 @@ export class ReadBack {
     // Answered as delivery_kind, with the routing file filling in a delivery not yet made.
     delete shown.via;
     shown.delivery_kind = deliveryKindOf(row, routing);
+    // A pending lead of a buyer that pulls is listed and acknowledged, never sent by the worker
+    // (also one left by webhook attempts before its buyer switched to pull): no webhook failure or
+    // retry time describes it.
+    if (shown.delivery_kind === 'pull' && shown.status === 'pending') {
+      shown.last_error = null;
+      shown.last_status_code = null;
+      shown.next_attempt_at = shown.created_at ?? null;
+    }
     // The row holds no copy of the lead: it is folded from the lead's stream for those who may see it.
     if (principal.role === 'admin' || (principal.role === 'buyer' && row.buyer === principal.name)) shown.lead = await this.leadOf(row.lead_id);
     return shown;

@@ -92,3 +92,43 @@ describe('GET /functions/deliveries: how each lead reaches its target', function
     expect(endpoint.forLead(sold)).to.deep.equal([]);
   });
 });
+
+describe('GET /functions/deliveries: leads a webhook buyer failed, once it pulls', function () {
+  this.timeout(60_000);
+  const dir = tempDir('delivery-kind-switched');
+  let endpoint: BuyerEndpoint;
+  let svc: TestService | undefined;
+  after(async () => {
+    await svc?.stop();
+    await endpoint?.stop();
+    dir.remove();
+  });
+
+  it('a pending row shows no webhook failure and its created_at; a failed one re-opened is answered as the buyer\'s to pull', async function () {
+    // A retry due later (503) for one lead, a final refusal (400) for the other.
+    endpoint = await BuyerEndpoint.start((request) => (request.body.s1 === 'retry' ? 503 : 400));
+    svc = await TestService.start({ dataDir: dir.path, buyerCa: endpoint.cert, routing: routingWith({ kind: 'webhook', url: endpoint.url, timeout_ms: 2000, max_attempts: 8 }) });
+    const supplier = { 'x-api-key': await svc.key('supplier', 'sup-1') };
+    const admin = { 'x-api-key': await svc.key('admin', 'root') };
+    const sell = async (s1: string) => (await svc!.post(validLead({ accident_state: 'NV', zip: '89101', s1 }), supplier)).body.lead_id as number;
+    const [retried, refused] = [await sell('retry'), await sell('refuse')];
+    const row = async (leadId: number) => {
+      await svc!.service.projections.waitFor(await svc!.service.store.headPosition());
+      return ((await svc!.request('GET', '/functions/deliveries?limit=500', admin)).body.items as Array<Record<string, unknown>>).find((r) => r.lead_id === leadId)!;
+    };
+    for (const started = Date.now(); Date.now() - started < 20_000; await new Promise((resolve) => setTimeout(resolve, 50))) {
+      if ((await row(retried)).last_error === 'http_5xx' && (await row(refused)).status === 'failed') break;
+    }
+    expect(await row(retried)).to.include({ status: 'pending', delivery_kind: 'webhook', last_error: 'http_5xx', last_status_code: 503 });
+
+    await svc.stop();
+    svc = await TestService.start({ dataDir: dir.path, buyerCa: endpoint.cert, routing: routingWith({ kind: 'pull' }) });
+    const pending = await row(retried);
+    expect(pending).to.include({ status: 'pending', delivery_kind: 'pull', last_error: null, last_status_code: null, next_attempt_at: pending.created_at });
+
+    const reopened = await svc.request('POST', `/functions/deliveries/${refused}/redeliver`, { 'x-api-key': await svc.key('admin', 'root') });
+    expect(reopened.status, reopened.text).to.equal(202);
+    expect(reopened.body.message).to.match(/pulls its leads/);
+    expect(reopened.body.delivery).to.include({ status: 'pending', delivery_kind: 'pull', last_error: null });
+  });
+});
