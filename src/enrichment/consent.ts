@@ -19,6 +19,13 @@ const CERTIFICATE_ID = /^[0-9a-f]{40}$/i;
  */
 const NOT_IN_A_URL = /[^\x21-\x7e]/;
 /**
+ * Printable ASCII that RFC 3986 still does not allow in a URI (`|`, `{`, `}`, `^`, `` ` ``, `<`,
+ * `>`, `"`, `\`, brackets outside an IPv6 host, which a certificate host is not), a `%` that does
+ * not start an escape, or a second `#`: the documented `format: uri` of the field, which buyers
+ * validate deliveries against, refuses them.
+ */
+const NOT_A_URI = /[^A-Za-z0-9\-._~:/?#@!$&'()*+,;=%]|%(?![0-9A-Fa-f]{2})|#.*#/;
+/**
  * The start of the URL as written, read as RFC 3986 reads it: `https://`, then a host of letters,
  * digits, dots and hyphens and an optional port, then the path, query, fragment or the end. The
  * WHATWG parser forgives what strict parsers do not: it reads `\` as `/` (so `host\@evil.com/…`
@@ -30,7 +37,7 @@ const PLAIN_AUTHORITY = /^https:\/\/([A-Za-z0-9.-]+)(?::\d{1,5})?(?=[/?#]|$)/i;
 
 export function parseCertificateUrl(url: string, allowedHosts: readonly string[] = DEFAULT_CERTIFICATE_HOSTS): CertificateUrlParse {
   let parsed: URL;
-  if (NOT_IN_A_URL.test(url.trim())) return { ok: false, reason: 'invalid_url' };
+  if (NOT_IN_A_URL.test(url.trim()) || NOT_A_URI.test(url.trim())) return { ok: false, reason: 'invalid_url' };
   try {
     parsed = new URL(url.trim());
   } catch {

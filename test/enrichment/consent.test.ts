@@ -34,6 +34,11 @@ describe('consent verifier (certificate rules)', function () {
       expect(parseCertificateUrl(disguised), disguised).to.deep.equal({ ok: false, reason: 'invalid_url' });
     }
     expect(parseCertificateUrl(`HTTPS://cert.trustedform.com:443/${ID}`)).to.deep.equal({ ok: true, certificateId: ID });
+    // What RFC 3986 (the field's documented format: uri) does not allow, which buyers' validators refuse.
+    for (const tail of ['?utm=a|b', '?x=%zz', '?x=%4', '?x=[1]', '?a=b#c#d', '?q="x"', '?x={a}', '?x=^', '?x=`', '?x=<a>']) {
+      expect(parseCertificateUrl(`https://cert.trustedform.com/${ID}${tail}`), tail).to.deep.equal({ ok: false, reason: 'invalid_url' });
+    }
+    expect(parseCertificateUrl(`https://cert.trustedform.com/${ID}?utm_source=a%20b&x=~!$'()*+,;=:@/?#frag`)).to.deep.equal({ ok: true, certificateId: ID });
     expect(parseCertificateUrl('https://cert.trustedform.com/')).to.deep.equal({ ok: false, reason: 'no_certificate_id' });
     expect(parseCertificateUrl(`https://cert.trustedform.com/${ID}0`)).to.deep.equal({ ok: false, reason: 'no_certificate_id' });
     expect(parseCertificateUrl(`https://cert.trustedform.com/${ID.slice(1)}g`)).to.deep.equal({ ok: false, reason: 'no_certificate_id' });
