@@ -205,11 +205,13 @@ export function outcomeOf(result: WireResult, context: OutcomeContext): Outcome 
   const { sale, attempt, now } = context;
   const at = now.toISOString();
   const latency_ms = Math.round(result.latencyMs);
-  const status = result.kind === 'response' ? result.status : null;
+  // A status outside 100–599 is no HTTP status (a stub or a broken proxy sends 600 or 999): the
+  // buyer did not answer in HTTP, as on a connection that failed, and no class `http_9xx` is recorded.
+  const status = result.kind === 'response' && result.status >= 100 && result.status <= 599 ? result.status : null;
   if (status !== null && status >= 200 && status < 300) {
     return { type: 'LeadDelivered', data: { lead_id: sale.lead_id, buyer: sale.buyer, via: 'webhook', attempt, status, latency_ms, delivered_at: at } };
   }
-  const error = status === null ? result.kind : `http_${Math.floor(status / 100)}xx`;
+  const error = status !== null ? `http_${Math.floor(status / 100)}xx` : result.kind === 'response' ? 'connection_error' : result.kind;
   // No answer at all (timeout, connection error) is the buyer being down or slow: worth another try.
   const retryable = status === null || retryableStatus(status);
   const final = !retryable || attempt - (context.roundStart ?? 0) >= context.maxAttempts;

@@ -132,6 +132,16 @@ describe('delivery: outcome of an attempt', () => {
     }
   });
 
+  it('a status outside 100–599 is no HTTP answer: a connection error with no status, retried, never a class http_6xx or http_0xx', () => {
+    for (const status of [600, 999, 99, 0]) {
+      expect(outcome({ kind: 'response', status, latencyMs: 3 }, 2).data, String(status)).to.include({
+        error: 'connection_error',
+        status: null,
+        next_attempt_at: at(2000).toISOString(),
+      });
+    }
+  });
+
   it('4xx is final at once; so is a redirect, which is not followed', () => {
     const rejected = outcome({ kind: 'response', status: 422, latencyMs: 3 });
     expect(rejected.type).to.equal('LeadDeliveryFailed');
