@@ -207,7 +207,7 @@ export function createLeadValidator(options: LeadValidatorOptions = {}): LeadVal
     return {
       ok: false,
       errors: all,
-      partial: { sid: passed('sid'), s1: passed('s1'), accident_state: passed('accident_state'), test: input.test === true },
+      partial: { sid: passed('sid'), s1: clickId(passed('s1')), accident_state: passed('accident_state'), test: input.test === true },
     };
   };
 }
@@ -226,10 +226,16 @@ function normalised(input: PostedLead, mobile: PhoneNumber, certificate: Certifi
     certificate_url: input.certificate_url,
     certificate_id: certificate.ok ? certificate.certificateId : '',
     sid: input.sid,
-    s1: input.s1 ?? null,
+    s1: clickId(input.s1),
     test: input.test === true,
   };
 }
+
+/**
+ * The click id as kept: one that trims to nothing is none, as one left out or null is, so that a
+ * report by s1 has one row of leads without a click id, not a second one with an empty name.
+ */
+const clickId = (s1: string | null | undefined): string | null => (s1 === undefined || s1 === null || s1 === '' ? null : s1);
 
 /** A ping's qualifying fields, normalised as a lead's are. */
 export interface NormalisedPing {
@@ -254,7 +260,7 @@ export function createPingValidator(): PingValidator {
     );
     if (!validate(input) || given.length > 0) return { ok: false, errors: oncePerField([...given, ...toFieldErrors(validate.errors ?? [], 'ping')]) };
     const ping = input as PostedPing;
-    return { ok: true, ping: { zip: ping.zip.slice(0, 5), accident_state: ping.accident_state, sid: ping.sid, s1: ping.s1 ?? null, test: ping.test === true } };
+    return { ok: true, ping: { zip: ping.zip.slice(0, 5), accident_state: ping.accident_state, sid: ping.sid, s1: clickId(ping.s1), test: ping.test === true } };
   };
 }
 

@@ -122,7 +122,8 @@ const GOOD: Good[] = [
   { title: 's1 absent → null', unset: ['s1'], expect: { s1: null } },
   { title: 's1 null → null', set: { s1: null }, expect: { s1: null } },
   { title: 's1 of 255 characters kept as sent', set: { s1: S1_255 }, expect: { s1: S1_255 } },
-  { title: 's1 empty string kept', set: { s1: '' }, expect: { s1: '' } },
+  { title: 's1 empty: no click id, null (one row of leads without one in a report by s1)', set: { s1: '' }, expect: { s1: null } },
+  { title: 's1 only blanks: no click id, null', set: { s1: '   ' }, expect: { s1: null } },
   { title: 's1 with an emoji (a surrogate pair, escaped or not) kept', set: { s1: 'click-😀' }, expect: { s1: 'click-😀' } },
   // test
   { title: 'test true', set: { test: true }, expect: { test: true }, envelopeTest: true },
