@@ -144,7 +144,15 @@ type BidAnswer =
 function askBid(url: string, body: string, secret: string | null, now: Date, timeoutMs: number, round: AbortSignal, agent: BuyerConnections): Promise<BidAnswer> {
   const started = performance.now();
   const latencyMs = () => Math.round(performance.now() - started);
-  const own = AbortSignal.timeout(timeoutMs);
+  let own: AbortSignal;
+  try {
+    own = AbortSignal.timeout(timeoutMs);
+  } catch {
+    // A timeout Node cannot time (over 2^32-1 ms) fails this bidder alone: thrown here, it would
+    // fail the whole round, every other buyer's bid with it, and answer the ping 500. The routing
+    // file refuses such a value; this guards a config that reached the code another way.
+    return Promise.resolve({ kind: 'error', latencyMs: 0, detail: 'bad_timeout_ms' });
+  }
   const signal = AbortSignal.any([round, own]);
   const timestamp = String(Math.floor(now.getTime() / 1000));
   const headers: Record<string, string> = { 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)), [TIMESTAMP_HEADER]: timestamp };
