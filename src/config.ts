@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import { EVENTS_FILE } from './event-store/embedded/schema.js';
 import { MAX_GRACE_SECONDS } from './keys/api-keys.js';
 import { DEFAULT_PHONE_REGIONS, isPhoneRegion } from './leads/mobile.js';
-import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from './limits.js';
+import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS, MAX_PING_DEADLINE_MS } from './limits.js';
 import { kernelFilesystem } from './make-directory.js';
 import { masterKeyFileProblem } from './personal-data/master-key.js';
 
@@ -194,7 +194,7 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
       pingRateLimit:
         pingRate === 0 ? null : { ratePerSecond: pingRate, burst: check(() => integer(env, 'PING_RATE_LIMIT_BURST', pingRate * 2, 1, 10_000_000), 1) },
       pingTtlSeconds: check(() => integer(env, 'PING_TTL_SECONDS', 300, 1, 86_400), 300),
-      pingDeadlineMs: check(() => integer(env, 'PING_DEADLINE_MS', 1000, 1, 60_000), 1000),
+      pingDeadlineMs: check(() => integer(env, 'PING_DEADLINE_MS', 1000, 1, MAX_PING_DEADLINE_MS), 1000),
       leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),
       certificateHosts: check(() => hostList(env, 'CERTIFICATE_HOSTS', 'cert.trustedform.com,ping.trustedform.com'), []),
       mxLookup: check(() => flag(env, 'MX_LOOKUP', true), true),

@@ -30,3 +30,9 @@ export interface Timeouts {
 
 /** HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS. */
 export const DEFAULT_TIMEOUTS: Timeouts = { headersMs: 10_000, requestMs: 30_000 };
+
+/**
+ * The highest PING_DEADLINE_MS: a supplier waiting longer than a minute for a ping's answer has
+ * given up on it. The routing file's bidder timeouts are held under it too.
+ */
+export const MAX_PING_DEADLINE_MS = 60_000;

@@ -41,7 +41,7 @@ function show(value: unknown): string {
   return typeof value === 'string' ? `'${value}'` : JSON.stringify(value);
 }
 
-const HINTED = new Set(['pattern', 'format', 'enum', 'multipleOf']);
+const HINTED = new Set(['pattern', 'format', 'enum', 'multipleOf', 'maximum']);
 
 function describe(error: ErrorObject): ConfigProblem {
   const path = fieldPath(error.instancePath);

@@ -3,6 +3,7 @@
 // schema and the interfaces agree, so neither can drift from the other.
 import { Ajv, type JSONSchemaType } from 'ajv';
 import { US_STATE_CODES } from '../leads/us-states.js';
+import { MAX_PING_DEADLINE_MS } from '../limits.js';
 
 const STRATEGIES = ['highest_price', 'priority', 'round_robin'] as const;
 export type Strategy = (typeof STRATEGIES)[number];
@@ -39,6 +40,21 @@ export const DEFAULTS = {
   return_reasons: ['bad_phone', 'not_interested', 'duplicate', 'fraud'],
   bucket: { id: 'unsold', default: true },
 } as const;
+
+/**
+ * The longest a delivery attempt waits for the buyer's answer. An endpoint silent for a minute is
+ * down, not slow, and each waiting attempt holds one of the buyer's delivery slots all that time.
+ * It also keeps the value far under what Node's timers take: over 2^31-1 ms a timer fires at once,
+ * so a typo's extra zeros would fail every delivery as a timeout within milliseconds.
+ */
+const MAX_DELIVERY_TIMEOUT_MS = 60_000;
+
+/**
+ * The longest a webhook bidder is waited for: the highest PING_DEADLINE_MS. The round closes before
+ * its deadline whatever the bidder's own timeout, so a longer one could never be reached; and
+ * AbortSignal.timeout, which times a bid, throws over 2^32-1 ms.
+ */
+const MAX_PING_TIMEOUT_MS = MAX_PING_DEADLINE_MS;
 
 interface CapEntry {
   readonly period: CapPeriod;
@@ -148,7 +164,7 @@ const DELIVERY = {
       properties: {
         kind: { type: 'string', const: 'webhook' },
         url: { type: 'string', format: 'https-url', hint: 'must be an absolute https:// URL, got {value}' },
-        timeout_ms: { ...INTEGER_1, nullable: true, default: DEFAULTS.timeout_ms },
+        timeout_ms: { ...INTEGER_1, nullable: true, maximum: MAX_DELIVERY_TIMEOUT_MS, default: DEFAULTS.timeout_ms, hint: `must be at most ${MAX_DELIVERY_TIMEOUT_MS} (a minute), got {value}` },
         max_attempts: { ...INTEGER_1, nullable: true, default: DEFAULTS.max_attempts },
         secret_env: { type: 'string', nullable: true, pattern: '^[A-Z_][A-Z0-9_]*$', hint: 'must name an environment variable (A-Z 0-9 _), got {value}' },
       },
@@ -167,7 +183,7 @@ const PING = {
       properties: {
         kind: { type: 'string', const: 'webhook' },
         url: DELIVERY.oneOf[1].properties.url,
-        timeout_ms: { ...INTEGER_1, nullable: true, default: DEFAULTS.ping_timeout_ms },
+        timeout_ms: { ...INTEGER_1, nullable: true, maximum: MAX_PING_TIMEOUT_MS, default: DEFAULTS.ping_timeout_ms, hint: `must be at most ${MAX_PING_TIMEOUT_MS} (the highest PING_DEADLINE_MS: the round of bids closes by then), got {value}` },
         secret_env: DELIVERY.oneOf[1].properties.secret_env,
         // A static bidder has none: it bids its price, which the operator wrote in this file.
         max_bid: AMOUNT,

@@ -65,6 +65,16 @@ describe('leadpost routing check', function () {
     expect(answer.problems.map((p) => p.path)).to.deep.equal(['buyers[0].price', 'buyers[0].caps[1].period']);
   });
 
+  it('a timeout_ms over its maximum, on a delivery and on a ping, is refused with each path, exit 1', async function () {
+    const file = join(dir.path, 'routing.json');
+    const url = 'https://buyer.example/leads';
+    writeFileSync(file, JSON.stringify({ buyers: [{ id: 'a', price: 30, delivery: { kind: 'webhook', url, timeout_ms: 3000000000 }, ping: { kind: 'webhook', url, timeout_ms: 3000000000 } }] }));
+    const run = captured();
+    expect(await runRoutingCommand(['check', file], run.io, {})).to.equal(1);
+    expect(run.err()).to.include(`${file}: buyers[0].delivery.timeout_ms: must be at most 60000 (a minute), got 3000000000`);
+    expect(run.err()).to.include(`${file}: buyers[0].ping.timeout_ms: must be at most 60000`);
+  });
+
   it('a usage mistake exits 2 with the usage', async function () {
     for (const args of [[], ['frob'], ['check', 'a.json', 'b.json'], ['check', '--bogus']]) {
       const run = captured();
