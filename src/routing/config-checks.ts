@@ -14,7 +14,7 @@ type Json = Record<string, unknown>;
 export function findProblems(json: unknown): ConfigProblem[] {
   const problems = validateRoutingFile(json) ? [] : (validateRoutingFile.errors ?? []).map(describe);
   problems.push(...nullFields(json, ''), ...duplicateIds(json, 'buyers', 'buyer'), ...duplicateIds(json, 'buckets', 'bucket'));
-  problems.push(...bucketDefaults(json), ...emptyWindows(json), ...repeatedCapPeriods(json), ...bidCeilings(json));
+  problems.push(...unknownCurrency(json), ...bucketDefaults(json), ...emptyWindows(json), ...repeatedCapPeriods(json), ...bidCeilings(json));
   return firstPerField(problems);
 }
 
@@ -96,6 +96,19 @@ function duplicateIds(json: unknown, list: string, noun: string): ConfigProblem[
     else problems.push({ path: `${list}[${i}].id`, message: `duplicate ${noun} id ${show(item.id)} (also ${list}[${earlier}])` });
   }
   return problems;
+}
+
+/**
+ * The currencies Node's Intl knows, which are ISO 4217's. Three capital letters are not enough: a
+ * typo (`UDS`) would price every sale in no currency, and reports refuse to add it to the real one.
+ */
+const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
+
+// Only a value of the right shape: one that is not 3 upper-case letters has the schema's message.
+function unknownCurrency(json: unknown): ConfigProblem[] {
+  const currency = isObject(json) ? json.currency : undefined;
+  if (typeof currency !== 'string' || !/^[A-Z]{3}$/.test(currency) || CURRENCIES.has(currency)) return [];
+  return [{ path: 'currency', message: `must be an ISO 4217 currency code such as USD, EUR or CAD; ${show(currency)} is none` }];
 }
 
 function bucketDefaults(json: unknown): ConfigProblem[] {

@@ -15,6 +15,8 @@ interface Rule {
 // Each rule: a file that loads, and the smallest change to it that must be refused with exactly this line.
 const RULES: Rule[] = [
   { rule: 'currency is 3 upper-case letters', good: { currency: 'EUR', buyers: [] }, bad: { currency: 'usd', buyers: [] }, error: "currency: must be an ISO 4217 code of 3 upper-case letters, got 'usd'" },
+  { rule: 'currency is an ISO 4217 currency, not any 3 letters (a typo)', good: { currency: 'USD', buyers: [] }, bad: { currency: 'UDS', buyers: [] }, error: "currency: must be an ISO 4217 currency code such as USD, EUR or CAD; 'UDS' is none" },
+  { rule: 'currency is a currency, not the code ISO 4217 keeps for testing', good: { currency: 'CAD', buyers: [] }, bad: { currency: 'XTS', buyers: [] }, error: "currency: must be an ISO 4217 currency code such as USD, EUR or CAD; 'XTS' is none" },
   { rule: 'strategy is one of three', good: { strategy: 'round_robin', buyers: [] }, bad: { strategy: 'cheapest', buyers: [] }, error: "strategy: must be highest_price, priority or round_robin, got 'cheapest'" },
   { rule: 'duplicate_window_days is an integer', good: { duplicate_window_days: 0, buyers: [] }, bad: { duplicate_window_days: 1.5, buyers: [] }, error: 'duplicate_window_days: must be an integer, got 1.5' },
   { rule: 'duplicate_window_days is not negative', good: { duplicate_window_days: 90, buyers: [] }, bad: { duplicate_window_days: -1, buyers: [] }, error: 'duplicate_window_days: must be >= 0' },
