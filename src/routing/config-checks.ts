@@ -141,22 +141,35 @@ function emptyWindows(json: unknown): ConfigProblem[] {
 
 // Two caps of one period in one zone count the same sales over the same window: the lower max
 // always decides and the other reads as if it counted. (In two zones they are two windows, each
-// counted on its own, and both can bind.)
+// counted on its own, and both can bind.) One zone has many spellings (US/Pacific, PST8PDT and
+// america/los_angeles are America/Los_Angeles; utc and Etc/UTC are UTC), so zones are compared as
+// Intl resolves them.
 function repeatedCapPeriods(json: unknown): ConfigProblem[] {
   return entries(json, 'buyers').flatMap(([i, buyer]) => {
-    const first = new Map<string, number>();
+    const first = new Map<string, { index: number; tz: string }>();
     return entries(buyer, 'caps').flatMap(([j, cap]): ConfigProblem[] => {
       if (typeof cap.period !== 'string') return [];
       const tz = typeof cap.tz === 'string' ? cap.tz : DEFAULTS.cap_tz;
-      const window = `${cap.period} ${tz}`;
+      const zone = canonicalZone(tz);
+      const window = `${cap.period} ${zone}`;
       const earlier = first.get(window);
       if (earlier === undefined) {
-        first.set(window, j);
+        first.set(window, { index: j, tz });
         return [];
       }
-      return [{ path: `buyers[${i}].caps[${j}].period`, message: `a second ${show(cap.period)} cap in ${show(tz)} (also buyers[${i}].caps[${earlier}]); only the lower max would ever count` }];
+      const where = earlier.tz === tz ? `in ${show(tz)} (also buyers[${i}].caps[${earlier.index}])` : `in ${show(tz)} (also buyers[${i}].caps[${earlier.index}], in ${show(earlier.tz)}: both are ${zone})`;
+      return [{ path: `buyers[${i}].caps[${j}].period`, message: `a second ${show(cap.period)} cap ${where}; only the lower max would ever count` }];
     });
   });
+}
+
+/** The zone Intl resolves a name to; an unknown name is itself (the schema reports it). */
+function canonicalZone(tz: string): string {
+  try {
+    return new Intl.DateTimeFormat('en-US', { timeZone: tz }).resolvedOptions().timeZone;
+  } catch {
+    return tz;
+  }
 }
 
 // A webhook bidder's ceiling under the file's floor would refuse every bid it can make: each
