@@ -107,8 +107,7 @@ export function loadRoutingConfig(path: string): LoadedRoutingConfig {
     throw new RoutingConfigError(path, [{ path: '', message: `cannot read the file: ${(error as Error).message}` }]);
   }
   let json: unknown;
-  // An editor's byte-order mark is not worth failing start-up over.
-  const text = bytes.toString('utf8').replace(/^\uFEFF/, '');
+  const text = textOf(bytes, path);
   try {
     json = JSON.parse(text);
   } catch (error) {
@@ -204,10 +203,54 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
+/**
+ * The file's text, held to UTF-8 as every other input is: a byte that is no UTF-8 refuses the file
+ * rather than turning into U+FFFD in a buyer's name. An editor's UTF-8 byte-order mark is dropped.
+ */
+function textOf(bytes: Buffer, path: string): string {
+  // Windows Notepad's "Unicode" is UTF-16, told by its byte-order mark: say so, not which byte failed.
+  if ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff)) {
+    throw new RoutingConfigError(path, [{ path: '', message: 'the file is UTF-16: save it as UTF-8' }]);
+  }
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    const where = lineAndColumn(textBeforeBadByte(bytes));
+    throw new RoutingConfigError(path, [{ path: '', message: `not UTF-8 at ${where} (a byte there is no UTF-8 character): save the file as UTF-8` }]);
+  }
+}
+
+/**
+ * The text before the first byte sequence that is no UTF-8. A prefix decoded as a stream holds back
+ * a sequence cut at its end instead of failing on it, so the prefixes that decode get no longer
+ * once one fails: the longest is found by halving, and its text stops where the bad sequence starts.
+ */
+function textBeforeBadByte(bytes: Buffer): string {
+  const decodes = (length: number) => {
+    try {
+      new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(0, length), { stream: true });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  let [good, bad] = [0, bytes.length + 1];
+  while (bad - good > 1) {
+    const middle = Math.floor((good + bad) / 2);
+    if (decodes(middle)) good = middle;
+    else bad = middle;
+  }
+  return new TextDecoder('utf-8').decode(bytes.subarray(0, good), { stream: true });
+}
+
 /** A parse error with its line and column, which an editor goes to: Node 20 gives only the offset into the file. */
 function located(message: string, text: string): string {
   const at = /at position (\d+)/.exec(message);
   if (!at || /\bline \d+/.test(message)) return message;
-  const before = text.slice(0, Number(at[1]));
-  return `${message} (line ${before.split('\n').length}, column ${before.length - before.lastIndexOf('\n')})`;
+  return `${message} (${lineAndColumn(text.slice(0, Number(at[1])))})`;
+}
+
+/** Where the text after `before` starts, as an editor counts: lines and columns from 1. */
+function lineAndColumn(before: string): string {
+  return `line ${before.split('\n').length}, column ${before.length - before.lastIndexOf('\n')}`;
 }

@@ -128,6 +128,36 @@ describe('loading the routing file', function () {
       });
     });
 
+    it('given a Latin-1 file (an accent in a name), when loaded, then it is refused in one line naming where the first byte that is no UTF-8 is', function () {
+      withFile(Buffer.from('{\n  "buyers": [{"id": "a", "name": "Caf\xe9 Law", "price": 10}]\n}\n', 'latin1'), (path) => {
+        const error = catchError(() => loadRoutingConfig(path));
+
+        expect(error).to.be.instanceOf(RoutingConfigError);
+        expect(error.message).to.equal(`${path}: not UTF-8 at line 2, column 38 (a byte there is no UTF-8 character): save the file as UTF-8`);
+      });
+    });
+
+    it('given a file that ends in the middle of a UTF-8 character, when loaded, then it is refused at that character', function () {
+      withFile(Buffer.concat([Buffer.from('{"buyers":[]}\n'), Buffer.from([0xe2, 0x82])]), (path) => {
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: not UTF-8 at line 2, column 1 (a byte there is no UTF-8 character): save the file as UTF-8`);
+      });
+    });
+
+    for (const [name, bom, encoding] of [['UTF-16 little-endian', [0xff, 0xfe], 'utf16le'], ['UTF-16 big-endian', [0xfe, 0xff], 'utf16be']] as const) {
+      it(`given a ${name} file with its byte-order mark (Notepad's "Unicode"), when loaded, then the one line says to save it as UTF-8`, function () {
+        const le = Buffer.from('{"buyers":[{"id":"a","price":10}]}', 'utf16le');
+        withFile(Buffer.concat([Buffer.from(bom), encoding === 'utf16le' ? le : le.swap16()]), (path) => {
+          expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: the file is UTF-16: save it as UTF-8`);
+        });
+      });
+    }
+
+    it('given a UTF-8 file with accents in a name, when loaded, then the name is kept as written', function () {
+      withFile('{"buyers":[{"id":"a","name":"Café Law – Zürich","price":10}]}', (path) => {
+        expect(loadRoutingConfig(path).buyers[0]!.name).to.equal('Café Law – Zürich');
+      });
+    });
+
     it('given a path with no file, when loaded, then the message says it cannot be read', function () {
       const error = catchError(() => loadRoutingConfig('/nonexistent/routing.json'));
 
@@ -202,7 +232,7 @@ function catchError(run: () => unknown): Error {
   throw new Error('expected an error, got none');
 }
 
-function withFile(content: string, test: (path: string) => void): void {
+function withFile(content: string | Buffer, test: (path: string) => void): void {
   const dir = tempDir('routing');
   try {
     const path = join(dir.path, 'routing.json');
