@@ -53,7 +53,7 @@ const PAGING = [
   query('cursor', 'next_cursor of the previous page.', { type: 'string' }),
   query('limit', `Rows per page, 1–${MAX_LIMIT}.`, { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }),
 ];
-const INSTANT = { type: 'string', description: 'ISO 8601 date or time.', examples: ['2026-11-21T00:00:00Z'] };
+const INSTANT = { type: 'string', description: 'ISO 8601 date, or date and time (`2026-11-21T08:00`, seconds and fraction optional) with an offset (`Z`, `-05:00`) or none, which is UTC.', examples: ['2026-11-21T00:00:00Z'] };
 /** Every keyed route is limited per key (see the openapi document's RateLimit headers). */
 const KEYED_ERRORS: readonly ExampleName[] = ['RATE_LIMITED', 'UNAUTHORIZED', 'FORBIDDEN', 'UNAVAILABLE'];
 /** An access request's answer: the consumer's leads. */

@@ -204,10 +204,20 @@ function limitOf(query: Query, errors: FieldError[]): number {
   return limit;
 }
 
+/**
+ * An ISO 8601 date, or date and time with an optional offset (RFC 3339's profile; seconds and
+ * their fraction optional). Checked by its form before Date.parse, which also takes what V8's
+ * legacy parser guesses at (`2026-11-01 1:00 AM EST`, `… GMT+0600`, a comment in brackets).
+ */
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2})?)?$/i;
+
 function instant(query: Query, name: string, errors: FieldError[]): string | undefined {
   const raw = one(query, name, errors);
   if (raw === undefined) return undefined;
-  const time = Date.parse(raw);
+  // A time without an offset is UTC, as a date alone is (Date.parse would take it in the
+  // process's own zone); a fraction is kept to the millisecond a Date holds.
+  const form = ISO_INSTANT.test(raw) ? raw.toUpperCase().replace(/(\.\d{3})\d+/, '$1') : null;
+  const time = form === null ? Number.NaN : Date.parse(form.length > 10 && !/(Z|[+-]\d{2}:\d{2})$/.test(form) ? `${form}Z` : form);
   if (Number.isNaN(time) || !isCalendarDay(raw.slice(0, 10))) {
     errors.push({ field: name, code: 'invalid_format', message: `${name} must be an ISO 8601 date or time` });
     return undefined;

@@ -372,6 +372,24 @@ describe('read-back routes', function () {
       }
     });
 
+    it('since and until take ISO 8601 only (a time without an offset is UTC), never what a lenient date parser guesses at', async function () {
+      for (const raw of ['2026-11-01 1:00 AM EST', '2026-11-01 GMT+0600', '2026-11-01 (a note)', '2026-11-01 PST', '2026-11-01T08:00 EST', 'Nov 1 2026', '2026-11-01T8:00Z']) {
+        for (const list of ['leads', 'deliveries', 'feedback', 'erasures']) {
+          const path = `/functions/${list}?since=${encodeURIComponent(raw)}`;
+          const reply = await get(path, keys.admin!);
+          expect([reply.status, reply.body.errors], path).to.deep.equal([422, [{ field: 'since', code: 'invalid_format', message: 'since must be an ISO 8601 date or time' }]]);
+        }
+      }
+      for (const raw of ['2026-11-01', '2026-11-01T08:00', '2026-11-01T08:00:00', '2026-11-01t08:00:00.123456z', '2026-11-01T03:00:00-05:00']) {
+        const reply = await get(`/functions/leads?until=${encodeURIComponent(raw)}`, keys.admin!);
+        expect(reply.status, `${raw}: ${reply.text}`).to.equal(200);
+      }
+      // Without an offset, 08:00 is 08:00 UTC whatever the process's zone: the same page as with Z.
+      const bare = await get('/functions/leads?until=2026-11-01T08:00&limit=500', keys.admin!);
+      const utc = await get('/functions/leads?until=2026-11-01T08:00:00Z&limit=500', keys.admin!);
+      expect(bare.body.items).to.deep.equal(utc.body.items);
+    });
+
     it("without from and to, the last seven days are the report zone's, ending on its today", async function () {
       for (const tz of ['Pacific/Kiritimati', 'Etc/GMT+12', 'UTC']) {
         const before = localDay(new Date(), tz);
