@@ -69,7 +69,7 @@ export function registerReadRoutes(router: Router<ShellState>, lookup: Authentic
   router.get('/functions/reports/summary', ...keyed, async (ctx) => {
     const c = ctx as unknown as Ctx;
     await guarded(async () => {
-      if (c.accepts('application/json', 'text/csv') === 'text/csv') {
+      if (prefersCsv(c.get('Accept'))) {
         const report = await readBack.reportRows(c.state.principal!, c.query);
         c.type = 'text/csv; charset=utf-8';
         c.set('Content-Disposition', `attachment; filename="leadpost-report-${report.from}-${report.to}.csv"`);
@@ -86,4 +86,30 @@ export function registerReadRoutes(router: Router<ShellState>, lookup: Authentic
 async function* csv(groupBy: readonly GroupBy[], pages: AsyncIterable<ReportRow[]>): AsyncGenerator<string> {
   yield csvHeader(groupBy);
   for await (const rows of pages) if (rows.length > 0) yield rows.map((row) => csvLine(row, groupBy)).join('');
+}
+
+/**
+ * Whether the Accept header prefers CSV to JSON. Media-type parameters other than q are ignored:
+ * `text/csv; charset=utf-8` (the charset the CSV has anyway) or RFC 4180's `header=present` still
+ * ask for CSV, where a negotiator matching parameters answered them JSON. Each type takes the q of
+ * the most specific range naming it (`text/csv`, then `text/` any, then any type); a tie is JSON.
+ */
+function prefersCsv(accept: string): boolean {
+  if (accept.trim() === '') return false;
+  const ranges = accept.split(',').map((range) => {
+    const [type = '', ...parameters] = range.split(';').map((part) => part.trim().toLowerCase());
+    const q = parameters.find((parameter) => parameter.startsWith('q='));
+    const quality = q === undefined ? 1 : Number(q.slice(2));
+    return { type, quality: Number.isFinite(quality) ? quality : 0 };
+  });
+  const qualityOf = (type: string): number => {
+    const [main] = type.split('/');
+    for (const name of [type, `${main}/*`, '*/*']) {
+      const range = ranges.find((r) => r.type === name);
+      if (range) return range.quality;
+    }
+    return 0;
+  };
+  const csv = qualityOf('text/csv');
+  return csv > 0 && csv > qualityOf('application/json');
 }

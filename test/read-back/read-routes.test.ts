@@ -185,6 +185,18 @@ describe('read-back routes', function () {
       expect((await get('/functions/reports/summary', keys.caBuyer!)).status).to.equal(403);
     });
 
+    it('CSV also when Accept gives text/csv with parameters (its charset, header=present), or prefers it by q; JSON when it prefers JSON', async function () {
+      const path = `/functions/reports/summary?from=${today}&to=${today}&group_by=state`;
+      for (const accept of ['text/csv; charset=utf-8', 'text/csv;charset=UTF-8', 'text/csv; header=present', 'text/*', 'application/json;q=0.5, text/csv', 'TEXT/CSV']) {
+        const reply = await get(path, keys.admin!, { accept });
+        expect(String(reply.headers['content-type']), accept).to.equal('text/csv; charset=utf-8');
+      }
+      for (const accept of ['application/json', '*/*', 'text/csv;q=0.4, application/json', 'text/csv;q=0, */*', 'text/html']) {
+        const reply = await get(path, keys.admin!, { accept });
+        expect(String(reply.headers['content-type']), accept).to.equal('application/json; charset=utf-8');
+      }
+    });
+
     it('CSV with Accept: text/csv', async function () {
       const reply = await get(`/functions/reports/summary?from=${today}&to=${today}&group_by=state`, keys.admin!, { accept: 'text/csv' });
       expect(reply.status).to.equal(200);
