@@ -558,7 +558,7 @@ export class ReadBack {
     }
     if (errors.length === 0 && from > to) errors.push({ field: 'from', code: 'out_of_range', message: 'from must not be after to' });
     if (errors.length === 0 && Date.parse(to) - Date.parse(from) > 366 * 86_400_000) {
-      errors.push({ field: 'to', code: 'out_of_range', message: 'a report spans at most 366 days' });
+      errors.push({ field: 'to', code: 'out_of_range', message: 'to must be at most 366 days after from' });
     }
     const groupByRaw = one(query, 'group_by', errors) ?? 'day';
     const groupBy = groupByRaw.split(',').map((g) => g.trim()).filter(Boolean);
