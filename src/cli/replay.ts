@@ -2,7 +2,7 @@ import { loadRecordedConfig } from '../config.js';
 import type { CliIo } from './io.js';
 import { UsageError, readArgs } from './usage.js';
 import { type Position, openEventStore } from '../event-store/index.js';
-import { PROJECTIONS, dropBuildsOlderThan, servedBuild, switchBuild } from '../projections/index.js';
+import { PROJECTIONS, dropBuild, dropBuildsOlderThan, switchUnlessNewerServed } from '../projections/index.js';
 import { REBUILD_STORE_OPTIONS, type RebuildProgress, rebuildProjections } from '../projections/rebuild.js';
 import { openReadModelStore } from '../read-models/index.js';
 
@@ -80,8 +80,13 @@ export async function runReplayCommand(args: string[], io: Io = { out: process.s
     const show = progress(io, await events.headPosition());
     const rebuilt = await rebuildProjections(events, readModels, selected, { onProgress: show });
     for (const { projection, build } of rebuilt) {
-      const previous = await servedBuild(readModels, projection);
-      await switchBuild(readModels, projection, build);
+      const { switched, previous } = await switchUnlessNewerServed(readModels, projection, build);
+      if (!switched) {
+        // Another replay, started after this one, switched to its build first: this one is no fresher.
+        await dropBuild(readModels, projection, build);
+        io.out.write(`${projection.name}: not switched: build ${previous}, made by a replay started after this one, is served; removed this replay's build ${build}\n`);
+        continue;
+      }
       io.out.write(`${projection.name}: now served from build ${build}\n`);
       const dropped = await dropBuildsOlderThan(readModels, projection, previous);
       if (dropped.length > 0) io.out.write(`${projection.name}: removed older builds ${dropped.join(', ')} (kept ${build} and ${previous})\n`);

@@ -38,6 +38,27 @@ export async function switchBuild(readModels: ReadModelStore, projection: Projec
   ]);
 }
 
+/**
+ * Switches to `build` unless the build served now is newer: made by a replay that started after
+ * the one that made `build`. Of two replays run over each other, the one started first may finish
+ * last; switched back to its older build, it then removed that very build as older than the one
+ * served before, and the service read an empty table. The older build is no fresher (both fold
+ * the same events to the head), so it stands aside. `previous` is the build served before.
+ */
+export async function switchUnlessNewerServed(readModels: ReadModelStore, projection: Projection, build: string): Promise<{ switched: boolean; previous: string }> {
+  const previous = await servedBuild(readModels, projection);
+  if ((buildTime(projection, previous) ?? 0) > (buildTime(projection, build) ?? 0)) return { switched: false, previous };
+  await switchBuild(readModels, projection, build);
+  return { switched: true, previous };
+}
+
+/** Removes one build's collections and its checkpoint. */
+export async function dropBuild(readModels: ReadModelStore, projection: Projection, build: string): Promise<void> {
+  for (const base of projection.collections) await readModels.drop(collectionName(base, build));
+  // A build that never wrote a document (no feedback yet) has a checkpoint no collection names.
+  await readModels.resetCheckpoint(checkpointName(projection, build));
+}
+
 /** The build a collection of `base` belongs to (`leads_v3_r17…` → `v3_r17…`), or undefined for another base's. */
 const buildOf = (base: string, name: string): string | undefined => (name.startsWith(`${base}_`) ? name.slice(base.length + 1) : undefined);
 
@@ -60,20 +81,19 @@ function buildTime(projection: Projection, build: string): number | undefined {
 export async function dropBuildsOlderThan(readModels: ReadModelStore, projection: Projection, keep: string): Promise<string[]> {
   const keptTime = buildTime(projection, keep);
   if (keptTime === undefined) return [];
+  // Never the build served now, whatever its age: a switch made meanwhile by another replay may
+  // have gone to an older build than `keep`, and the instances read from what is served.
+  const served = await servedBuild(readModels, projection);
   const older = new Set<string>();
   for (const name of await readModels.collections()) {
     for (const base of projection.collections) {
       const build = buildOf(base, name);
       const time = build === undefined ? undefined : buildTime(projection, build);
-      if (time !== undefined && time < keptTime) older.add(build!);
+      if (time !== undefined && time < keptTime && build !== served) older.add(build!);
     }
   }
   const dropped = [...older].sort((a, b) => buildTime(projection, a)! - buildTime(projection, b)!);
-  for (const build of dropped) {
-    for (const base of projection.collections) await readModels.drop(collectionName(base, build));
-    // A build that never wrote a document (no feedback yet) has a checkpoint no collection names.
-    await readModels.resetCheckpoint(checkpointName(projection, build));
-  }
+  for (const build of dropped) await dropBuild(readModels, projection, build);
   return dropped;
 }
 

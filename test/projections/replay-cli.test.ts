@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { fileURLToPath } from 'node:url';
 import { leadStream } from '../../src/events/lead-events.js';
-import { PROJECTIONS, versionBuild } from '../../src/projections/index.js';
+import { PROJECTIONS, dropBuildsOlderThan, servedBuild, switchBuild, versionBuild } from '../../src/projections/index.js';
+import { rebuildProjections } from '../../src/projections/rebuild.js';
 import { collectionName } from '../../src/projections/runner.js';
 import { runChild } from '../support/child.js';
 import { TestService, validLead } from '../support/service.js';
@@ -108,6 +109,41 @@ describe('leadpost replay', function () {
       await svc.service.projections.waitFor(await svc.service.store.headPosition());
       const read = await svc.request('GET', `/functions/leads/${posted.body.lead_id}`, { 'x-api-key': key });
       expect(read.status, read.text).to.equal(200);
+    } finally {
+      await svc.stop();
+    }
+  });
+
+  it('a replay finishing after one started later does not switch back to its older build: it removes its own, and the served build is never removed', async function () {
+    const svc = await TestService.start();
+    try {
+      const key = await svc.key();
+      for (let i = 0; i < 5; i++) await svc.post(validLead(), { 'x-api-key': key });
+      const { store, readModels } = svc.service;
+      await svc.service.projections.waitFor(await store.headPosition());
+      const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
+      // What a replay started an hour from now would have made and switched to first.
+      const newer = `${versionBuild(leads)}_r${Date.now() + 3_600_000}`;
+      await rebuildProjections(store, readModels, [leads], { build: () => newer });
+      await switchBuild(readModels, leads, newer);
+      await until(() => `the service serving ${newer}`, () => svc.service.projections.build('leads') === newer);
+
+      const replay = await runChild(['replay', '--projection', 'leads'], { LEADPOST_DATA_DIR: svc.dataDir }, { script: BIN });
+      expect(replay.code, replay.stderr).to.equal(0);
+      const line = replay.lines.find((l) => l.startsWith('leads: not switched'));
+      const own = new RegExp(`^leads: not switched: build ${newer}, made by a replay started after this one, is served; removed this replay's build (v\\d+_r\\d+)$`).exec(line ?? '')?.[1];
+      expect(own, replay.lines.join('\n')).to.be.a('string');
+      expect(await servedBuild(readModels, leads)).to.equal(newer);
+      const collections = await readModels.collections();
+      expect(collections).to.include(collectionName('leads', newer)).and.not.include(collectionName('leads', own!));
+      const read = await svc.request('GET', '/functions/leads', { 'x-api-key': key });
+      expect((read.body.items as unknown[]).length, read.text).to.equal(5);
+
+      // Two switches at once may still leave the older served: removing builds older than the newer
+      // one then spares the served one.
+      await switchBuild(readModels, leads, versionBuild(leads));
+      expect(await dropBuildsOlderThan(readModels, leads, newer)).to.not.include(versionBuild(leads));
+      expect(await readModels.collections()).to.include(collectionName('leads', versionBuild(leads)));
     } finally {
       await svc.stop();
     }
