@@ -53,25 +53,37 @@ export function requestTimedOut(socket: Socket | null | undefined): boolean {
  * only after those answers: written at once, the refusal was the only answer the client read, while
  * the request before it, a lead, had been recorded and sold.
  */
-const answering = new WeakMap<Socket, { count: number; then?: () => void }>();
+const answering = new WeakMap<Socket, { readonly requests: Set<IncomingMessage>; then?: () => void }>();
 
-/** The request listener, counting the answers in progress on each socket for clientErrorHandler. */
+/** The request listener, keeping the requests being answered on each socket for clientErrorHandler. */
 export function countingAnswers(handle: RequestListener): RequestListener {
   return (req, res) => {
     const socket = req.socket;
     const open = answering.get(socket);
-    if (open) open.count++;
-    else answering.set(socket, { count: 1 });
+    if (open) open.requests.add(req);
+    else answering.set(socket, { requests: new Set([req]) });
     // 'close' comes once the answer is written or the connection is gone, whichever is first.
     res.once('close', () => {
       const left = answering.get(socket);
-      if (left && --left.count === 0) {
+      if (left && left.requests.delete(req) && left.requests.size === 0) {
         answering.delete(socket);
         left.then?.();
       }
     });
     handle(req, res);
   };
+}
+
+/**
+ * Whether the bytes Node refused follow the requests being answered on the socket: each of those
+ * has its whole body. One still reading its body (a broken chunk) is the request the error is in,
+ * and its answer would wait for a body that never comes: that one is refused at once.
+ */
+function afterAnswers(socket: Socket): { then?: () => void } | undefined {
+  const open = answering.get(socket);
+  if (!open) return undefined;
+  for (const req of open.requests) if (!req.complete) return undefined;
+  return open;
 }
 
 /** Writes a refusal envelope straight to the socket and closes it (there is no response object here). */
@@ -105,7 +117,7 @@ export function clientErrorHandler(logger: Logger, secure: boolean, currency: ()
     };
     // A timeout is the request in progress itself, which is aborted: answered now. Anything else
     // came after the requests being answered, and is refused after them.
-    const open = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? undefined : answering.get(socket);
+    const open = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? undefined : afterAnswers(socket);
     if (open) open.then = refuse;
     else refuse();
   };

@@ -182,6 +182,14 @@ describe('http: bytes a connection carries after a request, and CONNECT', functi
     expect(answers(text), text.slice(0, 400)).to.deep.equal([201, 431]);
   });
 
+  it('a broken chunk in the body of the request being read is answered 400 at once: that request is the one in error', async () => {
+    const text = await exchange(
+      svc.port,
+      `POST /functions/leads HTTP/1.1\r\nHost: localhost\r\nX-API-KEY: ${supplier}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n`,
+    );
+    expect(answers(text), text).to.deep.equal([400]);
+  });
+
   it('CONNECT is answered 405 with the envelope on the HTTPS port, 403 HTTPS_REQUIRED on the plain one', async () => {
     const secure = await exchange(svc.port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
     expect(answers(secure)).to.deep.equal([405]);

@@ -109,7 +109,7 @@ const SIDS: Record<(typeof SUPPLIERS)[number], readonly string[]> = {
   'sup-b': ['google', 'fb_ads', 'native.1'],
   'sup-c': ['tiktok', 'google'],
 };
-/** Some s1 values repeat, across suppliers and states; some need CSV quoting or defusing; '' is not null; blanks around one are trimmed. */
+/** Some s1 values repeat, across suppliers and states; some need CSV quoting or defusing; '' is no click id (null); blanks around one are trimmed. */
 const SHARED_S1 = ['click-1', 'click-2', 'Zed', 'zed', '=SUM(A1)', '-neg', '+plus', '@at', 'a,b', 'q"uote', 'line\nbreak', 'ünïcode', '', ' lead space', '\ttab'];
 /** Posted state → normalised code. */
 const STATE_FORMS: Record<string, string> = {
@@ -384,7 +384,8 @@ describe(`report cross-check against a truth kept by the test (seed ${SEED}, REP
       leadId: b.lead_id,
       supplier,
       sid: typeof body.sid === 'string' ? body.sid.trim() : null,
-      s1: typeof body.s1 === 'string' ? body.s1.trim() : null,
+      // Trimmed; one that trims to nothing is no click id.
+      s1: typeof body.s1 === 'string' && body.s1.trim() !== '' ? body.s1.trim() : null,
       state: stateRaw === null ? null : (STATE_FORMS[stateRaw] ?? null),
       test: body.test === true,
       at: ms,
