@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto';
 import type { EventStore } from '../event-store/index.js';
 import type { LeadOutcome } from '../leads/outcome.js';
+import { retryWhileClaimsBlock } from './contacts.js';
 import { type Decider, handleCommand, readFolded } from './handler.js';
 import { hashedStream } from './streams.js';
 
@@ -26,18 +27,25 @@ export type IdempotencyClaim =
   | { readonly kind: 'in_flight' }
   | { readonly kind: 'other_body' };
 
+/** A claim that went stale before its answer was stored: the lead it was for, and the body it was made with. */
+interface StaleClaim {
+  readonly leadId: number;
+  readonly hash: string;
+}
+
 type KeyState =
   | { readonly kind: 'free' }
-  | { readonly kind: 'in_flight'; readonly hash: string; readonly at: number }
+  | { readonly kind: 'in_flight'; readonly hash: string; readonly at: number; readonly leadId: number | null; readonly replaced: StaleClaim | null }
   | { readonly kind: 'done'; readonly hash: string; readonly at: number; readonly answer: IdempotentAnswer };
 
 export type IdempotencyEvent =
-  | { readonly type: 'IdempotencyKeyClaimed'; readonly data: { readonly request_hash: string; readonly at: string } }
+  /** `lead_id`: the id reserved for the request's lead (absent in claims of older releases). */
+  | { readonly type: 'IdempotencyKeyClaimed'; readonly data: { readonly request_hash: string; readonly at: string; readonly lead_id?: number } }
   | { readonly type: 'IdempotentResponseRecorded'; readonly data: { readonly at: string; readonly outcome: LeadOutcome; readonly trace_id: string } }
   | { readonly type: 'IdempotencyKeyReleased'; readonly data: { readonly at: string } };
 
 export type IdempotencyCommand =
-  | { readonly type: 'ClaimIdempotencyKey'; readonly hash: string; readonly now: number }
+  | { readonly type: 'ClaimIdempotencyKey'; readonly hash: string; readonly now: number; readonly leadId?: number }
   /** The claim made at `claimedAt` ends: with the response it led to, or released when nothing was recorded. */
   | { readonly type: 'CompleteIdempotencyKey'; readonly claimedAt: number; readonly now: number; readonly answer: IdempotentAnswer }
   | { readonly type: 'ReleaseIdempotencyKey'; readonly claimedAt: number; readonly now: number };
@@ -51,7 +59,11 @@ function taken(state: KeyState, now: number): boolean {
 export const idempotencyDecider: Decider<IdempotencyCommand, KeyState, IdempotencyEvent> = {
   initialState: { kind: 'free' },
   evolve(state, { type, data }) {
-    if (type === 'IdempotencyKeyClaimed') return { kind: 'in_flight', hash: data.request_hash, at: Date.parse(data.at) };
+    if (type === 'IdempotencyKeyClaimed') {
+      // Taken over from a claim that went stale: which lead that one was for, to look for it.
+      const replaced = state.kind === 'in_flight' && state.leadId !== null ? { leadId: state.leadId, hash: state.hash } : null;
+      return { kind: 'in_flight', hash: data.request_hash, at: Date.parse(data.at), leadId: data.lead_id ?? null, replaced };
+    }
     if (type === 'IdempotencyKeyReleased') return { kind: 'free' };
     if (type === 'IdempotentResponseRecorded' && state.kind === 'in_flight') {
       return { kind: 'done', hash: state.hash, at: state.at, answer: { outcome: data.outcome, traceId: data.trace_id } };
@@ -61,7 +73,8 @@ export const idempotencyDecider: Decider<IdempotencyCommand, KeyState, Idempoten
   decide(command, state) {
     const at = new Date(command.now).toISOString();
     if (command.type === 'ClaimIdempotencyKey') {
-      return taken(state, command.now) ? [] : [{ type: 'IdempotencyKeyClaimed', data: { request_hash: command.hash, at } }];
+      if (taken(state, command.now)) return [];
+      return [{ type: 'IdempotencyKeyClaimed', data: { request_hash: command.hash, at, ...(command.leadId === undefined ? {} : { lead_id: command.leadId }) } }];
     }
     // A claim taken over after it went stale is no longer this request's to end.
     if (state.kind !== 'in_flight' || state.at !== command.claimedAt) return [];
@@ -120,7 +133,14 @@ export class IdempotencyKeys {
     private readonly names: IdempotencyNames = plainIdempotencyNames,
   ) {}
 
-  async claim(supplier: string, key: string, body: Buffer): Promise<IdempotencyClaim> {
+  /**
+   * Claims the key for a request with this body. `leadId`: the id reserved for its lead, recorded
+   * with the claim. `recover`: the answer a lead's own stream gives, null when it was never
+   * recorded. A process that died after recording its lead and before storing the answer left a
+   * claim that goes stale; the request that takes it over finds that lead by the claim's id and is
+   * answered with it, rather than make a second lead that the first would refuse as its duplicate.
+   */
+  async claim(supplier: string, key: string, body: Buffer, lead: { readonly leadId: number; recover(leadId: number): Promise<IdempotentAnswer | null> } | null = null): Promise<IdempotencyClaim> {
     const stream = this.names.stream(supplier, key);
     const hash = this.names.fingerprint(body);
     // A key used just before this release was named plainly: its answer still stands.
@@ -130,11 +150,20 @@ export class IdempotencyKeys {
       if (taken(state, this.now())) return heldBy(state, hash, body);
     }
     // A key is usually new: the claim is first tried as a new stream, without reading it.
-    const claimed = await handleCommand(this.store, stream, idempotencyDecider, { type: 'ClaimIdempotencyKey', hash, now: this.now() }, { assumeNew: true });
+    const claim = { type: 'ClaimIdempotencyKey' as const, hash, now: this.now(), ...(lead ? { leadId: lead.leadId } : {}) };
+    const claimed = await handleCommand(this.store, stream, idempotencyDecider, claim, { assumeNew: true });
     const { state } = claimed;
     if (claimed.events.length === 0) return heldBy(state, hash, body);
     if (state.kind !== 'in_flight') throw new Error('a claimed idempotency key is in flight');
     const end = (command: IdempotencyCommand) => handleCommand(this.store, stream, idempotencyDecider, command, { from: claimed }).then(() => {});
+    const recovered = state.replaced && lead ? await lead.recover(state.replaced.leadId) : null;
+    if (recovered) {
+      // The key's answer is that lead's, stored now: this request is its retry, or another body's.
+      // Stored in the background while the store fails: a retry meanwhile recovers it again.
+      const store = () => end({ type: 'CompleteIdempotencyKey', claimedAt: state.at, now: this.now(), answer: recovered });
+      await store().catch(() => retryWhileClaimsBlock(store, IN_FLIGHT_STALE_MS));
+      return sameBody(state.replaced!.hash, hash, body) ? { kind: 'replay', answer: recovered } : { kind: 'other_body' };
+    }
     return {
       kind: 'claimed',
       complete: (answer) => end({ type: 'CompleteIdempotencyKey', claimedAt: state.at, now: this.now(), answer }),

@@ -14,7 +14,7 @@ import { type Contact, type ContactClaim, type ContactRegistry, retryWhileClaims
 import { type Folded, handleCommand, readFolded } from '../handler.js';
 import { standingBids } from '../ping/bidding.js';
 import { PingConsumedError, type PingState, pingDecider } from '../ping/decider.js';
-import { IN_FLIGHT_STALE_MS, type IdempotencyKeys } from '../idempotency.js';
+import { IN_FLIGHT_STALE_MS, type IdempotencyKeys, type IdempotentAnswer } from '../idempotency.js';
 import type { LeadIdAllocator } from '../lead-ids.js';
 import { type PostLeadCommand, type RoutingDecision, leadDecider, outcomeOf } from './decider.js';
 import type { PostLead, PostLeadRequest, PostLeadResult } from './port.js';
@@ -62,14 +62,17 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     // 1. Idempotency-Key: of several requests with one key, the first records the lead and the
     //    others get its answer, as it was.
     const key = request.idempotencyKey;
-    if (key === undefined) return recorded(await decideLead(request), request.traceId);
+    if (key === undefined) return recorded(await decideLead(request, await deps.leadIds.nextId()), request.traceId);
     if (!IDEMPOTENCY_KEY.test(key)) return conflict('malformed_key');
-    const claim = await deps.idempotency.claim(request.principal.name, key, request.rawBody);
+    // The lead's id is reserved before the claim, which records it: a retry that finds the claim
+    // stale looks for that lead (a refused retry leaves a gap in the ids, as a crash does).
+    const leadId = await deps.leadIds.nextId();
+    const claim = await deps.idempotency.claim(request.principal.name, key, request.rawBody, { leadId, recover: recoveredAnswer });
     if (claim.kind === 'replay') return { kind: 'recorded', outcome: claim.answer.outcome, traceId: claim.answer.traceId, replayed: true };
     if (claim.kind !== 'claimed') return conflict(claim.kind);
     let outcome: LeadOutcome;
     try {
-      outcome = await decideLead(request);
+      outcome = await decideLead(request, leadId);
     } catch (error) {
       await claim.abandon().catch(() => {});
       throw error;
@@ -82,11 +85,10 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     return recorded(outcome, request.traceId);
   }
 
-  async function decideLead(request: PostLeadRequest): Promise<LeadOutcome> {
+  async function decideLead(request: PostLeadRequest, leadId: number): Promise<LeadOutcome> {
     // One clock and one routing file for the whole lead, even if the file is reloaded meanwhile.
     const now = deps.now();
     const routing = deps.routing();
-    const leadId = await deps.leadIds.nextId();
     const who = { leadId, supplier: request.principal.name, keyId: request.principal.keyId, now };
     // 2. Validate and normalise: every failing field is named at once.
     const validation = deps.validate(request.body, request.repeated);
@@ -168,6 +170,14 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       if (postedPing !== null) await releasePing(request, postedPing, leadId, now);
       throw error;
     }
+  }
+
+  /** A recorded lead's answer, as its post was answered (its own trace), for an Idempotency-Key whose answer was never stored; null when it was never recorded. */
+  async function recoveredAnswer(leadId: number): Promise<IdempotentAnswer | null> {
+    const events = await deps.store.readStream(leadStream(leadId), { maxCount: 1 });
+    const trace = events[0]?.metadata?.trace_id;
+    const outcome = events.length === 0 ? null : await recordedOutcome(leadId, deps.routing().currency);
+    return outcome && typeof trace === 'string' ? { outcome, traceId: trace } : null;
   }
 
   /** The outcome of the lead as its stream records it, or null when it has none. */
