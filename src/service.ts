@@ -252,7 +252,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const keyNames = await opened.step(() => idempotencyNames(contactHashes, store, overrides.now));
   const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (position: Position) => caughtUpWithin(projections, position, overrides.catchUpMs ?? CATCH_UP_MS) };
   const eraser = new ConsumerEraser({ ...consumerLeads, keys: personalData, hashes: contactHashes, contacts, now });
-  const caps = new CapLedger(store);
+  const caps = new CapLedger(store, () => now().getTime());
   // Bids are asked over keep-alive connections: a ping's deadline is too short for a TLS handshake per buyer.
   const bidAgent = await opened.step(
     () => buyerAgent({ ca: overrides.buyerCa, sentAgain: () => metrics.countSentAgain('bid') }),

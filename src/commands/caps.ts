@@ -1,4 +1,5 @@
 import type { EventStore } from '../event-store/index.js';
+import { leadStream } from '../events/lead-events.js';
 import { retryWhileClaimsBlock } from './contacts.js';
 import { type Decider, type Folded, handleCommand, readFolded } from './handler.js';
 
@@ -56,6 +57,13 @@ const UNREAD: Usage = { state: capDecider.initialState, revision: -1 };
 
 const MAX_CACHED_PERIODS = 10_000;
 
+/**
+ * How long after its cap slot a sale's lead must be recorded, else the slot is given back. Far
+ * longer than any post takes (its checks are time-boxed to seconds): a post still under way when
+ * its slot went back would pass the cap by one.
+ */
+const ORPHAN_SLOT_MS = 5 * 60_000;
+
 const capStream = (buyer: string, cap: CapPeriod): string => `cap-${buyer}-${cap.index}-${cap.key}`;
 
 interface PendingTake {
@@ -71,7 +79,13 @@ export class CapLedger {
   private readonly waiting = new Map<string, PendingTake[]>();
   private readonly busy = new Set<string>();
 
-  constructor(private readonly store: EventStore) {}
+  /** Per period stream, the revision up to which every slot taken is known to be a recorded lead's or given back. */
+  private readonly vouched = new Map<string, number>();
+
+  constructor(
+    private readonly store: EventStore,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /**
    * Takes one slot in every cap of the buyer, or none: null when it took them, else the cap it
@@ -157,11 +171,47 @@ export class CapLedger {
     // What this instance knows may be full while slots were given back since (here or elsewhere):
     // a refusal is only decided on what the stream holds now. Room is decided at once, and a
     // conflict then reads what came since.
-    if (group.some((take, index) => known.state.used + index >= take.max)) known = await readFolded(this.store, stream, capDecider, known);
+    const full = () => group.some((take, index) => known.state.used + index >= take.max);
+    if (full()) {
+      known = await readFolded(this.store, stream, capDecider, known);
+      if (full() && (await this.freeOrphans(stream, known.state.released))) known = await readFolded(this.store, stream, capDecider, known);
+    }
     const handled = await handleCommand(this.store, stream, capDecider, command, { from: known });
     this.remember(stream, handled);
     const granted = new Set(handled.events.map((event) => event.data.lead_id));
     for (const take of group) take.resolve(granted.has(take.leadId));
+  }
+
+  /**
+   * Gives back the slots of a full period whose leads were never recorded, ORPHAN_SLOT_MS after
+   * they were taken: a process killed between a sale's cap slot and its lead's append left them,
+   * and nothing else would, so the cap sold fewer leads than its max for the rest of the period.
+   * Each slot's lead is looked up once: the revision up to which all are vouched for is remembered.
+   * True when one was given back.
+   */
+  private async freeOrphans(stream: string, released: ReadonlySet<number>): Promise<boolean> {
+    const from = this.vouched.get(stream) ?? -1;
+    const events = await this.store.readStream(stream, { fromRevision: from + 1 });
+    const givenBack = new Set(released);
+    for (const event of events) if (event.type === 'CapSlotReleased') givenBack.add((event.data as { lead_id: number }).lead_id);
+    let through = from;
+    let young = false;
+    let freed = false;
+    for (const event of events) {
+      const leadId = (event.data as { lead_id: number }).lead_id;
+      if (event.type === 'CapSlotTaken' && !givenBack.has(leadId)) {
+        if (this.now() - event.created < ORPHAN_SLOT_MS) young = true;
+        else if ((await this.store.readStream(leadStream(leadId), { maxCount: 1 })).length === 0) {
+          await this.give(stream, leadId);
+          freed = true;
+        }
+      }
+      // A young slot may yet be a lead's: it is looked at again next time, and so is all after it.
+      if (!young) through = event.revision;
+    }
+    if (!this.vouched.has(stream) && this.vouched.size >= MAX_CACHED_PERIODS) this.vouched.delete(this.vouched.keys().next().value!);
+    this.vouched.set(stream, through);
+    return freed;
   }
 
   private async give(stream: string, leadId: number): Promise<void> {

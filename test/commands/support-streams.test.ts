@@ -219,6 +219,27 @@ describe('support streams (on the embedded store)', function () {
       expect(await ledger.reserve('back', [cap], 6)).to.equal(cap);
     });
 
+    it("a slot whose lead is still not recorded 5 minutes on is given back when the cap is found full; a recorded lead's slot, or a young one, never", async function () {
+      let clock = Date.now();
+      const ledger = new CapLedger(store, () => clock);
+      const cap = { index: 0, max: 2, key: 'orphans' };
+      // Lead 1 is recorded; lead 2's process died between its slot and its lead.
+      expect(await ledger.reserve('orphans', [cap], 1)).to.equal(null);
+      await store.append('lead-1', [{ type: 'LeadReceived', data: { lead_id: 1 } }]);
+      expect(await ledger.reserve('orphans', [cap], 2)).to.equal(null);
+      // Full, and lead 2's slot is young: it may still be a post under way.
+      expect(await ledger.reserve('orphans', [cap], 3)).to.equal(cap);
+      clock += 5 * 60_000 + 1;
+      expect(await ledger.reserve('orphans', [cap], 4)).to.equal(null);
+      const stream = (await store.readStream('cap-orphans-0-orphans')).map((e) => [e.type, (e.data as { lead_id: number }).lead_id]);
+      expect(stream).to.deep.equal([['CapSlotTaken', 1], ['CapSlotTaken', 2], ['CapSlotReleased', 2], ['CapSlotTaken', 4]]);
+      // Lead 4's slot is young, lead 1's recorded: the cap stays full.
+      clock += 5 * 60_000 + 1;
+      await store.append('lead-4', [{ type: 'LeadReceived', data: { lead_id: 4 } }]);
+      expect(await ledger.reserve('orphans', [cap], 5)).to.equal(cap);
+      expect(await store.readStream('cap-orphans-0-orphans')).to.have.length(4);
+    });
+
     it('a give-back retried after it landed frees the slot once: the cap is never exceeded', async function () {
       const ledger = new CapLedger(store);
       const cap = { index: 0, max: 2, key: 'twice' };
