@@ -1,7 +1,7 @@
 // Loads the routing file once at start: validated, defaults applied, and tagged
 // with a version so every LeadRouted event says which rules decided it.
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import type { CheckName } from '../enrichment/check.js';
 import { type ConfigProblem, findProblems } from './config-checks.js';
 import {
@@ -99,13 +99,17 @@ export class RoutingConfigError extends Error {
   }
 }
 
+/**
+ * The largest routing file read. 600 buyers with every field set come to about 90 KB, so this is
+ * forty times more than a real file needs. A file over it is something else put in its place (a
+ * leads export, a log), and tens of MB of JSON values parsed on a heap capped at 128 MB abort the
+ * process (at start, or on a reload that should have left the routing in force) instead of
+ * refusing the file.
+ */
+export const MAX_ROUTING_FILE_BYTES = 4 * 1024 * 1024;
+
 export function loadRoutingConfig(path: string): LoadedRoutingConfig {
-  let bytes: Buffer;
-  try {
-    bytes = readFileSync(path);
-  } catch (error) {
-    throw new RoutingConfigError(path, [{ path: '', message: `cannot read the file: ${(error as Error).message}` }]);
-  }
+  const bytes = readAtMost(path, MAX_ROUTING_FILE_BYTES);
   let json: unknown;
   const text = textOf(bytes, path);
   try {
@@ -185,6 +189,46 @@ function ping(entry: PingEntry | undefined): PingBidding | null {
 
 function bucket(entry: BucketEntry): Bucket {
   return { id: entry.id, default: entry.default ?? false, states: entry.states ?? null, zip_prefixes: entry.zip_prefixes ?? null };
+}
+
+/**
+ * The file's bytes, refused when there are more than `limit`: by its size before anything is read,
+ * and by what is read (at most limit+1 bytes) for a file that grows meanwhile or has no size (a
+ * pipe, a device), so an oversized file never takes more memory than the limit.
+ */
+function readAtMost(path: string, limit: number): Buffer {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, 'r');
+    const size = fstatSync(fd).size;
+    if (size > limit) throw tooLarge(path, size, limit);
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(Math.min(64 * 1024, limit + 1 - total));
+      const read = readSync(fd, chunk, 0, chunk.length, null);
+      if (read === 0) break;
+      chunks.push(chunk.subarray(0, read));
+      total += read;
+      if (total > limit) throw tooLarge(path, null, limit);
+    }
+    return Buffer.concat(chunks, total);
+  } catch (error) {
+    if (error instanceof RoutingConfigError) throw error;
+    throw new RoutingConfigError(path, [{ path: '', message: `cannot read the file: ${(error as Error).message}` }]);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+const MB = 1024 * 1024;
+
+/** `size` null: over the limit by what was read, its whole size unknown. */
+function tooLarge(path: string, size: number | null, limit: number): RoutingConfigError {
+  // A file just over the limit would read "4.0 MB" beside "at most 4 MB": then its bytes are given.
+  const shown = size === null ? `over ${limit / MB} MB` : (size / MB).toFixed(1) === (limit / MB).toFixed(1) ? `${size} bytes` : `${(size / MB).toFixed(1)} MB`;
+  const bytes = size !== null && shown.endsWith('bytes') ? ` (${limit} bytes)` : '';
+  return new RoutingConfigError(path, [{ path: '', message: `is ${shown}; a routing file is at most ${limit / MB} MB${bytes}` }]);
 }
 
 function versionOf(content: Buffer | string): string {

@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { connect } from 'node:tls';
 import { join } from 'node:path';
 import { loadOrCreateTls } from '../../src/http/tls.js';
+import { MAX_ROUTING_FILE_BYTES } from '../../src/routing/load-config.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 import { TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
@@ -91,6 +92,8 @@ describe('reloading the routing file and the TLS certificate', function () {
     for (const [edit, problem] of [
       ['{"currency": "USD", "buyers": [', 'invalid JSON'],
       [JSON.stringify({ currency: 'USD', buyers: [{ id: 'first-buyer', price: -5 }] }), 'buyers[0].price'],
+      // Something else copied over it, tens of MB of values, would not fit the heap: refused by its size.
+      [`[${' '.repeat(MAX_ROUTING_FILE_BYTES)}]`, 'a routing file is at most 4 MB'],
     ] as const) {
       writeFileSync(routingFile(), edit);
       const result = await svc.service.reload();
@@ -103,7 +106,7 @@ describe('reloading the routing file and the TLS certificate', function () {
       expect(await metricsVersion()).to.equal(version);
     }
     // What an alert on a file on disk that does not load reads.
-    expect(await reloads()).to.deep.equal({ 'routing refused': 2, 'tls unchanged': 2 });
+    expect(await reloads()).to.deep.equal({ 'routing refused': 3, 'tls unchanged': 3 });
   });
 
   it('with LEADPOST_ROUTING_WATCH_SECONDS, takes an edit of the file with no signal; an edit that does not load changes nothing until it is mended', async function () {

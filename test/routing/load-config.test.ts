@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RoutingConfigError, loadRoutingConfig, parseRoutingConfig } from '../../src/routing/load-config.js';
+import { MAX_ROUTING_FILE_BYTES, RoutingConfigError, loadRoutingConfig, parseRoutingConfig } from '../../src/routing/load-config.js';
 import { tempDir } from '../support/tmp.js';
 import { problemsOf, routing } from './fixtures.js';
 
@@ -156,6 +156,35 @@ describe('loading the routing file', function () {
       withFile('{"buyers":[{"id":"a","name":"Café Law – Zürich","price":10}]}', (path) => {
         expect(loadRoutingConfig(path).buyers[0]!.name).to.equal('Café Law – Zürich');
       });
+    });
+
+    it('given a file one byte over the size limit, when loaded, then it is refused by its size in one line, before it is read', function () {
+      withFile('', (path) => {
+        truncateSync(path, MAX_ROUTING_FILE_BYTES + 1);
+
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: is ${MAX_ROUTING_FILE_BYTES + 1} bytes; a routing file is at most 4 MB (${MAX_ROUTING_FILE_BYTES} bytes)`);
+      });
+    });
+
+    it('given a leads export of tens of MB in place of the routing file, when loaded, then it is refused by its size in MB', function () {
+      withFile('', (path) => {
+        truncateSync(path, 59 * 1024 * 1024 + 300 * 1024);
+
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: is 59.3 MB; a routing file is at most 4 MB`);
+      });
+    });
+
+    it('given a file of exactly the size limit, when loaded, then it is read and loads', function () {
+      const json = '{"buyers":[{"id":"a","price":1}]}';
+      withFile(json + ' '.repeat(MAX_ROUTING_FILE_BYTES - json.length), (path) => {
+        expect(loadRoutingConfig(path).buyers.map((b) => b.id)).to.deep.equal(['a']);
+      });
+    });
+
+    it('given a path with no size that never ends (a device), when loaded, then no more than the limit is read and it is refused', function () {
+      if (!existsSync('/dev/zero')) this.skip();
+
+      expect(catchError(() => loadRoutingConfig('/dev/zero')).message).to.equal('/dev/zero: is over 4 MB; a routing file is at most 4 MB');
     });
 
     it('given a path with no file, when loaded, then the message says it cannot be read', function () {
