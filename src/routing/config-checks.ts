@@ -1,7 +1,9 @@
 // Turns a routing file into the list of everything wrong with it, each problem tied to the field an
-// operator has to edit. Everything is reported in one go so a broken deploy takes one fix, not ten.
+// operator has to edit. Everything is reported in one go so a broken deploy takes one fix, not ten;
+// but a file that is something else (a leads export, a log) can hold a problem per value, hundreds
+// of thousands of them, so the list stops at MOST_PROBLEMS and nothing holds all of them at once.
 import type { ErrorObject } from 'ajv';
-import { DEFAULTS, validateRoutingFile } from './config-schema.js';
+import { DEFAULTS, FIELD_NAMES, isRoutingFile, validateRoutingFile } from './config-schema.js';
 
 export interface ConfigProblem {
   /** `buyers[1].caps[0].tz`; empty for a problem with the file as a whole. */
@@ -11,18 +13,94 @@ export interface ConfigProblem {
 
 type Json = Record<string, unknown>;
 
+/** More than a hand edit gets wrong; past it the list says so rather than growing with the file. */
+export const MOST_PROBLEMS = 50;
+
 export function findProblems(json: unknown): ConfigProblem[] {
-  const problems = validateRoutingFile(json) ? [] : (validateRoutingFile.errors ?? []).map(describe);
-  problems.push(...nullFields(json, ''), ...duplicateIds(json, 'buyers', 'buyer'), ...duplicateIds(json, 'buckets', 'bucket'));
-  problems.push(...unknownCurrency(json), ...bucketDefaults(json), ...emptyWindows(json), ...repeatedCapPeriods(json), ...bidCeilings(json));
-  return firstPerField(problems);
+  const problems: ConfigProblem[] = [];
+  // One line per field: the first problem is the one to fix; ajv's follow-ups (a missing
+  // discriminator after a missing `kind`, a null that also fails its enum) only add noise.
+  const seen = new Set<string>();
+  for (const problem of allProblems(json)) {
+    if (seen.has(problem.path)) continue;
+    seen.add(problem.path);
+    if (problems.length === MOST_PROBLEMS) {
+      problems.push({ path: '', message: `and more: only the first ${MOST_PROBLEMS} problems are listed` });
+      break;
+    }
+    problems.push(problem);
+  }
+  return problems;
 }
 
-// One line per field: the first problem is the one to fix; ajv's follow-ups (a missing
-// discriminator after a missing `kind`, a null that also fails its enum) only add noise.
-function firstPerField(problems: ConfigProblem[]): ConfigProblem[] {
-  const seen = new Set<string>();
-  return problems.filter((p) => !seen.has(p.path) && seen.add(p.path));
+function* allProblems(json: unknown): Generator<ConfigProblem> {
+  if (!isRoutingFile(json)) yield* schemaProblems(json);
+  yield* nullFields(json);
+  yield* duplicateIds(json, 'buyers', 'buyer');
+  yield* duplicateIds(json, 'buckets', 'bucket');
+  yield* unknownCurrency(json);
+  yield* bucketDefaults(json);
+  yield* emptyWindows(json);
+  yield* repeatedCapPeriods(json);
+  yield* bidCeilings(json);
+}
+
+/**
+ * The schema's errors, found a piece at a time: the file without its lists, then each buyer and
+ * bucket on its own (a valid one costs nothing), each piece cut down to what the schema can look
+ * at (see `pruned`). ajv lists every error of what it is given, and a file of a million wrong
+ * values would otherwise be a million errors held at once.
+ */
+function* schemaProblems(json: unknown): Generator<ConfigProblem> {
+  const firstError = isRoutingFile.errors?.[0];
+  if (!isObject(json)) {
+    yield* validated(json, (path) => path);
+    return;
+  }
+  const top: Json = { ...json };
+  for (const list of LISTS) if (Array.isArray(top[list])) top[list] = [];
+  yield* validated(top, (path) => path);
+  for (const list of LISTS) {
+    const items = json[list];
+    if (!Array.isArray(items)) continue;
+    for (let i = 0; i < items.length; i++) {
+      const piece = list === 'buyers' ? { buyers: [items[i]] } : { buyers: [], buckets: [items[i]] };
+      if (isRoutingFile(piece)) continue;
+      yield* validated(piece, (path) => path.replace(`/${list}/0`, `/${list}/${i}`));
+    }
+  }
+  // A mistake beyond what a piece keeps (the 300th ZIP prefix of one buyer) is still reported.
+  if (firstError) yield describe(firstError, (path) => path);
+}
+
+const LISTS = ['buyers', 'buckets'] as const;
+
+function* validated(piece: unknown, at: (instancePath: string) => string): Generator<ConfigProblem> {
+  if (validateRoutingFile(pruned(piece, 0))) return;
+  for (const error of validateRoutingFile.errors ?? []) yield describe(error, at);
+}
+
+/** Items of a list and unknown fields of an object kept, and levels of nesting: far more than any routing file has. */
+const PRUNED_ITEMS = 200;
+const PRUNED_DEPTH = 8;
+
+/**
+ * The value with each list cut to its first PRUNED_ITEMS items, each object to its known fields and
+ * its first PRUNED_ITEMS others, and nothing below PRUNED_DEPTH (where the schema never looks), so
+ * the errors of one piece are bounded however much the file holds.
+ */
+function pruned(value: unknown, depth: number): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return depth >= PRUNED_DEPTH ? [] : value.slice(0, PRUNED_ITEMS).map((v) => pruned(v, depth + 1));
+  if (depth >= PRUNED_DEPTH) return {};
+  const kept: Json = {};
+  let others = 0;
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
+    if (!FIELD_NAMES.has(key) && others++ >= PRUNED_ITEMS) continue;
+    kept[key] = pruned((value as Json)[key], depth + 1);
+  }
+  return kept;
 }
 
 function fieldPath(pointer: string): string {
@@ -43,8 +121,8 @@ function show(value: unknown): string {
 
 const HINTED = new Set(['pattern', 'format', 'enum', 'multipleOf', 'maximum']);
 
-function describe(error: ErrorObject): ConfigProblem {
-  const path = fieldPath(error.instancePath);
+function describe(error: ErrorObject, at: (instancePath: string) => string): ConfigProblem {
+  const path = fieldPath(at(error.instancePath));
   const params = error.params as Json;
   switch (error.keyword) {
     case 'required':
@@ -68,34 +146,48 @@ function describe(error: ErrorObject): ConfigProblem {
 
 // The schema has to mark optional fields `nullable` for ajv's typing, but no field means anything
 // by null: `"active": null` silently becoming `true` is exactly the typo this check exists for.
-function nullFields(value: unknown, path: string): ConfigProblem[] {
-  if (value === null) return path ? [{ path, message: 'must not be null (leave the field out instead)' }] : [];
-  if (Array.isArray(value)) return value.flatMap((v, i) => nullFields(v, `${path}[${i}]`));
-  if (typeof value === 'object') return Object.entries(value).flatMap(([k, v]) => nullFields(v, join(path, k)));
-  return [];
+// Walked with a stack of its own, not by recursion, and not below PRUNED_DEPTH (no field is that
+// deep): a file nested thousands of levels deep must not overflow the call stack.
+function* nullFields(json: unknown): Generator<ConfigProblem> {
+  const stack: Array<{ readonly path: string; readonly depth: number; readonly children: Iterator<[string, unknown]> }> = [];
+  const visit = function* (value: unknown, path: string, depth: number): Generator<ConfigProblem> {
+    if (value === null && path) yield { path, message: 'must not be null (leave the field out instead)' };
+    if (typeof value === 'object' && value !== null && depth < PRUNED_DEPTH) stack.push({ path, depth, children: childrenOf(value) });
+  };
+  yield* visit(json, '', 0);
+  while (stack.length > 0) {
+    const top = stack[stack.length - 1]!;
+    const next = top.children.next();
+    if (next.done) stack.pop();
+    else yield* visit(next.value[1], next.value[0].startsWith('[') ? `${top.path}${next.value[0]}` : join(top.path, next.value[0]), top.depth + 1);
+  }
+}
+
+/** An object's fields or a list's items, each with its path segment, one at a time. */
+function* childrenOf(value: object): Generator<[string, unknown]> {
+  if (Array.isArray(value)) for (let i = 0; i < value.length; i++) yield [`[${i}]`, value[i]];
+  else for (const key in value) if (Object.hasOwn(value, key)) yield [key, (value as Json)[key]];
 }
 
 /** The entries of `json[list]` that are objects, with their index; tolerant of a broken file. */
-function entries(json: unknown, list: string): Array<[number, Json]> {
+function* entries(json: unknown, list: string): Generator<[number, Json]> {
   const items = isObject(json) ? json[list] : undefined;
-  if (!Array.isArray(items)) return [];
-  return items.flatMap((item: unknown, i): Array<[number, Json]> => (isObject(item) ? [[i, item]] : []));
+  if (!Array.isArray(items)) return;
+  for (let i = 0; i < items.length; i++) if (isObject(items[i])) yield [i, items[i] as Json];
 }
 
 function isObject(value: unknown): value is Json {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function duplicateIds(json: unknown, list: string, noun: string): ConfigProblem[] {
+function* duplicateIds(json: unknown, list: string, noun: string): Generator<ConfigProblem> {
   const first = new Map<unknown, number>();
-  const problems: ConfigProblem[] = [];
   for (const [i, item] of entries(json, list)) {
     if (typeof item.id !== 'string') continue;
     const earlier = first.get(item.id);
     if (earlier === undefined) first.set(item.id, i);
-    else problems.push({ path: `${list}[${i}].id`, message: `duplicate ${noun} id ${show(item.id)} (also ${list}[${earlier}])` });
+    else yield { path: `${list}[${i}].id`, message: `duplicate ${noun} id ${show(item.id)} (also ${list}[${earlier}])` };
   }
-  return problems;
 }
 
 /**
@@ -112,7 +204,7 @@ function unknownCurrency(json: unknown): ConfigProblem[] {
 }
 
 function bucketDefaults(json: unknown): ConfigProblem[] {
-  const buckets = entries(json, 'buckets');
+  const buckets = [...entries(json, 'buckets')];
   const defaults = buckets.filter(([, b]) => b.default === true);
   const problems: ConfigProblem[] = [];
   if (buckets.length > 0 && defaults.length === 0) {
@@ -131,12 +223,12 @@ function bucketDefaults(json: unknown): ConfigProblem[] {
   return problems;
 }
 
-function emptyWindows(json: unknown): ConfigProblem[] {
-  return entries(json, 'buyers').flatMap(([i, buyer]) => {
+function* emptyWindows(json: unknown): Generator<ConfigProblem> {
+  for (const [i, buyer] of entries(json, 'buyers')) {
     const hours = buyer.hours;
     const empty = isObject(hours) && typeof hours.start === 'string' && hours.start === hours.end;
-    return empty ? [{ path: `buyers[${i}].hours.end`, message: `must differ from start ${show(hours.start)} (use 00:00-24:00 for the whole day)` }] : [];
-  });
+    if (empty) yield { path: `buyers[${i}].hours.end`, message: `must differ from start ${show(hours.start)} (use 00:00-24:00 for the whole day)` };
+  }
 }
 
 // Two caps of one period in one zone count the same sales over the same window: the lower max
@@ -144,23 +236,23 @@ function emptyWindows(json: unknown): ConfigProblem[] {
 // counted on its own, and both can bind.) One zone has many spellings (US/Pacific, PST8PDT and
 // america/los_angeles are America/Los_Angeles; utc and Etc/UTC are UTC), so zones are compared as
 // Intl resolves them.
-function repeatedCapPeriods(json: unknown): ConfigProblem[] {
-  return entries(json, 'buyers').flatMap(([i, buyer]) => {
+function* repeatedCapPeriods(json: unknown): Generator<ConfigProblem> {
+  for (const [i, buyer] of entries(json, 'buyers')) {
     const first = new Map<string, { index: number; tz: string }>();
-    return entries(buyer, 'caps').flatMap(([j, cap]): ConfigProblem[] => {
-      if (typeof cap.period !== 'string') return [];
+    for (const [j, cap] of entries(buyer, 'caps')) {
+      if (typeof cap.period !== 'string') continue;
       const tz = typeof cap.tz === 'string' ? cap.tz : DEFAULTS.cap_tz;
       const zone = canonicalZone(tz);
       const window = `${cap.period} ${zone}`;
       const earlier = first.get(window);
       if (earlier === undefined) {
         first.set(window, { index: j, tz });
-        return [];
+        continue;
       }
       const where = earlier.tz === tz ? `in ${show(tz)} (also buyers[${i}].caps[${earlier.index}])` : `in ${show(tz)} (also buyers[${i}].caps[${earlier.index}], in ${show(earlier.tz)}: both are ${zone})`;
-      return [{ path: `buyers[${i}].caps[${j}].period`, message: `a second ${show(cap.period)} cap ${where}; only the lower max would ever count` }];
-    });
-  });
+      yield { path: `buyers[${i}].caps[${j}].period`, message: `a second ${show(cap.period)} cap ${where}; only the lower max would ever count` };
+    }
+  }
 }
 
 /** The zone Intl resolves a name to; an unknown name is itself (the schema reports it). */
@@ -174,15 +266,16 @@ function canonicalZone(tz: string): string {
 
 // A webhook bidder's ceiling under the file's floor would refuse every bid it can make: each
 // answer is either below min_bid or above max_bid.
-function bidCeilings(json: unknown): ConfigProblem[] {
+function* bidCeilings(json: unknown): Generator<ConfigProblem> {
   const minBid = isObject(json) && typeof json.min_bid === 'number' ? json.min_bid : 0;
-  return entries(json, 'buyers').flatMap(([i, buyer]): ConfigProblem[] => {
+  for (const [i, buyer] of entries(json, 'buyers')) {
     const ping = buyer.ping;
-    if (!isObject(ping) || ping.kind !== 'webhook') return [];
+    if (!isObject(ping) || ping.kind !== 'webhook') continue;
     const path = `buyers[${i}].ping.max_bid`;
     if (ping.max_bid === undefined) {
-      return minBid > DEFAULTS.max_bid ? [{ path, message: `is required when min_bid ${show(minBid)} is over the ceiling a bid has without one (${DEFAULTS.max_bid})` }] : [];
+      if (minBid > DEFAULTS.max_bid) yield { path, message: `is required when min_bid ${show(minBid)} is over the ceiling a bid has without one (${DEFAULTS.max_bid})` };
+    } else if (typeof ping.max_bid === 'number' && ping.max_bid < minBid) {
+      yield { path, message: `must be at least min_bid ${show(minBid)}, got ${show(ping.max_bid)}` };
     }
-    return typeof ping.max_bid === 'number' && ping.max_bid < minBid ? [{ path, message: `must be at least min_bid ${show(minBid)}, got ${show(ping.max_bid)}` }] : [];
-  });
+  }
 }

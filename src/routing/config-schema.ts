@@ -288,10 +288,30 @@ function isHttpsUrl(value: string): boolean {
   return URL.canParse(value) && new URL(value).protocol === 'https:';
 }
 
-const ajv = new Ajv({ allErrors: true, verbose: true, discriminator: true, multipleOfPrecision: 9, strict: true });
-ajv.addKeyword('hint');
-ajv.addFormat('time-zone', { type: 'string', validate: isTimeZone });
-ajv.addFormat('https-url', { type: 'string', validate: isHttpsUrl });
+function compile(allErrors: boolean) {
+  const ajv = new Ajv({ allErrors, verbose: true, discriminator: true, multipleOfPrecision: 9, strict: true });
+  ajv.addKeyword('hint');
+  ajv.addFormat('time-zone', { type: 'string', validate: isTimeZone });
+  ajv.addFormat('https-url', { type: 'string', validate: isHttpsUrl });
+  return ajv.compile<RoutingFile>(routingFileSchema);
+}
 
-/** Structural check of a parsed routing file; cross-field rules live in `config-checks.ts`. */
-export const validateRoutingFile = ajv.compile<RoutingFile>(routingFileSchema);
+/**
+ * Structural check of a parsed routing file, every error listed; cross-field rules live in
+ * `config-checks.ts`. Each error is a few hundred bytes held at once: give it a file of bounded
+ * size (config-checks gives it one entry at a time).
+ */
+export const validateRoutingFile = compile(true);
+
+/** The same check stopping at the first error: any file, however large or wrong, at no cost. */
+export const isRoutingFile = compile(false);
+
+/** Every field name the schema knows, at any depth. */
+export const FIELD_NAMES: ReadonlySet<string> = new Set(fieldNames(routingFileSchema));
+
+function* fieldNames(schema: unknown): Generator<string> {
+  if (typeof schema !== 'object' || schema === null) return;
+  const { properties } = schema as { properties?: Record<string, unknown> };
+  if (properties) yield* Object.keys(properties);
+  for (const value of Object.values(schema)) yield* fieldNames(value);
+}

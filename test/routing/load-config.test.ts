@@ -104,6 +104,27 @@ describe('loading the routing file', function () {
       ]);
     });
 
+    it('given a file with a problem in each of thousands of entries, when loaded, then the first 50 are listed and a last line says there are more', function () {
+      const problems = problemsOf({ buyers: Array.from({ length: 20_000 }, () => ({})) });
+
+      expect(problems).to.have.length(51);
+      expect(problems.slice(0, 3)).to.deep.equal(['test.json: buyers[0].id: is required', 'test.json: buyers[0].price: is required', 'test.json: buyers[1].id: is required']);
+      expect(problems[50]).to.equal('test.json: and more: only the first 50 problems are listed');
+    });
+
+    it('given one buyer with a wrong value far down a long list, when loaded, then it is still found', function () {
+      const zips = Array.from({ length: 1000 }, (_, i) => String(10000 + i));
+      zips[900] = '9x';
+
+      expect(problemsOf({ buyers: [{ id: 'a', price: 1, zip_prefixes: zips }] })).to.deep.equal(["test.json: buyers[0].zip_prefixes[900]: must be 1-5 digits, got '9x'"]);
+    });
+
+    it('given an unknown field nested 100,000 levels deep, when loaded, then it is one problem, not a stack overflow', function () {
+      withFile(`{"buyers": [], "extra": ${'['.repeat(100_000)}null${']'.repeat(100_000)}}`, (path) => {
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: extra: unknown field`);
+      });
+    });
+
     it('given a bad file, when loaded, then the error is a RoutingConfigError with the problems as data', function () {
       const error = catchError(() => parseRoutingConfig({ buyers: [{ id: 'acme-law' }] }, 'config/routing.json'));
 
