@@ -100,13 +100,15 @@ export class RoutingConfigError extends Error {
 }
 
 /**
- * The largest routing file read. 600 buyers with every field set come to about 90 KB, so this is
- * forty times more than a real file needs. A file over it is something else put in its place (a
- * leads export, a log), and tens of MB of JSON values parsed on a heap capped at 128 MB abort the
- * process (at start, or on a reload that should have left the routing in force) instead of
- * refusing the file.
+ * The largest routing file read. 600 buyers with every field set come to about 90 KB (with states
+ * and caps in several zones, 140 KB), so this is seven times the largest file known. A file over it
+ * is something else put in its place (a leads export, a log): tens of MB of JSON values parsed on
+ * a heap capped at 128 MB abort the process, at start or on a reload that should have left the
+ * routing in force. Not 4 MB: the densest 4 MB of JSON (1.4 million empty objects, or arrays nested
+ * two million deep) takes 90-120 MB once parsed, which the heap of a running service cannot spare;
+ * the densest 1 MB takes 20-30 MB.
  */
-export const MAX_ROUTING_FILE_BYTES = 4 * 1024 * 1024;
+export const MAX_ROUTING_FILE_BYTES = 1024 * 1024;
 
 export function loadRoutingConfig(path: string): LoadedRoutingConfig {
   const bytes = readAtMost(path, MAX_ROUTING_FILE_BYTES);
@@ -225,7 +227,7 @@ const MB = 1024 * 1024;
 
 /** `size` null: over the limit by what was read, its whole size unknown. */
 function tooLarge(path: string, size: number | null, limit: number): RoutingConfigError {
-  // A file just over the limit would read "4.0 MB" beside "at most 4 MB": then its bytes are given.
+  // A file just over the limit would read "1.0 MB" beside "at most 1 MB": then its bytes are given.
   const shown = size === null ? `over ${limit / MB} MB` : (size / MB).toFixed(1) === (limit / MB).toFixed(1) ? `${size} bytes` : `${(size / MB).toFixed(1)} MB`;
   const bytes = size !== null && shown.endsWith('bytes') ? ` (${limit} bytes)` : '';
   return new RoutingConfigError(path, [{ path: '', message: `is ${shown}; a routing file is at most ${limit / MB} MB${bytes}` }]);

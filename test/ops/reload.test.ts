@@ -93,7 +93,7 @@ describe('reloading the routing file and the TLS certificate', function () {
       ['{"currency": "USD", "buyers": [', 'invalid JSON'],
       [JSON.stringify({ currency: 'USD', buyers: [{ id: 'first-buyer', price: -5 }] }), 'buyers[0].price'],
       // Something else copied over it, tens of MB of values, would not fit the heap: refused by its size.
-      [`[${' '.repeat(MAX_ROUTING_FILE_BYTES)}]`, 'a routing file is at most 4 MB'],
+      [`[${' '.repeat(MAX_ROUTING_FILE_BYTES)}]`, 'a routing file is at most 1 MB'],
     ] as const) {
       writeFileSync(routingFile(), edit);
       const result = await svc.service.reload();

@@ -183,7 +183,7 @@ describe('loading the routing file', function () {
       withFile('', (path) => {
         truncateSync(path, MAX_ROUTING_FILE_BYTES + 1);
 
-        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: is ${MAX_ROUTING_FILE_BYTES + 1} bytes; a routing file is at most 4 MB (${MAX_ROUTING_FILE_BYTES} bytes)`);
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: is ${MAX_ROUTING_FILE_BYTES + 1} bytes; a routing file is at most 1 MB (${MAX_ROUTING_FILE_BYTES} bytes)`);
       });
     });
 
@@ -191,7 +191,7 @@ describe('loading the routing file', function () {
       withFile('', (path) => {
         truncateSync(path, 59 * 1024 * 1024 + 300 * 1024);
 
-        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: is 59.3 MB; a routing file is at most 4 MB`);
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: is 59.3 MB; a routing file is at most 1 MB`);
       });
     });
 
@@ -205,7 +205,7 @@ describe('loading the routing file', function () {
     it('given a path with no size that never ends (a device), when loaded, then no more than the limit is read and it is refused', function () {
       if (!existsSync('/dev/zero')) this.skip();
 
-      expect(catchError(() => loadRoutingConfig('/dev/zero')).message).to.equal('/dev/zero: is over 4 MB; a routing file is at most 4 MB');
+      expect(catchError(() => loadRoutingConfig('/dev/zero')).message).to.equal('/dev/zero: is over 1 MB; a routing file is at most 1 MB');
     });
 
     it('given a path with no file, when loaded, then the message says it cannot be read', function () {
