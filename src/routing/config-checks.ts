@@ -16,12 +16,13 @@ type Json = Record<string, unknown>;
 /** More than a hand edit gets wrong; past it the list says so rather than growing with the file. */
 export const MOST_PROBLEMS = 50;
 
-export function findProblems(json: unknown): ConfigProblem[] {
+/** `found`: problems the text showed before it was parsed (a key given twice), listed first. */
+export function findProblems(json: unknown, found: readonly ConfigProblem[] = []): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
   // One line per field: the first problem is the one to fix; ajv's follow-ups (a missing
   // discriminator after a missing `kind`, a null that also fails its enum) only add noise.
   const seen = new Set<string>();
-  for (const problem of allProblems(json)) {
+  for (const problem of chain(found, allProblems(json))) {
     if (seen.has(problem.path)) continue;
     seen.add(problem.path);
     if (problems.length === MOST_PROBLEMS) {
@@ -31,6 +32,10 @@ export function findProblems(json: unknown): ConfigProblem[] {
     problems.push(problem);
   }
   return problems;
+}
+
+function* chain<T>(...lists: Array<Iterable<T>>): Generator<T> {
+  for (const list of lists) yield* list;
 }
 
 function* allProblems(json: unknown): Generator<ConfigProblem> {
@@ -101,6 +106,11 @@ function pruned(value: unknown, depth: number): unknown {
     kept[key] = pruned((value as Json)[key], depth + 1);
   }
   return kept;
+}
+
+/** `['buyers', 0, 'active']` as `buyers[0].active`. */
+export function pathOf(segments: ReadonlyArray<string | number>): string {
+  return segments.reduce<string>((path, s) => (typeof s === 'number' ? `${path}[${s}]` : join(path, s)), '');
 }
 
 function fieldPath(pointer: string): string {

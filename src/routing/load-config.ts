@@ -3,7 +3,8 @@
 import { createHash } from 'node:crypto';
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import type { CheckName } from '../enrichment/check.js';
-import { type ConfigProblem, findProblems } from './config-checks.js';
+import { type ConfigProblem, MOST_PROBLEMS, findProblems, pathOf } from './config-checks.js';
+import { repeatedKeys } from './repeated-keys.js';
 import {
   type BucketEntry, type BuyerEntry, type CapPeriod, DEFAULTS, type DeliveryEntry, type HoursEntry, type PingEntry, type Requirement,
   type RoutingFile, type Strategy, type Weekday,
@@ -119,15 +120,17 @@ export function loadRoutingConfig(path: string): LoadedRoutingConfig {
   } catch (error) {
     throw new RoutingConfigError(path, [{ path: '', message: `invalid JSON: ${located((error as Error).message, text)}` }]);
   }
-  return resolve(json, path, versionOf(bytes));
+  // Parsed, a key given twice is its last value and nothing tells: it is found in the text.
+  const repeated = repeatedKeys(text, MOST_PROBLEMS + 1).map((r) => ({ path: pathOf(r.path), message: r.times === 2 ? 'given twice' : `given ${r.times} times` }));
+  return resolve(json, path, versionOf(bytes), repeated);
 }
 
 export function parseRoutingConfig(json: unknown, source: string): LoadedRoutingConfig {
   return resolve(json, source, versionOf(canonicalJson(json)));
 }
 
-function resolve(json: unknown, source: string, version: string): LoadedRoutingConfig {
-  const problems = findProblems(json);
+function resolve(json: unknown, source: string, version: string, found: readonly ConfigProblem[] = []): LoadedRoutingConfig {
+  const problems = findProblems(json, found);
   if (problems.length > 0) throw new RoutingConfigError(source, problems);
   const file = json as RoutingFile;
   const buckets = file.buckets?.length ? file.buckets.map(bucket) : [{ ...DEFAULTS.bucket, states: null, zip_prefixes: null }];

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runRoutingCommand } from '../../src/cli/routing.js';
@@ -73,6 +73,16 @@ describe('leadpost routing check', function () {
     expect(await runRoutingCommand(['check', file], run.io, {})).to.equal(1);
     expect(run.err()).to.include(`${file}: buyers[0].delivery.timeout_ms: must be at most 60000 (a minute), got 3000000000`);
     expect(run.err()).to.include(`${file}: buyers[0].ping.timeout_ms: must be at most 60000`);
+  });
+
+  it('the example file with "active": false added to a buyer that already says "active": true: refused by the repeated key, not shown as buying', async function () {
+    const example = readFileSync(fileURLToPath(new URL('../../../config/routing.json', import.meta.url)), 'utf8');
+    const file = join(dir.path, 'routing.json');
+    writeFileSync(file, example.replace('"id": "acme-law",', '"id": "acme-law",\n      "active": false,'));
+    const run = captured();
+    expect(await runRoutingCommand(['check', file], run.io, {})).to.equal(1);
+    expect(run.err()).to.equal(`leadpost routing check: ${file} does not load (1 problem):\n${file}: buyers[0].active: given twice\n`);
+    expect(run.out()).to.equal('');
   });
 
   it('a usage mistake exits 2 with the usage', async function () {

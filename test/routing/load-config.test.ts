@@ -208,6 +208,24 @@ describe('loading the routing file', function () {
       expect(catchError(() => loadRoutingConfig('/dev/zero')).message).to.equal('/dev/zero: is over 1 MB; a routing file is at most 1 MB');
     });
 
+    it('given keys given twice at several levels, when loaded, then each is refused by its path, before the other problems', function () {
+      const text = '{"currency": "USD", "buyers": [\n  {"id": "a", "price": 1, "active": true, "price": 2},\n  {"id": "b", "price": -1, "caps": [{"period": "day", "max": 5, "max": 50}]}\n], "currency": "EUR"}';
+      withFile(text, (path) => {
+        expect(catchError(() => loadRoutingConfig(path)).message.split('\n')).to.deep.equal([
+          `${path}: buyers[0].price: given twice`,
+          `${path}: buyers[1].caps[0].max: given twice`,
+          `${path}: currency: given twice`,
+          `${path}: buyers[1].price: must be >= 0`,
+        ]);
+      });
+    });
+
+    it('given a key three times, when loaded, then it says so', function () {
+      withFile('{"buyers": [], "strategy": "priority", "strategy": "priority", "strategy": "round_robin"}', (path) => {
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: strategy: given 3 times`);
+      });
+    });
+
     it('given a path with no file, when loaded, then the message says it cannot be read', function () {
       const error = catchError(() => loadRoutingConfig('/nonexistent/routing.json'));
 
