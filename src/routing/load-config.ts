@@ -115,14 +115,16 @@ export function loadRoutingConfig(path: string): LoadedRoutingConfig {
   const bytes = readAtMost(path, MAX_ROUTING_FILE_BYTES);
   let json: unknown;
   const text = textOf(bytes, path);
+  // Parsed, a key given twice is its last value and nothing tells: it is found in the text. Before
+  // parsing, so what the scan holds is gone by the time the parsed file is (a deep file needs both).
+  const repeated = repeatedKeys(text, MOST_PROBLEMS + 1);
   try {
     json = JSON.parse(text);
   } catch (error) {
     throw new RoutingConfigError(path, [{ path: '', message: `invalid JSON: ${located((error as Error).message, text)}` }]);
   }
-  // Parsed, a key given twice is its last value and nothing tells: it is found in the text.
-  const repeated = repeatedKeys(text, MOST_PROBLEMS + 1).map((r) => ({ path: pathOf(r.path), message: r.times === 2 ? 'given twice' : `given ${r.times} times` }));
-  return resolve(json, path, versionOf(bytes), repeated);
+  const twice = repeated.map((r) => ({ path: pathOf(r.path), message: r.times === 2 ? 'given twice' : `given ${r.times} times` }));
+  return resolve(json, path, versionOf(bytes), twice);
 }
 
 export function parseRoutingConfig(json: unknown, source: string): LoadedRoutingConfig {

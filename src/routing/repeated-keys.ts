@@ -3,9 +3,10 @@
 // says `"active": true` further down leaves it buying, and a merge can double a price or a cap the
 // same way. Other tools (an editor's outline, a reviewer, another parser) may read the other value.
 //
-// One pass over the text, which JSON.parse has already accepted, with a stack of its own rather than
-// recursion (a file may nest deeper than the call stack goes). Each open object remembers its keys,
-// and where it sits by a link to the one around it, so a path is only made for a key given twice.
+// One pass over the text, with a stack of its own rather than recursion (a file may nest deeper
+// than the call stack goes). Each open object remembers its keys, and where it sits by a link to
+// the one around it, so a path is only made for a key given twice. Text that is no JSON is scanned
+// to its end without a fault; what is found in it means nothing (JSON.parse says what is wrong).
 
 export type Segment = string | number;
 
@@ -32,7 +33,7 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
 /**
- * Every key given more than once in one object of `text` (valid JSON), in the order their second
+ * Every key given more than once in one object of `text` (JSON), in the order their second
  * occurrence comes; keys are compared as JSON reads them (`"\u0061ctive"` is `active`). Stops
  * looking for new ones once `most` are found.
  */
@@ -51,7 +52,7 @@ export function repeatedKeys(text: string, most = Infinity): RepeatedKey[] {
         }
       }
       if (!top?.keys || !top.expectKey) continue;
-      const key = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : text.slice(start + 1, i);
+      const key = escaped ? unescaped(text.slice(start, i + 1)) : text.slice(start + 1, i);
       top.at = key;
       top.expectKey = false;
       const seen = top.keys.get(key);
@@ -76,6 +77,15 @@ export function repeatedKeys(text: string, most = Infinity): RepeatedKey[] {
     }
   }
   return found;
+}
+
+/** A quoted key as JSON reads it; as written when its escapes are no JSON. */
+function unescaped(quoted: string): string {
+  try {
+    return JSON.parse(quoted) as string;
+  } catch {
+    return quoted;
+  }
 }
 
 /** The path to an object's place, made only when one of its keys is given twice. */

@@ -56,6 +56,10 @@ describe('keys given twice in a JSON text', function () {
     expect(found!.path.at(-1)).to.equal('x');
   });
 
+  it('given text that is no JSON (a bad escape, an unclosed string, a stray brace), when scanned, then it ends without a fault', function () {
+    for (const text of ['{"a\\x":1,"a\\x":2}', '{"a":"b', '}}]]{"a":1,', '{"a":1,"a', '"\\']) expect(() => repeatedKeys(text), text).to.not.throw();
+  });
+
   it('given more repeated keys than asked for, when scanned with a most, then it stops at that many', function () {
     const text = `[${Array.from({ length: 100 }, () => '{"a":1,"a":2}').join(',')}]`;
 
