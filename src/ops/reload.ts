@@ -54,8 +54,9 @@ function reloadRouting(deps: ReloadDeps): ReloadResult['routing'] {
   try {
     loaded = loadRoutingConfig(deps.routingFile);
   } catch (error) {
-    // The loader's message names the file and each problem by its path in the file; it holds no
-    // secret (those are in the environment, named by secret_env).
+    // The loader's message names the file and each problem by its path in the file, never by a
+    // value: whatever was copied in the file's place (a leads export, a secret pasted into
+    // secret_env), the log gets no consumer's data and no secret, and at most 50 short lines.
     const refused = (error as Error).message;
     logger.error({ routing_version: inForce.version }, `routing file not reloaded, the routing in force stays: ${refused}`);
     return { refused };

@@ -82,7 +82,17 @@ const LISTS = ['buyers', 'buckets'] as const;
 
 function* validated(piece: unknown, at: (instancePath: string) => string): Generator<ConfigProblem> {
   if (validateRoutingFile(pruned(piece, 0))) return;
-  for (const error of validateRoutingFile.errors ?? []) yield describe(error, at);
+  // A value is described as the file has it (an array of 300000), not as the pruned piece does.
+  for (const error of validateRoutingFile.errors ?? []) yield describe({ ...error, data: valueAt(piece, error.instancePath) }, at);
+}
+
+/** The value at a JSON pointer ajv gives (`/buyers/0/states`). */
+function valueAt(value: unknown, pointer: string): unknown {
+  for (const segment of pointer.split('/').slice(1)) {
+    if (typeof value !== 'object' || value === null) return undefined;
+    value = (value as Json)[segment.replaceAll('~1', '/').replaceAll('~0', '~')];
+  }
+  return value;
 }
 
 /** Items of a list and unknown fields of an object kept, and levels of nesting: far more than any routing file has. */
@@ -118,15 +128,59 @@ function fieldPath(pointer: string): string {
     .split('/')
     .slice(1)
     .map((s) => s.replaceAll('~1', '/').replaceAll('~0', '~'))
-    .reduce((path, s) => (/^\d+$/.test(s) ? `${path}[${s}]` : path ? `${path}.${s}` : s), '');
+    .reduce((path, s) => (/^\d+$/.test(s) ? `${path}[${s}]` : join(path, s)), '');
 }
 
 function join(path: string, field: string): string {
-  return path ? `${path}.${field}` : field;
+  const name = FIELD_NAME.test(field) ? field : '*';
+  return path ? `${path}.${name}` : name;
 }
 
-function show(value: unknown): string {
-  return typeof value === 'string' ? `'${value}'` : JSON.stringify(value);
+/**
+ * A member name that reads as a field name (as a request body's, src/leads/outcome.ts): any other
+ * (an e-mail, a phone number, an export keyed by either) may be a consumer's data, and is `*`.
+ */
+const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
+
+/**
+ * A value a message may echo: a short code with nothing of a person or a secret about it (`usd`,
+ * `Texas`, `Mars/Olympus`, `8:00`). Not an e-mail (no @), a phone number or a ZIP (5 digits or
+ * more), nor a name with a space; anything else is said by its kind and length.
+ */
+function shown(value: unknown): string {
+  if (typeof value === 'number') return Number.isFinite(value) ? String(value) : 'a number too large to hold';
+  if (typeof value === 'string' && /^[A-Za-z0-9_:./+-]{1,32}$/.test(value) && (value.match(/[0-9]/g)?.length ?? 0) < 5) return `'${value}'`;
+  return kindOf(value);
+}
+
+/** What a value is, never what it holds, and as short however large it is. */
+function kindOf(value: unknown): string {
+  if (Array.isArray(value)) return value.length === 0 ? 'an empty array' : `an array of ${value.length}`;
+  if (typeof value === 'string') return value === '' ? 'an empty string' : `a string of ${value.length} ${value.length === 1 ? 'character' : 'characters'}`;
+  if (typeof value === 'object' && value !== null) {
+    const keys = Object.keys(value).length;
+    return keys === 0 ? 'an empty object' : `an object of ${keys} ${keys === 1 ? 'key' : 'keys'}`;
+  }
+  if (typeof value === 'number') return Number.isFinite(value) ? 'a number' : 'a number too large to hold';
+  return String(value);
+}
+
+/** A string by the first character it has that `chars` (a character class) does not take, and where. */
+function charsKind(value: unknown, chars: string): string {
+  if (typeof value !== 'string') return kindOf(value);
+  const allowed = new RegExp(`^${chars}$`);
+  const at = [...value].findIndex((c) => !allowed.test(c));
+  if (at < 0) return kindOf(value);
+  const c = [...value][at]!;
+  const kind = /[A-Z]/.test(c) ? 'an upper-case letter' : /[a-z]/.test(c) ? 'a lower-case letter' : c === ' ' ? 'a space' : /[!-~]/.test(c) ? `'${c}'` : 'a character outside ASCII';
+  return `${kindOf(value)} with ${kind} at character ${at + 1}`;
+}
+
+/** A URL's scheme says what is wrong with it and nothing of what it holds (its path or query may carry a token). */
+function urlKind(value: unknown): string {
+  if (typeof value !== 'string' || !URL.canParse(value)) return `${kindOf(value)} that is no URL`;
+  const scheme = new URL(value).protocol;
+  return /^[a-z][a-z0-9+.-]{0,9}:$/.test(scheme) ? `an ${scheme}// URL` : 'a URL of another scheme';
 }
 
 const HINTED = new Set(['pattern', 'format', 'enum', 'multipleOf', 'maximum']);
@@ -137,19 +191,27 @@ function describe(error: ErrorObject, at: (instancePath: string) => string): Con
   switch (error.keyword) {
     case 'required':
       return { path: join(path, String(params.missingProperty)), message: 'is required' };
-    case 'additionalProperties':
-      return { path: join(path, String(params.additionalProperty)), message: 'unknown field' };
+    case 'additionalProperties': {
+      const name = String(params.additionalProperty);
+      return { path: join(path, name), message: FIELD_NAME.test(name) ? 'unknown field' : 'unknown field, named with other characters than letters, digits, _ and - (its name is not repeated here)' };
+    }
     case 'discriminator': {
       const tag = (error.data as Json)[String(params.tag)];
       const kinds = path.endsWith('.ping') ? "'static' or 'webhook'" : "'pull' or 'webhook'";
-      return { path: join(path, String(params.tag)), message: tag === undefined ? 'is required' : `must be ${kinds}, got ${show(tag)}` };
+      return { path: join(path, String(params.tag)), message: tag === undefined ? 'is required' : `must be ${kinds}, got ${shown(tag)}` };
     }
-    case 'type':
-      return { path, message: `must be ${/^[aeiou]/.test(String(params.type)) ? 'an' : 'a'} ${String(params.type)}, got ${show(error.data)}` };
+    case 'type': {
+      // A number where an integer goes is shown (1.5): it is what is wrong. Any other value is
+      // said by its kind: what is wrong is its type, and a pasted file can hold anything.
+      const fraction = params.type === 'integer' && typeof error.data === 'number' && Number.isFinite(error.data);
+      return { path, message: `must be ${/^[aeiou]/.test(String(params.type)) ? 'an' : 'a'} ${String(params.type)}, got ${fraction ? String(error.data) : kindOf(error.data)}` };
+    }
   }
   const hint = (error.parentSchema as Json | undefined)?.hint;
   if (HINTED.has(error.keyword) && typeof hint === 'string') {
-    return { path, message: hint.replace('{value}', show(error.data)) };
+    const chars = (error.parentSchema as Json).chars;
+    const what = error.keyword === 'format' && params.format === 'https-url' ? urlKind(error.data) : typeof chars === 'string' ? charsKind(error.data, chars) : kindOf(error.data);
+    return { path, message: hint.replace('{value}', shown(error.data)).replace('{what}', what) };
   }
   return { path, message: error.message ?? error.keyword };
 }
@@ -196,7 +258,7 @@ function* duplicateIds(json: unknown, list: string, noun: string): Generator<Con
     if (typeof item.id !== 'string') continue;
     const earlier = first.get(item.id);
     if (earlier === undefined) first.set(item.id, i);
-    else yield { path: `${list}[${i}].id`, message: `duplicate ${noun} id ${show(item.id)} (also ${list}[${earlier}])` };
+    else yield { path: `${list}[${i}].id`, message: `duplicate ${noun} id (the same as ${list}[${earlier}].id)` };
   }
 }
 
@@ -210,7 +272,7 @@ const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
 function unknownCurrency(json: unknown): ConfigProblem[] {
   const currency = isObject(json) ? json.currency : undefined;
   if (typeof currency !== 'string' || !/^[A-Z]{3}$/.test(currency) || CURRENCIES.has(currency)) return [];
-  return [{ path: 'currency', message: `must be an ISO 4217 currency code such as USD, EUR or CAD; ${show(currency)} is none` }];
+  return [{ path: 'currency', message: `must be an ISO 4217 currency code such as USD, EUR or CAD; ${shown(currency)} is none` }];
 }
 
 function bucketDefaults(json: unknown): ConfigProblem[] {
@@ -237,7 +299,7 @@ function* emptyWindows(json: unknown): Generator<ConfigProblem> {
   for (const [i, buyer] of entries(json, 'buyers')) {
     const hours = buyer.hours;
     const empty = isObject(hours) && typeof hours.start === 'string' && hours.start === hours.end;
-    if (empty) yield { path: `buyers[${i}].hours.end`, message: `must differ from start ${show(hours.start)} (use 00:00-24:00 for the whole day)` };
+    if (empty) yield { path: `buyers[${i}].hours.end`, message: `must differ from start ${shown(hours.start)} (use 00:00-24:00 for the whole day)` };
   }
 }
 
@@ -259,8 +321,8 @@ function* repeatedCapPeriods(json: unknown): Generator<ConfigProblem> {
         first.set(window, { index: j, tz });
         continue;
       }
-      const where = earlier.tz === tz ? `in ${show(tz)} (also buyers[${i}].caps[${earlier.index}])` : `in ${show(tz)} (also buyers[${i}].caps[${earlier.index}], in ${show(earlier.tz)}: both are ${zone})`;
-      yield { path: `buyers[${i}].caps[${j}].period`, message: `a second ${show(cap.period)} cap ${where}; only the lower max would ever count` };
+      const where = earlier.tz === tz ? `in ${shown(tz)} (also buyers[${i}].caps[${earlier.index}])` : `in ${shown(tz)} (also buyers[${i}].caps[${earlier.index}], in ${shown(earlier.tz)}: both are ${zone})`;
+      yield { path: `buyers[${i}].caps[${j}].period`, message: `a second ${shown(cap.period)} cap ${where}; only the lower max would ever count` };
     }
   }
 }
@@ -283,9 +345,9 @@ function* bidCeilings(json: unknown): Generator<ConfigProblem> {
     if (!isObject(ping) || ping.kind !== 'webhook') continue;
     const path = `buyers[${i}].ping.max_bid`;
     if (ping.max_bid === undefined) {
-      if (minBid > DEFAULTS.max_bid) yield { path, message: `is required when min_bid ${show(minBid)} is over the ceiling a bid has without one (${DEFAULTS.max_bid})` };
+      if (minBid > DEFAULTS.max_bid) yield { path, message: `is required when min_bid ${shown(minBid)} is over the ceiling a bid has without one (${DEFAULTS.max_bid})` };
     } else if (typeof ping.max_bid === 'number' && ping.max_bid < minBid) {
-      yield { path, message: `must be at least min_bid ${show(minBid)}, got ${show(ping.max_bid)}` };
+      yield { path, message: `must be at least min_bid ${shown(minBid)}, got ${shown(ping.max_bid)}` };
     }
   }
 }

@@ -129,8 +129,14 @@ export interface RoutingFile {
 }
 
 // `hint` is an annotation read back when reporting: it turns ajv's `must match pattern "^…$"`
-// into something an operator can act on. `{value}` is replaced with the offending value.
-const ID = { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$', hint: 'must be 1-64 of a-z 0-9 . _ - starting with a letter or digit, got {value}' } as const;
+// into something an operator can act on. `{value}` is replaced with the offending value where it is
+// a short code (a state, a period, a zone; see `shown` in config-checks.ts), else with its kind and
+// length; `{what}` always with its kind and length, for a field whose value is never echoed: an id
+// (a leads export pasted in holds consumers' ones), a URL (it may carry a token), secret_env (a
+// secret pasted in its place) or free text. Refusals are logged, and a log holds no personal data.
+// `chars`, the characters a field takes, lets `{what}` name the kind of the first other one and
+// where it is (`an upper-case letter at character 1`), which says what to fix without the value.
+const ID = { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$', chars: '[a-z0-9._-]', hint: 'must be 1-64 of a-z 0-9 . _ - starting with a letter or digit, got {what}' } as const;
 const TIME_ZONE = { type: 'string', format: 'time-zone', hint: 'unknown time zone {value}' } as const;
 const START = { type: 'string', pattern: '^([01][0-9]|2[0-3]):[0-5][0-9]$', hint: 'must be HH:MM (00:00-23:59), got {value}' } as const;
 // 24:00 lets a window run to midnight without wrapping into an overnight window.
@@ -163,10 +169,10 @@ const DELIVERY = {
       type: 'object',
       properties: {
         kind: { type: 'string', const: 'webhook' },
-        url: { type: 'string', format: 'https-url', hint: 'must be an absolute https:// URL, got {value}' },
+        url: { type: 'string', format: 'https-url', hint: 'must be an absolute https:// URL, got {what}' },
         timeout_ms: { ...INTEGER_1, nullable: true, maximum: MAX_DELIVERY_TIMEOUT_MS, default: DEFAULTS.timeout_ms, hint: `must be at most ${MAX_DELIVERY_TIMEOUT_MS} (a minute), got {value}` },
         max_attempts: { ...INTEGER_1, nullable: true, default: DEFAULTS.max_attempts },
-        secret_env: { type: 'string', nullable: true, pattern: '^[A-Z_][A-Z0-9_]*$', hint: 'must name an environment variable (A-Z 0-9 _), got {value}' },
+        secret_env: { type: 'string', nullable: true, pattern: '^[A-Z_][A-Z0-9_]*$', hint: 'must name an environment variable (A-Z 0-9 _) that holds the secret, not the secret itself; got {what}' },
       },
       required: ['kind', 'url'],
       additionalProperties: false,
@@ -241,7 +247,7 @@ const BUYER = {
     return_window_days: { ...INTEGER_0, nullable: true, default: DEFAULTS.return_window_days },
     return_reasons: {
       type: 'array', nullable: true, uniqueItems: true, default: DEFAULTS.return_reasons,
-      items: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,63}$', hint: 'must be a snake_case word, got {value}' },
+      items: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,63}$', chars: '[a-z0-9_]', hint: 'must be a snake_case word, got {what}' },
     },
   },
   required: ['id', 'price'],
@@ -291,6 +297,7 @@ function isHttpsUrl(value: string): boolean {
 function compile(allErrors: boolean) {
   const ajv = new Ajv({ allErrors, verbose: true, discriminator: true, multipleOfPrecision: 9, strict: true });
   ajv.addKeyword('hint');
+  ajv.addKeyword('chars');
   ajv.addFormat('time-zone', { type: 'string', validate: isTimeZone });
   ajv.addFormat('https-url', { type: 'string', validate: isHttpsUrl });
   return ajv.compile<RoutingFile>(routingFileSchema);

@@ -296,9 +296,27 @@ function textBeforeBadByte(bytes: Buffer): string {
 
 /** A parse error with its line and column, which an editor goes to: Node 20 gives only the offset into the file. */
 function located(message: string, text: string): string {
+  const unexpected = unexpectedToken(message, text);
+  if (unexpected) return `${unexpected.message} (${lineAndColumn(text.slice(0, unexpected.at))})`;
   const at = /at position (\d+)/.exec(message);
   if (!at || /\bline \d+/.test(message)) return message;
   return `${message} (${lineAndColumn(text.slice(0, Number(at[1])))})`;
+}
+
+/**
+ * Node's "Unexpected token" quotes up to ten characters of the file on each side of it, which in a
+ * leads export copied over the routing file are a consumer's e-mail or phone: the message keeps
+ * the token and loses the quote, whose place in the file gives the token's (V8 quotes the whole
+ * text when it is short, the first characters up to ten past the token, the last from ten before
+ * it, or the twenty around it).
+ */
+function unexpectedToken(message: string, text: string): { message: string; at: number } | null {
+  const parts = /^(Unexpected token .+?), (\.\.\.)?"([\s\S]*)"(\.\.\.)? is not valid JSON$/.exec(message);
+  if (!parts) return null;
+  const [, said, before, quote, after] = parts as unknown as [string, string, string | undefined, string, string | undefined];
+  const token = /^Unexpected token '([\s\S]*)'$/.exec(said)?.[1] ?? '';
+  const at = before && after ? text.indexOf(quote) + 10 : after ? quote.length - 10 : before ? text.length - quote.length + 10 : Math.max(0, text.indexOf(token));
+  return { message: said, at: Math.min(Math.max(at, 0), text.length) };
 }
 
 /** Where the text after `before` starts, as an editor counts: lines and columns from 1. */

@@ -109,6 +109,28 @@ describe('reloading the routing file and the TLS certificate', function () {
     expect(await reloads()).to.deep.equal({ 'routing refused': 3, 'tls unchanged': 3 });
   });
 
+  it('logs the refusal of a leads export or of a pasted secret by the places in the file, none of their values', async function () {
+    svc = await TestService.start({ routing: routingWith('first-buyer', 11) });
+    const exported = [
+      { lead_id: 1042, first_name: 'Ada', last_name: 'Lovelace', email: 'ada.lovelace@outlook.com', mobile: '+12135550143', zip: '90210' },
+      { lead_id: 1043, first_name: 'Grace', last_name: 'Hopper', email: 'grace.hopper@outlook.com', mobile: '+12135550144', zip: '90211' },
+    ];
+    const secret = 'whsec_9f8e7d6c5b4a39281706f5e4d3c2b1a0';
+    const delivery = { kind: 'webhook', url: 'https://127.0.0.1:9444/leads', secret_env: secret };
+    for (const [file, said] of [
+      [exported, 'must be an object, got an array of 2'],
+      [{ currency: 'USD', buyers: [{ id: 'hooky', price: 30, delivery }] }, 'buyers[0].delivery.secret_env: must name an environment variable'],
+    ] as const) {
+      writeFileSync(routingFile(), JSON.stringify(file));
+      expect((await svc.service.reload()).routing).to.have.property('refused').that.includes(said);
+    }
+    const refusals = svc.logs.filter((l) => l.includes('routing file not reloaded'));
+    expect(refusals).to.have.length(2);
+    for (const value of ['Ada', 'Lovelace', 'ada.lovelace', '2135550143', '90210', 'Grace', 'grace.hopper', secret, 'whsec']) {
+      expect(svc.logs.filter((l) => l.includes(value)), value).to.deep.equal([]);
+    }
+  });
+
   it('with LEADPOST_ROUTING_WATCH_SECONDS, takes an edit of the file with no signal; an edit that does not load changes nothing until it is mended', async function () {
     svc = await TestService.start({ routing: routingWith('first-buyer', 11), env: { LEADPOST_ROUTING_WATCH_SECONDS: '1' } });
     const auth = { 'x-api-key': await svc.key() };

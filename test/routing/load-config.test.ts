@@ -98,7 +98,7 @@ describe('loading the routing file', function () {
         'test.json: buyers[1].price: must have at most 2 decimal places, got 10.001',
         "test.json: buyers[1].caps[0].tz: unknown time zone 'Mars/Olympus'",
         "test.json: buyers[1].hours.start: must be HH:MM (00:00-23:59), got '9'",
-        "test.json: buyers[1].id: duplicate buyer id 'acme-law' (also buyers[0])",
+        "test.json: buyers[1].id: duplicate buyer id (the same as buyers[0].id)",
         'test.json: buckets[1].default: only one bucket may be the default (buckets[0] already is)',
         'test.json: buckets[1].states: the default bucket takes every lead no other bucket matched; it cannot have filters',
       ]);
@@ -235,6 +235,91 @@ describe('loading the routing file', function () {
     it('given an invalid file on disk, when loaded, then each line starts with its path', function () {
       withFile('{"buyers":[{"id":"acme-law","price":1,"caps":[{"period":"day","max":1,"tz":"Mars/Olympus"}]}]}', (path) => {
         expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: buyers[0].caps[0].tz: unknown time zone 'Mars/Olympus'`);
+      });
+    });
+  });
+
+  describe('what a refusal says of the values in the file', function () {
+    // Refusals are logged, and a log holds no consumer's data and no secret: a file put in the
+    // routing file's place may be anything, and the message must name places, never values.
+    const EXPORT = [
+      { lead_id: 1042, first_name: 'Ada', last_name: 'Lovelace', email: 'ada.lovelace@outlook.com', mobile: '+12135550143', zip: '90210' },
+      { lead_id: 1043, first_name: 'Grace', last_name: 'Hopper', email: 'grace.hopper@outlook.com', mobile: '+12135550144', zip: '90211' },
+    ];
+    const PERSONAL = ['1042', 'Ada', 'Lovelace', 'ada.lovelace', 'outlook', '2135550143', '90210', 'Grace', 'Hopper', '2135550144', '90211'];
+    const SECRET = 'whsec_9f8e7d6c5b4a39281706f5e4d3c2b1a0';
+
+    const holdsNone = (message: string, values: readonly string[]) => {
+      for (const value of values) expect(message, value).to.not.include(value);
+    };
+
+    it('given a leads export copied over the routing file, when loaded, then the one line says it is an array of 2, and holds none of its values', function () {
+      withFile(JSON.stringify(EXPORT, null, 2), (path) => {
+        const message = catchError(() => loadRoutingConfig(path)).message;
+
+        expect(message).to.equal(`${path}: must be an object, got an array of 2`);
+        holdsNone(message, PERSONAL);
+      });
+    });
+
+    it('given the export as the list of buyers, with a null and a repeated key among its values, when loaded, then every line names a place and none a value', function () {
+      const text = JSON.stringify({ buyers: EXPORT.map((lead) => ({ ...lead, s1: null })) }).replace('"zip":"90210"', '"zip":"90210","zip":"90210"');
+      withFile(text, (path) => {
+        const lines = catchError(() => loadRoutingConfig(path)).message.split('\n');
+
+        expect(lines).to.include.members([`${path}: buyers[0].zip: given twice`, `${path}: buyers[0].id: is required`, `${path}: buyers[0].email: unknown field`, `${path}: buyers[1].s1: unknown field`]);
+        holdsNone(lines.join('\n'), PERSONAL);
+      });
+    });
+
+    it('given an export keyed by e-mail, when loaded, then the keys are not named either', function () {
+      withFile(JSON.stringify({ buyers: [], 'ada.lovelace@outlook.com': EXPORT[0], '+12135550144': null }), (path) => {
+        const message = catchError(() => loadRoutingConfig(path)).message;
+
+        expect(message).to.equal(`${path}: *: unknown field, named with other characters than letters, digits, _ and - (its name is not repeated here)`);
+        holdsNone(message, PERSONAL);
+      });
+    });
+
+    it('given a broken export that is not JSON, when loaded, then the parse error gives the token and its line and column, not the text around it', function () {
+      const text = '[\n  {"first_name": "Ada", "last_name": "Lovelace", "email": ada.lovelace@outlook.com, "mobile": "+12135550143"}\n]';
+      withFile(text, (path) => {
+        const message = catchError(() => loadRoutingConfig(path)).message;
+
+        expect(message).to.equal(`${path}: invalid JSON: Unexpected token 'a' (line 2, column ${text.split('\n')[1]!.indexOf('ada.') + 1})`);
+        holdsNone(message, PERSONAL);
+      });
+      withFile('first_name,last_name,email\nAda,Lovelace,ada.lovelace@outlook.com\n', (path) => {
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: invalid JSON: Unexpected token 'i' (line 1, column 2)`);
+      });
+      const end = `{"buyers": [], "note": "${'x'.repeat(40)}", "x": Lovelace}`;
+      withFile(end, (path) => {
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: invalid JSON: Unexpected token 'L' (line 1, column ${end.indexOf('Lovelace') + 1})`);
+      });
+      withFile('{"a": tru}', (path) => {
+        expect(catchError(() => loadRoutingConfig(path)).message).to.equal(`${path}: invalid JSON: Unexpected token '}' (line 1, column 10)`);
+      });
+    });
+
+    it('given a webhook secret pasted into secret_env, when loaded, then the line says how long it is, not what it is', function () {
+      const delivery = { kind: 'webhook', url: 'https://127.0.0.1:9444/leads', secret_env: SECRET };
+      withFile(JSON.stringify({ buyers: [{ id: 'hooky', price: 30, delivery, ping: { ...delivery, url: 'https://127.0.0.1:9444/bid' } }] }), (path) => {
+        const message = catchError(() => loadRoutingConfig(path)).message;
+
+        expect(message.split('\n')).to.deep.equal([
+          `${path}: buyers[0].delivery.secret_env: must name an environment variable (A-Z 0-9 _) that holds the secret, not the secret itself; got a string of 38 characters`,
+          `${path}: buyers[0].ping.secret_env: must name an environment variable (A-Z 0-9 _) that holds the secret, not the secret itself; got a string of 38 characters`,
+        ]);
+        holdsNone(message, [SECRET, 'whsec', '9f8e7d6c']);
+      });
+    });
+
+    it('given a file of one huge value where a code goes, when loaded, then the line stays short', function () {
+      withFile(JSON.stringify({ buyers: [], strategy: EXPORT.map((l) => l.email).join(',').repeat(10_000) }), (path) => {
+        const message = catchError(() => loadRoutingConfig(path)).message;
+
+        expect(message.length).to.be.below(200);
+        holdsNone(message, PERSONAL);
       });
     });
   });
