@@ -8,7 +8,7 @@
 // the one around it, so a path is only made for a key given twice. Text that is no JSON is scanned
 // to its end without a fault; what is found in it means nothing (JSON.parse says what is wrong).
 
-export type Segment = string | number;
+type Segment = string | number;
 
 export interface RepeatedKey {
   /** From the top: `['buyers', 0, 'active']`. */
