@@ -21,21 +21,29 @@ const USAGE = `usage: leadpost deliveries redeliver LEAD_ID [--reason CODE] [--j
 
 Sends a webhook delivery that failed for good (status failed) once more, once the buyer has fixed
 its side: it is pending again, due at once, with a fresh round of the buyer's max_attempts. The
-buyer gets the same Idempotency-Key (lead-<id>), so a copy it already has is dropped.
+buyer gets the same Idempotency-Key (lead-<id>), so a copy it already has is dropped. For a lead
+whose personal data was erased or expired, it is the lead.erased notice to the buyer that failed
+for good (notice failed) that is sent again, the same way (Idempotency-Key lead-erased-<id>).
 LEAD_ID: that lead. --buyer with --failed-since: every lead of that buyer whose last attempt
 failed for good at or after that moment (an ISO 8601 date or time, e.g. 2026-11-21T08:00:00Z),
-as the deliveries read model shows them (brought up to date first). --dry-run: count them and
-send nothing. --reason: why, as a snake_case code (secret_rotated, buyer_outage), recorded on the
-lead's stream. --json: one JSON object.
-A lead not failed for good, erased, or returned by the buyer is refused, and named.`;
+as the deliveries read model shows them (brought up to date first), and every lead.erased notice
+to that buyer that failed for good, however long ago: the buyer keeps the erased consumer's data
+until it takes it. --dry-run: count them and send nothing. --reason: why, as a snake_case code
+(secret_rotated, buyer_outage), recorded on the lead's stream. --json: one JSON object.
+A lead not failed for good, erased with no failed notice, or returned by the buyer is refused, and named.`;
 
+/** Why a lead was not sent again, by what was refused: its delivery, or its lead.erased notice. */
 const WHY: Readonly<Record<RedeliveryRefusal, string>> = {
   NOT_FOUND: 'no sold, non-test lead with that id',
   NOT_FAILED: 'its delivery has not failed for good (pending, under way or delivered)',
-  DELIVERY_CANCELLED: "its delivery was cancelled: the lead's personal data was erased or expired",
+  DELIVERY_CANCELLED: "its personal data was erased or expired, and its buyer has no lead.erased notice: there is nothing left to send",
   ALREADY_RETURNED: 'the buyer returned it',
   BUYER_UNKNOWN: 'its buyer is not in the routing file in force: put it back first',
 };
+const NOTICE_WHY: Partial<Record<RedeliveryRefusal, string>> = {
+  NOT_FAILED: 'its personal data is gone, and its lead.erased notice has not failed for good (sent, or still being sent)',
+};
+const why = ({ code, subject }: Pick<RedeliveryRefusedError, 'code' | 'subject'>): string => (subject === 'notice' ? NOTICE_WHY[code] : undefined) ?? WHY[code];
 
 type Parsed = { leadId: number; reason: string | null; json: boolean } | { buyer: string; since: string; dryRun: boolean; reason: string | null; json: boolean };
 
@@ -104,14 +112,16 @@ export async function runDeliveriesCommand(args: string[], io: CliIo = { out: pr
     closers.unshift(() => store.close());
     if ('leadId' in parsed) {
       try {
-        const requested = await requestRedelivery(store, parsed.leadId, origin);
-        if (parsed.json) io.out.write(`${JSON.stringify({ ...requested, trace_id: traceId })}\n`);
-        else io.out.write(`redelivered lead ${requested.lead_id} to ${requested.buyer}: round ${requested.round}, pending, due now (trace ${traceId})\n`);
+        const { type, data } = await requestRedelivery(store, parsed.leadId, origin);
+        const notice = type === 'ErasureNoticeRedeliveryRequested';
+        if (parsed.json) io.out.write(`${JSON.stringify({ ...data, reopened: notice ? 'notice' : 'delivery', trace_id: traceId })}\n`);
+        else if (notice) io.out.write(`sending the lead.erased notice of lead ${data.lead_id} to ${data.buyer} again: round ${data.round}, pending, due now (trace ${traceId})\n`);
+        else io.out.write(`redelivered lead ${data.lead_id} to ${data.buyer}: round ${data.round}, pending, due now (trace ${traceId})\n`);
         return 0;
       } catch (error) {
         if (!(error instanceof RedeliveryRefusedError)) throw error;
-        if (parsed.json) io.out.write(`${JSON.stringify({ lead_id: parsed.leadId, refused: error.code })}\n`);
-        io.err.write(`leadpost deliveries redeliver: lead ${parsed.leadId} not redelivered (${error.code}): ${WHY[error.code]}\n`);
+        if (parsed.json) io.out.write(`${JSON.stringify({ lead_id: parsed.leadId, refused: error.code, subject: error.subject })}\n`);
+        io.err.write(`leadpost deliveries redeliver: lead ${parsed.leadId} not redelivered (${error.code}): ${why(error)}\n`);
         return 1;
       }
     }
@@ -130,9 +140,10 @@ export async function runDeliveriesCommand(args: string[], io: CliIo = { out: pr
     const sweep = await redeliverFailed({ store, readModels, deliveries: projections.collection('deliveries') }, parsed, origin);
     if (parsed.json) io.out.write(`${JSON.stringify({ ...sweep, dry_run: parsed.dryRun, trace_id: traceId })}\n`);
     else {
-      const ids = sweep.redelivered.length > 0 ? `: ${sweep.redelivered.join(' ')}` : '';
-      io.out.write(`${sweep.redelivered.length} lead(s) ${parsed.dryRun ? 'would be redelivered' : 'redelivered'} to ${parsed.buyer}${ids}\n`);
-      for (const { lead_id, code } of sweep.refused) io.out.write(`lead ${lead_id} ${parsed.dryRun ? 'would not be' : 'not'} redelivered (${code}): ${WHY[code]}\n`);
+      const ids = (leads: number[]) => (leads.length > 0 ? `: ${leads.join(' ')}` : '');
+      io.out.write(`${sweep.redelivered.length} lead(s) ${parsed.dryRun ? 'would be redelivered' : 'redelivered'} to ${parsed.buyer}${ids(sweep.redelivered)}\n`);
+      io.out.write(`${sweep.notices.length} lead.erased notice(s) ${parsed.dryRun ? 'would be sent again' : 'sent again'} to ${parsed.buyer}${ids(sweep.notices)}\n`);
+      for (const refusal of sweep.refused) io.out.write(`lead ${refusal.lead_id} ${parsed.dryRun ? 'would not be' : 'not'} redelivered (${refusal.code}): ${why(refusal)}\n`);
     }
     return 0;
   } finally {

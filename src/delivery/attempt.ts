@@ -225,12 +225,16 @@ export function outcomeOf(result: WireResult, context: OutcomeContext): Outcome 
 export type RedeliveryRefusal = 'NOT_FOUND' | 'NOT_FAILED' | 'DELIVERY_CANCELLED' | 'ALREADY_RETURNED' | 'BUYER_UNKNOWN';
 
 export class RedeliveryRefusedError extends Error {
-  constructor(readonly code: RedeliveryRefusal) {
+  /** `subject`: what was refused, the lead's delivery or, once its personal data is gone, its `lead.erased` notice. */
+  constructor(
+    readonly code: RedeliveryRefusal,
+    readonly subject: 'delivery' | 'notice' = 'delivery',
+  ) {
     super(code);
   }
 }
 
-interface RedeliveryRequest {
+export interface RedeliveryRequest {
   readonly requestedBy: LeadRedeliveryRequested['data']['requested_by'];
   readonly reason: string | null;
   readonly now: Date;

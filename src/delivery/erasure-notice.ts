@@ -1,9 +1,9 @@
 import { type Decider, handleCommand, readFolded } from '../commands/handler.js';
 import type { EventStore } from '../event-store/port.js';
-import { type LeadEvent, leadStream } from '../events/lead-events.js';
+import { type ErasureNoticeRedeliveryRequested, type LeadEvent, leadStream } from '../events/lead-events.js';
 import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
 import type { Buyer } from '../routing/load-config.js';
-import { outcomeOf } from './attempt.js';
+import { RedeliveryRefusedError, type RedeliveryRequest, outcomeOf } from './attempt.js';
 import { type WebhookPost, postWebhook } from './post-webhook.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from './signature.js';
 
@@ -17,31 +17,85 @@ import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from './signature.js
 // same backoff, Retry-After and max_attempts. An outcome is appended
 // at the revision read, so two instances never record one attempt twice; the buyer drops a copy
 // it already had by the Idempotency-Key `lead-erased-<id>`.
+//
+// A notice that failed for good stays failed until an admin asks for it to be sent again
+// (ErasureNoticeRedeliveryRequested), as a delivery does: until the buyer takes it, it keeps the
+// erased consumer's data. That opens a new round of the buyer's `max_attempts`; attempt numbers go
+// on counting across rounds, and the Idempotency-Key stays the same.
 
 /** Why the lead's personal data is gone, as the notice says it. */
 type NoticeReason = 'consumer_request' | 'retention';
 
-interface NoticeState {
+export interface NoticeState {
+  readonly leadId: number | null;
+  /** The buyer to be told (null: the lead has no notice). */
   readonly buyer: string | null;
   readonly reason: NoticeReason;
   readonly correlationId: string | null;
   readonly supplier: string | null;
+  /** The highest notice attempt recorded (0: none). */
   readonly attempts: number;
-  readonly done: boolean;
+  readonly sent: boolean;
+  /** Given up: sent again only when an admin asks. */
+  readonly failedFinally: boolean;
   readonly nextAttemptAt: string | null;
+  /** The notice's round: 1, then one more per redelivery. */
+  readonly round: number;
+  /** The last attempt before this round: the round's budget of max_attempts counts from it. */
+  readonly roundStart: number;
   /** A delivery attempt claimed with no outcome yet, and when its time box ends: it may still be on its way to the buyer. */
   readonly delivering: { readonly attempt: number; readonly until: number } | null;
 }
 
 type NoticeOutcome = Extract<LeadEvent, { type: 'ErasureNoticeSent' | 'ErasureNoticeFailed' }>;
 
-const noticeDecider: Decider<{ readonly attempt: number; readonly outcome: NoticeOutcome }, NoticeState, LeadEvent> = {
-  initialState: { buyer: null, reason: 'consumer_request', correlationId: null, supplier: null, attempts: 0, done: false, nextAttemptAt: null, delivering: null },
+type NoticeCommand =
+  /** Record what the buyer's endpoint did with notice attempt n, unless it is recorded already. */
+  | { readonly type: 'RecordNoticeOutcome'; readonly attempt: number; readonly outcome: NoticeOutcome }
+  /** Send a notice that failed for good again, in a new round; throws RedeliveryRefusedError to refuse. */
+  | { readonly type: 'RequestNoticeRedelivery'; readonly request: RedeliveryRequest };
+
+/**
+ * Only a notice that failed for good is sent again. Not one sent (the buyer took it), nor one
+ * pending or under way (the worker sends it): NOT_FAILED. Not a lead with no notice: NOT_FOUND.
+ * Not to a buyer the routing file no longer has: no worker would send it.
+ */
+function noticeRedelivery(state: NoticeState, request: RedeliveryRequest): LeadEvent[] {
+  if (state.buyer === null || state.leadId === null) throw new RedeliveryRefusedError('NOT_FOUND', 'notice');
+  if (!state.failedFinally) throw new RedeliveryRefusedError('NOT_FAILED', 'notice');
+  if (!request.buyerKnown(state.buyer)) throw new RedeliveryRefusedError('BUYER_UNKNOWN', 'notice');
+  const data: ErasureNoticeRedeliveryRequested['data'] = {
+    lead_id: state.leadId,
+    buyer: state.buyer,
+    round: state.round + 1,
+    attempts: state.attempts,
+    requested_by: request.requestedBy,
+    reason: request.reason,
+    requested_at: request.now.toISOString(),
+  };
+  return [{ type: 'ErasureNoticeRedeliveryRequested', data }];
+}
+
+export const noticeDecider: Decider<NoticeCommand, NoticeState, LeadEvent> = {
+  initialState: {
+    leadId: null,
+    buyer: null,
+    reason: 'consumer_request',
+    correlationId: null,
+    supplier: null,
+    attempts: 0,
+    sent: false,
+    failedFinally: false,
+    nextAttemptAt: null,
+    round: 1,
+    roundStart: 0,
+    delivering: null,
+  },
   evolve(state, recorded) {
     const event = recorded as LeadEvent;
     switch (event.type) {
       case 'LeadReceived':
-        return { ...state, supplier: event.data.supplier, correlationId: leadCorrelation(recorded) };
+        return { ...state, leadId: event.data.lead_id, supplier: event.data.supplier, correlationId: leadCorrelation(recorded) };
       case 'LeadPersonalDataErased':
         return event.data.notify_buyer ? { ...state, buyer: event.data.notify_buyer, reason: 'consumer_request' } : state;
       case 'LeadPersonalDataExpired':
@@ -52,15 +106,23 @@ const noticeDecider: Decider<{ readonly attempt: number; readonly outcome: Notic
       case 'LeadDeliveryFailed':
         return state.delivering?.attempt === event.data.attempt ? { ...state, delivering: null } : state;
       case 'ErasureNoticeSent':
-        return { ...state, attempts: event.data.attempt, done: true };
+        return { ...state, attempts: event.data.attempt, sent: true, nextAttemptAt: null };
       case 'ErasureNoticeFailed':
-        return { ...state, attempts: event.data.attempt, done: event.data.next_attempt_at === null, nextAttemptAt: event.data.next_attempt_at };
+        return { ...state, attempts: event.data.attempt, failedFinally: event.data.next_attempt_at === null, nextAttemptAt: event.data.next_attempt_at };
+      case 'ErasureNoticeRedeliveryRequested': {
+        const { round, attempts, requested_at } = event.data;
+        return { ...state, failedFinally: false, nextAttemptAt: requested_at, round, roundStart: attempts };
+      }
       default:
         return state;
     }
   },
-  // An attempt is recorded once: a second instance that sent the same attempt records nothing.
-  decide: (command, state) => (state.buyer !== null && !state.done && state.attempts === command.attempt - 1 ? [command.outcome] : []),
+  decide(command, state) {
+    if (command.type === 'RequestNoticeRedelivery') return noticeRedelivery(state, command.request);
+    // An attempt is recorded once: a second instance that sent the same attempt records nothing.
+    const open = state.buyer !== null && !state.sent && !state.failedFinally;
+    return open && state.attempts === command.attempt - 1 ? [command.outcome] : [];
+  },
 };
 
 export interface NoticeDeps {
@@ -77,8 +139,8 @@ export interface NoticeDeps {
 export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promise<NoticeOutcome['type'] | 'skipped' | 'delivery_in_flight'> {
   const stream = leadStream(leadId);
   const read = await readFolded(deps.events, stream, noticeDecider);
-  const { buyer: buyerId, done, nextAttemptAt } = read.state;
-  if (buyerId === null || done) return 'skipped';
+  const { buyer: buyerId, sent, failedFinally, nextAttemptAt } = read.state;
+  if (buyerId === null || sent || failedFinally) return 'skipped';
   if (nextAttemptAt !== null && Date.parse(nextAttemptAt) > deps.now().getTime()) return 'skipped';
   // The lead is still on its way to the buyer (the erasure came while it was sent): told first to
   // delete it, the buyer would find nothing, then store what arrives. The notice waits for the
@@ -96,7 +158,15 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
   const result = await postWebhook({ url: delivery.url, body, headers, timeoutMs: delivery.timeout_ms, agent: deps.agent, signal: deps.signal });
   const at = deps.now();
   // The delivery's rules decide what the answer means (2xx done; 408, 425, 429, 5xx and no answer retried).
-  const judged = outcomeOf(result, { sale: { lead_id: leadId, buyer: buyerId }, attempt, maxAttempts: delivery.max_attempts, now: at, retryInMs: deps.backoff(attempt) });
+  // A re-opened notice has the round's own budget of max_attempts, counted from the round's start.
+  const judged = outcomeOf(result, {
+    sale: { lead_id: leadId, buyer: buyerId },
+    attempt,
+    maxAttempts: delivery.max_attempts,
+    roundStart: read.state.roundStart,
+    now: at,
+    retryInMs: deps.backoff(attempt),
+  });
   const outcome: NoticeOutcome =
     judged.type === 'LeadDelivered'
       ? { type: 'ErasureNoticeSent', data: { lead_id: leadId, buyer: buyerId, attempt, status: judged.data.status ?? 0, sent_at: at.toISOString() } }
@@ -104,7 +174,7 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
           type: 'ErasureNoticeFailed',
           data: { lead_id: leadId, buyer: buyerId, attempt, status: judged.data.status, error: judged.data.error, next_attempt_at: judged.data.next_attempt_at, failed_at: at.toISOString() },
         };
-  const handled = await handleCommand(deps.events, stream, noticeDecider, { attempt, outcome }, {
+  const handled = await handleCommand(deps.events, stream, noticeDecider, { type: 'RecordNoticeOutcome', attempt, outcome }, {
     from: read,
     metadata: (state) =>
       leadEventMetadata({ traceId: null, correlationId: state.correlationId, causationId: `erasure-notice:${leadId}`, supplierId: state.supplier }, at),

@@ -262,20 +262,21 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     method: 'post',
     path: '/functions/deliveries/:lead_id/redeliver',
     tag: 'Buyers',
-    summary: 'Send a failed delivery again',
+    summary: 'Send a failed delivery (or lead.erased notice) again',
     description:
       'For an admin, once a webhook buyer has fixed its side (it rotated the secret it checks signatures with and answered 401 meanwhile, or was down longer than its `max_attempts` last): ' +
       'a delivery that failed for good (`status: failed`) is re-opened, `pending` and due at once, with a fresh round of the buyer\'s `max_attempts`; attempt numbers go on from the last one. ' +
       'The buyer is sent the lead with the same `Idempotency-Key: lead-<id>`, so a buyer that has it already drops the copy. ' +
       'The body is optional; `reason` is a snake_case code recorded on the lead\'s `LeadRedeliveryRequested` event. ' +
       'A lead that is not sold, a test lead or no lead at all: `404`. A delivery pending, under way or delivered (a pull buyer\'s lead never fails: it waits for its acknowledgement): `409 NOT_FAILED`. ' +
-      'A lead whose personal data was erased or expired: `409 DELIVERY_CANCELLED`. A lead the buyer returned: `409 ALREADY_RETURNED`. A lead whose buyer the routing file in force no longer has: `409 BUYER_UNKNOWN` (re-opened, it would wait for ever). Of two requests at once, one re-opens the delivery and the other gets `409 NOT_FAILED`.',
+      'A lead whose personal data was erased or expired has no delivery left to make, but the webhook buyer that received it may not have taken its `lead.erased` notice: when that notice failed for good (the row\'s `notice: failed`, the buyer down longer than its `max_attempts` last), it is the notice that is re-opened, `pending` and due at once, with a fresh round of `max_attempts` (attempt numbers go on; the same `Idempotency-Key: lead-erased-<id>`), recorded as `ErasureNoticeRedeliveryRequested`; the answer\'s `message` says which of the two was re-opened. ' +
+      'Such a lead whose notice was sent or is still being sent: `409 NOT_FAILED`; one with no notice (its buyer pulls, or was never sent it): `409 DELIVERY_CANCELLED`, there is nothing left to send. A lead the buyer returned: `409 ALREADY_RETURNED`. A lead whose buyer the routing file in force no longer has: `409 BUYER_UNKNOWN` (re-opened, it would wait for ever). Of two requests at once, one re-opens the delivery (or the notice) and the other gets `409 NOT_FAILED`.',
     roles: ['admin'],
     parameters: [LEAD_ID],
     body: { schema: 'Redelivery', example: { reason: 'secret_rotated' }, optional: true },
     success: {
       status: 202,
-      description: 'Re-opened: the delivery row as it now stands (folded from the lead\'s own events, so never behind), `pending` with `next_attempt_at` now.',
+      description: 'Re-opened: the delivery row as it now stands (folded from the lead\'s own events, so never behind), `pending` with `next_attempt_at` now; for an erased or expired lead, its `notice` `pending` with `notice_next_at` now.',
       content: json({
         type: 'object',
         required: ['ok', 'trace_id', 'code', 'message', 'delivery'],

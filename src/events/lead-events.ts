@@ -212,6 +212,30 @@ interface ErasureNoticeFailed {
   };
 }
 
+/**
+ * A `lead.erased` notice that failed for good is sent again: an admin asked, once the buyer came
+ * back (an outage longer than its `max_attempts` last, a secret rotated). It re-opens the notice
+ * for a fresh round of the buyer's `max_attempts`, due at `requested_at`; attempt numbers go on
+ * from `attempts`. As LeadRedeliveryRequested is for a delivery: the buyer still holds the erased
+ * consumer's data until it takes the notice.
+ */
+export interface ErasureNoticeRedeliveryRequested {
+  readonly type: 'ErasureNoticeRedeliveryRequested';
+  readonly data: {
+    readonly lead_id: number;
+    readonly buyer: string;
+    /** The notice's round this request opens: 2 for the first. */
+    readonly round: number;
+    /** Notice attempts made before it: the new round's first is `attempts + 1`. */
+    readonly attempts: number;
+    /** Who asked: a role and the name the key acts for (`cli` from the command line), never a key. */
+    readonly requested_by: { readonly role: string; readonly name: string };
+    /** A snake_case code saying why, never free text; null when none was given. */
+    readonly reason: string | null;
+    readonly requested_at: string;
+  };
+}
+
 /** Destroyed because the lead is older than the retention period (PII_RETENTION_DAYS). */
 interface LeadPersonalDataExpired {
   readonly type: 'LeadPersonalDataExpired';
@@ -259,4 +283,5 @@ export type LeadEvent =
   | LeadPersonalDataExpired
   | LeadDeliveryCancelled
   | ErasureNoticeSent
-  | ErasureNoticeFailed;
+  | ErasureNoticeFailed
+  | ErasureNoticeRedeliveryRequested;

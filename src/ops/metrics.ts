@@ -78,7 +78,7 @@ export class ServiceMetrics {
     });
     this.redeliveries = new Counter({
       name: 'leadpost_redeliveries_total',
-      help: 'POST /functions/deliveries/{lead_id}/redeliver answers by code: OK re-opened a delivery that failed for good; NOT_FAILED, DELIVERY_CANCELLED, … refused it',
+      help: 'POST /functions/deliveries/{lead_id}/redeliver answers by code: OK re-opened a delivery, or the lead.erased notice of an erased lead, that failed for good; NOT_FAILED, DELIVERY_CANCELLED, … refused it',
       labelNames: ['code'],
       registers,
     });

@@ -177,7 +177,8 @@ export const deliveriesProjection: Projection = {
       case 'LeadPersonalDataErased':
       case 'LeadPersonalDataExpired':
       case 'ErasureNoticeSent':
-      case 'ErasureNoticeFailed': {
+      case 'ErasureNoticeFailed':
+      case 'ErasureNoticeRedeliveryRequested': {
         const lead = asLead(event);
         return withReceived(context, lead.data.lead_id, (received) => deliveryWrites(lead, context.collection('deliveries'), received));
       }
@@ -247,6 +248,10 @@ function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, rec
       return write({ notice: 'sent', notice_next_at: null });
     case 'ErasureNoticeFailed':
       return write({ notice: lead.data.next_attempt_at === null ? 'failed' : 'pending', notice_next_at: lead.data.next_attempt_at });
+    // Sent again after failing for good: pending and due at the request, so the worker's poll of
+    // due notices finds it. A new event, no field changing meaning: the projection keeps its version.
+    case 'ErasureNoticeRedeliveryRequested':
+      return write({ notice: 'pending', notice_next_at: lead.data.requested_at });
     case 'LeadDelivered':
       return write({
         status: 'delivered',

@@ -138,9 +138,9 @@ function scrubReceived(type: string, data: unknown): unknown {
   return received.lead ? { ...received, lead: scrubbedLead(received.lead) } : data;
 }
 
-/** Which operator asked for a redelivery is the service's own business: a supplier or buyer sees only that an admin did. */
+/** Which operator asked for a redelivery (of a lead or of its notice) is the service's own business: a supplier or buyer sees only that an admin did. */
 function withoutOperator(type: string, data: unknown): unknown {
-  if (type !== 'LeadRedeliveryRequested' || typeof data !== 'object' || data === null) return data;
+  if ((type !== 'LeadRedeliveryRequested' && type !== 'ErasureNoticeRedeliveryRequested') || typeof data !== 'object' || data === null) return data;
   const requested = data as { requested_by?: { role?: unknown } };
   return { ...requested, requested_by: { role: requested.requested_by?.role } };
 }

@@ -157,14 +157,16 @@ describe('delivery: sending a delivery that failed for good again', function () 
     const done = await redeliver(deliveredId);
     expect([done.status, done.body.code]).to.deep.equal([409, 'NOT_FAILED']);
 
-    // Erased: its delivery is over, there is nothing left to send.
-    const email = ((await svc.request('GET', `/functions/leads/${leadId}`, as(keys.admin!))).body.lead as Json).lead.email as string;
+    // Erased, and its buyer (a pull buyer) is sent no lead.erased notice: there is nothing left to send.
+    const email = ((await svc.request('GET', `/functions/leads/${pulled}`, as(keys.admin!))).body.lead as Json).lead.email as string;
     const erased = await svc.post({ email }, as(keys.admin!), '/functions/erasures');
     expect(erased.status, erased.text).to.equal(201);
-    const cancelled = await redeliver(leadId);
+    const cancelled = await redeliver(pulled);
     expect([cancelled.status, cancelled.body.code]).to.deep.equal([409, 'DELIVERY_CANCELLED']);
-    expect(cancelled.body.message).to.contain('nothing left to send');
-    expect(await ofType(leadId, 'LeadRedeliveryRequested')).to.deep.equal([]);
+    expect(cancelled.body.message).to.contain('nothing left to send').and.contain('no `lead.erased` notice');
+    const types = (await events(pulled)).map((e) => e.type);
+    expect(types).to.not.include('LeadRedeliveryRequested');
+    expect(types).to.not.include('ErasureNoticeRedeliveryRequested');
   });
 
   it('two requests at once re-open one round: one 202, one 409 NOT_FAILED, one event', async function () {
@@ -178,7 +180,7 @@ describe('delivery: sending a delivery that failed for good again', function () 
     expect(endpoint.forLead(leadId)).to.have.length(2);
   });
 
-  it('the CLI sends one lead again, or every lead of a buyer failed since a moment (a dry run first)', async function () {
+  it('the CLI sends one lead again, or every lead of a buyer failed since a moment (a dry run first), and its lead.erased notices that failed for good', async function () {
     const since = new Date().toISOString();
     const [one, two, three] = [await failedForGood(), await failedForGood(), await failedForGood()];
     for (const id of [one, two, three]) fixed.add(id);
@@ -197,28 +199,55 @@ describe('delivery: sending a delivery that failed for good again', function () 
     expect(again.code).to.equal(1);
     expect(again.stderr).to.contain(`lead ${one} not redelivered (NOT_FAILED)`);
 
-    // A lead failed for good and erased since: the read model lists it failed, the run would refuse it.
-    const erased = await failedForGood();
-    const view = await svc.request('GET', `/functions/leads/${erased}`, as(keys.admin!));
-    const erasure = await svc.post({ email: (view.body.lead as Json).lead.email }, as(keys.admin!), '/functions/erasures');
-    expect(erasure.status, erasure.text).to.equal(201);
+    // Leads failed for good and erased since: their buyer is sent a lead.erased notice, which it
+    // takes for one (its notice sent: refused as the run would) and refuses for good (401) for the
+    // other, whose notice the run sends again.
+    const erase = async (leadId: number) => {
+      const view = await svc.request('GET', `/functions/leads/${leadId}`, as(keys.admin!));
+      const erasure = await svc.post({ email: (view.body.lead as Json).lead.email }, as(keys.admin!), '/functions/erasures');
+      expect(erasure.status, erasure.text).to.equal(201);
+    };
+    const noticeTaken = await failedForGood();
+    fixed.add(noticeTaken);
+    await erase(noticeTaken);
+    const noticeRefused = await failedForGood();
+    await erase(noticeRefused);
+    await until(async () => (await ofType(noticeTaken, 'ErasureNoticeSent')).length === 1, 20_000, () => 'the notice taken');
+    await until(async () => (await ofType(noticeRefused, 'ErasureNoticeFailed')).length === 1, 20_000, () => 'the notice refused');
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
 
     const dry = await runChild(['deliveries', 'redeliver', '--buyer', HOOK_BUYER, '--failed-since', since, '--dry-run', '--json'], env, { script: BIN });
     expect(dry.code, dry.stderr).to.equal(0);
-    const planned = JSON.parse(dry.lines[0]!) as { redelivered: number[]; refused: Json[]; dry_run: boolean };
+    const planned = JSON.parse(dry.lines[0]!) as { redelivered: number[]; notices: number[]; refused: Json[]; dry_run: boolean };
     expect(planned.dry_run).to.equal(true);
     expect(planned.redelivered.sort()).to.deep.equal([two, three].sort());
-    expect(planned.refused, 'refused as the run would').to.deep.equal([{ lead_id: erased, code: 'DELIVERY_CANCELLED' }]);
+    expect(planned.notices).to.deep.equal([noticeRefused]);
+    expect(planned.refused, 'refused as the run would').to.deep.equal([{ lead_id: noticeTaken, code: 'NOT_FAILED', subject: 'notice' }]);
     expect(await ofType(two, 'LeadRedeliveryRequested'), 'a dry run records nothing').to.deep.equal([]);
+    expect(await ofType(noticeRefused, 'ErasureNoticeRedeliveryRequested'), 'a dry run records nothing').to.deep.equal([]);
 
+    fixed.add(noticeRefused);
     const swept = await runChild(['deliveries', 'redeliver', '--buyer', HOOK_BUYER, '--failed-since', since], env, { script: BIN });
     expect(swept.code, swept.stderr).to.equal(0);
     expect(swept.lines[0]).to.match(new RegExp(`^2 lead\\(s\\) redelivered to ${HOOK_BUYER}: `));
+    expect(swept.lines[1]).to.equal(`1 lead.erased notice(s) sent again to ${HOOK_BUYER}: ${noticeRefused}`);
+    expect(swept.lines[2]).to.equal(`lead ${noticeTaken} not redelivered (NOT_FAILED): its personal data is gone, and its lead.erased notice has not failed for good (sent, or still being sent)`);
     for (const id of [two, three]) {
       await rowWith(id, 'delivered');
       expect(endpoint.forLead(id), `lead ${id}`).to.have.length(2);
     }
+    await until(async () => (await ofType(noticeRefused, 'ErasureNoticeSent')).length === 1, 20_000, () => 'the notice sent again');
+    expect((await ofType<Json>(noticeRefused, 'ErasureNoticeRedeliveryRequested'))[0]).to.deep.include({ round: 2, attempts: 1, requested_by: { role: 'cli', name: 'cli' } });
+
+    // One lead's notice, by its id: sent again as its delivery would be.
+    const oneNotice = await failedForGood();
+    await erase(oneNotice);
+    await until(async () => (await ofType(oneNotice, 'ErasureNoticeFailed')).length === 1, 20_000, () => 'the notice refused');
+    fixed.add(oneNotice);
+    const noticeAgain = await runChild(['deliveries', 'redeliver', String(oneNotice), '--reason', 'buyer_outage'], env, { script: BIN });
+    expect(noticeAgain.code, noticeAgain.stderr).to.equal(0);
+    expect(noticeAgain.lines[0]).to.match(new RegExp(`^sending the lead.erased notice of lead ${oneNotice} to ${HOOK_BUYER} again: round 2, pending, due now`));
+    await until(async () => (await ofType(oneNotice, 'ErasureNoticeSent')).length === 1, 20_000, () => 'the notice sent again');
 
     // A routing file without the lead's buyer: re-opened, the lead would wait for ever, so it is refused.
     const withoutBuyer = join(svc.dataDir, 'routing-without-buyer.json');
@@ -238,7 +267,7 @@ describe('delivery: sending a delivery that failed for good again', function () 
 describe('delivery: a re-opened delivery erased before it is sent', function () {
   this.timeout(60_000);
 
-  it('is cancelled like any pending delivery, and never sent', async function () {
+  it('is cancelled like any pending delivery, and never sent; sent again, only its failed lead.erased notice is', async function () {
     const endpoint = await BuyerEndpoint.start(() => 401);
     const harness = await DeliveryHarness.start(endpoint);
     try {
@@ -257,9 +286,15 @@ describe('delivery: a re-opened delivery erased before it is sent', function () 
       expect(cancelled).to.include({ reason: 'erased', attempts: 1 });
       await harness.rowWith(leadId, 'cancelled');
       harness.worker();
-      const refused = await harness.svc.request('POST', `/functions/deliveries/${leadId}/redeliver`, { 'x-api-key': admin });
-      expect([refused.status, refused.body.code]).to.deep.equal([409, 'DELIVERY_CANCELLED']);
-      expect(endpoint.forLead(leadId)).to.have.length(1);
+      // Its buyer had the lead sent to it once: it is told to delete it, and refuses that too (401, final).
+      await until(async () => (await harness.row(leadId))?.notice === 'failed', 10_000, () => 'the notice given up');
+      // Sent again now, it is that notice that is re-opened, never the cancelled delivery.
+      const again = await harness.svc.request('POST', `/functions/deliveries/${leadId}/redeliver`, { 'x-api-key': admin });
+      expect(again.status, again.text).to.equal(202);
+      expect(again.body.delivery).to.include({ status: 'cancelled', notice: 'pending' });
+      await until(async () => (await harness.ofType(leadId, 'ErasureNoticeFailed')).length === 2, 10_000, () => 'the notice sent again');
+      expect(endpoint.forLead(leadId).filter((r) => r.body.type !== 'lead.erased'), 'the lead itself').to.have.length(1);
+      expect(await harness.ofType(leadId, 'LeadDeliveryAttempted')).to.have.length(1);
     } finally {
       await harness.stop();
       await endpoint.stop();

@@ -19,8 +19,9 @@ import { type Reply, TestService, validLead } from '../support/service.js';
 // server, its embedded stores, a local HTTPS buyer): posts sold, routed to a bucket, rejected and
 // duplicated; a ping and the post against it, once failing to record its lead; deliveries by
 // webhook (taken, refused for good and sent again) and by pull (acknowledged, returned); an
-// erasure that suppresses, notices that fail once, a pending delivery cancelled; keys issued,
-// rotated, revoked; and the retention sweep. What they wrote is what the catalogue is held to.
+// erasure that suppresses, notices that fail once, one refused for good and sent again, a pending
+// delivery cancelled; keys issued, rotated, revoked; and the retention sweep. What they wrote is
+// what the catalogue is held to.
 
 const SECRET_ENV = 'EVENTS_CATALOGUE_SECRET';
 const HOOK_BUYER = 'hook-buyer';
@@ -59,11 +60,18 @@ export async function runEveryFlow(dataDir: string): Promise<Flows> {
   await new LeadIdAllocator(older, 1, 'older-release').nextId();
   await older.close();
   process.env[SECRET_ENV] = 'catalogue-secret-3c9d';
-  /** Leads posted with s1 `refused` the buyer refuses with a final 401 until they are in here; of its notices, the first fails. */
+  /**
+   * Leads posted with s1 `refused` the buyer refuses with a final 401 until they are in here; of its
+   * notices, the first fails, and those of the leads in `refusesNotice` are refused with a final 401
+   * until they are in `takes` too.
+   */
   const takes = new Set<number>();
+  const refusesNotice = new Set<number>();
   let failNotices = 1;
   const endpoint = await BuyerEndpoint.start(
     (request) => {
+      const leadId = request.body.lead_id as number;
+      if (request.body.type === 'lead.erased' && refusesNotice.has(leadId) && !takes.has(leadId)) return 401;
       if (request.body.type === 'lead.erased') return failNotices-- > 0 ? 503 : 200;
       return request.body.s1 === 'refused' && !takes.has(request.body.lead_id as number) ? 401 : 200;
     },
@@ -77,14 +85,20 @@ export async function runEveryFlow(dataDir: string): Promise<Flows> {
     delete process.env[SECRET_ENV];
   };
   try {
-    return { ...(await everyFlow(svc, endpoint, faulty, takes)), stop };
+    return { ...(await everyFlow(svc, endpoint, faulty, takes, refusesNotice)), stop };
   } catch (error) {
     await stop();
     throw error;
   }
 }
 
-async function everyFlow(svc: TestService, endpoint: BuyerEndpoint, faulty: FaultyEventStore, takes: Set<number>): Promise<Omit<Flows, 'stop'>> {
+async function everyFlow(
+  svc: TestService,
+  endpoint: BuyerEndpoint,
+  faulty: FaultyEventStore,
+  takes: Set<number>,
+  refusesNotice: Set<number>,
+): Promise<Omit<Flows, 'stop'>> {
   const { service } = svc;
   const routing = loadRoutingConfig(join(svc.dataDir, 'routing.json'));
   const worker = (): DeliveryWorker => {
@@ -134,6 +148,7 @@ async function everyFlow(svc: TestService, endpoint: BuyerEndpoint, faulty: Faul
   // Posts: sold to the webhook buyer, to the pull buyer, to a bucket; rejected; a duplicate whose
   // free contact is claimed and given back; one with an Idempotency-Key.
   const delivered = await sell({ zip: '90210' });
+  const noticeRefused = await sell({ zip: '90212' });
   const refused = await sell({ zip: '90210', s1: 'refused' });
   const pulled = await sell({ zip: '10001', accident_state: 'NY' });
   const pending = await sell({ zip: '10002', accident_state: 'NY' });
@@ -156,6 +171,7 @@ async function everyFlow(svc: TestService, endpoint: BuyerEndpoint, faulty: Faul
   // Deliveries: one taken, one refused for good and sent again once the buyer takes it.
   const deliveries = worker();
   await until(() => has(delivered.leadId, 'LeadDelivered'), 20_000, () => 'the webhook delivery');
+  await until(() => has(noticeRefused.leadId, 'LeadDelivered'), 20_000, () => 'the webhook delivery of the lead whose notice is refused');
   await until(() => has(refused.leadId, 'LeadDeliveryFailed'), 20_000, () => 'the refused delivery');
   takes.add(refused.leadId);
   expectStatus(await svc.request('POST', `/functions/deliveries/${refused.leadId}/redeliver`, as(admin)), 202);
@@ -173,6 +189,13 @@ async function everyFlow(svc: TestService, endpoint: BuyerEndpoint, faulty: Faul
   expectStatus(await svc.post({ mobile: pending.lead.mobile }, as(admin), '/functions/erasures'), 201);
   await until(() => has(delivered.leadId, 'ErasureNoticeSent'), 20_000, () => 'the erasure notice');
   await until(() => has(pending.leadId, 'LeadDeliveryCancelled'), 20_000, () => 'the cancelled delivery');
+  // A notice the buyer refuses for good (401), sent again by an admin once the buyer takes it.
+  refusesNotice.add(noticeRefused.leadId);
+  expectStatus(await svc.post({ email: noticeRefused.lead.email }, as(admin), '/functions/erasures'), 201);
+  await until(() => has(noticeRefused.leadId, 'ErasureNoticeFailed'), 20_000, () => 'the notice refused for good');
+  takes.add(noticeRefused.leadId);
+  expectStatus(await svc.request('POST', `/functions/deliveries/${noticeRefused.leadId}/redeliver`, as(admin)), 202);
+  await until(() => has(noticeRefused.leadId, 'ErasureNoticeSent'), 20_000, () => 'the notice sent again');
   const suppressed = await svc.post(posted(validLead({ email: delivered.lead.email })), as(supplier));
   if (suppressed.body.code !== 'SUPPRESSED') throw new Error(`a suppressed contact was taken: ${suppressed.text}`);
   await deliveries.stop();

@@ -66,6 +66,7 @@ const CODE_TYPES: Record<
   LeadDeliveryCancelled: true,
   ErasureNoticeSent: true,
   ErasureNoticeFailed: true,
+  ErasureNoticeRedeliveryRequested: true,
   LeadPinged: true,
   PingBidsCollected: true,
   PingPosted: true,

@@ -12,6 +12,9 @@ import {
   leadReceived,
   leadRoutedToBuyer,
   leadSold,
+  noticeFailed,
+  noticeRedeliveryRequested,
+  personalDataErased,
   redeliveryRequested,
   rejectedLead,
   returned,
@@ -152,6 +155,16 @@ describe('deliveries projection', function () {
           redeliveryRequested(1, 'acme', 2, 1, AT(9)),
         )
         .then({ deliveries: { '1': row({ attempts: 1, last_attempt_at: AT(5), last_status_code: 401, last_error: 'http_4xx', next_attempt_at: AT(9) }) } });
+    });
+
+    it("an erased lead's notice given up, then sent again: the notice failed, then pending and due at the request, the delivery as it was", async function () {
+      const delivered = [...soldLead(1, 'acme', 25), deliveryAttempted(1, 'acme', 1, AT(5)), leadDelivered(1, 'acme', 1, AT(5))];
+      const givenUp = [...delivered, personalDataErased(1, 'acme', AT(6)), noticeFailed(1, 'acme', 1, AT(6), AT(7)), noticeFailed(1, 'acme', 2, AT(7), null)];
+      const deliveredRow = (await spec.given(...delivered).rows()).deliveries!['1']!;
+      await spec.given(...givenUp).then({ deliveries: { '1': { ...deliveredRow, erased: true, notice: 'failed', notice_next_at: null } } });
+      await spec
+        .given(...givenUp, noticeRedeliveryRequested(1, 'acme', 2, 2, AT(9)))
+        .then({ deliveries: { '1': { ...deliveredRow, erased: true, notice: 'pending', notice_next_at: AT(9) } } });
     });
 
     it('delivered on a retry: the last failure cleared', async function () {

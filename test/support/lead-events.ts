@@ -171,6 +171,24 @@ export function redeliveryRequested(leadId: number, buyer: string, round: number
   return stamp({ type: 'LeadRedeliveryRequested', data }, at);
 }
 
+type Of<T extends LeadEvent['type']> = Extract<LeadEvent, { type: T }>;
+
+/** The lead's personal data erased; `notify`, the webhook buyer that received it, is sent a `lead.erased` notice. */
+export function personalDataErased(leadId: number, notify: string | null, at: string): NewLeadEvent<Of<'LeadPersonalDataErased'>> {
+  return stamp<Of<'LeadPersonalDataErased'>>({ type: 'LeadPersonalDataErased', data: { lead_id: leadId, erasure_id: 'e'.repeat(32), had_delivery: true, notify_buyer: notify, erased_at: at } }, at);
+}
+
+/** A `lead.erased` notice attempt failed (503); retried at `next` (null: given up). */
+export function noticeFailed(leadId: number, buyer: string, attempt: number, at: string, next: string | null): NewLeadEvent<Of<'ErasureNoticeFailed'>> {
+  return stamp<Of<'ErasureNoticeFailed'>>({ type: 'ErasureNoticeFailed', data: { lead_id: leadId, buyer, attempt, status: 503, error: 'http_5xx', next_attempt_at: next, failed_at: at } }, at);
+}
+
+/** An admin asked for a `lead.erased` notice that failed for good to be sent again: round `round`, after `attempts` attempts. */
+export function noticeRedeliveryRequested(leadId: number, buyer: string, round: number, attempts: number, at: string): NewLeadEvent<Of<'ErasureNoticeRedeliveryRequested'>> {
+  const data = { lead_id: leadId, buyer, round, attempts, requested_by: { role: 'admin', name: 'ops' }, reason: 'buyer_outage', requested_at: at };
+  return stamp<Of<'ErasureNoticeRedeliveryRequested'>>({ type: 'ErasureNoticeRedeliveryRequested', data }, at);
+}
+
 export function feedbackRecorded(leadId: number, buyer: string, type: FeedbackType, at: string, reason: string | null = null): NewLeadEvent<FeedbackRecorded> {
   return stamp({ type: 'FeedbackRecorded', data: { lead_id: leadId, buyer, type, reason, recorded_at: at } }, at);
 }

@@ -33,13 +33,14 @@ const LEAD_EVENT_VERSIONS: Record<LeadEvent['type'], number> = {
   LeadDeliveryCancelled: LEAD_EVENT_SCHEMA,
   ErasureNoticeSent: LEAD_EVENT_SCHEMA,
   ErasureNoticeFailed: LEAD_EVENT_SCHEMA,
+  ErasureNoticeRedeliveryRequested: LEAD_EVENT_SCHEMA,
 };
 
 /** Version 1 only began stamping the version: apart from LeadReceived the data did not change. */
 const stampedOnly = (type: string): Upcaster => ({ type, from: 0, to: 1, up: (data) => data });
 
 /** Lead events with nothing to upcast: LeadReceived has upcasters of its own, the others were first written at version 1. */
-const WRITTEN_FROM_VERSION_1 = new Set(['LeadReceived', 'LeadPingMatched', 'LeadRedeliveryRequested']);
+const WRITTEN_FROM_VERSION_1 = new Set(['LeadReceived', 'LeadPingMatched', 'LeadRedeliveryRequested', 'ErasureNoticeRedeliveryRequested']);
 
 /** Version 2 of LeadReceived only encrypted the personal fields: a version-1 event is read as written, in clear. */
 const leadReceivedV1: Upcaster = { type: 'LeadReceived', from: 1, to: 2, up: (data) => data };
