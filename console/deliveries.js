@@ -4,7 +4,9 @@
 // pulls it), and a failed webhook attempt shows why (last_error) and when the worker tries again
 // (next_attempt_at). For an admin, a delivery that failed for good has a Send again button
 // (POST /functions/deliveries/{id}/redeliver), for once the buyer has fixed its side: the row then
-// shows the delivery as the answer gives it, pending again.
+// shows the delivery as the answer gives it, pending again. An erased lead has no delivery left to
+// make, but the lead.erased notice to its buyer may have failed for good: its row has a Send
+// notice again button instead, which the same request answers by re-opening the notice.
 
 import { getJson, postJson, explain } from './api.js';
 import { h, field, select, say, time, things, badge, onMore, cards, hideEmpty, outOfDate } from './dom.js';
@@ -66,18 +68,25 @@ export async function renderDeliveries(main, _params, current, me) {
     if (row && !event.target.closest('a, button')) location.hash = `#/leads/${row.dataset.lead}`;
   });
 
-  /** A row of the table; an admin's failed row has its Send again button in the Status cell. */
+  /**
+   * A row of the table; an admin's failed row has its Send again button in the Status cell, and an
+   * erased lead's row whose lead.erased notice failed for good a Send notice again button.
+   */
   function rowOf(row) {
     const tr = h('tr', { class: 'opens', 'data-lead': row.lead_id }, COLUMNS.map(([, cell, cls]) => h('td', { class: cls }, cell(row))));
-    if (me?.role === 'admin' && row.status === 'failed') {
-      const button = h('button', { type: 'button', class: 'secondary', 'aria-label': `Send lead ${row.lead_id} again` }, 'Send again');
-      button.addEventListener('click', () => sendAgain(row, button));
+    // Erased, the lead is never sent again: what the request re-opens is its notice, if that failed.
+    const notice = row.erased === true;
+    if (me?.role === 'admin' && (notice ? row.notice === 'failed' : row.status === 'failed')) {
+      const label = notice ? `Send the erasure notice of lead ${row.lead_id} again` : `Send lead ${row.lead_id} again`;
+      const button = h('button', { type: 'button', class: 'secondary', 'aria-label': label }, notice ? 'Send notice again' : 'Send again');
+      button.addEventListener('click', () => sendAgain(row, button, notice));
       tr.cells[COLUMNS.findIndex(([title]) => title === 'Status')].append(' ', button);
     }
     return tr;
   }
 
-  async function sendAgain(row, button) {
+  async function sendAgain(row, button, notice) {
+    const what = notice ? `The erasure notice of lead ${row.lead_id}` : `Lead ${row.lead_id}`;
     button.disabled = true;
     try {
       const answer = await postJson(`/functions/deliveries/${row.lead_id}/redeliver`);
@@ -85,10 +94,11 @@ export async function renderDeliveries(main, _params, current, me) {
       button.closest('tr').replaceWith(tr);
       cards(table);
       tr.querySelector('a').focus();
-      say(message, `Lead ${row.lead_id} is sent again: ${deliveryStatusWords(answer.delivery.status).toLowerCase()}, due ${time(answer.delivery.next_attempt_at)}.`);
+      const due = notice ? `due ${time(answer.delivery.notice_next_at)}` : `${deliveryStatusWords(answer.delivery.status).toLowerCase()}, due ${time(answer.delivery.next_attempt_at)}`;
+      say(message, `${what} is sent again: ${due}.`);
     } catch (error) {
       button.disabled = false;
-      say(message, `Lead ${row.lead_id} was not sent again: ${explain(error)}`, 'error');
+      say(message, `${what} was not sent again: ${explain(error)}`, 'error');
     }
   }
 

@@ -213,6 +213,8 @@ const DETAILS = {
   ErasureNoticeSent: (d) => h('p', {}, `Erasure notice delivered to ${d.buyer}, attempt ${d.attempt}, HTTP ${d.status}.`),
   ErasureNoticeFailed: (d) =>
     h('p', {}, `Erasure notice to ${d.buyer} failed: `, deliveryErrorShown(d.error), `. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
+  ErasureNoticeRedeliveryRequested: (d) =>
+    h('p', {}, `Erasure notice sent again to ${d.buyer} (round ${d.round}, after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}), asked by ${d.requested_by?.name ?? d.requested_by?.role ?? 'an admin'}${d.reason ? ` (${d.reason})` : ''}.`),
   LeadReturned: (d) => h('p', {}, `Returned by ${d.buyer} (${reasonWords(d.reason)}): ${money(d.revenue, d.currency)} reversed.`),
 };
 // A failure is drawn in the failure colour whatever failed (a delivery or an erasure notice), a success in the success colour.

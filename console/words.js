@@ -79,6 +79,7 @@ const EVENT_TYPES = {
   LeadPersonalDataExpired: 'Personal data expired',
   ErasureNoticeSent: 'Erasure notice sent',
   ErasureNoticeFailed: 'Erasure notice failed',
+  ErasureNoticeRedeliveryRequested: 'Erasure notice sent again',
 };
 
 /** An event in words; a delivery attempt, or its failure, with the attempt's number. A type not listed: as written. */
