@@ -84,6 +84,10 @@ describe('erasure notice: sending a notice that failed for good again', function
     expect(await harness.row(leadId)).to.include({ status: 'delivered', erased: true, notice: 'sent', notice_next_at: null });
     // The lead itself is never sent again: one POST of it, then its notices.
     expect(endpoint.forLead(leadId).filter((r) => r.body.type !== 'lead.erased')).to.have.length(1);
+    // A buyer reading the lead's events sees that an admin asked, not which one.
+    const buyer = await harness.svc.key('buyer', HOOK_BUYER);
+    const asBuyer = (await harness.svc.request('GET', `/functions/leads/${leadId}/events`, { 'x-api-key': buyer })).body.items as Json[];
+    expect(asBuyer.find((e) => e.type === 'ErasureNoticeRedeliveryRequested')!.data.requested_by).to.deep.equal({ role: 'admin' });
   });
 
   it('a notice already sent is refused: 409 NOT_FAILED, in words about the notice, and nothing recorded', async function () {
