@@ -221,19 +221,8 @@ interface ErasureNoticeFailed {
  */
 export interface ErasureNoticeRedeliveryRequested {
   readonly type: 'ErasureNoticeRedeliveryRequested';
-  readonly data: {
-    readonly lead_id: number;
-    readonly buyer: string;
-    /** The notice's round this request opens: 2 for the first. */
-    readonly round: number;
-    /** Notice attempts made before it: the new round's first is `attempts + 1`. */
-    readonly attempts: number;
-    /** Who asked: a role and the name the key acts for (`cli` from the command line), never a key. */
-    readonly requested_by: { readonly role: string; readonly name: string };
-    /** A snake_case code saying why, never free text; null when none was given. */
-    readonly reason: string | null;
-    readonly requested_at: string;
-  };
+  /** A redelivery's fields, counting the notice's own rounds and attempts. */
+  readonly data: LeadRedeliveryRequested['data'];
 }
 
 /** Destroyed because the lead is older than the retention period (PII_RETENTION_DAYS). */

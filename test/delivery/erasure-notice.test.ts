@@ -133,37 +133,41 @@ describe('erasure while a webhook delivery is in flight', function () {
   this.timeout(60_000);
   let endpoint: BuyerEndpoint;
   let harness: DeliveryHarness;
-  let release: () => void = () => {};
-  const answered = new Promise<void>((resolve) => (release = resolve));
-  let posted = false;
-  let holding = false;
+  /** While set, the buyer takes a lead and answers it with `status` only once released (within its timeout). */
+  let hold: { readonly status: number; posted: boolean; readonly answered: Promise<void>; release(): void } | null = null;
+  const holdNext = (status: number) => {
+    let release = () => {};
+    const answered = new Promise<void>((resolve) => (release = resolve));
+    hold = { status, posted: false, answered, release };
+    return hold;
+  };
 
   before(async function () {
-    // While `holding`, the buyer takes a lead and answers only once released (within its timeout).
     endpoint = await BuyerEndpoint.start(async (request: ReceivedDelivery) => {
-      if (request.body.type === 'lead.erased' || !holding) return 200;
-      posted = true;
-      await answered;
-      return 200;
+      const held = hold;
+      if (request.body.type === 'lead.erased' || !held) return 200;
+      held.posted = true;
+      await held.answered;
+      return held.status;
     });
     harness = await DeliveryHarness.start(endpoint, { timeout_ms: 10_000 });
+    harness.worker();
   });
 
   after(async function () {
-    release();
+    hold?.release();
     await harness?.stop();
     await endpoint?.stop();
   });
 
   it('the buyer answering then gets the lead.erased notice once the attempt is over, never before: it holds the lead whatever the attempt comes to', async function () {
-    harness.worker();
     const admin = { 'x-api-key': await harness.svc.key('admin', 'root') };
     // Another consumer's lead, delivered: its notice shows the worker sending notices meanwhile.
     const other = await harness.sell({ zip: '90210' });
     await harness.rowWith(other.leadId, 'delivered');
-    holding = true;
+    const held = holdNext(200);
     const { leadId, lead } = await harness.sell({ zip: '90210' });
-    await until(() => posted, 10_000, () => 'the delivery POST');
+    await until(() => held.posted, 10_000, () => 'the delivery POST');
     for (const email of [lead.email, other.lead.email]) {
       const erased = await harness.svc.post({ email }, admin, '/functions/erasures');
       expect(erased.status, erased.text).to.equal(201);
@@ -175,13 +179,35 @@ describe('erasure while a webhook delivery is in flight', function () {
     // Held a while each time it is found waiting, not logged at every poll (25 ms) while it waits.
     const noticeLines = () => harness.logs.filter((line) => line.includes('lead.erased notice') && line.includes(`"lead_id":${leadId}`));
     expect(noticeLines()).to.deep.equal([]);
-    release();
+    held.release();
     await until(async () => (await harness.ofType(leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => 'the notice');
     const notices = endpoint.forLead(leadId).filter((r) => r.body.type === 'lead.erased');
     expect(notices.map((n) => JSON.parse(n.text))).to.deep.equal([{ type: 'lead.erased', lead_id: leadId, reason: 'consumer_request' }]);
     const types = (await harness.events(leadId)).map((e) => e.type);
     expect(types.indexOf('LeadDelivered'), types.join(', ')).to.be.below(types.indexOf('ErasureNoticeSent'));
     await until(() => noticeLines().some((line) => line.includes('"outcome":"ErasureNoticeSent"')), 10_000, () => 'the notice logged');
+  });
+
+  it('an attempt that fails after its delivery was cancelled ends it: recorded with no next attempt, and the row and the view stay cancelled, never pending again', async function () {
+    const admin = { 'x-api-key': await harness.svc.key('admin', 'root') };
+    const held = holdNext(503);
+    const { leadId, lead } = await harness.sell({ zip: '90210' });
+    await until(() => held.posted, 10_000, () => 'the delivery POST');
+    const erased = await harness.svc.post({ email: lead.email }, admin, '/functions/erasures');
+    expect(erased.status, erased.text).to.equal(201);
+    await harness.rowWith(leadId, 'cancelled');
+    held.release();
+    await until(async () => (await harness.ofType(leadId, 'LeadDeliveryFailed')).length === 1, 10_000, () => "the attempt's failure");
+    expect((await harness.ofType(leadId, 'LeadDeliveryFailed'))[0]).to.include({ attempt: 1, error: 'http_5xx', next_attempt_at: null, cancelled: true });
+    const settled = await harness.svc.service.store.headPosition();
+    await harness.svc.service.projections.waitFor(settled);
+    expect(await harness.row(leadId)).to.include({ status: 'cancelled', next_attempt_at: null, last_error: 'http_5xx' });
+    const view = await harness.svc.request('GET', `/functions/leads/${leadId}`, admin);
+    expect((view.body.lead as { delivery: unknown }).delivery).to.deep.equal({ status: 'cancelled', attempts: 1 });
+    const pending = await harness.svc.request('GET', '/functions/deliveries?status=pending', admin);
+    expect((pending.body.items as Array<{ lead_id: number }>).map((row) => row.lead_id)).to.not.include(leadId);
+    // Nothing more is sent: the one POST of the lead, then its notice.
+    expect(endpoint.forLead(leadId).filter((r) => r.body.type !== 'lead.erased')).to.have.length(1);
   });
 });
 
@@ -274,53 +300,5 @@ describe('an erasure notice whose outcome cannot be recorded', function () {
     expect(sentAt(), 'notices sent').to.have.length(3);
     expect(second! - first!, 'ms before the second notice').to.be.at.least(900);
     expect(third! - second!, 'ms before the third notice (the wait grows)').to.be.at.least(1800);
-  });
-});
-
-describe('an attempt in flight that fails after its delivery was cancelled', function () {
-  this.timeout(60_000);
-  let endpoint: BuyerEndpoint;
-  let harness: DeliveryHarness;
-  let release: () => void = () => {};
-  const answered = new Promise<void>((resolve) => (release = resolve));
-  let posted = false;
-
-  before(async function () {
-    // The buyer takes the lead and, once released, answers 503: the attempt fails.
-    endpoint = await BuyerEndpoint.start(async (request: ReceivedDelivery) => {
-      if (request.body.type === 'lead.erased') return 200;
-      posted = true;
-      await answered;
-      return 503;
-    });
-    harness = await DeliveryHarness.start(endpoint, { timeout_ms: 10_000 });
-  });
-
-  after(async function () {
-    release();
-    await harness?.stop();
-    await endpoint?.stop();
-  });
-
-  it('ends the delivery: recorded with no next attempt, and the row and the view stay cancelled, never pending again', async function () {
-    harness.worker();
-    const admin = { 'x-api-key': await harness.svc.key('admin', 'root') };
-    const { leadId, lead } = await harness.sell({ zip: '90210' });
-    await until(() => posted, 10_000, () => 'the delivery POST');
-    const erased = await harness.svc.post({ email: lead.email }, admin, '/functions/erasures');
-    expect(erased.status, erased.text).to.equal(201);
-    await harness.rowWith(leadId, 'cancelled');
-    release();
-    await until(async () => (await harness.ofType(leadId, 'LeadDeliveryFailed')).length === 1, 10_000, () => "the attempt's failure");
-    expect((await harness.ofType(leadId, 'LeadDeliveryFailed'))[0]).to.include({ attempt: 1, error: 'http_5xx', next_attempt_at: null, cancelled: true });
-    const settled = await harness.svc.service.store.headPosition();
-    await harness.svc.service.projections.waitFor(settled);
-    expect(await harness.row(leadId)).to.include({ status: 'cancelled', next_attempt_at: null, last_error: 'http_5xx' });
-    const view = await harness.svc.request('GET', `/functions/leads/${leadId}`, admin);
-    expect((view.body.lead as { delivery: unknown }).delivery).to.deep.equal({ status: 'cancelled', attempts: 1 });
-    const pending = await harness.svc.request('GET', '/functions/deliveries?status=pending', admin);
-    expect((pending.body.items as Array<{ lead_id: number }>).map((row) => row.lead_id)).to.not.include(leadId);
-    // Nothing more is sent: the one POST of the lead, then its notice.
-    expect(endpoint.forLead(leadId).filter((r) => r.body.type !== 'lead.erased')).to.have.length(1);
   });
 });
