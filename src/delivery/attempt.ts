@@ -258,16 +258,18 @@ function redelivery(state: DeliveryState, request: RedeliveryRequest): LeadEvent
   if (!state.failedFinally) throw new RedeliveryRefusedError('NOT_FAILED');
   // Re-opened, it would wait for ever: no worker sends to a buyer the routing file no longer has.
   if (!request.buyerKnown(sale.buyer)) throw new RedeliveryRefusedError('BUYER_UNKNOWN');
-  const data: LeadRedeliveryRequested['data'] = {
-    lead_id: sale.lead_id,
-    buyer: sale.buyer,
-    round: state.round + 1,
-    attempts: state.lastAttempt,
-    requested_by: request.requestedBy,
-    reason: request.reason,
-    requested_at: request.now.toISOString(),
-  };
-  return [{ type: 'LeadRedeliveryRequested', data }];
+  return [{ type: 'LeadRedeliveryRequested', data: nextRound(sale, state.round, state.lastAttempt, request) }];
+}
+
+/** A request to send something that failed for good again: a new round after `round`, numbered on from `attempts`. */
+export function nextRound(
+  to: { readonly lead_id: number; readonly buyer: string },
+  round: number,
+  attempts: number,
+  request: RedeliveryRequest,
+): LeadRedeliveryRequested['data'] {
+  const { lead_id, buyer } = to;
+  return { lead_id, buyer, round: round + 1, attempts, requested_by: request.requestedBy, reason: request.reason, requested_at: request.now.toISOString() };
 }
 
 export type DeliveryCommand =

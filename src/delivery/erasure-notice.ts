@@ -1,9 +1,9 @@
 import { type Decider, handleCommand, readFolded } from '../commands/handler.js';
 import type { EventStore } from '../event-store/port.js';
-import { type ErasureNoticeRedeliveryRequested, type LeadEvent, leadStream } from '../events/lead-events.js';
+import { type LeadEvent, leadStream } from '../events/lead-events.js';
 import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
 import type { Buyer } from '../routing/load-config.js';
-import { RedeliveryRefusedError, type RedeliveryRequest, outcomeOf } from './attempt.js';
+import { RedeliveryRefusedError, type RedeliveryRequest, nextRound, outcomeOf } from './attempt.js';
 import { type WebhookPost, postWebhook } from './post-webhook.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, signDelivery } from './signature.js';
 
@@ -64,16 +64,7 @@ function noticeRedelivery(state: NoticeState, request: RedeliveryRequest): LeadE
   if (state.buyer === null || state.leadId === null) throw new RedeliveryRefusedError('NOT_FOUND', 'notice');
   if (!state.failedFinally) throw new RedeliveryRefusedError('NOT_FAILED', 'notice');
   if (!request.buyerKnown(state.buyer)) throw new RedeliveryRefusedError('BUYER_UNKNOWN', 'notice');
-  const data: ErasureNoticeRedeliveryRequested['data'] = {
-    lead_id: state.leadId,
-    buyer: state.buyer,
-    round: state.round + 1,
-    attempts: state.attempts,
-    requested_by: request.requestedBy,
-    reason: request.reason,
-    requested_at: request.now.toISOString(),
-  };
-  return [{ type: 'ErasureNoticeRedeliveryRequested', data }];
+  return [{ type: 'ErasureNoticeRedeliveryRequested', data: nextRound({ lead_id: state.leadId, buyer: state.buyer }, state.round, state.attempts, request) }];
 }
 
 export const noticeDecider: Decider<NoticeCommand, NoticeState, LeadEvent> = {
