@@ -229,12 +229,13 @@ describe('support streams (on the embedded store)', function () {
       expect(await ledger.reserve('orphans', [cap], 2)).to.equal(null);
       // Full, and lead 2's slot is young: it may still be a post under way.
       expect(await ledger.reserve('orphans', [cap], 3)).to.equal(cap);
-      clock += 5 * 60_000 + 1;
+      // Five minutes on from when the slots were taken (the store stamps them with its own clock).
+      clock = Date.now() + 5 * 60_000 + 1_000;
       expect(await ledger.reserve('orphans', [cap], 4)).to.equal(null);
       const stream = (await store.readStream('cap-orphans-0-orphans')).map((e) => [e.type, (e.data as { lead_id: number }).lead_id]);
       expect(stream).to.deep.equal([['CapSlotTaken', 1], ['CapSlotTaken', 2], ['CapSlotReleased', 2], ['CapSlotTaken', 4]]);
-      // Lead 4's slot is young, lead 1's recorded: the cap stays full.
-      clock += 5 * 60_000 + 1;
+      // Both leads holding slots are recorded (lead 4 now, its slot past 5 minutes): the cap stays full.
+      clock = Date.now() + 5 * 60_000 + 1_000;
       await store.append('lead-4', [{ type: 'LeadReceived', data: { lead_id: 4 } }]);
       expect(await ledger.reserve('orphans', [cap], 5)).to.equal(cap);
       expect(await store.readStream('cap-orphans-0-orphans')).to.have.length(4);
