@@ -402,10 +402,21 @@ describe('read-back routes', function () {
         const reply = await get(`/functions/leads?until=${encodeURIComponent(raw)}`, keys.admin!);
         expect(reply.status, `${raw}: ${reply.text}`).to.equal(200);
       }
-      // Without an offset, 08:00 is 08:00 UTC whatever the process's zone: the same page as with Z.
-      const bare = await get('/functions/leads?until=2026-11-01T08:00&limit=500', keys.admin!);
-      const utc = await get('/functions/leads?until=2026-11-01T08:00:00Z&limit=500', keys.admin!);
-      expect(bare.body.items).to.deep.equal(utc.body.items);
+      // Without an offset, a time is UTC whatever the process's zone: in New York (UTC-5 or -4), a
+      // minute before the newest lead, read as local time, would be hours after it and list it.
+      const newest = ((await get('/functions/leads?limit=1', keys.admin!)).body.items as Array<{ lead_id: number; received_at: string }>)[0]!;
+      const minuteBefore = new Date(Date.parse(newest.received_at) - 60_000).toISOString().slice(0, 16);
+      const zone = process.env.TZ;
+      process.env.TZ = 'America/New_York';
+      try {
+        const bare = await get(`/functions/leads?until=${minuteBefore}&limit=500`, keys.admin!);
+        const utc = await get(`/functions/leads?until=${minuteBefore}:00Z&limit=500`, keys.admin!);
+        expect((bare.body.items as Array<{ lead_id: number }>).map((lead) => lead.lead_id)).to.not.include(newest.lead_id);
+        expect(bare.body.items).to.deep.equal(utc.body.items);
+      } finally {
+        if (zone === undefined) delete process.env.TZ;
+        else process.env.TZ = zone;
+      }
     });
 
     it("without from and to, the last seven days are the report zone's, ending on its today", async function () {
