@@ -238,8 +238,10 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
       if (command.routing.buyers.find((b) => b.id === buyer)?.delivery.kind === 'webhook') throw new AfterSaleError('NOT_PULLED');
       if (sale.delivered) return [];
       // A cancelled delivery stays cancelled: the lead the buyer would acknowledge has no personal
-      // data left, and marking it delivered would count a delivery that was never made.
-      if (sale.cancelled) throw new AfterSaleError('DELIVERY_CANCELLED');
+      // data left, and marking it delivered would count a delivery that was never made. So does one
+      // its buyer returned before taking it, also where the return came from a release that did not
+      // yet cancel the delivery with it.
+      if (sale.cancelled || sale.returned) throw new AfterSaleError('DELIVERY_CANCELLED');
       return [{ type: 'LeadDelivered', data: { lead_id, buyer, via: 'pull', attempt: sale.attempts + 1, status: null, latency_ms: null, delivered_at: now.toISOString() } }];
     }
     const config = command.routing.buyers.find((b) => b.id === buyer);
