@@ -39,7 +39,8 @@ import { type ReloadResult, settingsReloader, watchRoutingFile } from './ops/rel
 import { ServiceMetrics } from './ops/metrics.js';
 import { ReadinessProbe } from './ops/readiness.js';
 import { INSTANCE_LEASE_PREFIX, LeaseKeeper, type LeaseStatus, leaseHolderId } from './roles/lease-keeper.js';
-import { projectionLease } from './roles/projector-leases.js';
+import { leaseOfProjection } from './roles/projector-leases.js';
+import { refuseBesideOlderRelease } from './roles/older-release.js';
 import { BackgroundRoles } from './roles/background-roles.js';
 import { BackgroundThread } from './roles/background-thread.js';
 
@@ -172,6 +173,8 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     async () => overrides.readModels ?? (await openReadModelStore(config, readModelOptions)),
     (models) => (overrides.readModels ? undefined : models.close()),
   );
+  // A step: refused, the stores opened so far are closed and the process can exit.
+  await opened.step(() => refuseBesideOlderRelease(readModels));
   // Every instance follows which build of each projection is served; only the one holding a
   // projection's lease runs it, its commits fenced by that lease.
   const projections = new Projections(store, readModels, logger);
@@ -240,7 +243,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     keyStore: personalData,
     keyStoreUses: keyStoreHealth,
     projections: projectionStatuses,
-    projectionsHere: (projection) => (thread ? leases().some((lease) => lease.lease === projectionLease(projection) && lease.held) : projections.runs(projection)),
+    projectionsHere: (projection) => (thread ? leases().some((lease) => lease.lease === leaseOfProjection(projection) && lease.held) : projections.runs(projection)),
     roles: { running: [...roles], leases },
     maxLagSeconds: config.readyMaxLagSeconds,
     shuttingDown: () => shutdown.shuttingDown,

@@ -6,7 +6,7 @@
 import { loadRecordedConfig } from '../config.js';
 import { openReadModelStore } from '../read-models/index.js';
 import { INSTANCE_LEASE_PREFIX } from '../roles/lease-keeper.js';
-import { PROJECTION_LEASES } from '../roles/projector-leases.js';
+import { OLDER_PROJECTOR_LEASES, PROJECTION_LEASES } from '../roles/projector-leases.js';
 import type { CliIo } from './io.js';
 import { UsageError, readArgs } from './usage.js';
 
@@ -15,13 +15,14 @@ const USAGE = `usage: leadpost instances [--json]
 Lists the instances of leadpost serve running on this data dir (or on the EVENTSTORE_URL and
 MONGODB_URL servers): each keeps a lease in the read-model store while it runs, renewed every
 second, given up when it stops and run out 3 s after it dies. For each, its holder id
-(HOST:PID:NONCE), then who holds each role lease (one per projection: projector-leads,
-projector-deliveries, projector-feedback, projector-reports; delivery, retention; a background
-thread holds them under an id of its own, with its process's HOST:PID). --json: one line,
+(HOST:PID:NONCE), then who holds each role lease (one per projection: projector-leads-v5,
+projector-deliveries-v4, projector-feedback-v2, projector-reports-v5; delivery, retention; a background
+thread holds them under an id of its own, with its process's HOST:PID), and a projector lease of
+an older release (projector-leads …, projector) marked so. --json: one line,
 {"instances":[holder…],"leases":[{"name","holder"}…]}.`;
 
-/** The leases only one instance holds at a time (see roles/). */
-const ROLE_LEASES = [...PROJECTION_LEASES, 'delivery', 'retention'] as const;
+/** The leases only one instance holds at a time (see roles/), then those of older releases' projectors. */
+const ROLE_LEASES = [...PROJECTION_LEASES, 'delivery', 'retention', ...OLDER_PROJECTOR_LEASES] as const;
 
 const ROLE_LEASE_WIDTH = Math.max(...ROLE_LEASES.map((name) => name.length)) + 1;
 
@@ -50,7 +51,9 @@ export async function runInstancesCommand(args: string[], io: CliIo = { out: pro
       io.out.write(`${JSON.stringify({ instances, leases })}\n`);
     } else {
       io.out.write(instances.length === 0 ? 'no instance is running\n' : `instances running (${instances.length}):\n${instances.map((holder) => `  ${holder}\n`).join('')}`);
-      if (leases.length > 0) io.out.write(`role leases held:\n${leases.map(({ name, holder }) => `  ${name.padEnd(ROLE_LEASE_WIDTH)} ${holder}\n`).join('')}`);
+      // A step of this release that needs every instance stopped holds the older leases beside its own.
+      const ours = new Set(leases.filter((lease) => PROJECTION_LEASES.includes(lease.name)).map((lease) => lease.holder));
+      if (leases.length > 0) io.out.write(`role leases held:\n${leases.map(({ name, holder }) => `  ${name.padEnd(ROLE_LEASE_WIDTH)} ${holder}${OLDER_PROJECTOR_LEASES.includes(name) && !ours.has(holder) ? ' (an older release)' : ''}\n`).join('')}`);
     }
     return 0;
   } finally {

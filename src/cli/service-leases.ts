@@ -5,14 +5,15 @@
 
 import type { ReadModelStore } from '../read-models/port.js';
 import { INSTANCE_LEASE_PREFIX, LeaseKeeper, leaseHolderId } from '../roles/lease-keeper.js';
-import { PROJECTION_LEASES, PROJECTOR_LEASE } from '../roles/projector-leases.js';
+import { OLDER_PROJECTOR_LEASES, PROJECTION_LEASES } from '../roles/projector-leases.js';
 
 /**
  * The leases a running service holds: while a command holds them, no projection, delivery worker
- * or retention sweep runs. Then the single projector lease of older releases, so none of theirs
- * runs either: last, since a service of this release that sees it held gives its projections up.
+ * or retention sweep runs. Then the projector leases of older releases (one per projection, then
+ * the single one), so that none of theirs runs either: last, since a release of the per-projection
+ * leases that sees the single one held gives its projections up.
  */
-const LEASES = [...PROJECTION_LEASES, 'delivery', 'retention', PROJECTOR_LEASE] as const;
+const LEASES = [...PROJECTION_LEASES, 'delivery', 'retention', ...OLDER_PROJECTOR_LEASES] as const;
 /** How long a lease held by another is waited for: a lease's time (3 s) and a beat. */
 const LEASE_WAIT_MS = 4500;
 

@@ -19,7 +19,7 @@ import type { EventStore } from '../event-store/port.js';
 import type { ProjectionStatus } from '../projections/runner.js';
 import type { ReadModelStore } from '../read-models/port.js';
 import type { LeaseStatus } from '../roles/lease-keeper.js';
-import { projectionLease } from '../roles/projector-leases.js';
+import { leaseOfProjection } from '../roles/projector-leases.js';
 import { causeChain } from '../error-causes.js';
 import type { FailingRun } from './failure-run.js';
 
@@ -152,7 +152,7 @@ export class ReadinessProbe {
     const described = running.map((role) => {
       const lease = leases.find((l) => l.lease === role);
       if (lease) return `${role} (${lease.held ? 'holds the lease' : lease.holder ? `standby; ${lease.holder} holds the lease` : 'standby; the lease is free'})`;
-      // The projector role: a lease per projection (`projector-leads` …), named here by the projection.
+      // The projector role: a lease per projection (`projector-leads-v5` …), named here by the projection.
       const several = leases.filter((l) => l.lease.startsWith(`${role}-`));
       return several.length === 0 ? role : `${role} (${describeLeases(several, `${role}-`)})`;
     });
@@ -229,7 +229,7 @@ export class ReadinessProbe {
     if (this.deps.projectionsHere?.(projection) ?? true) return 'here';
     const running = this.deps.roles?.running ?? ['api', 'projector', 'delivery'];
     if (!running.includes('projector')) return 'another instance';
-    const lease = this.deps.roles?.leases().find((l) => l.lease === projectionLease(projection));
+    const lease = this.deps.roles?.leases().find((l) => l.lease === leaseOfProjection(projection));
     if (!lease) return 'another instance';
     // Held, its projection starting: this instance's to answer for.
     if (lease.held) return 'here';
@@ -241,9 +241,9 @@ type Runner = 'here' | 'another instance' | 'no instance';
 const RUNNERS: readonly Runner[] = ['here', 'no instance', 'another instance'];
 const runBy = (runner: Runner): string => (runner === 'here' ? 'running' : `run by ${runner}`);
 
-/** A role's leases, by the name after `prefix`: `holds leads, deliveries; web-2:42:9f3a1c holds feedback; free: reports`. */
+/** A role's leases, by the name after `prefix` without its version: `holds leads, deliveries; web-2:42:9f3a1c holds feedback; free: reports`. */
 function describeLeases(leases: readonly LeaseStatus[], prefix: string): string {
-  const named = (of: readonly LeaseStatus[]) => of.map((l) => l.lease.slice(prefix.length)).join(', ');
+  const named = (of: readonly LeaseStatus[]) => of.map((l) => l.lease.slice(prefix.length).replace(/-v\d+$/, '')).join(', ');
   const held = leases.filter((l) => l.held);
   const holders = [...new Set(leases.filter((l) => !l.held && l.holder).map((l) => l.holder!))];
   const free = leases.filter((l) => !l.held && !l.holder);

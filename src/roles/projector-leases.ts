@@ -1,32 +1,51 @@
 import type { Logger } from 'pino';
 import { type OutageLog, repeatedFailures } from '../ops/outage-log.js';
-import { PROJECTIONS } from '../projections/projections.js';
+import { PROJECTIONS, type Projection } from '../projections/projections.js';
 import type { Fence, Lease, ReadModelStore } from '../read-models/port.js';
 import { LeaseKeeper, type LeaseStatus } from './lease-keeper.js';
 
 // The projections, spread over the processes with the projector role. Each projection has a lease
-// of its own (`projector-leads` …), kept by a LeaseKeeper in every such process: its holder runs
+// of its own (`projector-leads-v5` …), kept by a LeaseKeeper in every such process: its holder runs
 // that projection, fenced by it. Each process also keeps a membership lease
-// (`projector-member-<holder>`), so that each can count the live ones (N) and what each holds.
+// (`projector-process-<holder>`), so that each can count the live ones (N) and what each holds.
 // With P projections, a process asks for a free lease only while it holds fewer than ceil(P/N) and
 // no member holds fewer than it does; one holding more than ceil(P/N), or ceil(P/N) while a member
 // holds fewer than floor(P/N), gives one up per beat (the last it holds, in PROJECTIONS order;
 // among members at ceil, only the one whose holder id sorts last). So 2 processes hold 2 + 2, 3
 // hold 2 + 1 + 1, 5 hold 1 + 1 + 1 + 1 + 0, and one that dies hands over only its share.
-// A release before this one kept a single lease, `projector`, for all of them: while another
-// process holds it, this one takes none (and gives up any it holds), so no projection runs twice.
+//
+// A lease names its projection's version (`projector-leads-v5`): it fences the commits to that
+// version's build, and only that build. During a rolling upgrade that changes a projection's
+// version, the old release's processes go on building and serving the old build while the new
+// ones build theirs beside it, and each instance serves its own release's build. Releases before
+// this one named their leases without a version (`projector-leads`, or a single `projector` for
+// all four): every projection's version went up with this change, so no build here is one they
+// ran, and their leases neither block nor are counted here (OLDER_PROJECTOR_LEASES).
 
-/** The lease of one projection. */
-export const projectionLease = (projection: string): string => `${PROJECTOR_LEASE}-${projection}`;
+/** The lease of one version of a projection. */
+export const projectionLease = (projection: Pick<Projection, 'name' | 'version'>): string => `${PROJECTOR_LEASE}-${projection.name}-v${projection.version}`;
 
-/** The one lease an older release ran every projection under; still the prefix of every lease here. */
+/** The prefix of every projection lease, and the single lease the oldest releases ran every projection under. */
 export const PROJECTOR_LEASE = 'projector';
 
-/** The leases of every projection, in PROJECTIONS order. */
-export const PROJECTION_LEASES: readonly string[] = PROJECTIONS.map((projection) => projectionLease(projection.name));
+/** The lease of this release's version of the projection named so. */
+export const leaseOfProjection = (name: string): string | undefined => {
+  const projection = PROJECTIONS.find((candidate) => candidate.name === name);
+  return projection && projectionLease(projection);
+};
 
-/** Each process with the projector role keeps one named so (its holder id after the prefix) while it runs. */
-const MEMBER_PREFIX = `${PROJECTOR_LEASE}-member-`;
+/** The leases of every projection, in PROJECTIONS order. */
+export const PROJECTION_LEASES: readonly string[] = PROJECTIONS.map(projectionLease);
+
+/** The projector leases of older releases, for the steps that must stop every projector of any release. */
+export const OLDER_PROJECTOR_LEASES: readonly string[] = [...PROJECTIONS.map(({ name }) => `${PROJECTOR_LEASE}-${name}`), PROJECTOR_LEASE];
+
+/**
+ * Each process with the projector role keeps one named so (its holder id after the prefix) while
+ * it runs. Not `projector-member-`, which the previous release counts as its own members: it would
+ * count these as holding none of its leases and give its own up to them, and they take none of its.
+ */
+const MEMBER_PREFIX = `${PROJECTOR_LEASE}-process-`;
 
 /** A member's row is removed once it ran out this long ago (it stopped or died), as an instance's is. */
 const GONE_MEMBER_MS = 60_000;
@@ -68,14 +87,14 @@ export class ProjectorLeases {
     const { leases, holder, projections, ttlMs, heartbeatMs, logger } = options;
     this.readFailures = logger && repeatedFailures(logger, 'balancing the projection leases failed', 'failed_beats', { one: 'beat', many: 'beats' });
     const timing = { ...(ttlMs ? { ttlMs } : {}), ...(heartbeatMs ? { heartbeatMs } : {}), ...(logger ? { logger } : {}) };
-    this.keepers = PROJECTIONS.map(({ name }) => ({
-      name,
+    this.keepers = PROJECTIONS.map((projection) => ({
+      name: projection.name,
       keeper: new LeaseKeeper({
         leases,
-        name: projectionLease(name),
+        name: projectionLease(projection),
         holder,
-        wanted: () => this.wants(name),
-        work: { start: (fence, lost) => projections.run(name, fence, lost), stop: () => projections.pause(name) },
+        wanted: () => this.wants(projection),
+        work: { start: (fence, lost) => projections.run(projection.name, fence, lost), stop: () => projections.pause(projection.name) },
         ...timing,
       }),
     }));
@@ -107,13 +126,9 @@ export class ProjectorLeases {
     await Promise.all(this.keepers.map(({ keeper }) => keeper.stop()));
   }
 
-  /** Each projection's lease as this process sees it; one an older release's process holds as held by it. */
+  /** Each projection's lease as this process sees it. */
   statuses(): LeaseStatus[] {
-    const older = this.olderHolder();
-    return this.keepers.map(({ keeper }) => {
-      const status = keeper.status();
-      return !status.held && status.holder === null && older ? { ...status, holder: older } : status;
-    });
+    return this.keepers.map(({ keeper }) => keeper.status());
   }
 
   private schedule(): void {
@@ -137,11 +152,6 @@ export class ProjectorLeases {
     if (this.stopped) return;
     const held = this.keepers.filter(({ keeper }) => keeper.status().held);
     if (held.length === 0) return;
-    // An older release's projector runs every projection: none may run here meanwhile.
-    if (this.olderHolder()) {
-      await Promise.all(held.map(({ keeper }) => keeper.giveUp()));
-      return;
-    }
     if (!this.member) return;
     const { floor, ceil, counts } = this.shares();
     const mine = held.length;
@@ -153,11 +163,12 @@ export class ProjectorLeases {
     if (over || yields) await held.at(-1)!.keeper.giveUp();
   }
 
-  /** Whether the keeper of `name`, not holding its lease, should ask for it now. */
-  private wants(name: string): boolean {
-    if (this.stopped || this.olderHolder()) return false;
+  /** Whether the keeper of `projection`, not holding its lease, should ask for it now. */
+  private wants(projection: Projection): boolean {
+    const { name } = projection;
+    if (this.stopped) return false;
     const now = Date.now();
-    const row = this.rows.find((lease) => lease.name === projectionLease(name));
+    const row = this.rows.find((lease) => lease.name === projectionLease(projection));
     // Held by another, as far as the last beat saw: asking cannot take it.
     if (row && row.holder !== this.options.holder && row.expiresAt > now) return false;
     const mine = this.keepers.filter(({ name: other, keeper }) => keeper.status().held || (other !== name && this.asking.has(other))).length;
@@ -185,11 +196,5 @@ export class ProjectorLeases {
     counts.set(this.options.holder, this.keepers.filter(({ keeper }) => keeper.status().held).length);
     const p = this.keepers.length;
     return { floor: Math.floor(p / counts.size), ceil: Math.ceil(p / counts.size), counts };
-  }
-
-  /** Who holds the older release's single lease, when another process does and it has not run out. */
-  private olderHolder(): string | null {
-    const older = this.rows.find((lease) => lease.name === PROJECTOR_LEASE);
-    return older && older.holder !== this.options.holder && older.expiresAt > Date.now() ? older.holder : null;
   }
 }

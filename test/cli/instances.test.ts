@@ -1,11 +1,13 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
 import { fileURLToPath } from 'node:url';
+import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { INSTANCE_LEASE_PREFIX } from '../../src/roles/lease-keeper.js';
 import { runChild } from '../support/child.js';
 import { TestService } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { OLDER_PROJECTOR_LEASES, PROJECTION_LEASES, leaseOfProjection } from '../../src/roles/projector-leases.js';
 
 // `leadpost instances`: which instances run on a data dir, from the lease each keeps while it runs,
 // with the role leases each holds; none once they have stopped.
@@ -27,12 +29,12 @@ describe('leadpost instances', function () {
       expect(answer.instances).to.have.length(2);
       for (const holder of answer.instances) expect(holder).to.match(/^.+:\d+:[0-9a-f]{6}$/);
       // The all-roles service's background thread holds the role leases, under an id of its own.
-      expect(answer.leases.map((lease) => lease.name).sort()).to.deep.equal(['delivery', 'projector-deliveries', 'projector-feedback', 'projector-leads', 'projector-reports']);
+      expect(answer.leases.map((lease) => lease.name).sort()).to.deep.equal(['delivery', ...PROJECTION_LEASES].sort());
       expect(answer.leases.every((lease) => !answer.instances.includes(lease.holder))).to.equal(true);
 
       const text = await runChild(['instances'], env, { script: BIN });
       expect(text.lines[0]).to.equal('instances running (2):');
-      expect(text.lines.join('\n')).to.match(/role leases held:\n {2}projector-leads {2,}.+:\d+:[0-9a-f]{6}/);
+      expect(text.lines.join('\n')).to.match(/role leases held:\n {2}projector-leads-v\d+ {2,}.+:\d+:[0-9a-f]{6}/);
     } finally {
       await api.stop();
       await all.stop();
@@ -44,6 +46,27 @@ describe('leadpost instances', function () {
       dir.remove();
     }
   });
+  it("lists an older release's projector lease, marked so; not the same lease held by a step of this release beside its own", async function () {
+    const dir = tempDir('instances-older');
+    const env = { LEADPOST_DATA_DIR: dir.path };
+    // A data dir a service has recorded in: the command reads no other.
+    await (await EmbeddedEventStore.open(dir.path)).close();
+    const readModels = EmbeddedReadModelStore.open(dir.path);
+    try {
+      await readModels.acquireLease('projector', 'old:1:aaaaaa', 60_000);
+      for (const name of [...PROJECTION_LEASES, 'projector-leads']) await readModels.acquireLease(name, 'step:2:bbbbbb', 60_000);
+      const listed = await runChild(['instances'], env, { script: BIN });
+      expect(listed.code, listed.stderr).to.equal(0);
+      const text = listed.lines.join('\n');
+      expect(text).to.match(/^ {2}projector +old:1:aaaaaa \(an older release\)$/m);
+      expect(text).to.match(/^ {2}projector-leads +step:2:bbbbbb$/m);
+      expect(OLDER_PROJECTOR_LEASES).to.include('projector-leads');
+    } finally {
+      await readModels.close();
+      dir.remove();
+    }
+  });
+
 });
 
 describe('instance leases of instances gone', function () {
@@ -58,7 +81,7 @@ describe('instance leases of instances gone', function () {
       const at = (ms: number) => sinon.useFakeTimers({ now: Date.now() - ms, toFake: ['Date'] });
       let clock = at(120_000);
       await readModels.acquireLease(`${INSTANCE_LEASE_PREFIX}gone:1:aaaaaa`, 'gone:1:aaaaaa', 3000);
-      await readModels.acquireLease('projector-leads', 'gone:1:bbbbbb', 3000);
+      await readModels.acquireLease(leaseOfProjection('leads')!, 'gone:1:bbbbbb', 3000);
       clock.restore();
       clock = at(30_000);
       await readModels.acquireLease(`${INSTANCE_LEASE_PREFIX}recent:2:cccccc`, 'recent:2:cccccc', 3000);
@@ -75,7 +98,7 @@ describe('instance leases of instances gone', function () {
           // And its own, held.
           const own = (await reader.leasesNamed(INSTANCE_LEASE_PREFIX)).filter((lease) => lease.expiresAt > Date.now());
           expect(own).to.have.length(1);
-          expect((await reader.lease('projector-leads'))?.token).to.equal(1);
+          expect((await reader.lease(leaseOfProjection('leads')!))?.token).to.equal(1);
         } finally {
           await reader.close();
         }

@@ -169,7 +169,7 @@ describe('leadpost master-key rotate', function () {
       const before = storedKeyRows(dir.path);
       const result = await rotate(newFile, { LEADPOST_DATA_DIR: dir.path });
       expect(result.code).to.equal(1);
-      expect(result.stderr).to.match(/^leadpost master-key rotate: a service is running on this data dir \(.+ holds the projector-leads lease\): stop every instance of it, then run this again\n$/);
+      expect(result.stderr).to.match(/^leadpost master-key rotate: a service is running on this data dir \(.+ holds the projector-leads-v\d+ lease\): stop every instance of it, then run this again\n$/);
       expect(existsSync(newFile)).to.equal(false);
       const after = storedKeyRows(dir.path);
       for (const [name, wrapped] of before) expect(after.get(name)!.equals(wrapped), name).to.equal(true);

@@ -10,6 +10,9 @@ import { LeaseKeeper } from '../../src/roles/lease-keeper.js';
 import { ENVELOPE_FIELDS, TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
 import { until } from '../support/until.js';
+import { leaseOfProjection, projectionLease } from '../../src/roles/projector-leases.js';
+
+const LEASE = { leads: leaseOfProjection('leads')!, deliveries: leaseOfProjection('deliveries')!, feedback: leaseOfProjection('feedback')!, reports: leaseOfProjection('reports')! };
 
 // /healthz and /readyz through the real HTTPS server and embedded stores; the store is wrapped
 // only to make it fail or stall the way a real outage would.
@@ -111,7 +114,7 @@ describe('health and readiness', function () {
     /** The projector role, every projection's lease as `lease` says. */
     const projectorRole = (lease: { held: boolean; holder: string | null }) => ({
       running: ['projector', 'delivery'],
-      leases: () => PROJECTIONS.map((projection) => ({ lease: `projector-${projection.name}`, ...lease })),
+      leases: () => PROJECTIONS.map((projection) => ({ lease: projectionLease(projection), ...lease })),
     });
 
     it('says not ready while shutting down', async function () {
@@ -186,10 +189,10 @@ describe('health and readiness', function () {
 
     it('each projection is answered for by where its lease is: run here, by another live instance, or free (its lag then this instance\'s)', async function () {
       const leases = [
-        { lease: 'projector-leads', held: true, holder: 'me:1:aaaaaa' },
-        { lease: 'projector-deliveries', held: false, holder: 'other:2:bbbbbb' },
-        { lease: 'projector-feedback', held: false, holder: null },
-        { lease: 'projector-reports', held: false, holder: 'other:2:bbbbbb' },
+        { lease: LEASE.leads, held: true, holder: 'me:1:aaaaaa' },
+        { lease: LEASE.deliveries, held: false, holder: 'other:2:bbbbbb' },
+        { lease: LEASE.feedback, held: false, holder: null },
+        { lease: LEASE.reports, held: false, holder: 'other:2:bbbbbb' },
       ];
       const probe = (statuses: ProjectionStatus[]) =>
         new ReadinessProbe({
@@ -220,28 +223,28 @@ describe('health and readiness', function () {
       const readModelStore = EmbeddedReadModelStore.open(dir.path);
       try {
         // A holder that stopped cleanly: it took the lease and gave it up.
-        await readModelStore.acquireLease('projector-reports', 'stopped:1:aaaaaa', 60_000);
-        await readModelStore.releaseLease('projector-reports', 'stopped:1:aaaaaa');
+        await readModelStore.acquireLease(LEASE.reports, 'stopped:1:aaaaaa', 60_000);
+        await readModelStore.releaseLease(LEASE.reports, 'stopped:1:aaaaaa');
         // This instance's keeper has seen the lease free, but could not take it (a store that
         // refuses its writes, as in test/roles/read-model-lock.test.ts): it only reads here.
         const seen: Lease[] = [];
         const keeper = new LeaseKeeper({
           leases: {
             acquireLease: async () => {
-              const lease = await readModelStore.lease('projector-reports');
+              const lease = await readModelStore.lease(LEASE.reports);
               seen.push(lease!);
               return lease!;
             },
             releaseLease: async () => {},
           },
-          name: 'projector-reports',
+          name: LEASE.reports,
           holder: 'here:2:bbbbbb',
           work: { start: async () => {}, stop: async () => {} },
         });
         await keeper.start();
         await keeper.stop();
         expect(seen[0]).to.include({ holder: 'stopped:1:aaaaaa' });
-        expect(keeper.status()).to.deep.equal({ lease: 'projector-reports', held: false, holder: null });
+        expect(keeper.status()).to.deep.equal({ lease: LEASE.reports, held: false, holder: null });
         const probe = new ReadinessProbe({
           keyStore,
           events: store,

@@ -123,7 +123,7 @@ describe('leadpost seal-clear-leads: the leads an older release wrote in clear',
     try {
       const refused = await runChild(['seal-clear-leads'], env, { script: BIN });
       expect(refused.code, refused.stderr).to.equal(1);
-      expect(refused.stderr).to.match(/a service is running on this data dir \(.+ holds the projector-leads lease\)/);
+      expect(refused.stderr).to.match(/a service is running on this data dir \(.+ holds the projector-leads-v\d+ lease\)/);
     } finally {
       await svc.stop();
     }

@@ -3,6 +3,7 @@ import { START } from '../../src/event-store/port.js';
 import { PROJECTIONS } from '../../src/projections/index.js';
 import { TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { projectionLease } from '../../src/roles/projector-leases.js';
 
 // An instance with only the api role, on a data dir where no projector runs yet, then beside an
 // instance with only the projector role: it posts, reads its own writes from the lead's stream,
@@ -64,12 +65,12 @@ describe('an instance with only the api role', function () {
     projector = await TestService.start({ dataDir: dir.path, env: { LEADPOST_ROLES: 'projector' } });
     // Alone with the projector role, it holds the lease of every projection.
     const holder = projector.service.leases()[0]!.holder;
-    expect(projector.service.leases()).to.deep.equal(PROJECTIONS.map((p) => ({ lease: `projector-${p.name}`, held: true, holder })));
+    expect(projector.service.leases()).to.deep.equal(PROJECTIONS.map((p) => ({ lease: projectionLease(p), held: true, holder })));
     // Projecting without serving the API, it stores its commits on the read-model store's commit
     // thread (fenced there by its lease); the api instance has no such thread.
     expect(projector.service.readModels.pipelinedCommits).to.equal(true);
     expect(api.service.readModels.pipelinedCommits).to.not.equal(true);
-    for (const p of PROJECTIONS) expect((await projector.request('GET', '/metrics')).text).to.match(new RegExp(`^leadpost_lease_held\\{lease="projector-${p.name}"\\} 1$`, 'm'));
+    for (const p of PROJECTIONS) expect((await projector.request('GET', '/metrics')).text).to.match(new RegExp(`^leadpost_lease_held\\{lease="${projectionLease(p)}"\\} 1$`, 'm'));
     // Without the api role, the API is not there; the operator's routes are.
     expect((await projector.request('GET', '/healthz')).status).to.equal(200);
     expect((await projector.request('GET', '/functions/leads', { 'x-api-key': key })).body).to.include({ code: 'NOT_FOUND' });

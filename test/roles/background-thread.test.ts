@@ -13,6 +13,7 @@ import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 import { deliveryRouting, until } from '../delivery/harness.js';
 import { ALWAYS_OPEN_ROUTING, TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { leaseOfProjection } from '../../src/roles/projector-leases.js';
 
 // A process with every role runs the projector and the delivery worker on a background thread:
 // the thread keeps their leases, builds the read models from what the API appends, POSTs sales
@@ -51,10 +52,10 @@ describe('an all-roles process with its background roles on a thread', function 
     expect(svc.service.projections.active).to.equal(false);
     const leases = svc.service.leases();
     expect(leases.map((lease) => [lease.lease, lease.held])).to.deep.equal([
-      ['projector-leads', true],
-      ['projector-deliveries', true],
-      ['projector-feedback', true],
-      ['projector-reports', true],
+      [leaseOfProjection('leads'), true],
+      [leaseOfProjection('deliveries'), true],
+      [leaseOfProjection('feedback'), true],
+      [leaseOfProjection('reports'), true],
       ['delivery', true],
     ]);
     // Named after this process, with the thread's own nonce, in the leases and in the start-up line.
@@ -68,8 +69,8 @@ describe('an all-roles process with its background roles on a thread', function 
     expect(checks.roles!.detail).to.equal('api, projector (holds leads, deliveries, feedback, reports), delivery (holds the lease)');
     expect(checks.projections!.detail).to.match(/^running, within/);
     const metrics = (await svc.request('GET', '/metrics')).text;
-    expect(metrics).to.match(/^leadpost_lease_held\{lease="projector-leads"\} 1$/m);
-    expect(metrics).to.match(/^leadpost_lease_held\{lease="projector-reports"\} 1$/m);
+    expect(metrics).to.match(/^leadpost_lease_held\{lease="projector-leads-v\d+"\} 1$/m);
+    expect(metrics).to.match(/^leadpost_lease_held\{lease="projector-reports-v\d+"\} 1$/m);
     expect(metrics).to.match(/^leadpost_lease_held\{lease="delivery"\} 1$/m);
   });
 
@@ -151,10 +152,10 @@ describe('an all-roles process with LEADPOST_BACKGROUND_THREAD=0', function () {
     expect(svc.service.backgroundThread).to.equal(null);
     expect(svc.service.projections.active).to.equal(true);
     expect(svc.service.leases().map((lease) => [lease.lease, lease.held])).to.deep.equal([
-      ['projector-leads', true],
-      ['projector-deliveries', true],
-      ['projector-feedback', true],
-      ['projector-reports', true],
+      [leaseOfProjection('leads'), true],
+      [leaseOfProjection('deliveries'), true],
+      [leaseOfProjection('feedback'), true],
+      [leaseOfProjection('reports'), true],
       ['delivery', true],
     ]);
   });

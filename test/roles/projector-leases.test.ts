@@ -3,7 +3,7 @@ import sinon from 'sinon';
 import { PROJECTIONS } from '../../src/projections/index.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { type Fence, ReadModelUnavailableError } from '../../src/read-models/port.js';
-import { ProjectorLeases } from '../../src/roles/projector-leases.js';
+import { OLDER_PROJECTOR_LEASES, ProjectorLeases, leaseOfProjection, projectionLease } from '../../src/roles/projector-leases.js';
 import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
 import { until } from '../support/until.js';
@@ -29,7 +29,7 @@ class Running {
       run: async (name: string, fence: Fence) => {
         const other = this.where.get(name);
         if (other !== undefined && other !== holder) this.faults.push(`${name} started by ${holder} while ${other} runs it`);
-        if (fence.lease !== `projector-${name}` || fence.holder !== holder) this.faults.push(`${name} run under ${JSON.stringify(fence)}`);
+        if (fence.lease !== leaseOfProjection(name) || fence.holder !== holder) this.faults.push(`${name} run under ${JSON.stringify(fence)}`);
         this.where.set(name, holder);
         this.changes++;
       },
@@ -89,7 +89,7 @@ describe('projector leases: one lease per projection, balanced over the projecto
 
   /** Every live member renews its membership each beat: waits for five more beats of each, seen in the store. */
   const fiveBeats = async () => {
-    const members = async () => (await reader.leasesNamed('projector-member-')).filter((lease) => lease.expiresAt > Date.now());
+    const members = async () => (await reader.leasesNamed('projector-process-')).filter((lease) => lease.expiresAt > Date.now());
     const from = Math.max(...(await members()).map((lease) => lease.expiresAt));
     await until('five more beats of every member', async () => (await members()).every((lease) => lease.expiresAt > from + 5 * BEAT_MS));
   };
@@ -129,7 +129,7 @@ describe('projector leases: one lease per projection, balanced over the projecto
     const a = await member(`a:${n}:000001`);
     // Alone, it takes every lease at its first beat.
     expect(running.count(a.holder)).to.equal(P);
-    expect(a.leases.statuses().map((s) => [s.lease, s.held])).to.deep.equal(PROJECTIONS.map((p) => [`projector-${p.name}`, true]));
+    expect(a.leases.statuses().map((s) => [s.lease, s.held])).to.deep.equal(PROJECTIONS.map((p) => [projectionLease(p), true]));
     await settlesAt([4]);
     await member(`b:${n}:000002`);
     await settlesAt([2, 2]);
@@ -142,7 +142,7 @@ describe('projector leases: one lease per projection, balanced over the projecto
     expect(running.count(e.holder)).to.equal(0);
     // Each says who holds what it does not.
     const statuses = e.leases.statuses();
-    expect(statuses.every((s) => !s.held && s.holder !== null && s.holder === running.where.get(s.lease.replace('projector-', '')))).to.equal(true);
+    expect(statuses.every((s) => !s.held && s.holder !== null && s.holder === running.where.get(s.lease.replace(/^projector-(.+)-v\d+$/, '$1')))).to.equal(true);
   });
 
   it('5 members started one after another settle at 1 + 1 + 1 + 1 + 0', async function () {
@@ -174,46 +174,35 @@ describe('projector leases: one lease per projection, balanced over the projecto
     await settlesAt([2, 2]);
   });
 
-  it("an older release's single projector lease, held by another: no member takes a projection lease until it runs out", async function () {
-    const older = await reader.acquireLease('projector', `old:${n}:aaaaaa`, 1500);
+  it("older releases' leases (one without a version per projection, the single one) and members: this release's members run their own builds beside them and count none of them", async function () {
+    // An older release's processes, as they hold their leases during a rolling upgrade.
+    const older = `old:${n}:aaaaaa`;
+    for (const name of OLDER_PROJECTOR_LEASES) await reader.acquireLease(name, older, 60_000);
+    await reader.acquireLease(`projector-member-${older}`, older, 60_000);
     const a = await member(`a:${n}:000001`);
-    const b = await member(`b:${n}:000002`);
-    expect(running.where.size).to.equal(0);
-    // They say who runs the projections meanwhile.
-    for (const status of [...a.leases.statuses(), ...b.leases.statuses()]) expect(status).to.include({ held: false, holder: `old:${n}:aaaaaa` });
-    // Beats go on, none taking a lease, while the old one is held.
-    await fiveBeats();
-    expect(Date.now(), 'the old lease still held').to.be.below(older.expiresAt);
-    expect(running.changes).to.equal(0);
-    for (const name of PROJECTIONS.map((p) => `projector-${p.name}`)) expect((await reader.lease(name))?.expiresAt ?? 0).to.be.below(Date.now());
-    // Run out: they share them.
-    await settlesAt([2, 2]);
-    expect(running.changes).to.be.at.least(P);
-  });
-
-  it('an older release that takes its single lease while members run: they give every projection up to it', async function () {
-    await member(`a:${n}:000001`);
     await member(`b:${n}:000002`);
+    // Two members here, the older member not among them: 2 + 2 of this release's leases.
     await settlesAt([2, 2]);
-    await reader.acquireLease('projector', `old:${n}:aaaaaa`, 60_000);
-    await until('no projection runs here', () => running.where.size === 0);
-    await reader.releaseLease('projector', `old:${n}:aaaaaa`);
-    await settlesAt([2, 2]);
+    expect(running.count(older)).to.equal(0);
+    for (const projection of PROJECTIONS) expect((await reader.lease(projectionLease(projection)))?.holder).to.be.oneOf([a.holder, `b:${n}:000002`]);
+    // The older leases are left to their holder.
+    for (const name of OLDER_PROJECTOR_LEASES) expect((await reader.lease(name))?.holder, name).to.equal(older);
+    for (const status of a.leases.statuses()) expect(status.lease).to.match(/^projector-[a-z]+-v\d+$/);
   });
 
   it('a member starting removes the rows of members gone over a minute ago, and keeps the others', async function () {
     const at = (ms: number) => sinon.useFakeTimers({ now: Date.now() - ms, toFake: ['Date'] });
     let clock = at(120_000);
-    await reader.acquireLease(`projector-member-gone:${n}:aaaaaa`, `gone:${n}:aaaaaa`, TTL_MS);
+    await reader.acquireLease(`projector-process-gone:${n}:aaaaaa`, `gone:${n}:aaaaaa`, TTL_MS);
     clock.restore();
     clock = at(30_000);
-    await reader.acquireLease(`projector-member-recent:${n}:bbbbbb`, `recent:${n}:bbbbbb`, TTL_MS);
+    await reader.acquireLease(`projector-process-recent:${n}:bbbbbb`, `recent:${n}:bbbbbb`, TTL_MS);
     clock.restore();
     const a = await member(`a:${n}:000001`);
-    const names = (await reader.leasesNamed('projector-member-')).map((lease) => lease.name);
-    expect(names).to.not.include(`projector-member-gone:${n}:aaaaaa`);
-    expect(names).to.include(`projector-member-recent:${n}:bbbbbb`);
-    expect(names).to.include(`projector-member-${a.holder}`);
+    const names = (await reader.leasesNamed('projector-process-')).map((lease) => lease.name);
+    expect(names).to.not.include(`projector-process-gone:${n}:aaaaaa`);
+    expect(names).to.include(`projector-process-recent:${n}:bbbbbb`);
+    expect(names).to.include(`projector-process-${a.holder}`);
     // Gone members count for nothing: alone among the live, it holds every lease.
     expect(running.count(a.holder)).to.equal(P);
   });
