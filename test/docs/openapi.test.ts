@@ -178,14 +178,28 @@ describe('OpenAPI document', function () {
       { last_name: 'O\u2019Brien' },
       { sid: ' google-ads' },
       { ping_id: '3F9C2A1E-0B7D-4C2E-9A51-6D0F8E4B2C17' },
+      // Lengths and formats are the validator's once trimmed: blanks around a value at its limit,
+      // and around an address or URL, are what the normalising is there for.
+      { first_name: `  ${'A'.repeat(24)}   ${'B'.repeat(23)}  ` },
+      { email: ' Ada.Lovelace@Outlook.com ' },
+      { mobile: `+1 213 555 0143${' '.repeat(20)}` },
+      { certificate_url: `${EXAMPLE_LEAD.certificate_url} ` },
+      { s1: `  ${'x'.repeat(255)}` },
+      { s1: '   ' },
     ];
     for (const change of takes) {
       const body = { ...EXAMPLE_LEAD, ...change };
       expect((await validate(body)).ok, `the service takes ${JSON.stringify(change)}`).to.equal(true);
       expect(lead(body), `the Lead schema takes ${JSON.stringify(change)}: ${JSON.stringify(lead.errors)}`).to.equal(true);
     }
-    expect(ping({ zip: '90210', accident_state: 'ca', sid: 'x' }), JSON.stringify(ping.errors)).to.equal(true);
-    for (const change of [{ accident_state: 'Atlantis' }, { accident_state: 'C A' }, { zip: '9021' }, { first_name: 'Ada1' }, { sid: 'a b' }, { ping_id: 'not-a-uuid' }]) {
+    expect(ping({ zip: '90210', accident_state: 'ca', sid: 'x', s1: `  ${'x'.repeat(255)}\t` }), JSON.stringify(ping.errors)).to.equal(true);
+    // Refused where the rule as posted is exact: a length once trimmed, an address without one @.
+    const refuses = [
+      { accident_state: 'Atlantis' }, { accident_state: 'C A' }, { zip: '9021' }, { first_name: 'Ada1' }, { sid: 'a b' }, { ping_id: 'not-a-uuid' },
+      { s1: ` ${'x'.repeat(256)} ` }, { s1: ' x\ud800 ' }, { mobile: ` +1 ${'2'.repeat(30)} ` }, { email: ' ada.lovelace.outlook.com ' }, { email: 'ada@outlook.com x@y.com' },
+      { certificate_url: ` ${EXAMPLE_LEAD.certificate_url}?${'q'.repeat(2000)} ` }, { first_name: '  ' },
+    ];
+    for (const change of refuses) {
       const body = { ...EXAMPLE_LEAD, ...change };
       expect((await validate(body)).ok, `the service refuses ${JSON.stringify(change)}`).to.equal(false);
       expect(lead(body), `the Lead schema refuses ${JSON.stringify(change)}`).to.equal(false);
@@ -203,10 +217,14 @@ describe('OpenAPI document', function () {
     expect(lead.properties.zip.pattern).to.equal(`^\\s*(?:${LEAD_SCHEMA.properties.zip.pattern.slice(1, -1)})\\s*$`);
     expect(lead.properties.sid.pattern).to.equal(`^\\s*(?:${LEAD_SCHEMA.properties.sid.pattern.slice(1, -1)})\\s*$`);
     expect(lead.properties.accident_state).to.not.have.property('enum');
-    // Our formats are mapped to standard ones or dropped, never passed on unexplained.
-    expect(lead.properties.email.format).to.equal('email');
-    expect(lead.properties.certificate_url.format).to.equal('uri');
-    expect(lead.properties.mobile).to.not.have.property('format');
+    // No format or length is published where the service trims first: a validator would judge the
+    // value with its blanks. The description says the rule in words.
+    for (const field of ['first_name', 'email', 'mobile', 'certificate_url', 's1']) {
+      expect(lead.properties[field], field).to.not.have.any.keys('format', 'maxLength');
+    }
+    expect(lead.properties.s1.description).to.contain('At most 255 characters once trimmed');
+    expect(lead.properties.first_name.description).to.contain('At most 50 characters');
+    expect(lead.properties.email.description).to.contain('at most 254 characters');
     expect(lead).to.not.have.property('$id');
     expect(doc.components.schemas.Feedback.properties.type.enum).to.deep.equal(FEEDBACK_SCHEMA.properties.type.enum);
     // The examples are what the validator says they are.

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { openApiDocument } from '../../src/docs/openapi.js';
-import { type Reply, TestService, validLead } from '../support/service.js';
+import { CERT_URL, type Reply, TestService, validLead } from '../support/service.js';
 import { DocumentReader } from '../support/openapi.js';
 import { bodySchema, unnamedFields } from './named-fields.js';
 
@@ -32,6 +32,8 @@ describe('OpenAPI document against real answers', function () {
   let reader: DocumentReader;
   const answers: Array<{ method: string; path: string; reply: Reply }> = [];
   const erasures: Reply[] = [];
+  /** Bodies with blanks around values at their limits, by the schema of their route's request body. */
+  const padded: Array<{ schema: string; body: Json; reply: Reply }> = [];
   /** HEAD requests, apart: their answers have no body to check against a schema. */
   const heads: Array<{ path: string; reply: Reply }> = [];
 
@@ -72,6 +74,12 @@ describe('OpenAPI document against real answers', function () {
     await post(validLead({ ping_id: pinged }));
     await post(validLead({ ping_id: pinged }));
     await post(validLead({ ping_id: await pingOf(), zip: '90211' }));
+    // Blanks around each value the service trims before it measures or checks it, at its limit.
+    const blanks = validLead({ first_name: `  ${'A'.repeat(24)}   ${'B'.repeat(23)}  `, certificate_url: `${CERT_URL} `, s1: `  ${'x'.repeat(255)}` });
+    Object.assign(blanks, { email: ` ${String(blanks.email)} `, mobile: `${String(blanks.mobile)}${' '.repeat(20)}` });
+    padded.push({ schema: 'Lead', body: blanks, reply: await post(blanks) });
+    const blankPing = { zip: '90210', accident_state: 'CA', sid: 'src-1', s1: `  ${'p'.repeat(255)}` };
+    padded.push({ schema: 'Ping', body: blankPing, reply: await call('POST', '/functions/pings', as(supplier), blankPing) });
     await post(validLead()); // sold to the pull buyer, left pending
     const hooked = (await post(validLead({ accident_state: 'NV', zip: '89101' }))).body.lead_id as number;
     const leadId = soldReply.body.lead_id as number;
@@ -155,6 +163,16 @@ describe('OpenAPI document against real answers', function () {
       reader.check(method, path, reply.status, String(reply.headers['content-type'] ?? ''), reply.body),
     );
     expect(problems).to.deep.equal([]);
+  });
+
+  it('a body with blanks around values at their limits: taken by the service, and by the request schema the served document gives', async function () {
+    const served = new DocumentReader((await svc.request('GET', '/docs/openapi.json')).body);
+    expect(padded.map(({ schema }) => schema)).to.deep.equal(['Lead', 'Ping']);
+    for (const { schema, body, reply } of padded) {
+      expect(reply.status, `${schema}: ${reply.text}`).to.equal(201);
+      const validate = served.compile(`#/components/schemas/${schema}`);
+      expect(validate(body), `${schema}: ${JSON.stringify(validate.errors)}`).to.equal(true);
+    }
   });
 
   it('every field of every answer is named in the schema its route documents', function () {
