@@ -39,6 +39,13 @@ function trimmedLength(min: number, max: number, except = ''): string {
 const POSTED_EMAIL_PATTERN = '^\\s*[^\\s@]{1,64}@[^\\s@]{1,252}\\s*$';
 const EMAIL_RULE = 'Then at most 254 characters, at most 64 before the @: a dot-atom local part and a domain of letters, digits and hyphens with an alphabetic top-level label.';
 
+/** A consumer's e-mail in an erasure or a look-up: checked as a posted lead's, and an empty one is left out. */
+export const CONSUMER_EMAIL = {
+  type: 'string',
+  pattern: `^$|${POSTED_EMAIL_PATTERN}`,
+  description: `Trimmed and lower-cased as a posted lead's. ${EMAIL_RULE} Empty: left out.`,
+} as const;
+
 /** A letter in either case, as a character class; anything else escaped as it is. */
 const anyCase = (text: string): string =>
   [...text].map((c) => (/[a-z]/i.test(c) ? `[${c.toLowerCase()}${c.toUpperCase()}]` : c === ' ' ? '\\s+' : c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('');

@@ -10,6 +10,7 @@ import { GROUP_BY, METRICS } from '../read-models/report.js';
 import { READINESS_CHECKS } from '../ops/readiness.js';
 import { SERVICE_ROLES } from '../config.js';
 import { PROJECTION_LEASES } from '../roles/projector-leases.js';
+import { CONSUMER_EMAIL } from './posted.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const nullable = (type: string, extra: Record<string, unknown> = {}) => ({ type: [type, 'null'], ...extra });
@@ -281,8 +282,9 @@ export const ERASURE_REQUEST_SCHEMA = {
   additionalProperties: false,
   description: 'The consumer, by e-mail and/or mobile (at least one).',
   properties: {
-    email: { type: 'string', format: 'email', description: 'Trimmed and lower-cased as a posted lead\'s.' },
-    mobile: { type: 'string', description: 'Any form libphonenumber reads; a bare 10-digit number is taken as US.' },
+    // null, as an empty string, is a contact left out (normaliseConsumer).
+    email: { ...CONSUMER_EMAIL, type: ['string', 'null'], description: CONSUMER_EMAIL.description.replace('Empty:', 'null or empty:') },
+    mobile: { type: ['string', 'null'], description: 'Any form libphonenumber reads; a bare 10-digit number is taken as US. null or empty: left out.' },
     suppress: { type: 'boolean', default: false, description: 'Reject later leads with this mobile or e-mail (SUPPRESSED).' },
   },
 };

@@ -7,6 +7,7 @@ import type { Role } from '../keys/principal.js';
 import { DEFAULT_LIMIT, DELIVERY_STATUSES, LEAD_STATUSES, MAX_LIMIT, REPORT_TEST_MODES } from '../read-models/read-back.js';
 import { GROUP_BY } from '../read-models/report.js';
 import { EXAMPLE_LEAD, EXAMPLE_PING, type ExampleName } from './examples.js';
+import { CONSUMER_EMAIL } from './posted.js';
 import { listBody, readBackBody } from './read-back-schemas.js';
 
 export type Json = Record<string, unknown>;
@@ -409,7 +410,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     roles: ['admin'],
     deprecated: true,
     parameters: [
-      query('email', 'The consumer\'s e-mail.', { type: 'string', format: 'email' }),
+      query('email', 'The consumer\'s e-mail.', CONSUMER_EMAIL),
       query('mobile', 'The consumer\'s mobile, in any form; at least one of email and mobile.', { type: 'string' }),
     ],
     success: { status: 200, description: 'The consumer\'s leads.', content: json(CONSUMER_LEADS) },

@@ -9,7 +9,7 @@ import { createApp } from '../../src/http/app.js';
 import { OUTCOMES } from '../../src/http/envelope.js';
 import { createLogger } from '../../src/http/logger.js';
 import { LEAD_SCHEMA } from '../../src/leads/schema.js';
-import { createLeadValidator } from '../../src/leads/validate.js';
+import { createLeadValidator, normaliseConsumer } from '../../src/leads/validate.js';
 import { ServiceMetrics } from '../../src/ops/metrics.js';
 import { ReadinessProbe } from '../../src/ops/readiness.js';
 import { ShutdownFlag } from '../../src/ops/shutdown-flag.js';
@@ -203,6 +203,26 @@ describe('OpenAPI document', function () {
       const body = { ...EXAMPLE_LEAD, ...change };
       expect((await validate(body)).ok, `the service refuses ${JSON.stringify(change)}`).to.equal(false);
       expect(lead(body), `the Lead schema refuses ${JSON.stringify(change)}`).to.equal(false);
+    }
+  });
+
+  it("an erasure and the query-string look-up take a consumer's e-mail as the service does: blanks around, any case, empty or null left out", function () {
+    const erasure = reader.compile('#/components/schemas/ErasureRequest');
+    const parameters = doc.paths['/functions/consumers'].get.parameters as Json[];
+    const index = parameters.findIndex((p) => p.name === 'email');
+    const queried = reader.compile(`#/paths/~1functions~1consumers/get/parameters/${index}/schema`);
+    // A format is judged on the value with its blanks, which the service trims first: none is published.
+    expect(doc.components.schemas.ErasureRequest.properties.email).to.not.have.property('format');
+    expect(parameters[index]!.schema).to.not.have.property('format');
+    for (const body of [{ email: ' Ada.Lovelace@Outlook.com ' }, { email: '', mobile: '2025550143' }, { email: null, mobile: '2025550143' }, { email: 'ada@outlook.com', mobile: null }]) {
+      expect(normaliseConsumer(body).ok, `the service takes ${JSON.stringify(body)}`).to.equal(true);
+      expect(erasure(body), `ErasureRequest takes ${JSON.stringify(body)}: ${JSON.stringify(erasure.errors)}`).to.equal(true);
+      if (typeof body.email === 'string') expect(queried(body.email), `?email=${body.email}`).to.equal(true);
+    }
+    for (const email of ['ada.outlook.com', ' ada@outlook.com x@y.com', '   ', `${'a'.repeat(65)}@outlook.com`]) {
+      expect(normaliseConsumer({ email }).ok, `the service refuses ${email}`).to.equal(false);
+      expect(erasure({ email }), `ErasureRequest refuses ${email}`).to.equal(false);
+      expect(queried(email), `?email=${email}`).to.equal(false);
     }
   });
 

@@ -34,6 +34,8 @@ describe('OpenAPI document against real answers', function () {
   const erasures: Reply[] = [];
   /** Bodies with blanks around values at their limits, by the schema of their route's request body. */
   const padded: Array<{ schema: string; body: Json; reply: Reply }> = [];
+  let paddedQuery: { email: string };
+  let paddedQueryReply: Reply;
   /** HEAD requests, apart: their answers have no body to check against a schema. */
   const heads: Array<{ path: string; reply: Reply }> = [];
 
@@ -80,6 +82,11 @@ describe('OpenAPI document against real answers', function () {
     padded.push({ schema: 'Lead', body: blanks, reply: await post(blanks) });
     const blankPing = { zip: '90210', accident_state: 'CA', sid: 'src-1', s1: `  ${'p'.repeat(255)}` };
     padded.push({ schema: 'Ping', body: blankPing, reply: await call('POST', '/functions/pings', as(supplier), blankPing) });
+    // A consumer nobody posted, so that the erasures below still find their leads; null is a contact left out.
+    const nobody = { email: ` Nobody.${Date.now()}@Example.com `, mobile: null };
+    padded.push({ schema: 'ErasureRequest', body: nobody, reply: await call('POST', '/functions/erasures', as(admin), nobody) });
+    paddedQuery = { email: ` ${String(sold.email)} ` };
+    paddedQueryReply = await call('GET', `/functions/consumers?email=${encodeURIComponent(paddedQuery.email)}`, as(admin));
     await post(validLead()); // sold to the pull buyer, left pending
     const hooked = (await post(validLead({ accident_state: 'NV', zip: '89101' }))).body.lead_id as number;
     const leadId = soldReply.body.lead_id as number;
@@ -167,12 +174,18 @@ describe('OpenAPI document against real answers', function () {
 
   it('a body with blanks around values at their limits: taken by the service, and by the request schema the served document gives', async function () {
     const served = new DocumentReader((await svc.request('GET', '/docs/openapi.json')).body);
-    expect(padded.map(({ schema }) => schema)).to.deep.equal(['Lead', 'Ping']);
+    expect(padded.map(({ schema }) => schema)).to.deep.equal(['Lead', 'Ping', 'ErasureRequest']);
     for (const { schema, body, reply } of padded) {
       expect(reply.status, `${schema}: ${reply.text}`).to.equal(201);
       const validate = served.compile(`#/components/schemas/${schema}`);
       expect(validate(body), `${schema}: ${JSON.stringify(validate.errors)}`).to.equal(true);
     }
+    // The deprecated look-up's e-mail, in the query string.
+    expect(paddedQueryReply.status, paddedQueryReply.text).to.equal(200);
+    expect(paddedQueryReply.body.leads_found).to.be.greaterThan(0);
+    const parameters = (served.doc as Json).paths['/functions/consumers'].get.parameters as Json[];
+    const email = served.compile(`#/paths/~1functions~1consumers/get/parameters/${parameters.findIndex((p) => p.name === 'email')}/schema`);
+    expect(email(paddedQuery.email), JSON.stringify(email.errors)).to.equal(true);
   });
 
   it('every field of every answer is named in the schema its route documents', function () {
