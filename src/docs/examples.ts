@@ -7,7 +7,7 @@ import { decide, foldLead, initialLeadState, outcomeOf, type PostLeadCommand } f
 import type { CheckResult, Enrichment } from '../enrichment/check.js';
 import { type DecisionEnvelope, leadEnvelope, noLeadEnvelope, OUTCOMES, type OutcomeCode } from '../http/envelope.js';
 import { HEADERS_TOO_LARGE_MESSAGE } from '../http/client-error.js';
-import { INVALID_INPUT_MESSAGE } from '../http/shell.js';
+import { INVALID_INPUT_MESSAGE, NO_HOST_MESSAGE } from '../http/shell.js';
 import { pingEnvelope } from '../http/ping-route.js';
 import { otherBodyEnvelope } from '../http/post-lead-route.js';
 import { createLeadValidator } from '../leads/validate.js';
@@ -80,9 +80,10 @@ async function badQueryErrors(): Promise<DecisionEnvelope['errors']> {
 /**
  * Besides the outcome codes: IDEMPOTENCY_CONFLICT_OTHER_BODY (a reused key with another body, 422),
  * INVALID_INPUT (a read-back query or feedback body that breaks a rule, 422 INVALID) and
- * HEADERS_TOO_LARGE (request headers over the limit, 431 PAYLOAD_TOO_LARGE).
+ * HEADERS_TOO_LARGE (request headers over the limit, 431 PAYLOAD_TOO_LARGE) and NOT_HTTP (a request
+ * that is not valid HTTP/1.1, such as one without Host, 400 MALFORMED_JSON).
  */
-export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'INVALID_INPUT' | 'HEADERS_TOO_LARGE';
+export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'INVALID_INPUT' | 'HEADERS_TOO_LARGE' | 'NOT_HTTP';
 
 /** The example envelopes, one per ExampleName. */
 export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEnvelope>> {
@@ -106,6 +107,7 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
   examples.NO_BID = pingEnvelope({ ...answer, code: 'NO_BID', bid: null }, EXAMPLE_TRACE_ID);
   examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = otherBodyEnvelope(EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY);
   examples.HEADERS_TOO_LARGE = noLeadEnvelope('PAYLOAD_TOO_LARGE', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: HEADERS_TOO_LARGE_MESSAGE });
+  examples.NOT_HTTP = noLeadEnvelope('MALFORMED_JSON', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: NO_HOST_MESSAGE });
   examples.INVALID_INPUT = noLeadEnvelope('INVALID', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { errors: await badQueryErrors(), message: INVALID_INPUT_MESSAGE });
   return examples;
 }

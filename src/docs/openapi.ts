@@ -56,6 +56,7 @@ const RATE_HEADERS = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset
 function exampleStatus(name: ExampleName): number {
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY' || name === 'INVALID_INPUT') return 422;
   if (name === 'HEADERS_TOO_LARGE') return 431;
+  if (name === 'NOT_HTTP') return OUTCOMES.MALFORMED_JSON.status;
   return OUTCOMES[name].status;
 }
 
@@ -76,6 +77,7 @@ function outcomeHeaders(names: readonly ExampleName[], route: RouteDoc): string[
 function describe(name: ExampleName): string {
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return '`IDEMPOTENCY_CONFLICT` — the Idempotency-Key was used before with another body (or is not 1–255 visible ASCII characters).';
   if (name === 'INVALID_INPUT') return '`INVALID` — a query parameter or body field breaks its rule; `errors` names each.';
+  if (name === 'NOT_HTTP') return '`MALFORMED_JSON` — the request is not valid HTTP/1.1 (such as one without a `Host` header), whatever its route; the connection is closed.';
   if (name === 'HEADERS_TOO_LARGE') return `\`PAYLOAD_TOO_LARGE\` — the request headers are larger than ${MAX_HEADER_BYTES / 1024} KiB; the connection is closed.`;
   if (name === 'REQUEST_TIMEOUT') {
     return `\`REQUEST_TIMEOUT\` — ${OUTCOMES.REQUEST_TIMEOUT.message} The headers must arrive within HEADERS_TIMEOUT_MS, the whole request within REQUEST_TIMEOUT_MS; the connection is closed.`;
@@ -112,8 +114,12 @@ function notReadyExample(envelope: unknown): Json {
   };
 }
 
-/** What any request can be answered with, whatever its route: these are decided before a route is known, or by a bug. */
-const EVERY_ROUTE: readonly ExampleName[] = ['HTTPS_REQUIRED', 'REQUEST_TIMEOUT', 'HEADERS_TOO_LARGE', 'INTERNAL_ERROR'];
+/**
+ * What any request can be answered with, whatever its route: these are decided before a route is
+ * known (a request that is not HTTP/1.1, such as one without Host, is refused before its route
+ * runs), or by a bug.
+ */
+const EVERY_ROUTE: readonly ExampleName[] = ['HTTPS_REQUIRED', 'NOT_HTTP', 'REQUEST_TIMEOUT', 'HEADERS_TOO_LARGE', 'INTERNAL_ERROR'];
 
 function errorResponses(route: RouteDoc, examples: Record<ExampleName, unknown>, body: Json): Record<string, Json> {
   const names: ExampleName[] = [...route.outcomes.filter((n) => exampleStatus(n) !== route.success.status), ...EVERY_ROUTE];

@@ -38,7 +38,7 @@ export interface RouteDoc {
   readonly alsoSuccess?: readonly Success[];
   /**
    * The envelope codes this route can answer with, besides those every route can: HTTPS_REQUIRED,
-   * REQUEST_TIMEOUT (408), HEADERS_TOO_LARGE (431) and INTERNAL_ERROR.
+   * NOT_HTTP (400 MALFORMED_JSON), REQUEST_TIMEOUT (408), HEADERS_TOO_LARGE (431) and INTERNAL_ERROR.
    */
   readonly outcomes: readonly ExampleName[];
   /** Kept for the clients that use it; the description names the route to use instead. */

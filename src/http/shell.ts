@@ -32,7 +32,7 @@ export function shell(logger: Logger, currency: () => string): Middleware<ShellS
       // RFC 9112 §3.2 wants a 400 for HTTP/1.1 without Host; Node's own answer has no body, so the
       // listeners leave it to the shell (requireHostHeader: false), which answers with the envelope.
       if (ctx.req.httpVersion === '1.1' && ctx.req.headers.host === undefined) {
-        throw new ShellError('MALFORMED_JSON', { Connection: 'close' }, 'no Host header', undefined, 'The request is not valid HTTP/1.1: it has no Host header.');
+        throw new ShellError('MALFORMED_JSON', { Connection: 'close' }, 'no Host header', undefined, NO_HOST_MESSAGE);
       }
       await next();
     } catch (error) {
@@ -60,6 +60,9 @@ export function shell(logger: Logger, currency: () => string): Middleware<ShellS
     });
   };
 }
+
+/** What a request without Host is told; the reference documentation shows the same. */
+export const NO_HOST_MESSAGE = 'The request is not valid HTTP/1.1: it has no Host header.';
 
 export const INVALID_INPUT_MESSAGE = 'One or more inputs are invalid; errors names each.';
 

@@ -98,13 +98,14 @@ describe('OpenAPI document', function () {
     expect(checked).to.be.greaterThan(Object.keys(OUTCOMES).length);
   });
 
-  it('every route lists 408 REQUEST_TIMEOUT and 431; every route the rate limit guards lists 429 RATE_LIMITED with Retry-After', function () {
+  it('every route lists 400 for a request that is not HTTP/1.1, 408 REQUEST_TIMEOUT and 431; every route the rate limit guards lists 429 RATE_LIMITED with Retry-After', function () {
     const exampleCodes = (response: Json | undefined) => Object.values((response?.content?.['application/json']?.examples ?? {}) as Json).map((e) => (e as Json).value.code);
     const problems: string[] = [];
     for (const [path, item] of Object.entries(doc.paths as Json)) {
       for (const [method, operation] of Object.entries(item as Json)) {
         const responses = (operation as Json).responses as Json;
         const where = `${method.toUpperCase()} ${path}`;
+        if (!exampleCodes(responses['400']).includes('MALFORMED_JSON')) problems.push(`${where}: no 400 MALFORMED_JSON`);
         if (!exampleCodes(responses['408']).includes('REQUEST_TIMEOUT')) problems.push(`${where}: no 408 REQUEST_TIMEOUT`);
         if (!exampleCodes(responses['431']).includes('PAYLOAD_TOO_LARGE')) problems.push(`${where}: no 431 PAYLOAD_TOO_LARGE`);
       }

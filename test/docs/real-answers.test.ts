@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { openApiDocument } from '../../src/docs/openapi.js';
 import { CERT_URL, type Reply, TestService, validLead } from '../support/service.js';
 import { DocumentReader } from '../support/openapi.js';
+import { rawExchange, toReply } from '../reliability/support/client.js';
 import { bodySchema, unnamedFields } from './named-fields.js';
 
 // The document against the running service: every answer below is looked up in the document by
@@ -34,6 +35,8 @@ describe('OpenAPI document against real answers', function () {
   const erasures: Reply[] = [];
   /** Bodies with blanks around values at their limits, by the schema of their route's request body. */
   const padded: Array<{ schema: string; body: Json; reply: Reply }> = [];
+  /** Requests without a Host header, which no route sees: refused before it. */
+  const noHost: Array<{ method: string; path: string; reply: Reply }> = [];
   let paddedQuery: { email: string };
   let paddedQueryReply: Reply;
   /** HEAD requests, apart: their answers have no body to check against a schema. */
@@ -159,6 +162,15 @@ describe('OpenAPI document against real answers', function () {
     await call('GET', '/functions/erasures?limit=1', as(admin));
     await call('GET', `/functions/erasures/${'0'.repeat(32)}`, as(admin));
     // Refused by the listener before any route: documented on every route all the same.
+    // Not valid HTTP/1.1 (no Host header, which a client library always sends): a raw TLS request.
+    for (const [method, path] of [['GET', '/functions/leads'], ['GET', '/functions/me'], ['GET', '/functions/reports/summary'], ['GET', '/healthz'], ['GET', '/console'], ['POST', '/functions/pings']] as const) {
+      const { responses } = await rawExchange(svc.port, [`${method} ${path} HTTP/1.1\r\nX-API-KEY: ${analyst}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`], { timeoutMs: 5000 });
+      const [refused] = responses;
+      expect(refused, `${method} ${path}: an answer`).to.not.equal(undefined);
+      const reply = toReply(refused!.status, refused!.headers, refused!.text);
+      noHost.push({ method, path, reply });
+      answers.push({ method, path, reply });
+    }
     const oversized = await call('GET', '/functions/deliveries', { ...as(analyst), 'x-filler': 'f'.repeat(20 * 1024) });
     expect(oversized.status).to.equal(431);
     answers.push({ method: 'POST', path: '/functions/leads', reply: await svc.plainHttp('POST', '/functions/leads') });
@@ -186,6 +198,12 @@ describe('OpenAPI document against real answers', function () {
     const parameters = (served.doc as Json).paths['/functions/consumers'].get.parameters as Json[];
     const email = served.compile(`#/paths/~1functions~1consumers/get/parameters/${parameters.findIndex((p) => p.name === 'email')}/schema`);
     expect(email(paddedQuery.email), JSON.stringify(email.errors)).to.equal(true);
+  });
+
+  it('a request that is not valid HTTP/1.1, on any route: refused 400 MALFORMED_JSON, as documented for its operation', function () {
+    expect(noHost.map(({ reply }) => [reply.status, reply.body.code])).to.deep.equal(noHost.map(() => [400, 'MALFORMED_JSON']));
+    const problems = noHost.flatMap(({ method, path, reply }) => reader.check(method, path, reply.status, String(reply.headers['content-type'] ?? ''), reply.body));
+    expect(problems).to.deep.equal([]);
   });
 
   it('every field of every answer is named in the schema its route documents', function () {

@@ -30,6 +30,7 @@ export function exampleCode(name: ExampleName): string {
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return 'IDEMPOTENCY_CONFLICT';
   if (name === 'INVALID_INPUT') return 'INVALID';
   if (name === 'HEADERS_TOO_LARGE') return 'PAYLOAD_TOO_LARGE';
+  if (name === 'NOT_HTTP') return 'MALFORMED_JSON';
   return name;
 }
 
