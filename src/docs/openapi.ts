@@ -47,6 +47,7 @@ const HEADERS: Readonly<Record<string, Json>> = {
   'Idempotency-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.', schema: { type: 'string', enum: ['true'] } },
   'Content-Disposition': { description: 'For CSV: a file name with the report’s dates.', schema: { type: 'string' } },
   Allow: { description: 'The methods the path has.', schema: { type: 'string' } },
+  ETag: { description: 'The file as sent, one per encoding: send it back in If-None-Match to get 304 while it is unchanged.', schema: { type: 'string' } },
 };
 const headerRef = (name: string) => ref('headers', name.replaceAll('-', ''));
 /** Sent on every answer of a rate-limited route that got past authentication. */
@@ -173,7 +174,8 @@ function operation(route: RouteDoc, examples: Record<ExampleName, unknown>): Jso
       ...Object.fromEntries(
         (route.alsoSuccess ?? []).map((also) => [
           String(also.status),
-          { description: also.description, headers: successHeaders(also.headers), content: also.content },
+          // An answer without a body (304) has no content to describe.
+          { description: also.description, headers: successHeaders(also.headers), ...(Object.keys(also.content).length > 0 ? { content: also.content } : {}) },
         ]),
       ),
       ...errorResponses(route, examples, envelope),

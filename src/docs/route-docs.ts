@@ -507,7 +507,10 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'A page for people: reports as charts and a table with CSV download, deliveries, a lead\'s timeline from its events, readiness. ' +
       'Sign-in is an API key, kept in the browser tab\'s session storage and sent as X-API-KEY to the routes above: the console adds no authority. Served by the service itself (no CDN). ' +
       'The page and its files are sent gzipped to a client whose Accept-Encoding takes gzip (Vary: Accept-Encoding), with Cache-Control: no-cache and an ETag per encoding (304 while unchanged).',
-    success: { status: 200, description: 'HTML.', content: { 'text/html': { schema: { type: 'string' } } } },
+    parameters: [{ name: 'If-None-Match', in: 'header', required: false, description: 'The ETag of the page as last sent: 304 while it is unchanged.', schema: { type: 'string' } }],
+    success: { status: 200, description: 'HTML.', content: { 'text/html': { schema: { type: 'string' } } }, headers: ['ETag'] },
+    // What a browser asks each time (no-cache): the copy it has is still the page.
+    alsoSuccess: [{ status: 304, description: 'Not modified: If-None-Match named the ETag of the page as it is, in the encoding asked for; no body.', content: {}, headers: ['ETag'] }],
     outcomes: [],
   },
   {

@@ -171,6 +171,9 @@ describe('OpenAPI document against real answers', function () {
       noHost.push({ method, path, reply });
       answers.push({ method, path, reply });
     }
+    // The console asked again with its ETag, as a browser does on each visit (no-cache).
+    const page = await call('GET', '/console', {});
+    await call('GET', '/console', { 'if-none-match': String(page.headers.etag) });
     const oversized = await call('GET', '/functions/deliveries', { ...as(analyst), 'x-filler': 'f'.repeat(20 * 1024) });
     expect(oversized.status).to.equal(431);
     answers.push({ method: 'POST', path: '/functions/leads', reply: await svc.plainHttp('POST', '/functions/leads') });
@@ -204,6 +207,16 @@ describe('OpenAPI document against real answers', function () {
     expect(noHost.map(({ reply }) => [reply.status, reply.body.code])).to.deep.equal(noHost.map(() => [400, 'MALFORMED_JSON']));
     const problems = noHost.flatMap(({ method, path, reply }) => reader.check(method, path, reply.status, String(reply.headers['content-type'] ?? ''), reply.body));
     expect(problems).to.deep.equal([]);
+  });
+
+  it('the console asked again with its ETag: 304 with no body, as its operation documents', function () {
+    const asked = answers.filter(({ method, path, reply }) => method === 'GET' && path === '/console' && reply.status !== 400).map(({ reply }) => reply);
+    expect(asked.map((reply) => reply.status)).to.deep.equal([200, 304]);
+    const [page, again] = asked as [Reply, Reply];
+    expect(again.text).to.equal('');
+    expect(again.headers.etag).to.equal(page.headers.etag);
+    expect(reader.check('GET', '/console', 304, String(again.headers['content-type'] ?? ''), again.body)).to.deep.equal([]);
+    expect(Object.keys(reader.responseOf('GET', '/console', 304)!.response.headers as Json)).to.include('ETag');
   });
 
   it('every field of every answer is named in the schema its route documents', function () {
