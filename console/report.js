@@ -169,9 +169,9 @@ export async function renderReport(main, [search], current) {
   oneEach();
   groupBy.addEventListener('change', oneEach);
   const daily = h('canvas', { role: 'img', 'aria-label': 'Received, accepted, sold and revenue by day', 'aria-describedby': 'chart-daily-numbers-note' });
-  const bars = h('canvas', { role: 'img', 'aria-label': 'Received and sold by the first grouping chosen', 'aria-describedby': 'chart-groups-numbers-note' });
+  const barsCanvas = h('canvas', { role: 'img', 'aria-label': 'Received and sold by the first grouping chosen', 'aria-describedby': 'chart-groups-numbers-note' });
   const dailyBox = h('div', { class: 'chart', id: 'chart-daily' }, daily);
-  const barsBox = h('div', { class: 'chart', id: 'chart-groups' }, bars);
+  const barsBox = h('div', { class: 'chart', id: 'chart-groups' }, barsCanvas);
   const dailyNumbers = h('div', { id: 'chart-daily-numbers' });
   const barsNumbers = h('div', { id: 'chart-groups-numbers' });
   // Named by the grouping asked for from the start: a first report that fails leaves it standing.
@@ -198,9 +198,15 @@ export async function renderReport(main, [search], current) {
   let shown = null;
 
   function drawTable() {
-    const { asked, rows, currency } = shown;
+    const { asked, rows, totals: sums, cut, currency } = shown;
     const dimensions = asked.group_by.split(',');
-    tableBox.replaceChildren(rows.length === 0 ? h('p', { class: 'muted', id: 'report-empty' }, 'No leads in these dates.') : table(inAskedOrder(rows, dimensions), dimensions, asked.columns, currency));
+    tableBox.replaceChildren(rows.length === 0 ? h('p', { class: 'muted', id: 'report-empty' }, 'No leads in these dates.') : table(inAskedOrder(rows, dimensions), sums, dimensions, asked.columns, currency));
+    // Cut, the table's rows do not add up to its Total: said above them, where the numbers are read.
+    if (cut) {
+      // The API's key order: by s1 first whenever it is a dimension.
+      const order = nameOf(dimensions.includes('s1') ? 's1' : dimensions[0]);
+      tableBox.prepend(h('p', { class: 'muted', id: 'report-cut' }, `The table shows the report's first ${count(rows.length)} rows, taken in the order of ${order}; its Total row and the bars are of every row. Download CSV for every row.`));
+    }
     // A ping carries no click id, so by s1 its columns count nothing: said, rather than rows of zeros left to puzzle over.
     if (rows.length > 0 && asked.columns === 'pings' && dimensions.includes('s1')) {
       tableBox.prepend(h('p', { class: 'muted', id: 'report-note' }, 'A ping has no click id (s1): grouped by s1, pings, bids and the average bid count none. Group by source, state or buyer to see them.'));
@@ -216,10 +222,11 @@ export async function renderReport(main, [search], current) {
     const dimension = asked.group_by.split(',')[0];
     let days;
     let groups;
-    let byFirst;
+    let bars;
+    let sums;
     let currency;
     try {
-      [days, groups, byFirst] = await answer;
+      ({ days, groups, bars, totals: sums } = await answer);
       currency = groups.head.currency ?? null;
     } catch (error) {
       if (!current()) return false;
@@ -233,13 +240,13 @@ export async function renderReport(main, [search], current) {
     // The address names the report shown, to bookmark or send; replaced, so no page change follows.
     if (rename || chosen !== asked.columns) history.replaceState(null, '', addressOf({ ...asked, columns: chosen }));
     for (const chart of charts) chart.destroy();
-    charts = [dailyChart(daily, everyDay(days.head.from, days.head.to, days.items), currency), groupChart(bars, byFirst.items, dimension)];
+    charts = [dailyChart(daily, everyDay(days.head.from, days.head.to, days.items), currency), groupChart(barsCanvas, bars, dimension)];
     dailyBox.dataset.totals = JSON.stringify(chartTotals(charts[0]));
     barsBox.dataset.totals = JSON.stringify(chartTotals(charts[1]));
     dailyNumbers.replaceChildren(...chartNumbers(charts[0], 'chart-daily-numbers-note', 'Day'));
     barsNumbers.replaceChildren(...chartNumbers(charts[1], 'chart-groups-numbers-note', nameOf(dimension)));
-    barsTitle.textContent = `By ${nameOf(dimension).toLowerCase()}${byFirst.items.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
-    shown = { asked: { ...asked, columns: chosen }, rows: groups.items, currency };
+    barsTitle.textContent = `By ${nameOf(dimension).toLowerCase()}${bars.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
+    shown = { asked: { ...asked, columns: chosen }, rows: groups.items, totals: sums, cut: groups.truncated, currency };
     drawTable();
     if (!performance.getEntriesByName('leadpost:first-chart').length) performance.mark('leadpost:first-chart');
     const range = `${days.head.from} to ${days.head.to} in ${days.head.tz}`;
@@ -247,7 +254,7 @@ export async function renderReport(main, [search], current) {
       status,
       groups.items.length === 0
         ? `No leads in these dates (${range}).`
-        : `${groups.items.length} rows${groups.truncated ? ' (first 10,000 shown; the CSV has every row)' : ''}, ${range}. Test leads are left out.`,
+        : `${groups.items.length} rows${groups.truncated ? ' (first 10,000 shown, totals of every row; the CSV has every row)' : ''}, ${range}. Test leads are left out.`,
     );
     return true;
   }
@@ -315,15 +322,91 @@ export async function renderReport(main, [search], current) {
 /**
  * What a report page shows: by day for the time series, by the chosen grouping for the table, and
  * by its first dimension for the bars. With two dimensions the bars have a query of their own
- * rather than the table's rows summed per first value: the table stops at 10,000 rows (about one a
- * lead with s1 as either dimension), and a sum of a cut list would draw bars short of the report;
- * the API's rows by the first dimension are exact, and far fewer.
+ * rather than the table's rows summed per first value: the API's rows by the first dimension are
+ * far fewer. The table stops at 10,000 rows (about one a lead with s1 as a dimension): where it
+ * was cut, the whole report is read once more, streamed as CSV in one request, for the totals and,
+ * where the first dimension's rows were cut too (by s1), for the bars, each summed over every row
+ * of the report. The totals are the report's own either way, and the top of the bars exact.
  */
-function fetchReport({ from, to, tz, group_by: grouping }) {
-  const report = (groupBy) => getAll('/functions/reports/summary', { from, to, tz, group_by: groupBy });
+async function fetchReport({ from, to, tz, group_by: grouping }) {
+  const report = (groupBy) => getAll(REPORT, { from, to, tz, group_by: groupBy });
   const [firstDimension] = grouping.split(',');
   const groups = report(grouping);
-  return Promise.all([report('day'), groups, firstDimension === grouping ? groups : report(firstDimension)]);
+  const byFirst = firstDimension === grouping ? groups : report(firstDimension);
+  const [days, shown, first] = await Promise.all([report('day'), groups, byFirst]);
+  if (!shown.truncated && !first.truncated) return { days, groups: shown, bars: first.items, totals: totals(shown.items) };
+  const every = await wholeReport({ from, to, tz, group_by: grouping });
+  return { days, groups: shown, bars: first.truncated ? sumsBy(every, firstDimension) : first.items, totals: totals(every) };
+}
+
+const REPORT = '/functions/reports/summary';
+
+/**
+ * Every row of a report, from its CSV (one request, however many rows): each dimension a string or
+ * null (an empty cell), each metric a number. The CSV writes a value that starts like a
+ * spreadsheet formula (`=`, `+`, `-`, `@`) after a `'`: taken off again here.
+ */
+async function wholeReport(query) {
+  const { blob } = await getCsv(`${REPORT}?${new URLSearchParams(query)}`);
+  const [head, ...lines] = parseCsv(await blob.text());
+  const dimensions = new Set(query.group_by.split(','));
+  return lines.map((cells) => {
+    const row = {};
+    head.forEach((name, i) => {
+      const cell = cells[i] ?? '';
+      if (!dimensions.has(name)) row[name] = Number(cell);
+      else row[name] = cell === '' ? null : /^'[=+\-@\t\r]/.test(cell) ? cell.slice(1) : cell;
+    });
+    return row;
+  });
+}
+
+/** RFC 4180's rows (quoted cells may hold commas, quotes doubled and line breaks), the last line break optional. */
+function parseCsv(text) {
+  const rows = [];
+  let row = [];
+  let cell = '';
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c !== '"') {
+        cell += c;
+      } else if (text[i + 1] === '"') {
+        cell += '"';
+        i++;
+      } else {
+        quoted = false;
+      }
+    } else if (c === '"') {
+      quoted = true;
+    } else if (c === ',') {
+      row.push(cell);
+      cell = '';
+    } else if (c === '\n' || c === '\r') {
+      if (c === '\r' && text[i + 1] === '\n') i++;
+      row.push(cell);
+      rows.push(row);
+      row = [];
+      cell = '';
+    } else {
+      cell += c;
+    }
+  }
+  if (cell !== '' || row.length > 0) rows.push([...row, cell]);
+  return rows;
+}
+
+/** Received and sold per value of `dimension`, summed over rows that may have a second dimension. */
+function sumsBy(rows, dimension) {
+  const sums = new Map();
+  for (const row of rows) {
+    const value = row[dimension];
+    const sum = sums.get(value) ?? sums.set(value, { [dimension]: value, received: 0, sold: 0 }).get(value);
+    sum.received += row.received;
+    sum.sold += row.sold;
+  }
+  return [...sums.values()];
 }
 
 /** Key order as the report's stores have it: null first, then by code point (UTF-8's byte order). */
@@ -510,8 +593,11 @@ function withRatios(sum) {
   };
 }
 
-/** The report's rows: a column per dimension asked (the first kept in sight), then the set's metrics, and their totals. */
-function table(rows, dimensions, set, currency) {
+/**
+ * The report's rows: a column per dimension asked (the first kept in sight), then the set's
+ * metrics, and the report's totals (`sums`: of every row, also where the rows shown were cut).
+ */
+function table(rows, sums, dimensions, set, currency) {
   const metrics = metricsOf(set, rows);
   const cells = (row, names) => [
     ...dimensions.map((dimension, i) => h('td', { class: 'name', 'data-field': dimension }, names[i])),
@@ -527,6 +613,6 @@ function table(rows, dimensions, set, currency) {
       rows.map((row) => h('tr', {}, cells(row, dimensions.map((d) => row[d] ?? '(none)')))),
     ),
     // The totals' row is named in its first cell; the other dimensions' cells are empty.
-    h('tfoot', {}, h('tr', { id: 'report-totals' }, cells(withRatios(totals(rows)), dimensions.map((_, i) => (i === 0 ? 'Total' : ''))))),
+    h('tfoot', {}, h('tr', { id: 'report-totals' }, cells(withRatios(sums), dimensions.map((_, i) => (i === 0 ? 'Total' : ''))))),
   ));
 }
