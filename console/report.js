@@ -289,8 +289,10 @@ export async function renderReport(main, [search], current) {
     drawTable();
     history.replaceState(null, '', addressOf(shown.asked));
   });
+  // The report shown, as its rows are on the page: not the form's values changed since and not yet
+  // shown (those wait for Show). Before any report is shown, the form's.
   csvButton.addEventListener('click', async () => {
-    const asked = query();
+    const asked = shown?.asked ?? query();
     try {
       const { blob } = await getCsv(`/functions/reports/summary?${new URLSearchParams({ from: asked.from, to: asked.to, tz: asked.tz, group_by: asked.group_by })}`);
       // Named by everything that makes the report: its days, grouping (both dimensions) and time zone.

@@ -337,4 +337,23 @@ describe('the report page grouped by two dimensions, with its sets of columns', 
     expect(problems).to.deep.equal([]);
     await close();
   });
+
+  it('the CSV is of the report shown, not of the form changed since and not yet shown', async function () {
+    const { page, problems, close } = await signedIn({ width: 1280, height: 800 }, { acceptDownloads: true });
+    const query = new URLSearchParams(dates());
+    await open(page, `${query}&group_by=sid`);
+    // Another grouping, other dates and another zone in the form, Show not pressed: the page still shows the report by source.
+    await page.getByLabel('Group by').selectOption('state');
+    await page.getByLabel('Then by').selectOption('buyer');
+    await page.getByLabel('From', { exact: true }).fill(day(-30));
+    await page.getByLabel('Time zone').selectOption('America/New_York');
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download CSV' }).click()]);
+    const csv = await svc!.request('GET', `/functions/reports/summary?${query}&group_by=sid`, { 'x-api-key': analyst, accept: 'text/csv' });
+    expect(csv.text.split('\r\n')[0]).to.match(/^sid,received,/);
+    expect(readFileSync((await download.path())!, 'utf8')).to.equal(csv.text);
+    expect(download.suggestedFilename()).to.equal(`leadpost-report-${query.get('from')}-${query.get('to')}-sid-UTC.csv`);
+    expect(new URL(page.url()).hash).to.equal(`#/report?${query}&group_by=sid`);
+    expect(problems).to.deep.equal([]);
+    await close();
+  });
 });
