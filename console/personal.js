@@ -60,14 +60,20 @@ function refusal(error, inputs = {}) {
   }
 }
 
+/**
+ * The consumer's leads, a column each for what an access request answers. The names and contacts
+ * (a supplier's or buyer's id up to 64 characters without a space, an e-mail, a consumer's name)
+ * wrap in their cells (console.css), so that the table fits a laptop's window with every column,
+ * the last one (whether the data is still held) in sight.
+ */
 const CONSUMER_COLUMNS = [
   ['Lead', (r) => h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id)],
   ['Received', (r) => time(r.received_at), 'time'],
-  ['Outcome', (r) => [statusWords(r.lead_status), r.code ? [', ', codeShown(r.code)] : null]],
-  ['From', (r) => r.supplier ?? ''],
-  ['To', (r) => r.buyer ?? r.bucket ?? ''],
-  ['Name', (r) => [r.lead?.first_name, r.lead?.last_name].filter(Boolean).join(' ')],
-  ['E-mail', (r) => r.lead?.email ?? ''],
+  ['Outcome', (r) => [statusWords(r.lead_status), r.code ? [', ', codeShown(r.code)] : null], 'words'],
+  ['From', (r) => r.supplier ?? '', 'name'],
+  ['To', (r) => r.buyer ?? r.bucket ?? '', 'name'],
+  ['Name', (r) => [r.lead?.first_name, r.lead?.last_name].filter(Boolean).join(' '), 'name'],
+  ['E-mail', (r) => r.lead?.email ?? '', 'name'],
   ['Mobile', (r) => r.lead?.mobile ?? ''],
   ['Personal data', (r) => (r.lead?.erased ? h('span', { class: 'no' }, 'erased') : r.lead ? 'held' : 'none recorded')],
 ];

@@ -3,14 +3,14 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, type Page, type Route, chromium } from 'playwright-core';
 import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
-import { TestService, validLead } from '../support/service.js';
+import { TestService, leadWith, validLead } from '../support/service.js';
 
 // The console's lists as they meet what the service may do to them: a source or a buyer named as
-// long as the service takes one wraps in its cell rather than widen its table; a Show that gets no
-// answer, or a 429 or 5xx, keeps the rows shown and marks them out of date (a first load that
-// fails shows no headings over nothing); the leads of a range longer than a report takes are
-// listed while "By code" says it cannot be shown for it; and a form whose only field is a list
-// submits with Enter. Screenshots go to SHOTS.
+// long as the service takes one (and, among a consumer's leads, a long e-mail) wraps in its cell
+// rather than widen its table; a Show that gets no answer, or a 429 or 5xx, keeps the rows shown
+// and marks them out of date (a first load that fails shows no headings over nothing); the leads
+// of a range longer than a report takes are listed while "By code" says it cannot be shown for it;
+// and a form whose only field is a list submits with Enter. Screenshots go to SHOTS.
 
 const SHOTS = 'test-results/console';
 /** A sid and a buyer id as long as the service takes them, with no space to break at. */
@@ -23,6 +23,8 @@ const ROUTING = {
   ],
   buckets: [{ id: 'unsold', default: true }],
 };
+/** An e-mail as long as some are, without a space to break at. */
+const LONG_EMAIL = 'wendy.washington.longaddress.example.of-a-consumer@outlook.com';
 /** The console's error colour (--bad in console.css), as the browser computes it. */
 const ERROR_COLOUR = 'rgb(179, 38, 30)';
 const day = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString().slice(0, 10);
@@ -42,6 +44,7 @@ describe("the console's lists: long names, a Show that fails, a long range, Ente
     keys.supplier = await svc.key('supplier', 'sup-a');
     keys.analyst = await svc.key('analyst', 'ann');
     keys.buyer = await svc.key('buyer', 'ca-buyer');
+    keys.admin = await svc.key('admin', 'root');
     const post = async (name: string, lead: Record<string, unknown>) => {
       const answer = await svc!.post(lead, { 'x-api-key': keys.supplier! });
       leads[name] = answer.body.lead_id as number;
@@ -50,6 +53,9 @@ describe("the console's lists: long names, a Show that fails, a long range, Ente
     expect((await post('longSid', validLead({ sid: LONG_SID }))).body.code).to.equal('SOLD');
     expect((await post('longBuyer', validLead({ accident_state: 'WA', zip: '98101', sid: 'google' }))).body.code).to.equal('SOLD');
     expect((await post('caSold', validLead({ sid: 'google' }))).body.code).to.equal('SOLD');
+    // A consumer with a long name and a long e-mail, its lead sold to the long buyer.
+    const longConsumer = { accident_state: 'WA', zip: '98101', sid: 'wa-src', s1: 'wa-1', first_name: 'Wendolyn-Maximiliana', last_name: 'Washington-Worthington' };
+    expect((await post('longConsumer', leadWith(LONG_EMAIL, '+12132008888', longConsumer))).body.code).to.equal('SOLD');
     expect((await post('invalid', validLead({ zip: 'bad', sid: 'bing' }))).body.code).to.equal('INVALID');
     expect((await post('invalid2', validLead({ zip: 'bad', email: 'nope', sid: 'bing' }))).body.code).to.equal('INVALID');
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
@@ -124,6 +130,29 @@ describe("the console's lists: long names, a Show that fails, a long range, Ente
     await page.context().close();
   });
 
+  it("a consumer's leads, with a 64-character buyer id and a long e-mail, fit a laptop's window: long values wrap, every column in sight", async function () {
+    const page = await signedIn(keys.admin!, '#/personal-data');
+    const found: Record<string, unknown> = {};
+    const wanted: Record<string, unknown> = {};
+    for (const [width, height] of [[1280, 800], [1366, 768]] as const) {
+      await page.setViewportSize({ width, height });
+      await page.getByLabel('E-mail').first().fill(LONG_EMAIL);
+      await page.getByRole('button', { name: 'Find', exact: true }).click();
+      await page.locator(`#consumer-leads tr[data-lead="${leads.longConsumer}"]`).waitFor();
+      found[width] = await page.locator('#consumer-leads').evaluate((table) => {
+        const box = table.closest('.table-wrap')!.getBoundingClientRect();
+        const page = table.ownerDocument.scrollingElement!;
+        // Each heading and cell whole inside the box, none cut at its right edge.
+        const outside = [...table.querySelectorAll('th, td')].filter((cell) => cell.getBoundingClientRect().right > box.right + 0.5).map((cell) => cell.textContent);
+        return { fits: table.getBoundingClientRect().width <= box.width + 0.5, outside, page: page.scrollWidth <= page.clientWidth };
+      });
+      wanted[width] = { fits: true, outside: [], page: true };
+      await page.screenshot({ path: join(SHOTS, `consumer-leads-${width}.png`), fullPage: true });
+    }
+    expect(found).to.deep.equal(wanted);
+    await page.context().close();
+  });
+
   it('leads: a Show with no answer, a 429 or a 503 keeps the rows shown, marked out of date, and the per-field card that counts them; the next answer replaces them', async function () {
     const page = await signedIn(keys.analyst!, '#/leads');
     const message = page.locator('#leads-message');
@@ -160,7 +189,7 @@ describe("the console's lists: long names, a Show that fails, a long range, Ente
     // Answered again: the sold leads, the marks gone.
     await page.getByRole('button', { name: 'Show', exact: true }).click();
     await message.filter({ hasText: /^\d+ leads shown\.$/ }).waitFor();
-    expect(await rows(page, '#leads-table')).to.have.members([leads.longSid, leads.longBuyer, leads.caSold]);
+    expect(await rows(page, '#leads-table')).to.have.members([leads.longSid, leads.longBuyer, leads.caSold, leads.longConsumer]);
     expect(await marked(page, '#leads-table >> xpath=..')).to.equal('current');
     expect(await marked(page, '#rejections-by-field')).to.equal('current');
     expect(await page.locator('#rejections-by-field').innerText()).to.contain('Counts the 0 rejected leads shown');
