@@ -466,13 +466,15 @@ function chartTotals(chart) {
 function chartNumbers(chart, noteId, first) {
   const { labels, datasets } = chart.data;
   const inMoneyKey = (key) => MONEY.includes(key);
-  const table = h(
+  // At a phone's width each row a card (console.css), its values under their headings: five
+  // columns of a day's numbers do not fit a phone's width side by side.
+  const table = cards(h(
     'table',
     { class: 'chart-numbers' },
     h('caption', {}, `${chart.canvas.getAttribute('aria-label')}, as numbers`),
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, first), datasets.map((d) => h('th', { scope: 'col', class: 'num' }, d.label)))),
     h('tbody', {}, labels.map((label, i) => h('tr', {}, h('th', { scope: 'row', class: 'name' }, String(label)), datasets.map((d) => h('td', { class: 'num' }, inMoneyKey(d.key) ? money(d.data[i]) : count(d.data[i])))))),
-  );
+  ));
   return [
     h('p', { class: 'muted chart-note', id: noteId }, `Its ${labels.length === 1 ? 'number is' : 'numbers are'} in the table under "Show the numbers".`),
     h('details', {}, h('summary', {}, 'Show the numbers'), h('div', { class: 'table-wrap' }, table)),

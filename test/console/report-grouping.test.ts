@@ -325,6 +325,38 @@ describe('the report page grouped by two dimensions, with its sets of columns', 
     await close();
   });
 
+  it("at a phone's width each chart's numbers are on screen whole, nothing to scroll sideways", async function () {
+    const { page, problems, close } = await signedIn({ width: 390, height: 844 });
+    const query = new URLSearchParams({ from: day(-6), to: day(0), tz: 'UTC' });
+    await open(page, `${query}&group_by=sid`);
+    for (const chart of ['chart-daily', 'chart-groups']) await page.locator(`#${chart}-numbers summary`).click();
+    const found = await page.evaluate(`(() => {
+      const width = document.documentElement.clientWidth;
+      const tables = {};
+      for (const chart of ['chart-daily', 'chart-groups']) {
+        const table = document.querySelector('#' + chart + '-numbers table');
+        const box = table.closest('.table-wrap');
+        // Each cell with something in it, in sight and whole, inside the window and its box.
+        const outside = [...table.querySelectorAll('tbody th, tbody td')].filter((cell) => {
+          const r = cell.getBoundingClientRect();
+          return !cell.checkVisibility() || r.width === 0 || r.left < -0.5 || r.right > width + 0.5;
+        }).map((cell) => cell.textContent);
+        tables[chart] = { scrolls: box.scrollWidth > box.clientWidth, outside, rows: table.tBodies[0].rows.length };
+      }
+      return { page: [document.scrollingElement.scrollWidth, width], tables };
+    })()`);
+    expect(found).to.deep.equal({
+      page: [390, 390],
+      tables: { 'chart-daily': { scrolls: false, outside: [], rows: 7 }, 'chart-groups': { scrolls: false, outside: [], rows: 3 } },
+    });
+    // Every value still under its heading, for whoever reads the card: Day, then each dataset's.
+    expect(await page.locator('#chart-daily-numbers tbody tr').first().locator('td').evaluateAll((tds) => tds.map((td) => td.getAttribute('data-label')))).to.deep.equal(['Received', 'Accepted', 'Sold', 'Revenue (USD)']);
+    await page.locator('#chart-daily-numbers').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: join(SHOTS, 'report-chart-numbers-phone.png'), fullPage: true });
+    expect(problems).to.deep.equal([]);
+    await close();
+  });
+
   it('the CSV of a report by two dimensions is the API’s, its name saying both', async function () {
     const { page, problems, close } = await signedIn({ width: 1280, height: 800 }, { acceptDownloads: true });
     const query = new URLSearchParams(dates());
