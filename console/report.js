@@ -323,22 +323,25 @@ export async function renderReport(main, [search], current) {
 
 /**
  * What a report page shows: by day for the time series, by the chosen grouping for the table, and
- * by its first dimension for the bars. With two dimensions the bars have a query of their own
- * rather than the table's rows summed per first value: the API's rows by the first dimension are
- * far fewer. The table stops at 10,000 rows (about one a lead with s1 as a dimension): where it
- * was cut, the whole report is read once more, streamed as CSV in one request, for the totals and,
- * where the first dimension's rows were cut too (by s1), for the bars, each summed over every row
- * of the report. The totals are the report's own either way, and the top of the bars exact.
+ * by its first dimension for the bars: with two dimensions, the report by the first one alone,
+ * far fewer rows than the table's. The table stops at 10,000 rows (about one a lead with s1 as a
+ * dimension). Where it was cut, the whole report is read once more, streamed as CSV in one request
+ * (a page at a time would be dozens more requests, against the key's rate of reads), and the
+ * totals are summed over every row of it, as are the bars where the first dimension's own rows
+ * would be cut as well (by s1 first, about as many as the table's): the totals are the report's
+ * own, and the top of the bars exact, whatever the 10,000 rows left out.
  */
 async function fetchReport({ from, to, tz, group_by: grouping }) {
   const report = (groupBy) => getAll(REPORT, { from, to, tz, group_by: groupBy });
   const [firstDimension] = grouping.split(',');
-  const groups = report(grouping);
-  const byFirst = firstDimension === grouping ? groups : report(firstDimension);
-  const [days, shown, first] = await Promise.all([report('day'), groups, byFirst]);
-  if (!shown.truncated && !first.truncated) return { days, groups: shown, bars: first.items, totals: totals(shown.items) };
-  const every = await wholeReport({ from, to, tz, group_by: grouping });
-  return { days, groups: shown, bars: first.truncated ? sumsBy(every, firstDimension) : first.items, totals: totals(every) };
+  const single = firstDimension === grouping;
+  const [days, shown] = await Promise.all([report('day'), report(grouping)]);
+  if (!shown.truncated) {
+    const first = single ? shown : await report(firstDimension);
+    if (!first.truncated) return { days, groups: shown, bars: first.items, totals: totals(shown.items) };
+  }
+  const [every, first] = await Promise.all([wholeReport({ from, to, tz, group_by: grouping }), shown.truncated && !single && firstDimension !== 's1' ? report(firstDimension) : null]);
+  return { days, groups: shown, bars: first && !first.truncated ? first.items : sumsBy(every, firstDimension), totals: totals(every) };
 }
 
 const REPORT = '/functions/reports/summary';
@@ -399,7 +402,7 @@ function parseCsv(text) {
   return rows;
 }
 
-/** Received and sold per value of `dimension`, summed over rows that may have a second dimension. */
+/** Received and sold per value of `dimension`, summed over rows that may have a second dimension (by one, the rows' own). */
 function sumsBy(rows, dimension) {
   const sums = new Map();
   for (const row of rows) {
