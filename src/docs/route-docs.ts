@@ -212,6 +212,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       query('tz', 'IANA time zone the days are taken in.', { type: 'string', default: 'UTC', examples: ['America/New_York'] }),
       query('group_by', `Comma-separated, distinct: ${GROUP_BY.join(', ')}.`, { type: 'string', default: 'day', examples: ['day,sid'] }),
       query('test', 'Test leads: left out, only them, or both.', { type: 'string', enum: REPORT_TEST_MODES, default: 'exclude' }),
+      query('totals', 'true: the page also carries `totals`, the whole range\'s metrics with no dimension (JSON only).', { type: 'string', enum: ['true', 'false'], default: 'false' }),
       ...PAGING,
     ],
     success: {
@@ -225,6 +226,11 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
             tz: { type: 'string' },
             group_by: { type: 'array', items: { type: 'string', enum: GROUP_BY } },
             currency: { type: 'string', pattern: '^[A-Z]{3}$', description: "The currency revenue, net_revenue, avg_price and avg_bid are in: the one the range's money was recorded in, or the routing file's when the range holds none." },
+            totals: {
+              ...ref('schemas', 'ReportRow'),
+              description:
+                'With `totals=true`: the metrics of every row of the report, on every page, with no dimension (its rates and averages those of the totals). Grouped by s1 it counts no pings, bids or ping-posts, as its rows do: a ping has no click id.',
+            },
           }),
         ),
         'text/csv': { schema: { type: 'string' }, example: 'day,received,accepted,sold,...\n2026-11-21,120,96,80,...\n' },

@@ -78,7 +78,7 @@ export function registerReadRoutes(router: Router<ShellState>, lookup: Authentic
         return;
       }
       const report = await readBack.report(c.state.principal!, c.query);
-      ok(c, { items: report.items, next_cursor: report.next_cursor, from: report.from, to: report.to, tz: report.tz, group_by: report.groupBy, currency: report.currency ?? currency() }, readBack);
+      ok(c, { items: report.items, next_cursor: report.next_cursor, from: report.from, to: report.to, tz: report.tz, group_by: report.groupBy, currency: report.currency ?? currency(), ...(report.totals ? { totals: report.totals } : {}) }, readBack);
     });
   });
 }

@@ -12,7 +12,7 @@ import { leadCounterField } from '../projections/report-counters.js';
 import { deliveryRowFromEvents } from '../projections/delivery-row.js';
 import type { AggregateOptions, Filter, GroupValue, ReadDoc, ReadModelStore } from './port.js';
 import { deliveryKindOf } from './delivery-kind.js';
-import { GROUP_BY, type GroupBy, type ReportRow, SUMMED, addDays, daySteps, firstHourOfLocalDay, isCalendarDay, keyOrder, localDay, reportRow } from './report.js';
+import { GROUP_BY, type GroupBy, PING_COUNTERS, type ReportRow, SUMMED, addDays, daySteps, firstHourOfLocalDay, isCalendarDay, keyOrder, localDay, reportRow } from './report.js';
 
 // The queries behind the read-back routes, with their scope rules: a supplier sees
 // its own leads, a buyer the leads it bought, an analyst everything without consumer PII, an admin
@@ -191,7 +191,7 @@ const LEADS_PARAMETERS = ['status', 'code', 'sid', 'since', 'until', ...PAGING];
 const DELIVERIES_PARAMETERS = ['status', 'buyer', 'bucket', 'since', 'until', ...PAGING];
 const FEEDBACK_PARAMETERS = ['type', 'since', ...PAGING];
 const ERASURES_PARAMETERS = ['since', 'until', ...PAGING];
-const REPORT_PARAMETERS = ['from', 'to', 'tz', 'group_by', 'test', ...PAGING];
+const REPORT_PARAMETERS = ['from', 'to', 'tz', 'group_by', 'test', 'totals', ...PAGING];
 
 function limitOf(query: Query, errors: FieldError[]): number {
   const raw = one(query, 'limit', errors);
@@ -482,8 +482,22 @@ export class ReadBack {
   async report(principal: Principal, query: Query): Promise<ReportPage> {
     const plan = this.reportPlan(principal, query);
     const currency = await this.reportCurrency(plan);
-    const page = await this.reportPage(plan, plan.after, plan.limit);
-    return { ...reportHead(plan), currency, items: page.rows, next_cursor: page.last ? encodeReportCursor(plan.order, page.last) : null };
+    const [page, totals] = await Promise.all([this.reportPage(plan, plan.after, plan.limit), plan.totals ? this.reportTotals(plan) : undefined]);
+    return { ...reportHead(plan), currency, items: page.rows, next_cursor: page.last ? encodeReportCursor(plan.order, page.last) : null, ...(totals ? { totals } : {}) };
+  }
+
+  /**
+   * The whole range's totals, the report's metrics with no dimension: summed from the hour
+   * buckets whatever the report walks, so one query of a few rows an hour, not a walk of every
+   * lead. A report by s1 sums lead views, which hold no pings (a ping has no click id): its totals
+   * count none either, and so are its rows' sums. Its other counters are the buckets' own, added
+   * by the same events.
+   */
+  private async reportTotals(plan: ReportPlan): Promise<ReportRow> {
+    const [group] = await this.deps.readModels.aggregate(this.deps.collection(BUCKETS.collection), { filter: plan.moneyFilter, key: [], sum: SUMMED, limit: 1 });
+    const sums: Record<string, number> = { ...group?.sums };
+    if (plan.collection === LEAD_VIEWS.collection) for (const counter of [...PING_COUNTERS, 'bid_cents']) sums[counter] = 0;
+    return reportRow({}, sums);
   }
 
   /**
@@ -571,6 +585,8 @@ export class ReadBack {
     if (!REPORT_TEST_MODES.includes(testMode)) {
       errors.push({ field: 'test', code: 'invalid_value', message: 'test must be exclude, only or include' });
     }
+    const totalsRaw = one(query, 'totals', errors) ?? 'false';
+    if (totalsRaw !== 'true' && totalsRaw !== 'false') errors.push({ field: 'totals', code: 'invalid_value', message: 'totals must be true or false' });
     const limit = limitOf(query, errors);
     const order = keyOrder(groupByValid ? (groupBy as GroupBy[]) : []);
     const after = groupByValid ? reportCursorOf(query, order, errors) : undefined;
@@ -598,6 +614,7 @@ export class ReadBack {
       collection: source.collection,
       options: { filter, key, sum: source.sum },
       moneyFilter,
+      totals: totalsRaw === 'true',
       groupBy: groupBy as GroupBy[],
       order,
       after,
@@ -682,6 +699,8 @@ export interface ReportPage extends ReportHead {
   readonly currency: string | null;
   readonly items: ReportRow[];
   readonly next_cursor: string | null;
+  /** The whole range's totals, when asked for (`totals=true`). */
+  readonly totals?: ReportRow;
 }
 
 /** Where a report's rows are summed from, and under which names the collection holds its fields. */
@@ -715,6 +734,8 @@ const LEAD_VIEWS: ReportSource = {
 interface ReportPlan extends ReportHead {
   readonly collection: ReportSource['collection'];
   readonly moneyFilter: Filter;
+  /** Whether a JSON page also carries the whole range's totals. */
+  readonly totals: boolean;
   readonly options: Pick<AggregateOptions, 'filter' | 'key' | 'sum'>;
   /** The dimensions in the order of the group key. */
   readonly order: GroupBy[];

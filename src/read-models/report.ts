@@ -39,7 +39,7 @@ export interface ReportRow {
  * bid, ping_posts under the buyer the lead sold to at its bid: a report by buyer shows what each
  * bid and won, by supplier or sid what its pings fetched.
  */
-const PING_COUNTERS = ['pings', 'bids', 'ping_posts'];
+export const PING_COUNTERS = ['pings', 'bids', 'ping_posts'];
 const COUNTERS = ['received', 'accepted', 'sold', 'unsold', 'rejected', ...REJECTION_CODES.map((c) => `rejected_${c}`), 'returned', ...PING_COUNTERS];
 /** The counters of a bucket that a report sums (a lead's view holds its own as `report_<counter>`; pings are in buckets only). */
 export const SUMMED = [...COUNTERS, 'revenue_cents', 'returned_cents', 'bid_cents'];

@@ -277,6 +277,16 @@ function compareKeys(a: ReadonlyArray<string | null>, b: ReadonlyArray<string | 
   return 0;
 }
 
+/** Differences of a report's `totals` from the sums of the rows expected (a ping's counters included: none by s1). */
+function totalsDiffs(want: ReadonlyArray<Record<string, unknown>>, got: Record<string, unknown> | undefined, label: string): Array<{ kind: string; detail: string }> {
+  if (!got) return [{ kind: 'json: totals', detail: `${label}: no totals` }];
+  const sum = (field: string) => want.reduce((total, row) => total + Number(row[field] ?? 0), 0);
+  const counters = ['received', 'accepted', 'sold', 'unsold', 'rejected', 'returned', 'pings', 'bids', 'ping_posts', ...Object.keys(got).filter((k) => k.startsWith('rejected_'))];
+  const diffs = counters.filter((field) => got[field] !== sum(field)).map((field) => `${field} ${String(got[field])} != ${sum(field)}`);
+  for (const money of ['revenue', 'net_revenue']) if (cents(Number(got[money])) !== sum(`${money}_cents`)) diffs.push(`${money} ${String(got[money])} != ${sum(`${money}_cents`) / 100}`);
+  return diffs.length ? [{ kind: 'json: totals', detail: `${label}: ${diffs.join('; ')}` }] : [];
+}
+
 /** Differences of one row (as the service gave it) from the expected one. */
 function rowDiffs(want: Row, got: Record<string, unknown>, groupBy: readonly Dim[], csv: boolean): string[] {
   const out: string[] = [];
@@ -683,12 +693,14 @@ describe(`report cross-check against a truth kept by the test (seed ${SEED}, REP
     let cursor: string | null = null;
     let pages = 0;
     do {
-      const reply = await get(`/functions/reports/summary?${queryString(q)}&limit=${limit}${cursor ? `&cursor=${cursor}` : ''}`, key);
+      // The first page also asks for the totals, which must not change its rows.
+      const reply = await get(`/functions/reports/summary?${queryString(q)}&limit=${limit}${cursor ? `&cursor=${cursor}` : '&totals=true'}`, key);
       if (reply.status !== 200) {
         out.push({ kind: 'json: status', detail: `${describeQuery(q, 'json')}: ${reply.status} ${reply.text.slice(0, 300)}` });
         return out;
       }
       const page = reply.body.items as Array<Record<string, unknown>>;
+      if (pages === 0) out.push(...totalsDiffs(want, reply.body.totals as Record<string, unknown> | undefined, describeQuery(q, 'json totals')));
       if (page.length > limit) out.push({ kind: 'json: page size', detail: `${describeQuery(q, 'json')}: ${page.length} rows on a page of ${limit}` });
       if (reply.body.next_cursor !== null && page.length < limit) out.push({ kind: 'json: short page', detail: `${describeQuery(q, 'json')}: a page of ${page.length} < ${limit} with a next_cursor` });
       const echo = [reply.body.from, reply.body.to, reply.body.tz, reply.body.group_by];
