@@ -10,6 +10,7 @@ import { runHealthCommand } from './health.js';
 import { runKeysCommand } from './keys.js';
 import { runMasterKeyCommand } from './master-key.js';
 import { runInstancesCommand } from './instances.js';
+import { runPruneBuildsCommand } from './prune-builds.js';
 import { runReplayCommand } from './replay.js';
 import { runRoutingCommand } from './routing.js';
 import { runSealClearLeadsCommand } from './seal-clear-leads.js';
@@ -37,6 +38,8 @@ commands:
                                           a consumer's leads with personal data and outcomes
   replay [--projection NAME]              rebuild read models from the events, switch to them, and
                                           remove the builds older than the previous one
+  prune-builds [--json]                   once no instance of an older release runs: remove the
+                                          read-model builds of older projection versions
   seal-clear-leads [--json]               once, after upgrading from a release that kept leads' personal
                                           data in clear, with the service stopped: seal it, so it can be erased
   master-key rotate --to NEW_FILE [--json]
@@ -133,6 +136,8 @@ async function run(args: string[]): Promise<number> {
       return runRoutingCommand(args.slice(1));
     case 'instances':
       return runInstancesCommand(args.slice(1));
+    case 'prune-builds':
+      return runPruneBuildsCommand(args.slice(1));
     case 'backup':
       return runBackupCommand(args.slice(1));
     case 'help':

@@ -97,6 +97,35 @@ export async function dropBuildsOlderThan(readModels: ReadModelStore, projection
   return dropped;
 }
 
+/** The version a build belongs to: `v3_r17…` → 3; undefined for a name that is no build. */
+const versionOf = (build: string): number | undefined => {
+  const match = /^v(\d+)(?:_r\d+)?$/.exec(build);
+  return match ? Number(match[1]) : undefined;
+};
+
+/**
+ * Removes the builds of older versions of every projection: what the releases before this one
+ * built and served, left behind by an upgrade (a projection's version changed). This release's
+ * builds, served or a replay's under way, stay. For once no instance of an older release runs.
+ */
+export async function dropOlderVersions(readModels: ReadModelStore): Promise<string[]> {
+  const dropped: string[] = [];
+  const names = await readModels.collections();
+  for (const projection of PROJECTIONS) {
+    for (const base of [...projection.collections, ...(FORMER_COLLECTIONS[projection.name] ?? [])]) {
+      for (const name of names) {
+        const build = buildOf(base, name);
+        const version = build === undefined ? undefined : versionOf(build);
+        if (version === undefined || version >= projection.version) continue;
+        await readModels.drop(name);
+        await readModels.resetCheckpoint(checkpointName(projection, build!));
+        dropped.push(name);
+      }
+    }
+  }
+  return dropped;
+}
+
 /** Collections older versions of a projection kept and today's does not. */
 const FORMER_COLLECTIONS: Readonly<Record<string, readonly string[]>> = { reports: ['report_leads'] };
 
