@@ -107,11 +107,17 @@ export async function renderDeliveries(main, _params, current, me) {
   let asked = '';
   /** Counts the Shows: an answer to one that a later Show overtook is dropped, as is its failure. */
   let shows = 0;
+  /** The Show whose list is on the page. */
+  let listed = 0;
   const counted = () =>
     body.children.length === 0 ? `No ${asked ? `${deliveryStatusWords(asked).toLowerCase()} ` : ''}deliveries.` : `${things(body.children.length, 'delivery', 'deliveries')} shown.`;
 
-  /** The list: a new one (`reset`, for the status in the form) or the next page of the one shown. */
+  /**
+   * The list: a new one (`reset`, for the status in the form) or the next page of the one shown. A
+   * More while a Show is on its way asks nothing: the list it would add to is being replaced.
+   */
   async function load(reset) {
+    if (!reset && listed !== shows) return null;
     const mine = reset ? ++shows : shows;
     const wanted = reset ? status.value : asked;
     say(message, 'Loading…');
@@ -123,6 +129,7 @@ export async function renderDeliveries(main, _params, current, me) {
     });
     if (!current() || mine !== shows) return null;
     if (reset) {
+      listed = mine;
       body.replaceChildren();
       asked = wanted;
       outOfDate(list, false);

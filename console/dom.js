@@ -140,12 +140,39 @@ function focusAfterMore(button, firstNew, hadFocus) {
   firstNew.querySelector('a[href], button')?.focus();
 }
 
-/** A list's More button: the next page on a click, the keyboard's focus then on its first row; `fail` says a failure. */
+/**
+ * A button's request, one at a time: while `action` is on its way the button says it is busy
+ * (aria-disabled, drawn as a disabled one, console.css) and a second press, a double-click's or
+ * an Enter's, does nothing, so that the service is asked once, not twice (a More would add its
+ * page twice, a Return be refused as already returned by the first). The button keeps the
+ * keyboard's focus, as a disabled one would not. Returns the press: a function that gives
+ * `action`'s result, or undefined for a press while busy.
+ */
+export function oneAtATime(button, action) {
+  let busy = false;
+  return async (...args) => {
+    if (busy) return undefined;
+    busy = true;
+    button.setAttribute('aria-disabled', 'true');
+    try {
+      return await action(...args);
+    } finally {
+      busy = false;
+      button.removeAttribute('aria-disabled');
+    }
+  };
+}
+
+/**
+ * A list's More button: the next page on a click, one at a time (oneAtATime: a double-click asks
+ * for it once), the keyboard's focus then on its first row; `fail` says a failure.
+ */
 export function onMore(button, loadNext, fail) {
+  const next = oneAtATime(button, loadNext);
   button.addEventListener('click', async () => {
     const hadFocus = document.activeElement === button;
     try {
-      focusAfterMore(button, await loadNext(), hadFocus);
+      focusAfterMore(button, await next(), hadFocus);
     } catch (error) {
       fail(error);
     }

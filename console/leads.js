@@ -139,9 +139,15 @@ export async function renderLeads(main, _params, current, me) {
   let listWords = null;
   /** Counts the Shows: an answer to one that a later Show overtook is dropped, as is its failure. */
   let shows = 0;
+  /** The Show whose list is on the page. */
+  let listed = 0;
 
-  /** The list: a new one (`reset`, for the filters in the form) or the next page of the one shown. */
+  /**
+   * The list: a new one (`reset`, for the filters in the form) or the next page of the one shown. A
+   * More while a Show is on its way asks nothing: the list it would add to is being replaced.
+   */
   async function load(reset) {
+    if (!reset && listed !== shows) return null;
     const mine = reset ? ++shows : shows;
     const filters = reset
       ? {
@@ -162,6 +168,7 @@ export async function renderLeads(main, _params, current, me) {
     });
     if (!current() || mine !== shows) return null;
     if (reset) {
+      listed = mine;
       shown = [];
       clear();
       asked = filters;

@@ -267,12 +267,27 @@ function erasuresSection(current) {
   );
   const results = h('div', { class: 'table-wrap results', hidden: true }, table, h('p', { class: 'more' }, more));
   let cursor = null;
+  /** Counts the loads from the top (the page's, and after each erasure): an answer to one a later one overtook is dropped. */
+  let loads = 0;
+  /** The load whose list is on the page. */
+  let listed = 0;
+  /**
+   * The list from the top (`reset`) or the next page of the one shown. A More while the list is
+   * being loaded again asks nothing, and one answered after that is dropped: its page would follow
+   * a list no longer shown.
+   */
   async function load(reset) {
-    if (reset) cursor = null;
-    const query = new URLSearchParams({ limit: '20', ...(cursor ? { cursor } : {}) });
-    const page = await getJson(`/functions/erasures?${query}`);
-    if (!current()) return null;
-    if (reset) body.replaceChildren();
+    if (!reset && listed !== loads) return null;
+    const mine = reset ? ++loads : loads;
+    const query = new URLSearchParams({ limit: '20', ...(!reset && cursor ? { cursor } : {}) });
+    const page = await getJson(`/functions/erasures?${query}`).catch((error) => {
+      if (mine === loads) throw error;
+    });
+    if (!current() || mine !== loads) return null;
+    if (reset) {
+      listed = mine;
+      body.replaceChildren();
+    }
     let first = null;
     for (const row of page.items) {
       const tr = h('tr', { 'data-erasure': row.erasure_id }, ERASURE_COLUMNS.map(([, cell, cls]) => h('td', { class: cls }, cell(row))));

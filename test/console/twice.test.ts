@@ -1,0 +1,145 @@
+import { expect } from 'chai';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Browser, type Page, type Request, type Route, chromium } from 'playwright-core';
+import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
+import { TestService, leadWith, testMobile } from '../support/service.js';
+
+// The console pressed twice before the first answer comes: a More double-clicked adds its page
+// once, two Finds draw the second one's consumer only, a report's Show overtaken by a later one
+// is not drawn over it, and a button that sends something (Return, Acknowledge) sends it once. The
+// service answers as usual; only the browser holds one request back for a while (page.route), as
+// a slow answer at volume would be. Screenshots go to SHOTS.
+
+const SHOTS = 'test-results/console';
+const ROUTING = {
+  buyers: [{ id: 'ca-buyer', price: 40, states: ['CA'], return_reasons: ['bad_phone', 'fraud'] }],
+  buckets: [{ id: 'unsold', default: true }],
+};
+/** More leads than a page of the leads, deliveries, bought and pulls lists (50). */
+const LEADS = 62;
+/** More erasures than a page of their list (20). */
+const ERASURES = 23;
+const email = (i: number) => `twice.${i}@example.com`;
+const day = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString().slice(0, 10);
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Holds back, for `ms`, the browser's requests that `matches`, then lets them go on to the service;
+ * one the page withdrew meanwhile (aborted) is left withdrawn. Returns the requests seen.
+ */
+async function slow(page: Page, matches: (request: Request) => boolean, ms: number): Promise<Request[]> {
+  const seen: Request[] = [];
+  await page.route('**/functions/**', async (route: Route) => {
+    if (!matches(route.request())) return route.fallback();
+    seen.push(route.request());
+    await pause(ms);
+    await route.continue().catch(() => undefined);
+  });
+  return seen;
+}
+
+describe('the console pressed twice while its first request is on its way', function () {
+  this.timeout(180_000);
+  let svc: TestService | undefined;
+  let browser: Browser | undefined;
+  let origin: string;
+  const keys: Record<string, string> = {};
+  const leads: number[] = [];
+
+  before(async function () {
+    skipWithoutChromium(this);
+    svc = await TestService.start({ routing: ROUTING });
+    origin = `https://127.0.0.1:${svc.port}`;
+    keys.supplier = await svc.key('supplier', 'sup-a');
+    keys.analyst = await svc.key('analyst', 'ann');
+    keys.buyer = await svc.key('buyer', 'ca-buyer');
+    keys.admin = await svc.key('admin', 'root');
+    for (let i = 0; i < LEADS; i += 10) {
+      const replies = await Promise.all(
+        Array.from({ length: Math.min(10, LEADS - i) }, (_, k) => svc!.post(leadWith(email(i + k), testMobile(7000 + i + k), { sid: `src-${(i + k) % 3}`, s1: `c-${i + k}` }), { 'x-api-key': keys.supplier! })),
+      );
+      for (const reply of replies) {
+        expect(reply.body.code, reply.text).to.equal('SOLD');
+        leads.push(reply.body.lead_id as number);
+      }
+    }
+    // Erasures of consumers with no lead here: each recorded all the same.
+    for (let i = 0; i < ERASURES; i++) {
+      const reply = await svc.post({ email: `nobody.${i}@example.com` }, { 'x-api-key': keys.admin }, '/functions/erasures');
+      expect(reply.status, reply.text).to.equal(201);
+    }
+    await svc.service.projections.waitFor(await svc.service.store.headPosition());
+    browser = await chromium.launch({ executablePath: CHROMIUM });
+    mkdirSync(SHOTS, { recursive: true });
+  });
+  after(async () => {
+    await browser?.close();
+    await svc?.stop();
+  });
+
+  async function signedIn(key: string, hash: string): Promise<Page> {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await signIn(page, origin, key);
+    await page.locator('#nav a').first().waitFor();
+    await page.goto(`${origin}/console${hash}`);
+    return page;
+  }
+
+  const ids = (page: Page, rows: string, attribute: string) => page.locator(rows).evaluateAll((trs, name) => trs.map((tr) => tr.getAttribute(name)), attribute);
+
+  const lists = [
+    { name: 'Leads', key: 'analyst', hash: '#/leads', rows: '#leads-table tbody tr', id: 'data-lead', path: '/functions/leads?', total: LEADS, says: `${LEADS} leads shown.` },
+    { name: 'Deliveries', key: 'analyst', hash: '#/deliveries', rows: '#deliveries-table tbody tr', id: 'data-lead', path: '/functions/deliveries?', total: LEADS, says: `${LEADS} deliveries shown.` },
+    { name: 'Bought', key: 'buyer', hash: '#/bought', rows: '#bought-table tbody tr', id: 'data-lead', path: '/functions/leads?', total: LEADS, says: `${LEADS} leads shown.` },
+    { name: 'Pulls', key: 'buyer', hash: '#/pulls', rows: '#pulls-table tbody tr', id: 'data-lead', path: '/functions/deliveries?', total: LEADS, says: `${LEADS} pending pulls shown.` },
+    { name: 'Erasures', key: 'admin', hash: '#/personal-data', rows: '#erasures-table tbody tr', id: 'data-erasure', path: '/functions/erasures?', total: ERASURES, says: `${ERASURES} requests shown, the newest first.` },
+  ] as const;
+
+  for (const list of lists) {
+    it(`${list.name}: More double-clicked asks for the next page once and adds it once; the count is of rows, each once`, async function () {
+      const page = await signedIn(keys[list.key]!, list.hash);
+      const rows = page.locator(list.rows);
+      await rows.nth(list.total >= 50 ? 49 : 19).waitFor();
+      const more = page.getByRole('button', { name: 'More', exact: true });
+      await more.waitFor();
+      const asked = await slow(page, (request) => request.url().includes(list.path) && request.url().includes('cursor='), 400);
+      await more.dblclick();
+      await more.waitFor({ state: 'hidden' });
+      // Time for a second answer to be drawn, had there been a second request.
+      await pause(600);
+      const shown = await ids(page, list.rows, list.id);
+      expect(new Set(shown).size, `${list.name}: distinct rows`).to.equal(shown.length);
+      expect(shown, list.name).to.have.length(list.total);
+      expect(asked, `${list.name}: requests for the next page`).to.have.length(1);
+      const status = page.getByRole('status').filter({ hasText: 'shown' }).first();
+      expect(await status.innerText()).to.equal(list.says);
+      await page.screenshot({ path: join(SHOTS, `twice-more-${list.name.toLowerCase()}.png`), fullPage: true });
+      await page.context().close();
+    });
+  }
+
+  it('Leads: a More pressed while a Show is on its way adds nothing to the list that Show replaces', async function () {
+    const page = await signedIn(keys.analyst!, '#/leads');
+    const message = page.locator('#leads-message');
+    await message.filter({ hasText: `50 leads shown (more with the button below the table).` }).waitFor();
+    // The Show for src-1's leads held back; More pressed meanwhile, on the list of every lead, its
+    // answer (were it asked) held back longer, to come after the Show's.
+    const nextPages = await slow(page, (request) => request.url().includes('/functions/leads?') && request.url().includes('cursor='), 900);
+    const held = await slow(page, (request) => request.url().includes('/functions/leads?') && request.url().includes('sid=src-1'), 300);
+    await page.getByLabel('Source (sid)').fill('src-1');
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await page.getByRole('button', { name: 'More', exact: true }).click();
+    await message.filter({ hasText: /^\d+ leads shown\.$/ }).waitFor();
+    await pause(1200);
+    const expected = leads.filter((_, i) => i % 3 === 1).length;
+    const shown = await ids(page, '#leads-table tbody tr', 'data-lead');
+    expect(held).to.have.length(1);
+    expect(nextPages, 'a next page asked for').to.have.length(0);
+    expect(new Set(shown).size).to.equal(shown.length);
+    expect(await message.innerText()).to.equal(`${expected} leads shown.`);
+    expect(shown).to.have.members(leads.filter((_, i) => i % 3 === 1).map(String));
+    await page.context().close();
+  });
+});
