@@ -57,6 +57,8 @@ async function send(path, init) {
   try {
     response = await fetch(path, { ...init, cache: 'no-store' });
   } catch (error) {
+    // Withdrawn by the page (a newer request overtook it): no sign of the connection either way.
+    if (init.signal?.aborted) throw error;
     failedAt = performance.now();
     listeners.unreachable();
     throw new Unreachable(error);
@@ -66,46 +68,79 @@ async function send(path, init) {
   return response;
 }
 
-const call = (path, accept) => send(path, { headers: { 'X-API-KEY': session.key ?? '', Accept: accept } });
+const call = (path, accept, signal) => send(path, { headers: { 'X-API-KEY': session.key ?? '', Accept: accept }, signal });
+
+/**
+ * Each call takes a `signal` (from `latest()`): once it is aborted, the call rejects, whatever
+ * answer came, so that nothing of a withdrawn request is drawn.
+ */
 
 /** GET a JSON route; rejects with ApiError when the answer is not 2xx, Unreachable when there is none. */
-export async function getJson(path) {
-  const response = await call(path, 'application/json');
+export async function getJson(path, signal) {
+  const response = await call(path, 'application/json', signal);
   const body = await response.json().catch(() => null);
+  signal?.throwIfAborted();
   if (!response.ok) throw new ApiError(response.status, body, retryAfterOf(response));
   return body;
 }
 
 /** POST a JSON body (or none); rejects as getJson does. */
-export async function postJson(path, body) {
+export async function postJson(path, body, signal) {
   const headers = { 'X-API-KEY': session.key ?? '', Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const response = await send(path, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const response = await send(path, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
   const answer = await response.json().catch(() => null);
+  signal?.throwIfAborted();
   if (!response.ok) throw new ApiError(response.status, answer, retryAfterOf(response));
   return answer;
 }
 
 /** GET a route as CSV: the body as a Blob; rejects as getJson does, a 429 with how long to wait. */
-export async function getCsv(path) {
-  const response = await call(path, 'text/csv');
-  if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => null), retryAfterOf(response));
-  return { blob: await response.blob() };
+export async function getCsv(path, signal) {
+  const response = await call(path, 'text/csv', signal);
+  if (!response.ok) {
+    const body = await response.json().catch(() => null);
+    signal?.throwIfAborted();
+    throw new ApiError(response.status, body, retryAfterOf(response));
+  }
+  const blob = await response.blob();
+  signal?.throwIfAborted();
+  return { blob };
 }
 
 /** Every page of a list route, following next_cursor, up to `maxRows`. */
-export async function getAll(path, params, maxRows = 10_000) {
+export async function getAll(path, params, signal = undefined, maxRows = 10_000) {
   const items = [];
   let cursor = null;
   let head = null;
   do {
     const query = new URLSearchParams({ ...params, limit: '500', ...(cursor ? { cursor } : {}) });
-    const page = await getJson(`${path}?${query}`);
+    const page = await getJson(`${path}?${query}`, signal);
     head ??= page;
     items.push(...page.items);
     cursor = page.next_cursor;
   } while (cursor && items.length < maxRows);
   return { head, items, truncated: Boolean(cursor) };
+}
+
+/**
+ * What one part of a page asks for, of which only the newest request counts (a report's Show, a
+ * consumer's Find): `next()` withdraws the request before it, if still on its way (aborted, so its
+ * answer or failure is never drawn, and the rest of its pages are not asked for), and gives the
+ * signal for the new one, to pass to the calls above and to check once they are answered:
+ * `signal.aborted` means a newer request overtook it. `stop()` withdraws it without a new one.
+ */
+export function latest() {
+  let controller = null;
+  const stop = () => controller?.abort();
+  return {
+    next() {
+      stop();
+      controller = new AbortController();
+      return controller.signal;
+    },
+    stop,
+  };
 }
 
 /** /readyz needs no key; a 503 still carries the checks. */

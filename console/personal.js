@@ -10,7 +10,7 @@
 // and the fields are emptied once the consumer is erased. Only the erasure id, which names no one,
 // is put in the address (#/personal-data/erasures/{id}).
 
-import { getJson, postJson, explain, ApiError } from './api.js';
+import { getJson, postJson, explain, latest, ApiError } from './api.js';
 import { h, field, time, things, cards, onMore, say } from './dom.js';
 import { codeShown, statusWords } from './words.js';
 
@@ -98,27 +98,34 @@ function findSection() {
     field('Mobile', inputs.mobile),
     h('button', { type: 'submit' }, 'Find'),
   );
+  // Only the newest Find's consumer is listed: a Find withdraws the one before, whose answer,
+  // should it come later, would list another consumer's leads (or the same ones twice) as this one's.
+  const finds = latest();
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
+    const signal = finds.next();
     message.className = 'muted';
     message.textContent = 'Looking…';
     body.replaceChildren();
     results.hidden = true;
     try {
       // In the body, never the URL: proxies and access logs in front of the service record URLs.
-      const answer = await postJson('/functions/consumers/lookup', contactsOf(inputs));
+      const answer = await postJson('/functions/consumers/lookup', contactsOf(inputs), signal);
+      if (signal.aborted) return;
       unmark(inputs);
       for (const row of answer.items) body.append(h('tr', { 'data-lead': row.lead_id }, CONSUMER_COLUMNS.map(([, cell, cls]) => h('td', { class: cls }, cell(row)))));
       cards(table);
       results.hidden = answer.items.length === 0;
       message.textContent = answer.items.length === 0 ? 'No lead of this consumer.' : `${answer.leads_found} lead(s) of this consumer.`;
     } catch (error) {
+      if (signal.aborted) return;
       message.className = 'error';
       message.textContent = refusal(error, inputs);
     }
   });
-  /** Forgets the consumer: the fields and the leads shown. */
+  /** Forgets the consumer: the fields and the leads shown, and any Find still on its way. */
   const clear = () => {
+    finds.stop();
     for (const input of Object.values(inputs)) input.value = '';
     body.replaceChildren();
     results.hidden = true;

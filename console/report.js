@@ -5,7 +5,7 @@
 // comes from GET /functions/reports/summary; the charts hold exactly what the API answered, its
 // money headed with the currency the report names.
 
-import { getAll, getCsv, explain, ApiError } from './api.js';
+import { getAll, getCsv, explain, latest, ApiError } from './api.js';
 import { h, field, select, say, markField, count, money, rate, withCurrency, cards } from './dom.js';
 import { codeTitled } from './words.js';
 
@@ -138,7 +138,11 @@ export async function renderReport(main, [search], current) {
   const { replaced, ...initial } = asked(search, zone);
   // Asked for before the page is built (the time-zone list alone is some 400 options): these
   // answers are what the first chart waits for.
-  const first = fetchReport(initial);
+  // Only the newest Show's report is drawn: a Show withdraws the one before, whose answer may
+  // come later (a report by s1 takes seconds), and the first report too.
+  const shows = latest();
+  const firstSignal = shows.next();
+  const first = fetchReport(initial, firstSignal);
   first.catch(() => {}); // handled where it is awaited, in show()
   const [firstDimension, secondDimension = ''] = initial.group_by.split(',');
   const to = h('input', { type: 'date', name: 'to', required: true, value: initial.to });
@@ -217,7 +221,7 @@ export async function renderReport(main, [search], current) {
    * Draws a report once its answers are in, and names it in the address (`rename`: unless the
    * address names it already); on a refusal, says what is wrong next to each field.
    */
-  async function show(answer, asked, rename = true) {
+  async function show(answer, asked, signal, rename = true) {
     say(status, 'Loading…');
     const dimension = asked.group_by.split(',')[0];
     let days;
@@ -229,11 +233,11 @@ export async function renderReport(main, [search], current) {
       ({ days, groups, bars, totals: sums } = await answer);
       currency = groups.head.currency ?? null;
     } catch (error) {
-      if (!current()) return false;
+      if (!current() || signal.aborted) return false;
       refused(error);
       return false;
     }
-    if (!current()) return false;
+    if (!current() || signal.aborted) return false;
     clearMarks();
     // In the columns chosen now: they may have been changed while the answers were on their way.
     const chosen = columns.value;
@@ -278,7 +282,8 @@ export async function renderReport(main, [search], current) {
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     const asked = query();
-    show(fetchReport(asked), asked);
+    const signal = shows.next();
+    show(fetchReport(asked, signal), asked, signal);
   });
   // Other columns of the report shown, at once: its rows hold every metric, so nothing is asked
   // again, and the rest of the form (changed, not yet shown) waits for Show.
@@ -307,7 +312,7 @@ export async function renderReport(main, [search], current) {
     }
   });
   // The address names this report already, unless it asked for something the form could not show.
-  const wasShown = await show(first, initial, replaced.length > 0);
+  const wasShown = await show(first, initial, firstSignal, replaced.length > 0);
   // Values of the address the form could not show were replaced: said so next to their fields.
   if (wasShown) {
     const words = {
@@ -331,8 +336,8 @@ export async function renderReport(main, [search], current) {
  * would be cut as well (by s1 first, about as many as the table's): the totals are the report's
  * own, and the top of the bars exact, whatever the 10,000 rows left out.
  */
-async function fetchReport({ from, to, tz, group_by: grouping }) {
-  const report = (groupBy) => getAll(REPORT, { from, to, tz, group_by: groupBy });
+async function fetchReport({ from, to, tz, group_by: grouping }, signal) {
+  const report = (groupBy) => getAll(REPORT, { from, to, tz, group_by: groupBy }, signal);
   const [firstDimension] = grouping.split(',');
   const single = firstDimension === grouping;
   const [days, shown] = await Promise.all([report('day'), report(grouping)]);
@@ -340,7 +345,7 @@ async function fetchReport({ from, to, tz, group_by: grouping }) {
     const first = single ? shown : await report(firstDimension);
     if (!first.truncated) return { days, groups: shown, bars: first.items, totals: totals(shown.items) };
   }
-  const [every, first] = await Promise.all([wholeReport({ from, to, tz, group_by: grouping }), shown.truncated && !single && firstDimension !== 's1' ? report(firstDimension) : null]);
+  const [every, first] = await Promise.all([wholeReport({ from, to, tz, group_by: grouping }, signal), shown.truncated && !single && firstDimension !== 's1' ? report(firstDimension) : null]);
   return { days, groups: shown, bars: first && !first.truncated ? first.items : sumsBy(every, firstDimension), totals: totals(every) };
 }
 
@@ -351,8 +356,8 @@ const REPORT = '/functions/reports/summary';
  * null (an empty cell), each metric a number. The CSV writes a value that starts like a
  * spreadsheet formula (`=`, `+`, `-`, `@`) after a `'`: taken off again here.
  */
-async function wholeReport(query) {
-  const { blob } = await getCsv(`${REPORT}?${new URLSearchParams(query)}`);
+async function wholeReport(query, signal) {
+  const { blob } = await getCsv(`${REPORT}?${new URLSearchParams(query)}`, signal);
   const [head, ...lines] = parseCsv(await blob.text());
   const dimensions = new Set(query.group_by.split(','));
   return lines.map((cells) => {

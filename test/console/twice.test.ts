@@ -142,4 +142,68 @@ describe('the console pressed twice while its first request is on its way', func
     expect(shown).to.have.members(leads.filter((_, i) => i % 3 === 1).map(String));
     await page.context().close();
   });
+  it("Find a consumer: of two Finds on their way, only the later one's consumer is listed; a Find double-clicked lists its leads once", async function () {
+    const page = await signedIn(keys.admin!, '#/personal-data');
+    await page.locator('#erasures-message').filter({ hasText: 'shown' }).waitFor();
+    const lookup = (of: string) => (request: Request) => request.url().includes('/functions/consumers/lookup') && (request.postData() ?? '').includes(of);
+    const message = page.locator('#consumer-message');
+    const mail = page.getByLabel('E-mail').first();
+    const find = page.getByRole('button', { name: 'Find', exact: true });
+
+    // The first consumer's answer held back: it would come after the second's.
+    const first = await slow(page, lookup(email(1)), 800);
+    await mail.fill(email(1));
+    await find.click();
+    await mail.fill(email(2));
+    await find.click();
+    await message.filter({ hasText: 'lead(s) of this consumer.' }).waitFor();
+    await pause(1200);
+    expect(first, 'the first Find asked').to.have.length(1);
+    expect(await ids(page, '#consumer-leads tbody tr', 'data-lead')).to.deep.equal([String(leads[2])]);
+    expect(await page.locator('#consumer-leads tbody').innerText()).to.contain(email(2)).and.not.contain(email(1));
+    expect(await message.innerText()).to.equal('1 lead(s) of this consumer.');
+    await page.screenshot({ path: join(SHOTS, 'twice-find-two-consumers.png'), fullPage: true });
+
+    // Double-clicked: the first withdrawn, the second's answer listed once.
+    const both = await slow(page, lookup(email(3)), 400);
+    await mail.fill(email(3));
+    await find.dblclick();
+    await message.filter({ hasText: 'lead(s) of this consumer.' }).waitFor();
+    await pause(800);
+    expect(both.length, 'Finds sent').to.be.at.least(1);
+    expect(await ids(page, '#consumer-leads tbody tr', 'data-lead')).to.deep.equal([String(leads[3])]);
+    expect(await message.innerText()).to.equal('1 lead(s) of this consumer.');
+    expect(await message.getAttribute('class')).to.equal('muted');
+    expect(await page.locator('#main').evaluate((el) => el.classList.contains('stale')), 'marked out of date').to.equal(false);
+    await page.context().close();
+  });
+
+  it('Report: a Show overtaken by a later one is not drawn over it, nor named in the address', async function () {
+    const range = `${day(-1)} to ${day(1)} in UTC`;
+    const page = await signedIn(keys.analyst!, `#/report?from=${day(-1)}&to=${day(1)}&tz=UTC&group_by=sid`);
+    const status = page.locator('#report-status');
+    await status.filter({ hasText: `3 rows, ${range}.` }).waitFor();
+    // The report by click id held back (at volume it takes seconds); by state asked for meanwhile.
+    const held = await slow(page, (request) => request.url().includes('/functions/reports/summary') && request.url().includes('group_by=s1'), 1500);
+    const show = page.getByRole('button', { name: 'Show', exact: true });
+    await page.getByLabel('Group by').selectOption('s1');
+    await show.click();
+    await page.getByLabel('Group by').selectOption('state');
+    await show.click();
+    await status.filter({ hasText: `1 rows, ${range}.` }).waitFor();
+    // Past the time the report by click id would have been drawn.
+    await pause(2500);
+    expect(held.length, 'the report by click id asked').to.be.at.least(1);
+    expect(await status.innerText()).to.equal(`1 rows, ${range}. Test leads are left out.`);
+    expect(await status.getAttribute('class')).to.equal('muted');
+    expect(new URL(page.url()).hash).to.equal(`#/report?from=${day(-1)}&to=${day(1)}&tz=UTC&group_by=state`);
+    expect(await page.locator('#report-table thead th').first().innerText()).to.equal('State');
+    expect(await page.locator('#chart-groups').locator('xpath=..').locator('h2').innerText()).to.equal('By state');
+    expect(await page.getByLabel('Group by').inputValue()).to.equal('state');
+    // The Show withdrawn is no failure of the connection: nothing marked out of date.
+    expect(await page.locator('#main').evaluate((el) => el.classList.contains('stale')), 'marked out of date').to.equal(false);
+    expect(await page.locator('#readiness-state').innerText()).to.equal('Ready');
+    await page.screenshot({ path: join(SHOTS, 'twice-report-overtaken.png'), fullPage: true });
+    await page.context().close();
+  });
 });
