@@ -5,7 +5,7 @@
 // (from GET /functions/me) and the service's answer in words.
 
 import { getJson, postJson, explain, ApiError } from './api.js';
-import { h, field, select, say, time, things, onMore, cards, hideEmpty } from './dom.js';
+import { h, field, select, say, time, things, onMore, oneAtATime, cards, hideEmpty } from './dom.js';
 import { leadTable, leadCell } from './leads.js';
 import { deliveryStatusShown, feedbackShown, reasonWords } from './words.js';
 
@@ -47,7 +47,6 @@ export async function renderPulls(main, _params, current, me) {
     say(message, body.children.length === 0 ? 'No pending pulls: no lead sold to you is waiting to be taken.' : `${things(body.children.length, 'pending pull')} shown.`);
   };
   async function acknowledge(row, button) {
-    button.disabled = true;
     try {
       const answer = await postJson(`/functions/deliveries/${row.lead_id}/ack`);
       // The focused button goes with its row: the keyboard moves on to the next pull's button (or
@@ -59,7 +58,6 @@ export async function renderPulls(main, _params, current, me) {
       status();
       say(message, `Lead ${row.lead_id} acknowledged: delivered ${time(answer.delivery.delivered_at)}. ${message.textContent}`);
     } catch (error) {
-      button.disabled = false;
       say(message, `Lead ${row.lead_id} was not acknowledged: ${explain(error)}`, 'error');
     }
   }
@@ -73,7 +71,8 @@ export async function renderPulls(main, _params, current, me) {
     for (const row of page.items) {
       const lead = row.lead ?? {};
       const button = h('button', { type: 'button', 'aria-label': `Acknowledge lead ${row.lead_id}` }, 'Acknowledge');
-      button.addEventListener('click', () => acknowledge(row, button));
+      // Once: a double-click acknowledges the lead once, not once and then "already" (oneAtATime).
+      button.addEventListener('click', oneAtATime(button, () => acknowledge(row, button)));
       const tr = h(
         'tr',
         { 'data-lead': row.lead_id },
@@ -172,27 +171,35 @@ export function returnForm(lead, me) {
   const reason = select('reason', [['', 'Choose a reason…'], ...reasons.map((r) => [r, reasonWords(r)])], '');
   reason.required = true;
   const answer = h('p', { role: 'alert', id: 'return-answer', class: 'wide' });
+  const submit = h('button', { type: 'submit' }, 'Return');
   const form = h(
     'form',
     { class: 'card filters', id: 'return-form', 'aria-labelledby': 'return-title' },
     h('h2', { id: 'return-title', class: 'wide' }, 'Return this lead'),
     h('p', { class: 'muted wide' }, `Within ${me.buyer?.return_window_days ?? '?'} days of the sale, once, for one of your reasons. The sale's revenue is reversed in the reports.`),
     field('Reason', reason),
-    h('button', { type: 'submit' }, 'Return'),
+    submit,
     answer,
   );
-  form.addEventListener('submit', async (event) => {
-    event.preventDefault();
+  // One return at a time: a double-click (or Enter again) while the first is on its way sends
+  // nothing more, rather than a second return the service can only refuse as already returned.
+  const send = oneAtATime(submit, async () => {
+    // The reason sent, whatever the list says by the time the answer comes.
+    const chosen = reason.value;
     answer.className = 'wide';
     answer.textContent = 'Sending…';
     try {
-      await postJson(`/functions/leads/${lead.lead_id}/feedback`, { type: 'return', reason: reason.value });
+      await postJson(`/functions/leads/${lead.lead_id}/feedback`, { type: 'return', reason: chosen });
       answer.className = 'wide ok';
-      answer.textContent = `Returned (${reasonWords(reason.value)}). The sale's revenue is reversed in the reports.`;
+      answer.textContent = `Returned (${reasonWords(chosen)}). The sale's revenue is reversed in the reports.`;
     } catch (error) {
       answer.className = 'wide error';
       answer.textContent = refusal(error, me);
     }
+  });
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    send();
   });
   return form;
 }

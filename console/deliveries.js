@@ -9,7 +9,7 @@
 // notice again button instead, which the same request answers by re-opening the notice.
 
 import { getJson, postJson, explain } from './api.js';
-import { h, field, select, say, time, things, badge, onMore, cards, hideEmpty, outOfDate } from './dom.js';
+import { h, field, select, say, time, things, badge, onMore, oneAtATime, cards, hideEmpty, outOfDate } from './dom.js';
 import { deliveryStatusWords, deliveryStatusShown, deliveryErrorWords } from './words.js';
 
 const STATUSES = [['', 'Any'], ...['pending', 'delivered', 'failed', 'cancelled'].map((s) => [s, deliveryStatusWords(s)])];
@@ -79,7 +79,8 @@ export async function renderDeliveries(main, _params, current, me) {
     if (me?.role === 'admin' && (notice ? row.notice === 'failed' : row.status === 'failed')) {
       const label = notice ? `Send the erasure notice of lead ${row.lead_id} again` : `Send lead ${row.lead_id} again`;
       const button = h('button', { type: 'button', class: 'secondary', 'aria-label': label }, notice ? 'Send notice again' : 'Send again');
-      button.addEventListener('click', () => sendAgain(row, button, notice));
+      // Once: a double-click sends it again once (oneAtATime).
+      button.addEventListener('click', oneAtATime(button, () => sendAgain(row, button, notice)));
       tr.cells[COLUMNS.findIndex(([title]) => title === 'Status')].append(' ', button);
     }
     return tr;
@@ -87,7 +88,6 @@ export async function renderDeliveries(main, _params, current, me) {
 
   async function sendAgain(row, button, notice) {
     const what = notice ? `The erasure notice of lead ${row.lead_id}` : `Lead ${row.lead_id}`;
-    button.disabled = true;
     try {
       const answer = await postJson(`/functions/deliveries/${row.lead_id}/redeliver`);
       const tr = rowOf(answer.delivery);
@@ -97,7 +97,6 @@ export async function renderDeliveries(main, _params, current, me) {
       const due = notice ? `due ${time(answer.delivery.notice_next_at)}` : `${deliveryStatusWords(answer.delivery.status).toLowerCase()}, due ${time(answer.delivery.next_attempt_at)}`;
       say(message, `${what} is sent again: ${due}.`);
     } catch (error) {
-      button.disabled = false;
       say(message, `${what} was not sent again: ${explain(error)}`, 'error');
     }
   }

@@ -11,7 +11,7 @@
 // is put in the address (#/personal-data/erasures/{id}).
 
 import { getJson, postJson, explain, latest, ApiError } from './api.js';
-import { h, field, time, things, cards, onMore, say } from './dom.js';
+import { h, field, time, things, cards, onMore, oneAtATime, say } from './dom.js';
 import { codeShown, statusWords } from './words.js';
 
 const LABELS = { email: 'E-mail', mobile: 'Mobile', suppress: 'Suppress later leads' };
@@ -223,10 +223,10 @@ function eraseSection(forget, erased) {
     confirmation.hidden = false;
     cancelButton.focus();
   });
-  confirmButton.addEventListener('click', async () => {
+  // One erasure a confirmation: a double-click sends it once (oneAtATime).
+  confirmButton.addEventListener('click', oneAtATime(confirmButton, async () => {
     if (!asked) return;
     const body = asked;
-    confirmButton.disabled = true;
     answer.replaceChildren(h('p', {}, 'Erasing…'));
     try {
       const reply = await postJson('/functions/erasures', body);
@@ -244,10 +244,8 @@ function eraseSection(forget, erased) {
     } catch (error) {
       cancel();
       answer.replaceChildren(h('p', { class: 'error' }, refusal(error, inputs)));
-    } finally {
-      confirmButton.disabled = false;
     }
-  });
+  }));
   return h('section', { class: 'card' }, form, answer);
 }
 

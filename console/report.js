@@ -6,7 +6,7 @@
 // money headed with the currency the report names.
 
 import { getAll, getCsv, explain, latest, ApiError } from './api.js';
-import { h, field, select, say, markField, count, money, rate, withCurrency, cards } from './dom.js';
+import { h, field, select, say, markField, count, money, rate, withCurrency, cards, oneAtATime } from './dom.js';
 import { codeTitled } from './words.js';
 
 const DIMENSIONS = [['sid', 'Source (sid)'], ['s1', 'Click id (s1)'], ['state', 'State'], ['buyer', 'Buyer'], ['supplier', 'Supplier']];
@@ -296,7 +296,8 @@ export async function renderReport(main, [search], current) {
   });
   // The report shown, as its rows are on the page: not the form's values changed since and not yet
   // shown (those wait for Show). Before any report is shown, the form's.
-  csvButton.addEventListener('click', async () => {
+  // One download a click: a double-click asks for the report once (oneAtATime).
+  csvButton.addEventListener('click', oneAtATime(csvButton, async () => {
     const asked = shown?.asked ?? query();
     try {
       const { blob } = await getCsv(`/functions/reports/summary?${new URLSearchParams({ from: asked.from, to: asked.to, tz: asked.tz, group_by: asked.group_by })}`);
@@ -310,7 +311,7 @@ export async function renderReport(main, [search], current) {
     } catch (error) {
       refused(error);
     }
-  });
+  }));
   // The address names this report already, unless it asked for something the form could not show.
   const wasShown = await show(first, initial, firstSignal, replaced.length > 0);
   // Values of the address the form could not show were replaced: said so next to their fields.

@@ -206,4 +206,50 @@ describe('the console pressed twice while its first request is on its way', func
     await page.screenshot({ path: join(SHOTS, 'twice-report-overtaken.png'), fullPage: true });
     await page.context().close();
   });
+  it("a buyer's Return double-clicked: one return sent, and the page says it is returned, not refused", async function () {
+    const lead = leads[10]!;
+    const page = await signedIn(keys.buyer!, `#/leads/${lead}`);
+    await page.getByLabel('Reason').selectOption('bad_phone');
+    const sent = await slow(page, (request) => request.method() === 'POST' && request.url().includes(`/functions/leads/${lead}/feedback`), 400);
+    await page.getByRole('button', { name: 'Return', exact: true }).dblclick();
+    const answer = page.locator('#return-answer');
+    await answer.filter({ hasText: /^Returned/ }).waitFor();
+    // Time for a second answer to replace the first, had there been a second request.
+    await pause(800);
+    expect(sent, 'returns sent').to.have.length(1);
+    expect(await answer.innerText()).to.equal("Returned (bad phone). The sale's revenue is reversed in the reports.");
+    expect(await answer.getAttribute('class')).to.equal('wide ok');
+    await page.screenshot({ path: join(SHOTS, 'twice-return.png'), fullPage: true });
+    await page.context().close();
+  });
+
+  it("a buyer's Acknowledge double-clicked: acknowledged once, no refusal shown", async function () {
+    const page = await signedIn(keys.buyer!, '#/pulls');
+    const first = page.locator('#pulls-table tbody tr').first();
+    await first.waitFor();
+    const lead = await first.getAttribute('data-lead');
+    const sent = await slow(page, (request) => request.method() === 'POST' && request.url().includes(`/functions/deliveries/${lead}/ack`), 400);
+    await first.getByRole('button', { name: `Acknowledge lead ${lead}` }).dblclick();
+    const message = page.getByRole('status').filter({ hasText: `Lead ${lead}` });
+    await message.waitFor();
+    await pause(800);
+    expect(sent, 'acknowledgements sent').to.have.length(1);
+    expect(await message.innerText()).to.match(new RegExp(`^Lead ${lead} acknowledged: delivered `));
+    expect(await message.getAttribute('class')).to.equal('muted');
+    expect(await page.locator(`#pulls-table tr[data-lead="${lead}"]`).count()).to.equal(0);
+    await page.context().close();
+  });
+  it('Report: Download CSV double-clicked asks for the report once and downloads it once', async function () {
+    const page = await signedIn(keys.analyst!, `#/report?from=${day(-1)}&to=${day(1)}&tz=UTC&group_by=sid`);
+    await page.locator('#report-status').filter({ hasText: 'rows' }).waitFor();
+    const asked = await slow(page, (request) => request.url().includes('/functions/reports/summary') && request.headers().accept === 'text/csv', 400);
+    const downloads: string[] = [];
+    page.on('download', (download) => downloads.push(download.suggestedFilename()));
+    await page.getByRole('button', { name: 'Download CSV', exact: true }).dblclick();
+    await page.waitForEvent('download');
+    await pause(800);
+    expect(asked, 'CSVs asked for').to.have.length(1);
+    expect(downloads).to.deep.equal([`leadpost-report-${day(-1)}-${day(1)}-sid-UTC.csv`]);
+    await page.context().close();
+  });
 });
