@@ -5,7 +5,7 @@
 // comes from GET /functions/reports/summary; the charts hold exactly what the API answered, its
 // money headed with the currency the report names.
 
-import { getAll, getCsv, explain, latest, ApiError } from './api.js';
+import { getAll, getCsv, getJson, explain, latest, ApiError } from './api.js';
 import { h, field, select, say, markField, count, money, rate, withCurrency, cards, oneAtATime } from './dom.js';
 import { codeTitled } from './words.js';
 
@@ -202,14 +202,14 @@ export async function renderReport(main, [search], current) {
   let shown = null;
 
   function drawTable() {
-    const { asked, rows, totals: sums, cut, currency } = shown;
+    const { asked, rows, totals: sums, cut, barsCut, currency } = shown;
     const dimensions = asked.group_by.split(',');
     tableBox.replaceChildren(rows.length === 0 ? h('p', { class: 'muted', id: 'report-empty' }, 'No leads in these dates.') : table(inAskedOrder(rows, dimensions), sums, dimensions, asked.columns, currency));
     // Cut, the table's rows do not add up to its Total: said above them, where the numbers are read.
     if (cut) {
       // The API's key order: by s1 first whenever it is a dimension.
       const order = nameOf(dimensions.includes('s1') ? 's1' : dimensions[0]);
-      tableBox.prepend(h('p', { class: 'muted', id: 'report-cut' }, `The table shows the report's first ${count(rows.length)} rows, taken in the order of ${order}; its Total row and the bars are of every row. Download CSV for every row.`));
+      tableBox.prepend(h('p', { class: 'muted', id: 'report-cut' }, `The table shows the report's first ${count(rows.length)} rows, taken in the order of ${order}; its Total row is of every row${barsCut ? '; the bars, as their title says, of the first rows by the first grouping' : ', and so are the bars'}. Download CSV for every row.`));
     }
     // A ping carries no click id, so by s1 its columns count nothing: said, rather than rows of zeros left to puzzle over.
     if (rows.length > 0 && asked.columns === 'pings' && dimensions.includes('s1')) {
@@ -227,10 +227,11 @@ export async function renderReport(main, [search], current) {
     let days;
     let groups;
     let bars;
+    let barsCut;
     let sums;
     let currency;
     try {
-      ({ days, groups, bars, totals: sums } = await answer);
+      ({ days, groups, bars, barsCut, totals: sums } = await answer);
       currency = groups.head.currency ?? null;
     } catch (error) {
       if (!current() || signal.aborted) return false;
@@ -249,8 +250,8 @@ export async function renderReport(main, [search], current) {
     barsBox.dataset.totals = JSON.stringify(chartTotals(charts[1]));
     dailyNumbers.replaceChildren(...chartNumbers(charts[0], 'chart-daily-numbers-note', 'Day'));
     barsNumbers.replaceChildren(...chartNumbers(charts[1], 'chart-groups-numbers-note', nameOf(dimension)));
-    barsTitle.textContent = `By ${nameOf(dimension).toLowerCase()}${bars.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
-    shown = { asked: { ...asked, columns: chosen }, rows: groups.items, totals: sums, cut: groups.truncated, currency };
+    barsTitle.textContent = `By ${nameOf(dimension).toLowerCase()}${barsCut ? ` (top ${BAR_LIMIT} by received of the first ${count(bars.length)})` : bars.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
+    shown = { asked: { ...asked, columns: chosen }, rows: groups.items, totals: sums, cut: groups.truncated, barsCut, currency };
     drawTable();
     if (!performance.getEntriesByName('leadpost:first-chart').length) performance.mark('leadpost:first-chart');
     const range = `${days.head.from} to ${days.head.to} in ${days.head.tz}`;
@@ -331,93 +332,31 @@ export async function renderReport(main, [search], current) {
  * What a report page shows: by day for the time series, by the chosen grouping for the table, and
  * by its first dimension for the bars: with two dimensions, the report by the first one alone,
  * far fewer rows than the table's. The table stops at 10,000 rows (about one a lead with s1 as a
- * dimension). Where it was cut, the whole report is read once more, streamed as CSV in one request
- * (a page at a time would be dozens more requests, against the key's rate of reads), and the
- * totals are summed over every row of it, as are the bars where the first dimension's own rows
- * would be cut as well (by s1 first, about as many as the table's): the totals are the report's
- * own, and the top of the bars exact, whatever the 10,000 rows left out.
+ * dimension). Where it was cut, its Total row is the service's totals of the whole report
+ * (`totals=true`, summed there in one query whatever the report's size), never the sum of the rows
+ * shown. By s1 first, the bars' own report is cut too: they are then the top of its first 10,000
+ * click ids, and their title says so. Exact bars by s1 would mean reading a row per lead of the
+ * range into the page, which at a busy month's volume takes minutes.
  */
 async function fetchReport({ from, to, tz, group_by: grouping }, signal) {
   const report = (groupBy) => getAll(REPORT, { from, to, tz, group_by: groupBy }, signal);
   const [firstDimension] = grouping.split(',');
   const single = firstDimension === grouping;
-  const [days, shown] = await Promise.all([report('day'), report(grouping)]);
-  if (!shown.truncated) {
-    const first = single ? shown : await report(firstDimension);
-    if (!first.truncated) return { days, groups: shown, bars: first.items, totals: totals(shown.items) };
-  }
-  const [every, first] = await Promise.all([wholeReport({ from, to, tz, group_by: grouping }, signal), shown.truncated && !single && firstDimension !== 's1' ? report(firstDimension) : null]);
-  return { days, groups: shown, bars: first && !first.truncated ? first.items : sumsBy(every, firstDimension), totals: totals(every) };
+  const [days, shown, first] = await Promise.all([report('day'), report(grouping), single ? null : report(firstDimension)]);
+  const byFirst = first ?? shown;
+  const sums = shown.truncated ? await reportTotals({ from, to, tz, group_by: grouping }, signal) : totals(shown.items);
+  return { days, groups: shown, bars: byFirst.items, barsCut: byFirst.truncated, totals: sums };
 }
 
 const REPORT = '/functions/reports/summary';
 
-/**
- * Every row of a report, from its CSV (one request, however many rows): each dimension a string or
- * null (an empty cell), each metric a number. The CSV writes a value that starts like a
- * spreadsheet formula (`=`, `+`, `-`, `@`) after a `'`: taken off again here.
- */
-async function wholeReport(query, signal) {
-  const { blob } = await getCsv(`${REPORT}?${new URLSearchParams(query)}`, signal);
-  const [head, ...lines] = parseCsv(await blob.text());
-  const dimensions = new Set(query.group_by.split(','));
-  return lines.map((cells) => {
-    const row = {};
-    head.forEach((name, i) => {
-      const cell = cells[i] ?? '';
-      if (!dimensions.has(name)) row[name] = Number(cell);
-      else row[name] = cell === '' ? null : /^'[=+\-@\t\r]/.test(cell) ? cell.slice(1) : cell;
-    });
-    return row;
-  });
-}
-
-/** RFC 4180's rows (quoted cells may hold commas, quotes doubled and line breaks), the last line break optional. */
-function parseCsv(text) {
-  const rows = [];
-  let row = [];
-  let cell = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted) {
-      if (c !== '"') {
-        cell += c;
-      } else if (text[i + 1] === '"') {
-        cell += '"';
-        i++;
-      } else {
-        quoted = false;
-      }
-    } else if (c === '"') {
-      quoted = true;
-    } else if (c === ',') {
-      row.push(cell);
-      cell = '';
-    } else if (c === '\n' || c === '\r') {
-      if (c === '\r' && text[i + 1] === '\n') i++;
-      row.push(cell);
-      rows.push(row);
-      row = [];
-      cell = '';
-    } else {
-      cell += c;
-    }
-  }
-  if (cell !== '' || row.length > 0) rows.push([...row, cell]);
-  return rows;
-}
-
-/** Received and sold per value of `dimension`, summed over rows that may have a second dimension (by one, the rows' own). */
-function sumsBy(rows, dimension) {
-  const sums = new Map();
-  for (const row of rows) {
-    const value = row[dimension];
-    const sum = sums.get(value) ?? sums.set(value, { [dimension]: value, received: 0, sold: 0 }).get(value);
-    sum.received += row.received;
-    sum.sold += row.sold;
-  }
-  return [...sums.values()];
+/** The whole report's totals as the service sums them, in the form `totals` gives the rows' sums. */
+async function reportTotals(query, signal) {
+  const page = await getJson(`${REPORT}?${new URLSearchParams({ ...query, limit: '1', totals: 'true' })}`, signal);
+  const sums = { ...page.totals };
+  // The bids' value, from which the Total row's average bid is computed as a row's sums give it.
+  sums.bid_value = (sums.avg_bid ?? 0) * (sums.bids ?? 0);
+  return sums;
 }
 
 /** Key order as the report's stores have it: null first, then by code point (UTF-8's byte order). */
