@@ -259,7 +259,7 @@ export async function renderReport(main, [search], current) {
       status,
       groups.items.length === 0
         ? `No leads in these dates (${range}).`
-        : `${groups.items.length} rows${groups.truncated ? ' (first 10,000 shown, totals of every row; the CSV has every row)' : ''}, ${range}. Test leads are left out.`,
+        : `${count(groups.items.length)} rows${groups.truncated ? ' (first 10,000 shown, totals of every row; the CSV has every row)' : ''}, ${range}. Test leads are left out.`,
     );
     return true;
   }

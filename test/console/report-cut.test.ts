@@ -104,7 +104,7 @@ describe('a report cut at 10,000 rows: its Total row is of every row, its bars s
       const rows = await api(`${dates()}&group_by=${grouping}`);
       expect(rows.length).to.be.greaterThan(10_000);
       expect(await page.locator('#report-table tbody tr').count()).to.equal(10_000);
-      expect(await page.locator('#report-status').innerText()).to.contain('first 10,000 shown');
+      expect(await page.locator('#report-status').innerText()).to.contain('10,000 rows (first 10,000 shown');
       const { shown, wanted } = await totalRow(page, rows);
       expect(shown).to.deep.equal(wanted);
       // Every lead is in the report once: the totals are the seeded leads.
