@@ -5,10 +5,37 @@ import { tempDir } from '../support/tmp.js';
 
 // A container stopped as it starts: `leadpost serve` given SIGTERM (or SIGINT) while its modules
 // still load, before the service listens for its stop signals, stops cleanly (exit 0) instead of
-// being killed by the signal (143). The signal is sent 150 ms after the spawn: Node has started
-// by then, and loading the modules takes longer than that.
+// being killed by the signal (143). The signal is sent once the CLI listens for it (its first
+// statement), and loading the modules takes longer than the moment after that.
 
 const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
+
+/**
+ * Node's own start-up catches SIGTERM and SIGINT only to die by them, so a signal sent before the
+ * CLI's first statement kills the process whatever the CLI does; on a busy machine that start-up
+ * alone took over 350 ms, so a fixed delay was no measure. A module loaded before the CLI says on
+ * stderr when the CLI first listens for SIGTERM, which is what the signal is timed from.
+ */
+const SAYS_LISTENING = `data:text/javascript,${encodeURIComponent(
+  "process.on('newListener', (event) => { if (event === 'SIGTERM') process.stderr.write(new Error().stack.includes('/bin/leadpost.js') ? 'listening: bin\\n' : 'listening: later\\n'); });",
+)}`;
+
+/** `leadpost serve`, and a promise of the moment it first listens for SIGTERM: by the CLI's first statements (bin), or only later. */
+function serve(env: Record<string, string>, output: (text: string) => void = () => {}) {
+  const child = spawn(process.execPath, ['--import', SAYS_LISTENING, BIN, 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout.on('data', (chunk: Buffer) => output(chunk.toString()));
+  const listening = new Promise<string>((resolve) => {
+    let seen = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      const text = chunk.toString();
+      output(text.replace(/listening: \w+\n/g, ''));
+      seen += text;
+      const by = /listening: (\w+)\n/.exec(seen);
+      if (by) resolve(by[1]!);
+    });
+  });
+  return { child, listening };
+}
 
 describe('leadpost serve: a stop signal while it loads', function () {
   this.timeout(30_000);
@@ -17,16 +44,12 @@ describe('leadpost serve: a stop signal while it loads', function () {
     it(`${signal} ends it with exit 0, not by the signal`, async function () {
       const dir = tempDir('stop-while-loading');
       try {
-        const child = spawn(process.execPath, [BIN, 'serve'], {
-          env: { ...process.env, LEADPOST_DATA_DIR: dir.path, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1' },
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
         let output = '';
-        child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-        child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        const { child, listening } = serve({ LEADPOST_DATA_DIR: dir.path, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1' }, (text) => (output += text));
         const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (code, killedBy) => resolve([code, killedBy])));
-        // A fixed pace, not a wait for an event: loading shows nothing outside the process (see above).
-        await new Promise((resolve) => setTimeout(resolve, 150));
+        // Listening, its modules are still loading: a moment later they still are.
+        expect(await listening, 'who listens first').to.equal('bin');
+        await new Promise((resolve) => setTimeout(resolve, 20));
         child.kill(signal);
         const [code, killedBy] = await exited;
         expect({ code, killedBy }, output).to.deep.equal({ code: 0, killedBy: null });
@@ -46,18 +69,17 @@ describe('leadpost serve: a stop signal at any moment of loading', function () {
   this.timeout(120_000);
 
   it('SIGTERM at offsets across the loading window always ends it with exit 0, never lost', async function () {
-    const offsets = Array.from({ length: 12 }, (_, i) => 250 + i * 100);
+    // From the moment the CLI first listens for the signal (its first statement), across its loading.
+    const offsets = Array.from({ length: 12 }, (_, i) => i * 100);
     const outcomes: string[] = [];
     for (let round = 0; round < offsets.length; round += 4) {
       await Promise.all(
         offsets.slice(round, round + 4).map(async (offset) => {
           const dir = tempDir('stop-race');
           try {
-            const child = spawn(process.execPath, [BIN, 'serve'], {
-              env: { ...process.env, LEADPOST_DATA_DIR: dir.path, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', MX_LOOKUP: '0' },
-              stdio: ['ignore', 'ignore', 'ignore'],
-            });
+            const { child, listening } = serve({ LEADPOST_DATA_DIR: dir.path, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', MX_LOOKUP: '0' });
             const exited = new Promise<string>((resolve) => child.on('exit', (code, killedBy) => resolve(`exit ${code ?? killedBy}`)));
+            if ((await listening) !== 'bin') outcomes.push(`${offset} ms: the CLI did not listen first`);
             await new Promise((resolve) => setTimeout(resolve, offset));
             child.kill('SIGTERM');
             // Within the 10 s a stop may take, with room: a lost signal never ends it.
