@@ -65,7 +65,9 @@ export class AfterSaleError extends Error {
 export async function acknowledgeDelivery(store: EventStore, routing: LoadedRoutingConfig, request: AfterSaleRequest, leadId: number): Promise<{ delivered_at: string }> {
   const command: AfterSaleCommand = { type: 'AcknowledgeDelivery', leadId, request, routing };
   const { state } = await handleCommand(store, leadStream(leadId), afterSaleDecider, command, { metadata: metadataFor(request) });
-  return { delivered_at: state.delivered!.at };
+  // Cancelled by this command (a return an older release left pending), or before it: refused either way.
+  if (!state.delivered) throw new AfterSaleError('DELIVERY_CANCELLED');
+  return { delivered_at: state.delivered.at };
 }
 
 export const FEEDBACK_SCHEMA = {
@@ -238,10 +240,12 @@ export const afterSaleDecider: Decider<AfterSaleCommand, SaleState, LeadEvent> =
       if (command.routing.buyers.find((b) => b.id === buyer)?.delivery.kind === 'webhook') throw new AfterSaleError('NOT_PULLED');
       if (sale.delivered) return [];
       // A cancelled delivery stays cancelled: the lead the buyer would acknowledge has no personal
-      // data left, and marking it delivered would count a delivery that was never made. So does one
-      // its buyer returned before taking it, also where the return came from a release that did not
-      // yet cancel the delivery with it.
-      if (sale.cancelled || sale.returned) throw new AfterSaleError('DELIVERY_CANCELLED');
+      // data left, and marking it delivered would count a delivery that was never made.
+      if (sale.cancelled) throw new AfterSaleError('DELIVERY_CANCELLED');
+      // So is one its buyer returned before taking it. A release from before returns cancelled the
+      // delivery left it pending: it is cancelled now (acknowledgeDelivery then refuses), so that it
+      // leaves the buyer's pending list rather than be offered and refused at every poll.
+      if (sale.returned) return [{ type: 'LeadDeliveryCancelled', data: { lead_id, buyer, bucket: null, attempts: sale.attempts, reason: 'returned', cancelled_at: now.toISOString() } }];
       return [{ type: 'LeadDelivered', data: { lead_id, buyer, via: 'pull', attempt: sale.attempts + 1, status: null, latency_ms: null, delivered_at: now.toISOString() } }];
     }
     const config = command.routing.buyers.find((b) => b.id === buyer);

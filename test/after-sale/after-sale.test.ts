@@ -141,6 +141,32 @@ describe('after the sale: pull, ack, buckets, feedback', function () {
     });
   });
 
+  describe('a pulled lead returned under a release that did not cancel its delivery with the return', function () {
+    it('its acknowledgement cancels the delivery (409 DELIVERY_CANCELLED), so it leaves the pending list; once, however often acknowledged', async function () {
+      const leadId = await sell();
+      // What such a release recorded for a return: the feedback and LeadReturned, the delivery left pending.
+      const returnedAt = clock.toISOString();
+      await svc.service.store.append(`lead-${leadId}`, [
+        { type: 'FeedbackRecorded', data: { lead_id: leadId, buyer: 'puller', type: 'return', reason: 'bad_phone', recorded_at: returnedAt } },
+        { type: 'LeadReturned', data: { lead_id: leadId, buyer: 'puller', revenue: 30, currency: 'USD', reason: 'bad_phone', returned_at: returnedAt } },
+      ]);
+      await settled();
+      const pending = async () => ((await get('/functions/deliveries?status=pending', keys.puller!)).body.items as Array<{ lead_id: number }>).map((row) => row.lead_id);
+      expect(await pending()).to.include(leadId);
+      for (let i = 0; i < 3; i++) {
+        const reply = await ack(leadId, keys.puller!);
+        expect([reply.status, reply.body.code]).to.deep.equal([409, 'DELIVERY_CANCELLED']);
+      }
+      const types = (await svc.service.store.readStream(`lead-${leadId}`)).map((event) => event.type);
+      expect(types.filter((type) => type === 'LeadDeliveryCancelled')).to.have.length(1);
+      expect(types).to.not.include('LeadDelivered');
+      await settled();
+      expect(await pending()).to.not.include(leadId);
+      const view = await get(`/functions/leads/${leadId}`, keys.puller!);
+      expect((view.body.lead as { delivery: unknown }).delivery).to.deep.include({ status: 'cancelled' });
+    });
+  });
+
   describe('buckets', function () {
     it('unsold leads are listed per bucket to analysts and admins', async function () {
       const unsold = await sell({ accident_state: 'TX', zip: '75001' });

@@ -307,9 +307,12 @@ describe('after-sale decider (acknowledgements, feedback, returns)', () => {
       const ack = { type: 'AcknowledgeDelivery' as const, leadId: 7, request: request('buyer', 'hook-buyer'), routing };
       await given(...saleEvents, ...returnedAt(1000), cancelled(0)).when(ack).thenThrows(code('DELIVERY_CANCELLED'));
     });
-    it('a pulled lead an older release recorded returned without cancelling its delivery: its acknowledgement is refused, nothing recorded', async () => {
-      const ack = { type: 'AcknowledgeDelivery' as const, leadId: 7, request: request('buyer', 'hook-buyer'), routing };
-      await given(...saleEvents, ...returnedAt(1000)).when(ack).thenThrows(code('DELIVERY_CANCELLED'));
+    it('a pulled lead an older release recorded returned without cancelling its delivery: an acknowledgement cancels it (and is then refused), never delivers it', async () => {
+      const ack = { type: 'AcknowledgeDelivery' as const, leadId: 7, request: request('buyer', 'hook-buyer', 2000), routing };
+      await given(...saleEvents, ...returnedAt(1000))
+        .when(ack)
+        .then([{ type: 'LeadDeliveryCancelled', data: { lead_id: 7, buyer: 'hook-buyer', bucket: null, attempts: 0, reason: 'returned', cancelled_at: at(2000).toISOString() } }]);
+      await given(...saleEvents, ...returnedAt(1000), cancelled(0)).when(ack).thenThrows(code('DELIVERY_CANCELLED'));
     });
     it('delivered, or failed for good: returned, the delivery as it was', async () => {
       const delivered: LeadEvent = { type: 'LeadDelivered', data: { lead_id: 7, buyer: 'hook-buyer', via: 'webhook', attempt: 1, status: 200, latency_ms: 5, delivered_at: at(2).toISOString() } };
