@@ -15,8 +15,8 @@ const USAGE = `usage: leadpost instances [--json]
 Lists the instances of leadpost serve running on this data dir (or on the EVENTSTORE_URL and
 MONGODB_URL servers): each keeps a lease in the read-model store while it runs, renewed every
 second, given up when it stops and run out 3 s after it dies. For each, its holder id
-(HOST:PID:NONCE), then who holds each role lease (one per projection: projector-leads-v5,
-projector-deliveries-v4, projector-feedback-v2, projector-reports-v5; delivery, retention; a background
+(HOST:PID:NONCE), then who holds each role lease (one per projection: projector-leads-v4,
+projector-deliveries-v3, projector-feedback-v1, projector-reports-v4; delivery, retention; a background
 thread holds them under an id of its own, with its process's HOST:PID), and a projector lease of
 an older release (projector-leads …, projector) marked so. --json: one line,
 {"instances":[holder…],"leases":[{"name","holder"}…]}.`;

@@ -11,7 +11,7 @@ restart; an edit that does not load is logged and changes nothing.
 
 --roles (or LEADPOST_ROLES; default all three) says what this process does, so that many API
 instances can share one store: api serves the HTTP API; projector runs the projections, each
-only while this process holds that projection's lease (projector-leads-v5 ...; the projector
+only while this process holds that projection's lease (projector-leads-v4 ...; the projector
 processes share the four out), and delivery the webhook worker, only while this process holds
 its lease; leases are kept in the read-model store (renewed every 1 s, lasting 3 s: another
 process takes over within about 3 s of the holder's death, at once after a clean stop). Without api the listeners answer only /healthz,

@@ -478,7 +478,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     description:
       'Ready to take traffic: the event store, read-model store and key store answer, every projection runs within READY_MAX_LAG_SECONDS of the newest event, and the instance is not shutting down. ' +
       "Its own appends count too: when every append it made has failed for READY_APPEND_FAILURE_SECONDS (at least 3 of them, none succeeding), the event store is not ready although it still answers reads; after as long again with no failed append the instance reports ready, and the posts it is then sent are the trial. " +
-      "A projection's lag counts only on the instance that runs it (holds its lease, projector-leads-v5 and so on), or on one with the projector role while that lease is free; others report it without turning unready. " +
+      "A projection's lag counts only on the instance that runs it (holds its lease, projector-leads-v4 and so on), or on one with the projector role while that lease is free; others report it without turning unready. " +
       'checks.roles says which roles the process runs and, per lease, whether it holds it or who does. ' +
       'When not ready: 503 UNAVAILABLE, the message naming each failing check.',
     success: { status: 200, description: 'Ready.', content: json(schema('Readiness')) },

@@ -152,7 +152,7 @@ export class ReadinessProbe {
     const described = running.map((role) => {
       const lease = leases.find((l) => l.lease === role);
       if (lease) return `${role} (${lease.held ? 'holds the lease' : lease.holder ? `standby; ${lease.holder} holds the lease` : 'standby; the lease is free'})`;
-      // The projector role: a lease per projection (`projector-leads-v5` …), named here by the projection.
+      // The projector role: a lease per projection (`projector-leads-v4` …), named here by the projection.
       const several = leases.filter((l) => l.lease.startsWith(`${role}-`));
       return several.length === 0 ? role : `${role} (${describeLeases(several, `${role}-`)})`;
     });

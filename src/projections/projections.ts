@@ -12,8 +12,6 @@ import { type ReportCounts, cents, reportCounts } from './report-counters.js';
 // A version is what its build holds, and what events it folds: a projection that starts to fold an
 // event it passed over needs a new version too. An older release's projector with the same version
 // would otherwise pass over that event in the same build and move its checkpoint past it.
-// Every version went up by one when the projector leases came to name it (roles/projector-leases.ts),
-// so that no build here is one an older release runs under a lease without a version.
 
 /** A value now, or later when it had to be read from the store. */
 export type MaybePromise<T> = T | Promise<T>;
@@ -72,11 +70,11 @@ const asLead = (event: RecordedEvent) => event as unknown as LeadEvent & Recorde
  * that holds no claim on its contacts (test, rejected) carries their hashes (see unclaimedContacts).
  * Version 4: the erasures' requests too, which the admins' list of erasures reads (the record of
  * consumers' requests a business keeps); a new version, so that an upgraded data dir lists the
- * erasures made before it. Version 5: the same build, under a lease that names its version.
+ * erasures made before it.
  */
 export const leadsProjection: Projection = {
   name: 'leads',
-  version: 5,
+  version: 4,
   collections: ['leads', 'erasures'],
   // The leads list reads each caller's scope newest first: all leads, a supplier's, a buyer's
   // sales. A filter on status, code or source is applied while that range is read, not given an
@@ -150,8 +148,10 @@ export const deliveriesProjection: Projection = {
   // 2: rows no longer carry a copy of the lead (the read-back folds it from the lead's stream).
   // 3: a delivered row keeps how it was delivered (`via`), which the read-back answers as its
   // delivery_kind rather than the buyer's delivery in the routing file in force (see read-back.ts).
-  // 4: folds ErasureNoticeRedeliveryRequested, which a projector of version 3 passed over.
-  version: 4,
+  // Version 3 also folds ErasureNoticeRedeliveryRequested, a type no release before it wrote: an
+  // upgrade in place finds none in the events, and older releases never run beside this one
+  // (roles/older-release.ts). From now on a type folded anew takes a new version (see above).
+  version: 3,
   collections: ['deliveries'],
   indexes: {
     // One per filter the deliveries list takes (buyer and bucket with or without a status), each
@@ -275,8 +275,7 @@ function deliveryWrites(lead: LeadEvent & RecordedEvent, collection: string, rec
 
 export const feedbackProjection: Projection = {
   name: 'feedback',
-  // 2: the same build, under a lease that names its version.
-  version: 2,
+  version: 1,
   collections: ['feedback'],
   indexes: { feedback: [['recorded_at'], ['supplier', 'recorded_at'], ['buyer', 'recorded_at'], ['type', 'recorded_at']] },
   handle(event, context) {
@@ -299,14 +298,13 @@ const REPORT_DIMENSIONS = ['supplier', 'sid', 'state', 'buyer', 'test'] as const
  * leads projection), along that collection's index on s1.
  * A bucket holds money of one currency (the key ends with it; null for counts without money): after
  * the routing file's currency changes, a report finds both and refuses to add them up.
- * Version 5: the same build as 4, under a lease that names its version.
  * Version 4: the currency in the key. Version 3 added the money of every currency together;
  * version 2 also kept one row per lead, with its s1 (`report_leads`); version 1 kept s1 in the
  * bucket key.
  */
 export const reportsProjection: Projection = {
   name: 'reports',
-  version: 5,
+  version: 4,
   collections: ['report_buckets'],
   indexes: { report_buckets: [['hour'], ['supplier', 'hour']] },
   handle(event, context) {

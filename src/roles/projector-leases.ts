@@ -5,7 +5,7 @@ import type { Fence, Lease, ReadModelStore } from '../read-models/port.js';
 import { LeaseKeeper, type LeaseStatus } from './lease-keeper.js';
 
 // The projections, spread over the processes with the projector role. Each projection has a lease
-// of its own (`projector-leads-v5` …), kept by a LeaseKeeper in every such process: its holder runs
+// of its own (`projector-leads-v4` …), kept by a LeaseKeeper in every such process: its holder runs
 // that projection, fenced by it. Each process also keeps a membership lease
 // (`projector-process-<holder>`), so that each can count the live ones (N) and what each holds.
 // With P projections, a process asks for a free lease only while it holds fewer than ceil(P/N) and
@@ -14,13 +14,15 @@ import { LeaseKeeper, type LeaseStatus } from './lease-keeper.js';
 // among members at ceil, only the one whose holder id sorts last). So 2 processes hold 2 + 2, 3
 // hold 2 + 1 + 1, 5 hold 1 + 1 + 1 + 1 + 0, and one that dies hands over only its share.
 //
-// A lease names its projection's version (`projector-leads-v5`): it fences the commits to that
+// A lease names its projection's version (`projector-leads-v4`): it fences the commits to that
 // version's build, and only that build. During a rolling upgrade that changes a projection's
 // version, the old release's processes go on building and serving the old build while the new
 // ones build theirs beside it, and each instance serves its own release's build. Releases before
 // this one named their leases without a version (`projector-leads`, or a single `projector` for
-// all four): every projection's version went up with this change, so no build here is one they
-// ran, and their leases neither block nor are counted here (OLDER_PROJECTOR_LEASES).
+// all four) and may run the same build as this one: a service refuses to start while one holds
+// such a lease (older-release.ts), and should one start later, this process stands by for each
+// projection whose older lease it holds (and gives the projection up), so that no build is
+// written by two processes at once.
 
 /** The lease of one version of a projection. */
 export const projectionLease = (projection: Pick<Projection, 'name' | 'version'>): string => `${PROJECTOR_LEASE}-${projection.name}-v${projection.version}`;
@@ -126,9 +128,13 @@ export class ProjectorLeases {
     await Promise.all(this.keepers.map(({ keeper }) => keeper.stop()));
   }
 
-  /** Each projection's lease as this process sees it. */
+  /** Each projection's lease as this process sees it; one an older release's process runs as held by it. */
   statuses(): LeaseStatus[] {
-    return this.keepers.map(({ keeper }) => keeper.status());
+    return this.keepers.map(({ name, keeper }) => {
+      const status = keeper.status();
+      const older = status.held || status.holder !== null ? null : this.olderHolder(name);
+      return older ? { ...status, holder: older } : status;
+    });
   }
 
   private schedule(): void {
@@ -152,6 +158,12 @@ export class ProjectorLeases {
     if (this.stopped) return;
     const held = this.keepers.filter(({ keeper }) => keeper.status().held);
     if (held.length === 0) return;
+    // An older release's process runs these projections, in the same builds: none may run here meanwhile.
+    const taken = held.filter(({ name }) => this.olderHolder(name));
+    if (taken.length > 0) {
+      await Promise.all(taken.map(({ keeper }) => keeper.giveUp()));
+      return;
+    }
     if (!this.member) return;
     const { floor, ceil, counts } = this.shares();
     const mine = held.length;
@@ -166,7 +178,7 @@ export class ProjectorLeases {
   /** Whether the keeper of `projection`, not holding its lease, should ask for it now. */
   private wants(projection: Projection): boolean {
     const { name } = projection;
-    if (this.stopped) return false;
+    if (this.stopped || this.olderHolder(name)) return false;
     const now = Date.now();
     const row = this.rows.find((lease) => lease.name === projectionLease(projection));
     // Held by another, as far as the last beat saw: asking cannot take it.
@@ -196,5 +208,19 @@ export class ProjectorLeases {
     counts.set(this.options.holder, this.keepers.filter(({ keeper }) => keeper.status().held).length);
     const p = this.keepers.length;
     return { floor: Math.floor(p / counts.size), ceil: Math.ceil(p / counts.size), counts };
+  }
+
+  /**
+   * Who holds an older release's lease of the projection (its own, or the single one of all four),
+   * when another live process does. One that also holds a lease of this release is a step of this
+   * release that needs every instance stopped (service-leases.ts), not an older release.
+   */
+  private olderHolder(projection: string): string | null {
+    const now = Date.now();
+    const ours = new Set(this.rows.filter((lease) => PROJECTION_LEASES.includes(lease.name) && lease.expiresAt > now).map((lease) => lease.holder));
+    const older = this.rows.find(
+      (lease) => (lease.name === PROJECTOR_LEASE || lease.name === `${PROJECTOR_LEASE}-${projection}`) && lease.holder !== this.options.holder && lease.expiresAt > now && !ours.has(lease.holder),
+    );
+    return older?.holder ?? null;
   }
 }

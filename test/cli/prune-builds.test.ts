@@ -20,7 +20,10 @@ describe('leadpost prune-builds', function () {
   const dir = tempDir('prune-builds');
   const env = { LEADPOST_DATA_DIR: dir.path };
   let svc: TestService;
-  const older = PROJECTIONS.flatMap((projection) => projection.collections.map((base) => `${base}_v${projection.version - 1}`));
+  // A projection at version 1 has no older build.
+  const upgraded = PROJECTIONS.filter((projection) => projection.version > 1);
+  const older = upgraded.flatMap((projection) => projection.collections.map((base) => `${base}_v${projection.version - 1}`));
+  const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
   const position = { commit: 1, prepare: 0 };
 
   before(async function () {
@@ -32,11 +35,11 @@ describe('leadpost prune-builds', function () {
     // build of this release's version, still under way.
     const models = EmbeddedReadModelStore.open(dir.path);
     try {
-      for (const projection of PROJECTIONS) {
+      for (const projection of upgraded) {
         const build = `v${projection.version - 1}`;
         await models.commit(`${projection.name}:${build}`, position, projection.collections.map((base) => ({ op: 'put' as const, collection: `${base}_${build}`, id: '1', position, doc: { old: true } })));
       }
-      await models.commit('leads:v5_r1', position, [{ op: 'put', collection: `leads_v${PROJECTIONS.find((p) => p.name === 'leads')!.version}_r1`, id: '1', position, doc: { replaying: true } }]);
+      await models.commit(`leads:v${leads.version}_r1`, position, [{ op: 'put', collection: `leads_v${leads.version}_r1`, id: '1', position, doc: { replaying: true } }]);
     } finally {
       await models.close();
     }
@@ -51,7 +54,7 @@ describe('leadpost prune-builds', function () {
     try {
       for (const [lease, says] of [
         ['projector', 'a process of an older release of leadpost (old:1:aaaaaa) holds its lease projector on these stores: stop every instance of that release, then run this again'],
-        ['projector-leads-v4', 'a process of another release of leadpost (old:1:aaaaaa) holds its lease projector-leads-v4: stop every instance of that release first'],
+        [`projector-leads-v${leads.version + 1}`, `a process of another release of leadpost (old:1:aaaaaa) holds its lease projector-leads-v${leads.version + 1}: stop every instance of that release first`],
       ] as const) {
         await models.acquireLease(lease, 'old:1:aaaaaa', 60_000);
         const { err, io } = captured();
@@ -68,7 +71,7 @@ describe('leadpost prune-builds', function () {
   it("removes the older versions' builds and their checkpoints; this release's served build and a replay's stay, and the service serves on", async function () {
     const before = EmbeddedReadModelStore.open(dir.path);
     try {
-      for (const projection of PROJECTIONS) expect(await before.checkpoint(`${projection.name}:v${projection.version - 1}`), projection.name).to.deep.include(position);
+      for (const projection of upgraded) expect(await before.checkpoint(`${projection.name}:v${projection.version - 1}`), projection.name).to.deep.include(position);
     } finally {
       await before.close();
     }
@@ -79,9 +82,8 @@ describe('leadpost prune-builds', function () {
     try {
       const left = await models.collections();
       for (const name of older) expect(left, name).to.not.include(name);
-      const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
       expect(left).to.include.members([`leads_v${leads.version}`, `leads_v${leads.version}_r1`]);
-      for (const projection of PROJECTIONS) expect(await models.checkpoint(`${projection.name}:v${projection.version - 1}`), projection.name).to.equal(null);
+      for (const projection of upgraded) expect(await models.checkpoint(`${projection.name}:v${projection.version - 1}`), projection.name).to.equal(null);
     } finally {
       await models.close();
     }

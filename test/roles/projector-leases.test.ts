@@ -174,19 +174,45 @@ describe('projector leases: one lease per projection, balanced over the projecto
     await settlesAt([2, 2]);
   });
 
-  it("older releases' leases (one without a version per projection, the single one) and members: this release's members run their own builds beside them and count none of them", async function () {
-    // An older release's processes, as they hold their leases during a rolling upgrade.
-    const older = `old:${n}:aaaaaa`;
-    for (const name of OLDER_PROJECTOR_LEASES) await reader.acquireLease(name, older, 60_000);
-    await reader.acquireLease(`projector-member-${older}`, older, 60_000);
+  it("an older release's single projector lease, held by another: no member takes a projection lease until it runs out", async function () {
+    const older = await reader.acquireLease('projector', `old:${n}:aaaaaa`, 1500);
     const a = await member(`a:${n}:000001`);
-    await member(`b:${n}:000002`);
-    // Two members here, the older member not among them: 2 + 2 of this release's leases.
+    const b = await member(`b:${n}:000002`);
+    expect(running.where.size).to.equal(0);
+    // They say who runs the projections meanwhile.
+    for (const status of [...a.leases.statuses(), ...b.leases.statuses()]) expect(status).to.include({ held: false, holder: `old:${n}:aaaaaa` });
+    // Beats go on, none taking a lease, while the old one is held.
+    await fiveBeats();
+    expect(Date.now(), 'the old lease still held').to.be.below(older.expiresAt);
+    expect(running.changes).to.equal(0);
+    for (const projection of PROJECTIONS) expect((await reader.lease(projectionLease(projection)))?.expiresAt ?? 0).to.be.below(Date.now());
+    // Run out: they share them.
     await settlesAt([2, 2]);
-    expect(running.count(older)).to.equal(0);
-    for (const projection of PROJECTIONS) expect((await reader.lease(projectionLease(projection)))?.holder).to.be.oneOf([a.holder, `b:${n}:000002`]);
-    // The older leases are left to their holder.
-    for (const name of OLDER_PROJECTOR_LEASES) expect((await reader.lease(name))?.holder, name).to.equal(older);
+    expect(running.changes).to.be.at.least(P);
+  });
+
+  it("an older release that takes its lease of one projection while members run: that projection is given up to it, the others run on; taken back once it stops", async function () {
+    await member(`a:${n}:000001`);
+    await member(`b:${n}:000002`);
+    await settlesAt([2, 2]);
+    const [first] = PROJECTIONS;
+    await reader.acquireLease(`projector-${first!.name}`, `old:${n}:aaaaaa`, 60_000);
+    await until(`${first!.name} runs nowhere here`, () => !running.where.has(first!.name));
+    // The others stay where they ran, and its own lease stays free for as long as the older holds its.
+    await fiveBeats();
+    expect(running.where.size).to.equal(P - 1);
+    expect((await reader.lease(projectionLease(first!)))?.expiresAt ?? 0).to.be.below(Date.now());
+    await reader.releaseLease(`projector-${first!.name}`, `old:${n}:aaaaaa`);
+    await settlesAt([2, 2]);
+  });
+
+  it("an older lease held by a step of this release, beside this release's own leases, is not an older release", async function () {
+    // A step that needs every instance stopped takes every lease, this release's first.
+    for (const name of [...PROJECTIONS.map(projectionLease), ...OLDER_PROJECTOR_LEASES]) await reader.acquireLease(name, `step:${n}:cccccc`, 1500);
+    const a = await member(`a:${n}:000001`);
+    for (const status of a.leases.statuses()) expect(status).to.include({ held: false, holder: `step:${n}:cccccc` });
+    // Once they run out, the member takes them all.
+    await settlesAt([4]);
     for (const status of a.leases.statuses()) expect(status.lease).to.match(/^projector-[a-z]+-v\d+$/);
   });
 
