@@ -82,6 +82,8 @@ export class ProjectorLeases {
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> = Promise.resolve();
   private stopped = false;
+  /** The older releases' processes already warned of. */
+  private readonly warnedOf = new Set<string>();
   /** A store that is down fails every beat, one a second: logged as an outage, not beat by beat. */
   private readonly readFailures: OutageLog | undefined;
 
@@ -156,6 +158,7 @@ export class ProjectorLeases {
   private async beat(): Promise<void> {
     await this.read();
     if (this.stopped) return;
+    this.warnOfOlderReleases();
     const held = this.keepers.filter(({ keeper }) => keeper.status().held);
     if (held.length === 0) return;
     // An older release's process runs these projections, in the same builds: none may run here meanwhile.
@@ -208,6 +211,23 @@ export class ProjectorLeases {
     counts.set(this.options.holder, this.keepers.filter(({ keeper }) => keeper.status().held).length);
     const p = this.keepers.length;
     return { floor: Math.floor(p / counts.size), ceil: Math.ceil(p / counts.size), counts };
+  }
+
+  /**
+   * Says once per process of an older release that it runs beside this one (started after it: a
+   * serve refuses to start beside one). It misses this release's claims and keys, so the operator
+   * must stop it; its projections are left to it meanwhile.
+   */
+  private warnOfOlderReleases(): void {
+    for (const { name } of this.keepers) {
+      const holder = this.olderHolder(name);
+      if (holder === null || this.warnedOf.has(holder)) continue;
+      this.warnedOf.add(holder);
+      this.options.logger?.warn(
+        { holder, projection: name },
+        'a process of an older release of leadpost runs beside this one on these stores: it sells again consumers this release accepted and refuses retries this release answered; stop every instance of it (README, "Upgrading"). The projections it holds are left to it meanwhile',
+      );
+    }
   }
 
   /**

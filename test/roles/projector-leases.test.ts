@@ -1,4 +1,7 @@
 import { expect } from 'chai';
+import { Writable } from 'node:stream';
+import type { Logger } from 'pino';
+import { createLogger } from '../../src/http/logger.js';
 import sinon from 'sinon';
 import { PROJECTIONS } from '../../src/projections/index.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
@@ -61,7 +64,7 @@ describe('projector leases: one lease per projection, balanced over the projecto
   let n = 0;
 
   /** A member on a connection of its own; `dead` makes every call of its store fail from then on, as a killed process's do. */
-  const member = async (holder: string) => {
+  const member = async (holder: string, logger?: Logger) => {
     const store = EmbeddedReadModelStore.open(dir.path);
     const state = { dead: false };
     const dying = overriding(store, {
@@ -70,7 +73,7 @@ describe('projector leases: one lease per projection, balanced over the projecto
       lease: (...args: Parameters<EmbeddedReadModelStore['lease']>) => (state.dead ? Promise.reject(new ReadModelUnavailableError('killed')) : store.lease(...args)),
       leasesNamed: (...args: Parameters<EmbeddedReadModelStore['leasesNamed']>) => (state.dead ? Promise.reject(new ReadModelUnavailableError('killed')) : store.leasesNamed(...args)),
     });
-    const leases = new ProjectorLeases({ leases: dying, holder, projections: running.work(holder), ttlMs: TTL_MS, heartbeatMs: BEAT_MS });
+    const leases = new ProjectorLeases({ leases: dying, holder, projections: running.work(holder), ttlMs: TTL_MS, heartbeatMs: BEAT_MS, ...(logger ? { logger } : {}) });
     const entry = { store, leases, stopped: false };
     opened.push(entry);
     await leases.start();
@@ -204,6 +207,21 @@ describe('projector leases: one lease per projection, balanced over the projecto
     expect((await reader.lease(projectionLease(first!)))?.expiresAt ?? 0).to.be.below(Date.now());
     await reader.releaseLease(`projector-${first!.name}`, `old:${n}:aaaaaa`);
     await settlesAt([2, 2]);
+  });
+
+  it('an older release started beside this one is logged once, as a warning naming its process, whatever the beats', async function () {
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = createLogger({ level: 'info', destination: new Writable({ write: (chunk: Buffer, _encoding, done) => (lines.push(JSON.parse(chunk.toString('utf8')) as Record<string, unknown>), done()) }) });
+    await member(`a:${n}:000001`, logger);
+    await settlesAt([4]);
+    await reader.acquireLease('projector', `old:${n}:aaaaaa`, 60_000);
+    await until('the warning', () => lines.some((line) => line.holder === `old:${n}:aaaaaa`));
+    await fiveBeats();
+    const warnings = lines.filter((line) => line.holder === `old:${n}:aaaaaa`);
+    expect(warnings).to.have.length(1);
+    expect(warnings[0]).to.include({ level: 40 });
+    expect(String(warnings[0]!.msg)).to.match(/^a process of an older release of leadpost runs beside this one on these stores/);
+    await reader.releaseLease('projector', `old:${n}:aaaaaa`);
   });
 
   it("an older lease held by a step of this release, beside this release's own leases, is not an older release", async function () {
