@@ -5,6 +5,7 @@ import type { ReadModelStore } from '../read-models/port.js';
 import { refuseBesideOlderRelease } from '../roles/older-release.js';
 import { PROJECTION_LEASES, PROJECTOR_LEASE } from '../roles/projector-leases.js';
 import type { CliIo } from './io.js';
+import { jsonOnly } from './usage.js';
 
 // `leadpost prune-builds`: after an upgrade that changed projections' versions, the builds the
 // older release served stay beside this release's, as large as them, until removed here once no
@@ -32,16 +33,9 @@ async function otherReleaseLease(readModels: ReadModelStore): Promise<{ name: st
 }
 
 export async function runPruneBuildsCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
-  if (args.includes('--help') || args.includes('-h')) {
-    io.out.write(`${USAGE}\n`);
-    return 0;
-  }
-  const json = args.includes('--json');
-  const unknown = args.find((arg) => arg !== '--json');
-  if (unknown !== undefined) {
-    io.err.write(`leadpost prune-builds: ${unknown.startsWith('-') ? `unknown option ${unknown.slice(0, 40)}` : 'takes no arguments'}\n\n${USAGE}\n`);
-    return 2;
-  }
+  const read = jsonOnly(args, 'prune-builds', USAGE, io);
+  if (typeof read === 'number') return read;
+  const { json } = read;
   const readModels = await openReadModelStore(loadRecordedConfig(env));
   try {
     try {

@@ -10,6 +10,7 @@ import { REBUILD_STORE_OPTIONS, rebuildProjections } from '../projections/rebuil
 import { EmbeddedReadModelStore } from '../read-models/embedded.js';
 import { openReadModelStore } from '../read-models/index.js';
 import type { CliIo } from './io.js';
+import { jsonOnly } from './usage.js';
 import { holdServiceLeases } from './service-leases.js';
 
 // `leadpost seal-clear-leads`: the one-time step that makes the leads of releases from before
@@ -28,16 +29,9 @@ again. Not for EventStoreDB, whose events cannot be rewritten.
 --json: the outcome as one JSON object.`;
 
 export async function runSealClearLeadsCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
-  if (args.includes('--help') || args.includes('-h')) {
-    io.out.write(`${USAGE}\n`);
-    return 0;
-  }
-  const json = args.includes('--json');
-  const unknown = args.find((arg) => arg !== '--json');
-  if (unknown !== undefined) {
-    io.err.write(`leadpost seal-clear-leads: ${unknown.startsWith('-') ? `unknown option ${unknown.slice(0, 40)}` : 'takes no arguments'}\n\n${USAGE}\n`);
-    return 2;
-  }
+  const read = jsonOnly(args, 'seal-clear-leads', USAGE, io);
+  if (typeof read === 'number') return read;
+  const { json } = read;
   const config = loadRecordedConfig(env);
   if (config.eventStoreUrl) {
     io.err.write('leadpost seal-clear-leads: the events are in EventStoreDB (EVENTSTORE_URL), whose events cannot be rewritten in place; this command works on the embedded event store only\n');

@@ -73,3 +73,20 @@ function usageProblem(error: unknown, withoutOption = 'an argument without its o
       return 'the arguments could not be read';
   }
 }
+
+/**
+ * The arguments of a command that takes only `--json` (and `--help`): whether JSON was asked for,
+ * or the exit code once the usage is printed (0 for help, 2 for anything else given).
+ */
+export function jsonOnly(args: readonly string[], command: string, usage: string, io: { out: { write(text: string): unknown }; err: { write(text: string): unknown } }): { json: boolean } | number {
+  if (args.includes('--help') || args.includes('-h')) {
+    io.out.write(`${usage}\n`);
+    return 0;
+  }
+  const unknown = args.find((arg) => arg !== '--json');
+  if (unknown !== undefined) {
+    io.err.write(`leadpost ${command}: ${unknown.startsWith('-') ? `unknown option ${unknown.slice(0, 40)}` : 'takes no arguments'}\n\n${usage}\n`);
+    return 2;
+  }
+  return { json: args.includes('--json') };
+}

@@ -49,6 +49,14 @@ describe('leadpost prune-builds', function () {
     dir.remove();
   });
 
+  it('refuses bad usage (exit 2) with its usage, never echoing more than 40 characters of it', async function () {
+    for (const [args, says] of [[['--frob'], 'unknown option --frob'], [['leads'], 'takes no arguments']] as const) {
+      const { err, io } = captured();
+      expect(await runPruneBuildsCommand([...args], io, env)).to.equal(2);
+      expect(err.join('')).to.match(new RegExp(`^leadpost prune-builds: ${says}\\n\\nusage: leadpost prune-builds`));
+    }
+  });
+
   it('is refused, changing nothing, while a process of another release holds a projector lease', async function () {
     const models = EmbeddedReadModelStore.open(dir.path);
     try {
