@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
+import { CHROMIUM, signedInPage, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 
 // A list with nothing in it says so in words, with its heading and filters still there to change
@@ -57,14 +57,7 @@ describe('an empty list in the console', function () {
     await svc?.stop();
   });
 
-  async function signedIn(key: string, hash: string): Promise<Page> {
-    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
-    const page = await context.newPage();
-    await signIn(page, `https://127.0.0.1:${svc!.port}`, key);
-    await page.locator('#nav a').first().waitFor();
-    await page.goto(`https://127.0.0.1:${svc!.port}/console${hash}`);
-    return page;
-  }
+  const signedIn = (key: string, hash: string): Promise<Page> => signedInPage(browser!, `https://127.0.0.1:${svc!.port}`, key, { hash });
 
   it('deliveries: a status that matches none says so, and the table comes back with the rows', async function () {
     const page = await signedIn(keys.analyst!, '#/deliveries');

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, type Page, type Route, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
+import { CHROMIUM, signedInPage, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, leadWith, validLead } from '../support/service.js';
 
 // The console's lists as they meet what the service may do to them: a source or a buyer named as
@@ -67,14 +67,7 @@ describe("the console's lists: long names, a Show that fails, a long range, Ente
     await svc?.stop();
   });
 
-  async function signedIn(key: string, hash: string): Promise<Page> {
-    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
-    const page = await context.newPage();
-    await signIn(page, origin, key);
-    await page.locator('#nav a').first().waitFor();
-    await page.goto(`${origin}/console${hash}`);
-    return page;
-  }
+  const signedIn = (key: string, hash: string): Promise<Page> => signedInPage(browser!, origin, key, { hash });
 
   /** A table's width and its box's (the scrolling box it is in): the table fits when it is no wider. */
   const widths = (page: Page, table: string) =>

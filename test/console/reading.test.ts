@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
+import { CHROMIUM, signedInPage, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 import { until } from '../support/until.js';
 
@@ -58,13 +58,7 @@ describe('the console read by eye, keyboard and screen reader', function () {
     await svc?.stop();
   });
 
-  async function signedIn(key: string, viewport = { width: 1280, height: 800 }, deviceScaleFactor = 1): Promise<Page> {
-    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport, deviceScaleFactor });
-    const page = await context.newPage();
-    await signIn(page, origin, key);
-    await page.locator('#nav a').first().waitFor();
-    return page;
-  }
+  const signedIn = (key: string, viewport = { width: 1280, height: 800 }, deviceScaleFactor = 1): Promise<Page> => signedInPage(browser!, origin, key, { viewport, deviceScaleFactor });
 
   /** Text in main that shows an outcome code bare: outside the code element beside its words. */
   const bareCodes = (page: Page) =>

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, type Page, type Request, type Route, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
+import { CHROMIUM, signedInPage, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, leadWith, testMobile } from '../support/service.js';
 
 // The console pressed twice before the first answer comes: a More double-clicked adds its page
@@ -78,14 +78,7 @@ describe('the console pressed twice while its first request is on its way', func
     await svc?.stop();
   });
 
-  async function signedIn(key: string, hash: string): Promise<Page> {
-    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
-    const page = await context.newPage();
-    await signIn(page, origin, key);
-    await page.locator('#nav a').first().waitFor();
-    await page.goto(`${origin}/console${hash}`);
-    return page;
-  }
+  const signedIn = (key: string, hash: string): Promise<Page> => signedInPage(browser!, origin, key, { hash });
 
   const ids = (page: Page, rows: string, attribute: string) => page.locator(rows).evaluateAll((trs, name) => trs.map((tr) => tr.getAttribute(name)), attribute);
 

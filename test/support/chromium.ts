@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { Context } from 'mocha';
-import type { Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 
 // Where the browser tests find Chromium: Debian's package, driven by playwright-core (which
 // downloads no browser of its own). CI installs it (README, .ci/run).
@@ -25,4 +25,22 @@ export async function signIn(page: Page, origin: string, key: string): Promise<v
   await page.goto(`${origin}/console`);
   await page.getByLabel('API key').fill(key);
   await page.getByLabel('API key').press('Enter');
+}
+
+/**
+ * A page of a new browser context (a laptop's window unless told), signed in to the console at
+ * `origin` with `key` and shown its menu, then at `hash` (`#/leads`) when given.
+ */
+export async function signedInPage(
+  browser: Browser,
+  origin: string,
+  key: string,
+  { hash, viewport = { width: 1280, height: 800 }, deviceScaleFactor = 1 }: { hash?: string; viewport?: { width: number; height: number }; deviceScaleFactor?: number } = {},
+): Promise<Page> {
+  const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport, deviceScaleFactor });
+  const page = await context.newPage();
+  await signIn(page, origin, key);
+  await page.locator('#nav a').first().waitFor();
+  if (hash !== undefined) await page.goto(`${origin}/console${hash}`);
+  return page;
 }
