@@ -192,6 +192,10 @@ export function returnForm(lead, me) {
       await postJson(`/functions/leads/${lead.lead_id}/feedback`, { type: 'return', reason: chosen });
       answer.className = 'wide ok';
       answer.textContent = `Returned (${reasonWords(chosen)}). The sale's revenue is reversed in the reports.`;
+      // A lead is returned once: the form is done, rather than inviting a click the service can
+      // only refuse as already returned.
+      reason.disabled = true;
+      submit.disabled = true;
     } catch (error) {
       answer.className = 'wide error';
       answer.textContent = refusal(error, me);

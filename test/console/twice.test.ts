@@ -212,6 +212,14 @@ describe('the console pressed twice while its first request is on its way', func
     expect(sent, 'returns sent').to.have.length(1);
     expect(await answer.innerText()).to.equal("Returned (bad phone). The sale's revenue is reversed in the reports.");
     expect(await answer.getAttribute('class')).to.equal('wide ok');
+    // Done: a later click cannot send a second return, nor turn the answer into a refusal.
+    const submit = page.getByRole('button', { name: 'Return', exact: true });
+    expect(await submit.isDisabled(), 'Return disabled once returned').to.equal(true);
+    expect(await page.getByLabel('Reason').isDisabled(), 'the reason disabled once returned').to.equal(true);
+    await submit.click({ force: true });
+    await pause(800);
+    expect(sent, 'returns sent after a later click').to.have.length(1);
+    expect(await answer.getAttribute('class')).to.equal('wide ok');
     await page.screenshot({ path: join(SHOTS, 'twice-return.png'), fullPage: true });
     await page.context().close();
   });
