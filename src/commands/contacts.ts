@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { EventStore } from '../event-store/index.js';
 import { type LeadContacts, leadStream } from '../events/lead-events.js';
 import { type Decider, handleCommand, readFolded } from './handler.js';
@@ -11,7 +12,12 @@ import { type ContactHashes, type ContactKind, contactStream } from '../personal
 
 export interface ContactClaimed {
   readonly type: 'ContactClaimed';
-  readonly data: { readonly lead_id: number; readonly claimed_at: string };
+  /**
+   * `instance`: the process that claimed it (a random name per start; absent from claims of
+   * releases before it). While the lead is not recorded, only that process knows it is still being
+   * posted rather than lost with a process that died.
+   */
+  readonly data: { readonly lead_id: number; readonly claimed_at: string; readonly instance?: string };
 }
 
 interface ContactReleased {
@@ -40,6 +46,7 @@ export type ContactCommand =
   | {
       readonly type: 'ClaimContact';
       readonly leadId: number;
+      readonly instance?: string;
       readonly now: Date;
       readonly windowMs: number;
       /** Whether an unexpired claim still holds: its lead was accepted, or is still being posted. It reads the lead's stream. */
@@ -67,7 +74,8 @@ export const contactDecider: Decider<ContactCommand, ContactState, ContactEvent>
     // A suppressed contact is never claimed again: the registry reads the state to say why.
     if (suppressed) return [];
     const unexpired = holder !== null && command.now.getTime() - Date.parse(holder.claimed_at) < command.windowMs;
-    const claim: ContactEvent[] = [{ type: 'ContactClaimed', data: { lead_id: command.leadId, claimed_at: at } }];
+    const data = command.instance === undefined ? { lead_id: command.leadId, claimed_at: at } : { lead_id: command.leadId, claimed_at: at, instance: command.instance };
+    const claim: ContactEvent[] = [{ type: 'ContactClaimed', data }];
     // Only an unexpired claim needs its lead's stream read; a new contact is decided at once.
     return unexpired ? command.holds(holder).then((holds) => (holds ? [] : claim)) : claim;
   },
@@ -85,18 +93,40 @@ export interface ContactClaim {
 }
 
 /**
- * What a claim came to: every contact claimed, or the contacts another accepted lead holds and
- * those suppressed by an erasure (nothing claimed).
+ * What a claim came to: every contact claimed, or the contacts another accepted lead holds, those
+ * suppressed by an erasure and those claimed by a lead not recorded yet (nothing claimed).
  */
 export type ContactClaims = { readonly claims: ContactClaim[] } | ContactsTaken;
 
-/** The contacts a lead may not have: held by another accepted lead, or suppressed (present only when some are). */
+/**
+ * The contacts a lead may not have: held by another accepted lead, or suppressed; or, for now,
+ * claimed by a lead that another process (or this one before a restart) has not recorded (each
+ * present only when some are).
+ */
 interface ContactsTaken {
   readonly duplicates: ContactKind[];
   readonly suppressed?: ContactKind[];
+  readonly pending?: PendingContacts;
 }
 
-type Standing = 'free' | 'held' | 'suppressed';
+/**
+ * Contacts claimed by leads not recorded yet by other processes: posts still under way, or lost
+ * with a process that died. Which, no one here can tell before `until`, when such a claim lapses.
+ */
+export interface PendingContacts {
+  readonly kinds: ContactKind[];
+  readonly until: number;
+}
+
+/** Claimed by a lead not recorded yet, in another process: see PendingContacts. */
+interface Pending {
+  readonly until: number;
+}
+
+type Standing = 'free' | 'held' | 'suppressed' | Pending;
+
+/** A process's name in its claims: random, new at every start. */
+const instanceName = (): string => randomBytes(9).toString('base64url');
 
 /** A lead whose stream is still missing this long after its claim will never be recorded. */
 export const CLAIM_IN_FLIGHT_MS = 10_000;
@@ -122,13 +152,28 @@ export class ContactRegistry {
   constructor(
     private readonly store: EventStore,
     private readonly hashes: ContactHashes,
+    /** This process's name in the claims it makes. */
+    private readonly instance: string = instanceName(),
   ) {}
 
-  /** A claim holds while its lead is accepted, or while the lead may still be on its way. */
-  private async holds(claim: ContactClaimed['data'], now: Date): Promise<boolean> {
-    const lead = await this.store.readStream(leadStream(claim.lead_id));
-    if (lead.length === 0) return now.getTime() - Date.parse(claim.claimed_at) < CLAIM_IN_FLIGHT_MS;
-    return !lead.some((event) => event.type === 'LeadRejected');
+  /**
+   * The ClaimContact command, and what it found of a claim whose lead is not recorded yet. A claim
+   * holds while its lead is accepted, or while the lead may still be on its way: this process's
+   * own post under way holds it (most are accepted, so a copy posted beside it is a duplicate, as
+   * it would be a moment later); another process's is pending (see PendingContacts).
+   */
+  private claimCommand(leadId: number, now: Date, windowDays: number): { command: ContactCommand; pending: () => Pending | null } {
+    let pending: Pending | null = null;
+    const holds = async (claim: ContactClaimed['data']): Promise<boolean> => {
+      pending = null;
+      const lead = await this.store.readStream(leadStream(claim.lead_id));
+      if (lead.length > 0) return !lead.some((event) => event.type === 'LeadRejected');
+      const until = Date.parse(claim.claimed_at) + CLAIM_IN_FLIGHT_MS;
+      if (now.getTime() >= until) return false;
+      if (claim.instance !== this.instance) pending = { until };
+      return true;
+    };
+    return { command: { type: 'ClaimContact', leadId, instance: this.instance, now, windowMs: windowDays * DAY_MS, holds }, pending: () => pending };
   }
 
   private async standing([kind, value, hash]: Contact, now: Date, windowDays: number): Promise<Standing> {
@@ -142,12 +187,9 @@ export class ContactRegistry {
     const { state } = await readFolded(this.store, stream, contactDecider);
     if (state.suppressed) return 'suppressed';
     // Held exactly when a claim would be refused: the decider says so without writing anything.
-    const claim = await contactDecider.decide({ type: 'ClaimContact', leadId: 0, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) }, state);
-    return claim.length === 0 ? 'held' : 'free';
-  }
-
-  private async heldIn(stream: string, now: Date, windowDays: number): Promise<boolean> {
-    return (await this.standingIn(stream, now, windowDays)) !== 'free';
+    const { command, pending } = this.claimCommand(0, now, windowDays);
+    const claim = await contactDecider.decide(command, state);
+    return claim.length > 0 ? 'free' : (pending() ?? 'held');
   }
 
   /**
@@ -156,9 +198,7 @@ export class ContactRegistry {
    */
   async taken(contacts: readonly Contact[], now: Date, windowDays: number): Promise<ContactsTaken> {
     const standings = await Promise.all(contacts.map((contact) => this.standing(contact, now, windowDays)));
-    const duplicates = contacts.filter((_, i) => standings[i] === 'held').map(([kind]) => kind);
-    const suppressed = contacts.filter((_, i) => standings[i] === 'suppressed').map(([kind]) => kind);
-    return suppressed.length > 0 ? { duplicates, suppressed } : { duplicates };
+    return takenOf(contacts, standings);
   }
 
   /** Which of the contacts are held by an accepted lead inside the window, or suppressed (none: the lead may have them)? Reads only. */
@@ -189,27 +229,25 @@ export class ContactRegistry {
   async claim(contacts: readonly Contact[], leadId: number, now: Date, windowDays: number): Promise<ContactClaims> {
     const settled = await Promise.allSettled(contacts.map((contact) => this.claimKeyed(contact, leadId, now, windowDays)));
     const taken: ContactClaim[] = [];
-    const duplicates: ContactKind[] = [];
-    const suppressed: ContactKind[] = [];
+    const standings: Standing[] = [];
     let failure: PromiseRejectedResult | undefined;
-    settled.forEach((result, index) => {
-      const kind = contacts[index]![0];
+    settled.forEach((result) => {
       if (result.status === 'rejected') failure ??= result;
-      else if (result.value === 'suppressed') suppressed.push(kind);
-      else if (result.value === null) duplicates.push(kind);
-      else taken.push(result.value);
+      else if (typeof result.value === 'object' && 'stream' in result.value) {
+        taken.push(result.value);
+        standings.push('free');
+      } else standings.push(result.value);
     });
     try {
       if (failure) throw failure.reason;
-      if (duplicates.length > 0 || suppressed.length > 0) await this.release(taken, now);
+      if (taken.length < contacts.length) await this.release(taken, now);
     } catch (error) {
       // The store failed with some contacts claimed: the caller never learns of them, so they are
       // given back from here, or they would make the supplier's retry a DUPLICATE.
       this.releaseLater(taken, now);
       throw error;
     }
-    if (duplicates.length === 0 && suppressed.length === 0) return { claims: taken };
-    return suppressed.length > 0 ? { duplicates, suppressed } : { duplicates };
+    return taken.length === contacts.length ? { claims: taken } : takenOf(contacts, standings);
   }
 
   /**
@@ -227,19 +265,45 @@ export class ContactRegistry {
     }
   }
 
-  /** A claim under the contact's keyed name; null when held, also when held under its name from before keyed hashes (for one window). */
-  private async claimKeyed([kind, value, hash]: Contact, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | 'suppressed' | null> {
+  /** A claim under the contact's keyed name; else what stops it, also under its name from before keyed hashes (for one window). */
+  private async claimKeyed([kind, value, hash]: Contact, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | Exclude<Standing, 'free'>> {
     const older = this.hashes.olderStream(kind, value, now, windowDays);
-    if (older !== null && (await this.heldIn(older, now, windowDays))) return null;
+    if (older !== null) {
+      const standing = await this.standingIn(older, now, windowDays);
+      // Suppression came with keyed names: an older name's stream holding one is taken as held.
+      if (standing !== 'free') return standing === 'suppressed' ? 'held' : standing;
+    }
     return this.claimOne(contactStream(hash ?? this.hashes.hash(kind, value)), leadId, now, windowDays);
   }
 
-  private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | 'suppressed' | null> {
-    const command: ContactCommand = { type: 'ClaimContact', leadId, now, windowMs: windowDays * DAY_MS, holds: (c) => this.holds(c, now) };
+  private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | Exclude<Standing, 'free'>> {
+    const { command, pending } = this.claimCommand(leadId, now, windowDays);
     // Most contacts have never been seen: the claim is first tried as a new stream, which needs no
     // read before the append. Only a stream that exists is read and checked.
     const handled = await handleCommand(this.store, stream, contactDecider, command, { assumeNew: true });
     if (handled.events.length > 0) return { stream, revision: handled.revision, leadId };
-    return handled.state.suppressed ? 'suppressed' : null;
+    return handled.state.suppressed ? 'suppressed' : (pending() ?? 'held');
   }
+}
+
+/** The contacts taken, by what took them (see ContactsTaken); the standings are the contacts', in order. */
+function takenOf(contacts: readonly Contact[], standings: readonly Standing[]): ContactsTaken {
+  const duplicates: ContactKind[] = [];
+  const suppressed: ContactKind[] = [];
+  const pendingKinds: ContactKind[] = [];
+  let until = 0;
+  standings.forEach((standing, i) => {
+    const kind = contacts[i]![0];
+    if (standing === 'held') duplicates.push(kind);
+    else if (standing === 'suppressed') suppressed.push(kind);
+    else if (standing !== 'free') {
+      pendingKinds.push(kind);
+      until = Math.max(until, standing.until);
+    }
+  });
+  return {
+    duplicates,
+    ...(suppressed.length > 0 ? { suppressed } : {}),
+    ...(pendingKinds.length > 0 ? { pending: { kinds: pendingKinds, until } } : {}),
+  };
 }

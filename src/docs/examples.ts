@@ -9,7 +9,7 @@ import { type DecisionEnvelope, leadEnvelope, noLeadEnvelope, OUTCOMES, type Out
 import { HEADERS_TOO_LARGE_MESSAGE } from '../http/client-error.js';
 import { INVALID_INPUT_MESSAGE, NO_HOST_MESSAGE } from '../http/shell.js';
 import { pingEnvelope } from '../http/ping-route.js';
-import { otherBodyEnvelope } from '../http/post-lead-route.js';
+import { otherBodyEnvelope, pendingEnvelope } from '../http/post-lead-route.js';
 import { createLeadValidator } from '../leads/validate.js';
 import { ReadBack, ReadBackInputError } from '../read-models/read-back.js';
 import { DEFAULTS } from '../routing/config-schema.js';
@@ -106,6 +106,7 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
   examples.BID = pingEnvelope({ ...answer, code: 'BID', bid: 37.5 }, EXAMPLE_TRACE_ID);
   examples.NO_BID = pingEnvelope({ ...answer, code: 'NO_BID', bid: null }, EXAMPLE_TRACE_ID);
   examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = otherBodyEnvelope(EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY);
+  examples.DUPLICATE_PENDING = pendingEnvelope(['email'], EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY);
   examples.HEADERS_TOO_LARGE = noLeadEnvelope('PAYLOAD_TOO_LARGE', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: HEADERS_TOO_LARGE_MESSAGE });
   examples.NOT_HTTP = noLeadEnvelope('MALFORMED_JSON', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: NO_HOST_MESSAGE });
   examples.INVALID_INPUT = noLeadEnvelope('INVALID', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { errors: await badQueryErrors(), message: INVALID_INPUT_MESSAGE });

@@ -66,7 +66,7 @@ function outcomeHeaders(names: readonly ExampleName[], route: RouteDoc): string[
   const headers = new Set<string>();
   for (const name of names) {
     if (name === 'RATE_LIMITED') ['Retry-After', ...RATE_HEADERS].forEach((h) => headers.add(h));
-    if (name === 'UNAVAILABLE' || name === 'IDEMPOTENCY_CONFLICT') headers.add('Retry-After');
+    if (name === 'UNAVAILABLE' || name === 'IDEMPOTENCY_CONFLICT' || name === 'DUPLICATE_PENDING') headers.add('Retry-After');
     if (name === 'METHOD_NOT_ALLOWED') headers.add('Allow');
   }
   if (route.path === '/functions/leads' && names.some((n) => ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'SUPPRESSED', 'IDEMPOTENCY_CONFLICT_OTHER_BODY'].includes(n))) {

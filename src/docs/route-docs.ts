@@ -75,7 +75,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     body: { schema: 'Lead', example: EXAMPLE_LEAD },
     success: { status: 201, description: 'Accepted: SOLD or UNSOLD.', content: json(schema('DecisionEnvelope')), headers: ['Idempotency-Replayed'] },
     outcomes: [
-      'SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'SUPPRESSED', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
+      'SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'DUPLICATE_PENDING', 'SUPPRESSED', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
       'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH', 'NOT_FOUND', ...KEYED_ERRORS,
     ],
   },

@@ -61,6 +61,7 @@ export const OUTCOMES = {
   RATE_LIMITED: { status: 429, acceptance: 'error', message: 'Too many requests for this API key; retry after the delay given.' },
   REQUEST_TIMEOUT: { status: 408, acceptance: 'error', message: 'The request (headers or body) was not received in time; nothing was recorded. Retry it.' },
   IDEMPOTENCY_CONFLICT: { status: 409, acceptance: 'error', message: 'A request with this Idempotency-Key is still in progress.' },
+  DUPLICATE_PENDING: { status: 409, acceptance: 'error', message: 'A lead with this mobile or e-mail is still being decided; nothing was recorded. Retry after the delay given.' },
   UNAVAILABLE: { status: 503, acceptance: 'error', message: 'The service is temporarily unavailable; nothing was recorded. Retry later.' },
   INTERNAL_ERROR: { status: 500, acceptance: 'error', message: 'Internal error; nothing was recorded. It has been logged with the trace id.' },
 } as const satisfies Record<string, Outcome>;

@@ -24,6 +24,12 @@ export function otherBodyEnvelope(traceId: string, currency: string): DecisionEn
   return noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency, { acceptance: 'rejected', message, errors });
 }
 
+/** A lead whose mobile or e-mail another process is still posting (or lost when it died): retry, nothing recorded. */
+export function pendingEnvelope(fields: readonly ('mobile' | 'email')[], traceId: string, currency: string): DecisionEnvelope {
+  const errors = fields.map((field) => ({ field, code: 'pending', message: `${field} matches a lead still being decided; retry after the delay given` }));
+  return noLeadEnvelope('DUPLICATE_PENDING', traceId, currency, { errors });
+}
+
 function answerOf(result: PostLeadResult, traceId: string, currency: string): Answer {
   if (result.kind === 'recorded') {
     const answer = { status: OUTCOMES[result.outcome.code].status, envelope: leadEnvelope(result.outcome, result.traceId) };
@@ -31,6 +37,9 @@ function answerOf(result: PostLeadResult, traceId: string, currency: string): An
   }
   if (result.kind === 'ping_not_found') {
     return { status: 404, envelope: noLeadEnvelope('NOT_FOUND', traceId, currency, { message: 'No ping with this ping_id was answered to this supplier.' }) };
+  }
+  if (result.kind === 'contacts_pending') {
+    return { status: 409, envelope: pendingEnvelope(result.fields, traceId, currency), headers: { 'Retry-After': String(result.retryAfterSeconds) } };
   }
   switch (result.reason) {
     case 'in_flight':

@@ -152,6 +152,26 @@ describe('support streams (on the embedded store)', function () {
       expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 11_000), 30)).to.deep.equal([]);
     });
 
+    it("another process's claim whose lead is not recorded is pending until it lapses: neither a duplicate nor free, and nothing is claimed", async function () {
+      const died = new ContactRegistry(store, HASHES);
+      const restarted = new ContactRegistry(store, HASHES);
+      const contacts: Array<['mobile' | 'email', string]> = [['mobile', '+13105550193'], ['email', 'cut-5201@example.com']];
+      expect(await died.claim(contacts, 5201, now, 30)).to.have.property('claims').with.length(2);
+      const at = (ms: number) => new Date(now.getTime() + ms);
+      // In the process that claimed them, its post is under way: a copy beside it is a duplicate.
+      expect(await died.claim(contacts, 5202, at(1_000), 30)).to.deep.equal({ duplicates: ['mobile', 'email'] });
+      // Anywhere else (or after a restart), no one can tell: pending until the claims lapse.
+      const pending = { duplicates: [], pending: { kinds: ['mobile', 'email'], until: now.getTime() + 10_000 } };
+      expect(await restarted.claim(contacts, 5203, at(2_000), 30)).to.deep.equal(pending);
+      expect(await restarted.taken(contacts, at(2_000), 30)).to.deep.equal(pending);
+      // A free contact claimed on the way is given back.
+      const free: ['mobile' | 'email', string] = ['email', 'free-5204@example.com'];
+      expect(await restarted.claim([contacts[0]!, free], 5204, at(3_000), 30)).to.deep.equal({ duplicates: [], pending: { kinds: ['mobile'], until: now.getTime() + 10_000 } });
+      expect(await restarted.taken([free], at(3_000), 30)).to.deep.equal({ duplicates: [] });
+      // Lapsed: claimed.
+      expect(await restarted.claim(contacts, 5205, at(10_000), 30)).to.have.property('claims').with.length(2);
+    });
+
     it('a duplicate names every contact held, and claims none of them', async function () {
       const registry = new ContactRegistry(store, HASHES);
       await recordLead(5101, 'LeadSold');

@@ -24,6 +24,8 @@ const OUTCOME_TABLE: Readonly<Record<string, OutcomeRow>> = {
   INVALID: { status: [422], acceptance: 'rejected', recorded: true },
   VERIFICATION_FAILED: { status: [422], acceptance: 'rejected', recorded: true },
   DUPLICATE: { status: [409], acceptance: 'rejected', recorded: true },
+  // A contact claimed by a lead another process has not recorded yet: retry after Retry-After.
+  DUPLICATE_PENDING: { status: [409], acceptance: 'error', recorded: false },
   MALFORMED_JSON: { status: [400], acceptance: 'rejected', recorded: false },
   UNSUPPORTED_MEDIA_TYPE: { status: [415], acceptance: 'rejected', recorded: false },
   // 431: request headers over Node's limit, answered by the clientError handler with this code.

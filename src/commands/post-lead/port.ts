@@ -32,6 +32,12 @@ export type PostLeadResult =
   /** The Idempotency-Key is still in flight, was used with another body, or is not a valid key. */
   | { readonly kind: 'idempotency_conflict'; readonly reason: 'in_flight' | 'other_body' | 'malformed_key' }
   /** The lead's ping_id names no ping of this supplier: nothing was recorded. */
-  | { readonly kind: 'ping_not_found' };
+  | { readonly kind: 'ping_not_found' }
+  /**
+   * Its mobile or e-mail (`fields`) is claimed by a lead another process has not recorded yet (a
+   * post under way, or one lost with a process that died): nothing was recorded; the claim lapses
+   * within `retryAfterSeconds`, and a retry then is decided as any post.
+   */
+  | { readonly kind: 'contacts_pending'; readonly fields: readonly ('mobile' | 'email')[]; readonly retryAfterSeconds: number };
 
 export type PostLead = (request: PostLeadRequest) => Promise<PostLeadResult>;

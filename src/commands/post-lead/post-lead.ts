@@ -10,7 +10,7 @@ import { pingStream } from '../../events/ping-events.js';
 import type { FieldError } from '../../leads/outcome.js';
 import { type CandidateDecision, capPeriods, capReached, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
 import type { CapLedger, CapPeriod } from '../caps.js';
-import { type Contact, type ContactClaim, type ContactRegistry, retryWhileClaimsBlock } from '../contacts.js';
+import { type Contact, type ContactClaim, type ContactRegistry, type PendingContacts, retryWhileClaimsBlock } from '../contacts.js';
 import { type Folded, handleCommand, readFolded } from '../handler.js';
 import { standingBids } from '../ping/bidding.js';
 import { PingConsumedError, type PingState, pingDecider } from '../ping/decider.js';
@@ -54,6 +54,10 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     } catch (error) {
       // Another supplier's ping, or none: as for a lead the caller may not see, it does not exist.
       if (error instanceof PingNotFoundError) return { kind: 'ping_not_found' };
+      if (error instanceof ContactsPendingError) {
+        const retryAfterSeconds = Math.max(1, Math.ceil((error.pending.until - deps.now().getTime()) / 1000));
+        return { kind: 'contacts_pending', fields: error.pending.kinds, retryAfterSeconds };
+      }
       throw error;
     }
   };
@@ -125,6 +129,10 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       : await deps.contacts.claim(contacts, leadId, now, routing.duplicate_window_days);
     if ('suppressed' in claimed && claimed.suppressed) return record({ ...who, validation, suppressed: claimed.suppressed });
     if ('duplicates' in claimed && claimed.duplicates.length > 0) return record({ ...who, validation, duplicates: claimed.duplicates });
+    //    A contact claimed by a lead another process has not recorded yet: a post under way, or one
+    //    lost with a process that died (the supplier's retry of it, often). Neither a duplicate nor
+    //    free until the claim lapses: nothing is recorded, and the supplier is asked to retry then.
+    if ('pending' in claimed && claimed.pending) throw new ContactsPendingError(claimed.pending);
     const claims = 'claims' in claimed ? claimed.claims : [];
 
     let reservation: Reservation | null = null;
@@ -242,6 +250,13 @@ const LOST_POST_MS = 30_000;
 
 /** The lead's ping_id names no ping of the posting supplier. */
 class PingNotFoundError extends Error {}
+
+/** Thrown out of decideLead, so that an Idempotency-Key claimed for the lead is abandoned, not answered. */
+class ContactsPendingError extends Error {
+  constructor(readonly pending: PendingContacts) {
+    super('contacts claimed by a lead not recorded yet');
+  }
+}
 
 const PING_ERRORS = {
   expired: { field: 'ping_id', code: 'ping_expired', message: 'ping_id is past its expiry; ping again' },
