@@ -101,9 +101,26 @@ function refuseOnSocket(socket: Socket, refusal: Refusal, traceId: string, curre
   socket.end(`HTTP/1.1 ${refusal.status} ${refusal.reason}\r\n${head}\r\n${body}`);
 }
 
-/** `currency`: the routing file's, named by the envelope as by every other. */
+/**
+ * The HTTPS port's connections whose TLS handshake is done (see clientErrorHandler): the
+ * listener's 'secureConnection' adds each.
+ */
+export const secured = new WeakSet<Socket>();
+
+/**
+ * `currency`: the routing file's, named by the envelope as by every other. On the HTTPS port,
+ * Node reports a failed or timed-out TLS handshake here too, and leaves the socket to this
+ * handler: no HTTP answer can reach a client with no TLS session (writing one would wait for ever,
+ * holding the connection and the process's stop), so such a socket is destroyed, and the failure
+ * (a scanner, a client that distrusts the self-signed certificate) logged as no error of ours.
+ */
 export function clientErrorHandler(logger: Logger, secure: boolean, currency: () => string): (error: NodeJS.ErrnoException, socket: Socket) => void {
   return (error, socket) => {
+    if (secure && !secured.has(socket)) {
+      logger.debug({ code: error.code ?? null }, 'TLS handshake failed');
+      socket.destroy();
+      return;
+    }
     const traceId = newTraceId();
     if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') timedOut.add(socket);
     logger.info({ trace_id: traceId, code: error.code ?? null }, 'client error');

@@ -3,10 +3,10 @@
 
 import { createServer as createHttpServer, type RequestListener, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { DEFAULT_TIMEOUTS, type Timeouts } from '../limits.js';
-import { clientErrorHandler, connectHandler, countingAnswers, MAX_HEADER_BYTES } from './client-error.js';
+import { clientErrorHandler, connectHandler, countingAnswers, MAX_HEADER_BYTES, secured } from './client-error.js';
 import { plainHttpHandler } from './plain-http.js';
 
 export interface StartOptions {
@@ -74,16 +74,16 @@ export async function startServers(options: StartOptions): Promise<RunningServer
   const serve = app.callback();
   const handle = countingAnswers(serve);
   const settings = limits(options.timeouts ?? DEFAULT_TIMEOUTS);
-  const https = createHttpsServer({ cert: tls.cert, key: tls.key, ...settings }, handle);
+  // The handshake comes before the headers and is held to their deadline, not to Node's 120 s.
+  const https = createHttpsServer({ cert: tls.cert, key: tls.key, handshakeTimeout: settings.headersTimeout, ...settings }, handle);
   applyTimeouts(https, settings);
+  https.on('secureConnection', (socket: Socket) => secured.add(socket));
   https.on('clientError', clientErrorHandler(logger, true, currency));
   https.on('connect', connectHandler(logger, true, currency));
   // An Expect other than 100-continue would get Node's bare 417; RFC 9110 lets a server ignore it,
   // so the request is served like any other (and a bad one gets its envelope).
   https.on('checkExpectation', handle);
   https.on('checkContinue', continueUnlessTooLarge(handle, options.bodyLimitBytes));
-  // A failed handshake (a scanner, a client that distrusts the self-signed cert) is not our error.
-  https.on('tlsClientError', (error: NodeJS.ErrnoException) => logger.debug({ code: error.code ?? null }, 'TLS handshake failed'));
 
   const plain = countingAnswers(plainHttpHandler(serve, trustProxy, logger, currency));
   const http = createHttpServer({ ...settings }, plain);
@@ -115,6 +115,9 @@ function applyTimeouts(server: Server, given: ReturnType<typeof limits>): void {
   server.headersTimeout = given.headersTimeout;
   server.requestTimeout = given.requestTimeout;
   server.keepAliveTimeout = given.keepAliveTimeout;
+  // Node drops the headers after the 1,000th without a word (a second X-API-KEY, a
+  // Content-Encoding, an Idempotency-Key among them): the 16 KiB of maxHeaderSize bounds them instead.
+  server.maxHeadersCount = 0;
 }
 
 function listen(server: Server, port: number, host: string | undefined): Promise<void> {

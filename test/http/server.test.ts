@@ -201,4 +201,68 @@ describe('http: bytes a connection carries after a request, and CONNECT', functi
     expect(answers(plain)).to.deep.equal([403]);
     expect(JSON.parse(plain.slice(plain.indexOf('\r\n\r\n') + 4))).to.include({ code: 'HTTPS_REQUIRED' });
   });
+
+  // Node keeps a bounded count of headers and drops the rest without a word: a second key after
+  // the 1,000th header was not seen, and the first one served.
+  it('a second X-API-KEY after 2,500 other headers is still seen: 401, as a repeated key always is', async () => {
+    const filler = 'a:\r\n'.repeat(2500);
+    const request = (second: string) => `GET /functions/me HTTP/1.1\r\nHost: localhost\r\nX-API-KEY: ${supplier}\r\n${filler}${second}Connection: close\r\n\r\n`;
+    expect(answers(await exchange(svc.port, request(''))), 'the filler alone').to.deep.equal([200]);
+    const text = await exchange(svc.port, request(`X-API-KEY: ${supplier}\r\n`));
+    expect(answers(text)).to.deep.equal([401]);
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).to.include({ code: 'UNAUTHORIZED' });
+  });
+});
+
+describe('http: connections whose TLS handshake never completes', function () {
+  this.timeout(30_000);
+  let running: Awaited<ReturnType<typeof startServers>>;
+  const HEADERS_MS = 400;
+  before(async () => {
+    const app = createApp({ authenticate: () => null, postLead: () => Promise.reject(new Error('unused')), logger: createLogger({ level: 'silent' }), currency: () => 'USD' });
+    running = await startServers({
+      app, tls: await testTls(), port: 0, httpPort: 0, host: '127.0.0.1', trustProxy: false, logger: createLogger({ level: 'silent' }), currency: () => 'USD',
+      timeouts: { headersMs: HEADERS_MS, requestMs: 2 * HEADERS_MS },
+    });
+  });
+  after(() => running.close());
+
+  /** A TCP connection to the HTTPS port that sends `bytes` (or nothing): when the service closed it, in ms, and what it wrote back. */
+  const closedAfter = (bytes: string | null) =>
+    new Promise<{ ms: number; received: number }>((resolve, reject) => {
+      const started = performance.now();
+      let received = 0;
+      const socket = plainConnect({ host: '127.0.0.1', port: running.httpsPort }, () => {
+        if (bytes !== null) socket.write(bytes);
+      });
+      socket.on('data', (chunk: Buffer) => (received += chunk.length));
+      socket.on('close', () => resolve({ ms: performance.now() - started, received }));
+      socket.on('error', () => {});
+      setTimeout(() => {
+        socket.destroy();
+        reject(new Error('the service kept a connection with no TLS session open for 10 s'));
+      }, 10_000).unref();
+    });
+
+  // Answered with HTTP bytes before, such a socket waited for ever for a handshake to write them
+  // in: each one a descriptor held for good, and a stop that waited its 10 s for them.
+  it('one that sends nothing is closed at the headers deadline, not kept', async () => {
+    const { ms } = await closedAfter(null);
+    expect(ms).to.be.within(HEADERS_MS - 50, 5_000);
+  });
+
+  it('one that sends plain HTTP to the HTTPS port is closed at once, with no HTTP answer', async () => {
+    const { received } = await closedAfter('GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    expect(received, 'bytes of an HTTP answer').to.be.below(100);
+  });
+
+  it('does not hold up close(): the listeners stop at once with such a connection open', async () => {
+    const socket = plainConnect({ host: '127.0.0.1', port: running.httpsPort });
+    socket.on('error', () => {});
+    await new Promise((resolve) => socket.once('connect', resolve));
+    const started = performance.now();
+    await running.close(5_000);
+    expect(performance.now() - started).to.be.below(4_000);
+    socket.destroy();
+  });
 });
