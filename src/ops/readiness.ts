@@ -17,15 +17,15 @@
 import type { Logger } from 'pino';
 import type { EventStore } from '../event-store/port.js';
 import type { ProjectionStatus } from '../projections/runner.js';
-import type { ReadModelStore } from '../read-models/port.js';
+import type { Lease, ReadModelStore } from '../read-models/port.js';
 import type { LeaseStatus } from '../roles/lease-keeper.js';
-import { leaseOfProjection } from '../roles/projector-leases.js';
+import { PROJECTOR_LEASE, leaseOfProjection } from '../roles/projector-leases.js';
 import { causeChain } from '../error-causes.js';
 import type { FailingRun } from './failure-run.js';
 
 export interface ReadinessDeps {
   readonly events: Pick<EventStore, 'headPosition'>;
-  readonly readModels: Pick<ReadModelStore, 'checkpoint' | 'releaseLease'>;
+  readonly readModels: Pick<ReadModelStore, 'checkpoint' | 'releaseLease' | 'leasesNamed'>;
   /** The data keys of personal data (see DataKeyStore.probe). */
   readonly keyStore: { probe(write: boolean): Promise<void> };
   /** The status of every running projection. */
@@ -204,14 +204,20 @@ export class ReadinessProbe {
       lag_seconds: Math.round(s.lagSeconds * 1000) / 1000,
     }));
     if (items.length === 0) return { ok: false, detail: 'no projection is running', items };
-    const runners = new Map(items.map((item) => [item.projection, this.runner(item.projection)]));
+    const running = this.deps.roles?.running ?? ['api', 'projector', 'delivery'];
+    const rows = running.includes('projector') ? null : await this.projectorLeases();
+    const runners = new Map(items.map((item) => [item.projection, this.runner(item.projection, running, rows)]));
     const kinds = new Set(runners.values());
     // One runner for all (the usual case: one instance, or a projector-less one) is said once.
     const single = kinds.size === 1 ? [...kinds][0]! : null;
     const late = items.filter((item) => item.lag_seconds > this.deps.maxLagSeconds);
     if (late.length > 0) {
-      // Only while another live instance holds a projection's lease is its lag that instance's to answer for.
-      const own = late.some((item) => runners.get(item.projection) !== 'another instance');
+      // Only while another live instance holds a projection's lease is its lag that instance's to
+      // answer for; one that nobody runs is this instance's only if it may run it.
+      const own = late.some((item) => {
+        const runner = runners.get(item.projection);
+        return runner === 'here' || (runner === 'no instance' && running.includes('projector'));
+      });
       const by = single === null || single === 'here' ? '' : `run by ${single}, `;
       const which = late.map((item) => `${item.projection} ${item.lag_seconds} s${single === null ? ` (${runBy(runners.get(item.projection)!)})` : ''}`).join(', ');
       return { ok: !own, detail: `${by}behind by more than ${this.deps.maxLagSeconds} s: ${which}`, items };
@@ -221,14 +227,32 @@ export class ReadinessProbe {
   }
 
   /**
-   * Who runs a projection, as this instance sees it: itself; another instance (one holds the
-   * projection's lease, or this instance has no projector role and cannot tell); or no instance
-   * (this one has the role, and the lease is free or ran out: no live instance renews it).
+   * The projector leases as the store has them, for an instance without the projector role (it
+   * keeps none of them itself); null when the store does not say in time (then it cannot tell).
    */
-  private runner(projection: string): Runner {
+  private async projectorLeases(): Promise<Map<string, Lease> | null> {
+    try {
+      const rows = await within(this.timeoutMs, () => this.deps.readModels.leasesNamed(PROJECTOR_LEASE));
+      return new Map(rows.map((row) => [row.name, row]));
+    } catch (error) {
+      this.deps.logger?.warn({ err: error, check: 'projections' }, 'readiness check could not read the projector leases');
+      return null;
+    }
+  }
+
+  /**
+   * Who runs a projection, as this instance sees it: itself; another instance (one holds the
+   * projection's lease); or no instance (the lease is free or ran out: no live instance renews
+   * it). An instance without the projector role reads the lease's row (`rows`); when it cannot,
+   * it says another instance, as it cannot tell.
+   */
+  private runner(projection: string, running: readonly string[], rows: Map<string, Lease> | null): Runner {
     if (this.deps.projectionsHere?.(projection) ?? true) return 'here';
-    const running = this.deps.roles?.running ?? ['api', 'projector', 'delivery'];
-    if (!running.includes('projector')) return 'another instance';
+    if (!running.includes('projector')) {
+      if (rows === null) return 'another instance';
+      const row = rows.get(leaseOfProjection(projection) ?? '');
+      return row !== undefined && row.expiresAt > Date.now() ? 'another instance' : 'no instance';
+    }
     const lease = this.deps.roles?.leases().find((l) => l.lease === leaseOfProjection(projection));
     if (!lease) return 'another instance';
     // Held, its projection starting: this instance's to answer for.

@@ -108,7 +108,9 @@ describe('health and readiness', function () {
 
   describe('ReadinessProbe', function () {
     const store = { headPosition: async () => ({ commit: 1, prepare: 1 }) };
-    const readModels = { checkpoint: async () => null, releaseLease: async () => {} };
+    /** The projector leases' rows an instance without the projector role reads. */
+    let projectorRows: Lease[] = [];
+    const readModels = { checkpoint: async () => null, releaseLease: async () => {}, leasesNamed: async () => projectorRows };
     const keyStore = { probe: async () => {} };
     const lagging = [status('leads', 0), status('reports', 42.5)];
     /** The projector role, every projection's lease as `lease` says. */
@@ -182,9 +184,21 @@ describe('health and readiness', function () {
         shuttingDown: () => false,
       });
       expect((await caughtUp.check()).checks.projections).to.include({ ok: true, detail: 'run by no instance, within 30 s' });
-      // Without the projector role (an api instance) the lag stays informational, lease or not.
+      // Without the projector role (an api instance) the lag stays informational, lease or not: its
+      // posts do not wait for the read models. It reads the leases' rows to say who runs them.
       const api = new ReadinessProbe({ keyStore, events: store, readModels, projections: async () => lagging, projectionsHere: () => false, roles: { running: ['api'], leases: () => [] }, maxLagSeconds: 30, shuttingDown: () => false });
-      expect((await api.check()).checks.projections).to.include({ ok: true, detail: 'run by another instance, behind by more than 30 s: reports 42.5 s' });
+      const rows = (expiresAt: number) => Object.values(LEASE).map((name) => ({ name, holder: 'host:42:abcdef', token: 1, expiresAt }));
+      try {
+        projectorRows = rows(Date.now() + 3_000);
+        expect((await api.check()).checks.projections).to.include({ ok: true, detail: 'run by another instance, behind by more than 30 s: reports 42.5 s' });
+        // The projector killed: its leases ran out, and no instance runs the projections.
+        projectorRows = rows(Date.now() - 1);
+        expect((await api.check()).checks.projections).to.include({ ok: true, detail: 'run by no instance, behind by more than 30 s: reports 42.5 s' });
+        projectorRows = [];
+        expect((await api.check()).checks.projections).to.include({ ok: true, detail: 'run by no instance, behind by more than 30 s: reports 42.5 s' });
+      } finally {
+        projectorRows = [];
+      }
     });
 
     it('each projection is answered for by where its lease is: run here, by another live instance, or free (its lag then this instance\'s)', async function () {
@@ -270,6 +284,7 @@ describe('health and readiness', function () {
     it('a process that keeps leases needs the read-model store to take a write; an api process only to answer a read', async function () {
       const asked: string[] = [];
       const refusing = {
+        leasesNamed: async () => [],
         checkpoint: async () => (asked.push('read'), null),
         releaseLease: async () => {
           asked.push('write');
@@ -310,7 +325,7 @@ describe('health and readiness', function () {
     it('says what a store that answers with an error has, from its code: a read-only or full disk is not "unreachable"', async function () {
       const failing = (code: string) => {
         const cause = new Database.SqliteError('attempt to write a readonly database', code);
-        return { checkpoint: async () => null, releaseLease: () => Promise.reject(new ReadModelUnavailableError(`the read-model store failed: ${cause.message}`, { cause })) };
+        return { checkpoint: async () => null, leasesNamed: async () => [], releaseLease: () => Promise.reject(new ReadModelUnavailableError(`the read-model store failed: ${cause.message}`, { cause })) };
       };
       const detail = async (code: string) =>
         (await new ReadinessProbe({ keyStore, events: store, readModels: failing(code), projections: async () => [status('leads', 0)], roles: projectorRole({ held: true, holder: 'me:1:a' }), maxLagSeconds: 30, shuttingDown: () => false }).check())
