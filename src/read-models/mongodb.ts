@@ -7,7 +7,9 @@ import {
   type Document,
   MongoBulkWriteError,
   MongoClient,
+  MongoError,
   MongoServerError,
+  MongoWriteConcernError,
   ReadPreference,
   type TransactionOptions,
   WriteConcern,
@@ -75,17 +77,22 @@ const LEASES = 'rm_leases';
 const DEFAULT_PRIMARY_WAIT_MS = 30_000;
 /** Documents per batch while walking the first key field: bounds what one getMore brings into memory. */
 const LEADING_BATCH = 1000;
+/** How long a commit may take, the wait for its majority included (see inTransaction). */
+const DEFAULT_COMMIT_WITHIN_MS = 10_000;
+
 /**
  * Stated for every commit rather than taken from MONGODB_URL: a read preference other than primary
  * there would make each read in a transaction fail, and no retry could mend that. A commit is
- * majority-committed, and gives up on a majority it waits 10 s for: the projection then tries the
- * commit again later instead of waiting forever.
+ * majority-committed, and gives up on a majority it waits `withinMs` for: the projection then
+ * tries the commit again later instead of waiting forever.
  */
-const COMMIT_TRANSACTION: TransactionOptions = {
+const commitTransaction = (withinMs: number): TransactionOptions => ({
   readPreference: ReadPreference.primary,
   readConcern: { level: 'majority' },
-  writeConcern: new WriteConcern('majority', 10_000),
-};
+  writeConcern: new WriteConcern('majority', withinMs),
+});
+
+const labelled = (error: unknown, label: string): boolean => error instanceof MongoError && error.hasErrorLabel(label);
 
 /**
  * For reads of leases and checkpoints outside a transaction, whatever MONGODB_URL prefers: a
@@ -114,6 +121,8 @@ export interface MongoReadModelOptions {
    * initiated or still electing one) before it fails; 30 s when not given.
    */
   readonly primaryWaitMs?: number;
+  /** How long a commit may take, its majority's wait included, before it fails as unavailable; 10 s when not given. */
+  readonly commitWithinMs?: number;
 }
 
 /**
@@ -133,6 +142,7 @@ export class MongoReadModelStore implements ReadModelStore {
     private readonly db: Db,
     /** Whether commits run in a transaction. */
     readonly transactional: boolean,
+    private readonly commitWithinMs: number = DEFAULT_COMMIT_WITHIN_MS,
   ) {}
 
   static connect(url: string, options: MongoReadModelOptions = {}): Promise<MongoReadModelStore> {
@@ -148,7 +158,7 @@ export class MongoReadModelStore implements ReadModelStore {
     try {
       const hello = await waitForWritablePrimary(client, hostsOfUrl(url), options.primaryWaitMs ?? DEFAULT_PRIMARY_WAIT_MS);
       const transactional = typeof hello.setName === 'string' || hello.msg === 'isdbgrid';
-      return new MongoReadModelStore(client, client.db(options.dbName ?? databaseNameFromUrl(url) ?? 'leadpost'), transactional);
+      return new MongoReadModelStore(client, client.db(options.dbName ?? databaseNameFromUrl(url) ?? 'leadpost'), transactional, options.commitWithinMs);
     } catch (error) {
       await client.close().catch(() => {});
       throw translate(error);
@@ -175,14 +185,49 @@ export class MongoReadModelStore implements ReadModelStore {
         // only, so the holder's own renewal never waits behind a long commit (and times out). A
         // takeover after the transaction began still conflicts with that write, and the retry then
         // finds the lease lost; a LeaseLostError aborts the transaction with everything it wrote.
-        await session.withTransaction(async (s) => {
+        await this.inTransaction(session, async (s) => {
           await this.apply(projection, checkpoint, writes, s);
           if (fence) await this.checkFence(fence, s);
-        }, COMMIT_TRANSACTION);
+        });
       } finally {
         await session.endSession();
       }
     });
+  }
+
+  /**
+   * Runs `body` in a transaction and commits it, within `commitWithinMs`. The driver's own
+   * `withTransaction` commits again after a majority it waited for in vain, and again, for 120 s:
+   * a projection would sit out a lost majority for two minutes before it could try again. Here a
+   * transient error runs the transaction again and a commit whose outcome is unknown is tried
+   * again, both only while within the bound; a majority not reached is not waited for twice. Past
+   * that the error goes to the caller, unavailable: the projection commits again later, and each
+   * write's position guard makes a commit that did land after all change nothing then.
+   */
+  private async inTransaction(session: ClientSession, body: (session: ClientSession) => Promise<void>): Promise<void> {
+    const until = Date.now() + this.commitWithinMs;
+    const options = commitTransaction(this.commitWithinMs);
+    for (;;) {
+      session.startTransaction(options);
+      try {
+        await body(session);
+      } catch (error) {
+        if (session.inTransaction()) await session.abortTransaction().catch(() => {});
+        if (labelled(error, 'TransientTransactionError') && Date.now() < until) continue;
+        throw error;
+      }
+      for (;;) {
+        try {
+          await session.commitTransaction();
+          return;
+        } catch (error) {
+          const again = Date.now() < until;
+          if (again && labelled(error, 'UnknownTransactionCommitResult') && !(error instanceof MongoWriteConcernError)) continue;
+          if (again && labelled(error, 'TransientTransactionError')) break;
+          throw error;
+        }
+      }
+    }
   }
 
   acquireLease(name: string, holder: string, ttlMs: number): Promise<Lease> {

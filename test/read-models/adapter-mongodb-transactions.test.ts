@@ -4,7 +4,9 @@
 import { expect } from 'chai';
 import { MongoClient, type TransactionOptions } from 'mongodb';
 import { MongoReadModelStore } from '../../src/read-models/mongodb.js';
+import { ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { scriptedClient } from './scripted-mongo.js';
+import { type WireMongod, startWireMongod } from './wire-mongod.js';
 
 const URL = 'mongodb://db1.example:27017,db2.example:27017/leadpost?replicaSet=rs0&readPreference=secondaryPreferred&w=1';
 
@@ -15,11 +17,11 @@ async function transactionOptionsOfACommit(): Promise<Array<TransactionOptions |
   const startSession = scripted.client.startSession.bind(scripted.client);
   scripted.client.startSession = (() => {
     const session = startSession();
-    const run = session.withTransaction.bind(session);
-    session.withTransaction = ((body: never, options?: TransactionOptions) => {
+    const start = session.startTransaction.bind(session);
+    session.startTransaction = ((options?: TransactionOptions) => {
       seen.push(options);
-      return run(body);
-    }) as typeof session.withTransaction;
+      start(options);
+    }) as typeof session.startTransaction;
     return session;
   }) as typeof scripted.client.startSession;
   const store = await MongoReadModelStore.open(scripted.client, URL);
@@ -55,6 +57,33 @@ describe('MongoDB read-model store: a commit in a transaction', function () {
       await session.endSession();
       await client.close();
     }
+  });
+});
+
+describe('MongoDB read-model store: a commit whose majority is not reached', function () {
+  // The driver's own withTransaction would commit again, 10 s at a time, for 120 s: held to this
+  // mocha timeout, such a commit fails the test.
+  this.timeout(10_000);
+  let mongod: WireMongod;
+  let store: MongoReadModelStore | undefined;
+  before(async () => (mongod = await startWireMongod()));
+  after(async () => {
+    await store?.close();
+    await mongod.close();
+  });
+
+  it('fails as unavailable after waiting for it once, within the commit bound, with the real driver', async function () {
+    store = await MongoReadModelStore.connect(`mongodb://127.0.0.1:${mongod.port}/leadpost?directConnection=true`, { commitWithinMs: 300 });
+    expect(store.transactional).to.equal(true);
+    const at = { commit: 1, prepare: 1 };
+    const started = Date.now();
+    const failure = await store.commit('leads', at, [{ op: 'set', collection: 'leads', id: 'lead-1', position: at, set: { status: 'sold' } }]).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failure).to.be.instanceOf(ReadModelUnavailableError);
+    expect(mongod.commits).to.deep.equal([{ w: 'majority', wtimeout: 300 }]);
+    expect(Date.now() - started).to.be.below(5_000);
   });
 });
 

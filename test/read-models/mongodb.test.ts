@@ -262,9 +262,10 @@ describe('MongoDB read-model store: translations', function () {
 describe('MongoDB read-model store: through the driver', function () {
   const at = (commit: number, prepare = commit) => ({ commit, prepare });
   const URL = 'mongodb://leadpost:s3cret@db1.example:27017,db2.example:27017/leadpost?replicaSet=rs0';
-  const open = (script?: Script, options: { primaryWaitMs?: number } = {}) => {
+  // A commit that keeps failing is tried again for commitWithinMs: 200 ms here, not 10 s.
+  const open = (script?: Script, options: { primaryWaitMs?: number; commitWithinMs?: number } = {}) => {
     const scripted = scriptedClient(script);
-    return { ...scripted, store: MongoReadModelStore.open(scripted.client, URL, options) };
+    return { ...scripted, store: MongoReadModelStore.open(scripted.client, URL, { commitWithinMs: 200, ...options }) };
   };
   const serverError = (code: number, codeName: string, errmsg: string, errorLabels?: string[]) =>
     new MongoServerError({ ok: 0, code, codeName, errmsg, ...(errorLabels ? { errorLabels } : {}) });
@@ -298,7 +299,7 @@ describe('MongoDB read-model store: through the driver', function () {
       expect(of('hello')).to.have.length(3);
       expect(opened.transactional).to.equal(true);
       await opened.commit('p', at(1), [{ op: 'set', collection: 'a', id: 'x', position: at(1), set: { v: 1 } }]);
-      expect(of('withTransaction')).to.have.length(1);
+      expect(of('commitTransaction')).to.have.length(1);
     });
 
     it('a server not reachable yet is waited for too', async function () {
@@ -414,9 +415,24 @@ describe('MongoDB read-model store: through the driver', function () {
 
     it('the labels the driver leaves on a transaction that could not commit', async function () {
       const conflict = serverError(112, 'WriteConflict', 'Write conflict during plan execution', ['TransientTransactionError']);
-      await unavailableFrom((call) => call.method === 'withTransaction', conflict, commit);
+      await unavailableFrom((call) => call.method === 'commitTransaction', conflict, commit);
       const unknown = serverError(50, 'MaxTimeMSExpired', 'operation exceeded time limit', ['UnknownTransactionCommitResult']);
-      await unavailableFrom((call) => call.method === 'withTransaction', unknown, commit);
+      await unavailableFrom((call) => call.method === 'commitTransaction', unknown, commit);
+    });
+
+    it('a transaction a write conflict aborted runs again, and one whose commit came to an unknown end commits again, within the bound', async function () {
+      const conflict = serverError(112, 'WriteConflict', 'Write conflict during plan execution', ['TransientTransactionError']);
+      const unknown = serverError(50, 'MaxTimeMSExpired', 'operation exceeded time limit', ['UnknownTransactionCommitResult']);
+      const answers: Error[] = [conflict, unknown];
+      const { store, of } = open((call) => {
+        const next = call.method === 'commitTransaction' ? answers.shift() : undefined;
+        if (next) throw next;
+        return undefined;
+      });
+      await commit(await store);
+      expect(of('startTransaction')).to.have.length(2);
+      expect(of('commitTransaction')).to.have.length(3);
+      expect(of('bulkWrite')).to.have.length(2);
     });
 
     it('a bad query or write stays what it is', async function () {
@@ -512,12 +528,13 @@ describe('MongoDB read-model store: through the driver', function () {
         'create rm_a',
         'create rm_b',
         'startSession',
-        'withTransaction',
+        'startTransaction',
         'find',
         'find',
         'bulkWrite',
         'bulkWrite',
         'updateOne',
+        'commitTransaction',
         'endSession',
       ]);
       for (const call of [...of('find'), ...of('bulkWrite')]) expect((call.args[1] as { session?: unknown }).session, call.method).to.be.an('object');
@@ -586,12 +603,14 @@ describe('MongoDB read-model store: through the driver', function () {
       expect(fenced!.args[2]).to.have.property('session');
       // Last in the transaction: the lease is locked only from there to the commit, never behind the writes.
       const order = calls.slice(from).map((c) => (c.collection ? `${c.method} ${c.collection}` : c.method));
-      expect(order.slice(order.indexOf('withTransaction'))).to.deep.equal(['withTransaction', 'find rm_a', 'bulkWrite rm_a', 'updateOne rm_checkpoints', 'updateOne rm_leases', 'endSession']);
+      expect(order.slice(order.indexOf('startTransaction'))).to.deep.equal(['startTransaction', 'find rm_a', 'bulkWrite rm_a', 'updateOne rm_checkpoints', 'updateOne rm_leases', 'commitTransaction', 'endSession']);
       held = false;
-      // Thrown inside withTransaction, which aborts the transaction and with it the writes made before.
+      // Thrown inside the transaction, which is aborted, and with it the writes made before.
       const lost = await rejection(opened.commit('p', at(2), [{ op: 'set', collection: 'a', id: 'x', position: at(2), set: { v: 2 } }], fence));
       expect(lost).to.be.instanceOf(LeaseLostError);
-      expect(of('withTransaction')).to.have.length(2);
+      expect(of('startTransaction')).to.have.length(2);
+      expect(of('abortTransaction')).to.have.length(1);
+      expect(of('commitTransaction')).to.have.length(1);
     });
 
     it('without transactions the fence is read just before the writes', async function () {

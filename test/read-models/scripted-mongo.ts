@@ -6,7 +6,7 @@ import type { Document, MongoClient } from 'mongodb';
 // adapter makes exist.
 
 export interface Call {
-  /** `connect`, `hello`, `createCollection`, `find`, `findOne`, `bulkWrite`, `updateOne`, `startSession`, `withTransaction`… */
+  /** `connect`, `hello`, `createCollection`, `find`, `findOne`, `bulkWrite`, `updateOne`, `startSession`, `startTransaction`, `commitTransaction`… */
   readonly method: string;
   /** The collection, for calls on one. */
   readonly collection?: string;
@@ -81,10 +81,20 @@ export function scriptedClient(script: Script = () => undefined): { client: Mong
     db,
     startSession: () => {
       call('startSession', undefined, []);
+      let open = false;
       const session = {
-        withTransaction: async (body: (s: unknown) => Promise<unknown>) => {
-          await answer('withTransaction', undefined, []);
-          return body(session);
+        startTransaction: (options?: unknown) => {
+          call('startTransaction', undefined, [options]);
+          open = true;
+        },
+        inTransaction: () => open,
+        commitTransaction: async () => {
+          open = false;
+          await answer('commitTransaction', undefined, []);
+        },
+        abortTransaction: async () => {
+          open = false;
+          await answer('abortTransaction', undefined, []);
         },
         endSession: () => answer('endSession', undefined, []),
       };
