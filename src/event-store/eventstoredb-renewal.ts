@@ -10,6 +10,11 @@
 //   discovery that gave up) stays kept, rejected, and every later append fails with it.
 // - A gRPC channel that stops answering without an UNAVAILABLE (every call past its deadline) is
 //   never closed by the client either, for the same reason.
+// - It gives reads, subscriptions and the batch-append stream no deadline at all (Infinity, which
+//   a caller's own `deadline` does not override), and the server-features fetch none either: a
+//   server, or a proxy, that takes a call and never answers leaves it pending for good. So each
+//   request the adapter makes of the client is held to a deadline of its own (`ask`), and one
+//   that runs past it fails, and counts, as any other failure.
 // So a run of failures of one kind of call, with no success of that kind in between, makes a new
 // client. The old one is retired rather than disposed of at once: disposing cancels every call in
 // flight on it, so the calls already sent keep it for up to 10 s, then it is disposed of and a call
@@ -27,14 +32,77 @@ export type CallKind = 'append' | 'read';
  */
 const RENEW_AFTER_FAILURES = 5;
 /**
+ * How long a request of the client may go unanswered before the adapter gives up on it: the 10 s
+ * the client gives its unary calls by default (`defaultDeadline`), which it sets aside for reads
+ * and batch appends.
+ */
+export const CALL_DEADLINE_MS = 10_000;
+/**
  * How long a run must have lasted too, so that a burst of posts failing together in one bad second
- * is not taken for a stuck client. The client's own deadline for a call is 10 s.
+ * is not taken for a stuck client. A request's deadline is as long.
  */
 const RENEW_AFTER_MS = 10_000;
 /** A new client that fails the same way (the server itself is at fault) is not replaced more often than this. */
 const RENEW_AT_MOST_EVERY_MS = 60_000;
 /** How long a replaced client is kept for the calls already sent on it; close waits as long for appends. */
 export const RETIRED_CLIENT_WAIT_MS = 10_000;
+
+/**
+ * A request of the client, held to the call's deadline: its outcome when it has one in time, else
+ * the call's `expired` error, once `cancel` (when given) has ended the request in the client. A
+ * late answer then settles nothing.
+ */
+export type Ask = <R>(request: Promise<R>, cancel?: () => void) => Promise<R>;
+
+/** How long each request of a call may take, and what one past it fails with. */
+interface Deadline {
+  readonly ms: number;
+  readonly expired: (kind: CallKind) => unknown;
+}
+
+/** The request is given up on whatever its cancellation does. */
+function cancelQuietly(cancel: (() => void) | undefined): void {
+  try {
+    cancel?.();
+  } catch {
+    // Given up on all the same.
+  }
+}
+
+/** `request`, failed with `expired()` once it has run `ms` without an answer; the timer goes when it settles or `ended` aborts. */
+function answerWithin<R>(request: Promise<R>, ms: number, expired: () => unknown, ended: AbortSignal, cancel: (() => void) | undefined): Promise<R> {
+  return new Promise<R>((resolve, reject) => {
+    if (ended.aborted) {
+      // Asked by a call that already ended (a read its disposed client ended as if complete, going
+      // on to its next page): nothing waits for the answer, and no timer may outlive the call.
+      request.catch(() => {});
+      reject(expired());
+      cancelQuietly(cancel);
+      return;
+    }
+    const settle = () => {
+      clearTimeout(timer);
+      ended.removeEventListener('abort', settle);
+    };
+    const timer = setTimeout(() => {
+      settle();
+      reject(expired());
+      cancelQuietly(cancel);
+    }, ms);
+    // The call ended without this request's answer (its client was disposed of): nothing waits for it any more.
+    ended.addEventListener('abort', settle);
+    request.then(
+      (value) => {
+        settle();
+        resolve(value);
+      },
+      (error: unknown) => {
+        settle();
+        reject(error);
+      },
+    );
+  });
+}
 
 /** One client and the calls running on it. */
 export class ClientInUse {
@@ -46,17 +114,36 @@ export class ClientInUse {
   /** Its disposal began: a read still running was cut short (the client ends it as if complete). */
   disposing = false;
 
-  constructor(readonly client: EventStoreDBClient) {}
+  readonly #deadline: Deadline;
 
-  /** Runs `call` on this client; a call still running after the disposal fails with `abandon`'s error. */
-  async run<T>(kind: CallKind, call: (inUse: ClientInUse) => Promise<T>): Promise<T> {
+  constructor(
+    readonly client: EventStoreDBClient,
+    deadline: Deadline,
+  ) {
+    this.#deadline = deadline;
+  }
+
+  /**
+   * Runs `call` on this client, each of its requests held to the deadline through `ask`; a call
+   * still running after the disposal fails with `abandon`'s error, and its deadlines go with it.
+   */
+  async run<T>(kind: CallKind, call: (inUse: ClientInUse, ask: Ask) => Promise<T>): Promise<T> {
     this.#running[kind]++;
+    const ended = new AbortController();
+    const { ms, expired } = this.#deadline;
+    const ask: Ask = (request, cancel) => answerWithin(request, ms, () => expired(kind), ended.signal, cancel);
     let abandon: (error: unknown) => void = () => {};
-    const abandoned = new Promise<never>((_resolve, reject) => (abandon = reject));
+    const abandoned = new Promise<never>((_resolve, reject) => {
+      abandon = (error) => {
+        ended.abort();
+        reject(error);
+      };
+    });
     this.#unanswered.set(abandon, kind);
     try {
-      return await Promise.race([call(this), abandoned]);
+      return await Promise.race([call(this, ask), abandoned]);
     } finally {
+      ended.abort();
       this.#unanswered.delete(abandon);
       this.#running[kind]--;
       if (this.#idle && this.#running.append === 0 && (!this.#idleWithReads || this.#running.read === 0)) this.#idle();
@@ -97,6 +184,8 @@ export interface RenewalHooks {
   readonly renewed: (renewal: Renewal) => void;
   /** The error of a call a replaced client left unanswered. */
   readonly unanswered: (kind: CallKind) => unknown;
+  /** The error of a request of the client that had no answer within the deadline; it counts as `counts` says. */
+  readonly expired: (kind: CallKind) => unknown;
 }
 
 interface FailureRun {
@@ -114,10 +203,14 @@ export class RenewableClient {
   readonly #retiring = new Set<Promise<void>>();
   #closed = false;
 
-  constructor(source: EventStoreDBClient | (() => EventStoreDBClient), hooks: RenewalHooks) {
+  readonly #deadline: Deadline;
+
+  /** Each request of the client gets `deadlineMs` for its answer. */
+  constructor(source: EventStoreDBClient | (() => EventStoreDBClient), hooks: RenewalHooks, deadlineMs: number) {
     this.#factory = typeof source === 'function' ? source : undefined;
-    this.#current = new ClientInUse(typeof source === 'function' ? source() : source);
     this.#hooks = hooks;
+    this.#deadline = { ms: deadlineMs, expired: hooks.expired };
+    this.#current = new ClientInUse(typeof source === 'function' ? source() : source, this.#deadline);
   }
 
   /** The client new calls and subscriptions go to. */
@@ -126,7 +219,7 @@ export class RenewableClient {
   }
 
   /** Runs `call` on the current client and counts how it ends, unless the client was replaced or closed meanwhile. */
-  async run<T>(kind: CallKind, call: (inUse: ClientInUse) => Promise<T>): Promise<T> {
+  async run<T>(kind: CallKind, call: (inUse: ClientInUse, ask: Ask) => Promise<T>): Promise<T> {
     const inUse = this.#current;
     let result: T;
     try {
@@ -161,7 +254,7 @@ export class RenewableClient {
       return;
     }
     const old = this.#current;
-    this.#current = new ClientInUse(client);
+    this.#current = new ClientInUse(client, this.#deadline);
     this.#runs.append = this.#runs.read = undefined;
     this.#hooks.renewed({ kind, failures: run.failures, seconds: Math.round((now - run.since) / 100) / 10, cause });
     const retiring = old.dispose(RETIRED_CLIENT_WAIT_MS, true, this.#hooks.unanswered).catch(() => {});

@@ -22,6 +22,11 @@
 // - A failed fetch of the server's features, which every append waits on, is kept for the life of
 //   the client unless the client reconnects on its error: a client stuck so is replaced (see
 //   eventstoredb-renewal.ts).
+// - Reads, subscriptions and the batch-append stream run without a deadline (the client passes
+//   Infinity, over any `deadline` given), and so does the server-features fetch: a server or proxy
+//   that takes a call and never answers leaves it pending for good. Every request here is held to
+//   the adapter's own deadline instead (10 s); a read past it is cancelled, and it fails as
+//   unavailable. An append cannot be cancelled alone (one batch-append stream carries them all).
 import type { Logger } from 'pino';
 import {
   ANY,
@@ -45,6 +50,7 @@ import {
   type ReadAllOptions as ClientReadAllOptions,
   type ReadPosition,
   type RecordedEvent as ClientRecordedEvent,
+  type StreamingRead,
 } from '@eventstore/db-client';
 import { newEventId } from './event-id.js';
 import {
@@ -67,7 +73,7 @@ import {
   expectedRevisionMatches,
 } from './port.js';
 import { notJsonError } from './event-json.js';
-import { type CallKind, type ClientInUse, RETIRED_CLIENT_WAIT_MS, type Renewal, RenewableClient } from './eventstoredb-renewal.js';
+import { type Ask, CALL_DEADLINE_MS, type CallKind, type ClientInUse, RETIRED_CLIENT_WAIT_MS, type Renewal, RenewableClient } from './eventstoredb-renewal.js';
 
 const READ_PAGE = 500;
 const HEAD_PAGE = 100;
@@ -77,7 +83,8 @@ const DEFAULT_SUBSCRIPTION_IDLE_MS = 30_000;
 /**
  * How long close waits for the appends already sent. Not forever: the client's batch append
  * settles an append only on an answer or an error of its gRPC stream, and a stream that ends
- * without either leaves it pending. A client replaced because it looked stuck is kept as long.
+ * without either leaves it pending (their own deadline ends them as soon, unless one longer was
+ * given). A client replaced because it looked stuck is kept as long.
  */
 const CLOSE_APPENDS_WAIT_MS = RETIRED_CLIENT_WAIT_MS;
 // gRPC status codes; @grpc/grpc-js is only a transitive dependency, so it is not imported.
@@ -135,6 +142,11 @@ export type AdapterLogger = Pick<Logger, 'warn'>;
 export interface EventStoreDbOptions {
   /** Where the adapter warns of a subscription it resubscribes and a client it replaces. */
   readonly logger?: AdapterLogger | undefined;
+  /**
+   * How long a request of the client (an append, a read, a page of one) may go unanswered before it
+   * fails as unavailable, counting toward the replacement of a stuck client. 10 s when not given.
+   */
+  readonly callDeadlineMs?: number | undefined;
   /**
    * How long a `$all` subscription waits for the server's next event before it reads the store's
    * head: a head past the last event it delivered means the subscription went silent with events
@@ -194,6 +206,11 @@ function isWrongExpectedVersion(error: unknown): error is { actualVersion: Curre
   return isObject(error) && error.type === ErrorType.WRONG_EXPECTED_VERSION && 'actualVersion' in error;
 }
 
+/** What a request the adapter gave up on fails with, under EventStoreUnavailableError: no answer by its deadline. */
+class NoAnswerError extends Error {
+  override readonly name = 'NoAnswerError';
+}
+
 /** The server's own text of a client error: without the client's or gRPC's prefix. */
 function serverMessage(message: string): string {
   return message.replace(/^Could not recognize /, '').replace(/^\d+ [A-Z_]+: /, '');
@@ -219,8 +236,8 @@ export function isUnavailable(error: unknown): boolean {
  * Whether a call's error may come from a client stuck for good (see eventstoredb-renewal.ts), so
  * that it counts toward replacing the client: not a revision conflict or another answer of the
  * server, not an error the client reconnects on by itself, not one of our own (closed, not JSON).
- * What is left: DEADLINE_EXCEEDED, INTERNAL, UNKNOWN (but a server not ready or busy), a channel
- * shut down, a cluster discovery that gave up.
+ * What is left: DEADLINE_EXCEEDED, a request with no answer by the adapter's deadline, INTERNAL,
+ * UNKNOWN (but a server not ready or busy), a channel shut down, a cluster discovery that gave up.
  */
 export function countsTowardRenewal(error: unknown): boolean {
   if (error instanceof WrongExpectedRevisionError) return false;
@@ -311,6 +328,18 @@ async function collect<T>(source: AsyncIterable<T>): Promise<T[]> {
   return items;
 }
 
+/**
+ * Everything a read of the client yields, held to the deadline: a read past it is cancelled in the
+ * client (its gRPC call) and destroyed here, so that its iteration ends too.
+ */
+function readWithin<T>(ask: Ask, read: AsyncIterable<T>): Promise<T[]> {
+  return ask(collect(read), () => {
+    const streaming = read as Partial<Pick<StreamingRead<T>, 'cancel' | 'destroy'>>;
+    if (typeof streaming.cancel === 'function') streaming.cancel().catch(() => {});
+    if (typeof streaming.destroy === 'function') streaming.destroy();
+  });
+}
+
 /** The embedded store's answer to a call after close, so both adapters refuse it the same way. */
 function closedError(cause?: unknown): EventStoreUnavailableError {
   return new EventStoreUnavailableError('the event store is closed', cause === undefined ? undefined : { cause });
@@ -335,14 +364,27 @@ export class EventStoreDbEventStore implements EventStore {
     this.#subscriptionIdleMs = options.subscriptionIdleMs ?? DEFAULT_SUBSCRIPTION_IDLE_MS;
     // Zero would read the head on every turn of the event loop.
     if (!(this.#subscriptionIdleMs > 0)) throw new RangeError(`subscriptionIdleMs must be positive, not ${this.#subscriptionIdleMs}`);
-    this.#clients = new RenewableClient(client, {
-      counts: countsTowardRenewal,
-      renewed: (renewal) => this.#renewed(renewal),
-      unanswered: (kind) =>
-        kind === 'append'
-          ? new EventStoreUnavailableError('EventStoreDB: the client was replaced before the server answered the append, which may have been written')
-          : new EventStoreUnavailableError('EventStoreDB: the client was replaced before the server answered the read'),
-    });
+    const deadlineMs = options.callDeadlineMs ?? CALL_DEADLINE_MS;
+    if (!(deadlineMs > 0)) throw new RangeError(`callDeadlineMs must be positive, not ${deadlineMs}`);
+    const seconds = `${deadlineMs / 1000} s`;
+    this.#clients = new RenewableClient(
+      client,
+      {
+        counts: countsTowardRenewal,
+        renewed: (renewal) => this.#renewed(renewal),
+        unanswered: (kind) =>
+          kind === 'append'
+            ? new EventStoreUnavailableError('EventStoreDB: the client was replaced before the server answered the append, which may have been written')
+            : new EventStoreUnavailableError('EventStoreDB: the client was replaced before the server answered the read'),
+        expired: (kind) => {
+          const cause = new NoAnswerError(`no answer within ${seconds}`);
+          return kind === 'append'
+            ? new EventStoreUnavailableError(`EventStoreDB: no answer to the append within ${seconds}; it may have been written`, { cause })
+            : new EventStoreUnavailableError(`EventStoreDB: no answer within ${seconds}`, { cause });
+        },
+      },
+      deadlineMs,
+    );
   }
 
   static async connect(connectionString: string, options: EventStoreDbOptions = {}): Promise<EventStoreDbEventStore> {
@@ -357,14 +399,14 @@ export class EventStoreDbEventStore implements EventStore {
     // port's answer (the embedded store's) is the stream's revision as it is, -1 when missing.
     // An expected revision no stream can be at (negative, fractional) is checked the same way, so
     // that it fails as a wrong revision, as in the embedded store, and is never sent (see above).
-    if (proposed.length === 0 || !clientCanSend(expected)) return this.#call((client) => this.#appendNothing(client, streamId, expected));
-    return this.#clients.run('append', ({ client }) => this.#appendEvents(client, streamId, proposed, expected));
+    if (proposed.length === 0 || !clientCanSend(expected)) return this.#call((client, ask) => this.#appendNothing(client, ask, streamId, expected));
+    return this.#clients.run('append', ({ client }, ask) => this.#appendEvents(client, ask, streamId, proposed, expected));
   }
 
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     if (this.#closed) throw closedError();
     if (options.maxCount !== undefined && options.maxCount <= 0) return [];
-    return this.#call(async (client) => {
+    return this.#call(async (client, ask) => {
       try {
         const read = client.readStream(streamId, {
           direction: FORWARDS,
@@ -372,7 +414,7 @@ export class EventStoreDbEventStore implements EventStore {
           maxCount: options.maxCount,
         });
         const events: RecordedEvent[] = [];
-        for await (const resolved of read) if (resolved.event) events.push(toRecordedEvent(resolved.event));
+        for (const resolved of await readWithin(ask, read)) if (resolved.event) events.push(toRecordedEvent(resolved.event));
         return events;
       } catch (error) {
         if (isObject(error) && error.type === ErrorType.STREAM_NOT_FOUND) return [];
@@ -385,13 +427,13 @@ export class EventStoreDbEventStore implements EventStore {
     if (this.#closed) throw closedError();
     const limit = options.maxCount ?? Infinity;
     if (limit <= 0) return [];
-    return this.#call(async (client) => {
+    return this.#call(async (client, ask) => {
       // One more than wanted, because the first event of a page may be the one we start after.
       const pageSize = Math.max(2, Math.min(READ_PAGE, limit + 1));
       const events: RecordedEvent[] = [];
       let after = options.fromPosition ?? START;
       for (;;) {
-        const page = await readAllPage(client, { direction: FORWARDS, fromPosition: toClientReadPosition(after), maxCount: pageSize });
+        const page = await readAllPage(client, ask, { direction: FORWARDS, fromPosition: toClientReadPosition(after), maxCount: pageSize });
         const pageStart = after;
         for (const resolved of page) {
           if (!resolved.event) continue;
@@ -415,7 +457,8 @@ export class EventStoreDbEventStore implements EventStore {
       logger: this.#logger,
       onEnd: () => this.#subscriptions.delete(subscription),
       idleMs: this.#subscriptionIdleMs,
-      head: () => this.#head(this.#clients.client),
+      // Held to the deadline and counted as any read: a head read that never answers would stop the watchdog.
+      head: () => this.headPosition(),
     });
     if (!this.#closed) this.#subscriptions.add(subscription);
     return subscription;
@@ -423,7 +466,7 @@ export class EventStoreDbEventStore implements EventStore {
 
   async headPosition(): Promise<Position> {
     if (this.#closed) throw closedError();
-    return this.#call((client) => this.#head(client));
+    return this.#call((client, ask) => this.#head(client, ask));
   }
 
   /**
@@ -458,11 +501,11 @@ export class EventStoreDbEventStore implements EventStore {
    * ends in the client as if it were complete, so anything still running when disposal began fails
    * instead of returning part of an answer: as closed once the store is, else as unavailable.
    */
-  #call<T>(run: (client: EventStoreDBClient) => Promise<T>): Promise<T> {
-    return this.#clients.run('read', async (inUse: ClientInUse) => {
+  #call<T>(run: (client: EventStoreDBClient, ask: Ask) => Promise<T>): Promise<T> {
+    return this.#clients.run('read', async (inUse: ClientInUse, ask: Ask) => {
       let result: T;
       try {
-        result = await run(inUse.client);
+        result = await run(inUse.client, ask);
       } catch (error) {
         if (inUse.disposing) throw this.#cutShort(error);
         throw translateError(error);
@@ -477,32 +520,35 @@ export class EventStoreDbEventStore implements EventStore {
     return new EventStoreUnavailableError('EventStoreDB: the client was replaced while the read ran', cause === undefined ? undefined : { cause });
   }
 
-  async #appendEvents(client: EventStoreDBClient, streamId: string, proposed: ClientEventData[], expected: ExpectedRevision): Promise<AppendResult> {
+  async #appendEvents(client: EventStoreDBClient, ask: Ask, streamId: string, proposed: ClientEventData[], expected: ExpectedRevision): Promise<AppendResult> {
     try {
-      const result = await client.appendToStream(streamId, proposed, { expectedRevision: toClientExpectedRevision(expected) });
+      // The deadline covers the server-features fetch the client waits on first. Nothing cancels
+      // the append in the client: its batch-append stream carries every append in flight.
+      const result = await ask(client.appendToStream(streamId, proposed, { expectedRevision: toClientExpectedRevision(expected) }));
       // A connection string may set throwOnAppendFailure=false: the client then answers a failed
       // revision check as a result, not an error, and it must not pass for an append.
-      if (result.success === false) throw new WrongExpectedRevisionError(streamId, expected, await this.#lastRevision(client, streamId));
+      if (result.success === false) throw new WrongExpectedRevisionError(streamId, expected, await this.#lastRevision(client, ask, streamId));
       return {
         nextExpectedRevision: Number(result.nextExpectedRevision),
         // Part of the append: close waits for it, so the head read is not cut short.
-        position: result.position ? fromClientPosition(result.position) : await this.#head(client),
+        position: result.position ? fromClientPosition(result.position) : await this.#head(client, ask),
       };
     } catch (error) {
       throw translateError(error, streamId, expected);
     }
   }
 
-  async #appendNothing(client: EventStoreDBClient, streamId: string, expected: ExpectedRevision): Promise<AppendResult> {
-    const actual = await this.#lastRevision(client, streamId);
+  async #appendNothing(client: EventStoreDBClient, ask: Ask, streamId: string, expected: ExpectedRevision): Promise<AppendResult> {
+    const actual = await this.#lastRevision(client, ask, streamId);
     if (!expectedRevisionMatches(expected, actual)) throw new WrongExpectedRevisionError(streamId, expected, actual);
-    return { nextExpectedRevision: actual === 'no_stream' ? -1 : actual, position: await this.#head(client) };
+    return { nextExpectedRevision: actual === 'no_stream' ? -1 : actual, position: await this.#head(client, ask) };
   }
 
   /** The stream's last revision, from one event read backwards. */
-  async #lastRevision(client: EventStoreDBClient, streamId: string): Promise<number | 'no_stream'> {
+  async #lastRevision(client: EventStoreDBClient, ask: Ask, streamId: string): Promise<number | 'no_stream'> {
     try {
-      for await (const resolved of client.readStream(streamId, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
+      const read = client.readStream(streamId, { direction: BACKWARDS, fromRevision: END, maxCount: 1 });
+      for (const resolved of await readWithin(ask, read)) {
         if (resolved.event) return Number(resolved.event.revision);
       }
       return 'no_stream';
@@ -512,12 +558,12 @@ export class EventStoreDbEventStore implements EventStore {
     }
   }
 
-  async #head(client: EventStoreDBClient): Promise<Position> {
+  async #head(client: EventStoreDBClient, ask: Ask): Promise<Position> {
     let from: ReadPosition = END;
     let before: Position | undefined;
     // The tail of `$all` can be system events (stats, scavenges); walk back to the last one readers see.
     for (;;) {
-      const page = await readAllPage(client, { direction: BACKWARDS, fromPosition: from, maxCount: HEAD_PAGE });
+      const page = await readAllPage(client, ask, { direction: BACKWARDS, fromPosition: from, maxCount: HEAD_PAGE });
       let oldest = before;
       for (const resolved of page) {
         if (!resolved.event) continue;
@@ -534,8 +580,8 @@ export class EventStoreDbEventStore implements EventStore {
   }
 }
 
-function readAllPage(client: EventStoreDBClient, options: ClientReadAllOptions): Promise<AllStreamResolvedEvent[]> {
-  return collect(client.readAll(options));
+function readAllPage(client: EventStoreDBClient, ask: Ask, options: ClientReadAllOptions): Promise<AllStreamResolvedEvent[]> {
+  return readWithin(ask, client.readAll(options));
 }
 
 interface SubscriptionContext {

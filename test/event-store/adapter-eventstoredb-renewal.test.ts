@@ -34,6 +34,8 @@ const PROXY_TEXT = 'upstream 10.1.2.3 timed out for consumer jane.doe@example.co
 
 /** A failed gRPC call as grpc-js reports it. */
 const grpcError = (code: number) => Object.assign(new Error(`${code} STATUS: ${PROXY_TEXT}`), { code, details: PROXY_TEXT });
+/** A call past its gRPC deadline, as the client reports it (made from the gRPC error). */
+const pastDeadline = () => new DeadlineExceededError(grpcError(GRPC_DEADLINE_EXCEEDED) as unknown as ConstructorParameters<typeof DeadlineExceededError>[0]);
 
 interface ClientInternals {
   getGRPCClient: (client: unknown, name: string) => Promise<unknown>;
@@ -42,11 +44,11 @@ interface ClientInternals {
 }
 
 /**
- * The real client, its server-features call answered with `answers` in turn (an error code, or
- * null for a server that lists no method). Only the gRPC client under it is replaced; the channel
+ * The real client, its server-features call answered with `answers` in turn (an error code, null
+ * for a server that lists no method, or 'never' for one that takes the call and never answers). Only the gRPC client under it is replaced; the channel
  * is the client's own (never connected), so its reconnection works as it does against a server.
  */
-function clientWithFeatures(answers: Array<number | null>) {
+function clientWithFeatures(answers: Array<number | null | 'never'>) {
   const client = EventStoreDBClient.connectionString('esdb://127.0.0.1:1?tls=false');
   const internals = client as unknown as ClientInternals;
   const fetched = { count: 0 };
@@ -57,6 +59,7 @@ function clientWithFeatures(answers: Array<number | null>) {
       getSupportedMethods(_request: unknown, callback: (error: unknown, methods?: unknown) => void) {
         fetched.count++;
         const answer = answers.length > 1 ? answers.shift() : answers[0];
+        if (answer === 'never') return;
         if (answer === null || answer === undefined) callback(null, { getEventStoreServerVersion: () => '24.10.0', getMethodsList: () => [] });
         else callback(grpcError(answer));
       },
@@ -257,7 +260,7 @@ describe('EventStoreDB adapter: a client stuck on a failure it keeps', function 
 
   it('counts appends only against appends: reads that succeed in between do not hide a stuck append', async function () {
     const server = new FakeServer();
-    const stuck = new FakeClient(server, () => new DeadlineExceededError());
+    const stuck = new FakeClient(server, pastDeadline);
     const factory = factoryOf(stuck, new FakeClient(server));
     const store = new EventStoreDbEventStore(factory);
     for (let i = 0; i < 5; i++) {
@@ -315,7 +318,7 @@ describe('EventStoreDB adapter: a client stuck on a failure it keeps', function 
   it('does not replace it for failures below the threshold: too few, too quick, or broken by a success', async function () {
     const server = new FakeServer();
     const flaky = new FakeClient(server);
-    const failing = (yes: boolean) => (flaky.appendsFail = yes ? () => new DeadlineExceededError() : undefined);
+    const failing = (yes: boolean) => (flaky.appendsFail = yes ? pastDeadline : undefined);
     const factory = factoryOf(flaky, new FakeClient(server));
     const store = new EventStoreDbEventStore(factory);
     const fail = async (count: number, everyMs: number) => {
@@ -374,7 +377,7 @@ describe('EventStoreDB adapter: a client stuck on a failure it keeps', function 
     const store = new EventStoreDbEventStore(factory);
     const sent = store.append('lead-1', lead);
     await until(() => old.appends === 1);
-    old.appendsFail = () => new DeadlineExceededError();
+    old.appendsFail = pastDeadline;
     for (let i = 0; i < 5; i++) {
       await rejection(store.append('lead-1', lead));
       clock.tick(3_000);
@@ -395,9 +398,10 @@ describe('EventStoreDB adapter: a client stuck on a failure it keeps', function 
     const server = new FakeServer();
     const old = new FakeClient(server);
     old.hold = new Promise<void>(() => {});
-    const store = new EventStoreDbEventStore(factoryOf(old, new FakeClient(server)));
+    // A deadline longer than the wait, for the append to be left unanswered rather than past its deadline.
+    const store = new EventStoreDbEventStore(factoryOf(old, new FakeClient(server)), { callDeadlineMs: 60_000 });
     const unanswered = rejection(store.append('lead-1', lead));
-    old.appendsFail = () => new DeadlineExceededError();
+    old.appendsFail = pastDeadline;
     for (let i = 0; i < 5; i++) {
       clock.tick(3_000);
       await rejection(store.append('lead-1', lead));
@@ -417,7 +421,7 @@ describe('EventStoreDB adapter: a client stuck on a failure it keeps', function 
     const server = new FakeServer();
     server.write();
     server.write();
-    const stuck = new FakeClient(server, () => new DeadlineExceededError());
+    const stuck = new FakeClient(server, pastDeadline);
     const healthy = new FakeClient(server);
     const { lines, logger } = warnings();
     const store = new EventStoreDbEventStore(factoryOf(stuck, healthy), { logger });
@@ -448,7 +452,7 @@ describe('EventStoreDB adapter: a client stuck on a failure it keeps', function 
   });
 
   it('never replaces a client it was given as is', async function () {
-    const stuck = new FakeClient(new FakeServer(), () => new DeadlineExceededError());
+    const stuck = new FakeClient(new FakeServer(), pastDeadline);
     const store = new EventStoreDbEventStore(stuck as unknown as EventStoreDBClient);
     for (let i = 0; i < 10; i++) {
       await rejection(store.append('lead-1', lead));
@@ -458,5 +462,82 @@ describe('EventStoreDB adapter: a client stuck on a failure it keeps', function 
     expect(stuck.appends).to.equal(10);
     await store.close();
     expect(stuck.disposed).to.equal(true);
+  });
+});
+
+describe('EventStoreDB adapter: a client whose calls are never answered', function () {
+  /** Short, for the tests to take milliseconds; the run's 10 s are counted on a fake clock. */
+  const DEADLINE_MS = 20;
+  let clock: sinon.SinonFakeTimers;
+  beforeEach(() => (clock = sinon.useFakeTimers({ now: 1_700_000_000_000, toFake: ['Date'] })));
+  afterEach(() => clock.restore());
+
+  it('fails appends waiting on a server-features fetch never answered at the deadline, and replaces the client after five over 10 s', async function () {
+    const stuck = clientWithFeatures(['never']);
+    const healthy = new FakeClient(new FakeServer());
+    const factory = factoryOf(stuck.client, healthy);
+    const { lines, logger } = warnings();
+    const store = new EventStoreDbEventStore(factory, { logger, callDeadlineMs: DEADLINE_MS });
+    for (let i = 0; i < 5; i++) {
+      const error = await rejection(store.append('lead-1', lead));
+      expect(error).to.be.instanceOf(EventStoreUnavailableError);
+      expect(error.message).to.match(/no answer to the append within 0\.02 s; it may have been written/);
+      clock.tick(3_000);
+    }
+    expect(stuck.fetched.count, 'one fetch, never answered, which every append waited on').to.equal(1);
+    expect(factory.callCount).to.equal(2);
+    expect(lines.map((line) => line.details)).to.deep.equal([{ calls: 'appends', failures: 5, seconds: 12, error: { name: 'NoAnswerError' } }]);
+    await until(() => stuck.dispose.called);
+    expect((await store.append('lead-1', lead)).position).to.deep.equal({ commit: 100, prepare: 100 });
+    await store.close();
+    (await stuck.internals.getChannel()).close();
+  });
+
+  it('replaces it after five reads never answered over 10 s: readStream, readAll, headPosition alike', async function () {
+    const server = new FakeServer();
+    const silent = () => ({ async *[Symbol.asyncIterator]() { await new Promise(() => {}); } });
+    const stuck = Object.assign(new FakeClient(server), { readStream: silent, readAll: silent });
+    const healthy = new FakeClient(server);
+    const { lines, logger } = warnings();
+    const store = new EventStoreDbEventStore(factoryOf(stuck, healthy), { logger, callDeadlineMs: DEADLINE_MS });
+    for (const read of [() => store.readStream('lead-1'), () => store.readAll(), () => store.headPosition(), () => store.readStream('lead-2'), () => store.headPosition()]) {
+      expect(await rejection(read())).to.be.instanceOf(EventStoreUnavailableError);
+      clock.tick(3_000);
+    }
+    expect(lines.map((line) => line.details)).to.deep.equal([{ calls: 'reads', failures: 5, seconds: 12, error: { name: 'NoAnswerError' } }]);
+    expect(await store.readStream('lead-1')).to.deep.equal([]);
+    expect(healthy.reads).to.equal(1);
+    await until(() => stuck.disposed);
+    await store.close();
+  });
+
+  it('lets a late answer change nothing: the append stays failed, a late success does not end the run, a late error is not unhandled', async function () {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const server = new FakeServer();
+      const slow = new FakeClient(server);
+      const factory = factoryOf(slow, new FakeClient(server));
+      const store = new EventStoreDbEventStore(factory, { callDeadlineMs: DEADLINE_MS });
+      for (let i = 0; i < 5; i++) {
+        let answer = () => {};
+        slow.hold = new Promise<void>((resolve) => (answer = resolve));
+        // Every other late answer is an error.
+        slow.appendsFail = i % 2 ? pastDeadline : undefined;
+        const error = await rejection(store.append('lead-1', lead));
+        expect(error.message).to.match(/no answer to the append/);
+        answer();
+        await sleep(DEADLINE_MS);
+        clock.tick(3_000);
+      }
+      expect(server.log, 'the late answers were written').to.have.length(3);
+      expect(factory.callCount, 'five failures over 12 s, the late successes notwithstanding').to.equal(2);
+      await sleep(DEADLINE_MS);
+      expect(unhandled).to.deep.equal([]);
+      await store.close();
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
   });
 });

@@ -241,3 +241,116 @@ describe('EventStoreDB adapter: close with an append never answered (fake client
     expect(clock.countTimers()).to.equal(0);
   });
 });
+
+/**
+ * A read the client started and the server never answers: the 6.2.1 client's ReadStream, which
+ * iterates until its gRPC call ends, and can be cancelled (the gRPC call) or destroyed (the stream).
+ */
+function unansweredRead() {
+  let end = () => {};
+  const ended = new Promise<void>((resolve) => (end = resolve));
+  return {
+    cancelled: 0,
+    destroyed: 0,
+    async *[Symbol.asyncIterator](): AsyncGenerator<AllStreamResolvedEvent> {
+      await ended;
+      throw new Error('destroyed');
+    },
+    async cancel() {
+      this.cancelled++;
+    },
+    destroy() {
+      this.destroyed++;
+      end();
+    },
+  };
+}
+
+/** A server (or a proxy whose upstream hangs) that takes every call and never answers it. */
+class SilentCallsServer {
+  appends = 0;
+  readonly reads: Array<ReturnType<typeof unansweredRead>> = [];
+  disposed = false;
+  appendToStream(): Promise<ClientAppendResult> {
+    this.appends++;
+    return new Promise(() => {});
+  }
+  readStream() {
+    const read = unansweredRead();
+    this.reads.push(read);
+    return read;
+  }
+  readAll() {
+    return this.readStream();
+  }
+  async dispose(): Promise<void> {
+    this.disposed = true;
+  }
+}
+
+/** How `promise` settled within `ms`, or 'pending'. */
+async function settledWithin(promise: Promise<unknown>, ms: number): Promise<{ error: unknown; afterMs: number } | 'pending'> {
+  const started = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    promise.then(
+      () => ({ error: undefined, afterMs: Date.now() - started }),
+      (error: unknown) => ({ error, afterMs: Date.now() - started }),
+    ),
+    new Promise<'pending'>((resolve) => (timer = setTimeout(() => resolve('pending'), ms))),
+  ]);
+  clearTimeout(timer);
+  return outcome;
+}
+
+describe('EventStoreDB adapter: a server that takes every call and never answers it (fake client)', function () {
+  const DEADLINE_MS = 50;
+  const lead = [{ type: 'LeadReceived', data: { lead_id: 1 } }];
+
+  it('fails each of append, readStream, readAll, headPosition and an empty append as unavailable at the deadline, the reads cancelled in the client', async function () {
+    const server = new SilentCallsServer();
+    const store = new EventStoreDbEventStore(server as unknown as EventStoreDBClient, { callDeadlineMs: DEADLINE_MS });
+    const calls = {
+      append: store.append('lead-1', lead, { expectedRevision: 'no_stream' }),
+      readStream: store.readStream('lead-1'),
+      readAll: store.readAll({ maxCount: 10 }),
+      headPosition: store.headPosition(),
+      'an empty append (its last-revision read)': store.append('lead-1', [], { expectedRevision: 0 }),
+    };
+    for (const [call, promise] of Object.entries(calls)) {
+      const outcome = await settledWithin(promise, 5_000);
+      expect(outcome, `${call} still pending after 5 s`).not.to.equal('pending');
+      const { error, afterMs } = outcome as { error: Error; afterMs: number };
+      expect(error, call).to.be.instanceOf(EventStoreUnavailableError);
+      expect(isStoreUnavailable(error), call).to.equal(true);
+      expect(error.message, call).to.match(/EventStoreDB: no answer/);
+      expect(afterMs, call).to.be.below(2_000);
+    }
+    expect((await rejection(calls.append)).message).to.match(/no answer to the append within 0\.05 s; it may have been written/);
+    expect(server.appends).to.equal(1);
+    expect(server.reads.map((read) => [read.cancelled, read.destroyed])).to.deep.equal([
+      [1, 1],
+      [1, 1],
+      [1, 1],
+      [1, 1],
+    ]);
+    await store.close();
+    expect(server.disposed).to.equal(true);
+  });
+
+  it('leaves no timer behind when close abandons a call still waiting for its answer', async function () {
+    const clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const server = new SilentCallsServer();
+      const store = new EventStoreDbEventStore(server as unknown as EventStoreDBClient);
+      const reading = rejection(store.readStream('lead-1'));
+      await clock.tickAsync(0);
+      expect(clock.countTimers(), "the read's deadline").to.equal(1);
+      await store.close();
+      expect(await reading).to.be.instanceOf(EventStoreUnavailableError);
+      expect(clock.countTimers()).to.equal(0);
+    } finally {
+      clock.restore();
+    }
+  });
+});
