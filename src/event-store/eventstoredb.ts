@@ -27,6 +27,9 @@
 //   that takes a call and never answers leaves it pending for good. Every request here is held to
 //   the adapter's own deadline instead (10 s); a read past it is cancelled, and it fails as
 //   unavailable. An append cannot be cancelled alone (one batch-append stream carries them all).
+// - A batch append the server could not commit in time is answered in-band (its `Timeout`), and
+//   the client makes that a DeadlineExceededError of its own, from no gRPC error: no code, no
+//   message. A call past its gRPC deadline is one made from the gRPC error (code 4).
 import type { Logger } from 'pino';
 import {
   ANY,
@@ -96,7 +99,9 @@ const RETRYABLE_CODES: ReadonlySet<unknown> = new Set([GRPC_CANCELLED, GRPC_DEAD
 const RETRYABLE_TYPES: ReadonlySet<unknown> = new Set([
   ErrorType.UNAVAILABLE,
   ErrorType.DEADLINE_EXCEEDED,
-  ErrorType.TIMEOUT, // the server's own commit/prepare timeout: the append may be retried with the same ids
+  // gRPC ABORTED. The server's commit timeout of a batch append comes as a DeadlineExceededError
+  // (see isServerCommitTimeout); either way the append may be retried with the same ids.
+  ErrorType.TIMEOUT,
   ErrorType.NOT_LEADER, // the client reconnects to the leader on the next call
   ErrorType.CANCELLED, // the server cancelled the call (shutting down, leader change); the client reconnects
 ]);
@@ -206,6 +211,17 @@ function isWrongExpectedVersion(error: unknown): error is { actualVersion: Curre
   return isObject(error) && error.type === ErrorType.WRONG_EXPECTED_VERSION && 'actualVersion' in error;
 }
 
+/**
+ * The server's in-band answer to a batch append it could not commit (or prepare, or forward) in
+ * time: the client's `unpackToCommandError` makes it `new DeadlineExceededError()`, from nothing,
+ * so it has no gRPC code and no raw error under it. A call that ran past its gRPC deadline is a
+ * DeadlineExceededError made from the gRPC error (`convertToCommandError`), with code 4. The
+ * server was reached and answered, so this is neither a stuck client nor "unreachable".
+ */
+function isServerCommitTimeout(error: unknown): boolean {
+  return isObject(error) && error.type === ErrorType.DEADLINE_EXCEEDED && error.code === undefined && error._raw === undefined;
+}
+
 /** What a request the adapter gave up on fails with, under EventStoreUnavailableError: no answer by its deadline. */
 class NoAnswerError extends Error {
   override readonly name = 'NoAnswerError';
@@ -235,9 +251,10 @@ export function isUnavailable(error: unknown): boolean {
 /**
  * Whether a call's error may come from a client stuck for good (see eventstoredb-renewal.ts), so
  * that it counts toward replacing the client: not a revision conflict or another answer of the
- * server, not an error the client reconnects on by itself, not one of our own (closed, not JSON).
- * What is left: DEADLINE_EXCEEDED, a request with no answer by the adapter's deadline, INTERNAL,
- * UNKNOWN (but a server not ready or busy), a channel shut down, a cluster discovery that gave up.
+ * server (its commit timeout too), not an error the client reconnects on by itself, not one of our
+ * own (closed, not JSON). What is left: DEADLINE_EXCEEDED of a call, a request with no answer by
+ * the adapter's deadline, INTERNAL, UNKNOWN (but a server not ready or busy), a channel shut down,
+ * a cluster discovery that gave up.
  */
 export function countsTowardRenewal(error: unknown): boolean {
   if (error instanceof WrongExpectedRevisionError) return false;
@@ -245,6 +262,7 @@ export function countsTowardRenewal(error: unknown): boolean {
   if (!isObject(cause)) return false;
   const message = typeof cause.message === 'string' ? cause.message : '';
   if (CLIENT_RECOVERS_TYPES.has(cause.type) || CLIENT_RECOVERS_CODES.has(cause.code) || SERVER_ANSWER_TYPES.has(cause.type)) return false;
+  if (isServerCommitTimeout(cause)) return false;
   if (cause.type === ErrorType.UNKNOWN && SERVER_NOT_READY_MESSAGES.has(serverMessage(message))) return false;
   return !(cause.code === GRPC_RESOURCE_EXHAUSTED && MESSAGE_TOO_LARGE.test(message));
 }
@@ -263,6 +281,9 @@ function errorKind(error: unknown): Record<string, unknown> {
 export function translateError(error: unknown, streamId?: string, expected?: ExpectedRevision): unknown {
   if (streamId !== undefined && expected !== undefined && isWrongExpectedVersion(error)) {
     return new WrongExpectedRevisionError(streamId, expected, toActualRevision(error.actualVersion));
+  }
+  if (isServerCommitTimeout(error)) {
+    return new EventStoreUnavailableError('EventStoreDB: the server timed out committing the append, which may have been written', { cause: error });
   }
   if (isUnavailable(error)) {
     const message = error instanceof Error && error.message ? error.message : 'unreachable';

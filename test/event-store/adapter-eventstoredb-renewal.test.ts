@@ -21,6 +21,7 @@ import {
   type ReadAllOptions,
   type SubscribeToAllOptions,
 } from '@eventstore/db-client';
+import { createRequire } from 'node:module';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import sinon from 'sinon';
 import { type AdapterLogger, EventStoreDbEventStore } from '../../src/event-store/eventstoredb.js';
@@ -34,7 +35,10 @@ const PROXY_TEXT = 'upstream 10.1.2.3 timed out for consumer jane.doe@example.co
 
 /** A failed gRPC call as grpc-js reports it. */
 const grpcError = (code: number) => Object.assign(new Error(`${code} STATUS: ${PROXY_TEXT}`), { code, details: PROXY_TEXT });
-/** A call past its gRPC deadline, as the client reports it (made from the gRPC error). */
+/**
+ * A call past its gRPC deadline, as the client reports it (made from the gRPC error); not the
+ * server's in-band commit timeout, a DeadlineExceededError made from nothing, which never counts.
+ */
 const pastDeadline = () => new DeadlineExceededError(grpcError(GRPC_DEADLINE_EXCEEDED) as unknown as ConstructorParameters<typeof DeadlineExceededError>[0]);
 
 interface ClientInternals {
@@ -465,6 +469,27 @@ describe('EventStoreDB adapter: a client stuck on a failure it keeps', function 
   });
 });
 
+const require = createRequire(import.meta.url);
+const { Status } = require('@eventstore/db-client/generated/status_pb.js') as {
+  Status: new () => { setCode(code: number): void; setMessage(message: string): void; setDetails(details: unknown): void };
+};
+const { Any } = require('google-protobuf/google/protobuf/any_pb.js') as { Any: new () => { pack(bytes: Uint8Array, name: string): void } };
+const { Timeout } = require('@eventstore/db-client/generated/shared_pb.js') as { Timeout: new () => { serializeBinary(): Uint8Array } };
+const { unpackToCommandError } = require('@eventstore/db-client/dist/streams/appendToStream/unpackError.js') as {
+  unpackToCommandError(status: unknown, streamName: string): Error;
+};
+
+/** The server's in-band answer to a batch append it could not commit in time, decoded by the client's own batch-append decoder. */
+function commitTimeout(): Error {
+  const status = new Status();
+  status.setCode(GRPC_DEADLINE_EXCEEDED);
+  status.setMessage('Timeout');
+  const details = new Any();
+  details.pack(new Timeout().serializeBinary(), 'event_store.client.Timeout');
+  status.setDetails(details);
+  return unpackToCommandError(status, 'lead-1');
+}
+
 describe('EventStoreDB adapter: a client whose calls are never answered', function () {
   /** Short, for the tests to take milliseconds; the run's 10 s are counted on a fake clock. */
   const DEADLINE_MS = 20;
@@ -539,5 +564,38 @@ describe('EventStoreDB adapter: a client whose calls are never answered', functi
     } finally {
       process.off('unhandledRejection', onUnhandled);
     }
+  });
+});
+
+describe("EventStoreDB adapter: the server's own commit timeout of a batch append", function () {
+  let clock: sinon.SinonFakeTimers;
+  beforeEach(() => (clock = sinon.useFakeTimers({ now: 1_700_000_000_000, toFake: ['Date'] })));
+  afterEach(() => clock.restore());
+
+  it('is a 503 that says the server timed out committing, never "unreachable", and never replaces the client; a call past its gRPC deadline does', async function () {
+    const timeout = commitTimeout();
+    expect(timeout).to.be.instanceOf(DeadlineExceededError);
+    const factory = factoryOf(new FakeClient(new FakeServer(), commitTimeout), new FakeClient(new FakeServer()));
+    const { lines, logger } = warnings();
+    const store = new EventStoreDbEventStore(factory, { logger });
+    for (let i = 0; i < 12; i++) {
+      const error = await rejection(store.append('lead-1', lead));
+      expect(error).to.be.instanceOf(EventStoreUnavailableError);
+      expect(error.message).to.equal('EventStoreDB: the server timed out committing the append, which may have been written');
+      expect((error as { cause?: unknown }).cause).to.be.instanceOf(DeadlineExceededError);
+      clock.tick(5_000);
+    }
+    expect(factory.callCount).to.equal(1);
+    expect(lines).to.deep.equal([]);
+    await store.close();
+
+    const pastItsDeadline = factoryOf(new FakeClient(new FakeServer(), pastDeadline), new FakeClient(new FakeServer()));
+    const other = new EventStoreDbEventStore(pastItsDeadline);
+    for (let i = 0; i < 5; i++) {
+      await rejection(other.append('lead-1', lead));
+      clock.tick(3_000);
+    }
+    expect(pastItsDeadline.callCount).to.equal(2);
+    await other.close();
   });
 });
