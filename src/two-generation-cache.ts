@@ -20,6 +20,11 @@ export class TwoGenerationCache<K, V> {
     this.young.set(key, value);
   }
 
+  /** How many entries are kept, of both generations (a key set again in the young one counts twice). */
+  get size(): number {
+    return this.young.size + this.old.size;
+  }
+
   /** Forgets every entry. */
   clear(): void {
     this.young = new Map();

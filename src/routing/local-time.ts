@@ -1,4 +1,5 @@
 // Wall-clock time in a buyer's zone. Intl knows every DST rule, so no offset is ever computed here.
+import { TwoGenerationCache } from '../two-generation-cache.js';
 import { WEEKDAYS, type Weekday } from './config-schema.js';
 
 export interface LocalTime {
@@ -10,7 +11,14 @@ export interface LocalTime {
   readonly weekday: Weekday;
 }
 
-const formatters = new Map<string, Intl.DateTimeFormat>();
+/**
+ * The zones asked of lately. Bounded: a report's `tz` comes from its caller, who may spell one zone
+ * in any mix of cases (each spelling its own entry, and a formatter's memory is outside the heap's
+ * limit); the routing file's zones are far fewer than this and stay in.
+ */
+const ZONES_KEPT = 256;
+
+const formatters = new TwoGenerationCache<string, Intl.DateTimeFormat>(ZONES_KEPT);
 
 function formatter(tz: string): Intl.DateTimeFormat {
   let f = formatters.get(tz);
@@ -29,14 +37,18 @@ function formatter(tz: string): Intl.DateTimeFormat {
  * UTC minute is one local minute everywhere and the answer is exact. formatToParts is slow, and
  * every post asks it for each buyer (caps and hours), mostly within the same minute.
  */
-const lastByZone = new Map<string, { minute: number; time: LocalTime }>();
+const lastByZone = new TwoGenerationCache<string, { minute: number; time: LocalTime }>(ZONES_KEPT);
+
+/** How many zones' formatters are kept now (at most twice ZONES_KEPT). */
+export function zonesKept(): number {
+  return formatters.size;
+}
 
 export function localTime(now: Date, tz: string): LocalTime {
   const minute = Math.floor(now.getTime() / 60_000);
   const last = lastByZone.get(tz);
   if (last && last.minute === minute) return last.time;
   const time = computeLocalTime(now, tz);
-  // Bounded by the zones in the routing file (validated names), like the formatter cache above.
   lastByZone.set(tz, { minute, time });
   return time;
 }

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { Hours } from '../../src/routing/load-config.js';
+import { localTime, zonesKept } from '../../src/routing/local-time.js';
 import { capPeriods, isWithinHours } from '../../src/routing/rules.js';
 import { routing } from './fixtures.js';
 
@@ -146,5 +147,18 @@ describe('cap periods', function () {
 
   it('given midnight UTC, when an hour period is computed, then the hour is 00, never 24', function () {
     expect(keys([{ period: 'hour', max: 1 }], '2026-11-22T00:00:00Z')).to.deep.equal(['2026-11-22T00']);
+  });
+});
+
+// A report's `tz` comes from its caller, spelt in any mix of cases: each spelling was a formatter
+// kept for good, its memory outside the heap's limit, so that any key could grow the process
+// without end.
+describe('the zones kept for local times', function () {
+  it('stay bounded however many spellings of a zone are asked for, and each still answers its zone', function () {
+    const now = new Date('2026-11-01T06:30:00Z');
+    const spelt = (i: number) => [...'America/Argentina/ComodRivadavia'].map((c, j) => ((i >> (j % 24)) & 1 ? c.toUpperCase() : c.toLowerCase())).join('');
+    for (let i = 0; i < 2_000; i++) expect(localTime(now, spelt(i)).hour, spelt(i)).to.equal(3);
+    expect(zonesKept()).to.be.at.most(512);
+    expect(localTime(now, LA)).to.include({ day: 31, hour: 23 });
   });
 });
