@@ -10,6 +10,7 @@ import { openEventStore } from '../event-store/index.js';
 import { openPersonalDataKeys } from '../personal-data/index.js';
 import { Projections } from '../projections/index.js';
 import { openReadModelStore } from '../read-models/index.js';
+import { parseInstant } from '../read-models/report.js';
 import { leaseHolderId } from '../roles/lease-keeper.js';
 import { ProjectorLeases } from '../roles/projector-leases.js';
 import { loadRoutingConfig } from '../routing/load-config.js';
@@ -47,8 +48,6 @@ const why = ({ code, subject }: Pick<RedeliveryRefusedError, 'code' | 'subject'>
 
 type Parsed = { leadId: number; reason: string | null; json: boolean } | { buyer: string; since: string; dryRun: boolean; reason: string | null; json: boolean };
 
-const ISO_MOMENT = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$/;
-
 function parse(args: string[]): Parsed | 'help' {
   const { values, positionals } = readArgs(
     args,
@@ -75,9 +74,10 @@ function parse(args: string[]): Parsed | 'help' {
     return { leadId: Number(positionals[0]), reason, json };
   }
   if (buyer === undefined || since === undefined) throw new UsageError('give LEAD_ID, or --buyer with --failed-since');
-  const at = ISO_MOMENT.test(since) ? new Date(since) : null;
-  if (at === null || Number.isNaN(at.getTime())) throw new UsageError('--failed-since must be an ISO 8601 date or time, e.g. 2026-11-21T08:00:00Z');
-  return { buyer, since: at.toISOString(), dryRun: values['dry-run'] === true, reason, json };
+  // Read as the API reads a time: one without an offset is UTC, whatever zone this machine is in.
+  const at = parseInstant(since);
+  if (at === null) throw new UsageError('--failed-since must be an ISO 8601 date or time (UTC unless it gives an offset), e.g. 2026-11-21T08:00:00Z');
+  return { buyer, since: at, dryRun: values['dry-run'] === true, reason, json };
 }
 
 export async function runDeliveriesCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {

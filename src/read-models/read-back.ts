@@ -12,7 +12,7 @@ import { leadCounterField } from '../projections/report-counters.js';
 import { deliveryRowFromEvents } from '../projections/delivery-row.js';
 import type { AggregateOptions, Filter, GroupValue, ReadDoc, ReadModelStore } from './port.js';
 import { deliveryKindOf } from './delivery-kind.js';
-import { GROUP_BY, type GroupBy, PING_COUNTERS, type ReportRow, SUMMED, addDays, daySteps, firstHourOfLocalDay, isCalendarDay, keyOrder, localDay, reportRow } from './report.js';
+import { GROUP_BY, type GroupBy, PING_COUNTERS, type ReportRow, SUMMED, addDays, daySteps, firstHourOfLocalDay, isCalendarDay, keyOrder, localDay, parseInstant, reportRow } from './report.js';
 
 // The queries behind the read-back routes, with their scope rules: a supplier sees
 // its own leads, a buyer the leads it bought, an analyst everything without consumer PII, an admin
@@ -209,20 +209,16 @@ function limitOf(query: Query, errors: FieldError[]): number {
  * their fraction optional). Checked by its form before Date.parse, which also takes what V8's
  * legacy parser guesses at (`2026-11-01 1:00 AM EST`, `… GMT+0600`, a comment in brackets).
  */
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2})?)?$/i;
 
 function instant(query: Query, name: string, errors: FieldError[]): string | undefined {
   const raw = one(query, name, errors);
   if (raw === undefined) return undefined;
-  // A time without an offset is UTC, as a date alone is (Date.parse would take it in the
-  // process's own zone); a fraction is kept to the millisecond a Date holds.
-  const form = ISO_INSTANT.test(raw) ? raw.toUpperCase().replace(/(\.\d{3})\d+/, '$1') : null;
-  const time = form === null ? Number.NaN : Date.parse(form.length > 10 && !/(Z|[+-]\d{2}:\d{2})$/.test(form) ? `${form}Z` : form);
-  if (Number.isNaN(time) || !isCalendarDay(raw.slice(0, 10))) {
+  const at = parseInstant(raw);
+  if (at === null) {
     errors.push({ field: name, code: 'invalid_format', message: `${name} must be an ISO 8601 date or time` });
     return undefined;
   }
-  return new Date(time).toISOString();
+  return at;
 }
 
 function cursorOf(query: Query, errors: FieldError[]): { value: string; id: string } | undefined {

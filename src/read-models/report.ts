@@ -74,6 +74,20 @@ export function isCalendarDay(value: string): boolean {
   return !Number.isNaN(time) && new Date(time).toISOString().startsWith(value);
 }
 
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2})?)?$/i;
+
+/**
+ * An ISO 8601 date or time as the instant it names, in UTC ISO form; null when it is none (a day
+ * that is not on the calendar, as 2026-02-30, too). A time without an offset is UTC, as a date alone
+ * is (Date.parse would take it in the process's own zone); a fraction is kept to the millisecond a
+ * Date holds. The API's `since`/`until` and the CLI's times read the same string the same way.
+ */
+export function parseInstant(raw: string): string | null {
+  const form = ISO_INSTANT.test(raw) ? raw.toUpperCase().replace(/(\.\d{3})\d+/, '$1') : null;
+  const time = form === null ? Number.NaN : Date.parse(form.length > 10 && !/(Z|[+-]\d{2}:\d{2})$/.test(form) ? `${form}Z` : form);
+  return Number.isNaN(time) || !isCalendarDay(raw.slice(0, 10)) ? null : new Date(time).toISOString();
+}
+
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
 

@@ -78,7 +78,8 @@ describe('leadpost help', function () {
         [['consumer', 'ada@example.com'], 'leadpost consumer: unknown command: the one command is show'],
         [['erase', '--email', 'ada@example.com', '--email', 'bob@example.com'], 'leadpost erase: --email is given twice'],
         [['deliveries', 'redeliver', '42', '--reason', 'Call Ada back'], 'leadpost deliveries redeliver: --reason must be a snake_case code of 1–64 lowercase letters, digits and underscores, starting with a letter'],
-        [['deliveries', 'redeliver', '--buyer', 'acme', '--failed-since', 'yesterday'], 'leadpost deliveries redeliver: --failed-since must be an ISO 8601 date or time, e.g. 2026-11-21T08:00:00Z'],
+        [['deliveries', 'redeliver', '--buyer', 'acme', '--failed-since', 'yesterday'], 'leadpost deliveries redeliver: --failed-since must be an ISO 8601 date or time (UTC unless it gives an offset), e.g. 2026-11-21T08:00:00Z'],
+        [['deliveries', 'redeliver', '--buyer', 'acme', '--failed-since', '2026-02-30'], 'leadpost deliveries redeliver: --failed-since must be an ISO 8601 date or time (UTC unless it gives an offset), e.g. 2026-11-21T08:00:00Z'],
         [['deliveries', 'redeliver', '--buyer', 'acme'], 'leadpost deliveries redeliver: give LEAD_ID, or --buyer with --failed-since'],
         [['deliveries', 'resend', '42'], "leadpost deliveries: unknown subcommand 'resend'"],
       ];

@@ -224,6 +224,10 @@ describe('delivery: sending a delivery that failed for good again', function () 
     expect(planned.notices).to.deep.equal([noticeRefused]);
     expect(planned.refused, 'refused as the run would').to.deep.equal([{ lead_id: noticeTaken, code: 'NOT_FAILED', subject: 'notice' }]);
     expect(await ofType(two, 'LeadRedeliveryRequested'), 'a dry run records nothing').to.deep.equal([]);
+    // The same time without its offset, on a machine in another zone: UTC, as the API reads it.
+    const elsewhere = await runChild(['deliveries', 'redeliver', '--buyer', HOOK_BUYER, '--failed-since', since.slice(0, -1), '--dry-run', '--json'], { ...env, TZ: 'America/Los_Angeles' }, { script: BIN });
+    expect(elsewhere.code, elsewhere.stderr).to.equal(0);
+    expect((JSON.parse(elsewhere.lines[0]!) as { redelivered: number[] }).redelivered.sort()).to.deep.equal([two, three].sort());
     expect(await ofType(noticeRefused, 'ErasureNoticeRedeliveryRequested'), 'a dry run records nothing').to.deep.equal([]);
 
     fixed.add(noticeRefused);
