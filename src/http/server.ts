@@ -77,7 +77,27 @@ export async function startServers(options: StartOptions): Promise<RunningServer
   // The handshake comes before the headers and is held to their deadline, not to Node's 120 s.
   const https = createHttpsServer({ cert: tls.cert, key: tls.key, handshakeTimeout: settings.headersTimeout, ...settings }, handle);
   applyTimeouts(https, settings);
-  https.on('secureConnection', (socket: Socket) => secured.add(socket));
+  // Connections still in their TLS handshake, by their peer's address and port: the one thing the
+  // raw socket and the TLS socket made of it share in public. A stop ends them at once: they carry
+  // no request yet, and Node's own closing never reaches them (they are no HTTP connection yet).
+  const handshaking = new Map<string, Socket>();
+  const peer = (socket: Socket) => `${socket.remoteAddress}:${socket.remotePort}`;
+  https.on('connection', (raw: Socket) => {
+    const key = peer(raw);
+    handshaking.set(key, raw);
+    raw.once('close', () => {
+      if (handshaking.get(key) === raw) handshaking.delete(key);
+    });
+  });
+  https.on('secureConnection', (socket: Socket) => {
+    secured.add(socket);
+    handshaking.delete(peer(socket));
+  });
+  const stopHttps = (graceMs: number) => {
+    for (const raw of handshaking.values()) raw.destroy();
+    handshaking.clear();
+    return stop(https, graceMs);
+  };
   https.on('clientError', clientErrorHandler(logger, true, currency));
   https.on('connect', connectHandler(logger, true, currency));
   // An Expect other than 100-continue would get Node's bare 417; RFC 9110 lets a server ignore it,
@@ -98,7 +118,7 @@ export async function startServers(options: StartOptions): Promise<RunningServer
     await listen(https, options.port, options.host);
     await listen(http, options.httpPort, options.host);
   } catch (error) {
-    await Promise.all([stop(https, CLOSE_GRACE_MS), stop(http, CLOSE_GRACE_MS)]);
+    await Promise.all([stopHttps(CLOSE_GRACE_MS), stop(http, CLOSE_GRACE_MS)]);
     throw error;
   }
   let closing: Promise<void> | undefined;
@@ -106,7 +126,7 @@ export async function startServers(options: StartOptions): Promise<RunningServer
     httpsPort: (https.address() as AddressInfo).port,
     httpPort: (http.address() as AddressInfo).port,
     setTls: (next) => https.setSecureContext({ cert: next.cert, key: next.key }),
-    close: (graceMs = CLOSE_GRACE_MS) => (closing ??= Promise.all([stop(https, graceMs), stop(http, graceMs)]).then(() => undefined)),
+    close: (graceMs = CLOSE_GRACE_MS) => (closing ??= Promise.all([stopHttps(graceMs), stop(http, graceMs)]).then(() => undefined)),
   };
 }
 
