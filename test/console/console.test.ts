@@ -1,9 +1,9 @@
 import { expect } from 'chai';
-import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { launchChromium, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, leadWith, testMobile, validLead } from '../support/service.js';
 import { until } from '../support/until.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
@@ -76,8 +76,7 @@ describe('the console in a browser', function () {
     await post('txUnsold', keys.supB, validLead({ accident_state: 'TX', zip: '75001', sid: 'meta' }));
     await post('invalid', keys.supB, validLead({ zip: 'bad', sid: 'meta' }));
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
-    browser = await chromium.launch({ executablePath: CHROMIUM });
-    mkdirSync(SHOTS, { recursive: true });
+    browser = await launchChromium(SHOTS);
   });
   after(async () => {
     await browser?.close();

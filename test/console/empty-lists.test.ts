@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, signedInPage, skipWithoutChromium } from '../support/chromium.js';
+import { type Browser, type Page } from 'playwright-core';
+import { launchChromium, signedInPage, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 
 // A list with nothing in it says so in words, with its heading and filters still there to change
@@ -49,8 +48,7 @@ describe('an empty list in the console', function () {
     const posted = await svc.post(validLead({ sid: 'google' }), { 'x-api-key': keys.supplier });
     expect(posted.body, posted.text).to.include({ code: 'SOLD' });
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
-    browser = await chromium.launch({ executablePath: CHROMIUM });
-    mkdirSync(SHOTS, { recursive: true });
+    browser = await launchChromium(SHOTS);
   });
   after(async () => {
     await browser?.close();

@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, type Page, type Route, chromium } from 'playwright-core';
-import { CHROMIUM, signedInPage, skipWithoutChromium } from '../support/chromium.js';
+import { type Browser, type Page, type Route } from 'playwright-core';
+import { launchChromium, signedInPage, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, leadWith, validLead } from '../support/service.js';
 
 // The console's lists as they meet what the service may do to them: a source or a buyer named as
@@ -59,8 +58,7 @@ describe("the console's lists: long names, a Show that fails, a long range, Ente
     expect((await post('invalid', validLead({ zip: 'bad', sid: 'bing' }))).body.code).to.equal('INVALID');
     expect((await post('invalid2', validLead({ zip: 'bad', email: 'nope', sid: 'bing' }))).body.code).to.equal('INVALID');
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
-    browser = await chromium.launch({ executablePath: CHROMIUM });
-    mkdirSync(SHOTS, { recursive: true });
+    browser = await launchChromium(SHOTS);
   });
   after(async () => {
     await browser?.close();

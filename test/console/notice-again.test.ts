@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { type Browser, chromium } from 'playwright-core';
-import { CHROMIUM, signIn, skipWithoutChromium } from '../support/chromium.js';
+import { type Browser } from 'playwright-core';
+import { launchChromium, signIn, skipWithoutChromium } from '../support/chromium.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 import { DeliveryHarness, HOOK_BUYER, until } from '../delivery/harness.js';
 
@@ -21,7 +21,7 @@ describe("the console: an erased lead's notice that failed for good, sent again"
     endpoint = await BuyerEndpoint.start((request) => (request.body.type === 'lead.erased' && down ? 503 : 200));
     harness = await DeliveryHarness.start(endpoint, { max_attempts: 2 });
     harness.worker();
-    browser = await chromium.launch({ executablePath: CHROMIUM });
+    browser = await launchChromium();
   });
 
   after(async function () {

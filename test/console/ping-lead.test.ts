@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { mkdirSync } from 'node:fs';
-import { type Browser, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { type Browser } from 'playwright-core';
+import { launchChromium, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 
 // A lead posted with a ping, on the console's lead page in a real browser: the summary names the
@@ -24,7 +24,7 @@ describe('the console: a lead posted with a ping', function () {
         buckets: [{ id: 'unsold', default: true }],
       },
     });
-    browser = await chromium.launch({ executablePath: CHROMIUM });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();

@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, signedInPage, skipWithoutChromium } from '../support/chromium.js';
+import { type Browser, type Page } from 'playwright-core';
+import { launchChromium, signedInPage, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 import { until } from '../support/until.js';
 
@@ -50,8 +49,7 @@ describe('the console read by eye, keyboard and screen reader', function () {
     expect((await post('unsold', validLead({ accident_state: 'TX', zip: '75001', sid: 'meta' }))).body.code).to.equal('UNSOLD');
     await post('hooked', validLead({ accident_state: 'FL', zip: '33101', sid: 'meta' }));
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
-    browser = await chromium.launch({ executablePath: CHROMIUM });
-    mkdirSync(SHOTS, { recursive: true });
+    browser = await launchChromium(SHOTS);
   });
   after(async () => {
     await browser?.close();

@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
+import { type Browser, type Page } from 'playwright-core';
+import { launchChromium, signIn, skipWithoutChromium } from '../support/chromium.js';
 import { seedLeads } from '../support/seed-leads.js';
 import { TestService } from '../support/service.js';
 
@@ -43,8 +42,7 @@ describe('a report cut at 10,000 rows: its Total row is of every row, its bars s
       shape: { receivedAt: (n) => new Date(start + (n - FIRST_LEAD)), s1: (n) => s1s[n - FIRST_LEAD]! },
     });
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
-    browser = await chromium.launch({ executablePath: CHROMIUM });
-    mkdirSync(SHOTS, { recursive: true });
+    browser = await launchChromium(SHOTS);
   });
   after(async () => {
     await browser?.close();

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
+import { type Browser, type Page } from 'playwright-core';
+import { launchChromium, signIn, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 
 // The report page as an analyst asks it "which click ids of a source are rejected, and why" and
@@ -122,8 +122,7 @@ describe('the report page grouped by two dimensions, with its sets of columns', 
     await post(validLead({ ping_id: pings[0], sid: 'sid-0', s1: 'click-3' }), 0, 409);
     await post(validLead({ ping_id: pings[2], zip: '98101', accident_state: 'WA', sid: 'sid-2', s1: 'click-4' }), 0, 422);
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
-    browser = await chromium.launch({ executablePath: CHROMIUM });
-    mkdirSync(SHOTS, { recursive: true });
+    browser = await launchChromium(SHOTS);
   });
   after(async () => {
     await browser?.close();

@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
-import { CHROMIUM, skipWithoutChromium, signIn } from '../support/chromium.js';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { launchChromium, signIn, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, validLead } from '../support/service.js';
 
 // The report's table as an analyst reads it on a laptop: a column per metric, a row per click id.
@@ -78,8 +77,7 @@ describe('the report table on a laptop', function () {
       expect(posted.body.ok, posted.text).to.equal(true);
     }
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
-    browser = await chromium.launch({ executablePath: CHROMIUM });
-    mkdirSync(SHOTS, { recursive: true });
+    browser = await launchChromium(SHOTS);
   });
   after(async () => {
     await browser?.close();

@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, type Page, type Request, type Route, chromium } from 'playwright-core';
-import { CHROMIUM, signedInPage, skipWithoutChromium } from '../support/chromium.js';
+import { type Browser, type Page, type Request, type Route } from 'playwright-core';
+import { launchChromium, signedInPage, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, leadWith, testMobile } from '../support/service.js';
 
 // The console pressed twice before the first answer comes: a More double-clicked adds its page
@@ -70,8 +69,7 @@ describe('the console pressed twice while its first request is on its way', func
       expect(reply.status, reply.text).to.equal(201);
     }
     await svc.service.projections.waitFor(await svc.service.store.headPosition());
-    browser = await chromium.launch({ executablePath: CHROMIUM });
-    mkdirSync(SHOTS, { recursive: true });
+    browser = await launchChromium(SHOTS);
   });
   after(async () => {
     await browser?.close();

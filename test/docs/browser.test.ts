@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { type Browser, chromium } from 'playwright-core';
+import { type Browser } from 'playwright-core';
 import { OUTCOMES } from '../../src/http/envelope.js';
-import { CHROMIUM, skipWithoutChromium } from '../support/chromium.js';
+import { launchChromium, skipWithoutChromium } from '../support/chromium.js';
 import { TestService } from '../support/service.js';
 
 // /docs in a real browser against the running service. The page must render from the service
@@ -16,7 +16,7 @@ describe('/docs in a browser', function () {
   before(async function () {
     skipWithoutChromium(this);
     svc = await TestService.start();
-    browser = await chromium.launch({ executablePath: CHROMIUM });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();

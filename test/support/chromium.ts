@@ -1,7 +1,7 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { Context } from 'mocha';
-import type { Browser, Page } from 'playwright-core';
+import { type Browser, type Page, chromium } from 'playwright-core';
 
 // Where the browser tests find Chromium: Debian's package, driven by playwright-core (which
 // downloads no browser of its own). CI installs it (README, .ci/run).
@@ -18,6 +18,13 @@ export function skipWithoutChromium(suite: Context): void {
     console.warn(`      skipped: no Chromium at ${CHROMIUM}; install it (apt-get install chromium) or set CHROMIUM_PATH`);
     suite.skip();
   }
+}
+
+/** Chromium launched for a suite, and `shots` (where it saves its screenshots) made, when given. */
+export async function launchChromium(shots?: string): Promise<Browser> {
+  const browser = await chromium.launch({ executablePath: CHROMIUM });
+  if (shots !== undefined) mkdirSync(shots, { recursive: true });
+  return browser;
 }
 
 /** Signs in to the console at `origin` with `key`, by keyboard, as a user does. */
