@@ -361,3 +361,52 @@ export async function benchPostLeadApiOnly(seconds: number, warmup: number): Pro
     await service.stop();
   }
 }
+
+/** The API process alone, and then what its projector spent catching up on what it took. */
+export interface ApiAloneResult extends LoadResult {
+  /** Leads the projector process made views of per second, from its start to the last lead's view. */
+  readonly catchUpPostsPerSecond: number;
+  /** The projector process's CPU (every thread, its start included) per lead it caught up. */
+  readonly catchUpCpuUsPerPost: number;
+}
+
+/**
+ * An `api`-only process with nothing beside it but the load client: the post path of an API
+ * instance when the projections and the delivery worker run on other machines. Once the load is
+ * over, a `projector,delivery` process starts on the same data dir and catches up on every lead
+ * posted, warm-up included: how many API machines one projector keeps up with.
+ */
+export async function benchPostLeadApiAlone(seconds: number, warmup: number): Promise<ApiAloneResult> {
+  const service = await startBenchService({ roles: 'api' });
+  try {
+    let lastLead = 0;
+    const counter: LoadCounter = {
+      n: 0,
+      onAccepted: (body) => {
+        lastLead = Math.max(lastLead, Number(/"lead_id":(\d+)/.exec(body)?.[1] ?? 0));
+      },
+    };
+    const measured = await load(service.url, { 'x-api-key': service.apiKey }, sellableLead, seconds, warmup, counter, service.pid);
+    if (measured.result.non2xx > 0) console.error(`first non-2xx answer: ${counter.sample}`);
+    const row = loadResult('POST /functions/leads (api-only, alone)', measured, service.pid, []);
+    const leads = counter.n;
+    const readModels = EmbeddedReadModelStore.open(service.dataDir);
+    try {
+      const started = performance.now();
+      const projector = await service.sibling('projector,delivery');
+      const collection = collectionName('leads', versionBuild(leadsProjection));
+      const deadline = Date.now() + 300_000;
+      while (!(await readModels.get(collection, String(lastLead)))) {
+        if (Date.now() > deadline) throw new Error(`the projector did not reach lead ${lastLead} in 300 s`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const elapsed = (performance.now() - started) / 1000;
+      const cpu = cpuSeconds(projector.pid).all;
+      return { ...row, catchUpPostsPerSecond: Math.round(leads / elapsed), catchUpCpuUsPerPost: Math.round((cpu * 1e6) / leads) };
+    } finally {
+      await readModels.close();
+    }
+  } finally {
+    await service.stop();
+  }
+}

@@ -7,7 +7,7 @@ import { benchEventStore } from './event-store.js';
 import { benchMemory } from './memory.js';
 import { profileAreas } from './profile-areas.js';
 import { benchPingStatic, benchPingWebhooks, pingBody } from './ping.js';
-import { type LoadResult, benchBareKoa, benchPostLead, benchPostLeadApiOnly, benchShellOnly } from './post-lead.js';
+import { type ApiAloneResult, type LoadResult, benchBareKoa, benchPostLead, benchPostLeadApiAlone, benchPostLeadApiOnly, benchShellOnly } from './post-lead.js';
 import { benchPostLeadSideBySide } from './post-lead-ab.js';
 import { fileURLToPath } from 'node:url';
 import { benchReplay } from './replay.js';
@@ -53,7 +53,17 @@ const parts: Record<string, () => Promise<void>> = {
     // Each round also runs the service split in two processes: api, and projector plus delivery.
     // And the floor if a sold post's events were one append (the bound of one atomic append per post).
     // And the service's HTTP shell alone, the post answered at once: what the shell costs beside the bare endpoint.
-    const rounds: Array<{ bare: LoadResult; shell: LoadResult; floor: LoadResult; merged: LoadResult; service: LoadResult; apiOnly: LoadResult & { projectorCpuUsPerRequest: number } }> = [];
+    // And an api-only process with its projector on other cores, as on more than one machine: the
+    // post path alone against its floor, then the projector's catch-up on what it took.
+    const rounds: Array<{
+      bare: LoadResult;
+      shell: LoadResult;
+      floor: LoadResult;
+      merged: LoadResult;
+      service: LoadResult;
+      apiOnly: LoadResult & { projectorCpuUsPerRequest: number };
+      apiAlone: ApiAloneResult;
+    }> = [];
     for (let round = 0; round < 2; round++) {
       rounds.push({
         bare: await benchBareKoa(seconds, warmup),
@@ -62,11 +72,12 @@ const parts: Record<string, () => Promise<void>> = {
         merged: await benchBareKoa(seconds, warmup, 'merged'),
         service: await benchPostLead(seconds, warmup),
         apiOnly: await benchPostLeadApiOnly(seconds, warmup),
+        apiAlone: await benchPostLeadApiAlone(seconds, warmup),
       });
     }
-    console.table(rounds.flatMap((r) => [r.bare, r.shell, r.floor, r.merged, r.service, r.apiOnly]));
+    console.table(rounds.flatMap((r) => [r.bare, r.shell, r.floor, r.merged, r.service, r.apiOnly, r.apiAlone]));
     const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-    const ratio = (of: 'shell' | 'floor' | 'merged' | 'service' | 'apiOnly', to: 'bare' | 'floor', field: 'requestsPerSecond' | 'p99Ms' | 'serverCpuUsPerRequest') =>
+    const ratio = (of: 'shell' | 'floor' | 'merged' | 'service' | 'apiOnly' | 'apiAlone', to: 'bare' | 'floor', field: 'requestsPerSecond' | 'p99Ms' | 'serverCpuUsPerRequest') =>
       mean(rounds.map((r) => r[of][field])) / mean(rounds.map((r) => r[to][field]));
     // The post path's targets, each a ratio of means from this run's rounds.
     const targets = [
@@ -80,6 +91,15 @@ const parts: Record<string, () => Promise<void>> = {
       `split in two processes: api process CPU per request / bare ${apiCpu.toFixed(2)}x (target <= 3.00x) ${apiCpu <= 3 ? 'met' : 'not met'}; ` +
         `its projector and delivery process ${Math.round(mean(rounds.map((r) => r.apiOnly.projectorCpuUsPerRequest)))} µs per post; ` +
         `throughput / floor ${ratio('apiOnly', 'floor', 'requestsPerSecond').toFixed(2)}x, p99 / floor ${ratio('apiOnly', 'floor', 'p99Ms').toFixed(2)}x`,
+    );
+    // The post path of one API machine when the projections run on others: the same three ratios.
+    const alone = (field: 'requestsPerSecond' | 'p99Ms') => ratio('apiAlone', 'floor', field);
+    const catchUp = Math.round(mean(rounds.map((r) => r.apiAlone.catchUpPostsPerSecond)));
+    console.log(
+      `the api process alone (its projector on other cores, as on more than one machine): throughput / floor ${alone('requestsPerSecond').toFixed(2)}x ` +
+        `(target >= 0.50x) ${alone('requestsPerSecond') >= 0.5 ? 'met' : 'not met'}, p99 / floor ${alone('p99Ms').toFixed(2)}x (target <= 2.00x) ${alone('p99Ms') <= 2 ? 'met' : 'not met'}, ` +
+        `CPU per request / bare ${ratio('apiAlone', 'bare', 'serverCpuUsPerRequest').toFixed(2)}x; then one projector process caught up at ${catchUp} posts/s ` +
+        `(${Math.round(mean(rounds.map((r) => r.apiAlone.catchUpCpuUsPerPost)))} µs of CPU a post): ${(catchUp / mean(rounds.map((r) => r.apiAlone.requestsPerSecond))).toFixed(1)} such API machines per projector`,
     );
     const floorCpu = ratio('floor', 'bare', 'serverCpuUsPerRequest');
     console.log(
