@@ -140,7 +140,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'Visible to whoever may read the lead (else 404). The consumer fields of `LeadReceived` (names, e-mail, mobile, zip, certificate) only for the supplier that sent it, the buyer that bought it, and admin; ' +
       'an analyst gets `lead` with its routing fields only (accident_state, sid, s1, test). Its `contacts` (keyed hashes of the consumer\'s e-mail and mobile) only for admin. A buyer sees only its own routing candidate, never the other buyers or their prices, and not the supplier\'s key id. ' +
       'Read from the stream itself, so a lead just posted is complete here. ' +
-      'A lead posted with a `ping_id` also has its ping\'s stream in `ping_events` (LeadPinged, PingBidsCollected with every buyer\'s bid, PingPosted); a buyer sees only its own bid there too.',
+      'A lead posted with a `ping_id` also has its ping\'s stream in `ping_events` (LeadPinged, PingBidsCollected with every buyer\'s bid, PingPosted); a buyer sees only its own bid there too, and LeadPinged\'s `zip` (the consumer\'s, as the lead\'s must equal it) goes only to those who see the consumer fields.',
     roles: ['supplier', 'buyer', 'analyst', 'admin'],
     parameters: [LEAD_ID],
     success: {

@@ -90,7 +90,13 @@ interface LeadEventRow {
 const ROUTING_FIELDS = ['accident_state', 'sid', 's1', 'test'] as const;
 
 function withoutConsumer(type: string, data: unknown): unknown {
-  if (type !== 'LeadReceived' || typeof data !== 'object' || data === null) return data;
+  if (typeof data !== 'object' || data === null) return data;
+  // A lead's ZIP must equal its ping's, so the ping's is the consumer's too.
+  if (type === 'LeadPinged') {
+    const { zip: _zip, ...pinged } = data as Record<string, unknown>;
+    return pinged;
+  }
+  if (type !== 'LeadReceived') return data;
   const received = data as { lead?: Record<string, unknown> | null };
   if (!received.lead) return data;
   const lead = received.lead;
@@ -295,12 +301,17 @@ export class ReadBack {
     return Promise.all(recorded.map((event) => this.eventRow(principal, event, pii, view.erased === true)));
   }
 
-  /** The events of the ping a lead was posted with (none: an empty list), for whoever may read the lead. */
+  /**
+   * The events of the ping a lead was posted with (none: an empty list), for whoever may read the
+   * lead; its ZIP, the consumer's, only for those who may see the lead's consumer fields.
+   */
   async leadPingEvents(principal: Principal, leadId: string): Promise<LeadEventRow[]> {
     const recorded = await this.deps.events.readStream(leadStream(Number(leadId)));
     const matched = recorded.find((e) => e.type === 'LeadPingMatched')?.data as { ping_id?: string } | undefined;
-    if (!matched?.ping_id) return [];
-    return Promise.all((await this.deps.events.readStream(pingStream(matched.ping_id))).map((event) => this.eventRow(principal, event, false, false)));
+    const view = leadViewFromEvents(recorded);
+    if (!matched?.ping_id || !view) return [];
+    const pii = seesPii(principal, view);
+    return Promise.all((await this.deps.events.readStream(pingStream(matched.ping_id))).map((event) => this.eventRow(principal, event, pii, false)));
   }
 
   /** One event as the caller may see it; `erased`: the lead's envelope is never opened, even where a key is still cached in memory. */

@@ -254,6 +254,16 @@ describe('ping/post', function () {
     const events = await svc.request('GET', `/functions/leads/${sold.body.lead_id}/events`, { 'x-api-key': supplier });
     expect((events.body.items as Array<{ type: string }>).map((e) => e.type)).to.include('LeadPingMatched');
     expect((events.body.ping_events as Array<{ type: string }>).map((e) => e.type)).to.deep.equal(['LeadPinged', 'PingBidsCollected', 'PingPosted']);
+    // The ping's ZIP is the consumer's (the lead's must equal it): the supplier sees it, an analyst
+    // (who gets only a lead's routing fields) does not, anywhere in the answer.
+    const pingedData = (rows: unknown) => (rows as Array<{ type: string; data: Record<string, unknown> }>).find((e) => e.type === 'LeadPinged')!.data;
+    expect(pingedData(events.body.ping_events)).to.include({ zip: pingBody().zip });
+    const analyst = await svc.key('analyst', 'ana-ping');
+    const asAnalyst = await svc.request('GET', `/functions/leads/${sold.body.lead_id}/events`, { 'x-api-key': analyst });
+    expect(asAnalyst.status).to.equal(200);
+    expect(pingedData(asAnalyst.body.ping_events)).to.not.have.property('zip');
+    expect(pingedData(asAnalyst.body.ping_events)).to.include({ accident_state: pingBody().accident_state });
+    expect(JSON.stringify(asAnalyst.body)).to.not.include('"zip"');
 
     const again = await post(validLead({ ping_id: pingId }));
     expect(again.status, again.text).to.equal(409);
