@@ -49,6 +49,8 @@ export interface DeliveryState {
   readonly round: number;
   /** The last attempt number before this round: the round's budget counts from it. */
   readonly roundStart: number;
+  /** Attempts of this round cut short by this service's stop: not counted in the round's budget. */
+  readonly interrupted: number;
 }
 
 export interface StreamEvent {
@@ -70,6 +72,7 @@ const initialDeliveryState: DeliveryState = {
   returned: false,
   round: 1,
   roundStart: 0,
+  interrupted: 0,
 };
 
 export function foldDelivery(events: readonly StreamEvent[]): DeliveryState {
@@ -97,11 +100,12 @@ function applyEvent(state: DeliveryState, recorded: StreamEvent): DeliveryState 
       return { ...state, cancelled: true };
     case 'LeadDeliveryFailed': {
       const final = event.data.next_attempt_at === null && event.data.cancelled !== true;
-      return { ...state, open: closes(state, event.data.attempt), failedFinally: state.failedFinally || final, nextAttemptAt: event.data.next_attempt_at };
+      const interrupted = state.interrupted + (event.data.interrupted === true ? 1 : 0);
+      return { ...state, open: closes(state, event.data.attempt), failedFinally: state.failedFinally || final, nextAttemptAt: event.data.next_attempt_at, interrupted };
     }
     case 'LeadRedeliveryRequested': {
       const { round, attempts, requested_at } = event.data;
-      return { ...state, failedFinally: false, nextAttemptAt: requested_at, round, roundStart: attempts };
+      return { ...state, failedFinally: false, nextAttemptAt: requested_at, round, roundStart: attempts, interrupted: 0 };
     }
     case 'LeadReturned':
       return { ...state, returned: true };
@@ -142,7 +146,7 @@ export function nextStep(state: DeliveryState, context: StepContext): Step {
     if (now < lostAt) return { kind: 'skip', reason: 'in_flight' };
     // The round's own budget: a redelivered lead gets max_attempts more, counted from its round's
     // start. A lead its buyer returned meanwhile is not sent again.
-    const final = state.returned || state.open.attempt - state.roundStart >= context.maxAttempts;
+    const final = state.returned || state.open.attempt - state.roundStart - state.interrupted >= context.maxAttempts;
     const lost: LeadDeliveryFailed['data'] = {
       lead_id: sale.lead_id,
       buyer: sale.buyer,
@@ -186,6 +190,13 @@ export interface OutcomeContext {
   readonly maxAttempts: number;
   /** The last attempt number before this round (see DeliveryState.roundStart); 0 in the first. */
   readonly roundStart?: number;
+  /** Attempts of this round before this one that this service cut short as it stopped: not counted (DeliveryState.interrupted). */
+  readonly interruptedBefore?: number;
+  /**
+   * This attempt was cut short by this service's stop, not failed by the buyer: due again at the
+   * backoff, whatever the budget, and recorded `interrupted`.
+   */
+  readonly interrupted?: boolean;
   readonly now: Date;
   /** The backoff before the next attempt, should this one be retried and the buyer not say when. */
   readonly retryInMs: number;
@@ -214,11 +225,14 @@ export function outcomeOf(result: WireResult, context: OutcomeContext): Outcome 
   const error = status !== null ? `http_${Math.floor(status / 100)}xx` : result.kind === 'response' ? 'connection_error' : result.kind;
   // No answer at all (timeout, connection error) is the buyer being down or slow: worth another try.
   const retryable = status === null || retryableStatus(status);
-  const final = !retryable || attempt - (context.roundStart ?? 0) >= context.maxAttempts;
+  const interrupted = context.interrupted === true && result.kind !== 'response';
+  const spent = attempt - (context.roundStart ?? 0) - (context.interruptedBefore ?? 0);
+  const final = !interrupted && (!retryable || spent >= context.maxAttempts);
   // A buyer that says when to come back is taken at its word, up to the backoff's own maximum.
   const asked = result.kind === 'response' ? retryAfterMs(result.retryAfter, now, MAX_BACKOFF_MS) : null;
   const next_attempt_at = final ? null : new Date(now.getTime() + (asked ?? context.retryInMs)).toISOString();
-  return { type: 'LeadDeliveryFailed', data: { lead_id: sale.lead_id, buyer: sale.buyer, attempt, status, latency_ms, error, next_attempt_at, failed_at: at } };
+  const data = { lead_id: sale.lead_id, buyer: sale.buyer, attempt, status, latency_ms, error, next_attempt_at, failed_at: at };
+  return { type: 'LeadDeliveryFailed', data: interrupted ? { ...data, interrupted: true } : data };
 }
 
 /** Why a redelivery is refused, in the words of the answer's code. */

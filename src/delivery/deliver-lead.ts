@@ -101,6 +101,9 @@ export async function deliverLead(deps: DeliverDeps, leadId: number): Promise<At
     attempt,
     maxAttempts: delivery.max_attempts,
     roundStart,
+    interruptedBefore: claimed.state.interrupted,
+    // Cut short by the worker's stop: the buyer did not fail it (see outcomeOf).
+    interrupted: deps.signal?.aborted === true,
     now: deps.now(),
     retryInMs: deps.backoff(attempt - roundStart),
   });

@@ -43,6 +43,8 @@ export interface NoticeState {
   readonly round: number;
   /** The last attempt before this round: the round's budget of max_attempts counts from it. */
   readonly roundStart: number;
+  /** Attempts of this round cut short by this service's stop: not counted in the round's budget. */
+  readonly interrupted: number;
   /** A delivery attempt claimed with no outcome yet, and when its time box ends: it may still be on its way to the buyer. */
   readonly delivering: { readonly attempt: number; readonly until: number } | null;
 }
@@ -80,6 +82,7 @@ export const noticeDecider: Decider<NoticeCommand, NoticeState, LeadEvent> = {
     nextAttemptAt: null,
     round: 1,
     roundStart: 0,
+    interrupted: 0,
     delivering: null,
   },
   evolve(state, recorded) {
@@ -99,10 +102,16 @@ export const noticeDecider: Decider<NoticeCommand, NoticeState, LeadEvent> = {
       case 'ErasureNoticeSent':
         return { ...state, attempts: event.data.attempt, sent: true, nextAttemptAt: null };
       case 'ErasureNoticeFailed':
-        return { ...state, attempts: event.data.attempt, failedFinally: event.data.next_attempt_at === null, nextAttemptAt: event.data.next_attempt_at };
+        return {
+          ...state,
+          attempts: event.data.attempt,
+          failedFinally: event.data.next_attempt_at === null,
+          nextAttemptAt: event.data.next_attempt_at,
+          interrupted: state.interrupted + (event.data.interrupted === true ? 1 : 0),
+        };
       case 'ErasureNoticeRedeliveryRequested': {
         const { round, attempts, requested_at } = event.data;
-        return { ...state, failedFinally: false, nextAttemptAt: requested_at, round, roundStart: attempts };
+        return { ...state, failedFinally: false, nextAttemptAt: requested_at, round, roundStart: attempts, interrupted: 0 };
       }
       default:
         return state;
@@ -155,6 +164,8 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
     attempt,
     maxAttempts: delivery.max_attempts,
     roundStart: read.state.roundStart,
+    interruptedBefore: read.state.interrupted,
+    interrupted: deps.signal?.aborted === true,
     now: at,
     retryInMs: deps.backoff(attempt),
   });
@@ -163,7 +174,16 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
       ? { type: 'ErasureNoticeSent', data: { lead_id: leadId, buyer: buyerId, attempt, status: judged.data.status ?? 0, sent_at: at.toISOString() } }
       : {
           type: 'ErasureNoticeFailed',
-          data: { lead_id: leadId, buyer: buyerId, attempt, status: judged.data.status, error: judged.data.error, next_attempt_at: judged.data.next_attempt_at, failed_at: at.toISOString() },
+          data: {
+            lead_id: leadId,
+            buyer: buyerId,
+            attempt,
+            status: judged.data.status,
+            error: judged.data.error,
+            next_attempt_at: judged.data.next_attempt_at,
+            failed_at: at.toISOString(),
+            ...(judged.data.interrupted ? { interrupted: true as const } : {}),
+          },
         };
   const handled = await handleCommand(deps.events, stream, noticeDecider, { type: 'RecordNoticeOutcome', attempt, outcome }, {
     from: read,

@@ -137,6 +137,12 @@ export interface LeadDeliveryFailed {
      * Absent otherwise.
      */
     readonly cancelled?: true;
+    /**
+     * True when this service cut the attempt short as it stopped (its POST unanswered after the
+     * stop's grace): the buyer did not fail it, so it is due again and not counted in the buyer's
+     * `max_attempts`. Absent otherwise.
+     */
+    readonly interrupted?: true;
   };
 }
 
@@ -209,6 +215,8 @@ interface ErasureNoticeFailed {
     readonly error: string;
     readonly next_attempt_at: string | null;
     readonly failed_at: string;
+    /** As LeadDeliveryFailed's: cut short by this service's stop, due again, not counted in `max_attempts`. */
+    readonly interrupted?: true;
   };
 }
 

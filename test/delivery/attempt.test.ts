@@ -183,6 +183,28 @@ describe('delivery: outcome of an attempt', () => {
     expect(inRound(8)).to.include({ attempt: 8, next_attempt_at: null });
   });
 
+  it("an attempt this service cut short as it stopped is due again, even the last, and not counted in the round's budget", () => {
+    const cut = { kind: 'connection_error', latencyMs: 3000, code: 'ABORT_ERR' } as const;
+    const judged = (result: WireResult, attempt: number, interruptedBefore = 0) =>
+      outcomeOf(result, { sale, attempt, maxAttempts: 3, interrupted: true, interruptedBefore, now: T0, retryInMs: 2000 }).data;
+    expect(judged(cut, 3)).to.include({ attempt: 3, error: 'connection_error', interrupted: true, next_attempt_at: at(2000).toISOString() });
+    // An answer that came before the cut is the buyer's, and counts as ever.
+    expect(judged({ kind: 'response', status: 503, latencyMs: 3 }, 3)).to.include({ next_attempt_at: null }).and.not.have.property('interrupted');
+    // After one interrupted attempt, attempt 4 is the round's third counted one: its failure is final.
+    const plain = (attempt: number, interruptedBefore: number) =>
+      outcomeOf({ kind: 'timeout', latencyMs: 5000 }, { sale, attempt, maxAttempts: 3, interruptedBefore, now: T0, retryInMs: 2000 }).data;
+    expect(plain(3, 1)).to.include({ next_attempt_at: at(2000).toISOString() });
+    expect(plain(4, 1)).to.include({ next_attempt_at: null });
+    // The fold counts the round's interrupted attempts, and a redelivery starts the count again.
+    const interrupted = { ...failed(1, at(2000).toISOString()), data: { ...failed(1, at(2000).toISOString()).data, interrupted: true } };
+    expect(foldDelivery(stream(attempted(1), interrupted, attempted(2), failed(2, at(4000).toISOString())))).to.include({ interrupted: 1, lastAttempt: 2 });
+    const redelivery = { type: 'LeadRedeliveryRequested', data: { lead_id: 7, buyer: 'hook-buyer', round: 2, attempts: 2, requested_by: { role: 'cli' }, reason: null, requested_at: T0.toISOString() } };
+    expect(foldDelivery(stream(attempted(1), interrupted, attempted(2), failed(2, null), redelivery))).to.include({ interrupted: 0, roundStart: 2 });
+    // A lost attempt after an interrupted one is judged against the counted budget: not the last of 2.
+    const lostAfterCut = nextStep(foldDelivery(stream(attempted(1), interrupted, attempted(2, 0, 1000))), ctx(20_000, 2));
+    expect(lostAfterCut).to.include({ kind: 'send', attempt: 3 });
+  });
+
   it('Retry-After changes neither a final answer nor the last attempt', () => {
     expect(nextOf({ kind: 'response', status: 404, latencyMs: 3, retryAfter: '5' })).to.equal(null);
     expect(nextOf({ kind: 'response', status: 429, latencyMs: 3, retryAfter: '5' }, 3)).to.equal(null);

@@ -302,3 +302,40 @@ describe('an erasure notice whose outcome cannot be recorded', function () {
     expect(third! - second!, 'ms before the third notice (the wait grows)').to.be.at.least(1800);
   });
 });
+
+describe('erasure: a lead.erased notice cut short by a stop', function () {
+  this.timeout(60_000);
+  let endpoint: BuyerEndpoint | undefined;
+  let harness: DeliveryHarness | undefined;
+
+  after(async function () {
+    await harness?.stop();
+    await endpoint?.stop();
+  });
+
+  it("is recorded interrupted and due again, not counted in the buyer's max_attempts: the restarted worker sends it", async function () {
+    let hangNotices = true;
+    endpoint = await BuyerEndpoint.start((request) => (request.body.type === 'lead.erased' && hangNotices ? 'hang' : 200));
+    // One attempt allowed: the cut notice is the buyer's last, and used to be given up for good.
+    harness = await DeliveryHarness.start(endpoint, { max_attempts: 1, timeout_ms: 60_000 });
+    harness.worker({ stopGraceMs: 200 });
+    const admin = await harness.svc.key('admin', 'root-stop');
+    const { leadId, lead } = await harness.sell({ zip: '90210' });
+    await harness.rowWith(leadId, 'delivered');
+    const erased = await harness.svc.post({ email: lead.email }, { 'x-api-key': admin }, '/functions/erasures');
+    expect(erased.status, erased.text).to.equal(201);
+    const noticesOf = () => endpoint!.received.filter((r) => r.body.type === 'lead.erased' && r.body.lead_id === leadId);
+    await until(() => noticesOf().length === 1, 10_000, () => 'the notice POST');
+    await harness.stopWorkers();
+    const failed = await harness.ofType<{ attempt: number; interrupted?: boolean; next_attempt_at: string | null }>(leadId, 'ErasureNoticeFailed');
+    expect(failed).to.have.length(1);
+    expect(failed[0]).to.include({ attempt: 1, interrupted: true });
+    expect(failed[0]!.next_attempt_at, 'due again').to.be.a('string');
+
+    hangNotices = false;
+    harness.worker();
+    await until(async () => (await harness!.ofType(leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => 'the notice sent after the restart');
+    expect(await harness.ofType(leadId, 'ErasureNoticeSent')).to.have.nested.property('[0].attempt', 2);
+    expect(noticesOf()).to.have.length(2);
+  });
+});

@@ -148,17 +148,34 @@ describe('delivery: webhook to a buyer endpoint', function () {
     expect(endpoint.forLead(leadId)).to.have.length(1);
   });
 
-  it('a worker stopping cuts a POST still unanswered short after its grace, and records it failed, due again', async () => {
-    endpoint = await BuyerEndpoint.start(() => 'hang');
-    harness = await DeliveryHarness.start(endpoint, { timeout_ms: 60_000 });
+  it("a worker stopping cuts a POST still unanswered short after its grace and records it interrupted, due again: not counted in the buyer's max_attempts, so a restart during its last attempt does not fail the lead", async () => {
+    let answer: Answer = 'hang';
+    endpoint = await BuyerEndpoint.start(() => answer);
+    // One attempt allowed: the cut attempt is the buyer's last, and used to fail the lead for good.
+    harness = await DeliveryHarness.start(endpoint, { timeout_ms: 60_000, max_attempts: 1 });
     harness.worker({ stopGraceMs: 200 });
     const { leadId } = await harness.sell();
     await until(() => endpoint!.forLead(leadId).length === 1, 10_000, () => 'the POST');
     await harness.stopWorkers();
     const failures = await harness.ofType<Failed>(leadId, 'LeadDeliveryFailed');
     expect(failures).to.have.length(1);
-    expect(failures[0]).to.include({ attempt: 1 });
+    expect(failures[0]).to.include({ attempt: 1, error: 'connection_error', interrupted: true });
     expect(failures[0]!.next_attempt_at, 'due again').to.be.a('string');
+    // Pending, not failed: the row shows the interrupted attempt and when the next is due.
+    await until(async () => (await harness!.row(leadId))?.next_attempt_at === failures[0]!.next_attempt_at, 10_000, () => 'the row due again');
+    expect(await harness.row(leadId)).to.include({ status: 'pending', attempts: 1, last_error: 'connection_error' });
+
+    // The restarted worker sends it again, as the buyer's one counted attempt: a 500 now fails it for good.
+    answer = 500;
+    harness.worker();
+    const row = await harness.rowWith(leadId, 'failed');
+    expect(row).to.include({ attempts: 2, last_status_code: 500, next_attempt_at: null });
+    const after = await harness.ofType<Failed>(leadId, 'LeadDeliveryFailed');
+    expect(after.map((f) => [f.attempt, f.interrupted ?? false, f.next_attempt_at === null])).to.deep.equal([
+      [1, true, false],
+      [2, false, true],
+    ]);
+    expect(endpoint.forLead(leadId)).to.have.length(2);
   });
 
   it('a 4xx is final: one request, never retried', async () => {
