@@ -2,7 +2,9 @@ import { expect } from 'chai';
 import Database from 'better-sqlite3';
 import sinon from 'sinon';
 import { writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { EventStoreUnavailableError } from '../../src/event-store/index.js';
 import type { RecordedEvent } from '../../src/event-store/port.js';
@@ -18,6 +20,8 @@ async function readInto(seen: string[], subscription: AsyncIterable<RecordedEven
     if (seen.length === count) break;
   }
 }
+
+const FULL_DISK_CHILD = fileURLToPath(new URL('./full-disk-child.js', import.meta.url));
 
 describe('embedded event store (SQLite)', function () {
   const dir = tempDir('events');
@@ -397,6 +401,27 @@ describe('embedded event store (SQLite)', function () {
       }
       const afterClose = await store.readAll().then(() => null, (e: unknown) => e);
       expect(afterClose).to.be.instanceOf(EventStoreUnavailableError);
+    });
+
+    it("an append the disk refuses (full) is unavailable, with SQLite's code carried over from the writer thread, which readiness names", async function () {
+      // A file-size limit on a child process: its writes past 2 MiB fail as on a full disk (EFBIG,
+      // which SQLite reports as SQLITE_FULL or a write error), through the real writer thread.
+      const full = tempDir('events-full');
+      try {
+        const child = spawn('bash', ['-c', 'ulimit -f 2048 && exec "$0" --enable-source-maps "$1"', process.execPath, FULL_DISK_CHILD], {
+          env: { ...process.env, LEADPOST_DATA_DIR: full.path },
+        });
+        let out = '';
+        child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+        const exit = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+        expect(exit, out).to.equal(0);
+        const failure = JSON.parse(out.trim()) as { appended: number; name: string; message: string; code: string | null };
+        expect(failure.appended, 'appends before the disk filled').to.be.above(0);
+        expect(failure.name).to.equal('EventStoreUnavailableError');
+        expect(failure.code).to.match(/^SQLITE_(FULL|IOERR)/);
+      } finally {
+        full.remove();
+      }
     });
 
     it('an append after close is refused as unavailable', async function () {

@@ -538,7 +538,10 @@ export class EmbeddedEventStore implements EventStore {
     } else if (outcome === OUTCOME.wrongExpectedRevision) {
       append.reject(new WrongExpectedRevisionError(append.request.stream, append.request.expected, first < 0 ? 'no_stream' : first));
     } else {
-      append.reject(new EventStoreUnavailableError(`the event store could not write: ${messages[first]}`));
+      // The code crosses the thread apart from the text: readiness names the cause from it (disk full, read-only).
+      const text = `the event store could not write: ${messages[first]}`;
+      const cause = second >= 0 ? Object.assign(new Error(messages[first]), { code: messages[second] }) : undefined;
+      append.reject(new EventStoreUnavailableError(text, cause ? { cause } : undefined));
     }
   }
 }

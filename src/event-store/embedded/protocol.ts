@@ -48,7 +48,8 @@ export function decodeBatch(values: readonly unknown[]): WriteBatch {
 export type AppendOutcome =
   | { readonly ok: true; readonly revision: number; readonly commit: number }
   | { readonly ok: false; readonly kind: 'wrong_expected_revision'; readonly actual: number | 'no_stream' }
-  | { readonly ok: false; readonly kind: 'unavailable'; readonly message: string };
+  /** `code`: SQLite's (SQLITE_FULL, SQLITE_READONLY…), which says what an operator must fix. */
+  | { readonly ok: false; readonly kind: 'unavailable'; readonly message: string; readonly code?: string };
 
 /**
  * The answer of one group commit, as it crosses back to the store: for each batch, its number and
@@ -58,11 +59,14 @@ export type AppendOutcome =
  */
 export interface GroupAnswer {
   readonly numbers: readonly number[];
-  /** The messages of `unavailable` outcomes, which name them by index. */
+  /** The messages and codes of `unavailable` outcomes, which name them by index. */
   readonly messages: readonly string[];
 }
 
-/** An outcome's first number; the next two are (revision, commit), (actual revision or -1 for no stream, 0) or (message index, 0). */
+/**
+ * An outcome's first number; the next two are (revision, commit), (actual revision or -1 for no
+ * stream, 0) or (message index, code index or -1 when it has none).
+ */
 export const OUTCOME = { ok: 0, wrongExpectedRevision: 1, unavailable: 2 } as const;
 
 export function encodeAnswer(batches: readonly WriteBatch[], outcomes: readonly AppendOutcome[]): GroupAnswer {
@@ -75,7 +79,7 @@ export function encodeAnswer(batches: readonly WriteBatch[], outcomes: readonly 
       const outcome = outcomes[index]!;
       if (outcome.ok) numbers.push(OUTCOME.ok, outcome.revision, outcome.commit);
       else if (outcome.kind === 'wrong_expected_revision') numbers.push(OUTCOME.wrongExpectedRevision, outcome.actual === 'no_stream' ? -1 : outcome.actual, 0);
-      else numbers.push(OUTCOME.unavailable, messages.push(outcome.message) - 1, 0);
+      else numbers.push(OUTCOME.unavailable, messages.push(outcome.message) - 1, outcome.code === undefined ? -1 : messages.push(outcome.code) - 1);
     }
   }
   return { numbers, messages };

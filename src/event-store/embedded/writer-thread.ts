@@ -131,7 +131,9 @@ const appendGroup = db.transaction((appends: readonly AppendRequest[]) => {
 });
 
 function unavailable(error: unknown): AppendOutcome {
-  return { ok: false, kind: 'unavailable', message: error instanceof Error ? error.message : String(error) };
+  const code = (error as { code?: unknown } | null)?.code;
+  const message = error instanceof Error ? error.message : String(error);
+  return typeof code === 'string' ? { ok: false, kind: 'unavailable', message, code } : { ok: false, kind: 'unavailable', message };
 }
 
 function write(appends: readonly AppendRequest[]): AppendOutcome[] {
