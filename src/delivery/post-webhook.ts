@@ -5,7 +5,9 @@ import { type BuyerConnections, staleConnection } from './buyer-agent.js';
 
 // One POST to a buyer's endpoint, time-boxed as a whole: a buyer that accepts the connection and
 // then trickles bytes must not hold a delivery slot longer than its `timeout_ms`. The answer
-// counts once its status line arrives; the body is read only to free the connection. The box (and
+// counts once its status line arrives; the body is read only to keep the connection, at most
+// MAX_ANSWER_BYTES of it: a longer one (a file, an endless stream) closes the connection, else it
+// was downloaded for the whole of the buyer's time box, at a core's worth of CPU. The box (and
 // the latency) starts when the request has a connection: a wait for one of the agent's sockets is
 // this process's, not the buyer's, and must not be judged a timeout of a request never sent.
 
@@ -18,6 +20,9 @@ export interface WebhookPost {
   /** Cuts the POST short (the worker stopping): it ends as a connection error, retried later. */
   readonly signal?: AbortSignal;
 }
+
+/** The most of an answer's body read before its connection is closed instead. */
+export const MAX_ANSWER_BYTES = 64 * 1024;
 
 export function postWebhook(post: WebhookPost): Promise<WireResult> {
   let started = performance.now();
@@ -56,7 +61,11 @@ export function postWebhook(post: WebhookPost): Promise<WireResult> {
           settle({ kind: 'response', status: res.statusCode ?? 0, latencyMs: elapsed(), retryAfter });
           res.on('error', () => {});
           res.on('close', () => clearTimeout(deadline));
-          res.resume();
+          let read = 0;
+          res.on('data', (chunk: Buffer) => {
+            read += chunk.length;
+            if (read > MAX_ANSWER_BYTES) res.destroy();
+          });
         },
       );
       current = req;

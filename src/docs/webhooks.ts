@@ -5,6 +5,7 @@
 
 import { MAX_BACKOFF_MS } from '../delivery/backoff.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../delivery/signature.js';
+import { MAX_ANSWER_BYTES } from '../delivery/post-webhook.js';
 import { DEFAULTS } from '../routing/config-schema.js';
 import { CONSUMER_CONTACT_FIELDS } from './read-back-schemas.js';
 
@@ -36,7 +37,7 @@ const idempotencyKey = (prefix: string, what: string): Json => ({
 const seconds = (ms: number) => `${ms / 1000} s`;
 /** How a delivery or a notice is judged, by the status answered. */
 const judged = (what: string): Record<string, Json> => ({
-  '2XX': { description: `${what} is recorded as done; the answer's body is not read.` },
+  '2XX': { description: `${what} is recorded as done when the status arrives; the answer's body is not kept, and one over ${MAX_ANSWER_BYTES / 1024} KiB closes the connection.` },
   '408': { description: `Retried, as 425, 429, every 5xx, a timeout (the buyer's \`timeout_ms\`, default ${seconds(DEFAULTS.timeout_ms)}) and a connection error are, up to the buyer's \`max_attempts\` (default ${DEFAULTS.max_attempts}): after the wait its \`Retry-After\` asks for (seconds or an HTTP date; at most ${seconds(MAX_BACKOFF_MS)}), else 2 s, 4 s, 8 s … (±20%, at most ${seconds(MAX_BACKOFF_MS)}). After the last attempt it is failed for good.` },
   '425': { description: 'Retried, as 408.' },
   '429': { description: 'Retried, as 408; `Retry-After` is honoured.' },

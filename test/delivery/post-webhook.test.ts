@@ -1,9 +1,13 @@
 import { expect } from 'chai';
-import { Agent } from 'node:https';
 import { rootCertificates } from 'node:tls';
 import type { Socket } from 'node:net';
 import { IDLE_MS, buyerAgent } from '../../src/delivery/buyer-agent.js';
-import { postWebhook } from '../../src/delivery/post-webhook.js';
+import { MAX_ANSWER_BYTES, postWebhook } from '../../src/delivery/post-webhook.js';
+import { Agent, type Server, createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { loadOrCreateTls } from '../../src/http/tls.js';
+import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
 import { BuyerEndpoint } from './buyer-endpoint.js';
 
 // One POST to a buyer, time-boxed from when it has a connection.
@@ -110,6 +114,58 @@ describe('delivery: a kept connection the buyer has closed', function () {
     } finally {
       agent.destroy();
       await hinting.stop();
+    }
+  });
+});
+
+describe("delivery: a buyer's answer with a long body", function () {
+  this.timeout(30_000);
+  const dir = tempDir('endless-buyer');
+  let server: Server;
+  let url = '';
+  let cert = '';
+  /** Bytes each answer put on the wire before its connection was closed, and when it was. */
+  const answers: Array<{ sent: number; closedAfterMs: number }> = [];
+
+  before(async function () {
+    const tls = await loadOrCreateTls({ dataDir: dir.path });
+    cert = tls.cert;
+    // 200 at once, then a body that never ends, as a misconfigured URL or a debug stream might.
+    server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
+      req.resume();
+      const began = performance.now();
+      let sent = 0;
+      const chunk = Buffer.alloc(16 * 1024, 120);
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const pump = () => {
+        while (res.write(chunk)) sent += chunk.length;
+        sent += chunk.length;
+      };
+      res.on('drain', pump);
+      res.on('close', () => answers.push({ sent, closedAfterMs: performance.now() - began }));
+      pump();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/leads`;
+  });
+  after(async function () {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    dir.remove();
+  });
+
+  it(`is recorded at its status, and its body read no further than ${MAX_ANSWER_BYTES / 1024} KiB: the connection is closed, not kept downloading for the time box`, async function () {
+    const agent = new Agent({ keepAlive: true, ca: [...rootCertificates, cert] });
+    try {
+      const result = await postWebhook({ url, body: '{}', headers: { 'content-type': 'application/json' }, timeoutMs: 20_000, agent });
+      expect(result).to.include({ kind: 'response', status: 200 });
+      await until('the buyer seeing its connection closed', () => answers.length === 1);
+      // Closed long before the 20 s box, having sent about what the service read (and what the
+      // socket buffers held), not the gigabytes of a 20 s download.
+      expect(answers[0]!.closedAfterMs).to.be.below(10_000);
+      expect(answers[0]!.sent).to.be.below(8 * 1024 * 1024);
+    } finally {
+      agent.destroy();
     }
   });
 });
