@@ -47,8 +47,15 @@ export class EmbeddedKeyStore implements DataKeyStore {
     const busyTimeoutMs = Math.max(0, options.busyTimeoutMs ?? LOCK_WAIT_MS);
     makeDirectory(dataDir);
     const file = join(dataDir, KEYS_FILE);
-    // Made owner-only before SQLite opens it: its -wal and -shm files take the same mode.
-    closeSync(openSync(file, 'a', 0o600));
+    // Made owner-only before SQLite first opens it: its -wal and -shm files take the same mode. A
+    // file that exists is not opened here: closing any descriptor of a file drops every POSIX lock
+    // the process holds on it, so a second open in one process (the background thread's) released
+    // the first connection's locks, and another program's sqlite3 then deleted the WAL under it.
+    try {
+      closeSync(openSync(file, 'wx', 0o600));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
     const db = new Database(file);
     try {
       // Opened (its schema made) waiting in place, as nothing is served yet; from then on a lock is

@@ -41,6 +41,32 @@ describe('embedded key store (keys.db)', function () {
     }
   });
 
+  it("a second open in one process (the background thread's) keeps the first connection's lock on keys.db, which tells another program's sqlite3 the WAL is in use", async function () {
+    const own = tempDir('key-store-locks');
+    try {
+      const file = join(own.path, KEYS_FILE);
+      // This process's POSIX locks on the file, as the kernel lists them (Linux).
+      const locksHeld = () => {
+        const inode = statSync(file).ino;
+        return readFileSync('/proc/locks', 'utf8')
+          .split('\n')
+          .filter((line) => line.split(/\s+/)[4] === String(process.pid) && line.split(/\s+/)[5]?.endsWith(`:${inode}`)).length;
+      };
+      const first = EmbeddedKeyStore.open(own.path);
+      await first.create(newKeys(3));
+      expect(locksHeld(), 'the open connection holds its lock').to.be.above(0);
+      // Closing any descriptor of a file drops all of a process's locks on it: without them, the
+      // sqlite3 shell of an operator, closing, took itself for the last connection and deleted the
+      // WAL this process went on writing keys to (and erasures undone at the next clean stop).
+      const second = EmbeddedKeyStore.open(own.path);
+      expect(locksHeld(), 'held after a second open').to.be.above(0);
+      await second.close();
+      await first.close();
+    } finally {
+      own.remove();
+    }
+  });
+
   it('a destroyed key leaves no byte of it in keys.db or its WAL', async function () {
     const own = tempDir('key-store-destroy');
     try {
