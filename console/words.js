@@ -99,6 +99,8 @@ export const deliveryStatusShown = (status) => wordsShown(deliveryStatusWords(st
 
 /** Why a webhook attempt (a lead's, an erasure notice's) failed: the API's error, by the answer's hundred for HTTP. */
 const DELIVERY_ERRORS = {
+  // A redirect is final: the service follows none (an endpoint moved, http→https), and says so.
+  http_3xx: 'redirected (not followed)',
   http_4xx: 'refused by the buyer',
   http_5xx: 'buyer error',
   timeout: 'no answer in time',

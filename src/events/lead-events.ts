@@ -126,7 +126,7 @@ export interface LeadDeliveryFailed {
     /** The HTTP status, or null when there was none (timeout, connection error, lost attempt). */
     readonly status: number | null;
     readonly latency_ms: number | null;
-    /** `http_5xx`, `http_4xx`, `timeout`, `connection_error`, `attempt_lost`. */
+    /** `http_5xx`, `http_4xx`, `http_3xx` (a redirect: not followed), `timeout`, `connection_error`, `attempt_lost`. */
     readonly error: string;
     /** When the next attempt is due; null when this failure is final. */
     readonly next_attempt_at: string | null;

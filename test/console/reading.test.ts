@@ -360,6 +360,7 @@ describe('the console read by eye, keyboard and screen reader', function () {
       check: w.checkWords('address') + ': ' + text(w.checkShown({ result: 'maybe', detail: 'odd_answer', provider: 'x' })),
       code: w.codeWords('NEW_CODE'),
       lead: w.statusWords('parked'),
+      redirect: w.deliveryErrorWords('http_3xx'),
     }; })`);
     expect(unknown).to.deep.equal({
       event: 'LeadTeleported',
@@ -370,6 +371,7 @@ describe('the console read by eye, keyboard and screen reader', function () {
       check: 'address: maybe (odd answer)',
       code: 'NEW CODE',
       lead: 'parked',
+      redirect: 'redirected (not followed)',
     });
     await page.context().close();
 
