@@ -7,6 +7,11 @@
 // The order makes the three snapshots fit together: the read models first (so their checkpoints
 // are never ahead of the events restored beside them: the projections catch up on start), then the
 // events, then the data keys (so every lead in the copy has its key, made before its append).
+//
+// The key store also holds keys no lead has yet: the pool's, stored a batch at a time ahead of
+// use. Copied, they would be the keys of leads posted after the backup, so the copy (and the master
+// key) would open a consumer who first posted after it and was erased since, in any later events.db.
+// The copy keeps only the keys its own events name.
 
 import Database from 'better-sqlite3';
 import { chmodSync, closeSync, copyFileSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, statSync } from 'node:fs';
@@ -22,8 +27,9 @@ import { UsageError, readArgs } from './usage.js';
 const USAGE = `usage: leadpost backup --to DIR [--with-master-key] [--json]
 
 Copies the embedded stores of LEADPOST_DATA_DIR into DIR (a new or empty directory), each file a
-consistent snapshot taken while the service runs: readmodels.db, then events.db, then keys.db,
-each checked after it is written. Stores on a server (EVENTSTORE_URL, MONGODB_URL) are named and
+consistent snapshot taken while the service runs: readmodels.db, then events.db, then keys.db
+(the data keys of the leads in the copy only, not the unused ones of the pool), each checked
+after it is written. Stores on a server (EVENTSTORE_URL, MONGODB_URL) are named and
 left to that server's own backup. The master key is copied only with --with-master-key: keep it
 apart from the data it protects (a secret store), as the service's own is meant to be.
 --json: what was copied, as one JSON object.`;
@@ -73,9 +79,14 @@ export async function runBackupCommand(args: string[], io: CliIo = { out: proces
   // match none of the old leads' for duplicates and erasures.
   const copied: Copied[] = [];
   let eventsHead: number | null = null;
+  let keysLeftOut: number | null = null;
   for (const file of files) {
-    const bytes = snapshot(join(config.dataDir, file), partial(target, file));
+    let bytes = snapshot(join(config.dataDir, file), partial(target, file));
     if (file === EVENTS_FILE) eventsHead = head(partial(target, file));
+    if (file === KEYS_FILE && files.includes(EVENTS_FILE)) {
+      keysLeftOut = keepKeysOfLeads(partial(target, KEYS_FILE), partial(target, EVENTS_FILE));
+      bytes = statSync(partial(target, KEYS_FILE)).size;
+    }
     copied.push({ file, bytes });
   }
   if (values['with-master-key'] === true) {
@@ -89,11 +100,14 @@ export async function runBackupCommand(args: string[], io: CliIo = { out: proces
   syncFile(target);
 
   if (values.json === true) {
-    io.out.write(`${JSON.stringify({ to: target, files: copied, events_head_commit: eventsHead, on_servers: onServers, master_key: values['with-master-key'] === true })}\n`);
+    io.out.write(
+      `${JSON.stringify({ to: target, files: copied, events_head_commit: eventsHead, unused_keys_left_out: keysLeftOut, on_servers: onServers, master_key: values['with-master-key'] === true })}\n`,
+    );
     return 0;
   }
   for (const { file, bytes } of copied) io.out.write(`${file}  ${bytes} bytes\n`);
   if (eventsHead !== null) io.out.write(`events up to commit ${eventsHead}\n`);
+  if (keysLeftOut !== null) io.out.write(`data keys no lead in the copy uses, left out: ${keysLeftOut}\n`);
   for (const part of onServers) io.out.write(`not copied: the ${part}, on a server: use its own backup\n`);
   if (values['with-master-key'] !== true) io.out.write(`not copied: the master key (${config.masterKeyFile}): restore it from where you keep it\n`);
   io.out.write(`backup written to ${target}\n`);
@@ -166,6 +180,32 @@ function isFile(path: string): boolean {
     return statSync(path).isFile();
   } catch {
     return false;
+  }
+}
+
+/**
+ * Deletes from the keys copy every data key that no LeadReceived of the events copy names (the
+ * pool's keys, for leads not posted yet), with secure_delete and then a VACUUM, so that no byte of
+ * them is left in the file; how many went. Secrets (the contact hashes' key) and the record of
+ * destroyed keys stay.
+ */
+function keepKeysOfLeads(keysCopy: string, eventsCopy: string): number {
+  const db = new Database(keysCopy, { fileMustExist: true });
+  try {
+    db.pragma('secure_delete = ON');
+    db.prepare('ATTACH DATABASE ? AS copied_events').run(eventsCopy);
+    // A lead's first commit holds its LeadReceived first, sealed with its key's id in lead.pii.key.
+    db.exec(`CREATE TEMP TABLE used_keys (id TEXT PRIMARY KEY) WITHOUT ROWID;
+      INSERT OR IGNORE INTO used_keys
+        SELECT json_extract(events, '$[0][2].lead.pii.key') FROM copied_events.commits
+        WHERE first_revision = 0 AND stream GLOB 'lead-*' AND json_extract(events, '$[0][1]') = 'LeadReceived'
+          AND json_extract(events, '$[0][2].lead.pii.key') IS NOT NULL`);
+    const removed = db.prepare('DELETE FROM data_keys WHERE id NOT IN (SELECT id FROM used_keys)').run().changes;
+    db.exec('DETACH DATABASE copied_events');
+    db.exec('VACUUM');
+    return removed;
+  } finally {
+    db.close();
   }
 }
 

@@ -53,7 +53,7 @@ describe('leadpost backup', function () {
       const result = await run.finally(() => (copying = false));
       await posting;
       expect(result.code, result.stderr).to.equal(0);
-      const report = JSON.parse(result.lines.join('')) as { files: Array<{ file: string }>; events_head_commit: number };
+      const report = JSON.parse(result.lines.join('')) as { files: Array<{ file: string }>; events_head_commit: number; unused_keys_left_out: number };
       expect(report.files.map((f) => f.file)).to.deep.equal(['readmodels.db', 'events.db', 'keys.db', 'master.key']);
       expect(during.length, 'posts were answered while the backup ran').to.be.greaterThan(0);
 
@@ -64,6 +64,19 @@ describe('leadpost backup', function () {
       expect(events.pragma('integrity_check', { simple: true })).to.equal('ok');
       expect(events.prepare('SELECT max(position) FROM commits').pluck().get()).to.equal(report.events_head_commit);
       events.close();
+
+      // The data keys of the copy's leads only: the pool's keys, stored ahead of use, are the keys
+      // of leads posted after the backup, which the copy (and the master key) must never open.
+      const keysCopy = new Database(join(target, 'keys.db'), { readonly: true });
+      const copiedKeys = new Set(keysCopy.prepare('SELECT id FROM data_keys').pluck().all() as string[]);
+      keysCopy.close();
+      expect(report.unused_keys_left_out, 'the pool of unused keys').to.be.greaterThan(0);
+      const later: Posted[] = [];
+      await post(later);
+      const keyOf = async (leadId: number) => ((await svc!.service.store.readStream(`lead-${leadId}`))[0]!.data as { lead: { pii: { key: string } } }).lead.pii.key;
+      const laterKey = await keyOf(later[0]!.leadId);
+      expect(copiedKeys.has(laterKey), 'the key of a lead posted after the backup').to.equal(false);
+      for (const { leadId } of before) expect(copiedKeys.has(await keyOf(leadId)), `the key of lead ${leadId}`).to.equal(true);
 
       await svc.stop();
       svc = undefined;
