@@ -12,11 +12,20 @@
 // use. Copied, they would be the keys of leads posted after the backup, so the copy (and the master
 // key) would open a consumer who first posted after it and was erased since, in any later events.db.
 // The copy keeps only the keys its own events name.
+//
+// Lead ids: the live service goes on reserving blocks of them after the copy is taken, and a store
+// restored from the copy knows nothing of those; it would hand the same ids out again, to other
+// consumers, under the same `Idempotency-Key: lead-<id>` a buyer drops repeats by. So the copy's
+// events end with one more reservation, of the next RESTORE_ID_GAP ids, in the copy only: a
+// restored store's first id is past any the live one can have given out since.
 
 import Database from 'better-sqlite3';
-import { chmodSync, closeSync, copyFileSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { LEAD_ID_BLOCKS_STREAM, leadIdBlocksDecider } from '../commands/lead-ids.js';
+import { handleCommand } from '../commands/handler.js';
 import { loadConfig } from '../config.js';
+import { EmbeddedEventStore } from '../event-store/embedded/embedded-event-store.js';
 import { EVENTS_FILE } from '../event-store/embedded/schema.js';
 import { KEYS_FILE } from '../personal-data/embedded-key-store.js';
 import { MASTER_KEY_FILE } from '../personal-data/master-key.js';
@@ -80,9 +89,14 @@ export async function runBackupCommand(args: string[], io: CliIo = { out: proces
   const copied: Copied[] = [];
   let eventsHead: number | null = null;
   let keysLeftOut: number | null = null;
+  let leadIdsFrom: number | null = null;
   for (const file of files) {
     let bytes = snapshot(join(config.dataDir, file), partial(target, file));
-    if (file === EVENTS_FILE) eventsHead = head(partial(target, file));
+    if (file === EVENTS_FILE) {
+      leadIdsFrom = await reserveLeadIdsPastTheCopy(target);
+      bytes = statSync(partial(target, file)).size;
+      eventsHead = head(partial(target, file));
+    }
     if (file === KEYS_FILE && files.includes(EVENTS_FILE)) {
       keysLeftOut = keepKeysOfLeads(partial(target, KEYS_FILE), partial(target, EVENTS_FILE));
       bytes = statSync(partial(target, KEYS_FILE)).size;
@@ -101,13 +115,14 @@ export async function runBackupCommand(args: string[], io: CliIo = { out: proces
 
   if (values.json === true) {
     io.out.write(
-      `${JSON.stringify({ to: target, files: copied, events_head_commit: eventsHead, unused_keys_left_out: keysLeftOut, on_servers: onServers, master_key: values['with-master-key'] === true })}\n`,
+      `${JSON.stringify({ to: target, files: copied, events_head_commit: eventsHead, unused_keys_left_out: keysLeftOut, restored_lead_ids_from: leadIdsFrom, on_servers: onServers, master_key: values['with-master-key'] === true })}\n`,
     );
     return 0;
   }
   for (const { file, bytes } of copied) io.out.write(`${file}  ${bytes} bytes\n`);
   if (eventsHead !== null) io.out.write(`events up to commit ${eventsHead}\n`);
   if (keysLeftOut !== null) io.out.write(`data keys no lead in the copy uses, left out: ${keysLeftOut}\n`);
+  if (leadIdsFrom !== null) io.out.write(`a service restored from this copy gives lead ids from ${leadIdsFrom}\n`);
   for (const part of onServers) io.out.write(`not copied: the ${part}, on a server: use its own backup\n`);
   if (values['with-master-key'] !== true) io.out.write(`not copied: the master key (${config.masterKeyFile}): restore it from where you keep it\n`);
   io.out.write(`backup written to ${target}\n`);
@@ -207,6 +222,50 @@ function keepKeysOfLeads(keysCopy: string, eventsCopy: string): number {
   } finally {
     db.close();
   }
+}
+
+/**
+ * Far more ids than a service gives out between a backup and its restore (a million leads a day
+ * for over 27 years), far fewer than a lead id may hold (16 digits): the gap a copy reserves.
+ */
+const RESTORE_ID_GAP = 10_000_000_000;
+
+/**
+ * Appends to the events copy the reservation of the next RESTORE_ID_GAP lead ids (see the top of
+ * this file), through the embedded store itself, in a directory of its own under `target` (the
+ * store opens `events.db` of a data dir); the first id a restored store gives out.
+ */
+async function reserveLeadIdsPastTheCopy(target: string): Promise<number> {
+  const staging = join(target, '.lead-ids');
+  mkdirSync(staging, { mode: 0o700 });
+  let from: number;
+  try {
+    renameSync(partial(target, EVENTS_FILE), join(staging, EVENTS_FILE));
+    const store = await EmbeddedEventStore.open(staging);
+    try {
+      const now = new Date().toISOString();
+      const handled = await handleCommand(store, LEAD_ID_BLOCKS_STREAM, leadIdBlocksDecider, { blockSize: RESTORE_ID_GAP, instance: 'backup' }, {
+        metadata: { occurred_at: now, causation_id: 'leadpost-backup', correlation_id: 'leadpost-backup' },
+      });
+      from = handled.events[0]!.data.to + 1;
+    } finally {
+      // Closing the last connection checkpoints the WAL into the file and removes it.
+      await store.close();
+    }
+    renameSync(join(staging, EVENTS_FILE), partial(target, EVENTS_FILE));
+  } finally {
+    // A failure leaves no events.db under the target, whole or not: only .partial files.
+    rmSync(staging, { recursive: true, force: true });
+  }
+  const copy = new Database(partial(target, EVENTS_FILE), { readonly: true, fileMustExist: true });
+  try {
+    const result = copy.pragma('quick_check', { simple: true });
+    if (result !== 'ok') throw new Error(`the copy of the events failed its check after its lead-id reservation: ${String(result)}`);
+  } finally {
+    copy.close();
+  }
+  syncFile(partial(target, EVENTS_FILE));
+  return from;
 }
 
 function syncFile(path: string): void {

@@ -107,6 +107,46 @@ describe('leadpost backup', function () {
     }
   });
 
+  it('a service restored from the backup gives no lead id the live service may have given after it: the copy reserves the next ids', async function () {
+    const live = tempDir('backup-ids-live');
+    const target = join(tempDir('backup-ids-target').path, 'copy');
+    const restored = tempDir('backup-ids-restored');
+    // Blocks of 5 ids: the live service reserves new blocks after the backup, as any busy one does.
+    const env = { LEAD_ID_BLOCK_SIZE: '5' };
+    let svc: TestService | undefined = await TestService.start({ dataDir: live.path, env });
+    try {
+      const supplier = await svc.key('supplier', 'sup-ids');
+      const postedIds = async (count: number) => {
+        const ids: number[] = [];
+        for (let i = 0; i < count; i++) {
+          const reply = await svc!.post(validLead(), { 'x-api-key': supplier });
+          expect(reply.status, reply.text).to.equal(201);
+          ids.push(reply.body.lead_id as number);
+        }
+        return ids;
+      };
+      await postedIds(3);
+      const run = await backup(['--to', target, '--with-master-key', '--json'], { LEADPOST_DATA_DIR: live.path });
+      expect(run.code, run.stderr).to.equal(0);
+      const report = JSON.parse(run.lines.join('')) as { restored_lead_ids_from: number };
+      // Given after the backup, sold, maybe delivered: these ids are the live service's for good.
+      const afterBackup = await postedIds(12);
+      await svc.stop();
+      svc = undefined;
+
+      for (const file of readdirSync(target)) copyFileSync(join(target, file), join(restored.path, file));
+      svc = await TestService.start({ dataDir: restored.path, env });
+      const [first] = await postedIds(1);
+      expect(first).to.equal(report.restored_lead_ids_from);
+      expect(first).to.be.greaterThan(Math.max(...afterBackup));
+      // The copy's events are whole: the restored store reads its leads and its reservations.
+      expect((await svc.service.store.readStream('lead-1')).map((e) => e.type)).to.include('LeadReceived');
+    } finally {
+      await svc?.stop();
+      for (const dir of [live, restored]) dir.remove();
+    }
+  });
+
   it('an erasure made after the backup, repeated with leadpost erase before the restored service starts, keeps the consumer from its buyer', async function () {
     // The backup holds the consumer's lead whole and its webhook delivery pending: a restored
     // service started first sends the buyer the lead, personal data included, after the buyer was
