@@ -106,6 +106,7 @@ const DELIVERY_ERRORS = {
   timeout: 'no answer in time',
   connection_error: 'could not connect',
   attempt_lost: 'attempt lost (no outcome recorded)',
+  not_webhook: 'the buyer takes no webhooks now',
 };
 
 /** A delivery error in words; another hundred of HTTP is an answer the buyer gave, anything else as written. */

@@ -1,4 +1,4 @@
-import { type Decider, handleCommand, readFolded } from '../commands/handler.js';
+import { type Decider, type Folded, handleCommand, readFolded } from '../commands/handler.js';
 import type { EventStore } from '../event-store/port.js';
 import { type LeadEvent, leadStream } from '../events/lead-events.js';
 import { leadCorrelation, leadEventMetadata } from '../events/lead-metadata.js';
@@ -147,9 +147,13 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
   // attempt's outcome, or for its time box to end (an attempt whose worker died has none).
   if (read.state.delivering && read.state.delivering.until > deps.now().getTime()) return 'delivery_in_flight';
   const buyer = deps.buyer(buyerId);
-  if (!buyer || buyer.delivery.kind !== 'webhook') return 'skipped';
-  const delivery = buyer.delivery;
   const attempt = read.state.attempts + 1;
+  // The buyer takes no webhook now (switched to pull, or gone from the routing file): the notice
+  // cannot go, and left pending it would say "being sent" for ever while the buyer keeps the
+  // consumer's data. It fails for good, `not_webhook`, for an operator to see: told some other way,
+  // or sent again (an admin's redelivery) once the buyer is a webhook buyer again.
+  if (!buyer || buyer.delivery.kind !== 'webhook') return recordNotice(deps, read, leadId, attempt, notWebhook(leadId, buyerId, attempt, deps.now()));
+  const delivery = buyer.delivery;
   const body = JSON.stringify({ type: 'lead.erased', lead_id: leadId, reason: read.state.reason });
   const timestamp = String(Math.floor(deps.now().getTime() / 1000));
   const secret = delivery.secret_env ? deps.env[delivery.secret_env] || null : null;
@@ -185,7 +189,17 @@ export async function sendErasureNotice(deps: NoticeDeps, leadId: number): Promi
             ...(judged.data.interrupted ? { interrupted: true as const } : {}),
           },
         };
-  const handled = await handleCommand(deps.events, stream, noticeDecider, { type: 'RecordNoticeOutcome', attempt, outcome }, {
+  return recordNotice(deps, read, leadId, attempt, outcome);
+}
+
+/** The final failure of a notice whose buyer takes no webhook now: nothing was sent. */
+function notWebhook(leadId: number, buyer: string, attempt: number, at: Date): NoticeOutcome {
+  return { type: 'ErasureNoticeFailed', data: { lead_id: leadId, buyer, attempt, status: null, error: 'not_webhook', next_attempt_at: null, failed_at: at.toISOString() } };
+}
+
+async function recordNotice(deps: NoticeDeps, read: Folded<NoticeState>, leadId: number, attempt: number, outcome: NoticeOutcome): Promise<NoticeOutcome['type'] | 'skipped'> {
+  const at = deps.now();
+  const handled = await handleCommand(deps.events, leadStream(leadId), noticeDecider, { type: 'RecordNoticeOutcome', attempt, outcome }, {
     from: read,
     metadata: (state) =>
       leadEventMetadata({ traceId: null, correlationId: state.correlationId, causationId: `erasure-notice:${leadId}`, supplierId: state.supplier }, at),

@@ -299,13 +299,14 @@ export class DeliveryWorker {
     return !this.inFlight.has(leadId) && (this.held.get(leadId) ?? 0) <= nowMs;
   }
 
-  /** The `lead.erased` notices due now, one at a time per lead. */
+  /**
+   * The `lead.erased` notices due now, one at a time per lead: every buyer's, also one that takes
+   * no webhook now, whose notice is then recorded failed (see sendErasureNotice).
+   */
   private async notices(): Promise<void> {
-    const webhookBuyers = this.webhookBuyers();
-    if (webhookBuyers.length === 0) return;
     const now = this.now();
     const due = await this.deps.readModels.find(this.deps.deliveries(), {
-      filter: { notice: 'pending', notice_next_at: { $lte: now.toISOString() }, buyer: { $in: webhookBuyers } },
+      filter: { notice: 'pending', notice_next_at: { $lte: now.toISOString() } },
       sort: { field: 'notice_next_at', direction: 'asc' },
       limit: BATCH,
     });

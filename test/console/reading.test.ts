@@ -361,6 +361,7 @@ describe('the console read by eye, keyboard and screen reader', function () {
       code: w.codeWords('NEW_CODE'),
       lead: w.statusWords('parked'),
       redirect: w.deliveryErrorWords('http_3xx'),
+      pulling: w.deliveryErrorWords('not_webhook'),
     }; })`);
     expect(unknown).to.deep.equal({
       event: 'LeadTeleported',
@@ -372,6 +373,7 @@ describe('the console read by eye, keyboard and screen reader', function () {
       code: 'NEW CODE',
       lead: 'parked',
       redirect: 'redirected (not followed)',
+      pulling: 'the buyer takes no webhooks now',
     });
     await page.context().close();
 

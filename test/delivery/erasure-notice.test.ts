@@ -339,3 +339,43 @@ describe('erasure: a lead.erased notice cut short by a stop', function () {
     expect(noticesOf()).to.have.length(2);
   });
 });
+
+describe('erasure: a lead.erased notice owed to a buyer that takes no webhook now', function () {
+  this.timeout(60_000);
+  let endpoint: BuyerEndpoint | undefined;
+  let harness: DeliveryHarness | undefined;
+
+  after(async function () {
+    await harness?.stop();
+    await endpoint?.stop();
+  });
+
+  it('fails for good at once (not_webhook), sending nothing, so it shows among the failed notices; sent again once the buyer is a webhook buyer again', async function () {
+    endpoint = await BuyerEndpoint.start(() => 200);
+    harness = await DeliveryHarness.start(endpoint);
+    harness.worker();
+    const admin = await harness.svc.key('admin', 'root-pull');
+    const { leadId, lead } = await harness.sell({ zip: '90210' });
+    await harness.rowWith(leadId, 'delivered');
+    await harness.stopWorkers();
+
+    // The buyer now pulls: a worker following that routing file has no webhook to send to.
+    const webhook = harness.routing;
+    const pulling = { ...webhook, buyers: webhook.buyers.map((b) => ({ ...b, delivery: { kind: 'pull' as const } })) } as typeof webhook;
+    harness.worker({ routing: () => pulling });
+    const erased = await harness.svc.post({ email: lead.email }, { 'x-api-key': admin }, '/functions/erasures');
+    expect(erased.status, erased.text).to.equal(201);
+    await until(async () => (await harness!.row(leadId))?.notice === 'failed', 10_000, () => 'the notice failed in the deliveries row');
+    const failed = await harness.ofType<{ attempt: number; status: number | null; error: string; next_attempt_at: string | null }>(leadId, 'ErasureNoticeFailed');
+    expect(failed).to.deep.equal([{ ...failed[0]!, attempt: 1, status: null, error: 'not_webhook', next_attempt_at: null }]);
+    expect(endpoint.received.filter((r) => r.body.type === 'lead.erased')).to.deep.equal([]);
+
+    // The buyer takes webhooks again: an admin sends the notice again, and it goes.
+    await harness.stopWorkers();
+    harness.worker();
+    const again = await harness.svc.request('POST', `/functions/deliveries/${leadId}/redeliver`, { 'x-api-key': admin });
+    expect(again.status, again.text).to.equal(202);
+    await until(async () => (await harness!.ofType(leadId, 'ErasureNoticeSent')).length === 1, 10_000, () => 'the notice sent again');
+    expect(endpoint.received.filter((r) => r.body.type === 'lead.erased' && r.body.lead_id === leadId)).to.have.length(1);
+  });
+});
