@@ -28,7 +28,8 @@ import { loadConfig } from '../config.js';
 import { EmbeddedEventStore } from '../event-store/embedded/embedded-event-store.js';
 import { EVENTS_FILE } from '../event-store/embedded/schema.js';
 import { KEYS_FILE } from '../personal-data/embedded-key-store.js';
-import { MASTER_KEY_FILE } from '../personal-data/master-key.js';
+import { masterKeyOpens } from '../personal-data/data-keys.js';
+import { MASTER_KEY_FILE, MasterKeyError, loadMasterKey } from '../personal-data/master-key.js';
 import { READ_MODELS_FILE } from '../read-models/embedded-schema.js';
 import type { CliIo } from './io.js';
 import { UsageError, readArgs } from './usage.js';
@@ -80,6 +81,18 @@ export async function runBackupCommand(args: string[], io: CliIo = { out: proces
     io.err.write(`leadpost backup: ${target} ${problem}\n`);
     return 1;
   }
+  // The master key is read before anything is copied: one that is missing or malformed is said at
+  // once, in words, rather than after every store was copied.
+  let masterKey: Buffer | null = null;
+  if (values['with-master-key'] === true) {
+    try {
+      masterKey = await loadMasterKey(config.masterKeyFile);
+    } catch (error) {
+      if (!(error instanceof MasterKeyError)) throw error;
+      io.err.write(`leadpost backup: ${error.message}\n`);
+      return 1;
+    }
+  }
 
   // Each file is written under a name of its own (.partial) and given its real name only once every
   // one is written and checked: a backup killed or failed half-way leaves no set of store files
@@ -100,6 +113,15 @@ export async function runBackupCommand(args: string[], io: CliIo = { out: proces
     if (file === KEYS_FILE && files.includes(EVENTS_FILE)) {
       keysLeftOut = keepKeysOfLeads(partial(target, KEYS_FILE), partial(target, EVENTS_FILE));
       bytes = statSync(partial(target, KEYS_FILE)).size;
+    }
+    // A key copied beside a keys.db it does not open is no backup: after a rotation, an environment
+    // still naming the old key file wrote "backup written" sets that could never be restored.
+    if (file === KEYS_FILE && masterKey && !opensKeysCopy(masterKey, partial(target, KEYS_FILE))) {
+      io.err.write(
+        `leadpost backup: the master key in ${config.masterKeyFile} (LEADPOST_MASTER_KEY_FILE) does not open the keys.db it copied: it is not the key they were stored with ` +
+          '(after `leadpost master-key rotate`, point LEADPOST_MASTER_KEY_FILE at the new key file); this is no backup: only .partial files were written\n',
+      );
+      return 1;
     }
     copied.push({ file, bytes });
   }
@@ -195,6 +217,18 @@ function isFile(path: string): boolean {
     return statSync(path).isFile();
   } catch {
     return false;
+  }
+}
+
+/** Whether `masterKey` opens the entries of the keys copy it is to go with (one secret and one data key, those it has). */
+function opensKeysCopy(masterKey: Buffer, keysCopy: string): boolean {
+  const db = new Database(keysCopy, { readonly: true, fileMustExist: true });
+  try {
+    const secret = db.prepare('SELECT name, value FROM secrets LIMIT 1').get() as { name: string; value: Buffer } | undefined;
+    const dataKey = db.prepare('SELECT id, wrapped FROM data_keys LIMIT 1').get() as { id: string; wrapped: Buffer } | undefined;
+    return (!secret || masterKeyOpens(masterKey, { secret: secret.name }, secret.value)) && (!dataKey || masterKeyOpens(masterKey, { dataKey: dataKey.id }, dataKey.wrapped));
+  } finally {
+    db.close();
   }
 }
 

@@ -54,6 +54,22 @@ export class UnknownDataKeyError extends Error {
 export const wrapAad = (id: string) => Buffer.from(`leadpost data key ${id}`, 'utf8');
 export const secretAad = (name: string) => Buffer.from(`leadpost secret ${name}`, 'utf8');
 
+/**
+ * Whether `masterKey` opens one wrapped entry of a key store: a data key (by its id) or a secret
+ * (by its name). For a copy of the store and a key meant to go with it, checked before either is
+ * trusted (leadpost backup).
+ */
+export function masterKeyOpens(masterKey: Buffer, entry: { readonly dataKey: string } | { readonly secret: string }, wrapped: Buffer): boolean {
+  try {
+    if ('secret' in entry) open(masterKey, unpackSealed(wrapped), secretAad(entry.secret));
+    else if (isBatchWrapped(wrapped)) unwrapFromBatch(masterKey, entry.dataKey, wrapped);
+    else open(masterKey, unpackSealed(wrapped), wrapAad(entry.dataKey));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export class PersonalDataKeys {
   private readonly batchSize: number;
   /** Why a key may not open: said the same way for a data key and a secret. */

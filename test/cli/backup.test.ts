@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import Database from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, copyFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -144,6 +145,35 @@ describe('leadpost backup', function () {
     } finally {
       await svc?.stop();
       for (const dir of [live, restored]) dir.remove();
+    }
+  });
+
+  it('with --with-master-key, refuses a master key that does not open the keys.db it copied, and says a missing one before copying anything', async function () {
+    const live = tempDir('backup-key-live');
+    const targets = tempDir('backup-key-targets');
+    const svc = await TestService.start({ dataDir: live.path });
+    try {
+      const supplier = await svc.key('supplier', 'sup-key');
+      expect((await svc.post(validLead(), { 'x-api-key': supplier })).status).to.equal(201);
+      // The old key left in a backup job's environment after a rotation: 32 bytes, owner-only, not the store's.
+      const wrong = join(targets.path, 'old.key');
+      writeFileSync(wrong, randomBytes(32), { mode: 0o600 });
+      const mismatch = await backup(['--to', join(targets.path, 'a'), '--with-master-key'], { LEADPOST_DATA_DIR: live.path, LEADPOST_MASTER_KEY_FILE: wrong });
+      expect(mismatch.code).to.equal(1);
+      expect(mismatch.stderr).to.match(/^leadpost backup: the master key in .*old\.key \(LEADPOST_MASTER_KEY_FILE\) does not open the keys\.db it copied/);
+      expect(readdirSync(join(targets.path, 'a')).every((file) => file.endsWith('.partial'))).to.equal(true);
+
+      const missing = await backup(['--to', join(targets.path, 'b'), '--with-master-key'], { LEADPOST_DATA_DIR: live.path, LEADPOST_MASTER_KEY_FILE: join(targets.path, 'gone.key') });
+      expect(missing.code).to.equal(1);
+      expect(missing.stderr).to.match(/^leadpost backup: the master key file .*gone\.key \(LEADPOST_MASTER_KEY_FILE\)/).and.not.match(/ENOENT/);
+      expect(readdirSync(join(targets.path, 'b')), 'nothing copied').to.deep.equal([]);
+
+      // The key that goes with the store: a backup.
+      const right = await backup(['--to', join(targets.path, 'c'), '--with-master-key'], { LEADPOST_DATA_DIR: live.path });
+      expect(right.code, right.stderr).to.equal(0);
+    } finally {
+      await svc.stop();
+      for (const dir of [live, targets]) dir.remove();
     }
   });
 
