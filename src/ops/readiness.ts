@@ -25,7 +25,7 @@ import type { FailingRun } from './failure-run.js';
 
 export interface ReadinessDeps {
   readonly events: Pick<EventStore, 'headPosition'>;
-  readonly readModels: Pick<ReadModelStore, 'checkpoint' | 'releaseLease' | 'leasesNamed'>;
+  readonly readModels: Pick<ReadModelStore, 'checkpoint' | 'acquireLease' | 'leasesNamed'>;
   /** The data keys of personal data (see DataKeyStore.probe). */
   readonly keyStore: { probe(write: boolean): Promise<void> };
   /** The status of every running projection. */
@@ -78,10 +78,13 @@ export interface Readiness {
 export const READINESS_CHECKS = ['shutdown', 'event_store', 'read_models', 'key_store', 'projections', 'roles'] as const;
 
 /**
- * A lease no one ever holds: giving it up is a write that changes nothing (no row matches) but, like
- * any write, needs the store's write lock (SQLite) or a write to its primary (MongoDB).
+ * A lease only the probe takes, for a second: taking it writes its row (its time changes every
+ * time), so a store that cannot take a write (a full disk, a read-only one) fails the probe. Giving
+ * up a lease never held, as the probe did before, matched no row and wrote nothing: /readyz said
+ * ready on a full disk while the process had lost every lease it keeps.
  */
-const PROBE_LEASE = 'readyz-write-probe';
+export const PROBE_LEASE = 'readyz-write-probe';
+const PROBE_LEASE_MS = 1000;
 
 class TimeoutError extends Error {}
 
@@ -135,7 +138,7 @@ export class ReadinessProbe {
       this.reach('event_store', () => this.deps.events.headPosition()),
       // Any checkpoint read proves the store answers a reader; this name is never written. A
       // process that keeps leases needs it to take writes too (see PROBE_LEASE).
-      this.reach('read_models', () => (writes ? this.deps.readModels.releaseLease(PROBE_LEASE, PROBE_LEASE) : this.deps.readModels.checkpoint('readyz'))),
+      this.reach('read_models', () => (writes ? this.deps.readModels.acquireLease(PROBE_LEASE, PROBE_LEASE, PROBE_LEASE_MS) : this.deps.readModels.checkpoint('readyz'))),
       this.reach('key_store', () => this.deps.keyStore.probe(servesApi)),
       this.projections(),
     ]);

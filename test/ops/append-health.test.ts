@@ -78,7 +78,7 @@ describe('readiness from the instance’s own appends', function () {
     const base = {
       keyStore: { probe: async () => {} },
       events: { headPosition: async () => ({ commit: 1, prepare: 1 }) },
-      readModels: { checkpoint: async () => null, releaseLease: async () => {}, leasesNamed: async () => [] },
+      readModels: { checkpoint: async () => null, acquireLease: async () => ({ name: 'readyz-write-probe', holder: 'readyz-write-probe', token: 1, expiresAt: Date.now() + 1000 }), leasesNamed: async () => [] },
       projections: async () => [{ projection: 'leads', build: 'v1', position: { commit: 1, prepare: 1 }, caughtUp: true, eventsBehind: 0, lagSeconds: 0 }],
       maxLagSeconds: 30,
       shuttingDown: () => false,

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import Database from 'better-sqlite3';
 import { type EventStore, EventStoreUnavailableError } from '../../src/event-store/port.js';
-import { ReadinessProbe } from '../../src/ops/readiness.js';
+import { PROBE_LEASE, ReadinessProbe } from '../../src/ops/readiness.js';
 import { PROJECTIONS } from '../../src/projections/index.js';
 import type { ProjectionStatus } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
@@ -11,6 +11,9 @@ import { ENVELOPE_FIELDS, TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
 import { until } from '../support/until.js';
 import { leaseOfProjection, projectionLease } from '../../src/roles/projector-leases.js';
+
+/** What the probe's write answers with, in the stubs of a store. */
+const PROBE_TAKEN: Lease = { name: PROBE_LEASE, holder: PROBE_LEASE, token: 1, expiresAt: Date.now() + 1000 };
 
 const LEASE = { leads: leaseOfProjection('leads')!, deliveries: leaseOfProjection('deliveries')!, feedback: leaseOfProjection('feedback')!, reports: leaseOfProjection('reports')! };
 
@@ -110,7 +113,7 @@ describe('health and readiness', function () {
     const store = { headPosition: async () => ({ commit: 1, prepare: 1 }) };
     /** The projector leases' rows an instance without the projector role reads. */
     let projectorRows: Lease[] = [];
-    const readModels = { checkpoint: async () => null, releaseLease: async () => {}, leasesNamed: async () => projectorRows };
+    const readModels = { checkpoint: async () => null, acquireLease: async () => PROBE_TAKEN, leasesNamed: async () => projectorRows };
     const keyStore = { probe: async () => {} };
     const lagging = [status('leads', 0), status('reports', 42.5)];
     /** The projector role, every projection's lease as `lease` says. */
@@ -273,8 +276,11 @@ describe('health and readiness', function () {
         expect(result.ready).to.equal(false);
         expect(result.checks.roles.detail).to.equal('projector (standby; free: reports)');
         expect(result.checks.projections.detail).to.equal('run by no instance, behind by more than 30 s: reports 42.5 s');
-        // The store answers a write (the probe of a process that keeps leases).
+        // The store answers a write (the probe of a process that keeps leases), and the write landed:
+        // a full or read-only disk fails it, as it fails the leases the process keeps.
         expect(result.checks.read_models).to.deep.equal({ ok: true, detail: 'reachable' });
+        const probed = await readModelStore.lease(PROBE_LEASE);
+        expect(probed?.expiresAt, 'the probe wrote its row').to.be.greaterThan(Date.now() - 5_000);
       } finally {
         await readModelStore.close();
         dir.remove();
@@ -286,7 +292,7 @@ describe('health and readiness', function () {
       const refusing = {
         leasesNamed: async () => [],
         checkpoint: async () => (asked.push('read'), null),
-        releaseLease: async () => {
+        acquireLease: async (): Promise<Lease> => {
           asked.push('write');
           throw new Error('SQLITE_BUSY: database is locked');
         },
@@ -325,7 +331,7 @@ describe('health and readiness', function () {
     it('says what a store that answers with an error has, from its code: a read-only or full disk is not "unreachable"', async function () {
       const failing = (code: string) => {
         const cause = new Database.SqliteError('attempt to write a readonly database', code);
-        return { checkpoint: async () => null, leasesNamed: async () => [], releaseLease: () => Promise.reject(new ReadModelUnavailableError(`the read-model store failed: ${cause.message}`, { cause })) };
+        return { checkpoint: async () => null, leasesNamed: async () => [], acquireLease: () => Promise.reject(new ReadModelUnavailableError(`the read-model store failed: ${cause.message}`, { cause })) };
       };
       const detail = async (code: string) =>
         (await new ReadinessProbe({ keyStore, events: store, readModels: failing(code), projections: async () => [status('leads', 0)], roles: projectorRole({ held: true, holder: 'me:1:a' }), maxLagSeconds: 30, shuttingDown: () => false }).check())
