@@ -2,8 +2,8 @@ import { loadRecordedConfig } from '../config.js';
 import type { CliIo } from './io.js';
 import { UsageError, readArgs } from './usage.js';
 import { type Position, openEventStore } from '../event-store/index.js';
-import { PROJECTIONS, dropBuild, dropBuildsOlderThan, switchUnlessNewerServed } from '../projections/index.js';
-import { REBUILD_STORE_OPTIONS, type RebuildProgress, rebuildProjections } from '../projections/rebuild.js';
+import { PROJECTIONS, dropBuild, dropBuildsOlderThan } from '../projections/index.js';
+import { REBUILD_STORE_OPTIONS, type RebuildProgress, rebuildProjections, switchCaughtUp } from '../projections/rebuild.js';
 import { openReadModelStore } from '../read-models/index.js';
 
 const USAGE = `usage: leadpost replay [--projection NAME]
@@ -80,7 +80,7 @@ export async function runReplayCommand(args: string[], io: Io = { out: process.s
     const show = progress(io, await events.headPosition());
     const rebuilt = await rebuildProjections(events, readModels, selected, { onProgress: show });
     for (const { projection, build } of rebuilt) {
-      const { switched, previous } = await switchUnlessNewerServed(readModels, projection, build);
+      const { switched, previous } = await switchCaughtUp(events, readModels, projection, build);
       if (!switched) {
         // Another replay, started after this one, switched to its build first: this one is no fresher.
         await dropBuild(readModels, projection, build);

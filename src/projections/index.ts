@@ -44,13 +44,34 @@ export async function switchBuild(readModels: ReadModelStore, projection: Projec
  * last; switched back to its older build, it then removed that very build as older than the one
  * served before, and the service read an empty table. The older build is no fresher (both fold
  * the same events to the head), so it stands aside. `previous` is the build served before.
+ *
+ * Nor is a build switched to while it is behind the one served: the events appended after the
+ * rebuild's last read were folded into the served build by the running service, and an erasure
+ * that saw its marks there answered; switched to a build without them, the instances served the
+ * erased consumer in clear again. `catchUp` folds the build on to the head, as often as it takes
+ * (a few rounds while posts keep coming).
  */
-export async function switchUnlessNewerServed(readModels: ReadModelStore, projection: Projection, build: string): Promise<{ switched: boolean; previous: string }> {
-  const previous = await servedBuild(readModels, projection);
-  if ((buildTime(projection, previous) ?? 0) > (buildTime(projection, build) ?? 0)) return { switched: false, previous };
-  await switchBuild(readModels, projection, build);
-  return { switched: true, previous };
+export async function switchUnlessNewerServed(
+  readModels: ReadModelStore,
+  projection: Projection,
+  build: string,
+  catchUp?: () => Promise<void>,
+): Promise<{ switched: boolean; previous: string }> {
+  for (let round = 0; ; round++) {
+    const previous = await servedBuild(readModels, projection);
+    if ((buildTime(projection, previous) ?? 0) > (buildTime(projection, build) ?? 0)) return { switched: false, previous };
+    const [served, own] = await Promise.all([readModels.checkpoint(checkpointName(projection, previous)), readModels.checkpoint(checkpointName(projection, build))]);
+    if (catchUp && round < MAX_CATCH_UP_ROUNDS && served !== null && (own === null || comparePositions(own, served) < 0)) {
+      await catchUp();
+      continue;
+    }
+    await switchBuild(readModels, projection, build);
+    return { switched: true, previous };
+  }
 }
+
+/** Rounds of catching up before a switch; each reaches the head, so the first almost always does. */
+const MAX_CATCH_UP_ROUNDS = 10;
 
 /** Removes one build's collections and its checkpoint. */
 export async function dropBuild(readModels: ReadModelStore, projection: Projection, build: string): Promise<void> {

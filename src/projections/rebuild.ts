@@ -4,7 +4,7 @@ import type { Projection } from './projections.js';
 import { REMEMBERED_LEADS, type ReceivedLeads, ProjectionRunner } from './runner.js';
 import { TwoGenerationCache } from '../two-generation-cache.js';
 import type { LeadReceived } from '../events/lead-events.js';
-import { versionBuild } from './index.js';
+import { switchUnlessNewerServed, versionBuild } from './index.js';
 
 /**
  * How a rebuild opens an embedded read-model store. A rebuild writes all over its tables, so it
@@ -103,4 +103,13 @@ export async function rebuildProjections(
     options.onProgress?.({ projection: runner.projection.name, position: runner.position, events: runner.handledEvents, done: true });
   }
   return runners.map((runner) => ({ projection: runner.projection, build: runner.build, position: runner.position, events: runner.handledEvents }));
+}
+
+/**
+ * Switches the service to a rebuilt `build` (see switchUnlessNewerServed), folding it on to the
+ * head first whenever the served build has got ahead of it meanwhile.
+ */
+export function switchCaughtUp(events: EventStore, readModels: ReadModelStore, projection: Projection, build: string): Promise<{ switched: boolean; previous: string }> {
+  const catchUp = () => rebuildProjections(events, readModels, [projection], { build: () => build }).then(() => {});
+  return switchUnlessNewerServed(readModels, projection, build, catchUp);
 }

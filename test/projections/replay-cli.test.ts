@@ -2,8 +2,9 @@ import { expect } from 'chai';
 import { fileURLToPath } from 'node:url';
 import { leadStream } from '../../src/events/lead-events.js';
 import { PROJECTIONS, dropBuildsOlderThan, servedBuild, switchBuild, versionBuild } from '../../src/projections/index.js';
-import { rebuildProjections } from '../../src/projections/rebuild.js';
-import { collectionName } from '../../src/projections/runner.js';
+import { rebuildProjections, switchCaughtUp } from '../../src/projections/rebuild.js';
+import { checkpointName, collectionName } from '../../src/projections/runner.js';
+import { comparePositions } from '../../src/event-store/port.js';
 import { runChild } from '../support/child.js';
 import { TestService, validLead } from '../support/service.js';
 import { until } from '../support/until.js';
@@ -144,6 +145,32 @@ describe('leadpost replay', function () {
       await switchBuild(readModels, leads, versionBuild(leads));
       expect(await dropBuildsOlderThan(readModels, leads, newer)).to.not.include(versionBuild(leads));
       expect(await readModels.collections()).to.include(collectionName('leads', versionBuild(leads)));
+    } finally {
+      await svc.stop();
+    }
+  });
+
+  it("is not switched to while the served build is ahead of it: folded on to the head first, so what the served build showed (an erasure's marks) stays shown", async function () {
+    const svc = await TestService.start();
+    try {
+      const key = await svc.key();
+      for (let i = 0; i < 3; i++) await svc.post(validLead(), { 'x-api-key': key });
+      const { store, readModels } = svc.service;
+      const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
+      const mine = `${versionBuild(leads)}_r${Date.now()}`;
+      await rebuildProjections(store, readModels, [leads], { build: () => mine });
+      // Appended after the rebuild's last read, and folded by the running service into the build it
+      // serves: an erasure that saw its marks there has answered.
+      const later = await svc.post(validLead(), { 'x-api-key': key });
+      await svc.service.projections.waitFor(await store.headPosition());
+      const served = (await readModels.checkpoint(checkpointName(leads, versionBuild(leads))))!;
+      expect(comparePositions((await readModels.checkpoint(checkpointName(leads, mine)))!, served), 'the rebuilt build is behind').to.be.below(0);
+
+      const { switched } = await switchCaughtUp(store, readModels, leads, mine);
+      expect(switched).to.equal(true);
+      expect(await servedBuild(readModels, leads)).to.equal(mine);
+      expect(comparePositions((await readModels.checkpoint(checkpointName(leads, mine)))!, served), 'caught up before the switch').to.be.at.least(0);
+      expect(await readModels.get(collectionName('leads', mine), String(later.body.lead_id))).to.not.equal(null);
     } finally {
       await svc.stop();
     }
