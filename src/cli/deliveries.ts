@@ -7,6 +7,7 @@ import { loadRecordedConfig, routingFilePath } from '../config.js';
 import { RedeliveryRefusedError, type RedeliveryRefusal } from '../delivery/attempt.js';
 import { type RedeliveryOrigin, redeliverFailed, redeliveryErrors, requestRedelivery } from '../delivery/redeliver.js';
 import { openEventStore } from '../event-store/index.js';
+import { isKeyName } from '../keys/api-keys.js';
 import { openPersonalDataKeys } from '../personal-data/index.js';
 import { Projections } from '../projections/index.js';
 import { openReadModelStore } from '../read-models/index.js';
@@ -29,8 +30,10 @@ LEAD_ID: that lead. --buyer with --failed-since: every lead of that buyer whose 
 failed for good at or after that moment (an ISO 8601 date or time, e.g. 2026-11-21T08:00:00Z),
 as the deliveries read model shows them (brought up to date first), and every lead.erased notice
 to that buyer that failed for good, however long ago: the buyer keeps the erased consumer's data
-until it takes it. --dry-run: count them and send nothing. --reason: why, as a snake_case code
-(secret_rotated, buyer_outage), recorded on the lead's stream. --json: one JSON object.
+until it takes it. A BUYER_ID the routing file (LEADPOST_ROUTING_FILE) does not have is refused
+(exit 1), naming the ones it has. --dry-run: count them and send nothing. --reason: why, as a
+snake_case code (secret_rotated, buyer_outage), recorded on the lead's stream. --json: one JSON
+object.
 A lead not failed for good, erased with no failed notice, or returned by the buyer is refused, and named.`;
 
 /** Why a lead was not sent again, by what was refused: its delivery, or its lead.erased notice. */
@@ -101,8 +104,20 @@ export async function runDeliveriesCommand(args: string[], io: CliIo = { out: pr
   // The command line is a request of its own: a trace id of its own, and `cli` as who asked.
   const traceId = randomBytes(16).toString('hex');
   // The routing file the service reads: a buyer removed from it would never be sent the lead.
-  const buyers = loadRoutingConfig(routingFilePath(env)).buyers;
+  const routingFile = routingFilePath(env);
+  const buyers = loadRoutingConfig(routingFile).buyers;
   const buyerKnown = (buyer: string) => buyers.some((known) => known.id === buyer);
+  // A --buyer the file does not have (a typo, another case) matches no row: the sweep would answer
+  // "0 lead(s) redelivered", exit 0, and the buyer's failed leads would stay failed for good while
+  // the operator believed it had none. Refused before any store is opened, naming the ids the file
+  // has, as `keys create --role buyer` does; the value only when it reads as an id (not a contact
+  // pasted into the wrong option).
+  if ('buyer' in parsed && !buyerKnown(parsed.buyer)) {
+    const known = buyers.length > 0 ? `the buyers are ${buyers.map((buyer) => buyer.id).join(', ')}` : 'it has no buyers';
+    const given = isKeyName(parsed.buyer) ? `--buyer '${parsed.buyer}'` : '--buyer';
+    io.err.write(`leadpost deliveries redeliver: ${given} is not a buyer of the routing file ${routingFile} (${known}): nothing was sent; a buyer taken out of the file must be put back in it first\n`);
+    return 1;
+  }
   const origin: RedeliveryOrigin = { principal: { role: 'cli', name: 'cli', keyId: null }, traceId, now: new Date(), reason: parsed.reason, buyerKnown };
   const config = loadRecordedConfig(env);
   const keys = await openPersonalDataKeys(config);

@@ -262,6 +262,24 @@ describe('delivery: sending a delivery that failed for good again', function () 
     expect(unknown.stderr).to.contain(`lead ${four} not redelivered (BUYER_UNKNOWN): its buyer is not in the routing file in force`);
     expect(await ofType(four, 'LeadRedeliveryRequested')).to.deep.equal([]);
 
+    // A buyer id the routing file does not have (another case, a typo, one taken out of the file):
+    // it would match no lead and answer "0 lead(s)", exit 0, while the buyer's failed leads stay
+    // failed. Refused, naming the ids the file has; the value only when it reads as an id.
+    const sweeps: Array<[string, Record<string, string>, string]> = [
+      [HOOK_BUYER.toUpperCase(), env, `--buyer '${HOOK_BUYER.toUpperCase()}' is not a buyer of the routing file ${env.LEADPOST_ROUTING_FILE} (the buyers are ${HOOK_BUYER}, pull-buyer)`],
+      [HOOK_BUYER, { ...env, LEADPOST_ROUTING_FILE: withoutBuyer }, `--buyer '${HOOK_BUYER}' is not a buyer of the routing file ${withoutBuyer} (the buyers are someone-else)`],
+      ['ada.lovelace@example.com', env, `--buyer is not a buyer of the routing file ${env.LEADPOST_ROUTING_FILE} (the buyers are ${HOOK_BUYER}, pull-buyer)`],
+    ];
+    for (const [buyer, routing, said] of sweeps) {
+      for (const dryRun of [['--dry-run'], []]) {
+        const typo = await runChild(['deliveries', 'redeliver', '--buyer', buyer, '--failed-since', since, ...dryRun], routing, { script: BIN });
+        expect(typo.code, `${buyer} ${dryRun.join('')}: ${typo.lines.join('\n')}`).to.equal(1);
+        expect(typo.stderr.trim()).to.equal(`leadpost deliveries redeliver: ${said}: nothing was sent; a buyer taken out of the file must be put back in it first`);
+        expect(typo.lines).to.deep.equal([]);
+      }
+    }
+    expect(await ofType(four, 'LeadRedeliveryRequested')).to.deep.equal([]);
+
     const usage = await runChild(['deliveries', 'redeliver', String(one), '--buyer', HOOK_BUYER], env, { script: BIN });
     expect(usage.code).to.equal(2);
     expect(usage.stderr.split('\n')[0]).to.equal('leadpost deliveries redeliver: give either LEAD_ID or --buyer with --failed-since, not both');
