@@ -175,6 +175,12 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
     const rate = check(() => integer(env, 'RATE_LIMIT_PER_SECOND', DEFAULT_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
     const pingRate = check(() => integer(env, 'PING_RATE_LIMIT_PER_SECOND', DEFAULT_PING_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
     const readRate = check(() => integer(env, 'READ_RATE_LIMIT_PER_SECOND', DEFAULT_READ_RATE_LIMIT.ratePerSecond, 0, 1_000_000), 0);
+    // A bucket's size is checked whatever its rate: with the limit off (0) a bad one went unseen,
+    // and stopped the service only the day the limit was turned back on, far from the change.
+    const limit = (ratePerSecond: number, burstVariable: string) => {
+      const burst = check(() => integer(env, burstVariable, ratePerSecond * 2, 1, 10_000_000), 1);
+      return ratePerSecond === 0 ? null : { ratePerSecond, burst };
+    };
     const config: ServiceConfig = {
       ...base,
       roles: check(() => roleList(env, 'LEADPOST_ROLES'), new Set(SERVICE_ROLES)),
@@ -188,11 +194,9 @@ export function loadServiceConfig(env: NodeJS.ProcessEnv = process.env): Service
       bodyLimitBytes: check(() => integer(env, 'BODY_LIMIT_BYTES', 65536, 1024, 10 * 1024 * 1024), 0),
       headersTimeoutMs: check(() => integer(env, 'HEADERS_TIMEOUT_MS', DEFAULT_TIMEOUTS.headersMs, 100, 600_000), DEFAULT_TIMEOUTS.headersMs),
       requestTimeoutMs: check(() => integer(env, 'REQUEST_TIMEOUT_MS', DEFAULT_TIMEOUTS.requestMs, 100, 600_000), DEFAULT_TIMEOUTS.requestMs),
-      rateLimit: rate === 0 ? null : { ratePerSecond: rate, burst: check(() => integer(env, 'RATE_LIMIT_BURST', rate * 2, 1, 10_000_000), 1) },
-      readRateLimit:
-        readRate === 0 ? null : { ratePerSecond: readRate, burst: check(() => integer(env, 'READ_RATE_LIMIT_BURST', readRate * 2, 1, 10_000_000), 1) },
-      pingRateLimit:
-        pingRate === 0 ? null : { ratePerSecond: pingRate, burst: check(() => integer(env, 'PING_RATE_LIMIT_BURST', pingRate * 2, 1, 10_000_000), 1) },
+      rateLimit: limit(rate, 'RATE_LIMIT_BURST'),
+      readRateLimit: limit(readRate, 'READ_RATE_LIMIT_BURST'),
+      pingRateLimit: limit(pingRate, 'PING_RATE_LIMIT_BURST'),
       pingTtlSeconds: check(() => integer(env, 'PING_TTL_SECONDS', 300, 1, 86_400), 300),
       pingDeadlineMs: check(() => integer(env, 'PING_DEADLINE_MS', 1000, 1, MAX_PING_DEADLINE_MS), 1000),
       leadIdBlockSize: check(() => integer(env, 'LEAD_ID_BLOCK_SIZE', 100, 1, 1_000_000), 1),

@@ -129,6 +129,49 @@ describe('configuration of the lead checks', function () {
   });
 });
 
+describe('the rate limits', function () {
+  const LIMITS = [
+    ['RATE_LIMIT_PER_SECOND', 'RATE_LIMIT_BURST', 'rateLimit'],
+    ['READ_RATE_LIMIT_PER_SECOND', 'READ_RATE_LIMIT_BURST', 'readRateLimit'],
+    ['PING_RATE_LIMIT_PER_SECOND', 'PING_RATE_LIMIT_BURST', 'pingRateLimit'],
+  ] as const;
+
+  it('a bad *_BURST is refused by name also while its rate is 0 (the limit off), not only the day the limit is turned back on', function () {
+    for (const [rate, burst, setting] of LIMITS) {
+      expect(loadServiceConfig({ [rate]: '0', [burst]: '30' })[setting], rate).to.equal(null);
+      expect(loadServiceConfig({ [rate]: '0' })[setting], rate).to.equal(null);
+      for (const value of ['abc', '-5', '0', '1.5', '10000001']) {
+        expect(problem({ [rate]: '0', [burst]: value }), `${burst}=${value}`).to.equal(`invalid configuration:\n  ${burst} must be a whole number from 1 to 10000000, not '${value}'`);
+      }
+    }
+  });
+
+  it('leadpost serve stops on them with exit 1, one line each', async function () {
+    this.timeout(60_000);
+    const dir = tempDir('config-bursts');
+    try {
+      const result = await serveRefused({
+        LEADPOST_DATA_DIR: dir.path,
+        RATE_LIMIT_PER_SECOND: '0',
+        RATE_LIMIT_BURST: 'abc',
+        READ_RATE_LIMIT_PER_SECOND: '0',
+        READ_RATE_LIMIT_BURST: '-5',
+        PING_RATE_LIMIT_PER_SECOND: '0',
+        PING_RATE_LIMIT_BURST: 'lots',
+      });
+      expect(result.code, result.lines.join('\n')).to.equal(1);
+      expect(result.stderr.trim().split('\n')).to.deep.equal([
+        'leadpost: invalid configuration:',
+        "  RATE_LIMIT_BURST must be a whole number from 1 to 10000000, not 'abc'",
+        "  READ_RATE_LIMIT_BURST must be a whole number from 1 to 10000000, not '-5'",
+        "  PING_RATE_LIMIT_BURST must be a whole number from 1 to 10000000, not 'lots'",
+      ]);
+    } finally {
+      dir.remove();
+    }
+  });
+});
+
 describe('LEADPOST_ROLES and serve --roles', function () {
   it('is every role by default; a list picks some, in any case, once each', function () {
     expect([...loadServiceConfig({}).roles]).to.deep.equal(['api', 'projector', 'delivery']);
