@@ -426,6 +426,8 @@ function regionList(env: NodeJS.ProcessEnv, name: string, fallback: readonly str
   return list(raw, name, 'ISO 3166 region codes (e.g. US,CA)', (c) => c.toUpperCase(), isPhoneRegion);
 }
 
+// Unset or set to nothing: every role, as the README says (a variable set empty is unset, as for
+// the other single settings). `serve --roles` given empty never reaches here: bad usage (main.ts).
 function roleList(env: NodeJS.ProcessEnv, name: string): Set<ServiceRole> {
   const raw = env[name];
   if (raw === undefined || raw.trim() === '') return new Set(SERVICE_ROLES);

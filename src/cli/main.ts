@@ -1,4 +1,4 @@
-import { checkDirectories, loadServiceConfig } from '../config.js';
+import { SERVICE_ROLES, checkDirectories, loadServiceConfig } from '../config.js';
 import { createLogger } from '../http/logger.js';
 import { startService } from '../service.js';
 import { releaseVersion } from '../version.js';
@@ -161,24 +161,30 @@ async function run(args: string[]): Promise<number> {
   }
 }
 
-/** `--roles LIST` or `--roles=LIST` overrides LEADPOST_ROLES; null when the arguments are not serve's. */
-function serveEnv(args: string[]): NodeJS.ProcessEnv | null {
+/** `--roles LIST` or `--roles=LIST` overrides LEADPOST_ROLES; else what is wrong with serve's arguments (bad usage). */
+function serveEnv(args: string[]): NodeJS.ProcessEnv | string {
+  const ONLY_ROLES = 'serve takes only --roles LIST';
   let roles: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     // Given twice, one would be dropped unsaid (`--roles api --roles projector` ran no API): refused.
-    if (roles !== undefined) return null;
+    if (roles !== undefined) return ONLY_ROLES;
     if (arg === '--roles' && args[i + 1] !== undefined && !args[i + 1]!.startsWith('--')) roles = args[++i];
     else if (arg.startsWith('--roles=')) roles = arg.slice('--roles='.length);
-    else return null;
+    else return ONLY_ROLES;
   }
-  return roles === undefined ? process.env : { ...process.env, LEADPOST_ROLES: roles };
+  if (roles === undefined) return process.env;
+  // Given empty or blank (`--roles=$ROLES` with the variable unset), it is no list, and not the
+  // default either: taken for all three roles, it ran the projector and the delivery worker where
+  // an API-only process was asked for, over the LEADPOST_ROLES the process was given.
+  if (roles.trim() === '') return `serve --roles is given no role: it takes a comma-separated list of ${SERVICE_ROLES.join(', ')}`;
+  return { ...process.env, LEADPOST_ROLES: roles };
 }
 
 async function serve(args: string[]): Promise<number> {
   const env = serveEnv(args);
-  if (!env) {
-    console.error(`leadpost: serve takes only --roles LIST\n\n${SERVE_USAGE}`);
+  if (typeof env === 'string') {
+    console.error(`leadpost: ${env}\n\n${SERVE_USAGE}`);
     return 2;
   }
   // Listen for the stop signal before anything starts: a SIGTERM that arrives while the service is

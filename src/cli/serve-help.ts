@@ -17,7 +17,8 @@ its lease; leases are kept in the read-model store (renewed every 1 s, lasting 3
 process takes over within about 3 s of the holder's death, at once after a clean stop). Without api the listeners answer only /healthz,
 /readyz and /metrics, which say which roles run and whether this process holds each lease.
 With api and another role, the others run on a background thread of the process (its second
-core), unless LEADPOST_BACKGROUND_THREAD=0; a thread that dies is started again.
+core), unless LEADPOST_BACKGROUND_THREAD=0; a thread that dies is started again. An empty
+--roles (--roles=) is bad usage, not all three roles; LEADPOST_ROLES set empty is all three.
 
 Configured by the environment; every variable is checked at start and a bad one stops serve
 with a message naming it (exit 1):

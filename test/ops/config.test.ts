@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { chownSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, checkDirectories, loadServiceConfig } from '../../src/config.js';
@@ -15,8 +15,8 @@ const BIN = fileURLToPath(new URL('../../../bin/leadpost.js', import.meta.url));
  * `leadpost serve` that ought to refuse to start: stopped as soon as it listens after all, or after
  * 30 s (a data dir under /proc once made it spin for ever).
  */
-async function serveRefused(env: Record<string, string>, nodeArgs: string[] = []) {
-  const child = runChild(['serve'], { PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', ...env }, { script: BIN, nodeArgs });
+async function serveRefused(env: Record<string, string>, nodeArgs: string[] = [], args: string[] = []) {
+  const child = runChild(['serve', ...args], { PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', ...env }, { script: BIN, nodeArgs });
   const deadline = setTimeout(() => child.process.kill('SIGKILL'), 30_000);
   child.until('{', 1).then(() => child.process.kill('SIGKILL'), () => {});
   try {
@@ -175,7 +175,8 @@ describe('the rate limits', function () {
 describe('LEADPOST_ROLES and serve --roles', function () {
   it('is every role by default; a list picks some, in any case, once each', function () {
     expect([...loadServiceConfig({}).roles]).to.deep.equal(['api', 'projector', 'delivery']);
-    expect([...loadServiceConfig({ LEADPOST_ROLES: '' }).roles]).to.deep.equal(['api', 'projector', 'delivery']);
+    // Set to nothing, the variable is unset (the README's default); only `serve --roles` given empty is refused.
+    for (const empty of ['', '  ']) expect([...loadServiceConfig({ LEADPOST_ROLES: empty }).roles]).to.deep.equal(['api', 'projector', 'delivery']);
     expect([...loadServiceConfig({ LEADPOST_ROLES: ' API , delivery,api,' }).roles]).to.deep.equal(['api', 'delivery']);
   });
 
@@ -211,6 +212,26 @@ describe('LEADPOST_ROLES and serve --roles', function () {
     expect(equals.stderr).to.contain("not 'projector,x'");
     expect(other.code).to.equal(2);
     expect(other.stderr).to.contain('serve takes only --roles LIST');
+  });
+
+  it('serve --roles given empty or blank is bad usage, not every role over the LEADPOST_ROLES given', async function () {
+    this.timeout(60_000);
+    const dir = tempDir('config-roles');
+    try {
+      // `--roles=$ROLES` with the variable unset, or quoted blank: once it ran all three roles.
+      const runs = [['--roles='], ['--roles= '], ['--roles', ''], ['--roles', '  ']];
+      const results = await Promise.all(runs.map((args) => serveRefused({ LEADPOST_DATA_DIR: dir.path, LEADPOST_ROLES: 'api' }, [], args)));
+      for (const [i, args] of runs.entries()) {
+        const result = results[i]!;
+        expect(result.code, `${JSON.stringify(args)}: ${result.lines.join('\n')}`).to.equal(2);
+        const [first, blank, usage] = result.stderr.split('\n');
+        expect(first).to.equal('leadpost: serve --roles is given no role: it takes a comma-separated list of api, projector, delivery');
+        expect([blank, usage]).to.deep.equal(['', 'usage: leadpost serve [--roles api,projector,delivery]']);
+      }
+      expect(readdirSync(dir.path), 'refused before anything was made').to.deep.equal([]);
+    } finally {
+      dir.remove();
+    }
   });
 });
 
