@@ -72,7 +72,9 @@ function parse(args: string[]): Parsed | 'help' {
   const since = values['failed-since'] as string | undefined;
   if (positionals.length > 1) throw new UsageError('one LEAD_ID at a time; for many, give --buyer and --failed-since');
   if (positionals.length === 1) {
-    if (buyer !== undefined || since !== undefined || values['dry-run']) throw new UsageError('give either LEAD_ID or --buyer with --failed-since, not both');
+    if (buyer !== undefined || since !== undefined) throw new UsageError('give either LEAD_ID or --buyer with --failed-since, not both');
+    // One lead is sent at once, by itself: the dry run is of the --buyer form's sweep only.
+    if (values['dry-run']) throw new UsageError('--dry-run goes only with --buyer and --failed-since, not with a LEAD_ID');
     if (!/^[1-9]\d{0,15}$/.test(positionals[0]!)) throw new UsageError('LEAD_ID must be a lead id, a whole number from 1');
     return { leadId: Number(positionals[0]), reason, json };
   }
@@ -85,9 +87,14 @@ function parse(args: string[]): Parsed | 'help' {
 
 export async function runDeliveriesCommand(args: string[], io: CliIo = { out: process.stdout, err: process.stderr }, env = process.env): Promise<number> {
   if (args[0] !== 'redeliver') {
-    const help = args.length === 0 || args[0] === '--help' || args[0] === '-h';
-    (help ? io.out : io.err).write(`${help ? '' : `leadpost deliveries: unknown subcommand${args[0] ? ` '${args[0]}'` : ''}\n\n`}${USAGE}\n`);
-    return help ? 0 : 2;
+    if (args[0] === '--help' || args[0] === '-h') {
+      io.out.write(`${USAGE}\n`);
+      return 0;
+    }
+    // No subcommand is bad usage, as for keys and consumer: `leadpost deliveries $SUB` with SUB
+    // empty must not pass for done in a script. A word given is not quoted: it may be anything pasted.
+    io.err.write(`leadpost deliveries: ${args.length === 0 ? 'missing command: redeliver' : 'unknown command: the one command is redeliver'}\n\n${USAGE}\n`);
+    return 2;
   }
   let parsed;
   try {

@@ -63,7 +63,8 @@ export async function runKeysCommand(args: string[], io: CliIo = { out: process.
     command = parse(args, env);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    io.err.write(`leadpost keys: ${error.message}\nRun 'leadpost keys --help' for usage.\n`);
+    // Bad usage is one line, then the usage, as for every command (the README's exit codes).
+    io.err.write(`leadpost keys: ${error.message}\n\n${USAGE}`);
     return 2;
   }
   if (command.kind === 'help') {
@@ -79,24 +80,27 @@ export async function runKeysCommand(args: string[], io: CliIo = { out: process.
   } catch (error) {
     // A bad variable is reported as serve reports it, by the CLI's entry point.
     if (error instanceof ConfigError) throw error;
-    io.err.write(`leadpost keys: ${error instanceof Error ? error.message : String(error)}\n`);
-    return error instanceof KeyCommandError && error.kind === 'invalid' ? 2 : 1;
+    const usage = error instanceof KeyCommandError && error.kind === 'invalid';
+    io.err.write(`leadpost keys: ${error instanceof Error ? error.message : String(error)}\n${usage ? `\n${USAGE}` : ''}`);
+    return usage ? 2 : 1;
   } finally {
     await store?.close().catch(() => {});
   }
 }
 
+// A problem is said by the option or argument at fault, never quoting what was given: a value
+// pasted in the wrong place may be a consumer's e-mail or mobile, and stderr goes to logs.
 function parse(args: string[], env: NodeJS.ProcessEnv): Command {
   const [sub, ...rest] = args;
   if (sub === undefined) throw new UsageError('missing command (create, list, revoke or rotate)');
   if (sub === '--help' || sub === '-h' || sub === 'help') return { kind: 'help' };
-  if (!Object.hasOwn(FLAGS, sub)) throw new UsageError(`unknown command ${JSON.stringify(sub)}`);
+  if (!Object.hasOwn(FLAGS, sub)) throw new UsageError('unknown command: the commands are create, list, revoke and rotate');
   const kind = sub as keyof typeof FLAGS;
   const { values, positionals } = readArgs(rest, { ...FLAGS[kind], help: { type: 'boolean', short: 'h' } }, { positionals: true });
   if (values.help) return { kind: 'help' };
   const json = values.json === true;
   if (kind === 'create' || kind === 'list') {
-    if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
+    if (positionals.length > 0) throw new UsageError(`${kind} takes no argument besides its options`);
   } else if (positionals.length !== 1) {
     throw new UsageError(`${kind} takes exactly one key ID`);
   }
@@ -141,7 +145,7 @@ function checkBuyerId(name: string, env: NodeJS.ProcessEnv): void {
 function keyId(text: string): string {
   // Someone will paste the whole key; say so without echoing the secret back to the terminal.
   if (text.startsWith('lp_')) throw new UsageError("pass the key's ID (the 12 characters after 'lp_'), not the key itself");
-  if (!isKeyId(text)) throw new UsageError(`${JSON.stringify(text)} is not a key ID (12 lower-case letters or digits)`);
+  if (!isKeyId(text)) throw new UsageError('ID must be a key ID (12 lower-case letters or digits)');
   return text;
 }
 

@@ -32,9 +32,9 @@ commands:
   deliveries redeliver LEAD_ID [--reason CODE] [--json]
   deliveries redeliver --buyer BUYER_ID --failed-since ISO [--dry-run] [--reason CODE] [--json]
                                           send webhook deliveries that failed for good once more
-  erase [--email E] [--mobile M] [--suppress] [--json]
+  erase [--email E] [--mobile M] [--stdin] [--suppress] [--json]
                                           erase a consumer's personal data (every lead of it)
-  consumer show [--email E] [--mobile M] [--json]
+  consumer show [--email E] [--mobile M] [--stdin] [--json]
                                           a consumer's leads with personal data and outcomes
   replay [--projection NAME]              rebuild read models from the events, switch to them, and
                                           remove the builds older than the previous one

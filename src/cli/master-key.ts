@@ -62,14 +62,15 @@ export async function runMasterKeyCommand(args: string[], io: CliIo = { out: pro
     const resumed = existsSync(target);
     let newKey: Buffer;
     if (resumed) {
-      newKey = await loadMasterKey(target);
+      // A --to that is no key is the argument's fault, not the key in use's: named as --to.
+      newKey = await loadMasterKey(target, '--to');
       const survey = await surveyKeyStore(store, oldKey, newKey);
       if (survey.underNew === 0) return fail(`${target} exists and no entry of the key store opens with it, so it is not this key store's rotation left half-done: name a file that does not exist, or remove it if it is the key of a rotation stopped before it wrapped anything (nothing was changed)`);
       if (survey.neither.length > 0) return fail(unopened(survey.neither));
     } else {
       const survey = await surveyKeyStore(store, oldKey, oldKey);
       if (survey.neither.length > 0) return fail(unopened(survey.neither));
-      newKey = await createMasterKey(target);
+      newKey = await createMasterKey(target, '--to');
     }
     // From here NEW_FILE is kept whatever happens: entries may be wrapped under it already.
     let counts;

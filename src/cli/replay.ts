@@ -65,7 +65,8 @@ export async function runReplayCommand(args: string[], io: Io = { out: process.s
     }
     if (values.projection !== undefined) {
       const projection = PROJECTIONS.find((p) => p.name === values.projection);
-      if (!projection) throw new UsageError(`unknown projection '${String(values.projection)}'`);
+      // Named, never quoted: a value pasted in the wrong place may be a consumer's contact.
+      if (!projection) throw new UsageError(`--projection must be one of ${PROJECTIONS.map((p) => p.name).join(', ')}`);
       selected = [projection];
     }
   } catch (error) {

@@ -17,6 +17,10 @@ export class MasterKeyError extends Error {
   override readonly name = 'MasterKeyError';
 }
 
+/** What names a master key file: the variable of the key in use, or the option of a rotation's new one. */
+type KeyFileSetting = 'LEADPOST_MASTER_KEY_FILE' | '--to';
+const DEFAULT_SETTING: KeyFileSetting = 'LEADPOST_MASTER_KEY_FILE';
+
 /**
  * The master key in `file`, made first when missing, unless `wrappedKeysFile` (the embedded key
  * store) is there: its keys were wrapped by a master key, which is then missing, not new. A restore
@@ -36,18 +40,22 @@ export async function loadOrCreateMasterKey(file: string, wrappedKeysFile?: stri
   return readKeyFile(file);
 }
 
-async function statIfExists(file: string) {
+async function statIfExists(file: string, setting: KeyFileSetting = DEFAULT_SETTING) {
   try {
     return await stat(file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw refused(file, `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`, error);
+    throw refused(file, `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`, error, setting);
   }
 }
 
-/** The master key in `file`, which must be there: for a command that must not make one (a rotation). */
-export function loadMasterKey(file: string): Promise<Buffer> {
-  return readKeyFile(file);
+/**
+ * The master key in `file`, which must be there: for a command that must not make one (a rotation).
+ * `setting` is what named the file, said in a refusal: the operator fixes that one (a rotation's
+ * `--to`, not the LEADPOST_MASTER_KEY_FILE of the key in use).
+ */
+export function loadMasterKey(file: string, setting: KeyFileSetting = DEFAULT_SETTING): Promise<Buffer> {
+  return readKeyFile(file, setting);
 }
 
 /**
@@ -55,21 +63,21 @@ export function loadMasterKey(file: string): Promise<Buffer> {
  * synced, its directory too, before it is returned, so nothing is ever wrapped under a key that a
  * crash could lose.
  */
-export async function createMasterKey(file: string): Promise<Buffer> {
-  await createKeyFile(file, true);
+export async function createMasterKey(file: string, setting: KeyFileSetting = DEFAULT_SETTING): Promise<Buffer> {
+  await createKeyFile(file, true, setting);
   const directory = await open(dirname(file), 'r');
   try {
     await directory.sync();
   } finally {
     await directory.close();
   }
-  return readKeyFile(file);
+  return readKeyFile(file, setting);
 }
 
 // Written aside with mode 0600 from the start, then linked into place: a link fails when the name
 // exists, so two processes starting at once never overwrite each other's key (the loser reads
 // the winner's), and a crash never leaves a half-written key under the name.
-async function createKeyFile(file: string, refuseExisting = false): Promise<void> {
+async function createKeyFile(file: string, refuseExisting = false, setting: KeyFileSetting = DEFAULT_SETTING): Promise<void> {
   makeDirectory(dirname(file), 0o700);
   const temporary = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   const handle = await open(temporary, 'wx', 0o600);
@@ -84,7 +92,7 @@ async function createKeyFile(file: string, refuseExisting = false): Promise<void
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EEXIST' && refuseExisting) throw new MasterKeyError(`${file} exists already: a new master key is never written over a file`);
-    if (code !== 'EEXIST') throw refused(file, `cannot be created (${code ?? 'unknown error'})`, error);
+    if (code !== 'EEXIST') throw refused(file, `cannot be created (${code ?? 'unknown error'})`, error, setting);
   } finally {
     await unlink(temporary).catch(() => {});
   }
@@ -114,20 +122,20 @@ export function masterKeyFileProblem(file: string): string | undefined {
   return problem === undefined ? undefined : refused(file, problem).message;
 }
 
-async function readKeyFile(file: string): Promise<Buffer> {
-  const info = await statIfExists(file);
-  if (!info) throw refused(file, 'does not exist');
+async function readKeyFile(file: string, setting: KeyFileSetting = DEFAULT_SETTING): Promise<Buffer> {
+  const info = await statIfExists(file, setting);
+  if (!info) throw refused(file, 'does not exist', undefined, setting);
   const problem = problemOf(info);
-  if (problem !== undefined) throw refused(file, problem);
+  if (problem !== undefined) throw refused(file, problem, undefined, setting);
   let key: Buffer;
   try {
     key = await readFile(file);
   } catch (error) {
-    throw refused(file, `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`, error);
+    throw refused(file, `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`, error, setting);
   }
-  if (key.length !== KEY_BYTES) throw refused(file, `must hold exactly ${KEY_BYTES} bytes, not ${key.length}`);
+  if (key.length !== KEY_BYTES) throw refused(file, `must hold exactly ${KEY_BYTES} bytes, not ${key.length}`, undefined, setting);
   return key;
 }
 
-const refused = (file: string, why: string, cause?: unknown) =>
-  new MasterKeyError(`the master key file ${file} (LEADPOST_MASTER_KEY_FILE) ${why}`, cause === undefined ? undefined : { cause });
+const refused = (file: string, why: string, cause?: unknown, setting: KeyFileSetting = DEFAULT_SETTING) =>
+  new MasterKeyError(`the master key file ${file} (${setting}) ${why}`, cause === undefined ? undefined : { cause });

@@ -45,6 +45,35 @@ describe('leadpost help', function () {
     expect(create.lines.join('\n')).to.contain('create --role ROLE --name NAME');
   });
 
+  it("the usage of all commands shows every option of each command's own help on its lines", async function () {
+    // A command's lines: its own, and those indented below it (the description).
+    const lines = new Map<string, string>();
+    let command: string | undefined;
+    for (const line of (await cli(['--help'])).lines) {
+      command = /^ {2}([a-z][a-z-]*)\b/.exec(line)?.[1] ?? (/^ {20,}\S/.test(line) ? command : undefined);
+      if (command !== undefined) lines.set(command, `${lines.get(command) ?? ''}${line}\n`);
+    }
+    const commands = [...COMMANDS, 'prune-builds'];
+    const helps = await Promise.all(commands.map((name) => cli([name, '--help'])));
+    const missing = commands.flatMap((name, i) => {
+      const options = new Set([...helps[i]!.lines.join('\n').matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map(([option]) => option).filter((o) => o !== '--help'));
+      return [...options].filter((option) => !(lines.get(name) ?? '').includes(option)).map((option) => `${name} ${option}`);
+    });
+    // --stdin above all: the way to keep a consumer's contacts off the command line (ps, history).
+    expect(missing).to.deep.equal([]);
+  });
+
+  it('a command of subcommands given none is bad usage, as an unknown command is: the problem and its usage on stderr, exit 2', async function () {
+    const runs = [['keys'], ['consumer'], ['master-key'], ['routing'], ['deliveries']];
+    const results = await Promise.all(runs.map((args) => cli(args)));
+    for (const [i, [command]] of runs.entries()) {
+      const result = results[i]!;
+      expect(result.code, command).to.equal(2);
+      expect(result.stderr, command).to.match(new RegExp(`^leadpost ${command}: .+\n\nusage: leadpost ${command}`));
+      expect(result.lines.join(''), command).to.equal('');
+    }
+  });
+
   it('no command, or an unknown one, is bad usage: the usage on stderr, exit 2', async function () {
     const runs = [[], ['frobnicate'], ['help', 'frobnicate']];
     const results = await Promise.all(runs.map((args) => cli(args)));
@@ -81,13 +110,26 @@ describe('leadpost help', function () {
         [['deliveries', 'redeliver', '--buyer', 'acme', '--failed-since', 'yesterday'], 'leadpost deliveries redeliver: --failed-since must be an ISO 8601 date or time (UTC unless it gives an offset), e.g. 2026-11-21T08:00:00Z'],
         [['deliveries', 'redeliver', '--buyer', 'acme', '--failed-since', '2026-02-30'], 'leadpost deliveries redeliver: --failed-since must be an ISO 8601 date or time (UTC unless it gives an offset), e.g. 2026-11-21T08:00:00Z'],
         [['deliveries', 'redeliver', '--buyer', 'acme'], 'leadpost deliveries redeliver: give LEAD_ID, or --buyer with --failed-since'],
-        [['deliveries', 'resend', '42'], "leadpost deliveries: unknown subcommand 'resend'"],
+        [['deliveries', 'resend', '42'], 'leadpost deliveries: unknown command: the one command is redeliver'],
+        [['deliveries', 'ada@example.com'], 'leadpost deliveries: unknown command: the one command is redeliver'],
+        // One lead is sent at once: no --buyer was given, --dry-run is what does not belong.
+        [['deliveries', 'redeliver', '42', '--dry-run'], 'leadpost deliveries redeliver: --dry-run goes only with --buyer and --failed-since, not with a LEAD_ID'],
+        [['deliveries', 'redeliver', '42', '--buyer', 'acme'], 'leadpost deliveries redeliver: give either LEAD_ID or --buyer with --failed-since, not both'],
+        // A value pasted in the wrong place, maybe a consumer's contact: named by its place, never quoted.
+        [['keys', 'list', 'ada@example.com'], 'leadpost keys: list takes no argument besides its options'],
+        [['keys', 'create', 'ada@example.com', '--role', 'supplier', '--name', 'a'], 'leadpost keys: create takes no argument besides its options'],
+        [['keys', 'revoke', 'ada@example.com'], 'leadpost keys: ID must be a key ID (12 lower-case letters or digits)'],
+        [['keys', 'rotate', 'Ada.Lovelace'], 'leadpost keys: ID must be a key ID (12 lower-case letters or digits)'],
+        [['keys', 'ada@example.com'], 'leadpost keys: unknown command: the commands are create, list, revoke and rotate'],
+        [['replay', '--projection', 'ada@example.com'], 'leadpost replay: --projection must be one of leads, deliveries, feedback, reports'],
       ];
       const results = await Promise.all(cases.map(([args]) => cli(args, env)));
       for (const [i, [args, first]] of cases.entries()) {
         const result = results[i]!;
         expect(result.code, args.join(' ')).to.equal(2);
         expect(result.stderr.split('\n')[0], args.join(' ')).to.equal(first);
+        // Then the usage, for every command alike (the README's rule for exit 2).
+        expect(result.stderr.split('\n').slice(1, 3).join('\n'), args.join(' ')).to.match(/^\nusage: leadpost /);
         expect(result.stderr).not.to.contain('example.com');
         expect(result.stderr).not.to.contain('Ada');
       }

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KEYS_FILE } from '../../src/personal-data/embedded-key-store.js';
@@ -192,6 +192,29 @@ describe('leadpost master-key rotate', function () {
     // Stopped, it gave its lease up: the rotation runs at once.
     const result = await rotate(newFile, { LEADPOST_DATA_DIR: dir.path });
     expect(result.code, result.stderr).to.equal(0);
+  });
+
+  it('a --to that exists and is no master key is named as --to, not as the LEADPOST_MASTER_KEY_FILE in use (exit 1), changing nothing', async function () {
+    const before = storedKeyRows(dir.path);
+    const short = join(dir.path, 'short.key');
+    writeFileSync(short, 'ten bytes!', { mode: 0o600 });
+    const shared = join(dir.path, 'shared.key');
+    writeFileSync(shared, Buffer.alloc(32, 7), { mode: 0o644 });
+    chmodSync(shared, 0o644);
+    const folder = join(dir.path, 'folder.key');
+    mkdirSync(folder);
+    const cases: Array<[string, string]> = [
+      [folder, 'is not a file'],
+      [short, 'must hold exactly 32 bytes, not 10'],
+      [shared, 'may be read or written by others than its owner (mode 0644): make it 0600 or 0400'],
+    ];
+    for (const [to, why] of cases) {
+      const result = await rotate(to, { LEADPOST_DATA_DIR: dir.path });
+      expect(result.code, to).to.equal(1);
+      expect(result.stderr, to).to.equal(`leadpost: the master key file ${to} (--to) ${why}\n`);
+    }
+    const after = storedKeyRows(dir.path);
+    for (const [name, wrapped] of before) expect(after.get(name)!.equals(wrapped), name).to.equal(true);
   });
 
   it('refuses bad usage (exit 2) and a --to naming the key in use (exit 1), changing nothing', async function () {

@@ -136,18 +136,18 @@ describe('leadpost keys', function () {
     const data = join(dir.path, 'untouched');
     const cases: Array<[string[], string, NodeJS.ProcessEnv?]> = [
       [[], 'missing command'],
-      [['frobnicate'], 'unknown command "frobnicate"'],
+      [['frobnicate'], 'unknown command: the commands are create, list, revoke and rotate'],
       [['create', '--name', 'acme'], '--role'],
       [['create', '--role', 'supplier'], '--name'],
       [['create', '--role', 'root', '--name', 'acme'], '--role must be one of supplier, buyer, analyst, admin'],
       [['create', '--role', 'supplier', '--name', 'has space'], '--name'],
       [['create', '--role', 'supplier', '--name', 'x'.repeat(65)], '--name'],
       [['create', '--role', 'supplier', '--name', 'acme', '--colour'], 'unknown option --colour'],
-      [['create', '--role', 'supplier', '--name', 'acme', 'extra'], 'unexpected argument "extra"'],
+      [['create', '--role', 'supplier', '--name', 'acme', 'extra'], 'create takes no argument besides its options'],
       [['list', '--role', 'admin'], 'unknown option --role'],
       [['revoke'], 'exactly one key ID'],
       [['revoke', 'aaaaaaaaaaaa', 'bbbbbbbbbbbb'], 'exactly one key ID'],
-      [['revoke', 'NOT-AN-ID'], '"NOT-AN-ID" is not a key ID'],
+      [['revoke', 'NOT-AN-ID'], 'ID must be a key ID (12 lower-case letters or digits)'],
       [['rotate', 'aaaaaaaaaaaa', '--grace', 'soon'], '--grace'],
       [['rotate', 'aaaaaaaaaaaa', '--grace', '-5'], '--grace'],
       [['rotate', 'aaaaaaaaaaaa'], 'KEY_ROTATION_GRACE_SECONDS', { KEY_ROTATION_GRACE_SECONDS: '1.5' }],
@@ -156,6 +156,9 @@ describe('leadpost keys', function () {
       const run = await keys(args, { LEADPOST_DATA_DIR: data, ...env });
       expect(run.code, args.join(' ')).to.equal(2);
       expect(run.err, args.join(' ')).to.contain(message);
+      // Named, never quoted (a value may be a contact pasted in the wrong place), then the usage.
+      expect(run.err, args.join(' ')).to.not.contain('frobnicate').and.not.contain('extra').and.not.contain('NOT-AN-ID');
+      expect(run.err, args.join(' ')).to.match(/^leadpost keys: .+\n\nusage: leadpost keys <command>\n/);
       expect(run.out).to.deep.equal([]);
     }
     expect(existsSync(data)).to.equal(false);
