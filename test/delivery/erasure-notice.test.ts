@@ -303,17 +303,18 @@ describe('an erasure notice whose outcome cannot be recorded', function () {
   });
 });
 
-describe('erasure: a lead.erased notice cut short by a stop', function () {
+describe('erasure: a lead.erased notice that cannot be sent now, a service of its own each', function () {
   this.timeout(60_000);
   let endpoint: BuyerEndpoint | undefined;
   let harness: DeliveryHarness | undefined;
 
-  after(async function () {
+  afterEach(async function () {
     await harness?.stop();
     await endpoint?.stop();
+    harness = endpoint = undefined;
   });
 
-  it("is recorded interrupted and due again, not counted in the buyer's max_attempts: the restarted worker sends it", async function () {
+  it("cut short by a stop, is recorded interrupted and due again, not counted in the buyer's max_attempts: the restarted worker sends it", async function () {
     let hangNotices = true;
     endpoint = await BuyerEndpoint.start((request) => (request.body.type === 'lead.erased' && hangNotices ? 'hang' : 200));
     // One attempt allowed: the cut notice is the buyer's last, and used to be given up for good.
@@ -338,19 +339,8 @@ describe('erasure: a lead.erased notice cut short by a stop', function () {
     expect(await harness.ofType(leadId, 'ErasureNoticeSent')).to.have.nested.property('[0].attempt', 2);
     expect(noticesOf()).to.have.length(2);
   });
-});
 
-describe('erasure: a lead.erased notice owed to a buyer that takes no webhook now', function () {
-  this.timeout(60_000);
-  let endpoint: BuyerEndpoint | undefined;
-  let harness: DeliveryHarness | undefined;
-
-  after(async function () {
-    await harness?.stop();
-    await endpoint?.stop();
-  });
-
-  it('fails for good at once (not_webhook), sending nothing, so it shows among the failed notices; sent again once the buyer is a webhook buyer again', async function () {
+  it('owed to a buyer that takes no webhook now, fails for good at once (not_webhook), sending nothing, so it shows among the failed notices; sent again once the buyer is a webhook buyer again', async function () {
     endpoint = await BuyerEndpoint.start(() => 200);
     harness = await DeliveryHarness.start(endpoint);
     harness.worker();
