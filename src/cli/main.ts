@@ -156,7 +156,8 @@ async function run(args: string[]): Promise<number> {
       console.error(USAGE);
       return 2;
     default:
-      console.error(`leadpost: unknown command '${command}'\n\n${USAGE}`);
+      // Not quoted back, as no bad argument is: a word typed in the wrong place may be a consumer's contact, and stderr goes to logs.
+      console.error(`leadpost: unknown command: the commands are listed below\n\n${USAGE}`);
       return 2;
   }
 }

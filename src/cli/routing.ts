@@ -23,7 +23,7 @@ export async function runRoutingCommand(args: string[], io: CliIo = { out: proce
   let positionals: string[];
   try {
     ({ values, positionals } = readArgs(args, { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, { positionals: true }));
-    if (!values.help && positionals[0] !== 'check') throw new UsageError(positionals[0] === undefined ? 'which subcommand? (check)' : `unknown subcommand '${positionals[0]}'`);
+    if (!values.help && positionals[0] !== 'check') throw new UsageError(positionals[0] === undefined ? 'which subcommand? (check)' : 'unknown subcommand: the one subcommand is check');
     if (positionals.length > 2) throw new UsageError(`one file at most, not ${positionals.length - 1}`);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;

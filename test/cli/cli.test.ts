@@ -15,10 +15,14 @@ describe('leadpost CLI', function () {
     for (const command of ['serve', 'keys create', 'keys list', 'keys revoke', 'keys rotate']) expect(help).to.contain(command);
   });
 
-  it('an unknown command says so and exits 2 (bad usage)', async function () {
-    const result = await runChild(['frobnicate'], {}, { script: BIN });
+  it('an unknown command says so and exits 2 (bad usage), never quoting the word given (it may be a contact typed in the wrong place)', async function () {
+    const result = await runChild(['ada@example.com'], {}, { script: BIN });
     expect(result.code).to.equal(2);
-    expect(result.stderr).to.contain("unknown command 'frobnicate'");
+    expect(result.stderr).to.match(/^leadpost: unknown command: the commands are listed below\n\nusage:/);
+    expect(result.stderr).to.not.contain('ada@example.com');
+    const routing = await runChild(['routing', 'ada@example.com'], {}, { script: BIN });
+    expect(routing.code).to.equal(2);
+    expect(routing.stderr).to.contain('unknown subcommand: the one subcommand is check').and.not.contain('ada@example.com');
   });
 
   it('serve listens on HTTPS with the embedded store in LEADPOST_DATA_DIR and stops cleanly on SIGTERM', async function () {
