@@ -159,7 +159,11 @@ const checksInBrief = (enrichment) =>
 
 const yesNo = (ok) => h('span', { class: ok ? 'yes' : 'no' }, ok ? 'yes' : 'no');
 
+/** An attempt this service cut short as it stopped: not the buyer's failure, and not counted in its max_attempts. */
+const cutShort = (d) => (d.interrupted ? ', cut short as the service stopped (not counted)' : '');
+
 /** What each event type says, as elements; an unknown type shows its data as JSON. `currency`: the lead's, for amounts whose event names none. */
+
 const DETAILS = {
   LeadReceived: (d) => [
     h('p', {}, `From ${d.supplier}, sid ${d.sid ?? '—'}, s1 ${d.s1 ?? '—'}, state ${d.accident_state ?? '—'}${d.test ? ', test lead' : ''}.`),
@@ -202,7 +206,7 @@ const DETAILS = {
   LeadDeliveryAttempted: (d) => h('p', {}, `Attempt ${d.attempt} to ${d.buyer} (timeout ${d.timeout_ms} ms).`),
   LeadDelivered: (d) => h('p', {}, `Delivered to ${d.buyer} by ${d.via}, attempt ${d.attempt}${d.status ? `, HTTP ${d.status}` : ''}${d.latency_ms != null ? `, ${d.latency_ms} ms` : ''}.`),
   LeadDeliveryFailed: (d) =>
-    h('p', {}, `Attempt ${d.attempt} to ${d.buyer} failed: `, deliveryErrorShown(d.error), `${d.status ? ` (HTTP ${d.status})` : ''}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
+    h('p', {}, `Attempt ${d.attempt} to ${d.buyer} failed: `, deliveryErrorShown(d.error), `${d.status ? ` (HTTP ${d.status})` : ''}${cutShort(d)}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
   LeadRedeliveryRequested: (d) =>
     h('p', {}, `Sent again to ${d.buyer} (round ${d.round}, after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}), asked by ${d.requested_by?.name ?? d.requested_by?.role ?? 'an admin'}${d.reason ? ` (${d.reason})` : ''}.`),
   FeedbackRecorded: (d) => h('p', {}, `${d.buyer}: `, feedbackShown(d), '.'),
@@ -212,7 +216,7 @@ const DETAILS = {
     h('p', {}, `Delivery to ${d.buyer ?? d.bucket} cancelled: ${d.reason === 'returned' ? `${d.buyer} returned the lead before it was delivered` : `personal data ${d.reason}`}.`),
   ErasureNoticeSent: (d) => h('p', {}, `Erasure notice delivered to ${d.buyer}, attempt ${d.attempt}, HTTP ${d.status}.`),
   ErasureNoticeFailed: (d) =>
-    h('p', {}, `Erasure notice to ${d.buyer} failed: `, deliveryErrorShown(d.error), `. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
+    h('p', {}, `Erasure notice to ${d.buyer} failed: `, deliveryErrorShown(d.error), `${cutShort(d)}. ${d.next_attempt_at ? `Next attempt ${time(d.next_attempt_at)}.` : 'No more attempts.'}`),
   ErasureNoticeRedeliveryRequested: (d) =>
     h('p', {}, `Erasure notice sent again to ${d.buyer} (round ${d.round}, after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}), asked by ${d.requested_by?.name ?? d.requested_by?.role ?? 'an admin'}${d.reason ? ` (${d.reason})` : ''}.`),
   LeadReturned: (d) => h('p', {}, `Returned by ${d.buyer} (${reasonWords(d.reason)}): ${money(d.revenue, d.currency)} reversed.`),

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { leadStream } from '../../src/events/lead-events.js';
 import { join } from 'node:path';
 import { type Browser, type Page } from 'playwright-core';
 import { launchChromium, signedInPage, skipWithoutChromium } from '../support/chromium.js';
@@ -521,5 +522,24 @@ describe('the console read by eye, keyboard and screen reader', function () {
     } finally {
       await limited.stop();
     }
+  });
+
+  it('an attempt the service cut short as it stopped reads as such on the timeline, not as the buyer failing', async function () {
+    const reply = await svc!.post(validLead({ sid: 'google' }), { 'x-api-key': keys.supplier! });
+    expect(reply.body.code, reply.text).to.equal('SOLD');
+    const leadId = reply.body.lead_id as number;
+    const at = new Date().toISOString();
+    const attempt = { lead_id: leadId, buyer: 'ca-buyer', attempt: 1 };
+    const next = new Date(Date.now() + 60_000).toISOString();
+    await svc!.service.store.append(leadStream(leadId), [
+      { type: 'LeadDeliveryAttempted', data: { ...attempt, started_at: at, timeout_ms: 5000 } },
+      { type: 'LeadDeliveryFailed', data: { ...attempt, status: null, latency_ms: 3000, error: 'connection_error', next_attempt_at: next, failed_at: at, interrupted: true } },
+    ]);
+    const page = await signedIn(keys.admin!);
+    await page.goto(`${origin}/console#/leads/${leadId}`);
+    const failed = page.locator('#timeline [data-type="LeadDeliveryFailed"] p');
+    await failed.waitFor();
+    expect(await failed.innerText()).to.match(/^Attempt 1 to ca-buyer failed: could not connect, cut short as the service stopped \(not counted\)\. Next attempt .+\.$/);
+    await page.context().close();
   });
 });
