@@ -103,9 +103,14 @@ export class DeliveryWorker {
    */
   private readonly held = new Map<number, number>();
   /**
-   * When this worker settled each lead it holds for that reason. A row due later than that is no
-   * lagging copy of the settled one but a delivery re-opened since (sent again after failing for
-   * good): it is taken at once, not a minute later.
+   * When this worker started the attempt that settled each lead it holds for that reason. A lagging
+   * copy of the row is due no later than that (it is the due time the attempt was started for); a
+   * delivery re-opened since (sent again after failing for good) is due at its request, which was
+   * decided on the stream after the settling outcome was recorded, so no earlier. Such a row is
+   * taken at once, not a minute later. Not the time the outcome came back: a redelivery requested
+   * in the same millisecond as that (an admin's script, a test) then looked like a lagging copy,
+   * and the lead waited out the whole hold. A lagging row due in the very millisecond its attempt
+   * started is taken for re-opened: one read of its stream, which finds it settled.
    */
   private readonly settledAt = new Map<number, number>();
   /**
@@ -282,10 +287,10 @@ export class DeliveryWorker {
     return this.queue.length > 0;
   }
 
-  /** Forgets the hold of a lead settled here whose row is due again after that: re-opened since (see settledAt). */
+  /** Forgets the hold of a lead settled here whose row is due no earlier than its settling attempt started: re-opened since (see settledAt). */
   private releaseIfReopened(leadId: number, due: unknown): void {
     const settledAt = this.settledAt.get(leadId);
-    if (settledAt === undefined || typeof due !== 'string' || Date.parse(due) <= settledAt) return;
+    if (settledAt === undefined || typeof due !== 'string' || Date.parse(due) < settledAt) return;
     this.held.delete(leadId);
     this.settledAt.delete(leadId);
   }
@@ -373,13 +378,14 @@ export class DeliveryWorker {
 
   private attempt(leadId: number, buyer: string): void {
     const cutter = this.cutter();
+    const startedMs = this.now().getTime();
     this.buyerInFlight.set(buyer, (this.buyerInFlight.get(buyer) ?? 0) + 1);
     const run = deliverLead(
       { ...this.sendDeps(cutter.signal), personalData: this.deps.personalData, lostAfterMs: this.deps.lostAfterMs, logger: this.deps.logger },
       leadId,
     )
       .then((report) => {
-        this.hold(leadId, report);
+        this.hold(leadId, report, startedMs);
         this.deps.onAttempt?.(leadId, report);
       })
       .catch((error: unknown) => {
@@ -403,14 +409,14 @@ export class DeliveryWorker {
    * flight elsewhere, not yet due, or no longer a webhook buyer's) until the next poll. Without the
    * last, a freed slot would take the same row again at once, round and round.
    */
-  private hold(leadId: number, report: AttemptReport): void {
+  private hold(leadId: number, report: AttemptReport, startedMs: number): void {
     const nowMs = this.now().getTime();
     const settled = (report.kind === 'recorded' && report.retryAt === null) || (report.kind === 'skipped' && SETTLED.has(report.reason));
     let until = nowMs + this.pollMs;
     if (settled) until = nowMs + SETTLED_HOLD_MS;
     else if (report.kind === 'recorded' && report.retryAt !== null) until = Date.parse(report.retryAt);
     this.held.set(leadId, until);
-    if (settled) this.settledAt.set(leadId, nowMs);
+    if (settled) this.settledAt.set(leadId, startedMs);
     else this.settledAt.delete(leadId);
   }
 
