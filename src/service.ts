@@ -255,7 +255,12 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   const keyNames = await opened.step(() => idempotencyNames(contactHashes, store, overrides.now));
   const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (position: Position) => caughtUpWithin(projections, position, overrides.catchUpMs ?? CATCH_UP_MS) };
   const eraser = new ConsumerEraser({ ...consumerLeads, keys: personalData, hashes: contactHashes, contacts, now });
-  const caps = new CapLedger(store, () => now().getTime());
+  // Its blocks of cap slots go back as the service stops (the closers run newest first, so before
+  // the event store closes, and after the requests in flight, which may still take slots).
+  const caps = await opened.step(
+    () => new CapLedger(store, () => now().getTime()),
+    (ledger) => ledger.returnUnused().catch((error: unknown) => logger.warn({ err: error }, 'cap slots in hand not given back: their periods sell that many fewer leads')),
+  );
   // Bids are asked over keep-alive connections: a ping's deadline is too short for a TLS handshake per buyer.
   const bidAgent = await opened.step(
     () => buyerAgent({ ca: overrides.buyerCa, sentAgain: () => metrics.countSentAgain('bid') }),

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { EventStore } from '../event-store/index.js';
 import { leadStream } from '../events/lead-events.js';
 import { retryWhileClaimsBlock } from './contacts.js';
@@ -7,6 +8,14 @@ import { type Decider, type Folded, handleCommand, readFolded } from './handler.
 // a slot by a decision at the revision it read, so the count can never pass the cap, however many
 // posts or instances race for the last slot. What this instance has read of each stream is kept,
 // so a check reads only what others appended since.
+//
+// A period with much room left is not appended to at every sale: the instance reserves a block of
+// slots in one append (as lead ids are given out) and hands them to its sales from memory, so a
+// capped sale waits for one durable append fewer, the contact claims' and the lead's. The block is
+// a small share of the room left (BLOCK_SHARE), so near the cap the slots go one sale at a time
+// again, each in the stream under its lead's id. A stop gives back the slots in hand; a process
+// killed with some leaves them taken for the rest of the period: the cap then sells that many
+// fewer, never more.
 
 export interface CapPeriod {
   /** Position of the cap in the buyer's `caps` list. */
@@ -18,12 +27,17 @@ export interface CapPeriod {
 
 export type CapEvent =
   | { readonly type: 'CapSlotTaken'; readonly data: { readonly lead_id: number } }
-  | { readonly type: 'CapSlotReleased'; readonly data: { readonly lead_id: number } };
+  | { readonly type: 'CapSlotReleased'; readonly data: { readonly lead_id: number } }
+  /** Slots one instance hands to its sales from memory, each counted as used from here on. */
+  | { readonly type: 'CapSlotsReserved'; readonly data: { readonly block: string; readonly slots: number } }
+  /** The slots of a block its instance never handed out, given back as it stopped. */
+  | { readonly type: 'CapSlotsReturned'; readonly data: { readonly block: string; readonly slots: number } };
 
-/** Slots in use in one cap period, and the leads that gave theirs back (rare: a sale not recorded). */
+/** Slots in use in one cap period, the leads that gave theirs back (rare: a sale not recorded), and the blocks given back. */
 export interface CapUsage {
   readonly used: number;
   readonly released: ReadonlySet<number>;
+  readonly returned: ReadonlySet<string>;
 }
 
 export type CapCommand =
@@ -33,19 +47,37 @@ export type CapCommand =
    * new file is held to the new cap, never to the one of the sale before it.
    */
   | { readonly type: 'TakeCapSlots'; readonly takes: ReadonlyArray<{ readonly leadId: number; readonly max: number }> }
-  | { readonly type: 'ReleaseCapSlot'; readonly leadId: number };
+  | { readonly type: 'ReleaseCapSlot'; readonly leadId: number }
+  /** As many of `slots` as there is room for under `max` (none when there is none), as one block. */
+  | { readonly type: 'ReserveCapSlots'; readonly block: string; readonly slots: number; readonly max: number }
+  | { readonly type: 'ReturnCapSlots'; readonly block: string; readonly slots: number };
 
 export const capDecider: Decider<CapCommand, CapUsage, CapEvent> = {
-  initialState: { used: 0, released: new Set() },
+  initialState: { used: 0, released: new Set(), returned: new Set() },
   evolve(state, event) {
-    if (event.type === 'CapSlotTaken') return { used: state.used + 1, released: state.released };
-    // A lead gives its slot back once: a give-back retried after its append landed unseen (or
-    // recorded twice before this rule) frees nothing more, so the cap is never exceeded.
-    if (state.released.has(event.data.lead_id)) return state;
-    return { used: state.used - 1, released: new Set(state.released).add(event.data.lead_id) };
+    switch (event.type) {
+      case 'CapSlotTaken':
+        return { ...state, used: state.used + 1 };
+      case 'CapSlotsReserved':
+        return { ...state, used: state.used + event.data.slots };
+      // A block comes back once: a return retried after its append landed unseen frees nothing more.
+      case 'CapSlotsReturned':
+        if (state.returned.has(event.data.block)) return state;
+        return { ...state, used: state.used - event.data.slots, returned: new Set(state.returned).add(event.data.block) };
+      case 'CapSlotReleased':
+        // A lead gives its slot back once: a give-back retried after its append landed unseen (or
+        // recorded twice before this rule) frees nothing more, so the cap is never exceeded.
+        if (state.released.has(event.data.lead_id)) return state;
+        return { ...state, used: state.used - 1, released: new Set(state.released).add(event.data.lead_id) };
+    }
   },
   decide(command, state) {
     if (command.type === 'ReleaseCapSlot') return state.released.has(command.leadId) ? [] : [{ type: 'CapSlotReleased', data: { lead_id: command.leadId } }];
+    if (command.type === 'ReturnCapSlots') return state.returned.has(command.block) ? [] : [{ type: 'CapSlotsReturned', data: { block: command.block, slots: command.slots } }];
+    if (command.type === 'ReserveCapSlots') {
+      const slots = Math.min(command.slots, command.max - state.used);
+      return slots > 0 ? [{ type: 'CapSlotsReserved', data: { block: command.block, slots } }] : [];
+    }
     const events: CapEvent[] = [];
     for (const { leadId, max } of command.takes) if (state.used + events.length < max) events.push({ type: 'CapSlotTaken', data: { lead_id: leadId } });
     return events;
@@ -64,7 +96,26 @@ const MAX_CACHED_PERIODS = 10_000;
  */
 const ORPHAN_SLOT_MS = 5 * 60_000;
 
+/**
+ * A block is at most this share of the room left under the cap: a process killed with a block in
+ * hand leaves its slots taken for the rest of the period, so a cap of 1,000 loses at most 15 of
+ * them to one kill, and one with less than 2 × BLOCK_SHARE left goes a sale at a time.
+ */
+const BLOCK_SHARE = 64;
+/** And at most this many slots: one append per this many sales to a buyer with a large cap. */
+const MAX_BLOCK = 64;
+
 const capStream = (buyer: string, cap: CapPeriod): string => `cap-${buyer}-${cap.index}-${cap.key}`;
+
+/** Slots this instance reserved in one period and has not handed out: those numbered `next` up to `end`, counting from the period's first. */
+interface Block {
+  readonly id: string;
+  next: number;
+  readonly end: number;
+}
+
+/** Whether `block` has a slot for a sale held to `max` (its number under the cap: after a reload lowered it, the higher ones are not sold). */
+const hasSlot = (block: Block | undefined, max: number): block is Block => block !== undefined && block.next < block.end && block.next < max;
 
 interface PendingTake {
   readonly leadId: number;
@@ -81,6 +132,10 @@ export class CapLedger {
 
   /** Per period stream, the revision up to which every slot taken is known to be a recorded lead's or given back. */
   private readonly vouched = new Map<string, number>();
+  /** Per period stream, the block of slots in hand. */
+  private readonly blocks = new Map<string, Block>();
+  /** Set once the blocks in hand are given back: every take after that goes to the stream. */
+  private returning = false;
 
   constructor(
     private readonly store: EventStore,
@@ -119,7 +174,8 @@ export class CapLedger {
    */
   async fullCap<Cap extends CapPeriod>(buyer: string, caps: readonly Cap[]): Promise<Cap | null> {
     for (const cap of caps) {
-      if ((await this.peek(capStream(buyer, cap))) >= cap.max) return cap;
+      const stream = capStream(buyer, cap);
+      if (!hasSlot(this.blocks.get(stream), cap.max) && (await this.peek(stream)) >= cap.max) return cap;
     }
     return null;
   }
@@ -129,17 +185,44 @@ export class CapLedger {
     return (await this.fullCap(buyer, caps)) === null;
   }
 
-  /** Gives back the slots of a reservation whose lead was not recorded. */
+  /**
+   * Gives back the slots of a reservation whose lead was not recorded. Also a slot handed out of a
+   * block: in the stream under the lead's id like any other, so that every instance can use it.
+   */
   async release(buyer: string, caps: readonly CapPeriod[], leadId: number): Promise<void> {
     for (const cap of caps) await this.give(capStream(buyer, cap), leadId);
   }
 
   /**
-   * A popular buyer's period stream is hot: every sale appends to it. Takes that arrive while an
-   * append is under way are granted together in the next one (one event per lead, one append),
-   * so a hot cap costs one commit per group of sales instead of one per sale.
+   * Gives back the slots of every block in hand, once no sale will take one: as the service stops,
+   * after its requests in flight. A block whose return fails stays taken (the period sells that
+   * many fewer); the others are still given back, and the first failure is thrown after them.
    */
-  private take(stream: string, max: number, leadId: number): Promise<boolean> {
+  async returnUnused(): Promise<void> {
+    this.returning = true;
+    let failure: { error: unknown } | undefined;
+    for (const [stream, block] of this.blocks) {
+      try {
+        await this.giveBlock(stream, block);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+    if (failure) throw failure.error;
+  }
+
+  /**
+   * A popular buyer's period stream is hot: every sale appends to it. A sale takes its slot from
+   * the block in hand when there is one; takes that arrive while an append is under way are
+   * granted together in the next one, so a hot cap costs one commit per block, or per group of
+   * sales near the cap, instead of one per sale.
+   */
+  private take(stream: string, max: number, leadId: number): boolean | Promise<boolean> {
+    const block = this.blocks.get(stream);
+    if (hasSlot(block, max)) {
+      block.next++;
+      return true;
+    }
     return new Promise<boolean>((resolve, reject) => {
       const queue = this.waiting.get(stream) ?? [];
       queue.push({ leadId, max, resolve, reject });
@@ -165,7 +248,16 @@ export class CapLedger {
     }
   }
 
-  private async grant(stream: string, group: PendingTake[]): Promise<void> {
+  private async grant(stream: string, waiting: PendingTake[]): Promise<void> {
+    // Those that queued while the append before reserved a block are served from it first.
+    const inHand = this.blocks.get(stream);
+    const group = waiting.filter((take) => {
+      if (!hasSlot(inHand, take.max)) return true;
+      inHand.next++;
+      take.resolve(true);
+      return false;
+    });
+    if (group.length === 0) return;
     const command: CapCommand = { type: 'TakeCapSlots', takes: group.map(({ leadId, max }) => ({ leadId, max })) };
     let known = this.usage.get(stream) ?? UNREAD;
     // What this instance knows may be full while slots were given back since (here or elsewhere):
@@ -176,10 +268,49 @@ export class CapLedger {
       known = await readFolded(this.store, stream, capDecider, known);
       if (full() && (await this.freeOrphans(stream, known.state.released))) known = await readFolded(this.store, stream, capDecider, known);
     }
+    const max = Math.min(...group.map((take) => take.max));
+    const size = this.returning ? 0 : Math.min(MAX_BLOCK, Math.floor((max - known.state.used) / BLOCK_SHARE));
+    if (size > group.length) return this.grantBlock(stream, group, known, { type: 'ReserveCapSlots', block: randomUUID(), slots: size, max });
     const handled = await handleCommand(this.store, stream, capDecider, command, { from: known });
     this.remember(stream, handled);
-    const granted = new Set(handled.events.map((event) => event.data.lead_id));
+    const granted = new Set(handled.events.map((event) => (event.data as { lead_id: number }).lead_id));
     for (const take of group) take.resolve(granted.has(take.leadId));
+  }
+
+  /**
+   * Reserves a block and hands its first slots to the sales waiting; the rest stay in hand for the
+   * next ones. A block still in hand (slots above a cap a reload lowered) is given back first.
+   */
+  private async grantBlock(stream: string, group: PendingTake[], known: Usage, command: Extract<CapCommand, { type: 'ReserveCapSlots' }>): Promise<void> {
+    const old = this.blocks.get(stream);
+    const from = old ? ((await this.giveBlock(stream, old)) ?? known) : known;
+    const handled = await handleCommand(this.store, stream, capDecider, command, { from });
+    this.remember(stream, handled);
+    const reserved = handled.events[0];
+    const slots = reserved?.type === 'CapSlotsReserved' ? reserved.data.slots : 0;
+    const block: Block = { id: command.block, next: handled.state.used - slots, end: handled.state.used };
+    if (slots > 0) this.keep(stream, block);
+    for (const take of group) {
+      const took = hasSlot(block, take.max);
+      if (took) block.next++;
+      take.resolve(took);
+    }
+  }
+
+  /** Gives back a block's slots not handed out, and forgets it; the period as the return left it, if it appended one. */
+  private async giveBlock(stream: string, block: Block): Promise<Usage | undefined> {
+    if (this.blocks.get(stream) === block) this.blocks.delete(stream);
+    const unused = block.end - block.next;
+    if (unused <= 0) return undefined;
+    const handled = await handleCommand(this.store, stream, capDecider, { type: 'ReturnCapSlots', block: block.id, slots: unused }, { from: this.usage.get(stream) ?? UNREAD });
+    this.remember(stream, handled);
+    return handled;
+  }
+
+  private keep(stream: string, block: Block): void {
+    // A past period's block is of no use: the oldest is forgotten, its slots taken as if sold.
+    if (!this.blocks.has(stream) && this.blocks.size >= MAX_CACHED_PERIODS) this.blocks.delete(this.blocks.keys().next().value!);
+    this.blocks.set(stream, block);
   }
 
   /**

@@ -61,6 +61,23 @@ describe('cap period decider', () => {
   it('a slot is given back once: a retried release records nothing', () => given(taken(1), taken(2), released(2)).when({ type: 'ReleaseCapSlot', leadId: 2 }).thenNothing());
   it('a release recorded twice frees one slot: the cap is never exceeded', () =>
     given(taken(1), taken(2), released(2), released(2)).when(takes(2, 3, 4)).then([taken(3)]));
+
+  const reserved = (block: string, slots: number) => ({ type: 'CapSlotsReserved' as const, data: { block, slots } });
+  const returned = (block: string, slots: number) => ({ type: 'CapSlotsReturned' as const, data: { block, slots } });
+  const reserve = (block: string, slots: number, max: number) => ({ type: 'ReserveCapSlots' as const, block, slots, max });
+  it('a block is as many slots as asked while there is room', () => given2.when(reserve('b1', 5, 100)).then([reserved('b1', 5)]));
+  it('a block near the cap holds only the room left; at the cap, none is reserved', async () => {
+    await given2.when(reserve('b1', 5, 4)).then([reserved('b1', 2)]);
+    await given2.when(reserve('b1', 5, 2)).thenNothing();
+  });
+  it("a block's slots are used until given back: a sale finds the cap full behind a block, and room once the block's unused slots return", async () => {
+    await given(taken(1), reserved('b1', 4)).when(takes(5, 7)).thenNothing();
+    await given(taken(1), reserved('b1', 4), returned('b1', 3)).when(takes(5, 7)).then([taken(7)]);
+  });
+  it('a block is given back once: a retried return records nothing, and one recorded twice frees its slots once', async () => {
+    await given(reserved('b1', 4), returned('b1', 4)).when({ type: 'ReturnCapSlots', block: 'b1', slots: 4 }).thenNothing();
+    await given(reserved('b1', 4), returned('b1', 4), returned('b1', 4), reserved('b2', 1)).when(reserve('b3', 9, 2)).then([reserved('b3', 1)]);
+  });
 });
 
 describe('idempotency key decider', () => {

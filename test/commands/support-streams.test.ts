@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { hash } from 'node:crypto';
-import { CapLedger } from '../../src/commands/caps.js';
+import { CapLedger, capDecider } from '../../src/commands/caps.js';
+import { readFolded } from '../../src/commands/handler.js';
 import { ContactRegistry } from '../../src/commands/contacts.js';
 import { ContactHashes, idempotencyNames } from '../../src/personal-data/contact-hashes.js';
 import { IDEMPOTENCY_TTL_MS, IdempotencyKeys, plainIdempotencyStream } from '../../src/commands/idempotency.js';
@@ -210,7 +211,95 @@ describe('support streams (on the embedded store)', function () {
         ...[8, 9, 10].map((id) => ledger.reserve('lowered', [after], id)),
       ]);
       expect(results).to.deep.equal([null, null, after, after, after]);
-      expect((await store.readStream('cap-lowered-0-lowered')).filter((e) => e.type === 'CapSlotTaken')).to.have.length(7);
+      // With room for blocks, the slots went in blocks; those not handed out go back as the service stops.
+      await ledger.returnUnused();
+      expect((await readFolded(store, 'cap-lowered-0-lowered', capDecider)).state.used).to.equal(7);
+    });
+
+    describe('blocks of slots, while a period has room for many', function () {
+      const used = async (stream: string) => (await readFolded(store, stream, capDecider)).state.used;
+      const types = async (stream: string) => (await store.readStream(stream)).map((e) => e.type);
+
+      it('200 sales to a large cap take their slots from blocks of 64: four appends, not 200', async function () {
+        const ledger = new CapLedger(store);
+        const cap = { index: 0, max: 1_000_000, key: 'large' };
+        for (let id = 1; id <= 200; id++) expect(await ledger.reserve('large', [cap], id)).to.equal(null);
+        expect(await types('cap-large-0-large')).to.deep.equal(Array(4).fill('CapSlotsReserved'));
+        expect(await used('cap-large-0-large')).to.equal(256);
+        await ledger.returnUnused();
+        expect(await used('cap-large-0-large'), 'the 56 not sold, given back').to.equal(200);
+      });
+
+      it('two instances racing to the end of a cap sell no more than it, and every slot reserved is sold or given back', async function () {
+        const ledgers = [new CapLedger(store), new CapLedger(store)];
+        const cap = { index: 0, max: 1_000, key: 'race' };
+        const sold: number[] = [];
+        // In waves of 50 at once, as posts arrive: the blocks shrink as the room does, to one slot a sale.
+        for (let wave = 0; wave < 30; wave++) {
+          const ids = Array.from({ length: 50 }, (_, i) => wave * 50 + i);
+          const results = await Promise.all(ids.map((id) => ledgers[id % 2]!.reserve('race', [cap], id)));
+          ids.forEach((id, i) => results[i] === null && sold.push(id));
+        }
+        expect(sold.length).to.be.at.most(1_000);
+        // Each sells what it holds before it is refused: at most a block's worth is left in the other's hand.
+        expect(sold.length).to.be.at.least(1_000 - 64);
+        const types = new Set((await store.readStream('cap-race-0-race')).map((e) => e.type));
+        expect([...types].sort(), 'blocks while the room was large, single slots at the end').to.deep.equal(['CapSlotTaken', 'CapSlotsReserved']);
+        await Promise.all(ledgers.map((ledger) => ledger.returnUnused()));
+        expect(await used('cap-race-0-race')).to.equal(sold.length);
+      });
+
+      it("a stop gives back the slots in hand, and another instance sells them; a sale after the stop takes a single slot", async function () {
+        const first = new CapLedger(store);
+        const cap = { index: 0, max: 6_400, key: 'stop' };
+        expect(await first.reserve('stop', [cap], 1)).to.equal(null);
+        expect(await used('cap-stop-0-stop')).to.equal(64);
+        await first.returnUnused();
+        expect(await used('cap-stop-0-stop')).to.equal(1);
+        const [reserved, returned, ...more] = await store.readStream('cap-stop-0-stop');
+        expect(more).to.deep.equal([]);
+        expect([reserved!.type, returned!.type]).to.deep.equal(['CapSlotsReserved', 'CapSlotsReturned']);
+        expect(returned!.data).to.deep.equal({ block: (reserved!.data as { block: string }).block, slots: 63 });
+        // A sale that still comes (a request the stop let finish) takes one slot in the stream, no block to leave behind.
+        expect(await first.reserve('stop', [cap], 2)).to.equal(null);
+        expect((await types('cap-stop-0-stop')).at(-1)).to.equal('CapSlotTaken');
+        await first.returnUnused();
+        expect(await used('cap-stop-0-stop')).to.equal(2);
+        // Another instance sells all the rest: 6,398 slots.
+        const second = new CapLedger(store);
+        let sold = 0;
+        for (let id = 3; (await second.reserve('stop', [cap], id)) === null; id++) sold++;
+        expect(sold).to.equal(6_398);
+      });
+
+      it('a process killed with a block in hand leaves its slots taken: the cap sells at most that many fewer, never more', async function () {
+        const killed = new CapLedger(store);
+        const cap = { index: 0, max: 640, key: 'killed' };
+        expect(await killed.reserve('killed', [cap], 1)).to.equal(null);
+        // Ten slots reserved, one sold, and no stop to give back the other nine.
+        expect(await used('cap-killed-0-killed')).to.equal(10);
+        const next = new CapLedger(store);
+        let sold = 0;
+        for (let id = 2; (await next.reserve('killed', [cap], id)) === null; id++) sold++;
+        expect(sold).to.equal(630);
+        expect(await used('cap-killed-0-killed')).to.equal(640);
+      });
+
+      it("a test lead meets a full cap as this instance's next real lead would: not while it holds a slot, though the stream is full", async function () {
+        const holder = new CapLedger(store);
+        const other = new CapLedger(store);
+        const cap = { index: 0, max: 200, key: 'held' };
+        expect(await holder.reserve('held', [cap], 1)).to.equal(null);
+        // A block of three (a 64th of the room): two still in hand. The other instance sells the rest.
+        for (let id = 2; (await other.reserve('held', [cap], id)) === null; id++);
+        expect(await other.fullCap('held', [cap])).to.equal(cap);
+        expect(await holder.fullCap('held', [cap])).to.equal(null);
+        expect(await holder.reserve('held', [cap], 1_000)).to.equal(null);
+        expect(await holder.reserve('held', [cap], 1_001)).to.equal(null);
+        expect(await holder.fullCap('held', [cap])).to.equal(cap);
+        expect(await holder.reserve('held', [cap], 1_002)).to.equal(cap);
+        expect(await used('cap-held-0-held')).to.equal(200);
+      });
     });
 
     it('a buyer with two caps takes both or neither', async function () {

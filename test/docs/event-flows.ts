@@ -33,7 +33,8 @@ function flowRouting(url: string): unknown {
     currency: 'USD',
     buyers: [
       { id: HOOK_BUYER, price: 31.25, zip_prefixes: ['90'], delivery: { kind: 'webhook', url, timeout_ms: 2000, max_attempts: 2, secret_env: SECRET_ENV } },
-      { id: PULL_BUYER, price: 20, zip_prefixes: ['10'], delivery: { kind: 'pull' } },
+      // Room enough under its cap for a block of slots, given back as the service stops.
+      { id: PULL_BUYER, price: 20, zip_prefixes: ['10'], delivery: { kind: 'pull' }, caps: [{ period: 'month', max: 100_000 }] },
       { id: BIDDER, price: 5, zip_prefixes: ['33'], ping: { kind: 'static' }, caps: [{ period: 'day', max: 100 }] },
     ],
     buckets: [{ id: 'unsold', default: true }],

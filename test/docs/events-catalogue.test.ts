@@ -79,6 +79,8 @@ const CODE_TYPES: Record<
   ContactClaimed: true,
   ContactReleased: true,
   ContactSuppressed: true,
+  CapSlotsReserved: true,
+  CapSlotsReturned: true,
   CapSlotTaken: true,
   CapSlotReleased: true,
   IdempotencyKeyClaimed: true,

@@ -1,5 +1,9 @@
 import { expect } from 'chai';
+import { capDecider } from '../../src/commands/caps.js';
+import { readFolded } from '../../src/commands/handler.js';
+import { openEventStore } from '../../src/event-store/index.js';
 import { TestService, validLead } from '../support/service.js';
+import { tempDir } from '../support/tmp.js';
 
 // Routing through the real service: strategies, filters, hours on a fake clock, caps, buckets and
 // test leads, each read back from the LeadRouted event that explains the decision.
@@ -161,6 +165,36 @@ describe('routing through the service', function () {
       expect(event.target).to.deep.equal({ kind: 'bucket', id: 'overflow' });
       expect(event.candidates.map((c) => c.reason)).to.deep.equal(['cap_reached', 'cap_reached']);
     });
+  });
+
+  it('a buyer with a large cap: its sales take slots from one block, with no append of their own, and the stop gives back the rest', async function () {
+    const now = new Date('2026-11-21T15:00:00Z');
+    const dir = tempDir('cap-blocks');
+    const stream = 'cap-big-0-2026-11';
+    try {
+      const svc = await TestService.start({ dataDir: dir.path, routing: { buyers: [{ id: 'big', price: 40, caps: [{ period: 'month', max: 1_000_000 }] }] }, now: () => now });
+      try {
+        const key = await svc.key();
+        const replies = await Promise.all(Array.from({ length: 20 }, () => svc.post(validLead(), { 'x-api-key': key })));
+        for (const reply of replies) expect(reply.body, reply.text).to.include({ code: 'SOLD', revenue: 40 });
+        // One block of 64 for the 20 sales: not an append each, which each sale would wait for.
+        expect((await svc.service.store.readStream(stream)).map((e) => e.type)).to.deep.equal(['CapSlotsReserved']);
+      } finally {
+        await svc.stop();
+      }
+      const store = await openEventStore({ dataDir: dir.path });
+      try {
+        expect((await store.readStream(stream)).map((e) => [e.type, (e.data as { slots: number }).slots])).to.deep.equal([
+          ['CapSlotsReserved', 64],
+          ['CapSlotsReturned', 44],
+        ]);
+        expect((await readFolded(store, stream, capDecider)).state.used, 'the slots sold').to.equal(20);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      dir.remove();
+    }
   });
 
   it('buckets: the first matching bucket, else the default', async function () {
