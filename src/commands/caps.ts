@@ -46,11 +46,29 @@ export type CapCommand =
    * a reload of the routing file may change the cap between two of them, and a sale routed by the
    * new file is held to the new cap, never to the one of the sale before it.
    */
-  | { readonly type: 'TakeCapSlots'; readonly takes: ReadonlyArray<{ readonly leadId: number; readonly max: number }> }
+  | {
+      readonly type: 'TakeCapSlots';
+      readonly takes: ReadonlyArray<{ readonly leadId: number; readonly max: number }>;
+      /**
+       * The id for a block of slots, when the instance may take one: taken instead, sized by
+       * blockSize on the room the stream has left, when that is more than the sales need.
+       */
+      readonly block?: string;
+    }
   | { readonly type: 'ReleaseCapSlot'; readonly leadId: number }
-  /** As many of `slots` as there is room for under `max` (none when there is none), as one block. */
-  | { readonly type: 'ReserveCapSlots'; readonly block: string; readonly slots: number; readonly max: number }
   | { readonly type: 'ReturnCapSlots'; readonly block: string; readonly slots: number };
+
+/**
+ * A block is at most a BLOCK_SHARE-th of the room left under the cap: a process killed with a
+ * block in hand leaves its slots taken for the rest of the period, so a cap of 1,000 loses at most
+ * 15 of them to one kill, and one with less than 2 × BLOCK_SHARE left goes a sale at a time.
+ */
+const BLOCK_SHARE = 64;
+/** And at most this many slots: one append per this many sales to a buyer with a large cap. */
+const MAX_BLOCK = 64;
+
+/** The block a period with `room` left gives out (0: none, below 1). */
+const blockSize = (room: number): number => Math.max(0, Math.min(MAX_BLOCK, Math.floor(room / BLOCK_SHARE)));
 
 export const capDecider: Decider<CapCommand, CapUsage, CapEvent> = {
   initialState: { used: 0, released: new Set(), returned: new Set() },
@@ -74,9 +92,12 @@ export const capDecider: Decider<CapCommand, CapUsage, CapEvent> = {
   decide(command, state) {
     if (command.type === 'ReleaseCapSlot') return state.released.has(command.leadId) ? [] : [{ type: 'CapSlotReleased', data: { lead_id: command.leadId } }];
     if (command.type === 'ReturnCapSlots') return state.returned.has(command.block) ? [] : [{ type: 'CapSlotsReturned', data: { block: command.block, slots: command.slots } }];
-    if (command.type === 'ReserveCapSlots') {
-      const slots = Math.min(command.slots, command.max - state.used);
-      return slots > 0 ? [{ type: 'CapSlotsReserved', data: { block: command.block, slots } }] : [];
+    // Sized on the stream as read at this revision, never on what an instance last knew: a
+    // stale count (a fresh process's, or one that sold nothing for a while) would take a block
+    // sized for room that is gone, or all that is left.
+    if (command.block !== undefined) {
+      const slots = blockSize(Math.min(...command.takes.map((take) => take.max)) - state.used);
+      if (slots > command.takes.length) return [{ type: 'CapSlotsReserved', data: { block: command.block, slots } }];
     }
     const events: CapEvent[] = [];
     for (const { leadId, max } of command.takes) if (state.used + events.length < max) events.push({ type: 'CapSlotTaken', data: { lead_id: leadId } });
@@ -95,15 +116,6 @@ const MAX_CACHED_PERIODS = 10_000;
  * its slot went back would pass the cap by one.
  */
 const ORPHAN_SLOT_MS = 5 * 60_000;
-
-/**
- * A block is at most this share of the room left under the cap: a process killed with a block in
- * hand leaves its slots taken for the rest of the period, so a cap of 1,000 loses at most 15 of
- * them to one kill, and one with less than 2 × BLOCK_SHARE left goes a sale at a time.
- */
-const BLOCK_SHARE = 64;
-/** And at most this many slots: one append per this many sales to a buyer with a large cap. */
-const MAX_BLOCK = 64;
 
 const capStream = (buyer: string, cap: CapPeriod): string => `cap-${buyer}-${cap.index}-${cap.key}`;
 
@@ -258,7 +270,9 @@ export class CapLedger {
       return false;
     });
     if (group.length === 0) return;
-    const command: CapCommand = { type: 'TakeCapSlots', takes: group.map(({ leadId, max }) => ({ leadId, max })) };
+    // Once the blocks in hand are given back (a stop), no new one is taken.
+    const block = this.returning ? {} : { block: randomUUID() };
+    const command: CapCommand = { type: 'TakeCapSlots', takes: group.map(({ leadId, max }) => ({ leadId, max })), ...block };
     let known = this.usage.get(stream) ?? UNREAD;
     // What this instance knows may be full while slots were given back since (here or elsewhere):
     // a refusal is only decided on what the stream holds now. Room is decided at once, and a
@@ -268,43 +282,40 @@ export class CapLedger {
       known = await readFolded(this.store, stream, capDecider, known);
       if (full() && (await this.freeOrphans(stream, known.state.released))) known = await readFolded(this.store, stream, capDecider, known);
     }
-    const max = Math.min(...group.map((take) => take.max));
-    const size = this.returning ? 0 : Math.min(MAX_BLOCK, Math.floor((max - known.state.used) / BLOCK_SHARE));
-    if (size > group.length) return this.grantBlock(stream, group, known, { type: 'ReserveCapSlots', block: randomUUID(), slots: size, max });
     const handled = await handleCommand(this.store, stream, capDecider, command, { from: known });
     this.remember(stream, handled);
+    const [first] = handled.events;
+    if (first?.type === 'CapSlotsReserved') return this.handOut(stream, group, first.data, handled.state.used);
     const granted = new Set(handled.events.map((event) => (event.data as { lead_id: number }).lead_id));
     for (const take of group) take.resolve(granted.has(take.leadId));
   }
 
   /**
-   * Reserves a block and hands its first slots to the sales waiting; the rest stay in hand for the
-   * next ones. A block still in hand (slots above a cap a reload lowered) is given back first.
+   * A block just reserved, up to `used` slots in the period: its first slots go to the sales
+   * waiting, the rest stay in hand for the next ones. The block it replaces has none to hand out
+   * to these sales (they were offered its slots first); any it still holds (above a cap a reload
+   * lowered) are given back.
    */
-  private async grantBlock(stream: string, group: PendingTake[], known: Usage, command: Extract<CapCommand, { type: 'ReserveCapSlots' }>): Promise<void> {
+  private async handOut(stream: string, group: PendingTake[], reserved: { readonly block: string; readonly slots: number }, used: number): Promise<void> {
     const old = this.blocks.get(stream);
-    const from = old ? ((await this.giveBlock(stream, old)) ?? known) : known;
-    const handled = await handleCommand(this.store, stream, capDecider, command, { from });
-    this.remember(stream, handled);
-    const reserved = handled.events[0];
-    const slots = reserved?.type === 'CapSlotsReserved' ? reserved.data.slots : 0;
-    const block: Block = { id: command.block, next: handled.state.used - slots, end: handled.state.used };
-    if (slots > 0) this.keep(stream, block);
+    const block: Block = { id: reserved.block, next: used - reserved.slots, end: used };
+    this.keep(stream, block);
     for (const take of group) {
       const took = hasSlot(block, take.max);
       if (took) block.next++;
       take.resolve(took);
     }
+    // A return that fails leaves those slots taken: the period sells that many fewer, never more.
+    if (old) await this.giveBlock(stream, old).catch(() => {});
   }
 
-  /** Gives back a block's slots not handed out, and forgets it; the period as the return left it, if it appended one. */
-  private async giveBlock(stream: string, block: Block): Promise<Usage | undefined> {
+  /** Gives back a block's slots not handed out, and forgets it. */
+  private async giveBlock(stream: string, block: Block): Promise<void> {
     if (this.blocks.get(stream) === block) this.blocks.delete(stream);
     const unused = block.end - block.next;
-    if (unused <= 0) return undefined;
+    if (unused <= 0) return;
     const handled = await handleCommand(this.store, stream, capDecider, { type: 'ReturnCapSlots', block: block.id, slots: unused }, { from: this.usage.get(stream) ?? UNREAD });
     this.remember(stream, handled);
-    return handled;
   }
 
   private keep(stream: string, block: Block): void {

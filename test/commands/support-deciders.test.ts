@@ -64,19 +64,27 @@ describe('cap period decider', () => {
 
   const reserved = (block: string, slots: number) => ({ type: 'CapSlotsReserved' as const, data: { block, slots } });
   const returned = (block: string, slots: number) => ({ type: 'CapSlotsReturned' as const, data: { block, slots } });
-  const reserve = (block: string, slots: number, max: number) => ({ type: 'ReserveCapSlots' as const, block, slots, max });
-  it('a block is as many slots as asked while there is room', () => given2.when(reserve('b1', 5, 100)).then([reserved('b1', 5)]));
-  it('a block near the cap holds only the room left; at the cap, none is reserved', async () => {
-    await given2.when(reserve('b1', 5, 4)).then([reserved('b1', 2)]);
-    await given2.when(reserve('b1', 5, 2)).thenNothing();
+  const inBlock = (block: string, max: number, ...leadIds: number[]) => ({ ...takes(max, ...leadIds), block });
+  it('with room for many, the sales take a block: a 64th of the room left, at most 64', async () => {
+    await given2.when(inBlock('b1', 1_000_000, 3)).then([reserved('b1', 64)]);
+    await given2.when(inBlock('b1', 642, 3, 4)).then([reserved('b1', 10)]);
   });
+  it('the block is sized on the stream as it stands, never on the size an instance thought: near the cap, a slot a sale', async () => {
+    // 600 used of 612: 12 left, far from the 128 a block of two needs.
+    const nearlyFull = given(reserved('a', 600));
+    await nearlyFull.when(inBlock('b1', 612, 3)).then([taken(3)]);
+    await nearlyFull.when(inBlock('b1', 612, 3, 4)).then([taken(3), taken(4)]);
+  });
+  it('a block no larger than the sales waiting is no block: each takes its own slot', () => given2.when(inBlock('b1', 200, 3, 4, 5)).then([taken(3), taken(4), taken(5)]));
+  it('each sale is held to its own cap: the block is sized on the lowest', () =>
+    given2.when({ type: 'TakeCapSlots', takes: [{ leadId: 3, max: 1_000_000 }, { leadId: 4, max: 130 }], block: 'b1' }).then([taken(3), taken(4)]));
   it("a block's slots are used until given back: a sale finds the cap full behind a block, and room once the block's unused slots return", async () => {
     await given(taken(1), reserved('b1', 4)).when(takes(5, 7)).thenNothing();
     await given(taken(1), reserved('b1', 4), returned('b1', 3)).when(takes(5, 7)).then([taken(7)]);
   });
   it('a block is given back once: a retried return records nothing, and one recorded twice frees its slots once', async () => {
     await given(reserved('b1', 4), returned('b1', 4)).when({ type: 'ReturnCapSlots', block: 'b1', slots: 4 }).thenNothing();
-    await given(reserved('b1', 4), returned('b1', 4), returned('b1', 4), reserved('b2', 1)).when(reserve('b3', 9, 2)).then([reserved('b3', 1)]);
+    await given(reserved('b1', 4), returned('b1', 4), returned('b1', 4), reserved('b2', 1)).when(takes(2, 7, 8)).then([taken(7)]);
   });
 });
 

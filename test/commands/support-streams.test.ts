@@ -230,6 +230,27 @@ describe('support streams (on the embedded store)', function () {
         expect(await used('cap-large-0-large'), 'the 56 not sold, given back').to.equal(200);
       });
 
+      it("a block is sized on the room the stream has left, not on what a fresh or idle instance last knew of it", async function () {
+        // Other instances have sold 300 of a cap of 650, and 607 of a cap of 612.
+        await store.append('cap-fresh-0-a', [{ type: 'CapSlotsReserved', data: { block: 'other', slots: 300 } }]);
+        await store.append('cap-fresh-0-b', [{ type: 'CapSlotsReserved', data: { block: 'other', slots: 607 } }]);
+        const fresh = new CapLedger(store);
+        expect(await fresh.reserve('fresh', [{ index: 0, max: 650, key: 'a' }], 1)).to.equal(null);
+        const [, block] = await store.readStream('cap-fresh-0-a');
+        expect(block!.data, 'a 64th of the 350 left').to.deep.equal({ block: (block!.data as { block: string }).block, slots: 5 });
+        // With 5 left, far below the 128 a block needs: one slot, in the stream under the sale's lead.
+        expect(await fresh.reserve('fresh', [{ index: 0, max: 612, key: 'b' }], 2)).to.equal(null);
+        expect((await store.readStream('cap-fresh-0-b')).map((e) => [e.type, e.data])).to.deep.equal([
+          ['CapSlotsReserved', { block: 'other', slots: 607 }],
+          ['CapSlotTaken', { lead_id: 2 }],
+        ]);
+        // So another instance still sells the other 4.
+        const other = new CapLedger(store);
+        let sold = 0;
+        for (let id = 3; (await other.reserve('fresh', [{ index: 0, max: 612, key: 'b' }], id)) === null; id++) sold++;
+        expect(sold).to.equal(4);
+      });
+
       it('two instances racing to the end of a cap sell no more than it, and every slot reserved is sold or given back', async function () {
         const ledgers = [new CapLedger(store), new CapLedger(store)];
         const cap = { index: 0, max: 1_000, key: 'race' };
