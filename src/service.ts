@@ -335,6 +335,8 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     applyRouting: (next) => {
       routing = next;
       thread?.setRouting(next);
+      // A cap the new file lowers must count only the slots sold, not those this instance holds.
+      caps.giveBack().catch((error: unknown) => logger.warn({ err: error }, 'cap slots in hand not given back after the reload: their periods may sell fewer leads'));
     },
     tls: () => tls,
     loadTls,

@@ -119,15 +119,20 @@ const ORPHAN_SLOT_MS = 5 * 60_000;
 
 const capStream = (buyer: string, cap: CapPeriod): string => `cap-${buyer}-${cap.index}-${cap.key}`;
 
-/** Slots this instance reserved in one period and has not handed out: those numbered `next` up to `end`, counting from the period's first. */
+/** Slots this instance reserved in one period: `next` of `end` handed out, under the cap `max` the block was reserved at. */
 interface Block {
   readonly id: string;
   next: number;
   readonly end: number;
+  readonly max: number;
 }
 
-/** Whether `block` has a slot for a sale held to `max` (its number under the cap: after a reload lowered it, the higher ones are not sold). */
-const hasSlot = (block: Block | undefined, max: number): block is Block => block !== undefined && block.next < block.end && block.next < max;
+/**
+ * Whether `block` has a slot for a sale held to `max`. Not after a reload lowered the cap below the
+ * one the block was reserved under: how many of the other instances' blocks they have sold, this
+ * one cannot know, so its slots are given back and the sale decided on the stream (see grant).
+ */
+const hasSlot = (block: Block | undefined, max: number): block is Block => block !== undefined && block.next < block.end && max >= block.max;
 
 interface PendingTake {
   readonly leadId: number;
@@ -212,6 +217,16 @@ export class CapLedger {
    */
   async returnUnused(): Promise<void> {
     this.returning = true;
+    await this.giveBack();
+  }
+
+  /**
+   * Gives back the slots of every block in hand; the next sales take new blocks, sized on the caps
+   * then in force. After a reload of the routing file: a cap lowered below what the instances hold
+   * in blocks then counts only the slots sold, also in an instance that sells nothing more to that
+   * buyer (one that does gives its block back at its next sale anyway, see grant).
+   */
+  async giveBack(): Promise<void> {
     let failure: { error: unknown } | undefined;
     for (const [stream, block] of this.blocks) {
       try {
@@ -270,6 +285,9 @@ export class CapLedger {
       return false;
     });
     if (group.length === 0) return;
+    // A block that still holds slots but had none for these sales was reserved under a cap a reload
+    // has lowered since: its slots go back first, so the stream counts only those sold.
+    if (inHand && inHand.next < inHand.end) await this.giveBlock(stream, inHand);
     // Once the blocks in hand are given back (a stop), no new one is taken.
     const block = this.returning ? {} : { block: randomUUID() };
     const command: CapCommand = { type: 'TakeCapSlots', takes: group.map(({ leadId, max }) => ({ leadId, max })), ...block };
@@ -285,28 +303,24 @@ export class CapLedger {
     const handled = await handleCommand(this.store, stream, capDecider, command, { from: known });
     this.remember(stream, handled);
     const [first] = handled.events;
-    if (first?.type === 'CapSlotsReserved') return this.handOut(stream, group, first.data, handled.state.used);
+    if (first?.type === 'CapSlotsReserved') return this.handOut(stream, group, first.data);
     const granted = new Set(handled.events.map((event) => (event.data as { lead_id: number }).lead_id));
     for (const take of group) take.resolve(granted.has(take.leadId));
   }
 
   /**
-   * A block just reserved, up to `used` slots in the period: its first slots go to the sales
-   * waiting, the rest stay in hand for the next ones. The block it replaces has none to hand out
-   * to these sales (they were offered its slots first); any it still holds (above a cap a reload
-   * lowered) are given back.
+   * A block just reserved: its first slots go to the sales waiting, the rest stay in hand for the
+   * next ones, in place of the block before it (used up, or given back in grant).
    */
-  private async handOut(stream: string, group: PendingTake[], reserved: { readonly block: string; readonly slots: number }, used: number): Promise<void> {
-    const old = this.blocks.get(stream);
-    const block: Block = { id: reserved.block, next: used - reserved.slots, end: used };
+  private handOut(stream: string, group: PendingTake[], reserved: { readonly block: string; readonly slots: number }): void {
+    // Reserved under the lowest cap of the sales waiting, as the decider sized it.
+    const block: Block = { id: reserved.block, next: 0, end: reserved.slots, max: Math.min(...group.map((take) => take.max)) };
     this.keep(stream, block);
     for (const take of group) {
       const took = hasSlot(block, take.max);
       if (took) block.next++;
       take.resolve(took);
     }
-    // A return that fails leaves those slots taken: the period sells that many fewer, never more.
-    if (old) await this.giveBlock(stream, old).catch(() => {});
   }
 
   /** Gives back a block's slots not handed out, and forgets it. */

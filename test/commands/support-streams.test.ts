@@ -270,6 +270,45 @@ describe('support streams (on the embedded store)', function () {
         expect(await used('cap-race-0-race')).to.equal(sold.length);
       });
 
+      describe('a cap lowered by a reload below what two instances hold in blocks', function () {
+        const was = { index: 0, max: 5_000, key: '' };
+        let sold = 0;
+        const sell = async (ledger: CapLedger, cap: typeof was, count: number) => {
+          for (let i = 0; i < count; i++) if ((await ledger.reserve('two', [cap], 1_000 + sold)) === null) sold++;
+          return sold;
+        };
+        /** 20 sold from a's block of 64, 10 from b's: 128 slots reserved, 30 sold. */
+        async function twoBlocks(key: string): Promise<[CapLedger, CapLedger]> {
+          sold = 0;
+          const ledgers: [CapLedger, CapLedger] = [new CapLedger(store), new CapLedger(store)];
+          await sell(ledgers[0], { ...was, key }, 20);
+          await sell(ledgers[1], { ...was, key }, 10);
+          expect(await used(`cap-two-0-${key}`)).to.equal(128);
+          return ledgers;
+        }
+
+        it('the reload gives both blocks back, and exactly the 10 left are sold', async function () {
+          const [a, b] = await twoBlocks('reloaded');
+          await Promise.all([a.giveBack(), b.giveBack()]);
+          expect(await used('cap-two-0-reloaded')).to.equal(30);
+          const now = { ...was, max: 40, key: 'reloaded' };
+          expect(await sell(a, now, 30)).to.equal(40);
+          expect(await sell(b, now, 5)).to.equal(40);
+        });
+
+        it('before its give-back, a block reserved under the higher cap sells none of its slots under the lower one: never past 40', async function () {
+          const [a, b] = await twoBlocks('unreloaded');
+          const now = { ...was, max: 40, key: 'unreloaded' };
+          // By its own count alone, a would sell 20 more. It gives its block back instead, and
+          // with b's still counted, finds the cap full.
+          expect(await sell(a, now, 30)).to.equal(30);
+          // b's next sale gives back b's block: the stream counts the 30 sold, and 10 more go.
+          expect(await sell(b, now, 5)).to.equal(35);
+          expect(await sell(a, now, 30)).to.equal(40);
+          expect(await used('cap-two-0-unreloaded')).to.equal(40);
+        });
+      });
+
       it("a stop gives back the slots in hand, and another instance sells them; a sale after the stop takes a single slot", async function () {
         const first = new CapLedger(store);
         const cap = { index: 0, max: 6_400, key: 'stop' };

@@ -4,6 +4,9 @@ import { readFolded } from '../../src/commands/handler.js';
 import { openEventStore } from '../../src/event-store/index.js';
 import { TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 // Routing through the real service: strategies, filters, hours on a fake clock, caps, buckets and
 // test leads, each read back from the LeadRouted event that explains the decision.
@@ -171,8 +174,9 @@ describe('routing through the service', function () {
     const now = new Date('2026-11-21T15:00:00Z');
     const dir = tempDir('cap-blocks');
     const stream = 'cap-big-0-2026-11';
+    const routingOf = (max: number) => ({ buyers: [{ id: 'big', price: 40, caps: [{ period: 'month', max }] }] });
     try {
-      const svc = await TestService.start({ dataDir: dir.path, routing: { buyers: [{ id: 'big', price: 40, caps: [{ period: 'month', max: 1_000_000 }] }] }, now: () => now });
+      const svc = await TestService.start({ dataDir: dir.path, routing: routingOf(1_000_000), now: () => now });
       try {
         const key = await svc.key();
         const replies = await Promise.all(Array.from({ length: 20 }, () => svc.post(validLead(), { 'x-api-key': key })));
@@ -195,6 +199,23 @@ describe('routing through the service', function () {
     } finally {
       dir.remove();
     }
+  });
+
+  it('a reload gives back the cap slots in hand: a cap lowered below them counts only those sold', async function () {
+    const now = new Date('2026-11-21T15:00:00Z');
+    const stream = 'cap-big-0-2026-11';
+    const routingOf = (max: number) => ({ buyers: [{ id: 'big', price: 40, caps: [{ period: 'month', max }] }] });
+    await withService({ routing: routingOf(1_000_000), now: () => now }, async (svc, key) => {
+      for (let i = 0; i < 20; i++) expect((await svc.post(validLead(), { 'x-api-key': key })).body).to.include({ code: 'SOLD' });
+      const used = async () => (await readFolded(svc.service.store, stream, capDecider)).state.used;
+      expect(await used(), 'a block of 64').to.equal(64);
+      writeFileSync(join(svc.dataDir, 'routing.json'), JSON.stringify(routingOf(25)));
+      expect((await svc.service.reload()).routing).to.include({ changed: true });
+      await until('the block given back', async () => (await used()) === 20, 10_000, 10);
+      const after = await Promise.all(Array.from({ length: 10 }, () => svc.post(validLead(), { 'x-api-key': key })));
+      expect(after.filter((reply) => reply.body.code === 'SOLD'), 'the 5 left under the new cap').to.have.length(5);
+      expect(await used()).to.equal(25);
+    });
   });
 
   it('buckets: the first matching bucket, else the default', async function () {
