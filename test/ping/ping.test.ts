@@ -7,6 +7,10 @@ import { BuyerEndpoint, type ReceivedDelivery } from '../delivery/buyer-endpoint
 import { type Reply, TestService, validLead } from '../support/service.js';
 import { Client } from '../reliability/support/client.js';
 import { FaultyEventStore } from '../reliability/support/faults.js';
+import { tempDir } from '../support/tmp.js';
+import { capDecider } from '../../src/commands/caps.js';
+import { readFolded } from '../../src/commands/handler.js';
+import { openEventStore } from '../../src/event-store/index.js';
 
 // Ping/post through the real HTTPS service: the buyers that bid by webhook are one real local
 // HTTPS server answering on a path per buyer (one bids, one hangs, one answers garbage, one 500…),
@@ -453,6 +457,43 @@ describe('a post whose ping bids can no longer take it', function () {
     const routed = (events.body.items as Array<{ type: string; data: { strategy: string; candidates: Array<{ buyer: string; reason: string }> } }>).find((e) => e.type === 'LeadRouted')!;
     expect(routed.data.strategy).to.equal('highest_price');
     expect(routed.data.candidates.find((c) => c.buyer === 'daytime')).to.include({ reason: 'outside_hours' });
+  });
+});
+
+describe("a post whose bidder's second cap is full", function () {
+  this.timeout(30_000);
+
+  it('is sold as a plain post, and its bidder is not asked again: of the day cap it keeps no slot', async function () {
+    const dir = tempDir('ping-two-caps');
+    try {
+      const now = new Date('2026-11-21T15:00:00Z');
+      const caps = [{ period: 'day', max: 5_000 }, { period: 'hour', max: 2 }];
+      const svc = await TestService.start({ dataDir: dir.path, now: () => now, routing: { buyers: [{ id: 'two-caps', price: 95, ping: { kind: 'static' }, caps }, { id: 'plain', price: 3 }] } });
+      try {
+        const key = await svc.key('supplier', 'sup-1');
+        const pinged = await svc.post({ zip: '90210', accident_state: 'CA', sid: 'src-1' }, { 'x-api-key': key }, '/functions/pings');
+        expect(pinged.body).to.include({ code: 'BID', bid: 95 });
+        // Two plain posts fill the hour.
+        for (let i = 0; i < 2; i++) expect((await svc.post(validLead(), { 'x-api-key': key })).body).to.include({ code: 'SOLD', revenue: 95 });
+        const posted = await svc.post(validLead({ ping_id: pinged.body.ping_id }), { 'x-api-key': key });
+        expect(posted.body, posted.text).to.include({ code: 'SOLD', revenue: 3 });
+        const events = await svc.service.store.readStream(`lead-${String(posted.body.lead_id)}`);
+        const routed = events.find((e) => e.type === 'LeadRouted')!.data as { candidates: Array<{ buyer: string; reason: string; detail?: string }> };
+        expect(routed.candidates.find((c) => c.buyer === 'two-caps')).to.include({ reason: 'cap_reached' });
+      } finally {
+        await svc.stop();
+      }
+      // The day's slots in use, once the stop gave back its block: the two leads sold to the buyer, not three.
+      const store = await openEventStore({ dataDir: dir.path });
+      try {
+        expect((await readFolded(store, 'cap-two-caps-0-2026-11-21', capDecider)).state.used).to.equal(2);
+        expect((await readFolded(store, 'cap-two-caps-1-2026-11-21T15', capDecider)).state.used).to.equal(2);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      dir.remove();
+    }
   });
 });
 

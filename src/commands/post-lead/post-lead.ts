@@ -146,8 +146,9 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
 
       // 5. Route: the buyers that may take it, ranked, the first with room in its caps; else a bucket.
       //    A lead with a ping goes to its standing bids first, best first, at the price bid.
-      const atBid = ping ? await routeToBids(routing, lead, enrichment, leadId, now, ping.state) : null;
-      const routed = atBid ?? (await route(routing, lead, enrichment, leadId, now));
+      const foundFull: FoundFull = new Map();
+      const atBid = ping ? await routeToBids(routing, lead, enrichment, leadId, now, ping.state, foundFull) : null;
+      const routed = atBid ?? (await route(routing, lead, enrichment, leadId, now, foundFull));
       reservation = routed.reservation;
 
       // 5b. The ping is posted once: of two posts racing, the one whose PingPosted lands first sells.
@@ -293,6 +294,13 @@ const conflict = (reason: 'in_flight' | 'other_body' | 'malformed_key'): PostLea
  * buyer with room in every cap takes the lead and a slot in each. A test lead meets a full cap as
  * a real lead would, but only looks: it takes no slot.
  */
+/**
+ * The buyers whose caps refused this lead already (at its ping's bid), with the cap found full:
+ * not asked again as a plain post. Asked again, a buyer with a day and an hour cap took a second
+ * day slot for the lead, and the give-back, once a lead, left one slot taken for ever.
+ */
+type FoundFull = Map<string, ReturnType<typeof capPeriods>[number]>;
+
 function createRouter(caps: CapLedger) {
   /** For round_robin: when each buyer last got a lead from this instance, by a count of leads sold. */
   const lastSold = new Map<string, number>();
@@ -308,7 +316,7 @@ function createRouter(caps: CapLedger) {
    * lead (filters, requirements now that the lead is verified, hours) and has room in its caps,
    * at the price it bid. null: no bid could take it, and the lead is routed as a plain post.
    */
-  async function routeToBids(config: LoadedRoutingConfig, lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date, ping: PingState) {
+  async function routeToBids(config: LoadedRoutingConfig, lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date, ping: PingState, foundFull: FoundFull) {
     // Bids made in the currency of a routing file since replaced by one in another are amounts of
     // that currency: sold at them now, a bid of 40 USD would be recorded as 40 EUR.
     if (ping.collected!.currency !== config.currency) return null;
@@ -337,11 +345,12 @@ function createRouter(caps: CapLedger) {
         return { decision, reservation };
       }
       candidates[index] = capReached(candidates[index]!, full);
+      foundFull.set(buyer.id, full);
     }
     return null;
   }
 
-  async function route(config: LoadedRoutingConfig, lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date) {
+  async function route(config: LoadedRoutingConfig, lead: NormalisedLead, enrichment: Enrichment, leadId: number, now: Date, foundFull: FoundFull) {
     const decisions = evaluateBuyers(config, lead, enrichment, now);
     // evaluateBuyers made these objects for this lead alone; a buyer found full is replaced below.
     const candidates: RoutingCandidate[] = [...decisions];
@@ -356,7 +365,7 @@ function createRouter(caps: CapLedger) {
     for (const buyerId of ranked) {
       const buyer = config.buyers.find((b) => b.id === buyerId)!;
       const periods = capPeriods(buyer, now);
-      const full = await take(buyerId, periods, lead, leadId);
+      const full = foundFull.get(buyerId) ?? (await take(buyerId, periods, lead, leadId));
       if (full === null) {
         winner = { buyer: buyerId, price: buyer.price };
         if (turns && buyerId !== ranked[0]) lastSold.set(buyerId, sold++);
