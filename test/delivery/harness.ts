@@ -137,6 +137,22 @@ export class DeliveryHarness {
   }
 }
 
+/**
+ * For a suite whose tests each start their own buyer endpoint and harness: registers an afterEach
+ * that stops what a test handed to the returned function, the last started first (the harness
+ * before the endpoint its workers post to).
+ */
+export function stoppedAfterEach(): <T extends { stop(): Promise<void> }>(started: T) => T {
+  const started: Array<{ stop(): Promise<void> }> = [];
+  afterEach(async () => {
+    for (let next = started.pop(); next; next = started.pop()) await next.stop();
+  });
+  return (thing) => {
+    started.push(thing);
+    return thing;
+  };
+}
+
 /** The shared poller (test/support/until.ts), in the argument order the delivery tests use. */
 export function until(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what: () => string = () => 'condition'): Promise<unknown> {
   return pollUntil(what, check, timeoutMs);

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { requestRedelivery } from '../../src/delivery/redeliver.js';
 import { BuyerEndpoint } from './buyer-endpoint.js';
-import { DeliveryHarness, until } from './harness.js';
+import { DeliveryHarness, stoppedAfterEach, until } from './harness.js';
 
 // The worker holds a lead it has just settled for a minute, so the lagging copy of its row (still
 // "pending" for a few ms) does not take a slot again; a row due no earlier than the settling
@@ -11,20 +11,12 @@ import { DeliveryHarness, until } from './harness.js';
 
 describe('delivery: a redelivery requested in the millisecond its delivery failed for good', function () {
   this.timeout(60_000);
-  let endpoint: BuyerEndpoint | undefined;
-  let harness: DeliveryHarness | undefined;
-
-  afterEach(async () => {
-    await harness?.stop();
-    harness = undefined;
-    await endpoint?.stop();
-    endpoint = undefined;
-  });
+  const stopAfter = stoppedAfterEach();
 
   it('is sent at once, not after the minute a settled lead is held', async () => {
     const fixed = new Set<number>();
-    endpoint = await BuyerEndpoint.start((request) => (fixed.has(request.body.lead_id as number) ? 200 : 401), { keepIdleConnections: true });
-    const h = (harness = await DeliveryHarness.start(endpoint));
+    const endpoint = stopAfter(await BuyerEndpoint.start((request) => (fixed.has(request.body.lead_id as number) ? 200 : 401), { keepIdleConnections: true }));
+    const h = stopAfter(await DeliveryHarness.start(endpoint));
     const { leadId } = await h.sell();
     // The worker's clock stands still an hour ahead: the sale is due by it, and the failure, its
     // hold and the redelivery below all fall in one millisecond.
