@@ -153,6 +153,8 @@ export class CapLedger {
   private readonly blocks = new Map<string, Block>();
   /** Set once the blocks in hand are given back: every take after that goes to the stream. */
   private returning = false;
+  /** One more at every giveBack: a block reserved across one is given back as soon as it lands. */
+  private givenBack = 0;
 
   constructor(
     private readonly store: EventStore,
@@ -227,6 +229,7 @@ export class CapLedger {
    * buyer (one that does gives its block back at its next sale anyway, see grant).
    */
   async giveBack(): Promise<void> {
+    this.givenBack++;
     let failure: { error: unknown } | undefined;
     for (const [stream, block] of this.blocks) {
       try {
@@ -276,6 +279,7 @@ export class CapLedger {
   }
 
   private async grant(stream: string, waiting: PendingTake[]): Promise<void> {
+    const givenBack = this.givenBack;
     // Those that queued while the append before reserved a block are served from it first.
     const inHand = this.blocks.get(stream);
     const group = waiting.filter((take) => {
@@ -303,7 +307,14 @@ export class CapLedger {
     const handled = await handleCommand(this.store, stream, capDecider, command, { from: known });
     this.remember(stream, handled);
     const [first] = handled.events;
-    if (first?.type === 'CapSlotsReserved') return this.handOut(stream, group, first.data);
+    if (first?.type === 'CapSlotsReserved') {
+      const block = this.handOut(stream, group, first.data);
+      // A reload gave the blocks back while this one was being reserved, for sales routed by the
+      // file before it: kept, it would hold slots under a cap the reload may have lowered until
+      // this instance's next sale to the buyer. Its slots not handed out go back at once.
+      if (this.givenBack !== givenBack) await this.giveBlock(stream, block);
+      return;
+    }
     const granted = new Set(handled.events.map((event) => (event.data as { lead_id: number }).lead_id));
     for (const take of group) take.resolve(granted.has(take.leadId));
   }
@@ -312,7 +323,7 @@ export class CapLedger {
    * A block just reserved: its first slots go to the sales waiting, the rest stay in hand for the
    * next ones, in place of the block before it (used up, or given back in grant).
    */
-  private handOut(stream: string, group: PendingTake[], reserved: { readonly block: string; readonly slots: number }): void {
+  private handOut(stream: string, group: PendingTake[], reserved: { readonly block: string; readonly slots: number }): Block {
     // Reserved under the lowest cap of the sales waiting, as the decider sized it.
     const block: Block = { id: reserved.block, next: 0, end: reserved.slots, max: Math.min(...group.map((take) => take.max)) };
     this.keep(stream, block);
@@ -321,6 +332,7 @@ export class CapLedger {
       if (took) block.next++;
       take.resolve(took);
     }
+    return block;
   }
 
   /** Gives back a block's slots not handed out, and forgets it. */

@@ -309,6 +309,24 @@ describe('support streams (on the embedded store)', function () {
         });
       });
 
+      it('a block reserved while a reload gives the blocks back is given back as it lands: it holds no slots under the cap the reload may have lowered', async function () {
+        const ledger = new CapLedger(store);
+        const cap = { index: 0, max: 5_000, key: 'mid-reload' };
+        // A sale routed by the file before the reload: its block's append is under way as the reload gives back.
+        const sale = ledger.reserve('reloading', [cap], 1);
+        await ledger.giveBack();
+        expect(await sale).to.equal(null);
+        // The sale has its slot at once; the rest of the block goes back behind it.
+        await until('the block given back', async () => (await store.readStream('cap-reloading-0-mid-reload')).length === 2, 10_000, 5);
+        expect((await store.readStream('cap-reloading-0-mid-reload')).map((e) => [e.type, (e.data as { slots: number }).slots])).to.deep.equal([
+          ['CapSlotsReserved', 64],
+          ['CapSlotsReturned', 63],
+        ]);
+        // The next sale takes a block of its own, sized on the cap then in force.
+        expect(await ledger.reserve('reloading', [{ ...cap, max: 600 }], 2)).to.equal(null);
+        expect(await used('cap-reloading-0-mid-reload')).to.equal(1 + 9);
+      });
+
       it("a stop gives back the slots in hand, and another instance sells them; a sale after the stop takes a single slot", async function () {
         const first = new CapLedger(store);
         const cap = { index: 0, max: 6_400, key: 'stop' };
