@@ -13,9 +13,10 @@ import { type Decider, type Folded, handleCommand, readFolded } from './handler.
 // slots in one append (as lead ids are given out) and hands them to its sales from memory, so a
 // capped sale waits for one durable append fewer, the contact claims' and the lead's. The block is
 // a small share of the room left (BLOCK_SHARE), so near the cap the slots go one sale at a time
-// again, each in the stream under its lead's id. A stop gives back the slots in hand; a process
-// killed with some leaves them taken for the rest of the period: the cap then sells that many
-// fewer, never more.
+// again, each in the stream under its lead's id. A stop gives back the slots in hand, and so does
+// a reload of the routing file (a cap lowered below what the instances hold must count only the
+// slots sold); a process killed with some leaves them taken for the rest of the period: the cap
+// then sells that many fewer, never more.
 
 export interface CapPeriod {
   /** Position of the cap in the buyer's `caps` list. */
