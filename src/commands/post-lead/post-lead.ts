@@ -146,7 +146,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
 
       // 5. Route: the buyers that may take it, ranked, the first with room in its caps; else a bucket.
       //    A lead with a ping goes to its standing bids first, best first, at the price bid.
-      const foundFull: FoundFull = new Map();
+      const foundFull: FoundFull = ping ? new Map() : NONE_FOUND_FULL;
       const atBid = ping ? await routeToBids(routing, lead, enrichment, leadId, now, ping.state, foundFull) : null;
       const routed = atBid ?? (await route(routing, lead, enrichment, leadId, now, foundFull));
       reservation = routed.reservation;
@@ -300,6 +300,8 @@ const conflict = (reason: 'in_flight' | 'other_body' | 'malformed_key'): PostLea
  * day slot for the lead, and the give-back, once a lead, left one slot taken for ever.
  */
 type FoundFull = Map<string, ReturnType<typeof capPeriods>[number]>;
+/** A plain post's: no bid was tried, so none is found full (and only routeToBids adds to one). */
+const NONE_FOUND_FULL: FoundFull = new Map();
 
 function createRouter(caps: CapLedger) {
   /** For round_robin: when each buyer last got a lead from this instance, by a count of leads sold. */
