@@ -135,6 +135,13 @@ interface Block {
  */
 const hasSlot = (block: Block | undefined, max: number): block is Block => block !== undefined && block.next < block.end && max >= block.max;
 
+/** Hands a sale held to `max` the next slot of `block`: whether it had one (see hasSlot). */
+function takeSlot(block: Block | undefined, max: number): boolean {
+  if (!hasSlot(block, max)) return false;
+  block.next++;
+  return true;
+}
+
 interface PendingTake {
   readonly leadId: number;
   readonly max: number;
@@ -249,11 +256,7 @@ export class CapLedger {
    * sales near the cap, instead of one per sale.
    */
   private take(stream: string, max: number, leadId: number): boolean | Promise<boolean> {
-    const block = this.blocks.get(stream);
-    if (hasSlot(block, max)) {
-      block.next++;
-      return true;
-    }
+    if (takeSlot(this.blocks.get(stream), max)) return true;
     return new Promise<boolean>((resolve, reject) => {
       const queue = this.waiting.get(stream) ?? [];
       queue.push({ leadId, max, resolve, reject });
@@ -284,8 +287,7 @@ export class CapLedger {
     // Those that queued while the append before reserved a block are served from it first.
     const inHand = this.blocks.get(stream);
     const group = waiting.filter((take) => {
-      if (!hasSlot(inHand, take.max)) return true;
-      inHand.next++;
+      if (!takeSlot(inHand, take.max)) return true;
       take.resolve(true);
       return false;
     });
@@ -328,11 +330,7 @@ export class CapLedger {
     // Reserved under the lowest cap of the sales waiting, as the decider sized it.
     const block: Block = { id: reserved.block, next: 0, end: reserved.slots, max: Math.min(...group.map((take) => take.max)) };
     this.keep(stream, block);
-    for (const take of group) {
-      const took = hasSlot(block, take.max);
-      if (took) block.next++;
-      take.resolve(took);
-    }
+    for (const take of group) take.resolve(takeSlot(block, take.max));
     return block;
   }
 
