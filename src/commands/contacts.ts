@@ -149,6 +149,14 @@ export function retryWhileClaimsBlock(giveBack: () => Promise<void>, forMs = CLA
 }
 
 export class ContactRegistry {
+  /**
+   * The leads this process is posting that claim contacts, from their claim to their end (see
+   * `ended`), with the posts waiting for that end (null: none yet).
+   */
+  private readonly underWay = new Map<number, Array<() => void> | null>();
+  /** The posts of this process waiting for others' to end, and which. */
+  private readonly waiting = new Map<number, Set<number>>();
+
   constructor(
     private readonly store: EventStore,
     private readonly hashes: ContactHashes,
@@ -157,23 +165,84 @@ export class ContactRegistry {
   ) {}
 
   /**
-   * The ClaimContact command, and what it found of a claim whose lead is not recorded yet. A claim
-   * holds while its lead is accepted, or while the lead may still be on its way: this process's
-   * own post under way holds it (most are accepted, so a copy posted beside it is a duplicate, as
-   * it would be a moment later); another process's is pending (see PendingContacts).
+   * The ClaimContact command for `leadId` (null: a look that claims nothing), and what it found of
+   * a claim whose lead is not recorded yet. A claim holds while its lead is accepted, or while the
+   * lead may still be on its way. Another process's post under way is pending (see
+   * PendingContacts). This process's own is waited for: it ends in a second or so, and then its
+   * lead says whether the contact is taken, rather than a guess; unless it is waiting (itself, or
+   * through others) for this very post, which is then pending instead, so that no two posts wait
+   * for each other. A post of this process that ended without recording its lead holds nothing:
+   * its claims are being given back.
    */
-  private claimCommand(leadId: number, now: Date, windowDays: number): { command: ContactCommand; pending: () => Pending | null } {
+  private claimCommand(leadId: number | null, now: Date, windowDays: number): { command: ContactCommand; pending: () => Pending | null } {
     let pending: Pending | null = null;
     const holds = async (claim: ContactClaimed['data']): Promise<boolean> => {
       pending = null;
-      const lead = await this.store.readStream(leadStream(claim.lead_id));
-      if (lead.length > 0) return !lead.some((event) => event.type === 'LeadRejected');
+      const recorded = await this.recordedLead(claim.lead_id);
+      if (recorded !== null) return recorded;
       const until = Date.parse(claim.claimed_at) + CLAIM_IN_FLIGHT_MS;
       if (now.getTime() >= until) return false;
-      if (claim.instance !== this.instance) pending = { until };
-      return true;
+      if (claim.instance !== this.instance) {
+        pending = { until };
+        return true;
+      }
+      // Its post ended without its lead (its claims are on their way back), or it is this very lead's.
+      if (!this.underWay.has(claim.lead_id) || claim.lead_id === leadId) return false;
+      if (leadId === null) return true;
+      if (this.waitsFor(claim.lead_id, leadId)) {
+        pending = { until };
+        return true;
+      }
+      const waits = this.waiting.get(leadId) ?? new Set<number>();
+      this.waiting.set(leadId, waits.add(claim.lead_id));
+      try {
+        await this.endOf(claim.lead_id, until - now.getTime());
+      } finally {
+        waits.delete(claim.lead_id);
+        if (waits.size === 0) this.waiting.delete(leadId);
+      }
+      return (await this.recordedLead(claim.lead_id)) === true;
     };
-    return { command: { type: 'ClaimContact', leadId, instance: this.instance, now, windowMs: windowDays * DAY_MS, holds }, pending: () => pending };
+    return { command: { type: 'ClaimContact', leadId: leadId ?? 0, instance: this.instance, now, windowMs: windowDays * DAY_MS, holds }, pending: () => pending };
+  }
+
+  /** Whether the post of `from` waits, itself or through the posts it waits for, for the post of `to`. */
+  private waitsFor(from: number, to: number, seen = new Set<number>()): boolean {
+    if (from === to) return true;
+    if (seen.has(from)) return false;
+    seen.add(from);
+    for (const next of this.waiting.get(from) ?? []) if (this.waitsFor(next, to, seen)) return true;
+    return false;
+  }
+
+  /** Whether the lead was accepted (true) or rejected (false), or null when it is not recorded. */
+  private async recordedLead(leadId: number): Promise<boolean | null> {
+    const lead = await this.store.readStream(leadStream(leadId));
+    return lead.length === 0 ? null : !lead.some((event) => event.type === 'LeadRejected');
+  }
+
+  /** Resolves when this process's post of the lead has ended (see `ended`), or after `withinMs`. */
+  private endOf(leadId: number, withinMs: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, Math.max(0, withinMs));
+      const waiters = this.underWay.get(leadId);
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      if (waiters === undefined) done();
+      else this.underWay.set(leadId, waiters ? [...waiters, done] : [done]);
+    });
+  }
+
+  /**
+   * The post of `leadId` has ended, its lead recorded or not: the posts of this process waiting to
+   * learn whether its claims hold are told. A post that claimed every contact says so once it ends.
+   */
+  ended(leadId: number): void {
+    const waiters = this.underWay.get(leadId);
+    this.underWay.delete(leadId);
+    waiters?.forEach((wake) => wake());
   }
 
   private async standing([kind, value, hash]: Contact, now: Date, windowDays: number): Promise<Standing> {
@@ -187,7 +256,7 @@ export class ContactRegistry {
     const { state } = await readFolded(this.store, stream, contactDecider);
     if (state.suppressed) return 'suppressed';
     // Held exactly when a claim would be refused: the decider says so without writing anything.
-    const { command, pending } = this.claimCommand(0, now, windowDays);
+    const { command, pending } = this.claimCommand(null, now, windowDays);
     const claim = await contactDecider.decide(command, state);
     return claim.length > 0 ? 'free' : (pending() ?? 'held');
   }
@@ -224,9 +293,22 @@ export class ContactRegistry {
    * for them before anything else, so side by side they cost one commit's wait instead of two
    * (they usually land in one group commit). A contact that was free is claimed and given back
    * when another is held, which one read would have told; a duplicate is the rarer case, and pays
-   * for it.
+   * for it. A lead that gets every contact is under way until its post tells `ended`: a post of
+   * this process that meets its claims meanwhile waits for that (see claimCommand).
    */
   async claim(contacts: readonly Contact[], leadId: number, now: Date, windowDays: number): Promise<ContactClaims> {
+    this.underWay.set(leadId, null);
+    let claimed: ContactClaims | undefined;
+    try {
+      claimed = await this.claimAll(contacts, leadId, now, windowDays);
+      return claimed;
+    } finally {
+      // Without every contact the lead will be rejected (or not recorded): its claims are given back already.
+      if (claimed === undefined || !('claims' in claimed)) this.ended(leadId);
+    }
+  }
+
+  private async claimAll(contacts: readonly Contact[], leadId: number, now: Date, windowDays: number): Promise<ContactClaims> {
     const settled = await Promise.allSettled(contacts.map((contact) => this.claimKeyed(contact, leadId, now, windowDays)));
     const taken: ContactClaim[] = [];
     const standings: Standing[] = [];

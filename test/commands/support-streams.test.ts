@@ -80,10 +80,16 @@ describe('support streams (on the embedded store)', function () {
 
     it('of 20 concurrent claims on one contact exactly one wins', async function () {
       const registry = new ContactRegistry(store, HASHES);
-      const results = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => registry.claim([['mobile', '+13105550100'], ['email', `x${i}@example.com`]], 1000 + i, now, 30)),
-      );
+      const claiming = Array.from({ length: 20 }, (_, i) => registry.claim([['mobile', '+13105550100'], ['email', `x${i}@example.com`]], 1000 + i, now, 30));
+      const outcomes: Array<Awaited<(typeof claiming)[number]>> = [];
+      claiming.forEach((claim, i) => void claim.then((outcome) => (outcomes[i] = outcome)));
+      // The others wait for the winner's post to end, and find its lead accepted.
+      const winner = (await until('a claim won', async () => outcomes.findIndex((outcome) => outcome !== undefined && 'claims' in outcome) + 1)) - 1;
+      await store.append(`lead-${1000 + winner}`, [{ type: 'LeadReceived', data: { lead_id: 1000 + winner } }, { type: 'LeadSold', data: { lead_id: 1000 + winner } }]);
+      registry.ended(1000 + winner);
+      const results = await Promise.all(claiming);
       expect(results.filter((r) => 'claims' in r)).to.have.length(1);
+      results.forEach((result, i) => expect(result).to.deep.equal(i === winner ? result : { duplicates: ['mobile'] }));
       // The losers gave back the e-mail claims they had not taken and hold nothing.
       for (let i = 0; i < 20; i++) {
         const held = await registry.duplicates([['email', `x${i}@example.com`]], now, 30);
@@ -147,10 +153,13 @@ describe('support streams (on the embedded store)', function () {
       expect(await registry.claim([['email', 'rejected@example.com']], 5002, now, 30)).to.have.property('claims').with.length(1);
       expect(await registry.duplicates([['email', 'rejected@example.com']], now, 30)).to.deep.equal([]);
 
-      // Lead 5003 claimed and then its append failed: in flight for 10 s, then not a duplicate.
+      // Lead 5003 claimed, its post under way: held for 10 s at most, then not a duplicate; and as
+      // soon as its post ends without recording it (its append failed), not a duplicate either.
       expect(await registry.claim([['email', 'lost@example.com']], 5003, now, 30)).to.have.property('claims').with.length(1);
       expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 5_000), 30)).to.deep.equal(['email']);
       expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 11_000), 30)).to.deep.equal([]);
+      registry.ended(5003);
+      expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 5_000), 30)).to.deep.equal([]);
     });
 
     it("another process's claim whose lead is not recorded is pending until it lapses: neither a duplicate nor free, and nothing is claimed", async function () {
@@ -159,8 +168,7 @@ describe('support streams (on the embedded store)', function () {
       const contacts: Array<['mobile' | 'email', string]> = [['mobile', '+13105550193'], ['email', 'cut-5201@example.com']];
       expect(await died.claim(contacts, 5201, now, 30)).to.have.property('claims').with.length(2);
       const at = (ms: number) => new Date(now.getTime() + ms);
-      // In the process that claimed them, its post is under way: a copy beside it is a duplicate.
-      expect(await died.claim(contacts, 5202, at(1_000), 30)).to.deep.equal({ duplicates: ['mobile', 'email'] });
+      // (In the process that claimed them, a copy beside its post under way waits for its end: below.)
       // Anywhere else (or after a restart), no one can tell: pending until the claims lapse.
       const pending = { duplicates: [], pending: { kinds: ['mobile', 'email'], until: now.getTime() + 10_000 } };
       expect(await restarted.claim(contacts, 5203, at(2_000), 30)).to.deep.equal(pending);
@@ -171,6 +179,72 @@ describe('support streams (on the embedded store)', function () {
       expect(await restarted.taken([free], at(3_000), 30)).to.deep.equal({ duplicates: [] });
       // Lapsed: claimed.
       expect(await restarted.claim(contacts, 5205, at(10_000), 30)).to.have.property('claims').with.length(2);
+    });
+
+    describe("a copy posted beside a post of this process that holds the contacts", function () {
+      const at = (ms: number) => new Date(now.getTime() + ms);
+      const decided = (claim: Promise<unknown>) => {
+        let outcome: unknown;
+        void claim.then((value) => (outcome = value));
+        return () => outcome;
+      };
+
+      it('waits for that post to end, and is a duplicate when its lead was accepted', async function () {
+        const registry = new ContactRegistry(store, HASHES);
+        const contacts: Array<['mobile' | 'email', string]> = [['mobile', '+13105550301'], ['email', 'first-5301@example.com']];
+        expect(await registry.claim(contacts, 5301, now, 30)).to.have.property('claims').with.length(2);
+        const copy = decided(registry.claim([contacts[0]!, ['email', 'copy-5302@example.com']], 5302, at(500), 30));
+        // Still under way: the copy has no answer (it would have been a duplicate at once before).
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        expect(copy()).to.equal(undefined);
+        await recordLead(5301, 'LeadSold');
+        registry.ended(5301);
+        expect(await until('the copy decided', async () => copy())).to.deep.equal({ duplicates: ['mobile'] });
+      });
+
+      it('gets the contacts when that lead was rejected, or not recorded at all', async function () {
+        const registry = new ContactRegistry(store, HASHES);
+        for (const [first, copyId, rejected] of [
+          [5311, 5312, true],
+          [5313, 5314, false],
+        ] as const) {
+          const contacts: Array<['mobile' | 'email', string]> = [['mobile', `+1310555${first}`], ['email', `first-${first}@example.com`]];
+          expect(await registry.claim(contacts, first, now, 30)).to.have.property('claims').with.length(2);
+          const copy = decided(registry.claim(contacts, copyId, at(500), 30));
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          expect(copy()).to.equal(undefined);
+          if (rejected) await recordLead(first, 'LeadRejected');
+          registry.ended(first);
+          const outcome = (await until('the copy decided', async () => copy())) as { claims?: unknown[] };
+          expect(outcome.claims, rejected ? 'after a rejected lead' : 'after a lead never recorded').to.have.length(2);
+        }
+      });
+
+      it('is pending, not waiting, when that post waits for it: two posts crossing on two contacts never wait for each other', async function () {
+        const mobile: ['mobile' | 'email', string] = ['mobile', '+13105550331'];
+        const email: ['mobile' | 'email', string] = ['email', 'cross-5331@example.com'];
+        // Post 5331 gets the mobile and post 5332 the e-mail: each append of the other waits until it has.
+        const landed = new Map<string, () => void>();
+        const gate = (name: string) => new Promise<void>((resolve) => landed.set(name, resolve));
+        const mobileTaken = gate(HASHES.stream(...mobile));
+        const emailTaken = gate(HASHES.stream(...email));
+        const crossing = overriding(store, {
+          append: async (name, events, options) => {
+            const lead = (events[0]?.data as { lead_id?: number } | undefined)?.lead_id;
+            if (lead === 5331 && name === HASHES.stream(...email)) await emailTaken;
+            if (lead === 5332 && name === HASHES.stream(...mobile)) await mobileTaken;
+            const appended = await store.append(name, events, options);
+            landed.get(name)?.();
+            return appended;
+          },
+        });
+        const registry = new ContactRegistry(crossing, HASHES);
+        const [first, second] = await Promise.all([registry.claim([mobile, email], 5331, now, 30), registry.claim([mobile, email], 5332, now, 30)]);
+        // One of them finds the other waiting for it and is told to retry; the other then gets both.
+        const outcomes = [first, second].map((outcome) => ('claims' in outcome ? 'claimed' : JSON.stringify(outcome)));
+        const pending = JSON.stringify({ duplicates: [], pending: { kinds: [outcomes[0] === 'claimed' ? 'mobile' : 'email'], until: now.getTime() + 10_000 } });
+        expect(outcomes.sort()).to.deep.equal(['claimed', pending].sort());
+      });
     });
 
     it('a duplicate names every contact held, and claims none of them', async function () {

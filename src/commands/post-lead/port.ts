@@ -35,7 +35,8 @@ export type PostLeadResult =
   | { readonly kind: 'ping_not_found' }
   /**
    * Its mobile or e-mail (`fields`) is claimed by a lead another process has not recorded yet (a
-   * post under way, or one lost with a process that died): nothing was recorded; the claim lapses
+   * post under way, or one lost with a process that died), or a post of this one waiting for this
+   * post's own claim: nothing was recorded; the claim lapses
    * within `retryAfterSeconds`, and a retry then is decided as any post.
    */
   | { readonly kind: 'contacts_pending'; readonly fields: readonly ('mobile' | 'email')[]; readonly retryAfterSeconds: number };

@@ -129,7 +129,8 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       : await deps.contacts.claim(contacts, leadId, now, routing.duplicate_window_days);
     if ('suppressed' in claimed && claimed.suppressed) return record({ ...who, validation, suppressed: claimed.suppressed });
     if ('duplicates' in claimed && claimed.duplicates.length > 0) return record({ ...who, validation, duplicates: claimed.duplicates });
-    //    A contact claimed by a lead another process has not recorded yet: a post under way, or one
+    //    A contact claimed by a lead another process has not recorded yet (or a post of this one
+    //    waiting for this one's claim; one that is not is waited for): a post under way, or one
     //    lost with a process that died (the supplier's retry of it, often). Neither a duplicate nor
     //    free until the claim lapses: nothing is recorded, and the supplier is asked to retry then.
     if ('pending' in claimed && claimed.pending) throw new ContactsPendingError(claimed.pending);
@@ -178,6 +179,9 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       giveBack(claims, reservation, leadId, now);
       if (postedPing !== null) await releasePing(request, postedPing, leadId, now);
       throw error;
+    } finally {
+      // Recorded or not, the post is over: a copy of this process waiting on its claims reads its lead now.
+      if (claims.length > 0) deps.contacts.ended(leadId);
     }
   }
 
