@@ -8,8 +8,9 @@ const NAME = {
   type: 'string',
   minLength: 1,
   maxLength: 50,
-  // Letters of any script (with their combining marks), apostrophe, dot, hyphen; single spaces between words.
-  pattern: "^[\\p{L}\\p{M}'.\\-]+(?: [\\p{L}\\p{M}'.\\-]+)*$",
+  // Letters of any script (with their combining marks), apostrophe, dot, hyphen; single spaces
+  // between words; at least one letter, so that the "." or "-" a form puts for a name it lacks is refused.
+  pattern: "^(?=[^\\p{L}]*\\p{L})[\\p{L}\\p{M}'.\\-]+(?: [\\p{L}\\p{M}'.\\-]+)*$",
 } as const;
 
 export const LEAD_SCHEMA = {
@@ -18,8 +19,8 @@ export const LEAD_SCHEMA = {
   additionalProperties: false,
   required: ['first_name', 'last_name', 'email', 'mobile', 'zip', 'accident_state', 'certificate_url', 'sid'],
   properties: {
-    first_name: { ...NAME, description: "Trimmed, inner spaces collapsed, a typographic apostrophe (’) kept as '; letters of any script, space, ' . -" },
-    last_name: { ...NAME, description: "Trimmed, inner spaces collapsed, a typographic apostrophe (’) kept as '; letters of any script, space, ' . -" },
+    first_name: { ...NAME, description: "Trimmed, inner spaces collapsed, a typographic apostrophe (’) kept as '; letters of any script, space, ' . -, with at least one letter" },
+    last_name: { ...NAME, description: "Trimmed, inner spaces collapsed, a typographic apostrophe (’) kept as '; letters of any script, space, ' . -, with at least one letter" },
     email: { type: 'string', maxLength: 254, format: 'lead-email', description: 'Trimmed and lower-cased.' },
     mobile: {
       type: 'string',

@@ -24,9 +24,15 @@ export const US_STATE_NAMES: readonly string[] = [...Object.values(US_STATES).ma
 
 const BY_NAME = new Map([...Object.entries(US_STATES).map(([code, name]) => [name.toLowerCase(), code] as const), ...Object.entries(ALSO_NAMED)]);
 
-/** The USPS code for a code in any case or a full state name (spaces folded); undefined if neither. */
+/**
+ * The USPS code for a code in any case or a full state name (spaces folded); undefined if neither.
+ * "Any case" is ASCII's: Unicode's case mappings would make `ıd` (a dotless i) Idaho and a Kelvin
+ * sign a K, which the published pattern refuses, and no state is spelt with them.
+ */
 export function toStateCode(value: string): string | undefined {
-  const upper = value.toUpperCase();
+  const folded = value.replace(/\s+/g, ' ');
+  if (!/^[\x20-\x7e]*$/.test(folded)) return undefined;
+  const upper = folded.toUpperCase();
   if (upper in US_STATES) return upper;
-  return BY_NAME.get(value.toLowerCase().replace(/\s+/g, ' '));
+  return BY_NAME.get(folded.toLowerCase());
 }

@@ -177,6 +177,8 @@ describe('OpenAPI document', function () {
       { zip: ' 90210 ' },
       { first_name: ' Ada  Mary ', last_name: 'Lovelace ' },
       { last_name: 'O\u2019Brien' },
+      { first_name: "D'Angelo", last_name: 'St. John-Smith' },
+      { accident_state: '\u00a0Nevada\u2003' },
       { sid: ' google-ads' },
       { ping_id: '3F9C2A1E-0B7D-4C2E-9A51-6D0F8E4B2C17' },
       // Lengths and formats are the validator's once trimmed: blanks around a value at its limit,
@@ -199,6 +201,7 @@ describe('OpenAPI document', function () {
       { accident_state: 'Atlantis' }, { accident_state: 'C A' }, { zip: '9021' }, { first_name: 'Ada1' }, { sid: 'a b' }, { ping_id: 'not-a-uuid' },
       { s1: ` ${'x'.repeat(256)} ` }, { s1: ' x\ud800 ' }, { mobile: ` +1 ${'2'.repeat(30)} ` }, { email: ' ada.lovelace.outlook.com ' }, { email: 'ada@outlook.com x@y.com' },
       { certificate_url: ` ${EXAMPLE_LEAD.certificate_url}?${'q'.repeat(2000)} ` }, { first_name: '  ' },
+      { first_name: ' . ' }, { last_name: '-  -' }, { last_name: '\u0301' }, { accident_state: '\u0131d' }, { accident_state: '\u212Aansas' },
     ];
     for (const change of refuses) {
       const body = { ...EXAMPLE_LEAD, ...change };

@@ -171,6 +171,8 @@ const BAD: Bad[] = [
     bad(field, 'Ada\u202eecalevoL', 'invalid_format', `${field} with an RTL override`),
     bad(field, '<script>', 'invalid_format', `${field} with markup`),
     bad(field, 'Ada_Lovelace', 'invalid_format', `${field} with an underscore`),
+    // What a form puts for a name it does not have: no letter at all.
+    ...['.', '-', "'", '...', '- -', "'.'", '\u0301'].map((placeholder) => bad(field, placeholder, 'invalid_format', `${field} ${JSON.stringify(placeholder)}: no letter`)),
   ]),
   bad('email', 'ada.lovelace.example.com', 'invalid_format', 'email without @'),
   bad('email', 'ada lovelace@example.com', 'invalid_format', 'email with a space'),
@@ -197,6 +199,10 @@ const BAD: Bad[] = [
   bad('accident_state', 'XX', 'unknown_state', 'accident_state XX'),
   bad('accident_state', 'Narnia', 'unknown_state', 'accident_state Narnia'),
   bad('accident_state', '', 'unknown_state', 'accident_state empty'),
+  // Letters that only Unicode's case mappings make ASCII: a dotless ı, a long ſ, a Kelvin sign.
+  bad('accident_state', '\u0131d', 'unknown_state', 'accident_state "ıd" (dotless i) is not Idaho'),
+  bad('accident_state', '\u017Fc', 'unknown_state', 'accident_state "ſc" (long s) is not South Carolina'),
+  bad('accident_state', '\u212Aansas', 'unknown_state', 'accident_state "Kansas" with a Kelvin sign is not Kansas'),
   bad('certificate_url', `http://cert.trustedform.com/${HEX40}`, 'invalid_format', 'certificate_url http://'),
   bad('certificate_url', `https://certs.example.com/${HEX40}`, 'invalid_format', 'certificate_url on another host'),
   bad('certificate_url', `https://cert.trustedform.com.evil.example/${HEX40}`, 'invalid_format', 'certificate_url on a look-alike host'),
