@@ -49,7 +49,7 @@ export const ENVELOPE_SCHEMA = {
       description:
         'Each input concerned, never its value. On INVALID: every failing field (of a body, or a query parameter). On VERIFICATION_FAILED: the mobile or email that failed. ' +
         'On DUPLICATE, DUPLICATE_PENDING and SUPPRESSED: each of mobile and email concerned. On PING_MISMATCH: each field that differs from the ping. On PING_EXPIRED and PING_CONSUMED: ping_id. ' +
-        'On IDEMPOTENCY_CONFLICT (422) for a key that is not 1–255 visible ASCII characters: Idempotency-Key. Absent on every other answer.',
+        'On IDEMPOTENCY_CONFLICT (422): Idempotency-Key, for a key that is not 1–255 visible ASCII characters (code invalid_format) or one used before with another body (code other_body). Absent on every other answer.',
     },
     test: { const: true, description: 'Present on test leads only.' },
     ping_id: { type: 'string', description: 'On a ping answer (BID, NO_BID): the id to post the lead with.' },

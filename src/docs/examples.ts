@@ -8,9 +8,9 @@ import type { CheckResult, Enrichment } from '../enrichment/check.js';
 import { type DecisionEnvelope, leadEnvelope, noLeadEnvelope, OUTCOMES, type OutcomeCode } from '../http/envelope.js';
 import { HEADERS_TOO_LARGE_MESSAGE } from '../http/client-error.js';
 import { INVALID_INPUT_MESSAGE, NO_HOST_MESSAGE } from '../http/shell.js';
-import { pingEnvelope } from '../http/ping-route.js';
+import { PING_INVALID_MESSAGE, pingEnvelope } from '../http/ping-route.js';
 import { otherBodyEnvelope, pendingEnvelope } from '../http/post-lead-route.js';
-import { createLeadValidator } from '../leads/validate.js';
+import { createLeadValidator, createPingValidator } from '../leads/validate.js';
 import { ReadBack, ReadBackInputError } from '../read-models/read-back.js';
 import { DEFAULTS } from '../routing/config-schema.js';
 
@@ -79,11 +79,12 @@ async function badQueryErrors(): Promise<DecisionEnvelope['errors']> {
 
 /**
  * Besides the outcome codes: IDEMPOTENCY_CONFLICT_OTHER_BODY (a reused key with another body, 422),
- * INVALID_INPUT (a read-back query or feedback body that breaks a rule, 422 INVALID) and
+ * INVALID_INPUT (a read-back query or feedback body that breaks a rule, 422 INVALID), PING_INVALID
+ * (a ping with a failing field, 422 INVALID) and
  * HEADERS_TOO_LARGE (request headers over the limit, 431 PAYLOAD_TOO_LARGE) and NOT_HTTP (a request
  * that is not valid HTTP/1.1, such as one without Host, 400 MALFORMED_JSON).
  */
-export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'INVALID_INPUT' | 'HEADERS_TOO_LARGE' | 'NOT_HTTP';
+export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'INVALID_INPUT' | 'PING_INVALID' | 'HEADERS_TOO_LARGE' | 'NOT_HTTP';
 
 /** The example envelopes, one per ExampleName. */
 export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEnvelope>> {
@@ -109,6 +110,9 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
   examples.DUPLICATE_PENDING = pendingEnvelope(['email'], EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY);
   examples.HEADERS_TOO_LARGE = noLeadEnvelope('PAYLOAD_TOO_LARGE', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: HEADERS_TOO_LARGE_MESSAGE });
   examples.NOT_HTTP = noLeadEnvelope('MALFORMED_JSON', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: NO_HOST_MESSAGE });
+  const badPing = createPingValidator()({ ...EXAMPLE_PING, zip: '9021' });
+  if (badPing.ok) throw new Error('the bad example ping passed');
+  examples.PING_INVALID = noLeadEnvelope('INVALID', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: PING_INVALID_MESSAGE, errors: badPing.errors });
   examples.INVALID_INPUT = noLeadEnvelope('INVALID', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { errors: await badQueryErrors(), message: INVALID_INPUT_MESSAGE });
   return examples;
 }

@@ -11,6 +11,7 @@ import { REDELIVERY_SCHEMA } from '../delivery/redeliver.js';
 import { MAX_HEADER_BYTES } from '../http/client-error.js';
 import { OUTCOMES } from '../http/envelope.js';
 import { CONSUMER_LOOKUP_SCHEMA } from '../http/erasure-routes.js';
+import { PING_INVALID_MESSAGE } from '../http/ping-route.js';
 import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from '../limits.js';
 import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, PING_SCHEMA } from '../leads/schema.js';
 import { asPosted } from './posted.js';
@@ -55,7 +56,7 @@ const RATE_HEADERS = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset
 
 /** The HTTP status an example answers with. */
 function exampleStatus(name: ExampleName): number {
-  if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY' || name === 'INVALID_INPUT') return 422;
+  if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY' || name === 'INVALID_INPUT' || name === 'PING_INVALID') return 422;
   if (name === 'HEADERS_TOO_LARGE') return 431;
   if (name === 'NOT_HTTP') return OUTCOMES.MALFORMED_JSON.status;
   return OUTCOMES[name].status;
@@ -76,6 +77,7 @@ function outcomeHeaders(names: readonly ExampleName[], route: RouteDoc): string[
 }
 
 function describe(name: ExampleName): string {
+  if (name === 'PING_INVALID') return `\`INVALID\` — ${PING_INVALID_MESSAGE} \`errors\` names each.`;
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return '`IDEMPOTENCY_CONFLICT` — the Idempotency-Key was used before with another body (or is not 1–255 visible ASCII characters).';
   if (name === 'INVALID_INPUT') return '`INVALID` — a query parameter or body field breaks its rule; `errors` names each.';
   if (name === 'NOT_HTTP') return '`MALFORMED_JSON` — the request is not valid HTTP/1.1 (such as one without a `Host` header), whatever its route; the connection is closed.';

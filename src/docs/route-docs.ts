@@ -94,7 +94,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     roles: ['supplier', 'admin'],
     body: { schema: 'Ping', example: EXAMPLE_PING },
     success: { status: 201, description: 'Answered: BID or NO_BID, with ping_id, bid and expires_at.', content: json(schema('DecisionEnvelope')) },
-    outcomes: ['BID', 'NO_BID', 'INVALID', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE', ...KEYED_ERRORS],
+    outcomes: ['BID', 'NO_BID', 'PING_INVALID', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE', ...KEYED_ERRORS],
   },
   {
     method: 'get',

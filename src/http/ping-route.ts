@@ -4,6 +4,9 @@ import { readBody, parseJsonBody } from './body.js';
 import { type DecisionEnvelope, OUTCOMES, noLeadEnvelope } from './envelope.js';
 import type { ShellState } from './state.js';
 
+/** What a ping with a failing field is told (its reference documentation says the same). */
+export const PING_INVALID_MESSAGE = 'Ping rejected: one or more fields are invalid.';
+
 // POST /functions/pings: the ping command (src/commands/ping/ping.ts) answers in the domain's
 // terms; this route renders its answer as the decision envelope, with no lead (none is recorded
 // until the post) and the ping's id, bid and expiry.
@@ -30,7 +33,7 @@ export function pingHandler(ping: Ping, bodyBytes: number): Middleware<ShellStat
     const result = await ping({ principal, traceId, body, repeated });
     if (result.kind === 'invalid') {
       ctx.status = OUTCOMES.INVALID.status;
-      ctx.body = noLeadEnvelope('INVALID', traceId, ctx.state.currency, { message: 'Ping rejected: one or more fields are invalid.', errors: result.errors });
+      ctx.body = noLeadEnvelope('INVALID', traceId, ctx.state.currency, { message: PING_INVALID_MESSAGE, errors: result.errors });
       return;
     }
     ctx.status = OUTCOMES[result.answer.code].status;

@@ -28,7 +28,7 @@ const pointer = (...parts: string[]) => parts.map((p) => p.replaceAll('~', '~0')
 /** The code an example shows (two example names are variants of a code). */
 export function exampleCode(name: ExampleName): string {
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return 'IDEMPOTENCY_CONFLICT';
-  if (name === 'INVALID_INPUT') return 'INVALID';
+  if (name === 'INVALID_INPUT' || name === 'PING_INVALID') return 'INVALID';
   if (name === 'HEADERS_TOO_LARGE') return 'PAYLOAD_TOO_LARGE';
   if (name === 'NOT_HTTP') return 'MALFORMED_JSON';
   return name;
