@@ -79,6 +79,7 @@ describe('OpenAPI document against real answers', function () {
     await post(validLead({ ping_id: pinged }));
     await post(validLead({ ping_id: pinged }));
     await post(validLead({ ping_id: await pingOf(), zip: '90211' }));
+    await call('POST', '/functions/pings', as(supplier), { zip: '9021', accident_state: 'CA', sid: 'src-1' });
     // Blanks around each value the service trims before it measures or checks it, at its limit.
     const blanks = validLead({ first_name: `  ${'A'.repeat(24)}   ${'B'.repeat(23)}  `, certificate_url: `${CERT_URL} `, s1: `  ${'x'.repeat(255)}` });
     Object.assign(blanks, { email: ` ${String(blanks.email)} `, mobile: `${String(blanks.mobile)}${' '.repeat(20)}` });
@@ -185,6 +186,16 @@ describe('OpenAPI document against real answers', function () {
       reader.check(method, path, reply.status, String(reply.headers['content-type'] ?? ''), reply.body),
     );
     expect(problems).to.deep.equal([]);
+  });
+
+  it("a ping with a failing field is answered as the ping's own 422 example says, not as a lead's", function () {
+    const answer = answers.find(({ path, reply }) => path === '/functions/pings' && reply.status === 422);
+    expect(answer, 'an invalid ping was posted').to.not.equal(undefined);
+    const examples = (reader.doc as Json).paths['/functions/pings'].post.responses['422'].content['application/json'].examples as Json;
+    const shown = Object.values(examples).map((example) => (example as Json).value);
+    expect(shown.map((value) => value.message)).to.deep.equal([answer!.reply.body.message]);
+    expect(shown.map((value) => value.lead_id)).to.deep.equal([null]);
+    expect(answer!.reply.body.lead_id).to.equal(null);
   });
 
   it('a body with blanks around values at their limits: taken by the service, and by the request schema the served document gives', async function () {
