@@ -7,6 +7,10 @@
 const serving = process.argv[2] === 'serve';
 const stopWhileLoading = () => process.exit(0);
 if (serving) for (const signal of ['SIGTERM', 'SIGINT']) process.once(signal, stopWhileLoading);
+// SIGHUP would kill it too, silently: a reload sent to every instance while one is starting. Nothing
+// is loaded yet to reload, so it is ignored (main says so for one that comes later in start-up).
+// Kept for good: taking it off could drop a SIGHUP on its way to main's listener (see below).
+if (serving) process.on('SIGHUP', () => {});
 const { main } = await import('../dist/src/cli/main.js');
 
 // main listens for the stop signals itself in its first, synchronous steps, so this listener goes

@@ -61,6 +61,39 @@ describe('leadpost serve: a stop signal while it loads', function () {
   }
 });
 
+// A reload sent to every instance while one of them starts: SIGHUP while its modules load ends
+// nothing (Node's default would kill it, silently, with 129); it starts and serves, and a stop then
+// ends it as any other.
+describe('leadpost serve: SIGHUP while it loads', function () {
+  this.timeout(60_000);
+
+  it('is ignored: the service starts and listens, and SIGTERM then stops it with exit 0', async function () {
+    const dir = tempDir('hup-while-loading');
+    try {
+      let output = '';
+      const { child, listening } = serve({ LEADPOST_DATA_DIR: dir.path, PORT: '0', HTTP_PORT: '0', HOST: '127.0.0.1', MX_LOOKUP: '0' }, (text) => (output += text));
+      const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (code, killedBy) => resolve([code, killedBy])));
+      expect(await listening, 'who listens first').to.equal('bin');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      child.kill('SIGHUP');
+      const started = await new Promise<boolean>((resolve) => {
+        const look = setInterval(() => {
+          if (output.includes('"leadpost listening"')) {
+            clearInterval(look);
+            resolve(true);
+          }
+        }, 20);
+        void exited.then(() => (clearInterval(look), resolve(false)));
+      });
+      expect(started, `it listened after the SIGHUP: ${output}`).to.equal(true);
+      child.kill('SIGTERM');
+      expect(await exited).to.deep.equal([0, null]);
+    } finally {
+      dir.remove();
+    }
+  });
+});
+
 // A signal that comes while the last modules are evaluated is taken by the event loop only after
 // the import has finished. Removing the loading listener then, before main had listened, closed
 // the signal's handle and dropped the signal: the service started and served on. Starts stopped at
