@@ -354,8 +354,11 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
   };
   const watchSeconds = config.routingWatchSeconds;
   if (watchSeconds !== null) await opened.step(() => watchRoutingFile(config.routingFile, watchSeconds, reload, logger), (unwatch) => unwatch());
-  // Kept for as long as this instance runs, whatever its roles, and given up when it stops (see INSTANCE_LEASE_PREFIX).
-  const instance = leaseHolderId();
+  // Kept for as long as this instance runs, whatever its roles, and given up when it stops (see
+  // INSTANCE_LEASE_PREFIX): under the id its role leases are held by, so that one id names the
+  // instance in `leadpost instances`, its listening line and its readiness (a background thread
+  // started anew after a failure holds them under a new id, with the same HOST:PID).
+  const instance = thread?.holder ?? background?.holder ?? leaseHolderId();
   const presence = new LeaseKeeper({ leases: readModels, name: `${INSTANCE_LEASE_PREFIX}${instance}`, holder: instance, work: { start: async () => {}, stop: async () => {} }, logger });
   await opened.step(() => presence.start(), () => presence.stop());
   // Each start names a lease of its own, and a stopped or dead instance's row stays behind: without

@@ -16,9 +16,10 @@ Lists the instances of leadpost serve running on this data dir (or on the EVENTS
 MONGODB_URL servers): each keeps a lease in the read-model store while it runs, renewed every
 second, given up when it stops and run out 3 s after it dies. For each, its holder id
 (HOST:PID:NONCE), then who holds each role lease (one per projection: projector-leads-v4,
-projector-deliveries-v3, projector-feedback-v1, projector-reports-v4; delivery, retention; a background
-thread holds them under an id of its own, with its process's HOST:PID), and a projector lease of
-an older release (projector-leads …, projector) marked so. --json: one line,
+projector-deliveries-v3, projector-feedback-v1, projector-reports-v4; delivery, retention; held
+under the holder id of the instance, except by a background thread started anew after a failure,
+which holds them under a new id with its process's HOST:PID), and a projector lease of an older
+release (projector-leads …, projector) marked so. --json: one line,
 {"instances":[holder…],"leases":[{"name","holder"}…]}.`;
 
 /** The leases only one instance holds at a time (see roles/), then those of older releases' projectors. */
