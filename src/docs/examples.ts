@@ -9,7 +9,7 @@ import { type DecisionEnvelope, leadEnvelope, noLeadEnvelope, OUTCOMES, type Out
 import { HEADERS_TOO_LARGE_MESSAGE } from '../http/client-error.js';
 import { INVALID_INPUT_MESSAGE, NO_HOST_MESSAGE } from '../http/shell.js';
 import { PING_INVALID_MESSAGE, pingEnvelope } from '../http/ping-route.js';
-import { otherBodyEnvelope, pendingEnvelope } from '../http/post-lead-route.js';
+import { malformedKeyEnvelope, otherBodyEnvelope, pendingEnvelope } from '../http/post-lead-route.js';
 import { createLeadValidator, createPingValidator } from '../leads/validate.js';
 import { ReadBack, ReadBackInputError } from '../read-models/read-back.js';
 import { DEFAULTS } from '../routing/config-schema.js';
@@ -79,12 +79,13 @@ async function badQueryErrors(): Promise<DecisionEnvelope['errors']> {
 
 /**
  * Besides the outcome codes: IDEMPOTENCY_CONFLICT_OTHER_BODY (a reused key with another body, 422),
+ * IDEMPOTENCY_CONFLICT_MALFORMED_KEY (a key that is not 1–255 visible ASCII characters, 422),
  * INVALID_INPUT (a read-back query or feedback body that breaks a rule, 422 INVALID), PING_INVALID
  * (a ping with a failing field, 422 INVALID) and
  * HEADERS_TOO_LARGE (request headers over the limit, 431 PAYLOAD_TOO_LARGE) and NOT_HTTP (a request
  * that is not valid HTTP/1.1, such as one without Host, 400 MALFORMED_JSON).
  */
-export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'INVALID_INPUT' | 'PING_INVALID' | 'HEADERS_TOO_LARGE' | 'NOT_HTTP';
+export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'IDEMPOTENCY_CONFLICT_MALFORMED_KEY' | 'INVALID_INPUT' | 'PING_INVALID' | 'HEADERS_TOO_LARGE' | 'NOT_HTTP';
 
 /** The example envelopes, one per ExampleName. */
 export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEnvelope>> {
@@ -107,6 +108,7 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
   examples.BID = pingEnvelope({ ...answer, code: 'BID', bid: 37.5 }, EXAMPLE_TRACE_ID);
   examples.NO_BID = pingEnvelope({ ...answer, code: 'NO_BID', bid: null }, EXAMPLE_TRACE_ID);
   examples.IDEMPOTENCY_CONFLICT_OTHER_BODY = otherBodyEnvelope(EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY);
+  examples.IDEMPOTENCY_CONFLICT_MALFORMED_KEY = malformedKeyEnvelope(EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY);
   examples.DUPLICATE_PENDING = pendingEnvelope(['email'], EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY);
   examples.HEADERS_TOO_LARGE = noLeadEnvelope('PAYLOAD_TOO_LARGE', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: HEADERS_TOO_LARGE_MESSAGE });
   examples.NOT_HTTP = noLeadEnvelope('MALFORMED_JSON', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: NO_HOST_MESSAGE });

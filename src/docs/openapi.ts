@@ -56,7 +56,7 @@ const RATE_HEADERS = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset
 
 /** The HTTP status an example answers with. */
 function exampleStatus(name: ExampleName): number {
-  if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY' || name === 'INVALID_INPUT' || name === 'PING_INVALID') return 422;
+  if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY' || name === 'IDEMPOTENCY_CONFLICT_MALFORMED_KEY' || name === 'INVALID_INPUT' || name === 'PING_INVALID') return 422;
   if (name === 'HEADERS_TOO_LARGE') return 431;
   if (name === 'NOT_HTTP') return OUTCOMES.MALFORMED_JSON.status;
   return OUTCOMES[name].status;
@@ -78,7 +78,8 @@ function outcomeHeaders(names: readonly ExampleName[], route: RouteDoc): string[
 
 function describe(name: ExampleName): string {
   if (name === 'PING_INVALID') return `\`INVALID\` — ${PING_INVALID_MESSAGE} \`errors\` names each.`;
-  if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return '`IDEMPOTENCY_CONFLICT` — the Idempotency-Key was used before with another body (or is not 1–255 visible ASCII characters).';
+  if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return '`IDEMPOTENCY_CONFLICT` — the Idempotency-Key was used before with another body.';
+  if (name === 'IDEMPOTENCY_CONFLICT_MALFORMED_KEY') return '`IDEMPOTENCY_CONFLICT` — the Idempotency-Key is not 1–255 visible ASCII characters; nothing was recorded.';
   if (name === 'INVALID_INPUT') return '`INVALID` — a query parameter or body field breaks its rule; `errors` names each.';
   if (name === 'NOT_HTTP') return '`MALFORMED_JSON` — the request is not valid HTTP/1.1 (such as one without a `Host` header), whatever its route; the connection is closed.';
   if (name === 'HEADERS_TOO_LARGE') return `\`PAYLOAD_TOO_LARGE\` — the request headers are larger than ${MAX_HEADER_BYTES / 1024} KiB; the connection is closed.`;
@@ -124,6 +125,12 @@ function notReadyExample(envelope: unknown): Json {
  */
 const EVERY_ROUTE: readonly ExampleName[] = ['HTTPS_REQUIRED', 'NOT_HTTP', 'REQUEST_TIMEOUT', 'HEADERS_TOO_LARGE', 'INTERNAL_ERROR'];
 
+/** The code an example envelope shows (two example names are variants of one code). */
+const exampleEnvelopeCode = (examples: Record<ExampleName, unknown>, name: ExampleName): string => String((examples[name] as Json).code);
+
+/** An example as a route words it, where it has words of its own. */
+const withMessage = (example: unknown, message: string | undefined): unknown => (message === undefined ? example : { ...(example as Json), message });
+
 function errorResponses(route: RouteDoc, examples: Record<ExampleName, unknown>, body: Json): Record<string, Json> {
   const names: ExampleName[] = [...route.outcomes.filter((n) => exampleStatus(n) !== route.success.status), ...EVERY_ROUTE];
   const byStatus = new Map<number, ExampleName[]>();
@@ -132,12 +139,12 @@ function errorResponses(route: RouteDoc, examples: Record<ExampleName, unknown>,
   for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
     const readiness = route.path === '/readyz' && status === 503;
     responses[String(status)] = {
-      description: group.map(describe).join('\n\n'),
+      description: group.map((name) => (route.messages?.[name] ? `\`${exampleEnvelopeCode(examples, name)}\` — ${route.messages[name]}` : describe(name))).join('\n\n'),
       headers: Object.fromEntries(['X-Trace-Id', ...outcomeHeaders(group, route)].map((h) => [h, headerRef(h)])),
       content: {
         'application/json': {
           schema: readiness ? schema('NotReady') : body,
-          examples: Object.fromEntries(group.map((name) => [name, { summary: name, value: readiness ? notReadyExample(examples[name]) : examples[name] }])),
+          examples: Object.fromEntries(group.map((name) => [name, { summary: name, value: readiness ? notReadyExample(examples[name]) : withMessage(examples[name], route.messages?.[name]) }])),
         },
       },
     };

@@ -3,6 +3,7 @@
 // the components built from the ajv schemas, query parameters use the read-back code's lists.
 
 import { FEEDBACK_SCHEMA } from '../commands/after-sale.js';
+import { REDELIVERY_MESSAGES } from '../http/redeliver-route.js';
 import type { Role } from '../keys/principal.js';
 import { DEFAULT_LIMIT, DELIVERY_STATUSES, LEAD_STATUSES, MAX_LIMIT, REPORT_TEST_MODES } from '../read-models/read-back.js';
 import { GROUP_BY } from '../read-models/report.js';
@@ -41,6 +42,8 @@ export interface RouteDoc {
    * NOT_HTTP (400 MALFORMED_JSON), REQUEST_TIMEOUT (408), HEADERS_TOO_LARGE (431) and INTERNAL_ERROR.
    */
   readonly outcomes: readonly ExampleName[];
+  /** What this route says for an outcome in words of its own, where the shared message speaks of other routes. */
+  readonly messages?: Partial<Readonly<Record<ExampleName, string>>>;
   /** Kept for the clients that use it; the description names the route to use instead. */
   readonly deprecated?: true;
 }
@@ -76,7 +79,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
     success: { status: 201, description: 'Accepted: SOLD or UNSOLD.', content: json(schema('DecisionEnvelope')), headers: ['Idempotency-Replayed'] },
     outcomes: [
       'SOLD', 'UNSOLD', 'INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'DUPLICATE_PENDING', 'SUPPRESSED', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
-      'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH', 'NOT_FOUND', ...KEYED_ERRORS,
+      'IDEMPOTENCY_CONFLICT', 'IDEMPOTENCY_CONFLICT_OTHER_BODY', 'IDEMPOTENCY_CONFLICT_MALFORMED_KEY', 'PING_EXPIRED', 'PING_CONSUMED', 'PING_MISMATCH', 'NOT_FOUND', ...KEYED_ERRORS,
     ],
   },
   {
@@ -294,6 +297,7 @@ export const ROUTE_DOCS: readonly RouteDoc[] = [
       'NOT_FAILED', 'DELIVERY_CANCELLED', 'ALREADY_RETURNED', 'BUYER_UNKNOWN', 'NOT_FOUND', 'INVALID_INPUT', 'MALFORMED_JSON', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
       ...KEYED_ERRORS,
     ],
+    messages: REDELIVERY_MESSAGES,
   },
   {
     method: 'post',

@@ -24,6 +24,12 @@ export function otherBodyEnvelope(traceId: string, currency: string): DecisionEn
   return noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency, { acceptance: 'rejected', message, errors });
 }
 
+/** A key that is not 1–255 visible ASCII characters: nothing was recorded. */
+export function malformedKeyEnvelope(traceId: string, currency: string): DecisionEnvelope {
+  const message = 'Idempotency-Key must be 1 to 255 visible ASCII characters.';
+  return noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency, { acceptance: 'rejected', message, errors: [{ field: 'Idempotency-Key', code: 'invalid_format', message }] });
+}
+
 /** A lead whose mobile or e-mail another process is still posting (or lost when it died): retry, nothing recorded. */
 export function pendingEnvelope(fields: readonly ('mobile' | 'email')[], traceId: string, currency: string): DecisionEnvelope {
   const errors = fields.map((field) => ({ field, code: 'pending', message: `${field} matches a lead still being decided; retry after the delay given` }));
@@ -46,13 +52,8 @@ function answerOf(result: PostLeadResult, traceId: string, currency: string): An
       return { status: 409, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency), headers: { 'Retry-After': '1' } };
     case 'other_body':
       return { status: 422, envelope: otherBodyEnvelope(traceId, currency) };
-    case 'malformed_key': {
-      const message = 'Idempotency-Key must be 1 to 255 visible ASCII characters.';
-      return {
-        status: 422,
-        envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency, { acceptance: 'rejected', message, errors: [{ field: 'Idempotency-Key', code: 'invalid_format', message }] }),
-      };
-    }
+    case 'malformed_key':
+      return { status: 422, envelope: malformedKeyEnvelope(traceId, currency) };
   }
 }
 

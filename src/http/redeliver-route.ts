@@ -35,6 +35,9 @@ const REFUSALS: Readonly<Record<RedeliveryRefusal, string | undefined>> = {
   ALREADY_RETURNED: 'The buyer returned the lead: it is not sent again.',
   BUYER_UNKNOWN: undefined,
 };
+/** The refusals this route words its own way (its reference documentation shows them). */
+export const REDELIVERY_MESSAGES = Object.fromEntries(Object.entries(REFUSALS).filter(([, message]) => message !== undefined)) as Partial<Record<RedeliveryRefusal, string>>;
+
 /** Of a lead whose personal data is gone, it is the `lead.erased` notice that was refused. */
 const NOTICE_REFUSALS: Partial<Record<RedeliveryRefusal, string>> = {
   NOT_FAILED: "The lead's personal data is gone and its `lead.erased` notice has not failed for good (it was sent, or is still being sent): there is nothing to send again.",

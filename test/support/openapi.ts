@@ -27,7 +27,7 @@ const pointer = (...parts: string[]) => parts.map((p) => p.replaceAll('~', '~0')
 
 /** The code an example shows (two example names are variants of a code). */
 export function exampleCode(name: ExampleName): string {
-  if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return 'IDEMPOTENCY_CONFLICT';
+  if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY' || name === 'IDEMPOTENCY_CONFLICT_MALFORMED_KEY') return 'IDEMPOTENCY_CONFLICT';
   if (name === 'INVALID_INPUT' || name === 'PING_INVALID') return 'INVALID';
   if (name === 'HEADERS_TOO_LARGE') return 'PAYLOAD_TOO_LARGE';
   if (name === 'NOT_HTTP') return 'MALFORMED_JSON';
@@ -92,6 +92,12 @@ export class DocumentReader {
       if (examples && !Object.keys(examples).map((n) => exampleCode(n as ExampleName)).includes(String(code))) {
         problems.push(`${method} ${path} ${status}: code ${String(code)} is not among the documented ${Object.keys(examples).join(', ')}`);
       }
+      // An answer says what an example of its code on its route says: the route's own words, not another route's.
+      const messages = Object.entries(examples ?? {})
+        .filter(([name]) => exampleCode(name as ExampleName) === code)
+        .map(([, example]) => (example as { value?: { message?: unknown } }).value?.message);
+      const message = (body as { message?: unknown }).message;
+      if (messages.length > 0 && !messages.includes(message)) problems.push(`${method} ${path} ${status}: message ${JSON.stringify(message)} is none of its examples' ${JSON.stringify(messages)}`);
     }
     return problems;
   }
