@@ -45,7 +45,8 @@ export function parseMobile(value: string, remember = true): PhoneNumber | undef
   if (value.length > 32) return undefined;
   // extract: false, so that a number inside other text ("call 213-555-0189 now") is not taken for the field.
   const parsed = parsePhoneNumberFromString(value, { defaultCountry: 'US', extract: false });
-  const mobile = parsed && known(parsed);
+  // An extension ("ext. 12") is a desk's, not a mobile's: dropped, the number would reach the wrong phone.
+  const mobile = parsed && parsed.ext === undefined && known(parsed);
   if (!mobile) return undefined;
   if (remember) recent.set(mobile.phone.number, mobile);
   return mobile.phone;

@@ -29,7 +29,7 @@ export const LEAD_SCHEMA = {
       description:
         'International format (+12025550143); a bare 10-digit number is taken as +1. Must be a valid, dialable number of an allowed region ' +
         '(PHONE_REGIONS; by default the US, Canada and the US territories: US, CA, PR, VI, GU, AS, MP); a number of another region is ' +
-        'INVALID with code region_not_allowed. Stored as E.164 and national.',
+        'INVALID with code region_not_allowed; one with an extension (ext. 12) is invalid_format. Stored as E.164 and national.',
     },
     zip: { type: 'string', pattern: '^[0-9]{5}(?:-[0-9]{4})?$', description: 'US ZIP: 12345 or 12345-6789.' },
     accident_state: { type: 'string', enum: US_STATE_CODES, description: 'USPS code in any case, or the full name, of a state, DC or an inhabited territory (PR, VI, GU, AS, MP).' },

@@ -188,6 +188,8 @@ const BAD: Bad[] = [
   bad('mobile', '+1 213 555 01', 'invalid_format', 'mobile: too few digits'),
   bad('mobile', '2'.repeat(33), 'too_long', 'mobile of 33 characters'),
   bad('mobile', '', 'invalid_format', 'mobile empty'),
+  bad('mobile', '+1 213 555 0143 ext. 12', 'invalid_format', 'mobile with an extension'),
+  bad('mobile', '+12135550143;ext=1', 'invalid_format', 'mobile with an extension, RFC 3966 style'),
   bad('mobile', '+447911123456', 'region_not_allowed', 'mobile: a UK mobile +447911123456 is not of an allowed region'),
   bad('mobile', '+33 6 12 34 56 78', 'region_not_allowed', 'mobile: a French mobile is not of an allowed region'),
   bad('mobile', '+1 876 210 1234', 'region_not_allowed', 'mobile: a +1 number of Jamaica is not of an allowed region'),
