@@ -24,7 +24,8 @@ export interface IdempotentAnswer {
 export type IdempotencyClaim =
   | { readonly kind: 'claimed'; complete(answer: IdempotentAnswer): Promise<void>; abandon(): Promise<void> }
   | { readonly kind: 'replay'; readonly answer: IdempotentAnswer }
-  | { readonly kind: 'in_flight' }
+  /** `retryAfterMs`: when a retry may find the answer, or the key free to take over (see heldBy). */
+  | { readonly kind: 'in_flight'; readonly retryAfterMs: number }
   | { readonly kind: 'other_body' };
 
 /** A claim that went stale before its answer was stored: the lead it was for, and the body it was made with. */
@@ -94,10 +95,18 @@ function sameBody(recorded: string, fingerprint: string, body: Buffer): boolean 
   return recorded === fingerprint || (!recorded.startsWith(KEYED_FINGERPRINT) && recorded === requestHash(body));
 }
 
+/**
+ * A claim older than this is not a post still being answered (one takes a second or two), but one
+ * whose process died: its key is free to take over only once it is stale, so a retry is told that.
+ */
+const LIVE_CLAIM_MS = 10_000;
+
 /** What a request with this body is told of a key another request holds: its answer, in flight, or another body's. */
-function heldBy(state: KeyState, fingerprint: string, body: Buffer): IdempotencyClaim {
+function heldBy(state: KeyState, fingerprint: string, body: Buffer, now: number): IdempotencyClaim {
   if (state.kind === 'free' || !sameBody(state.hash, fingerprint, body)) return { kind: 'other_body' };
-  return state.kind === 'done' ? { kind: 'replay', answer: state.answer } : { kind: 'in_flight' };
+  if (state.kind === 'done') return { kind: 'replay', answer: state.answer };
+  const age = now - state.at;
+  return { kind: 'in_flight', retryAfterMs: age < LIVE_CLAIM_MS ? 1_000 : IN_FLIGHT_STALE_MS - age };
 }
 
 /**
@@ -147,13 +156,13 @@ export class IdempotencyKeys {
     const older = this.names.olderStream(supplier, key, this.now());
     if (older !== null) {
       const { state } = await readFolded(this.store, older, idempotencyDecider);
-      if (taken(state, this.now())) return heldBy(state, hash, body);
+      if (taken(state, this.now())) return heldBy(state, hash, body, this.now());
     }
     // A key is usually new: the claim is first tried as a new stream, without reading it.
     const claim = { type: 'ClaimIdempotencyKey' as const, hash, now: this.now(), ...(lead ? { leadId: lead.leadId } : {}) };
     const claimed = await handleCommand(this.store, stream, idempotencyDecider, claim, { assumeNew: true });
     const { state } = claimed;
-    if (claimed.events.length === 0) return heldBy(state, hash, body);
+    if (claimed.events.length === 0) return heldBy(state, hash, body, this.now());
     if (state.kind !== 'in_flight') throw new Error('a claimed idempotency key is in flight');
     const end = (command: IdempotencyCommand) => handleCommand(this.store, stream, idempotencyDecider, command, { from: claimed }).then(() => {});
     const recovered = state.replaced && lead ? await lead.recover(state.replaced.leadId) : null;

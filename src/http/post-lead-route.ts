@@ -49,7 +49,7 @@ function answerOf(result: PostLeadResult, traceId: string, currency: string): An
   }
   switch (result.reason) {
     case 'in_flight':
-      return { status: 409, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency), headers: { 'Retry-After': '1' } };
+      return { status: 409, envelope: noLeadEnvelope('IDEMPOTENCY_CONFLICT', traceId, currency), headers: { 'Retry-After': String(result.retryAfterSeconds) } };
     case 'other_body':
       return { status: 422, envelope: otherBodyEnvelope(traceId, currency) };
     case 'malformed_key':

@@ -617,6 +617,20 @@ describe('support streams (on the embedded store)', function () {
       expect((await keys.claim('sup', 'k-2', body)).kind).to.equal('claimed');
     });
 
+    it('in flight: a retry is told a second while the first may still be answered, then how long until the key can be taken over', async function () {
+      let clock = now.getTime();
+      const keys = new IdempotencyKeys(store, () => clock);
+      const body = Buffer.from('{"retry":1}');
+      expect((await keys.claim('sup', 'k-retry', body)).kind).to.equal('claimed');
+      clock += 2_000;
+      expect(await keys.claim('sup', 'k-retry', body)).to.deep.equal({ kind: 'in_flight', retryAfterMs: 1_000 });
+      // Its process died: nothing will answer it before the claim is stale, 30 s after it was made.
+      clock += 10_000;
+      expect(await keys.claim('sup', 'k-retry', body)).to.deep.equal({ kind: 'in_flight', retryAfterMs: 18_000 });
+      clock += 18_000;
+      expect((await keys.claim('sup', 'k-retry', body)).kind).to.equal('claimed');
+    });
+
     it("named by a keyed hash: the name is not the plain hash a guess of the key could be checked against; a fresh store reads no older name", async function () {
       const fresh = tempDir('support-keyed');
       const events = await EmbeddedEventStore.open(fresh.path);

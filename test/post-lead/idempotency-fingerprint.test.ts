@@ -57,4 +57,19 @@ describe('the Idempotency-Key fingerprint of a body', function () {
     const other = await svc.post(validLead(), { 'x-api-key': key, 'idempotency-key': 'order-2' });
     expect([other.status, other.body.code]).to.deep.equal([422, 'IDEMPOTENCY_CONFLICT']);
   });
+
+  it('a key whose first request died in flight 15 s ago: the retry is told how long until it can take the key over, not to come back in a second', async function () {
+    const body = JSON.stringify(validLead());
+    const stream = svc.service.contactHashes.keyedStream('idempotency', 'sup-1', 'order-3');
+    // The body's fingerprint, as the service records it (it depends on the body alone), from a post under another key.
+    const first = await svc.post(body, { 'x-api-key': key, 'idempotency-key': 'order-3-probe' });
+    expect(first.status, first.text).to.equal(201);
+    const [claim] = await svc.service.store.readStream(svc.service.contactHashes.keyedStream('idempotency', 'sup-1', 'order-3-probe'));
+    // What a process that died 15 s ago, after claiming the key for this body, left.
+    const at = new Date(Date.now() - 15_000).toISOString();
+    await svc.service.store.append(stream, [{ type: 'IdempotencyKeyClaimed', data: { request_hash: (claim!.data as { request_hash: string }).request_hash, at } }]);
+    const retry = await svc.post(body, { 'x-api-key': key, 'idempotency-key': 'order-3' });
+    expect([retry.status, retry.body.code], retry.text).to.deep.equal([409, 'IDEMPOTENCY_CONFLICT']);
+    expect(Number(retry.headers['retry-after'])).to.be.within(14, 15);
+  });
 });

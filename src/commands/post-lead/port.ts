@@ -30,7 +30,9 @@ export type PostLeadResult =
    */
   | { readonly kind: 'recorded'; readonly outcome: LeadOutcome; readonly traceId: string; readonly replayed: boolean }
   /** The Idempotency-Key is still in flight, was used with another body, or is not a valid key. */
-  | { readonly kind: 'idempotency_conflict'; readonly reason: 'in_flight' | 'other_body' | 'malformed_key' }
+  | { readonly kind: 'idempotency_conflict'; readonly reason: 'other_body' | 'malformed_key' }
+  /** The key's first request is still being answered, or its process died: retry after `retryAfterSeconds`. */
+  | { readonly kind: 'idempotency_conflict'; readonly reason: 'in_flight'; readonly retryAfterSeconds: number }
   /** The lead's ping_id names no ping of this supplier: nothing was recorded. */
   | { readonly kind: 'ping_not_found' }
   /**

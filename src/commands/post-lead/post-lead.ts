@@ -73,6 +73,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const leadId = await deps.leadIds.nextId();
     const claim = await deps.idempotency.claim(request.principal.name, key, request.rawBody, { leadId, recover: recoveredAnswer });
     if (claim.kind === 'replay') return { kind: 'recorded', outcome: claim.answer.outcome, traceId: claim.answer.traceId, replayed: true };
+    if (claim.kind === 'in_flight') return { kind: 'idempotency_conflict', reason: 'in_flight', retryAfterSeconds: Math.max(1, Math.ceil(claim.retryAfterMs / 1000)) };
     if (claim.kind !== 'claimed') return conflict(claim.kind);
     let outcome: LeadOutcome;
     try {
@@ -291,7 +292,7 @@ function pingMetadata(request: PostLeadRequest, now: Date) {
 }
 
 const recorded = (outcome: LeadOutcome, traceId: string): PostLeadResult => ({ kind: 'recorded', outcome, traceId, replayed: false });
-const conflict = (reason: 'in_flight' | 'other_body' | 'malformed_key'): PostLeadResult => ({ kind: 'idempotency_conflict', reason });
+const conflict = (reason: 'other_body' | 'malformed_key'): PostLeadResult => ({ kind: 'idempotency_conflict', reason });
 
 /**
  * The routing stage: filters and strategy rank the buyers (pure, in src/routing), then the first
