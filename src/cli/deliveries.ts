@@ -9,12 +9,10 @@ import { type RedeliveryOrigin, redeliverFailed, redeliveryErrors, requestRedeli
 import { openEventStore } from '../event-store/index.js';
 import { isKeyName } from '../keys/api-keys.js';
 import { openPersonalDataKeys } from '../personal-data/index.js';
-import { Projections } from '../projections/index.js';
 import { openReadModelStore } from '../read-models/index.js';
 import { parseInstant } from '../read-models/report.js';
-import { leaseHolderId } from '../roles/lease-keeper.js';
-import { ProjectorLeases } from '../roles/projector-leases.js';
 import { loadRoutingConfig } from '../routing/load-config.js';
+import { commandProjections } from './command-projections.js';
 import type { CliIo } from './io.js';
 import { UsageError, readArgs } from './usage.js';
 
@@ -149,15 +147,7 @@ export async function runDeliveriesCommand(args: string[], io: CliIo = { out: pr
     }
     const readModels = await openReadModelStore(config);
     closers.unshift(() => readModels.close());
-    const projections = new Projections(store, readModels);
-    await projections.start();
-    closers.unshift(() => projections.stop());
-    // Alone, this command runs the projections itself (holding their leases, as a service would,
-    // without joining the services' share of them); beside a running service it follows the
-    // checkpoints of the instances that hold them.
-    const projector = new ProjectorLeases({ leases: readModels, holder: leaseHolderId(), projections, join: false });
-    await projector.start();
-    closers.unshift(() => projector.stop());
+    const projections = await commandProjections(store, readModels, closers);
     await projections.waitFor(await store.headPosition());
     const sweep = await redeliverFailed({ store, readModels, deliveries: projections.collection('deliveries') }, parsed, origin);
     if (parsed.json) io.out.write(`${JSON.stringify({ ...sweep, dry_run: parsed.dryRun, trace_id: traceId })}\n`);

@@ -13,12 +13,11 @@ import { ContactHashes } from '../personal-data/contact-hashes.js';
 import { openPersonalDataKeys } from '../personal-data/index.js';
 import { KEYS_FILE } from '../personal-data/embedded-key-store.js';
 import { isBusy } from '../sqlite-busy.js';
-import { Projections } from '../projections/index.js';
-import { leaseHolderId } from '../roles/lease-keeper.js';
-import { ProjectorLeases } from '../roles/projector-leases.js';
 import { openReadModelStore } from '../read-models/index.js';
 import { ReadBack } from '../read-models/read-back.js';
 import { type LoadedRoutingConfig, loadRoutingConfig } from '../routing/load-config.js';
+import { commandProjections } from './command-projections.js';
+import type { Projections } from '../projections/index.js';
 import type { CliIo } from './io.js';
 import { UsageError, readArgs } from './usage.js';
 
@@ -99,15 +98,7 @@ async function withService<T>(env: NodeJS.ProcessEnv, run: (parts: { eraser: Con
     const hashes = await ContactHashes.open(keys, store);
     const readModels = await openReadModelStore(config);
     closers.unshift(() => readModels.close());
-    const projections = new Projections(store, readModels);
-    await projections.start();
-    closers.unshift(() => projections.stop());
-    // Alone, this command runs the projections itself (holding their leases, as a service would,
-    // without joining the services' share of them); beside a running service it follows the
-    // checkpoints of the instances that hold them.
-    const projector = new ProjectorLeases({ leases: readModels, holder: leaseHolderId(), projections, join: false });
-    await projector.start();
-    closers.unshift(() => projector.stop());
+    const projections = await commandProjections(store, readModels, closers);
     const now = () => new Date();
     const consumerLeads = { store, readModels, leads: () => projections.collection('leads'), caughtUp: (p: Parameters<Projections['waitFor']>[0]) => projections.waitFor(p) };
     const eraser = new ConsumerEraser({ ...consumerLeads, keys, hashes, contacts: new ContactRegistry(store, hashes), now });
