@@ -353,7 +353,7 @@ export async function startService(config: ServiceConfig, overrides: ServiceOver
     return result;
   };
   const watchSeconds = config.routingWatchSeconds;
-  if (watchSeconds !== null) await opened.step(() => watchRoutingFile(config.routingFile, watchSeconds, reload, logger), (unwatch) => unwatch());
+  if (watchSeconds !== null) await opened.step(() => watchRoutingFile(config.routingFile, watchSeconds, reload, logger, () => routing.version), (unwatch) => unwatch());
   // Kept for as long as this instance runs, whatever its roles, and given up when it stops (see
   // INSTANCE_LEASE_PREFIX): under the id its role leases are held by, so that one id names the
   // instance in `leadpost instances`, its listening line and its readiness (a background thread

@@ -106,12 +106,25 @@ async function reloadTls(deps: ReloadDeps): Promise<ReloadResult['tls']> {
  * a new file); a change runs the same reload as SIGHUP, in turn with it, so an edit that does not
  * load changes nothing and is logged. Returns what stops the watch.
  */
-export function watchRoutingFile(file: string, intervalSeconds: number, reload: () => Promise<unknown>, logger: Logger): () => void {
-  const changed = (current: Stats, previous: Stats) => {
-    if (current.mtimeMs === previous.mtimeMs && current.size === previous.size && current.ino === previous.ino) return;
-    logger.info({ file }, 'routing file changed: reloading it');
+export function watchRoutingFile(file: string, intervalSeconds: number, reload: () => Promise<unknown>, logger: Logger, versionInForce: () => string): () => void {
+  const reloadBecause = (why: string) => {
+    logger.info({ file }, why);
     reload().catch((error: unknown) => logger.error({ err: error }, 'routing file not reloaded'));
   };
+  const changed = (current: Stats, previous: Stats) => {
+    if (current.mtimeMs === previous.mtimeMs && current.size === previous.size && current.ino === previous.ino) return;
+    reloadBecause('routing file changed: reloading it');
+  };
   watchFile(file, { interval: intervalSeconds * 1000, persistent: false }, changed);
+  // The watch compares with the file as it first finds it: an edit made since the service read the
+  // file at start would be that baseline, and never taken. So the file as it is now is compared
+  // with the routing in force once, and taken (or refused, and said so) when it differs.
+  let now: string | null;
+  try {
+    now = loadRoutingConfig(file).version;
+  } catch {
+    now = null;
+  }
+  if (now !== versionInForce()) reloadBecause('routing file changed while the service started: reloading it');
   return () => unwatchFile(file, changed);
 }

@@ -1,10 +1,12 @@
 import { expect } from 'chai';
+import { pino } from 'pino';
+import { watchRoutingFile } from '../../src/ops/reload.js';
 import { X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { connect } from 'node:tls';
 import { join } from 'node:path';
 import { loadOrCreateTls } from '../../src/http/tls.js';
-import { MAX_ROUTING_FILE_BYTES } from '../../src/routing/load-config.js';
+import { MAX_ROUTING_FILE_BYTES, loadRoutingConfig } from '../../src/routing/load-config.js';
 import { BuyerEndpoint } from '../delivery/buyer-endpoint.js';
 import { TestService, validLead } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
@@ -212,5 +214,31 @@ describe('reloading the routing file and the TLS certificate', function () {
     expect(await servedCertificate(svc.port)).to.equal(fingerprint(two!.cert));
     expect(svc.logs.some((l) => l.includes('TLS certificate not reloaded, the certificate in force stays'))).to.equal(true);
     expect((await svc.request('GET', '/healthz')).status).to.equal(200);
+  });
+});
+
+// The watch compares the file with what it first finds there. An edit made between the service's
+// first read of the file and the watch's start would be that baseline: never taken, while the
+// instance routed by the file as it was (found with a file swapped in during a start).
+describe('watching the routing file: an edit made while the service started', function () {
+  const dir = tempDir('routing-watch');
+  after(() => dir.remove());
+  const silent = pino({ level: 'silent' });
+
+  it('is taken as the watch starts; a file unchanged since the start reloads nothing', function () {
+    const file = join(dir.path, 'routing.json');
+    writeFileSync(file, JSON.stringify(routingWith('at-start', 11)));
+    const inForce = loadRoutingConfig(file).version;
+    let reloads = 0;
+    const reload = async () => void (reloads += 1);
+
+    const unchanged = watchRoutingFile(file, 60, reload, silent, () => inForce);
+    unchanged();
+    expect(reloads).to.equal(0);
+
+    writeFileSync(file, JSON.stringify(routingWith('edited-meanwhile', 22)));
+    const edited = watchRoutingFile(file, 60, reload, silent, () => inForce);
+    edited();
+    expect(reloads).to.equal(1);
   });
 });
