@@ -152,13 +152,19 @@ export class ReadinessProbe {
   private roles(): RolesCheck {
     const running = [...(this.deps.roles?.running ?? ['api', 'projector', 'delivery'])];
     const leases = this.deps.roles?.leases() ?? [];
+    const single = (name: string, lease: (typeof leases)[number]) =>
+      `${name} (${lease.held ? 'holds the lease' : lease.holder ? `standby; ${lease.holder} holds the lease` : 'standby; the lease is free'})`;
     const described = running.map((role) => {
       const lease = leases.find((l) => l.lease === role);
-      if (lease) return `${role} (${lease.held ? 'holds the lease' : lease.holder ? `standby; ${lease.holder} holds the lease` : 'standby; the lease is free'})`;
+      if (lease) return single(role, lease);
       // The projector role: a lease per projection (`projector-leads-v4` …), named here by the projection.
       const several = leases.filter((l) => l.lease.startsWith(`${role}-`));
       return several.length === 0 ? role : `${role} (${describeLeases(several, `${role}-`)})`;
     });
+    // A lease of no role (the retention sweep's, where PII_RETENTION_DAYS is set) is said as well:
+    // when no instance holds it, that work stands still.
+    const ofRoles = (name: string) => running.some((role) => name === role || name.startsWith(`${role}-`));
+    for (const lease of leases) if (!ofRoles(lease.lease)) described.push(single(lease.lease, lease));
     return { ok: true, detail: described.join(', '), roles: running, leases: leases.map((l) => ({ lease: l.lease, held: l.held, holder: l.holder })) };
   }
 

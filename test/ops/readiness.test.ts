@@ -62,6 +62,15 @@ describe('health and readiness', function () {
       expect(checks.roles!.leases).to.deep.equal(svc.service.leases().map((l) => ({ ...l, held: true })));
     });
 
+    it("/readyz names the retention sweep's lease too, where PII_RETENTION_DAYS is set: a lease of no role", async function () {
+      svc = await TestService.start({ env: { PII_RETENTION_DAYS: '30' } });
+      const detail = await until('the retention lease held', async () => {
+        const roles = ((await svc!.request('GET', '/readyz')).body.checks as Record<string, { detail: string }>).roles!.detail;
+        return roles.endsWith('retention (holds the lease)') ? roles : undefined;
+      });
+      expect(detail).to.equal('api, projector (holds leads, deliveries, feedback, reports), delivery (holds the lease), retention (holds the lease)');
+    });
+
     it('/readyz is 503 UNAVAILABLE naming event_store when the event store stops answering, and 200 again when it is back', async function () {
       let down = false;
       svc = await TestService.start({
