@@ -183,7 +183,7 @@ describe('OpenAPI document against real answers', function () {
 
   it('every answer is documented for its route and status, fits the schema and carries a listed code', function () {
     const problems = answers.flatMap(({ method, path, reply }) =>
-      reader.check(method, path, reply.status, String(reply.headers['content-type'] ?? ''), reply.body),
+      reader.check(method, path, reply.status, String(reply.headers['content-type'] ?? ''), reply.body, { messages: true }),
     );
     expect(problems).to.deep.equal([]);
   });
