@@ -130,6 +130,23 @@ const instanceName = (): string => randomBytes(9).toString('base64url');
 
 /** A lead whose stream is still missing this long after its claim will never be recorded. */
 export const CLAIM_IN_FLIGHT_MS = 10_000;
+
+/**
+ * How long a post waits, in all, for posts of its process that hold its contacts: one post's
+ * checks (their deadline is a second) and appends, with room. Posts queued behind more than that
+ * are told to retry (DUPLICATE_PENDING) rather than wait on, so no answer waits for a queue, and a
+ * post always records its lead well inside its claims' CLAIM_IN_FLIGHT_MS.
+ */
+export const SAME_PROCESS_WAIT_MS = 3_000;
+
+/** What a claim or a look is decided at: its time, the duplicate window, and until when (Date.now()) it may wait. */
+interface Asking {
+  readonly now: Date;
+  readonly windowDays: number;
+  readonly waitUntil: number;
+}
+
+const askingAt = (now: Date, windowDays: number): Asking => ({ now, windowDays, waitUntil: Date.now() + SAME_PROCESS_WAIT_MS });
 const DAY_MS = 86_400_000;
 const RELEASE_RETRY_MS = 250;
 
@@ -174,7 +191,7 @@ export class ContactRegistry {
    * for each other. A post of this process that ended without recording its lead holds nothing:
    * its claims are being given back.
    */
-  private claimCommand(leadId: number | null, now: Date, windowDays: number): { command: ContactCommand; pending: () => Pending | null } {
+  private claimCommand(leadId: number | null, { now, windowDays, waitUntil }: Asking): { command: ContactCommand; pending: () => Pending | null } {
     let pending: Pending | null = null;
     const holds = async (claim: ContactClaimed['data']): Promise<boolean> => {
       pending = null;
@@ -188,18 +205,25 @@ export class ContactRegistry {
       }
       // Its post ended without its lead (its claims are on their way back), or it is this very lead's.
       if (!this.underWay.has(claim.lead_id) || claim.lead_id === leadId) return false;
-      if (leadId === null) return true;
-      if (this.waitsFor(claim.lead_id, leadId)) {
+      // A wait that would close a circle, or outlast this post's time for waiting: told to retry.
+      const withinMs = Math.min(until - now.getTime(), waitUntil - Date.now());
+      if (withinMs <= 0 || (leadId !== null && this.waitsFor(claim.lead_id, leadId))) {
         pending = { until };
         return true;
       }
-      const waits = this.waiting.get(leadId) ?? new Set<number>();
-      this.waiting.set(leadId, waits.add(claim.lead_id));
+      // A look (a test lead) claims nothing, so nobody waits for it: it may wait without a record.
+      const waits = leadId === null ? null : (this.waiting.get(leadId) ?? new Set<number>());
+      if (waits !== null) this.waiting.set(leadId!, waits.add(claim.lead_id));
+      let ended: boolean;
       try {
-        await this.endOf(claim.lead_id, until - now.getTime());
+        ended = await this.endOf(claim.lead_id, withinMs);
       } finally {
-        waits.delete(claim.lead_id);
-        if (waits.size === 0) this.waiting.delete(leadId);
+        waits?.delete(claim.lead_id);
+        if (waits?.size === 0) this.waiting.delete(leadId!);
+      }
+      if (!ended) {
+        pending = { until };
+        return true;
       }
       return (await this.recordedLead(claim.lead_id)) === true;
     };
@@ -221,14 +245,14 @@ export class ContactRegistry {
     return lead.length === 0 ? null : !lead.some((event) => event.type === 'LeadRejected');
   }
 
-  /** Resolves when this process's post of the lead has ended (see `ended`), or after `withinMs`. */
-  private endOf(leadId: number, withinMs: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, Math.max(0, withinMs));
+  /** Whether this process's post of the lead ended (see `ended`) within `withinMs`. */
+  private endOf(leadId: number, withinMs: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), Math.max(0, withinMs));
       const waiters = this.underWay.get(leadId);
       const done = () => {
         clearTimeout(timer);
-        resolve();
+        resolve(true);
       };
       if (waiters === undefined) done();
       else this.underWay.set(leadId, waiters ? [...waiters, done] : [done]);
@@ -245,18 +269,18 @@ export class ContactRegistry {
     waiters?.forEach((wake) => wake());
   }
 
-  private async standing([kind, value, hash]: Contact, now: Date, windowDays: number): Promise<Standing> {
-    const keyed = await this.standingIn(contactStream(hash ?? this.hashes.hash(kind, value)), now, windowDays);
+  private async standing([kind, value, hash]: Contact, asking: Asking): Promise<Standing> {
+    const keyed = await this.standingIn(contactStream(hash ?? this.hashes.hash(kind, value)), asking);
     if (keyed !== 'free') return keyed;
-    const older = this.hashes.olderStream(kind, value, now, windowDays);
-    return older === null ? 'free' : this.standingIn(older, now, windowDays);
+    const older = this.hashes.olderStream(kind, value, asking.now, asking.windowDays);
+    return older === null ? 'free' : this.standingIn(older, asking);
   }
 
-  private async standingIn(stream: string, now: Date, windowDays: number): Promise<Standing> {
+  private async standingIn(stream: string, asking: Asking): Promise<Standing> {
     const { state } = await readFolded(this.store, stream, contactDecider);
     if (state.suppressed) return 'suppressed';
     // Held exactly when a claim would be refused: the decider says so without writing anything.
-    const { command, pending } = this.claimCommand(null, now, windowDays);
+    const { command, pending } = this.claimCommand(null, asking);
     const claim = await contactDecider.decide(command, state);
     return claim.length > 0 ? 'free' : (pending() ?? 'held');
   }
@@ -266,7 +290,8 @@ export class ContactRegistry {
    * and which are suppressed? Reads only.
    */
   async taken(contacts: readonly Contact[], now: Date, windowDays: number): Promise<ContactsTaken> {
-    const standings = await Promise.all(contacts.map((contact) => this.standing(contact, now, windowDays)));
+    const asking = askingAt(now, windowDays);
+    const standings = await Promise.all(contacts.map((contact) => this.standing(contact, asking)));
     return takenOf(contacts, standings);
   }
 
@@ -300,7 +325,7 @@ export class ContactRegistry {
     this.underWay.set(leadId, null);
     let claimed: ContactClaims | undefined;
     try {
-      claimed = await this.claimAll(contacts, leadId, now, windowDays);
+      claimed = await this.claimAll(contacts, leadId, askingAt(now, windowDays));
       return claimed;
     } finally {
       // Without every contact the lead will be rejected (or not recorded): its claims are given back already.
@@ -308,8 +333,9 @@ export class ContactRegistry {
     }
   }
 
-  private async claimAll(contacts: readonly Contact[], leadId: number, now: Date, windowDays: number): Promise<ContactClaims> {
-    const settled = await Promise.allSettled(contacts.map((contact) => this.claimKeyed(contact, leadId, now, windowDays)));
+  private async claimAll(contacts: readonly Contact[], leadId: number, asking: Asking): Promise<ContactClaims> {
+    const { now } = asking;
+    const settled = await Promise.allSettled(contacts.map((contact) => this.claimKeyed(contact, leadId, asking)));
     const taken: ContactClaim[] = [];
     const standings: Standing[] = [];
     let failure: PromiseRejectedResult | undefined;
@@ -348,18 +374,19 @@ export class ContactRegistry {
   }
 
   /** A claim under the contact's keyed name; else what stops it, also under its name from before keyed hashes (for one window). */
-  private async claimKeyed([kind, value, hash]: Contact, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | Exclude<Standing, 'free'>> {
+  private async claimKeyed([kind, value, hash]: Contact, leadId: number, asking: Asking): Promise<ContactClaim | Exclude<Standing, 'free'>> {
+    const { now, windowDays } = asking;
     const older = this.hashes.olderStream(kind, value, now, windowDays);
     if (older !== null) {
-      const standing = await this.standingIn(older, now, windowDays);
+      const standing = await this.standingIn(older, asking);
       // Suppression came with keyed names: an older name's stream holding one is taken as held.
       if (standing !== 'free') return standing === 'suppressed' ? 'held' : standing;
     }
-    return this.claimOne(contactStream(hash ?? this.hashes.hash(kind, value)), leadId, now, windowDays);
+    return this.claimOne(contactStream(hash ?? this.hashes.hash(kind, value)), leadId, asking);
   }
 
-  private async claimOne(stream: string, leadId: number, now: Date, windowDays: number): Promise<ContactClaim | Exclude<Standing, 'free'>> {
-    const { command, pending } = this.claimCommand(leadId, now, windowDays);
+  private async claimOne(stream: string, leadId: number, asking: Asking): Promise<ContactClaim | Exclude<Standing, 'free'>> {
+    const { command, pending } = this.claimCommand(leadId, asking);
     // Most contacts have never been seen: the claim is first tried as a new stream, which needs no
     // read before the append. Only a stream that exists is read and checked.
     const handled = await handleCommand(this.store, stream, contactDecider, command, { assumeNew: true });

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { hash } from 'node:crypto';
 import { CapLedger, capDecider } from '../../src/commands/caps.js';
 import { readFolded } from '../../src/commands/handler.js';
-import { ContactRegistry } from '../../src/commands/contacts.js';
+import { ContactRegistry, SAME_PROCESS_WAIT_MS } from '../../src/commands/contacts.js';
 import { ContactHashes, idempotencyNames } from '../../src/personal-data/contact-hashes.js';
 import { IDEMPOTENCY_TTL_MS, IdempotencyKeys, plainIdempotencyStream } from '../../src/commands/idempotency.js';
 import { LeadIdAllocator, LeadIdBlocksDamagedError } from '../../src/commands/lead-ids.js';
@@ -153,10 +153,14 @@ describe('support streams (on the embedded store)', function () {
       expect(await registry.claim([['email', 'rejected@example.com']], 5002, now, 30)).to.have.property('claims').with.length(1);
       expect(await registry.duplicates([['email', 'rejected@example.com']], now, 30)).to.deep.equal([]);
 
-      // Lead 5003 claimed, its post under way: held for 10 s at most, then not a duplicate; and as
-      // soon as its post ends without recording it (its append failed), not a duplicate either.
+      // Lead 5003 claimed, its post under way: a look waits for its end (SAME_PROCESS_WAIT_MS at most;
+      // here it never comes) and is told to retry; after 10 s the claim has lapsed; and as soon as
+      // its post ends without recording it (its append failed), it is no duplicate either.
       expect(await registry.claim([['email', 'lost@example.com']], 5003, now, 30)).to.have.property('claims').with.length(1);
-      expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 5_000), 30)).to.deep.equal(['email']);
+      expect(await registry.taken([['email', 'lost@example.com']], new Date(now.getTime() + 5_000), 30)).to.deep.equal({
+        duplicates: [],
+        pending: { kinds: ['email'], until: now.getTime() + 10_000 },
+      });
       expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 11_000), 30)).to.deep.equal([]);
       registry.ended(5003);
       expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 5_000), 30)).to.deep.equal([]);
@@ -218,6 +222,29 @@ describe('support streams (on the embedded store)', function () {
           const outcome = (await until('the copy decided', async () => copy())) as { claims?: unknown[] };
           expect(outcome.claims, rejected ? 'after a rejected lead' : 'after a lead never recorded').to.have.length(2);
         }
+      });
+
+      it('waits SAME_PROCESS_WAIT_MS at most, in all: a post still under way after that is pending, so no answer waits for a queue', async function () {
+        const registry = new ContactRegistry(store, HASHES);
+        const contacts: Array<['mobile' | 'email', string]> = [['mobile', '+13105550341'], ['email', 'slow-5341@example.com']];
+        expect(await registry.claim(contacts, 5341, now, 30)).to.have.property('claims').with.length(2);
+        const started = Date.now();
+        expect(await registry.claim(contacts, 5342, at(500), 30)).to.deep.equal({ duplicates: [], pending: { kinds: ['mobile', 'email'], until: now.getTime() + 10_000 } });
+        // One budget for both contacts, not one each.
+        expect(Date.now() - started).to.be.within(SAME_PROCESS_WAIT_MS - 50, SAME_PROCESS_WAIT_MS + 1_000);
+        registry.ended(5341);
+      });
+
+      it('a look (a test lead) waits too, and finds the contacts free once that post ended rejected', async function () {
+        const registry = new ContactRegistry(store, HASHES);
+        const contacts: Array<['mobile' | 'email', string]> = [['mobile', '+13105550351'], ['email', 'look-5351@example.com']];
+        expect(await registry.claim(contacts, 5351, now, 30)).to.have.property('claims').with.length(2);
+        const look = decided(registry.taken(contacts, at(300), 30));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(look()).to.equal(undefined);
+        await recordLead(5351, 'LeadRejected');
+        registry.ended(5351);
+        expect(await until('the look decided', async () => look())).to.deep.equal({ duplicates: [] });
       });
 
       it('is pending, not waiting, when that post waits for it: two posts crossing on two contacts never wait for each other', async function () {

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
 import type { MxResolver } from '../../src/enrichment/email.js';
+import { leadStream } from '../../src/events/lead-events.js';
+import { contactStream } from '../../src/personal-data/contact-hashes.js';
 import { type Reply, TestService, leadWith } from '../support/service.js';
 import { until } from '../support/until.js';
 import { uniqueContact } from './helpers.js';
@@ -68,5 +70,50 @@ describe('post-lead: a copy posted while a post of the same consumer is under wa
     expect(copy.body.code).to.equal('DUPLICATE');
     expect((copy.body.errors as Array<{ field: string }>).map((error) => error.field)).to.deep.equal(['email']);
     expect(order, 'the copy was answered once the first lead was recorded').to.deep.equal(['first', 'copy']);
+  });
+});
+
+// A contact claim whose lead is not recorded counts for CLAIM_IN_FLIGHT_MS: after that, another
+// post may take the contact. A post slower than that (a store stalled between its claims and its
+// lead) must then not record its lead as well, or one consumer would be sold twice. The clock is
+// moved on 11 s while the post is in its checks.
+describe('post-lead: a post slower than its contact claims last', function () {
+  this.timeout(60_000);
+  let svc: TestService;
+  let key: string;
+  let skew = 0;
+  const resolver: MxResolver = {
+    resolveMx: async (domain) => {
+      if (domain.startsWith('stalled-')) skew += 11_000;
+      return [{ exchange: `mx.${domain}`, priority: 10 }];
+    },
+    resolveAddresses: async () => ['192.0.2.10'],
+  };
+
+  before(async () => {
+    svc = await TestService.start({ resolver, now: () => new Date(Date.now() + skew) });
+    key = await svc.key();
+  });
+  after(async () => svc.stop());
+
+  it('records nothing and is answered 503; its contacts are given back, and the retry is decided afresh', async function () {
+    const contact = uniqueContact();
+    const email = `lead.${contact.serial}@stalled-${contact.serial}.example.com`;
+    const lead = leadWith(email, contact.mobile);
+    const slow = await svc.post(lead, { 'x-api-key': key });
+    expect(slow.status, slow.text).to.equal(503);
+    expect(slow.body).to.include({ code: 'UNAVAILABLE', lead_id: null });
+    const emailStream = contactStream(svc.service.contactHashes.hash('email', email));
+    const types = await until('its e-mail claim given back', async () => {
+      const events = (await svc.service.store.readStream(emailStream)).map((event) => event.type);
+      return events.includes('ContactReleased') ? events : undefined;
+    });
+    expect(types).to.deep.equal(['ContactClaimed', 'ContactReleased']);
+    const claimed = (await svc.service.store.readStream(emailStream))[0]!.data as { lead_id: number };
+    expect(await svc.service.store.readStream(leadStream(claimed.lead_id))).to.deep.equal([]);
+    // The domain's answer is kept: the retry's checks take no time, and it sells.
+    const retry = await svc.post(lead, { 'x-api-key': key });
+    expect(retry.status, retry.text).to.equal(201);
+    expect(retry.body).to.include({ code: 'SOLD' });
   });
 });

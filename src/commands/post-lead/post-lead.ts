@@ -1,6 +1,7 @@
 import type { Enrichment } from '../../enrichment/check.js';
 import { verificationFailed } from '../../enrichment/enricher.js';
 import type { EventStore } from '../../event-store/index.js';
+import { EventStoreUnavailableError } from '../../event-store/port.js';
 import { type RoutingCandidate, leadStream } from '../../events/lead-events.js';
 import type { NormalisedLead } from '../../leads/lead.js';
 import type { LeadOutcome } from '../../leads/outcome.js';
@@ -10,7 +11,7 @@ import { pingStream } from '../../events/ping-events.js';
 import type { FieldError } from '../../leads/outcome.js';
 import { type CandidateDecision, capPeriods, capReached, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
 import type { CapLedger, CapPeriod } from '../caps.js';
-import { type Contact, type ContactClaim, type ContactRegistry, type PendingContacts, retryWhileClaimsBlock } from '../contacts.js';
+import { CLAIM_IN_FLIGHT_MS, type Contact, type ContactClaim, type ContactRegistry, type PendingContacts, retryWhileClaimsBlock } from '../contacts.js';
 import { type Folded, handleCommand, readFolded } from '../handler.js';
 import { standingBids } from '../ping/bidding.js';
 import { PingConsumedError, type PingState, pingDecider } from '../ping/decider.js';
@@ -169,6 +170,11 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
         pingMatch = { ping_id: pingId, ...sale };
       }
 
+      // 5c. A claim whose lead is not recorded counts for CLAIM_IN_FLIGHT_MS: a post slower than
+      //     that (its store stalled) may have lost its contacts to another post, so it records
+      //     nothing and is answered 503, and the supplier's retry is decided afresh.
+      if (deps.now().getTime() - now.getTime() >= CLAIM_IN_FLIGHT_MS) throw new PostOutlivedClaimsError();
+
       // 6. One atomic append of the lead's events, and the outcome folded from them.
       return await record({ ...who, validation, enrichment, routing: routed.decision, ...(pingMatch ? { pingMatch } : {}) });
     } catch (error) {
@@ -253,6 +259,13 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
 
 /** Far longer than a post takes between its ping's append and its lead's. */
 const LOST_POST_MS = 30_000;
+
+/** A post that took longer than its contact claims last: its lead is not recorded. */
+class PostOutlivedClaimsError extends EventStoreUnavailableError {
+  constructor() {
+    super(`the post took over ${CLAIM_IN_FLIGHT_MS / 1000} s, longer than its contact claims last: nothing was recorded`);
+  }
+}
 
 /** The lead's ping_id names no ping of the posting supplier. */
 class PingNotFoundError extends Error {}
