@@ -118,6 +118,18 @@ export interface PendingContacts {
   readonly until: number;
 }
 
+/**
+ * When a post told its contacts are pending had better ask again: soon while the post holding them
+ * may still be answered any moment (its claim younger than RECORD_BY_MS), else when the claim
+ * lapses (its process most likely died).
+ */
+export function pendingRetryAfterMs(pending: PendingContacts, now: number): number {
+  const left = pending.until - now;
+  return CLAIM_IN_FLIGHT_MS - left < RECORD_BY_MS ? Math.min(left, SOON_MS) : left;
+}
+
+const SOON_MS = 2_000;
+
 /** Claimed by a lead not recorded yet, in another process: see PendingContacts. */
 interface Pending {
   readonly until: number;
@@ -128,8 +140,18 @@ type Standing = 'free' | 'held' | 'suppressed' | Pending;
 /** A process's name in its claims: random, new at every start. */
 const instanceName = (): string => randomBytes(9).toString('base64url');
 
-/** A lead whose stream is still missing this long after its claim will never be recorded. */
-export const CLAIM_IN_FLIGHT_MS = 10_000;
+/**
+ * A lead whose stream is still missing this long after its claim will never be recorded: its post
+ * records it within RECORD_BY_MS, and the append then takes at most the store's lock wait (10 s).
+ */
+export const CLAIM_IN_FLIGHT_MS = 30_000;
+
+/**
+ * A post that has not begun its lead's append this long after its claims records nothing (503): the
+ * append may wait for the store's lock (10 s at most), and must land before the claims lapse, since
+ * another post may take the contacts then. A post takes a second or two; this is a stalled store.
+ */
+export const RECORD_BY_MS = 15_000;
 
 /**
  * How long a post waits, in all, for posts of its process that hold its contacts: one post's

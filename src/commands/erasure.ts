@@ -322,11 +322,13 @@ async function consumerLeadsAsOf(deps: ConsumerLeadsDeps, contacts: ConsumerCont
  */
 async function claimingLeads(store: EventStore, hash: string): Promise<{ recorded: number[]; inFlight: PostInFlight[] }> {
   const claimed = new Map<number, string>();
+  // A claim given back is of a post that ended without its lead: nothing to wait for.
+  const released = new Set<number>();
   for (const event of await store.readStream(contactStream(hash))) {
     if (event.type === 'ContactClaimed') {
       const claim = event.data as ContactClaimed['data'];
       claimed.set(claim.lead_id, claim.claimed_at);
-    }
+    } else if (event.type === 'ContactReleased') released.add((event.data as { lead_id: number }).lead_id);
   }
   const ids = [...claimed.keys()];
   const recorded: number[] = [];
@@ -337,7 +339,7 @@ async function claimingLeads(store: EventStore, hash: string): Promise<{ recorde
     const firsts = await Promise.all(batch.map((id) => store.readStream(leadStream(id), { maxCount: 1 })));
     batch.forEach((id, i) => {
       if (firsts[i]![0]?.type === 'LeadReceived') recorded.push(id);
-      else {
+      else if (!released.has(id)) {
         const until = Date.parse(claimed.get(id)!) + CLAIM_IN_FLIGHT_MS;
         if (until > Date.now()) inFlight.push({ leadId: id, until });
       }

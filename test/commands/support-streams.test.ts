@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { hash } from 'node:crypto';
 import { CapLedger, capDecider } from '../../src/commands/caps.js';
 import { readFolded } from '../../src/commands/handler.js';
-import { ContactRegistry, SAME_PROCESS_WAIT_MS } from '../../src/commands/contacts.js';
+import { CLAIM_IN_FLIGHT_MS, ContactRegistry, SAME_PROCESS_WAIT_MS } from '../../src/commands/contacts.js';
 import { ContactHashes, idempotencyNames } from '../../src/personal-data/contact-hashes.js';
 import { IDEMPOTENCY_TTL_MS, IdempotencyKeys, plainIdempotencyStream } from '../../src/commands/idempotency.js';
 import { LeadIdAllocator, LeadIdBlocksDamagedError } from '../../src/commands/lead-ids.js';
@@ -154,14 +154,14 @@ describe('support streams (on the embedded store)', function () {
       expect(await registry.duplicates([['email', 'rejected@example.com']], now, 30)).to.deep.equal([]);
 
       // Lead 5003 claimed, its post under way: a look waits for its end (SAME_PROCESS_WAIT_MS at most;
-      // here it never comes) and is told to retry; after 10 s the claim has lapsed; and as soon as
+      // here it never comes) and is told to retry; after CLAIM_IN_FLIGHT_MS the claim has lapsed; and as soon as
       // its post ends without recording it (its append failed), it is no duplicate either.
       expect(await registry.claim([['email', 'lost@example.com']], 5003, now, 30)).to.have.property('claims').with.length(1);
       expect(await registry.taken([['email', 'lost@example.com']], new Date(now.getTime() + 5_000), 30)).to.deep.equal({
         duplicates: [],
-        pending: { kinds: ['email'], until: now.getTime() + 10_000 },
+        pending: { kinds: ['email'], until: now.getTime() + CLAIM_IN_FLIGHT_MS },
       });
-      expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 11_000), 30)).to.deep.equal([]);
+      expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + CLAIM_IN_FLIGHT_MS + 1_000), 30)).to.deep.equal([]);
       registry.ended(5003);
       expect(await registry.duplicates([['email', 'lost@example.com']], new Date(now.getTime() + 5_000), 30)).to.deep.equal([]);
     });
@@ -174,15 +174,15 @@ describe('support streams (on the embedded store)', function () {
       const at = (ms: number) => new Date(now.getTime() + ms);
       // (In the process that claimed them, a copy beside its post under way waits for its end: below.)
       // Anywhere else (or after a restart), no one can tell: pending until the claims lapse.
-      const pending = { duplicates: [], pending: { kinds: ['mobile', 'email'], until: now.getTime() + 10_000 } };
+      const pending = { duplicates: [], pending: { kinds: ['mobile', 'email'], until: now.getTime() + CLAIM_IN_FLIGHT_MS } };
       expect(await restarted.claim(contacts, 5203, at(2_000), 30)).to.deep.equal(pending);
       expect(await restarted.taken(contacts, at(2_000), 30)).to.deep.equal(pending);
       // A free contact claimed on the way is given back.
       const free: ['mobile' | 'email', string] = ['email', 'free-5204@example.com'];
-      expect(await restarted.claim([contacts[0]!, free], 5204, at(3_000), 30)).to.deep.equal({ duplicates: [], pending: { kinds: ['mobile'], until: now.getTime() + 10_000 } });
+      expect(await restarted.claim([contacts[0]!, free], 5204, at(3_000), 30)).to.deep.equal({ duplicates: [], pending: { kinds: ['mobile'], until: now.getTime() + CLAIM_IN_FLIGHT_MS } });
       expect(await restarted.taken([free], at(3_000), 30)).to.deep.equal({ duplicates: [] });
       // Lapsed: claimed.
-      expect(await restarted.claim(contacts, 5205, at(10_000), 30)).to.have.property('claims').with.length(2);
+      expect(await restarted.claim(contacts, 5205, at(CLAIM_IN_FLIGHT_MS), 30)).to.have.property('claims').with.length(2);
     });
 
     describe("a copy posted beside a post of this process that holds the contacts", function () {
@@ -229,7 +229,7 @@ describe('support streams (on the embedded store)', function () {
         const contacts: Array<['mobile' | 'email', string]> = [['mobile', '+13105550341'], ['email', 'slow-5341@example.com']];
         expect(await registry.claim(contacts, 5341, now, 30)).to.have.property('claims').with.length(2);
         const started = Date.now();
-        expect(await registry.claim(contacts, 5342, at(500), 30)).to.deep.equal({ duplicates: [], pending: { kinds: ['mobile', 'email'], until: now.getTime() + 10_000 } });
+        expect(await registry.claim(contacts, 5342, at(500), 30)).to.deep.equal({ duplicates: [], pending: { kinds: ['mobile', 'email'], until: now.getTime() + CLAIM_IN_FLIGHT_MS } });
         // One budget for both contacts, not one each.
         expect(Date.now() - started).to.be.within(SAME_PROCESS_WAIT_MS - 50, SAME_PROCESS_WAIT_MS + 1_000);
         registry.ended(5341);
@@ -269,7 +269,7 @@ describe('support streams (on the embedded store)', function () {
         const [first, second] = await Promise.all([registry.claim([mobile, email], 5331, now, 30), registry.claim([mobile, email], 5332, now, 30)]);
         // One of them finds the other waiting for it and is told to retry; the other then gets both.
         const outcomes = [first, second].map((outcome) => ('claims' in outcome ? 'claimed' : JSON.stringify(outcome)));
-        const pending = JSON.stringify({ duplicates: [], pending: { kinds: [outcomes[0] === 'claimed' ? 'mobile' : 'email'], until: now.getTime() + 10_000 } });
+        const pending = JSON.stringify({ duplicates: [], pending: { kinds: [outcomes[0] === 'claimed' ? 'mobile' : 'email'], until: now.getTime() + CLAIM_IN_FLIGHT_MS } });
         expect(outcomes.sort()).to.deep.equal(['claimed', pending].sort());
       });
     });

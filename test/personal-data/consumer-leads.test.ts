@@ -13,12 +13,13 @@ import { tempDir } from '../support/tmp.js';
 // its view, which indexes them. Both are looked at: each test below fails if one is left out.
 
 const run = (Date.now() % 100_000) + 500_000;
-const [SOLD_ONLY, TEST_ONLY, PHANTOM, RACING] = consumers(run, [
+const [SOLD_ONLY, TEST_ONLY, PHANTOM, RACING, RELEASED] = consumers(run, [
   ['Evangeline', 'Featherstonehaugh'],
   ['Barnaby', 'Quillfeather'],
   ['Rosalind', 'Ashcombe-Vane'],
   ['Leopold', 'Witherspoon-Hale'],
-]) as [Consumer, Consumer, Consumer, Consumer];
+  ['Cordelia', 'Thistlewood'],
+]) as [Consumer, Consumer, Consumer, Consumer, Consumer];
 
 describe('finding a consumer’s leads', function () {
   this.timeout(60_000);
@@ -102,6 +103,26 @@ describe('finding a consumer’s leads', function () {
     expect(erased.status, erased.text).to.equal(201);
     expect((erased.body.erasure as { lead_ids: number[] }).lead_ids).to.deep.equal([leadId]);
     expect(await svc.service.store.readStream(leadStream(never))).to.deep.equal([]);
+  });
+
+  it('a claim given back (its post failed and released it) is not waited for: the erasure answers without waiting for it to lapse', async function () {
+    const posted = await post(RELEASED);
+    expect(posted.status, posted.text).to.equal(201);
+    const leadId = posted.body.lead_id as number;
+    // What a post that failed after its claims and gave them back leaves: a fresh claim, then its release.
+    const never = leadId + 2_000_000;
+    const stream = contactStream(svc.service.contactHashes.hash('mobile', RELEASED.mobile));
+    const now = new Date().toISOString();
+    await svc.service.store.append(stream, [
+      { type: 'ContactClaimed', data: { lead_id: never, claimed_at: now } },
+      { type: 'ContactReleased', data: { lead_id: never, released_at: now } },
+    ]);
+    const started = Date.now();
+    const erased = await erase({ mobile: RELEASED.mobile });
+    expect(erased.status, erased.text).to.equal(201);
+    expect((erased.body.erasure as { lead_ids: number[] }).lead_ids).to.deep.equal([leadId]);
+    // Waiting for the released claim would have taken until it lapsed, CLAIM_IN_FLIGHT_MS after it.
+    expect(Date.now() - started).to.be.below(CLAIM_IN_FLIGHT_MS / 2);
   });
 
   it('a post that claimed the contacts and records its lead while the erasure runs is waited for, and erased', async function () {

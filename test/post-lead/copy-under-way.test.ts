@@ -4,6 +4,7 @@ import { leadStream } from '../../src/events/lead-events.js';
 import { contactStream } from '../../src/personal-data/contact-hashes.js';
 import { type Reply, TestService, leadWith } from '../support/service.js';
 import { until } from '../support/until.js';
+import { RECORD_BY_MS } from '../../src/commands/contacts.js';
 import { uniqueContact } from './helpers.js';
 
 // A post claims its consumer's mobile and e-mail before its checks, and records its lead after
@@ -74,9 +75,9 @@ describe('post-lead: a copy posted while a post of the same consumer is under wa
 });
 
 // A contact claim whose lead is not recorded counts for CLAIM_IN_FLIGHT_MS: after that, another
-// post may take the contact. A post slower than that (a store stalled between its claims and its
-// lead) must then not record its lead as well, or one consumer would be sold twice. The clock is
-// moved on 11 s while the post is in its checks.
+// post may take the contact. A post that has not begun its lead's append RECORD_BY_MS after its
+// claims (a store stalled) could land after that, so it records nothing, or one consumer could be
+// sold twice. The clock is moved on past RECORD_BY_MS while the post is in its checks.
 describe('post-lead: a post slower than its contact claims last', function () {
   this.timeout(60_000);
   let svc: TestService;
@@ -84,7 +85,7 @@ describe('post-lead: a post slower than its contact claims last', function () {
   let skew = 0;
   const resolver: MxResolver = {
     resolveMx: async (domain) => {
-      if (domain.startsWith('stalled-')) skew += 11_000;
+      if (domain.startsWith('stalled-')) skew += RECORD_BY_MS + 1_000;
       return [{ exchange: `mx.${domain}`, priority: 10 }];
     },
     resolveAddresses: async () => ['192.0.2.10'],

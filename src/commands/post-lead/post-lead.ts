@@ -11,7 +11,7 @@ import { pingStream } from '../../events/ping-events.js';
 import type { FieldError } from '../../leads/outcome.js';
 import { type CandidateDecision, capPeriods, capReached, chooseBucket, evaluateBuyers, rankEligible } from '../../routing/rules.js';
 import type { CapLedger, CapPeriod } from '../caps.js';
-import { CLAIM_IN_FLIGHT_MS, type Contact, type ContactClaim, type ContactRegistry, type PendingContacts, retryWhileClaimsBlock } from '../contacts.js';
+import { RECORD_BY_MS, type Contact, pendingRetryAfterMs, type ContactClaim, type ContactRegistry, type PendingContacts, retryWhileClaimsBlock } from '../contacts.js';
 import { type Folded, handleCommand, readFolded } from '../handler.js';
 import { standingBids } from '../ping/bidding.js';
 import { PingConsumedError, type PingState, pingDecider } from '../ping/decider.js';
@@ -56,7 +56,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       // Another supplier's ping, or none: as for a lead the caller may not see, it does not exist.
       if (error instanceof PingNotFoundError) return { kind: 'ping_not_found' };
       if (error instanceof ContactsPendingError) {
-        const retryAfterSeconds = Math.max(1, Math.ceil((error.pending.until - deps.now().getTime()) / 1000));
+        const retryAfterSeconds = Math.max(1, Math.ceil(pendingRetryAfterMs(error.pending, deps.now().getTime()) / 1000));
         return { kind: 'contacts_pending', fields: error.pending.kinds, retryAfterSeconds };
       }
       throw error;
@@ -170,10 +170,11 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
         pingMatch = { ping_id: pingId, ...sale };
       }
 
-      // 5c. A claim whose lead is not recorded counts for CLAIM_IN_FLIGHT_MS: a post slower than
-      //     that (its store stalled) may have lost its contacts to another post, so it records
-      //     nothing and is answered 503, and the supplier's retry is decided afresh.
-      if (deps.now().getTime() - now.getTime() >= CLAIM_IN_FLIGHT_MS) throw new PostOutlivedClaimsError();
+      // 5c. A claim whose lead is not recorded counts for CLAIM_IN_FLIGHT_MS, and the lead's append
+      //     may wait that long, less RECORD_BY_MS, for the store: a post slower than RECORD_BY_MS so
+      //     far (its store stalled) could land after its contacts went to another post, so it
+      //     records nothing and is answered 503, and the supplier's retry is decided afresh.
+      if (deps.now().getTime() - now.getTime() >= RECORD_BY_MS) throw new PostOutlivedClaimsError();
 
       // 6. One atomic append of the lead's events, and the outcome folded from them.
       return await record({ ...who, validation, enrichment, routing: routed.decision, ...(pingMatch ? { pingMatch } : {}) });
@@ -260,10 +261,10 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
 /** Far longer than a post takes between its ping's append and its lead's. */
 const LOST_POST_MS = 30_000;
 
-/** A post that took longer than its contact claims last: its lead is not recorded. */
+/** A post too slow to record its lead while its contact claims last: its lead is not recorded. */
 class PostOutlivedClaimsError extends EventStoreUnavailableError {
   constructor() {
-    super(`the post took over ${CLAIM_IN_FLIGHT_MS / 1000} s, longer than its contact claims last: nothing was recorded`);
+    super(`the post took over ${RECORD_BY_MS / 1000} s before its lead's append, too long to land while its contact claims last: nothing was recorded`);
   }
 }
 
