@@ -87,13 +87,17 @@ describe('finding a consumer’s leads', function () {
     expect((erased.body.erasure as { lead_ids: number[] }).lead_ids).to.deep.equal([leadId]);
   });
 
-  it('a claim whose lead was never recorded (its post failed after claiming) names no lead: not listed, not erased, no stream made for it', async function () {
-    const posted = await post(PHANTOM);
+  /** The consumer's lead, posted; a lead id that will never have a stream; and the consumer's mobile stream, for the claims a failed post leaves. */
+  async function postedBesideAFailedPost(consumer: Consumer): Promise<{ leadId: number; never: number; stream: string }> {
+    const posted = await post(consumer);
     expect(posted.status, posted.text).to.equal(201);
     const leadId = posted.body.lead_id as number;
+    return { leadId, never: leadId + 1_000_000, stream: contactStream(svc.service.contactHashes.hash('mobile', consumer.mobile)) };
+  }
+
+  it('a claim whose lead was never recorded (its post failed after claiming) names no lead: not listed, not erased, no stream made for it', async function () {
+    const { leadId, never, stream } = await postedBesideAFailedPost(PHANTOM);
     // What a post that failed after its claims leaves: a claim for a lead id with no stream, lapsed.
-    const never = leadId + 1_000_000;
-    const stream = contactStream(svc.service.contactHashes.hash('mobile', PHANTOM.mobile));
     const lapsed = new Date(Date.now() - CLAIM_IN_FLIGHT_MS - 1000).toISOString();
     await svc.service.store.append(stream, [{ type: 'ContactClaimed', data: { lead_id: never, claimed_at: lapsed } }]);
 
@@ -106,12 +110,8 @@ describe('finding a consumer’s leads', function () {
   });
 
   it('a claim given back (its post failed and released it) is not waited for: the erasure answers without waiting for it to lapse', async function () {
-    const posted = await post(RELEASED);
-    expect(posted.status, posted.text).to.equal(201);
-    const leadId = posted.body.lead_id as number;
+    const { leadId, never, stream } = await postedBesideAFailedPost(RELEASED);
     // What a post that failed after its claims and gave them back leaves: a fresh claim, then its release.
-    const never = leadId + 2_000_000;
-    const stream = contactStream(svc.service.contactHashes.hash('mobile', RELEASED.mobile));
     const now = new Date().toISOString();
     await svc.service.store.append(stream, [
       { type: 'ContactClaimed', data: { lead_id: never, claimed_at: now } },
