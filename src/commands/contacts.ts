@@ -193,6 +193,12 @@ export class ContactRegistry {
    * `ended`), with the posts waiting for that end (null: none yet).
    */
   private readonly underWay = new Map<number, Array<() => void> | null>();
+  /**
+   * Leads of this process whose post ended with an append the store may still write (see
+   * mayLandLater), each until its claims would lapse: those claims hold, as another process's
+   * post under way does, rather than count as given back.
+   */
+  private readonly unsettled = new Map<number, number>();
   /** The posts of this process waiting for others' to end, and which. */
   private readonly waiting = new Map<number, Set<number>>();
 
@@ -211,7 +217,7 @@ export class ContactRegistry {
    * lead says whether the contact is taken, rather than a guess; unless it is waiting (itself, or
    * through others) for this very post, which is then pending instead, so that no two posts wait
    * for each other. A post of this process that ended without recording its lead holds nothing:
-   * its claims are being given back.
+   * its claims are being given back; unless its append may still land, which holds them, pending.
    */
   private claimCommand(leadId: number | null, { now, windowDays, waitUntil }: Asking): { command: ContactCommand; pending: () => Pending | null } {
     let pending: Pending | null = null;
@@ -221,7 +227,7 @@ export class ContactRegistry {
       if (recorded !== null) return recorded;
       const until = Date.parse(claim.claimed_at) + CLAIM_IN_FLIGHT_MS;
       if (now.getTime() >= until) return false;
-      if (claim.instance !== this.instance) {
+      if (claim.instance !== this.instance || this.unsettled.has(claim.lead_id)) {
         pending = { until };
         return true;
       }
@@ -243,7 +249,7 @@ export class ContactRegistry {
         waits?.delete(claim.lead_id);
         if (waits?.size === 0) this.waiting.delete(leadId!);
       }
-      if (!ended) {
+      if (!ended || this.unsettled.has(claim.lead_id)) {
         pending = { until };
         return true;
       }
@@ -284,11 +290,24 @@ export class ContactRegistry {
   /**
    * The post of `leadId` has ended, its lead recorded or not: the posts of this process waiting to
    * learn whether its claims hold are told. A post that claimed every contact says so once it ends.
+   * `mayLandLater`: its lead's append failed with the store unable to say whether it will still be
+   * written; its claims then hold, pending, until they lapse (see mayLandLater in the port).
    */
-  ended(leadId: number): void {
+  ended(leadId: number, mayLandLater = false): void {
     const waiters = this.underWay.get(leadId);
     this.underWay.delete(leadId);
+    if (mayLandLater) this.unsettle(leadId);
     waiters?.forEach((wake) => wake());
+  }
+
+  /** Remembers a lead whose append may still land for as long as its claims could hold; forgets those past it. */
+  private unsettle(leadId: number): void {
+    const at = Date.now();
+    for (const [lead, until] of this.unsettled) {
+      if (until > at) break;
+      this.unsettled.delete(lead);
+    }
+    this.unsettled.set(leadId, at + CLAIM_IN_FLIGHT_MS);
   }
 
   private async standing([kind, value, hash]: Contact, asking: Asking): Promise<Standing> {

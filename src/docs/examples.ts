@@ -7,7 +7,7 @@ import { decide, foldLead, initialLeadState, outcomeOf, type PostLeadCommand } f
 import type { CheckResult, Enrichment } from '../enrichment/check.js';
 import { type DecisionEnvelope, leadEnvelope, noLeadEnvelope, OUTCOMES, type OutcomeCode } from '../http/envelope.js';
 import { HEADERS_TOO_LARGE_MESSAGE } from '../http/client-error.js';
-import { INVALID_INPUT_MESSAGE, NO_HOST_MESSAGE } from '../http/shell.js';
+import { INVALID_INPUT_MESSAGE, MAY_BE_RECORDED_MESSAGE, NO_HOST_MESSAGE } from '../http/shell.js';
 import { PING_INVALID_MESSAGE, pingEnvelope } from '../http/ping-route.js';
 import { malformedKeyEnvelope, otherBodyEnvelope, pendingEnvelope } from '../http/post-lead-route.js';
 import { createLeadValidator, createPingValidator } from '../leads/validate.js';
@@ -82,10 +82,19 @@ async function badQueryErrors(): Promise<DecisionEnvelope['errors']> {
  * IDEMPOTENCY_CONFLICT_MALFORMED_KEY (a key that is not 1–255 visible ASCII characters, 422),
  * INVALID_INPUT (a read-back query or feedback body that breaks a rule, 422 INVALID), PING_INVALID
  * (a ping with a failing field, 422 INVALID) and
- * HEADERS_TOO_LARGE (request headers over the limit, 431 PAYLOAD_TOO_LARGE) and NOT_HTTP (a request
- * that is not valid HTTP/1.1, such as one without Host, 400 MALFORMED_JSON).
+ * HEADERS_TOO_LARGE (request headers over the limit, 431 PAYLOAD_TOO_LARGE), NOT_HTTP (a request
+ * that is not valid HTTP/1.1, such as one without Host, 400 MALFORMED_JSON) and
+ * UNAVAILABLE_MAY_BE_RECORDED (a lead's append EventStoreDB took and never answered, 503 UNAVAILABLE).
  */
-export type ExampleName = OutcomeCode | 'IDEMPOTENCY_CONFLICT_OTHER_BODY' | 'IDEMPOTENCY_CONFLICT_MALFORMED_KEY' | 'INVALID_INPUT' | 'PING_INVALID' | 'HEADERS_TOO_LARGE' | 'NOT_HTTP';
+export type ExampleName =
+  | OutcomeCode
+  | 'IDEMPOTENCY_CONFLICT_OTHER_BODY'
+  | 'IDEMPOTENCY_CONFLICT_MALFORMED_KEY'
+  | 'INVALID_INPUT'
+  | 'PING_INVALID'
+  | 'HEADERS_TOO_LARGE'
+  | 'NOT_HTTP'
+  | 'UNAVAILABLE_MAY_BE_RECORDED';
 
 /** The example envelopes, one per ExampleName. */
 export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEnvelope>> {
@@ -112,6 +121,7 @@ export async function exampleEnvelopes(): Promise<Record<ExampleName, DecisionEn
   examples.DUPLICATE_PENDING = pendingEnvelope(['email'], EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY);
   examples.HEADERS_TOO_LARGE = noLeadEnvelope('PAYLOAD_TOO_LARGE', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: HEADERS_TOO_LARGE_MESSAGE });
   examples.NOT_HTTP = noLeadEnvelope('MALFORMED_JSON', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: NO_HOST_MESSAGE });
+  examples.UNAVAILABLE_MAY_BE_RECORDED = noLeadEnvelope('UNAVAILABLE', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: MAY_BE_RECORDED_MESSAGE });
   const badPing = createPingValidator()({ ...EXAMPLE_PING, zip: '9021' });
   if (badPing.ok) throw new Error('the bad example ping passed');
   examples.PING_INVALID = noLeadEnvelope('INVALID', EXAMPLE_TRACE_ID, EXAMPLE_CURRENCY, { message: PING_INVALID_MESSAGE, errors: badPing.errors });

@@ -12,6 +12,7 @@ import { MAX_HEADER_BYTES } from '../http/client-error.js';
 import { OUTCOMES } from '../http/envelope.js';
 import { CONSUMER_LOOKUP_SCHEMA } from '../http/erasure-routes.js';
 import { PING_INVALID_MESSAGE } from '../http/ping-route.js';
+import { MAY_BE_RECORDED_MESSAGE } from '../http/shell.js';
 import { DEFAULT_PING_RATE_LIMIT, DEFAULT_RATE_LIMIT, DEFAULT_READ_RATE_LIMIT, DEFAULT_TIMEOUTS } from '../limits.js';
 import { CERTIFICATE_URL_ALIAS, LEAD_SCHEMA, PING_SCHEMA } from '../leads/schema.js';
 import { asPosted } from './posted.js';
@@ -59,6 +60,7 @@ function exampleStatus(name: ExampleName): number {
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY' || name === 'IDEMPOTENCY_CONFLICT_MALFORMED_KEY' || name === 'INVALID_INPUT' || name === 'PING_INVALID') return 422;
   if (name === 'HEADERS_TOO_LARGE') return 431;
   if (name === 'NOT_HTTP') return OUTCOMES.MALFORMED_JSON.status;
+  if (name === 'UNAVAILABLE_MAY_BE_RECORDED') return OUTCOMES.UNAVAILABLE.status;
   return OUTCOMES[name].status;
 }
 
@@ -67,7 +69,7 @@ function outcomeHeaders(names: readonly ExampleName[], route: RouteDoc): string[
   const headers = new Set<string>();
   for (const name of names) {
     if (name === 'RATE_LIMITED') ['Retry-After', ...RATE_HEADERS].forEach((h) => headers.add(h));
-    if (name === 'UNAVAILABLE' || name === 'IDEMPOTENCY_CONFLICT' || name === 'DUPLICATE_PENDING') headers.add('Retry-After');
+    if (name === 'UNAVAILABLE' || name === 'UNAVAILABLE_MAY_BE_RECORDED' || name === 'IDEMPOTENCY_CONFLICT' || name === 'DUPLICATE_PENDING') headers.add('Retry-After');
     if (name === 'METHOD_NOT_ALLOWED') headers.add('Allow');
   }
   if (route.path === '/functions/leads' && names.some((n) => ['INVALID', 'VERIFICATION_FAILED', 'DUPLICATE', 'SUPPRESSED', 'IDEMPOTENCY_CONFLICT_OTHER_BODY'].includes(n))) {
@@ -80,6 +82,9 @@ function describe(name: ExampleName): string {
   if (name === 'PING_INVALID') return `\`INVALID\` — ${PING_INVALID_MESSAGE} \`errors\` names each.`;
   if (name === 'IDEMPOTENCY_CONFLICT_OTHER_BODY') return '`IDEMPOTENCY_CONFLICT` — the Idempotency-Key was used before with another body.';
   if (name === 'IDEMPOTENCY_CONFLICT_MALFORMED_KEY') return '`IDEMPOTENCY_CONFLICT` — the Idempotency-Key is not 1–255 visible ASCII characters; nothing was recorded.';
+  if (name === 'UNAVAILABLE_MAY_BE_RECORDED') {
+    return `\`UNAVAILABLE\` — with EventStoreDB, a lead's append the server took and never answered (cut off, past its deadline or commit timeout): ${MAY_BE_RECORDED_MESSAGE} Its mobile and e-mail stay claimed until it is recorded or its claims lapse.`;
+  }
   if (name === 'INVALID_INPUT') return '`INVALID` — a query parameter or body field breaks its rule; `errors` names each.';
   if (name === 'NOT_HTTP') return '`MALFORMED_JSON` — the request is not valid HTTP/1.1 (such as one without a `Host` header), whatever its route; the connection is closed.';
   if (name === 'HEADERS_TOO_LARGE') return `\`PAYLOAD_TOO_LARGE\` — the request headers are larger than ${MAX_HEADER_BYTES / 1024} KiB; the connection is closed.`;

@@ -283,13 +283,22 @@ export function translateError(error: unknown, streamId?: string, expected?: Exp
     return new WrongExpectedRevisionError(streamId, expected, toActualRevision(error.actualVersion));
   }
   if (isServerCommitTimeout(error)) {
-    return new EventStoreUnavailableError('EventStoreDB: the server timed out committing the append, which may have been written', { cause: error });
+    return new EventStoreUnavailableError('EventStoreDB: the server timed out committing the append, which may have been written', { cause: error, mayLandLater: true });
   }
   if (isUnavailable(error)) {
     const message = error instanceof Error && error.message ? error.message : 'unreachable';
-    return new EventStoreUnavailableError(`EventStoreDB: ${message}`, { cause: error });
+    // An append cut off on its way (a channel lost, a call past its deadline, cancelled) may have
+    // reached the server, which may still write it: only a server's refusal says it never will.
+    return new EventStoreUnavailableError(`EventStoreDB: ${message}`, { cause: error, mayLandLater: streamId !== undefined && !refusedUnwritten(error) });
   }
   return error;
+}
+
+/** A server's answer that it did not take the append: a follower's, or one not ready or too busy for it. */
+function refusedUnwritten(error: unknown): boolean {
+  if (!isObject(error)) return false;
+  if (error.type === ErrorType.NOT_LEADER || error.code === GRPC_RESOURCE_EXHAUSTED) return true;
+  return SERVER_NOT_READY_MESSAGES.has(serverMessage(typeof error.message === 'string' ? error.message : ''));
 }
 
 const utf8 = new TextEncoder();
@@ -395,12 +404,12 @@ export class EventStoreDbEventStore implements EventStore {
         renewed: (renewal) => this.#renewed(renewal),
         unanswered: (kind) =>
           kind === 'append'
-            ? new EventStoreUnavailableError('EventStoreDB: the client was replaced before the server answered the append, which may have been written')
+            ? new EventStoreUnavailableError('EventStoreDB: the client was replaced before the server answered the append, which may have been written', { mayLandLater: true })
             : new EventStoreUnavailableError('EventStoreDB: the client was replaced before the server answered the read'),
         expired: (kind) => {
           const cause = new NoAnswerError(`no answer within ${seconds}`);
           return kind === 'append'
-            ? new EventStoreUnavailableError(`EventStoreDB: no answer to the append within ${seconds}; it may have been written`, { cause })
+            ? new EventStoreUnavailableError(`EventStoreDB: no answer to the append within ${seconds}; it may have been written`, { cause, mayLandLater: true })
             : new EventStoreUnavailableError(`EventStoreDB: no answer within ${seconds}`, { cause });
         },
       },
@@ -503,7 +512,7 @@ export class EventStoreDbEventStore implements EventStore {
   async #close(): Promise<void> {
     this.#closed = true;
     await Promise.all([...this.#subscriptions].map((subscription) => subscription.unsubscribe()));
-    const unanswered = new EventStoreUnavailableError('the event store closed before EventStoreDB answered the append, which may have been written');
+    const unanswered = new EventStoreUnavailableError('the event store closed before EventStoreDB answered the append, which may have been written', { mayLandLater: true });
     await this.#clients.close(CLOSE_APPENDS_WAIT_MS, (kind: CallKind) => (kind === 'append' ? unanswered : closedError()));
   }
 

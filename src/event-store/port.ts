@@ -102,10 +102,20 @@ export class WrongExpectedRevisionError extends Error {
 /** The store could not be reached or could not write (disk full, read-only, server down). Retryable. */
 export class EventStoreUnavailableError extends Error {
   override readonly name = 'EventStoreUnavailableError';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  /**
+   * An append that reached a server which never said whether it wrote it: it may still land,
+   * later than any read made now can tell. False when nothing was written, or when a read of the
+   * stream now tells whether it was (a writer thread that died has committed all it ever will).
+   */
+  readonly mayLandLater: boolean;
+  constructor(message: string, options?: { cause?: unknown; mayLandLater?: boolean }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.mayLandLater = options?.mayLandLater ?? false;
   }
 }
+
+/** Whether `error` is an append's failure that may still land (see EventStoreUnavailableError). */
+export const mayLandLater = (error: unknown): boolean => error instanceof EventStoreUnavailableError && error.mayLandLater;
 
 export function comparePositions(a: Position, b: Position): number {
   return a.commit - b.commit || a.prepare - b.prepare;

@@ -6,6 +6,7 @@ import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { logAccess } from './access-log.js';
 import { noLeadEnvelope, OUTCOMES, type OutcomeCode } from './envelope.js';
+import { mayLandLater } from '../event-store/port.js';
 import { isStoreUnavailable } from '../store-unavailable.js';
 import { OutageLog, QUIET_MS } from '../ops/outage-log.js';
 import { ShellError } from './errors.js';
@@ -64,6 +65,10 @@ export function shell(logger: Logger, currency: () => string): Middleware<ShellS
 /** What a request without Host is told; the reference documentation shows the same. */
 export const NO_HOST_MESSAGE = 'The request is not valid HTTP/1.1: it has no Host header.';
 
+/** A 503 for a lead's append an event store took and never answered (EventStoreDB): it may have been recorded. */
+export const MAY_BE_RECORDED_MESSAGE =
+  'The service is temporarily unavailable, and its event store did not answer whether it recorded this lead; it may have. Retry later with the same Idempotency-Key: if it was recorded, the retry gets its answer.';
+
 export const INVALID_INPUT_MESSAGE = 'One or more inputs are invalid; errors names each.';
 
 function respondWithError(ctx: Context, error: unknown, traceId: string, currency: string, logger: Logger, outages: OutageLog): void {
@@ -79,6 +84,9 @@ function respondWithError(ctx: Context, error: unknown, traceId: string, currenc
   } else if (isStoreUnavailable(error)) {
     code = 'UNAVAILABLE';
     headers = { 'Retry-After': '1' };
+    // Not "nothing was recorded": the store took the lead and never said whether it kept it. (Other
+    // writes keep the generic answer: a retry of theirs does the same again.)
+    if (mayLandLater(error) && ctx.method === 'POST' && routePattern(ctx) === '/functions/leads') message = MAY_BE_RECORDED_MESSAGE;
     outages.failed(error, { trace_id: traceId });
   } else {
     code = 'INTERNAL_ERROR';

@@ -417,6 +417,7 @@ describe('EventStoreDB adapter: a client stuck on a failure it keeps', function 
     const error = await unanswered;
     expect(error).to.be.instanceOf(EventStoreUnavailableError);
     expect(error.message).to.match(/client was replaced before the server answered the append, which may have been written/);
+    expect((error as EventStoreUnavailableError).mayLandLater).to.equal(true);
     expect((await store.append('lead-2', lead)).position).to.deep.equal({ commit: 100, prepare: 100 });
     await store.close();
   });
@@ -507,6 +508,7 @@ describe('EventStoreDB adapter: a client whose calls are never answered', functi
       const error = await rejection(store.append('lead-1', lead));
       expect(error).to.be.instanceOf(EventStoreUnavailableError);
       expect(error.message).to.match(/no answer to the append within 0\.02 s; it may have been written/);
+      expect((error as EventStoreUnavailableError).mayLandLater).to.equal(true);
       clock.tick(3_000);
     }
     expect(stuck.fetched.count, 'one fetch, never answered, which every append waited on').to.equal(1);
@@ -582,6 +584,7 @@ describe("EventStoreDB adapter: the server's own commit timeout of a batch appen
       const error = await rejection(store.append('lead-1', lead));
       expect(error).to.be.instanceOf(EventStoreUnavailableError);
       expect(error.message).to.equal('EventStoreDB: the server timed out committing the append, which may have been written');
+      expect((error as EventStoreUnavailableError).mayLandLater).to.equal(true);
       expect((error as { cause?: unknown }).cause).to.be.instanceOf(DeadlineExceededError);
       clock.tick(5_000);
     }

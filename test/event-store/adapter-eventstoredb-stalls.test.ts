@@ -231,6 +231,7 @@ describe('EventStoreDB adapter: close with an append never answered (fake client
     expect(error).to.be.instanceOf(EventStoreUnavailableError);
     expect(error.message).to.match(/may have been written/);
     expect(isStoreUnavailable(error)).to.equal(true);
+    expect((error as EventStoreUnavailableError).mayLandLater).to.equal(true);
     expect(server.appends).to.equal(1);
   });
 

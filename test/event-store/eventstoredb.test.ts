@@ -414,12 +414,16 @@ describe('EventStoreDB adapter: which client errors mean "unavailable"', functio
     assert.ok(unavailable[7] instanceof CancelledError);
     assert.ok(unavailable[8] instanceof UnknownError && (unavailable[8] as { code?: unknown }).code === 1);
     assert.ok(unavailable[9] instanceof UnknownError);
-    for (const error of unavailable) {
+    // An append cut off (past its deadline, cancelled) may still be written; one the server refused never will.
+    const mayLand = [false, false, false, false, false, false, true, true, true, false];
+    unavailable.forEach((error, i) => {
       assert.equal(isUnavailable(error), true, error.message);
       const translated = translateError(error, 'lead-1', 'any');
       assert.ok(translated instanceof EventStoreUnavailableError, error.message);
       assert.equal(translated.cause, error);
-    }
+      assert.equal(translated.mayLandLater, mayLand[i], error.message);
+      assert.equal((translateError(error) as EventStoreUnavailableError).mayLandLater, false, `a read: ${error.message}`);
+    });
 
     const faults = [
       callError(7, 'Access Denied', 'access-denied'),

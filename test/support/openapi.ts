@@ -31,6 +31,7 @@ export function exampleCode(name: ExampleName): string {
   if (name === 'INVALID_INPUT' || name === 'PING_INVALID') return 'INVALID';
   if (name === 'HEADERS_TOO_LARGE') return 'PAYLOAD_TOO_LARGE';
   if (name === 'NOT_HTTP') return 'MALFORMED_JSON';
+  if (name === 'UNAVAILABLE_MAY_BE_RECORDED') return 'UNAVAILABLE';
   return name;
 }
 

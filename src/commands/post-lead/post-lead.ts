@@ -1,7 +1,7 @@
 import type { Enrichment } from '../../enrichment/check.js';
 import { verificationFailed } from '../../enrichment/enricher.js';
 import type { EventStore } from '../../event-store/index.js';
-import { EventStoreUnavailableError } from '../../event-store/port.js';
+import { EventStoreUnavailableError, mayLandLater } from '../../event-store/port.js';
 import { type RoutingCandidate, leadStream } from '../../events/lead-events.js';
 import type { NormalisedLead } from '../../leads/lead.js';
 import type { LeadOutcome } from '../../leads/outcome.js';
@@ -80,7 +80,9 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     try {
       outcome = await decideLead(request, leadId);
     } catch (error) {
-      await claim.abandon().catch(() => {});
+      // A lead whose append may still land keeps the key in flight until it goes stale: a retry
+      // then finds the lead, if it landed, and gets its answer rather than run again as its duplicate.
+      if (!mayLandLater(error)) await claim.abandon().catch(() => {});
       throw error;
     }
     // The lead is durable whether or not this lands. If it does not, it is tried again in the
@@ -139,6 +141,8 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const claims = 'claims' in claimed ? claimed.claims : [];
 
     let reservation: Reservation | null = null;
+    /** Whether the lead's append failed with the store unable to say whether it will still land. */
+    let unsettled = false;
     /** The ping this post marked posted, to take back if its lead is not recorded. */
     let postedPing: string | null = null;
     try {
@@ -184,12 +188,18 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       // is answered from its own stream, as the retry would otherwise be refused as its duplicate.
       const landed = await recordedOutcome(leadId, currency).catch(() => null);
       if (landed) return landed;
+      // An append the store may still write (a server that never answered it) keeps what the post
+      // took, as a post lost with its process does: its contact claims lapse (CLAIM_IN_FLIGHT_MS),
+      // its cap slot is given back once orphaned, its ping is free again after LOST_POST_MS. Given
+      // back now, they could go to a copy of the consumer and its lead land after all: sold twice.
+      unsettled = mayLandLater(error);
+      if (unsettled) throw error;
       giveBack(claims, reservation, leadId, now);
       if (postedPing !== null) await releasePing(request, postedPing, leadId, now);
       throw error;
     } finally {
       // Recorded or not, the post is over: a copy of this process waiting on its claims reads its lead now.
-      if (claims.length > 0) deps.contacts.ended(leadId);
+      if (claims.length > 0) deps.contacts.ended(leadId, unsettled);
     }
   }
 
