@@ -4,7 +4,7 @@ import { overriding } from '../support/overriding.js';
 import { openApiDocument } from '../../src/docs/openapi.js';
 import { MAY_BE_RECORDED_MESSAGE } from '../../src/http/shell.js';
 import { DocumentReader } from '../support/openapi.js';
-import { type Reply, TestService, validLead } from '../support/service.js';
+import { ALWAYS_OPEN_ROUTING, type Reply, TestService, validLead } from '../support/service.js';
 
 // A server that takes a lead's append and never answers (EventStoreDB past its commit timeout, a
 // channel cut after the request went out) may still write it later. The post is answered 503, but
@@ -18,18 +18,21 @@ describe('post-lead: a lead whose append the store may still write', function ()
   let svc: TestService;
   let key: string;
   let clock = Date.now();
-  /** How the next lead append fails: unanswered (it lands when `land` is called), refused, or not at all. */
+  /** How the next append to a lead's stream (or, with `cap`, to a cap's) fails: unanswered (it lands when `land` is called), refused, or not at all. */
   let next: 'unanswered' | 'refused' | null = null;
+  let streams = /^lead-\d+$/;
   /** The append held back, written when the test says the server got to it. */
   let held: (() => Promise<AppendResult>) | null = null;
 
   before(async () => {
     svc = await TestService.start({
+      // A buyer of Texas leads with a cap: its sales append to the cap's stream first.
+      routing: { ...ALWAYS_OPEN_ROUTING, buyers: [{ id: 'texas-law', price: 90, states: ['TX'], caps: [{ period: 'month', max: 1000 }] }, ...ALWAYS_OPEN_ROUTING.buyers] },
       now: () => new Date(clock),
       wrapStore: (store) =>
         overriding(store, {
           append: (stream: string, events: readonly EventData[], options) => {
-            if (!/^lead-\d+$/.test(stream) || next === null) return store.append(stream, events, options);
+            if (!streams.test(stream) || next === null) return store.append(stream, events, options);
             const how = next;
             next = null;
             if (how === 'unanswered') held = () => store.append(stream, events, options);
@@ -95,5 +98,22 @@ describe('post-lead: a lead whose append the store may still write', function ()
     expect(first.body.message).to.include('nothing was recorded');
     const again = await svc.post(body, { 'x-api-key': key });
     expect(codeOf(again), again.text).to.deep.equal([201, 'SOLD']);
+  });
+
+  it("a cap's append left unanswered leaves no lead: the claims go back and the key is free, nothing was recorded", async function () {
+    const body = JSON.stringify(validLead({ accident_state: 'TX', zip: '75001' }));
+    streams = /^cap-/;
+    next = 'unanswered';
+    try {
+      const first = await svc.post(body, { 'x-api-key': key, 'idempotency-key': 'cap-cut' });
+      expect(first.status, first.text).to.equal(503);
+      expect(first.body.message).to.include('nothing was recorded');
+    } finally {
+      streams = /^lead-\d+$/;
+      held = null;
+    }
+    const again = await svc.post(body, { 'x-api-key': key, 'idempotency-key': 'cap-cut' });
+    expect([...codeOf(again), again.body.revenue], again.text).to.deep.equal([201, 'SOLD', 90]);
+    expect(again.headers['idempotency-replayed']).to.equal(undefined);
   });
 });

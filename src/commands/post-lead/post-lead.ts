@@ -106,7 +106,12 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const lead = validation.lead;
     // The keyed hashes of its contacts, once: they name the contact streams and are recorded with the lead.
     const hashes = deps.contacts.hashesOf(lead);
-    const record = (command: Omit<PostLeadCommand, 'contacts'>) => recordLead(request, { ...command, contacts: hashes }, currency);
+    /** Set once the lead's append is under way: only its failure can leave a lead that lands later. */
+    let appending = false;
+    const record = (command: Omit<PostLeadCommand, 'contacts'>) => {
+      appending = true;
+      return recordLead(request, { ...command, contacts: hashes }, currency);
+    };
 
     // 2b. A lead posted with a ping_id: the ping must be the supplier's, unexpired, not posted
     //     yet, and of the same zip, state, source and test flag; else the lead ends here, saying which.
@@ -141,7 +146,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const claims = 'claims' in claimed ? claimed.claims : [];
 
     let reservation: Reservation | null = null;
-    /** Whether the lead's append failed with the store unable to say whether it will still land. */
+    /** Whether the lead's append failed with the store unable to say whether it will still land (a cap's or the ping's may too: they lapse by themselves, see catch). */
     let unsettled = false;
     /** The ping this post marked posted, to take back if its lead is not recorded. */
     let postedPing: string | null = null;
@@ -192,11 +197,13 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       // took, as a post lost with its process does: its contact claims lapse (CLAIM_IN_FLIGHT_MS),
       // its cap slot is given back once orphaned, its ping is free again after LOST_POST_MS. Given
       // back now, they could go to a copy of the consumer and its lead land after all: sold twice.
-      unsettled = mayLandLater(error);
+      unsettled = appending && mayLandLater(error);
       if (unsettled) throw error;
       giveBack(claims, reservation, leadId, now);
       if (postedPing !== null) await releasePing(request, postedPing, leadId, now);
-      throw error;
+      // A cap's or the ping's append that may still land leaves no lead behind: for the supplier,
+      // nothing was recorded, and its Idempotency-Key is free again (see postOnce).
+      throw mayLandLater(error) ? new EventStoreUnavailableError((error as Error).message, { cause: error }) : error;
     } finally {
       // Recorded or not, the post is over: a copy of this process waiting on its claims reads its lead now.
       if (claims.length > 0) deps.contacts.ended(leadId, unsettled);
