@@ -70,6 +70,21 @@ export async function switchUnlessNewerServed(
   }
 }
 
+/**
+ * Resolves once `runner` has committed `position`, or stopped (its lease lost), or after
+ * SWITCH_CATCH_UP_MS: a store failing for that long must not hold the instance's other projection
+ * work (run, pause) for longer; the switch then goes ahead as the runner stands.
+ */
+async function caughtUp(runner: ProjectionRunner, position: Position): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, SWITCH_CATCH_UP_MS)));
+  await Promise.race([runner.waitFor(position), late]);
+  clearTimeout(timer);
+}
+
+/** How long a switch waits for the new build to catch up with the one served (see caughtUp). */
+const SWITCH_CATCH_UP_MS = 30_000;
+
 /** Rounds of catching up before a switch; each reaches the head, so the first almost always does. */
 const MAX_CATCH_UP_ROUNDS = 10;
 
@@ -351,20 +366,35 @@ export class Projections {
     });
     await runner.prepare();
     const previous = this.runners.get(projection.name);
-    this.runners.set(projection.name, runner);
     runner.start();
     if (previous) {
+      // A switched-to build may be behind the one served (what the service folded in the moment
+      // after the replay's last check): reads stay on the old build until the new one holds all it
+      // ever committed, or a list would lose its newest leads, and an erasure already answered
+      // show undone, while the new one caught up. The old one stops once the new one has nearly
+      // caught up, then the new one folds what the old one took last.
+      await caughtUp(runner, previous.position);
       await previous.stop();
+      await caughtUp(runner, previous.position);
       this.logger?.info({ projection: projection.name, from: previous.build, to: build }, 'projection switched to a new build');
     }
+    this.runners.set(projection.name, runner);
+    this.builds.set(projection.name, build);
   }
 
   private async followSwitches(): Promise<void> {
     for (const projection of PROJECTIONS) {
       const build = await servedBuild(this.readModels, projection);
-      if (this.builds.get(projection.name) === build) continue;
+      const current = this.builds.get(projection.name)!;
+      if (current === build) continue;
+      if (this.running.has(projection.name)) {
+        await this.serve(projection, build);
+        continue;
+      }
+      // Run elsewhere: read from the new build once it is as far along as the one read now (see serve).
+      const [reached, read] = await Promise.all([this.readModels.checkpoint(checkpointName(projection, build)), this.readModels.checkpoint(checkpointName(projection, current))]);
+      if (read !== null && (reached === null || comparePositions(reached, read) < 0)) continue;
       this.builds.set(projection.name, build);
-      if (this.running.has(projection.name)) await this.serve(projection, build);
     }
     await this.readCheckpoints();
   }

@@ -3,7 +3,8 @@ import { decide, initialLeadState } from '../../src/commands/post-lead/decider.j
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { comparePositions } from '../../src/event-store/index.js';
 import { leadStream } from '../../src/events/lead-events.js';
-import { PROJECTIONS, Projections, versionBuild } from '../../src/projections/index.js';
+import { PROJECTIONS, Projections, switchBuild, versionBuild } from '../../src/projections/index.js';
+import { rebuildProjections } from '../../src/projections/rebuild.js';
 import { checkpointName } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
 import { tempDir } from '../support/tmp.js';
@@ -135,6 +136,57 @@ describe('projections: waiting for a position', function () {
       expect(await readModels.checkpoint(checkpointName(PROJECTIONS.find((p) => p.name === 'reports')!, versionBuild(PROJECTIONS.find((p) => p.name === 'reports')!)))).to.equal(null);
     } finally {
       await here.stop();
+      await readModels.close();
+      await events.close();
+      dir.remove();
+    }
+  });
+});
+
+describe('projections: following a switch to a build behind the one served', function () {
+  it('reads move to the new build only once it holds all the old one showed: no lead read a moment before goes missing, the position never goes back', async function () {
+    this.timeout(30_000);
+    const dir = tempDir('projections-switch');
+    const events = await EmbeddedEventStore.open(dir.path);
+    const readModels = EmbeddedReadModelStore.open(dir.path);
+    // The instance running the projections notices a switch within 400 ms, the one reading them within 20.
+    const projector = new Projections(events, readModels, undefined, 400);
+    const reader = new Projections(events, readModels, undefined, 20);
+    const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
+    const post = async (from: number, to: number) => {
+      for (let i = from; i < to; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
+      return events.headPosition();
+    };
+    try {
+      await post(0, 5);
+      await projector.start();
+      await reader.start();
+      for (const { name } of PROJECTIONS) await projector.run(name, { lease: `projector-${name}`, holder: 'p', token: (await readModels.acquireLease(`projector-${name}`, 'p', 60_000)).token });
+      const next = `${versionBuild(leads)}_r${Date.now()}`;
+      await rebuildProjections(events, readModels, [leads], { build: () => next });
+      // Posted after the rebuild's last read: folded into the build served, not the new one.
+      const head = await post(5, 300);
+      await projector.waitFor(head);
+      await reader.waitFor(head);
+      // The switch as a replay makes it in the moment after its check, the served build ahead.
+      await switchBuild(readModels, leads, next);
+
+      const problems: string[] = [];
+      const watch = async (name: string, instance: Projections) => {
+        let last = instance.position();
+        await until(`the ${name} reading the new build, caught up`, async () => {
+          const position = instance.position();
+          if (comparePositions(position, last) < 0) problems.push(`${name}: position ${JSON.stringify(position)} after ${JSON.stringify(last)}`);
+          last = position;
+          if ((await readModels.get(instance.collection('leads'), '300')) === null) problems.push(`${name}: lead 300 missing from ${instance.collection('leads')}`);
+          return instance.build('leads') === next && comparePositions(position, head) >= 0;
+        }, 10_000, 1);
+      };
+      await Promise.all([watch('reader', reader), watch('projector', projector)]);
+      expect(problems.slice(0, 3)).to.deep.equal([]);
+    } finally {
+      await projector.stop();
+      await reader.stop();
       await readModels.close();
       await events.close();
       dir.remove();
