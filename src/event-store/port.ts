@@ -62,6 +62,12 @@ export interface ReadAllOptions {
   /** Events strictly after this position. Defaults to the start of `$all`. */
   readonly fromPosition?: Position;
   readonly maxCount?: number;
+  /**
+   * The events as the adapter stores them, not brought to their current layout by the codec
+   * (events/codec): for a reader of positions and times only, which must not fail on an event
+   * that cannot be read (a projection's lag, measured on the very event that stopped it).
+   */
+  readonly asStored?: boolean;
 }
 
 export interface SubscribeOptions {

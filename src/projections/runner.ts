@@ -99,7 +99,9 @@ export async function projectionStatus(events: EventStore, projection: Projectio
   let lagSeconds = 0;
   let eventsBehind = 0;
   if (!caughtUp) {
-    const sample = await events.readAll({ fromPosition: position, maxCount: LAG_SAMPLE });
+    // As stored: the first of them may be the event that stopped the projection, which cannot be
+    // decoded, and whose wait is the very lag to show.
+    const sample = await events.readAll({ fromPosition: position, maxCount: LAG_SAMPLE, asStored: true });
     eventsBehind = estimateEventsBehind(sample, head);
     // How long the oldest event not yet projected has been waiting.
     lagSeconds = sample[0] ? Math.max(0, (Date.now() - sample[0].created) / 1000) : 0;

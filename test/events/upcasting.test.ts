@@ -8,6 +8,7 @@ import { type LeadReceivedV0Data, leadReceivedV0 } from '../../src/events/codec/
 import { LEAD_EVENT_SCHEMA, LEAD_RECEIVED_SCHEMA, type LeadReceived, leadStream } from '../../src/events/lead-events.js';
 import { CERT_URL, TestService } from '../support/service.js';
 import { tempDir } from '../support/tmp.js';
+import { until } from '../support/until.js';
 
 /** The version a lead event reads at: LeadReceived's own (its personal fields are encrypted), else the lead's. */
 const schemaOf = (type: string): number => (type === 'LeadReceived' ? LEAD_RECEIVED_SCHEMA : LEAD_EVENT_SCHEMA);
@@ -180,6 +181,31 @@ describe('the service over events of the first releases', function () {
         expect(view, `lead ${leadId}`).to.include({ lead_id: leadId, supplier: 'sup-old', sid: 'google', s1: 'click-1', lead_status: 'sold', sold: true, revenue: 42.5, buyer: 'acme-law' });
         expect(view.lead, `lead ${leadId}`).to.deep.equal({ ...currentReceived(leadId).lead, zip4 });
       }
+    } finally {
+      await svc?.stop();
+      dir.remove();
+    }
+  });
+
+  it('an event no upcaster can read stops the projections there, and /readyz and /metrics show their lag growing', async function () {
+    const dir = tempDir('upcasting-stuck');
+    let svc: TestService | undefined;
+    try {
+      svc = await TestService.start({ dataDir: dir.path, env: { READY_MAX_LAG_SECONDS: '1' } });
+      await until('/readyz 200 with the projections caught up', async () => (await svc!.request('GET', '/readyz')).status === 200);
+      const [event, ...rest] = oldLead(LIVE);
+      const data = event!.data as LeadReceivedV0Data;
+      await writeRaw(dir.path, { [leadStream(LIVE)]: [{ ...event!, data: { ...data, lead: { ...data.lead!, mobile: '+442071838750' } } }, ...rest] });
+
+      // The lag is measured on the event that stopped them, which cannot be read: it grows with the clock.
+      const reply = await until('/readyz 503 naming the projections over 1 s behind', async () => {
+        const answer = await svc!.request('GET', '/readyz');
+        return answer.status === 503 && /behind by more than 1 s: leads/.test(String(answer.body.message)) ? answer : false;
+      });
+      const items = (reply.body.checks as { projections: { items: Array<{ projection: string; caught_up: boolean; events_behind: number }> } }).projections.items;
+      expect(items.find((item) => item.projection === 'leads')).to.include({ caught_up: false }).and.have.property('events_behind').above(0);
+      const lag = /^leadpost_projection_lag_seconds\{projection="leads"\} (\S+)$/m.exec((await svc.request('GET', '/metrics')).text);
+      expect(Number(lag?.[1]), 'the lead projection\'s lag on /metrics').to.be.at.least(1);
     } finally {
       await svc?.stop();
       dir.remove();

@@ -54,7 +54,7 @@ export function codedEventStore(store: EventStore, codec: EventCodec, options: C
       return store.append(streamId, encoded instanceof Promise ? await encoded : encoded, appendOptions);
     },
     readStream: async (streamId, readOptions) => mapSame(await store.readStream(streamId, readOptions), decode) as RecordedEvent[],
-    readAll: async (readOptions) => mapSame(await store.readAll(readOptions), decode) as RecordedEvent[],
+    readAll: async (readOptions) => (readOptions?.asStored ? store.readAll(readOptions) : (mapSame(await store.readAll(readOptions), decode) as RecordedEvent[])),
     subscribeToAll: (subscribeOptions) => decodedSubscription(store.subscribeToAll(subscribeOptions), decode),
     headPosition: () => store.headPosition(),
     close: async () => {
