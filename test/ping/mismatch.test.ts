@@ -78,6 +78,10 @@ describe("ping/post: a lead that differs from its ping", function () {
     expect([sold.status, sold.body.code, sold.body.revenue], sold.text).to.deep.equal([201, 'SOLD', 40]);
     const events = await svc.service.store.readStream(`ping-${pingId}`);
     expect(events.map((e) => e.type)).to.deep.equal(['LeadPinged', 'PingBidsCollected', 'PingPosted']);
+    // As docs/events.md says: the ping's own events carry the ping's trace, its PingPosted the post's, as the lead's events do.
+    const traces = events.map((e) => [e.metadata?.trace_id, e.metadata?.correlation_id]);
+    expect(traces).to.deep.equal([...Array(2).fill([pinged.body.trace_id, pinged.body.trace_id]), [sold.body.trace_id, sold.body.trace_id]]);
+    expect((await svc.service.store.readStream(`lead-${sold.body.lead_id}`))[0]!.metadata?.correlation_id).to.equal(sold.body.trace_id);
     const again = await post(validLead({ ping_id: pingId }));
     expect([again.status, again.body.code], again.text).to.deep.equal([409, 'PING_CONSUMED']);
 
