@@ -64,7 +64,9 @@ async function send(path, init) {
     throw new Unreachable(error);
   }
   if (started > failedAt) listeners.reachable();
-  if (response.status === 401) listeners.unauthorized();
+  // Only a refusal of the key signed in now ends the session: a request of a key that was signed
+  // out since (refused, say, and its answer late) says nothing about the one that replaced it.
+  if (response.status === 401 && init.headers['X-API-KEY'] === session.key) listeners.unauthorized();
   return response;
 }
 

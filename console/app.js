@@ -45,6 +45,9 @@ const readinessDetail = document.getElementById('readiness-detail');
 const who = document.getElementById('who');
 
 function signInPage(notice = '') {
+  // What the pages still await is for a session that ended: a lead's page loading as its user
+  // signed out must not draw the consumer under the sign-in form once its answers come.
+  rendering++;
   nav.hidden = true;
   signOutButton.hidden = true;
   who.textContent = '';
@@ -87,7 +90,6 @@ function keyRefused() {
   if (!me) return; // signing in, or already ended: the sign-in form says so itself
   session.signOut();
   me = null;
-  rendering++; // what the pages still await is for a page no longer shown
   signInPage(KEY_REFUSED);
 }
 

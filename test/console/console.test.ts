@@ -1162,6 +1162,71 @@ describe('the console in a browser', function () {
     await context.close();
   });
 
+  /**
+   * Holds the page's requests whose path matches `path` until `release` is called; `answered`
+   * resolves once each one held has its answer in the page.
+   */
+  async function holding(page: Page, path: RegExp) {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const answers: Array<Promise<unknown>> = [];
+    await page.route(path, async (route) => {
+      answers.push(page.waitForResponse((response) => response.request() === route.request()));
+      await released;
+      await route.continue();
+    });
+    return { held: () => answers.length, release, answered: async () => Promise.all(answers) };
+  }
+  /** A round trip from the page, after the answers it had: what they set off in it has run by then. */
+  const roundTrip = (page: Page) => page.evaluate(() => fetch('/healthz').then((r) => r.status));
+
+  it("signing out while a lead's page loads: once its answers come, nothing of the lead is drawn under the sign-in form", async function () {
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page, problems } = await watched(context);
+    await signIn(page, keys.supA!, '#/leads');
+    const lead = await holding(page, new RegExp(`/functions/leads/${leads.caSold}\\b`));
+    await page.goto(`${origin}/console#/leads/${leads.caSold}`);
+    await until('the lead asked for', () => lead.held() > 0);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.locator('form[aria-labelledby="signin-title"]').waitFor();
+
+    lead.release();
+    await lead.answered();
+    await roundTrip(page);
+    expect(await page.evaluate("[...document.querySelector('main').children].map((child) => child.tagName)")).to.deep.equal(['FORM']);
+    expect(await page.locator('main').innerText()).to.not.contain('Ada').and.not.contain('@example.com');
+    expect(problems).to.deep.equal([]);
+    await context.close();
+  });
+
+  it("a late 401 to a request of a key signed out since does not end the next key's session", async function () {
+    const gone = await svc!.key('analyst', 'revoked-while-asking');
+    const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
+    const { page } = await watched(context);
+    await signIn(page, gone, '#/report');
+    await page.getByRole('link', { name: 'Deliveries' }).click();
+    await page.locator('#deliveries-table tbody tr').first().waitFor();
+    await svc!.revoke(gone);
+    await svc!.service.keys.refresh();
+    // A Show whose answer is slow (held here), then another page: its calls are refused, the session ends.
+    const slow = await holding(page, /\/functions\/deliveries\?/);
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await until('the slow Show asked', () => slow.held() > 0);
+    await page.goto(`${origin}/console#/leads`);
+    await page.locator('#signin-message', { hasText: 'This key was not accepted' }).waitFor();
+
+    await page.getByLabel('API key').fill(keys.analyst!);
+    await page.getByLabel('API key').press('Enter');
+    await page.locator('#leads-table tbody tr').first().waitFor();
+    slow.release();
+    await slow.answered();
+    await roundTrip(page);
+    expect(await page.evaluate('sessionStorage.length'), 'still signed in').to.equal(1);
+    expect(await page.locator('#who').innerText()).to.equal('ann (analyst)');
+    expect(await page.locator('#signin-message').count()).to.equal(0);
+    await context.close();
+  });
+
   it('the service unreachable: said in words in error style, what is shown marked out of date, the header not ready; the next answer clears it', async function () {
     const context = await browser!.newContext({ ignoreHTTPSErrors: true, viewport: SIZES.laptop });
     const { page, problems, elsewhere } = await watched(context);
