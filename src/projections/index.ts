@@ -73,13 +73,20 @@ export async function switchUnlessNewerServed(
 /**
  * Resolves once `runner` has committed `position`, or stopped (its lease lost), or after
  * SWITCH_CATCH_UP_MS: a store failing for that long must not hold the instance's other projection
- * work (run, pause) for longer; the switch then goes ahead as the runner stands.
+ * work (run, pause) for longer; the switch then goes ahead as the runner stands. At once when the
+ * instance is `stopping`: its stop then stops the new runner with the others.
  */
-async function caughtUp(runner: ProjectionRunner, position: Position): Promise<void> {
+async function caughtUp(runner: ProjectionRunner, position: Position, stopping: AbortSignal): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, SWITCH_CATCH_UP_MS)));
-  await Promise.race([runner.waitFor(position), late]);
+  let stopped = () => {};
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, SWITCH_CATCH_UP_MS);
+    stopped = () => resolve();
+    stopping.addEventListener('abort', stopped, { once: true });
+  });
+  if (!stopping.aborted) await Promise.race([runner.waitFor(position), late]);
   clearTimeout(timer);
+  stopping.removeEventListener('abort', stopped);
 }
 
 /** How long a switch waits for the new build to catch up with the one served (see caughtUp). */
@@ -207,6 +214,8 @@ export class Projections {
   private readonly running = new Map<string, { fence: Fence | undefined; onLeaseLost: () => void }>();
   private timer: NodeJS.Timeout | undefined;
   private checking: Promise<void> = Promise.resolve();
+  /** Aborted as the instance stops: a switch under way stops waiting for its new build (see caughtUp). */
+  private stopping = new AbortController();
   /** run, pause and a switch of builds, one at a time: none may find the runners half made. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -244,6 +253,7 @@ export class Projections {
 
   /** Learns the served builds and their checkpoints, and follows switches from then on. */
   async start(): Promise<void> {
+    this.stopping = new AbortController();
     for (const projection of PROJECTIONS) this.builds.set(projection.name, await servedBuild(this.readModels, projection));
     await this.readCheckpoints();
     const poll = () => {
@@ -283,6 +293,7 @@ export class Projections {
   async stop(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
+    this.stopping.abort();
     await this.checking;
     await Promise.all(PROJECTIONS.map((projection) => this.pause(projection.name)));
   }
@@ -373,9 +384,9 @@ export class Projections {
       // ever committed, or a list would lose its newest leads, and an erasure already answered
       // show undone, while the new one caught up. The old one stops once the new one has nearly
       // caught up, then the new one folds what the old one took last.
-      await caughtUp(runner, previous.position);
+      await caughtUp(runner, previous.position, this.stopping.signal);
       await previous.stop();
-      await caughtUp(runner, previous.position);
+      await caughtUp(runner, previous.position, this.stopping.signal);
       this.logger?.info({ projection: projection.name, from: previous.build, to: build }, 'projection switched to a new build');
     }
     this.runners.set(projection.name, runner);

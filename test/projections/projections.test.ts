@@ -7,6 +7,8 @@ import { PROJECTIONS, Projections, switchBuild, versionBuild } from '../../src/p
 import { rebuildProjections } from '../../src/projections/rebuild.js';
 import { checkpointName } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
+import { ReadModelUnavailableError } from '../../src/read-models/port.js';
+import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
 import { until } from '../support/until.js';
 import { leadCommand } from './lead-commands.js';
@@ -188,6 +190,46 @@ describe('projections: following a switch to a build behind the one served', fun
       await projector.stop();
       await reader.stop();
       await readModels.close();
+      await events.close();
+      dir.remove();
+    }
+  });
+
+  it('an instance stopping while a switch waits for its new build to catch up stops at once, with the new build\'s runner', async function () {
+    this.timeout(15_000);
+    const dir = tempDir('projections-switch-stop');
+    const events = await EmbeddedEventStore.open(dir.path);
+    const store = EmbeddedReadModelStore.open(dir.path);
+    const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
+    const next = `${versionBuild(leads)}_r${Date.now()}`;
+    let refused = 0;
+    // The new build's commits fail, as a store failing would make them: it never catches up.
+    const readModels = overriding(store, {
+      commit: (projection, checkpoint, writes, fence) => {
+        if (projection !== checkpointName(leads, next) || refused < 0) return store.commit(projection, checkpoint, writes, fence);
+        refused++;
+        return Promise.reject(new ReadModelUnavailableError('injected: the store fails'));
+      },
+    });
+    const projector = new Projections(events, readModels, undefined, 20);
+    try {
+      for (let i = 0; i < 5; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
+      await projector.start();
+      for (const { name } of PROJECTIONS) await projector.run(name, { lease: `projector-${name}`, holder: 'p', token: (await store.acquireLease(`projector-${name}`, 'p', 60_000)).token });
+      refused = -1;
+      await rebuildProjections(events, store, [leads], { build: () => next });
+      refused = 0;
+      for (let i = 5; i < 10; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
+      await projector.waitFor(await events.headPosition());
+      await switchBuild(store, leads, next);
+      await until('the switch waiting on its new build', () => refused > 0);
+
+      // Without the stop cutting the wait short, this waits out the switch's 30 s.
+      await projector.stop();
+      expect(projector.all).to.deep.equal([]);
+    } finally {
+      await projector.stop();
+      await store.close();
       await events.close();
       dir.remove();
     }
