@@ -176,3 +176,9 @@ export function explain(error) {
       return error.status >= 500 ? `The service could not answer (HTTP ${error.status}). Try again shortly.` : error.message;
   }
 }
+
+/**
+ * Whether the key (GET /functions/me) is a buyer whose leads wait for it to pull them: a pull
+ * buyer, or one the routing file no longer names, whose leads wait as a pull buyer's do.
+ */
+export const pullsItsLeads = (me) => me.role === 'buyer' && (me.buyer === null || me.buyer?.delivery === 'pull');

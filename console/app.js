@@ -3,7 +3,7 @@
 // from GET /functions/me (its role, and for a buyer how it takes delivery). That only decides what
 // to show: every call the pages make is checked by the service against the key itself.
 
-import { getJson, explain, readiness, session, onConnection, ApiError, KEY_REFUSED } from './api.js';
+import { getJson, explain, readiness, session, onConnection, ApiError, KEY_REFUSED, pullsItsLeads } from './api.js';
 import { h, field } from './dom.js';
 import { renderReport } from './report.js';
 import { renderDeliveries } from './deliveries.js';
@@ -33,7 +33,7 @@ const HOME = { supplier: '#/leads', buyer: '#/bought', analyst: '#/report', admi
 
 /** Who the key is (GET /functions/me), asked once per sign-in. */
 let me = null;
-const has = (page) => page.roles.includes(me.role) && (!page.pullOnly || me.buyer?.delivery === 'pull');
+const has = (page) => page.roles.includes(me.role) && (!page.pullOnly || pullsItsLeads(me));
 const homeless = () => ['', '#', '#/'].includes(location.hash);
 
 const main = document.getElementById('main');

@@ -4,14 +4,14 @@
 // return form is. The return form itself lives here: a select of the buyer's own return reasons
 // (from GET /functions/me) and the service's answer in words.
 
-import { getJson, postJson, explain, ApiError } from './api.js';
+import { getJson, postJson, explain, ApiError, pullsItsLeads } from './api.js';
 import { h, field, select, say, time, things, onMore, oneAtATime, cards, hideEmpty } from './dom.js';
 import { leadTable, leadCell } from './leads.js';
 import { deliveryStatusShown, feedbackShown, reasonWords } from './words.js';
 
 export async function renderPulls(main, _params, current, me) {
   main.append(h('h1', {}, 'Pending pulls'));
-  if (me.buyer?.delivery !== 'pull') {
+  if (!pullsItsLeads(me)) {
     main.append(h('p', { class: 'muted' }, 'Your leads are delivered to your webhook: there is nothing to pull here.'));
     return;
   }
