@@ -10,22 +10,23 @@
 
 import { getJson, postJson, explain } from './api.js';
 import { h, field, select, say, time, things, badge, onMore, oneAtATime, cards, hideEmpty, outOfDate } from './dom.js';
-import { deliveryStatusWords, deliveryStatusShown, deliveryErrorWords } from './words.js';
+import { deliveryStatusWords, deliveryStatusShown, deliveryErrorShown } from './words.js';
 
 const STATUSES = [['', 'Any'], ...['pending', 'delivered', 'failed', 'cancelled'].map((s) => [s, deliveryStatusWords(s)])];
 
 /**
- * The buyer's last answer in one cell (last_error in words, with the HTTP status it gave): one
- * column rather than two keeps a webhook row within a laptop's width.
+ * The buyer's last answer in one cell (last_error in words, as written their tooltip as on the
+ * lead's page, with the HTTP status it gave): one column rather than two keeps a webhook row within
+ * a laptop's width.
  */
 function lastAnswer(row) {
   // A no-break space: "HTTP" and its status stay on one line when the cell wraps.
   const http = (status) => `HTTP\u00a0${status}`;
   const status = row.last_status_code;
   if (!row.last_error) return status ? http(status) : '';
-  const words = deliveryErrorWords(row.last_error);
-  if (status) return `${words} (${http(status)})`;
-  return /^http_\dxx$/.test(row.last_error) ? `${words} (${http(row.last_error.slice(5))})` : words;
+  const words = deliveryErrorShown(row.last_error);
+  if (status) return [words, ` (${http(status)})`];
+  return /^http_\dxx$/.test(row.last_error) ? [words, ` (${http(row.last_error.slice(5))})`] : words;
 }
 
 /**

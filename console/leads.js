@@ -10,8 +10,9 @@ import { h, field, select, say, count, money, withCurrency, currencyOf, time, ba
 import { OUTCOME_CODES, REJECTION_CODES, codeWords, codeMeaning, codeShown, statusWords } from './words.js';
 
 const STATUSES = [['', 'Any'], ...['sold', 'unsold', 'rejected', 'received'].map((s) => [s, statusWords(s)])];
-// The code filter offers every outcome code, in words (words.js); the value sent is the code.
-const CODES = [['', 'Any'], ...Object.keys(OUTCOME_CODES).map((c) => [c, codeWords(c)])];
+// The code filter offers every outcome code, in words (words.js) with the code beside them, as the
+// API and the CSV write it (an option holds text only); the value sent is the code.
+const CODES = [['', 'Any'], ...Object.keys(OUTCOME_CODES).map((c) => [c, `${codeWords(c)} (${c})`])];
 
 /** The breakdowns' column headings: what a row counts by, then how many rejected leads (the table's name says rejected). */
 const headings = (by) => h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, by), h('th', { scope: 'col', class: 'num' }, 'Leads')));

@@ -86,7 +86,8 @@ describe('the console read by eye, keyboard and screen reader', function () {
     expect(await codeCell(leads.unsold!).innerText()).to.equal('Not sold UNSOLD');
     expect(await table.locator(`tr[data-lead="${leads.unsold}"] td`).nth(2).innerText()).to.equal('Not sold');
     expect(await page.locator('#rejections-by-code tr[data-code="DUPLICATE"] th').innerText()).to.match(/^Duplicate DUPLICATE\n/);
-    expect(await page.getByLabel('Code', { exact: true }).locator('option[value="SUPPRESSED"]').innerText()).to.equal('Do not contact');
+    // The code filter: each code's words with the code beside them (an option holds text only).
+    expect(await page.getByLabel('Code', { exact: true }).locator('option[value="SUPPRESSED"]').innerText()).to.equal('Do not contact (SUPPRESSED)');
     expect(await bareCodes(page)).to.deep.equal([]);
     await page.screenshot({ path: join(SHOTS, 'words-leads.png'), fullPage: true });
 
@@ -340,6 +341,9 @@ describe('the console read by eye, keyboard and screen reader', function () {
     await row.waitFor();
     expect(await row.locator('td').nth(3).innerText()).to.equal('Failed Send again');
     expect(await row.locator('td [data-code="failed"]').getAttribute('title')).to.equal('failed');
+    // Why the last attempt failed, in words, the error as written their tooltip as on the lead's page.
+    expect(await row.locator('td').nth(6).innerText()).to.equal('could not connect');
+    expect(await row.locator('td').nth(6).locator('[data-code="connection_error"]').getAttribute('title')).to.equal('connection_error');
     // The sold lead, returned before its buyer pulled it: its delivery cancelled, not left pending.
     expect(await page.locator(`#deliveries-table tr[data-lead="${leads.sold}"] td`).nth(3).innerText()).to.equal('Cancelled');
     const status = page.getByLabel('Status');
