@@ -30,10 +30,23 @@ function lastAnswer(row) {
 }
 
 /**
- * When the worker tries again: only for a row it has tried already. A pull buyer's pending row
- * also carries a next_attempt_at (its sale's time), but no worker sends it.
+ * When the worker tries again: only for a webhook row it has tried already. A pull buyer's pending
+ * row also carries a next_attempt_at (its sale's time), but no worker sends it, even one with
+ * webhook attempts from before its buyer switched to pull.
  */
-const nextAttempt = (row) => (row.status === 'pending' && row.attempts > 0 && row.next_attempt_at ? time(row.next_attempt_at) : '');
+const nextAttempt = (row) => (row.status === 'pending' && row.delivery_kind !== 'pull' && row.attempts > 0 && row.next_attempt_at ? time(row.next_attempt_at) : '');
+
+/**
+ * What a Send again re-opened, in words, from the service's answer rather than the row it was
+ * pressed on, which may be older: the consumer erased since (the notice is what is sent again),
+ * the buyer switched to pull since (the lead waits to be pulled, no worker sends it).
+ */
+function reopened(delivery) {
+  const lead = delivery.lead_id;
+  if (delivery.erased === true) return `The erasure notice of lead ${lead} is sent again: due ${time(delivery.notice_next_at)}. The lead itself is not: its personal data is erased.`;
+  if (delivery.delivery_kind === 'pull') return `Lead ${lead} is pending again, for its buyer to pull and acknowledge: no worker sends it.`;
+  return `Lead ${lead} is sent again: ${deliveryStatusWords(delivery.status).toLowerCase()}, due ${time(delivery.next_attempt_at)}.`;
+}
 
 const COLUMNS = [
   ['Lead', (r) => [h('a', { href: `#/leads/${r.lead_id}` }, r.lead_id), r.erased ? badge('erased') : null]],
@@ -95,8 +108,7 @@ export async function renderDeliveries(main, _params, current, me) {
       button.closest('tr').replaceWith(tr);
       cards(table);
       tr.querySelector('a').focus();
-      const due = notice ? `due ${time(answer.delivery.notice_next_at)}` : `${deliveryStatusWords(answer.delivery.status).toLowerCase()}, due ${time(answer.delivery.next_attempt_at)}`;
-      say(message, `${what} is sent again: ${due}.`);
+      say(message, reopened(answer.delivery));
     } catch (error) {
       say(message, `${what} was not sent again: ${explain(error)}`, 'error');
     }
