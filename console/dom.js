@@ -42,6 +42,22 @@ export function markField(control, text) {
   control.setAttribute('aria-describedby', id);
 }
 
+/**
+ * A control the browser checks itself (required, a pattern): one that does not pass says what it
+ * takes in words under it (markField) and takes the keyboard, rather than leave it to the browser's
+ * bubble, which cannot say what the format is and is gone once read. `words(validity)` gives them.
+ */
+export function sayInvalid(control, words) {
+  control.addEventListener('invalid', (event) => {
+    event.preventDefault();
+    markField(control, words(control.validity));
+    control.focus();
+  });
+  control.addEventListener('input', () => {
+    if (control.validity.valid) markField(control, '');
+  });
+}
+
 export function select(name, options, value) {
   return h('select', { name }, options.map(([v, text]) => h('option', { value: v, selected: v === value }, text)));
 }

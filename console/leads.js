@@ -6,7 +6,7 @@
 // report leaves them out, and so do both breakdowns.
 
 import { getAll, getJson, explain, ApiError } from './api.js';
-import { h, field, select, say, count, money, withCurrency, currencyOf, time, badge, onMore, cards, hideEmpty, outOfDate } from './dom.js';
+import { h, field, select, say, sayInvalid, count, money, withCurrency, currencyOf, time, badge, onMore, cards, hideEmpty, outOfDate } from './dom.js';
 import { OUTCOME_CODES, REJECTION_CODES, codeWords, codeMeaning, codeShown, statusWords } from './words.js';
 
 const STATUSES = [['', 'Any'], ...['sold', 'unsold', 'rejected', 'received'].map((s) => [s, statusWords(s)])];
@@ -23,6 +23,7 @@ const nextDay = (day) => utcDay(new Date(Date.parse(`${day}T00:00:00Z`) + 86_400
 /** The lead-id form: open any lead this key may see by its id. */
 export function openLeadForm(id = '') {
   const input = h('input', { type: 'text', name: 'lead_id', inputmode: 'numeric', pattern: '[1-9][0-9]{0,15}', required: true, value: id });
+  sayInvalid(input, (validity) => (validity.valueMissing ? 'Give a lead id.' : 'A lead id is a number, such as 1042.'));
   const form = h('form', { class: 'card filters', 'aria-label': 'Open a lead' }, field('Lead id', input), h('button', { type: 'submit' }, 'Open'));
   form.addEventListener('submit', (event) => {
     event.preventDefault();
@@ -90,7 +91,8 @@ const LEAD_COLUMNS = [
   ['Source', (r) => r.sid ?? '', 'name source'],
   ['Buyer or bucket', (r) => r.buyer ?? r.bucket ?? '', 'name'],
   ['Revenue', (r) => r.revenue, 'num money'],
-  ['Failing fields', (r) => (r.errors ?? []).map((e) => e.field).join(', ')],
+  // A lead may fail on many fields: the list wraps at its commas rather than run out of the table's box.
+  ['Failing fields', (r) => (r.errors ?? []).map((e) => e.field).join(', '), 'words'],
 ];
 
 export async function renderLeads(main, _params, current, me) {
@@ -100,6 +102,7 @@ export async function renderLeads(main, _params, current, me) {
   const status = select('status', STATUSES, '');
   const code = select('code', CODES, '');
   const sid = h('input', { type: 'text', name: 'sid', pattern: '[A-Za-z0-9._\\-]{1,64}', autocomplete: 'off' });
+  sayInvalid(sid, () => 'A source (sid) is 1 to 64 letters, digits, dots, underscores or hyphens, with no space.');
   const message = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite', id: 'leads-message' });
   const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More');
   const form = h(

@@ -11,7 +11,7 @@
 // is put in the address (#/personal-data/erasures/{id}).
 
 import { getJson, postJson, explain, latest, ApiError } from './api.js';
-import { h, field, time, things, cards, onMore, oneAtATime, say } from './dom.js';
+import { h, field, time, things, cards, onMore, oneAtATime, say, sayInvalid } from './dom.js';
 import { codeShown, statusWords } from './words.js';
 
 const LABELS = { email: 'E-mail', mobile: 'Mobile', suppress: 'Suppress later leads' };
@@ -322,6 +322,7 @@ function erasuresSection(current) {
 
 function lookupSection(id) {
   const input = h('input', { type: 'text', name: 'erasure_id', class: 'id', pattern: '[0-9a-f]{32}', required: true, autocomplete: 'off', spellcheck: 'false', value: id ?? '' });
+  sayInvalid(input, (validity) => (validity.valueMissing ? 'Give an erasure id.' : 'An erasure id is 32 characters of 0 to 9 and a to f (lower case), as the erasure answered it.'));
   const answer = h('div', { id: 'erasure-found', role: 'status', 'aria-live': 'polite' });
   const form = h(
     'form',

@@ -3,13 +3,16 @@ import { join } from 'node:path';
 import { type Browser, type Page, type Route } from 'playwright-core';
 import { launchChromium, signedInPage, skipWithoutChromium } from '../support/chromium.js';
 import { TestService, leadWith, validLead } from '../support/service.js';
+import { until } from '../support/until.js';
 
 // The console's lists as they meet what the service may do to them: a source or a buyer named as
 // long as the service takes one (and, among a consumer's leads, a long e-mail) wraps in its cell
 // rather than widen its table; a Show that gets no answer, or a 429 or 5xx, keeps the rows shown
 // and marks them out of date (a first load that fails shows no headings over nothing); the leads
 // of a range longer than a report takes are listed while "By code" says it cannot be shown for it;
-// and a form whose only field is a list submits with Enter. Screenshots go to SHOTS.
+// a form whose only field is a list submits with Enter; a lead failing on every field keeps its failing
+// fields within the table's box; and a source or lead id the form cannot take is said in words
+// next to its field. Screenshots go to SHOTS.
 
 const SHOTS = 'test-results/console';
 /** A sid and a buyer id as long as the service takes them, with no space to break at. */
@@ -293,5 +296,75 @@ describe("the console's lists: long names, a Show that fails, a long range, Ente
     await buyer.keyboard.press('Enter');
     await buyer.locator('#return-answer', { hasText: /^Returned \(bad phone\)/i }).waitFor({ timeout: 5000 });
     await buyer.context().close();
+  });
+  it("leads: a lead failing on every field keeps its failing fields within the table's box at a laptop's widths", async function () {
+    // A supplier of its own: the other tests' counts of every lead stay as they are.
+    const key = await svc!.key('supplier', 'sup-many-fields');
+    const sevenFields = { first_name: '-', last_name: '-', email: 'nope', mobile: '12', zip: '1', accident_state: 'XX', certificate_url: 'http://example.com/x', sid: 'fb-ads' };
+    const posted = await svc!.post(sevenFields, { 'x-api-key': key });
+    expect(posted.body.code, posted.text).to.equal('INVALID');
+    expect((posted.body.errors as unknown[]).length).to.be.at.least(6);
+    await svc!.service.projections.waitFor(await svc!.service.store.headPosition());
+    const page = await signedIn(key, '#/leads');
+    const found: Record<string, unknown> = {};
+    const wanted: Record<string, unknown> = {};
+    for (const [width, height] of [[1280, 800], [1366, 768]] as const) {
+      await page.setViewportSize({ width, height });
+      await page.locator(`#leads-table tr[data-lead="${posted.body.lead_id as number}"]`).waitFor();
+      found[width] = await page.locator('#leads-table').evaluate((table) => {
+        const box = table.closest('.table-wrap')!.getBoundingClientRect();
+        const outside = [...table.querySelectorAll('th, td')].filter((cell) => cell.getBoundingClientRect().right > box.right + 0.5).map((cell) => cell.textContent);
+        return { fits: table.getBoundingClientRect().width <= box.width + 0.5, outside };
+      });
+      wanted[width] = { fits: true, outside: [] };
+      await page.screenshot({ path: join(SHOTS, `lists-failing-fields-${width}.png`), fullPage: true });
+    }
+    expect(found).to.deep.equal(wanted);
+    await page.context().close();
+  });
+
+  it('a source (sid), lead id or erasure id the form cannot take is said in words next to its field, which takes the keyboard; nothing is asked', async function () {
+    const page = await signedIn(keys.analyst!, '#/leads');
+    const message = page.locator('#leads-message');
+    await message.filter({ hasText: /^\d+ leads shown\.$/ }).waitFor();
+    /** The words a control is described by (its note under it), and whether it is marked and focused. */
+    const note = (label: string) =>
+      page.getByLabel(label, { exact: true }).evaluate((input) => ({
+        words: input.ownerDocument.getElementById(input.getAttribute('aria-describedby') ?? '')?.textContent ?? null,
+        invalid: input.getAttribute('aria-invalid'),
+        focused: input.ownerDocument.activeElement === input,
+      }));
+    const asked: string[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes('/functions/leads')) asked.push(request.url());
+    });
+    await page.getByLabel('Source (sid)', { exact: true }).fill('google ads');
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await until('the note under Source (sid)', async () => (await note('Source (sid)')).words !== null);
+    expect(await note('Source (sid)')).to.deep.equal({ words: 'A source (sid) is 1 to 64 letters, digits, dots, underscores or hyphens, with no space.', invalid: 'true', focused: true });
+    // Put right, the note goes, and the list is asked for that source.
+    await page.getByLabel('Source (sid)', { exact: true }).fill('google');
+    expect(await note('Source (sid)')).to.deep.equal({ words: null, invalid: null, focused: true });
+
+    const address = page.url();
+    await page.getByLabel('Lead id', { exact: true }).fill('L-1042');
+    await page.getByRole('button', { name: 'Open', exact: true }).click();
+    await until('the note under Lead id', async () => (await note('Lead id')).words !== null);
+    expect(await note('Lead id')).to.deep.equal({ words: 'A lead id is a number, such as 1042.', invalid: 'true', focused: true });
+    expect(page.url()).to.equal(address);
+    expect(asked, 'nothing asked for either').to.deep.equal([]);
+    await page.screenshot({ path: join(SHOTS, 'lists-bad-sid-lead-id.png'), fullPage: true });
+    await page.context().close();
+
+    // An erasure id pasted in upper case: said the same way next to its field.
+    const admin = await signedIn(keys.admin!, '#/personal-data');
+    const erasureId = admin.getByLabel('Erasure id', { exact: true });
+    await erasureId.fill('0123456789ABCDEF0123456789ABCDEF');
+    await admin.getByRole('button', { name: 'Look up', exact: true }).click();
+    const erasureNote = () => erasureId.evaluate((input) => ({ words: input.ownerDocument.getElementById(input.getAttribute('aria-describedby') ?? '')?.textContent ?? null, focused: input.ownerDocument.activeElement === input }));
+    await until('the note under Erasure id', async () => (await erasureNote()).words !== null);
+    expect(await erasureNote()).to.deep.equal({ words: 'An erasure id is 32 characters of 0 to 9 and a to f (lower case), as the erasure answered it.', focused: true });
+    expect(new URL(admin.url()).hash).to.equal('#/personal-data');
+    await admin.context().close();
   });
 });
