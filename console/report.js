@@ -6,7 +6,7 @@
 // money headed with the currency the report names.
 
 import { getAll, getCsv, getJson, explain, latest, ApiError } from './api.js';
-import { h, field, select, say, markField, count, money, rate, withCurrency, cards, oneAtATime } from './dom.js';
+import { h, field, select, say, markField, count, money, rate, withCurrency, cards, oneAtATime, outOfDate } from './dom.js';
 import { codeTitled } from './words.js';
 
 const DIMENSIONS = [['sid', 'Source (sid)'], ['s1', 'Click id (s1)'], ['state', 'State'], ['buyer', 'Buyer'], ['supplier', 'Supplier']];
@@ -94,6 +94,8 @@ function showable(grouping) {
 let charts = [];
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
+/** A day of the calendar (not 2026-02-30, which a date field cannot hold): the form can show it. */
+const calendarDay = (v) => DAY.test(v) && !Number.isNaN(Date.parse(`${v}T00:00:00Z`)) && new Date(`${v}T00:00:00Z`).toISOString().slice(0, 10) === v;
 
 /**
  * The report's query from the hash (#/report?from=…), each value kept only if the form can show it;
@@ -113,8 +115,8 @@ function asked(search, zone) {
     return fallback;
   };
   return {
-    from: take('from', (v) => DAY.test(v), localDay(zone, new Date(Date.now() - 6 * 86_400_000))),
-    to: take('to', (v) => DAY.test(v), localDay(zone)),
+    from: take('from', calendarDay, localDay(zone, new Date(Date.now() - 6 * 86_400_000))),
+    to: take('to', calendarDay, localDay(zone)),
     tz: take('tz', knownZone, zone),
     group_by: take('group_by', showable, DEFAULT_GROUPING),
     columns: take('columns', (v) => COLUMN_SETS.some(([set]) => set === v), DEFAULT_COLUMNS),
@@ -177,18 +179,18 @@ export async function renderReport(main, [search], current) {
   const dailyBox = h('div', { class: 'chart', id: 'chart-daily' }, daily);
   const barsBox = h('div', { class: 'chart', id: 'chart-groups' }, barsCanvas);
   const dailyNumbers = h('div', { id: 'chart-daily-numbers' });
+  // What a report shown is drawn in: marked out of date together when a newer one does not come.
+  const results = [];
   const barsNumbers = h('div', { id: 'chart-groups-numbers' });
   // Named by the grouping asked for from the start: a first report that fails leaves it standing.
   const barsTitle = h('h2', {}, `By ${nameOf(firstDimension).toLowerCase()}`);
   // Its own scroller, both ways (console.css): a keyboard reaches it with Tab and scrolls it with the arrows.
   const tableBox = h('div', { class: 'table-wrap rows', id: 'report-rows', role: 'region', tabindex: '0', 'aria-labelledby': 'table-title' });
-  main.append(
-    h('h1', {}, 'Report'),
-    form,
-    status,
+  results.push(
     h('div', { class: 'charts results' }, h('section', { class: 'card' }, h('h2', {}, 'By day'), dailyBox, dailyNumbers), h('section', { class: 'card' }, barsTitle, barsBox, barsNumbers)),
     h('section', { class: 'card results' }, h('h2', { id: 'table-title' }, 'Rows'), tableBox),
   );
+  main.append(h('h1', {}, 'Report'), form, status, ...results);
 
   const query = () => ({
     from: from.value,
@@ -251,10 +253,13 @@ export async function renderReport(main, [search], current) {
     dailyNumbers.replaceChildren(...chartNumbers(charts[0], 'chart-daily-numbers-note', 'Day'));
     barsNumbers.replaceChildren(...chartNumbers(charts[1], 'chart-groups-numbers-note', nameOf(dimension)));
     barsTitle.textContent = `By ${nameOf(dimension).toLowerCase()}${barsCut ? ` (top ${BAR_LIMIT} by received of the first ${count(bars.length)})` : bars.length > BAR_LIMIT ? ` (top ${BAR_LIMIT} by received)` : ''}`;
-    shown = { asked: { ...asked, columns: chosen }, rows: groups.items, totals: sums, cut: groups.truncated, barsCut, currency };
-    drawTable();
-    if (!performance.getEntriesByName('leadpost:first-chart').length) performance.mark('leadpost:first-chart');
     const range = `${days.head.from} to ${days.head.to} in ${days.head.tz}`;
+    // Named in words too, for a later Show that does not come to say which report is still shown.
+    const named = `${range}, by ${asked.group_by.split(',').map((d) => nameOf(d).toLowerCase()).join(' then ')}`;
+    shown = { asked: { ...asked, columns: chosen }, rows: groups.items, totals: sums, cut: groups.truncated, barsCut, currency, named };
+    drawTable();
+    for (const part of results) outOfDate(part, false);
+    if (!performance.getEntriesByName('leadpost:first-chart').length) performance.mark('leadpost:first-chart');
     say(
       status,
       groups.items.length === 0
@@ -264,8 +269,15 @@ export async function renderReport(main, [search], current) {
     return true;
   }
 
-  /** A refused report: each field the service names, in words next to it; anything else in the status line. */
-  function refused(error) {
+  /** What the charts and rows below are now, for a report that was not shown: the last one, or none yet. */
+  const stillShown = () => (shown ? `The charts and rows below are still those of the last report shown (${shown.named})` : 'No report is shown yet');
+
+  /**
+   * A refused report: each field the service names, in words next to it; anything else in the
+   * status line. A Show not answered for now (no answer, 429, 5xx) leaves the last report shown,
+   * marked out of date, and says which report it is; a refused download leaves it as it is.
+   */
+  function refused(error, download = false) {
     clearMarks();
     const errors = error instanceof ApiError && error.status === 422 ? (error.body.errors ?? []) : [];
     const unplaced = [];
@@ -274,8 +286,12 @@ export async function renderReport(main, [search], current) {
       if (words && controls[e.field]) markField(controls[e.field], words);
       else unplaced.push(e.message);
     }
-    if (errors.length === 0) say(status, explain(error), 'error');
-    else say(status, `This report cannot be shown${unplaced.length ? `: ${unplaced.join('; ')}` : ': see the fields marked'}. The charts below are still the last report shown.`, 'error');
+    if (errors.length > 0) say(status, `This report cannot be shown${unplaced.length ? `: ${unplaced.join('; ')}` : ': see the fields marked'}. ${stillShown()}.`, 'error');
+    else if (download) say(status, explain(error), 'error');
+    else {
+      say(status, `${explain(error)} ${stillShown()}${shown ? ', out of date' : ''}.`, 'error');
+      if (shown) for (const part of results) outOfDate(part, true);
+    }
     // The first field marked takes the keyboard, where the words about it are read.
     Object.values(controls).find((control) => control.getAttribute('aria-invalid') === 'true')?.focus();
   }
@@ -310,22 +326,21 @@ export async function renderReport(main, [search], current) {
       link.remove();
       setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
     } catch (error) {
-      refused(error);
+      refused(error, true);
     }
   }));
   // The address names this report already, unless it asked for something the form could not show.
   const wasShown = await show(first, initial, firstSignal, replaced.length > 0);
-  // Values of the address the form could not show were replaced: said so next to their fields.
-  if (wasShown) {
-    const words = {
-      from: (v) => `The address asked for From “${v}”, which is not a date: showing ${from.value}.`,
-      to: (v) => `The address asked for To “${v}”, which is not a date: showing ${to.value}.`,
-      tz: (v) => `The address asked for time zone “${v}”, which is not one: showing ${tz.value}.`,
-      group_by: (v, why) => `The address asked to group by “${v}”, ${why}: showing ${nameOf(groupBy.value)}.`,
-      columns: (v) => `The address asked for columns “${v}”, which the table has not: showing ${COLUMN_SETS.find(([set]) => set === columns.value)[1]}.`,
-    };
-    for (const [name, value, why] of replaced) markField(controls[name], words[name](value, why));
-  }
+  // Values of the address the form could not show were replaced: said so next to their fields,
+  // unless the service refused the report for a field, whose words then say what is wrong now.
+  const replacedWords = {
+    from: (v) => `The address asked for From “${v}”, which is not a date: showing ${from.value}.`,
+    to: (v) => `The address asked for To “${v}”, which is not a date: showing ${to.value}.`,
+    tz: (v) => `The address asked for time zone “${v}”, which is not one: showing ${tz.value}.`,
+    group_by: (v, why) => `The address asked to group by “${v}”, ${why}: showing ${nameOf(groupBy.value)}.`,
+    columns: (v) => `The address asked for columns “${v}”, which the table has not: showing ${COLUMN_SETS.find(([set]) => set === columns.value)[1]}.`,
+  };
+  for (const [name, value, why] of replaced) if (wasShown || controls[name].getAttribute('aria-invalid') !== 'true') markField(controls[name], replacedWords[name](value, why));
 }
 
 /**

@@ -10,7 +10,8 @@ import { until } from '../support/until.js';
 // rather than widen its table; a Show that gets no answer, or a 429 or 5xx, keeps the rows shown
 // and marks them out of date (a first load that fails shows no headings over nothing); the leads
 // of a range longer than a report takes are listed while "By code" says it cannot be shown for it;
-// a form whose only field is a list submits with Enter; a lead failing on every field keeps its failing
+// a form whose only field is a list submits with Enter; a report whose Show is not answered keeps
+// the last one, marked out of date and named; a lead failing on every field keeps its failing
 // fields within the table's box; and a source or lead id the form cannot take is said in words
 // next to its field. Screenshots go to SHOTS.
 
@@ -297,6 +298,35 @@ describe("the console's lists: long names, a Show that fails, a long range, Ente
     await buyer.locator('#return-answer', { hasText: /^Returned \(bad phone\)/i }).waitFor({ timeout: 5000 });
     await buyer.context().close();
   });
+  it('report: a Show not answered for now (429, 503) keeps the last report, marked out of date and named in the status line; the next answer clears the marks', async function () {
+    const page = await signedIn(keys.analyst!, `#/report?from=${day(-6)}&to=${day(0)}&tz=UTC&group_by=sid`);
+    const status = page.locator('#report-status');
+    await status.filter({ hasText: / rows, / }).waitFor();
+    const named = `The charts and rows below are still those of the last report shown (${day(-6)} to ${day(0)} in UTC, by source (sid)), out of date.`;
+    const rowsBefore = await page.locator('#report-rows').innerText();
+    expect(await marked(page, '#chart-daily')).to.equal('current');
+    for (const [what, handler, words] of [
+      ['429', answering(429), 'Too many requests from this key: wait 1 second and try again.'],
+      ['503', answering(503), 'The service could not answer (HTTP 503). Try again shortly.'],
+    ] as const) {
+      await page.route(/\/functions\/reports\/summary\?/, handler);
+      await page.getByLabel('Group by').selectOption('state');
+      await page.getByRole('button', { name: 'Show', exact: true }).click();
+      await status.filter({ hasText: words }).waitFor();
+      expect(await status.innerText(), what).to.equal(`${words} ${named}`);
+      expect(await page.evaluate("getComputedStyle(document.getElementById('report-status')).color"), what).to.equal(ERROR_COLOUR);
+      for (const part of ['#chart-daily', '#chart-groups', '#report-rows']) expect(await marked(page, part), `${what}: ${part}`).to.equal('out of date');
+      expect(await page.locator('#report-rows').innerText(), what).to.equal(rowsBefore);
+      if (what === '429') await page.screenshot({ path: join(SHOTS, 'lists-report-kept.png'), fullPage: true });
+      await page.unroute(/\/functions\/reports\/summary\?/, handler);
+    }
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await status.filter({ hasText: / rows, / }).waitFor();
+    for (const part of ['#chart-daily', '#chart-groups', '#report-rows']) expect(await marked(page, part), part).to.equal('current');
+    expect(new URL(page.url()).hash).to.contain('group_by=state');
+    await page.context().close();
+  });
+
   it("leads: a lead failing on every field keeps its failing fields within the table's box at a laptop's widths", async function () {
     // A supplier of its own: the other tests' counts of every lead stay as they are.
     const key = await svc!.key('supplier', 'sup-many-fields');

@@ -172,6 +172,30 @@ describe('the report table on a laptop', function () {
     await context.close();
   });
 
+  it('opened from an address the service refuses claims no last report; a day no calendar has is replaced by the default, said so next to From', async function () {
+    const { context, page } = await signedIn();
+    const origin = `https://127.0.0.1:${svc!.port}`;
+    const status = page.locator('#report-status');
+    await page.goto(`${origin}/console#/report?from=2026-11-20&to=2026-11-10&tz=UTC&group_by=sid`);
+    await status.filter({ hasText: 'This report cannot be shown' }).waitFor();
+    // No report was shown on this page: nothing below is "the last report".
+    expect(await status.innerText()).to.equal('This report cannot be shown: see the fields marked. No report is shown yet.');
+    await page.screenshot({ path: join(SHOTS, 'report-refused-address.png'), fullPage: true });
+    await context.close();
+
+    const again = await signedIn();
+    const today = new Date().toISOString().slice(0, 10);
+    await again.page.goto(`${origin}/console#/report?from=2026-02-30&to=${today}&tz=UTC&group_by=sid`);
+    await again.page.locator('#report-totals').waitFor();
+    const from = again.page.getByLabel('From', { exact: true });
+    const shownFrom = await from.inputValue();
+    expect(shownFrom).to.match(/^\d{4}-\d\d-\d\d$/);
+    const note = await from.evaluate((input) => input.ownerDocument.getElementById(input.getAttribute('aria-describedby') ?? '')?.textContent ?? null);
+    expect(note).to.equal(`The address asked for From “2026-02-30”, which is not a date: showing ${shownFrom}.`);
+    expect(new URL(again.page.url()).hash).to.contain(`from=${shownFrom}&`);
+    await again.context.close();
+  });
+
   it("the totals' rates and average are the totals' own; a rate with nothing to divide says so rather than 0", async function () {
     const { context, page } = await signedIn();
     await reportBy(page, 'buyer');
