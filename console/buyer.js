@@ -27,7 +27,7 @@ export async function renderPulls(main, _params, current, me) {
       h(
         'tr',
         {},
-        [['Lead'], ['Sold', 'time'], ['Name'], ['E-mail'], ['Mobile'], ['ZIP'], ['State']].map(([t, cls]) => h('th', { scope: 'col', class: cls }, t)),
+        [['Lead'], ['Sold', 'time'], ['Name', 'name'], ['E-mail', 'name'], ['Mobile'], ['ZIP'], ['State']].map(([t, cls]) => h('th', { scope: 'col', class: cls }, t)),
         // The buttons' column is named too, for a screen reader: out of sight, over its buttons.
         h('th', { scope: 'col', class: 'action' }, h('span', { class: 'unseen' }, 'Acknowledge')),
       ),
@@ -46,19 +46,28 @@ export async function renderPulls(main, _params, current, me) {
     hideEmpty(table);
     say(message, body.children.length === 0 ? 'No pending pulls: no lead sold to you is waiting to be taken.' : `${things(body.children.length, 'pending pull')} shown.`);
   };
+  /**
+   * Takes a pull off the list. The focused button goes with its row: the keyboard moves on to the
+   * next pull's button (or the one before, or the page), not back to the top of the document.
+   */
+  function drop(button) {
+    const tr = button.closest('tr');
+    const next = (tr.nextElementSibling ?? tr.previousElementSibling)?.querySelector('button') ?? button.closest('main');
+    tr.remove();
+    next.focus();
+    status();
+  }
   async function acknowledge(row, button) {
     try {
       const answer = await postJson(`/functions/deliveries/${row.lead_id}/ack`);
-      // The focused button goes with its row: the keyboard moves on to the next pull's button (or
-      // the one before, or the page), not back to the top of the document.
-      const tr = button.closest('tr');
-      const next = (tr.nextElementSibling ?? tr.previousElementSibling)?.querySelector('button') ?? button.closest('main');
-      tr.remove();
-      next.focus();
-      status();
+      drop(button);
       say(message, `Lead ${row.lead_id} acknowledged: delivered ${time(answer.delivery.delivered_at)}. ${message.textContent}`);
     } catch (error) {
-      say(message, `Lead ${row.lead_id} was not acknowledged: ${explain(error)}`, 'error');
+      // Cancelled since the list was drawn (its consumer erased, the lead returned): no longer a
+      // pull to take, and its personal data is to be dropped, so its row goes too.
+      const cancelled = error instanceof ApiError && error.body?.code === 'DELIVERY_CANCELLED';
+      if (cancelled) drop(button);
+      say(message, `Lead ${row.lead_id} was not acknowledged: ${explain(error)}${cancelled ? ` ${message.textContent}` : ''}`, 'error');
     }
   }
 
@@ -78,8 +87,9 @@ export async function renderPulls(main, _params, current, me) {
         { 'data-lead': row.lead_id },
         h('td', {}, h('a', { href: `#/leads/${row.lead_id}` }, row.lead_id)),
         h('td', { class: 'time' }, time(row.created_at)),
-        h('td', {}, [lead.first_name, lead.last_name].filter(Boolean).join(' ')),
-        h('td', {}, lead.email ?? ''),
+        // A name or an e-mail as long as some are wraps in its cell rather than push the button out of sight.
+        h('td', { class: 'name' }, [lead.first_name, lead.last_name].filter(Boolean).join(' ')),
+        h('td', { class: 'name' }, lead.email ?? ''),
         h('td', {}, lead.mobile ?? ''),
         h('td', {}, lead.zip ?? ''),
         h('td', {}, lead.accident_state ?? ''),
@@ -103,12 +113,12 @@ const BOUGHT_COLUMNS = [
   ['Lead', leadCell],
   ['Received', (r) => time(r.received_at), 'time'],
   // An erased lead keeps no name: said so, rather than an empty cell.
-  ['Name', (r) => (r.personal_data_erased || r.lead?.erased ? h('span', { class: 'muted' }, 'Personal data erased') : [r.lead?.first_name, r.lead?.last_name].filter(Boolean).join(' '))],
+  ['Name', (r) => (r.personal_data_erased || r.lead?.erased ? h('span', { class: 'muted' }, 'Personal data erased') : [r.lead?.first_name, r.lead?.last_name].filter(Boolean).join(' ')), 'name'],
   ['State', (r) => r.lead?.accident_state ?? ''],
   ['Price', (r) => r.revenue, 'num money'],
   // A test lead is never delivered (nor returned): its view's "pending" would wait for ever.
   ['Delivery', (r) => (r.test ? 'none (test lead)' : r.delivery ? deliveryStatusShown(r.delivery.status) : '')],
-  ['Feedback', (r) => (r.feedback ?? []).map((f, i) => [i ? ', ' : '', feedbackShown(f)])],
+  ['Feedback', (r) => (r.feedback ?? []).map((f, i) => [i ? ', ' : '', feedbackShown(f)]), 'words'],
 ];
 
 export async function renderBought(main, _params, current) {
@@ -170,7 +180,8 @@ export function returnForm(lead, me) {
   const reasons = me.buyer?.return_reasons ?? [];
   const reason = select('reason', [['', 'Choose a reason…'], ...reasons.map((r) => [r, reasonWords(r)])], '');
   reason.required = true;
-  const answer = h('p', { role: 'alert', id: 'return-answer', class: 'wide' });
+  // Focusable from script only: the keyboard is left on it once the form is done (below).
+  const answer = h('p', { role: 'alert', id: 'return-answer', class: 'wide', tabindex: '-1' });
   const submit = h('button', { type: 'submit' }, 'Return');
   const form = h(
     'form',
@@ -196,6 +207,8 @@ export function returnForm(lead, me) {
       // only refuse as already returned.
       reason.disabled = true;
       submit.disabled = true;
+      // The disabled control loses the keyboard: it goes to the answer, not back to the top of the document.
+      answer.focus();
     } catch (error) {
       answer.className = 'wide error';
       answer.textContent = refusal(error, me);

@@ -52,12 +52,16 @@ export async function renderLead(main, [raw], current, me) {
   const soldAt = events.find((e) => e.type === 'LeadSold')?.data.sold_at;
   const windowDays = me.buyer?.return_window_days;
   const closed = mine && !lead.test && !returned && soldAt && typeof windowDays === 'number' && Date.now() - Date.parse(soldAt) > windowDays * 86_400_000;
+  // A buyer the routing file no longer names has no return reasons or window: the service refuses
+  // its returns, so the page says so rather than offer a form with no reason to choose.
+  const unrouted = mine && !lead.test && !returned && !me.buyer;
   // Only the sections this key has: main.append would write a null as the text "null".
   const sections = [
     h('section', { class: 'card results', 'aria-label': 'Outcome' }, summary(lead)),
     lead.lead ? consumer(lead) : null,
-    mine && !lead.test && !returned && !closed ? returnForm(lead, me) : null,
+    mine && !lead.test && !returned && !closed && !unrouted ? returnForm(lead, me) : null,
     returned ? returnedNote(returned) : null,
+    unrouted ? unroutedNote(me.name) : null,
     closed ? windowClosedNote(soldAt, windowDays) : null,
     mine && lead.test ? testLeadNote() : null,
     h('section', { class: 'card results' }, h('h2', {}, 'Timeline'), timeline([...(pingEvents ?? []).map((e) => ({ ...e, ping: true })), ...events], lead.currency)),
@@ -84,6 +88,16 @@ function windowClosedNote(soldAt, days) {
     { class: 'card', id: 'window-closed-note', 'aria-labelledby': 'window-closed-title' },
     h('h2', { id: 'window-closed-title' }, 'Past the return window'),
     h('p', {}, `This lead was sold to you on ${time(soldAt)}: your return window is ${days} day${days === 1 ? '' : 's'} after the sale, so it can no longer be returned.`),
+  );
+}
+
+/** Why a buyer is offered no return while the routing file does not name it: it has no reasons or window to return by. */
+function unroutedNote(name) {
+  return h(
+    'section',
+    { class: 'card', id: 'returns-unavailable-note', 'aria-labelledby': 'returns-unavailable-title' },
+    h('h2', { id: 'returns-unavailable-title' }, 'Returns not possible now'),
+    h('p', {}, `The routing in force no longer names ${name} as a buyer: your return reasons and window went with it, so the service takes no return from you for now.`),
   );
 }
 
