@@ -9,7 +9,8 @@ import { TestService, leadWith, validLead } from '../support/service.js';
 // the list is open (its consumer erased) leaves the list when Acknowledge is refused for it; a
 // Return keeps the keyboard on the page; a consumer's long name and e-mail wrap rather than push
 // the Acknowledge button out of a laptop's window; and a buyer the routing file no longer names is
-// told that returns are not possible now rather than offered a form with no reason to choose.
+// told that returns are not possible now rather than offered a form with no reason to choose, and
+// pulls the leads it was sold, which wait for it as a pull buyer's do.
 // Screenshots go to SHOTS.
 
 const SHOTS = 'test-results/console';
@@ -120,7 +121,7 @@ describe("a pull buyer's pages as the service changes under them", function () {
     expect(found).to.deep.equal(wanted);
   });
 
-  it('a buyer the routing file no longer names: its lead page says returns are not possible now, and offers no form', async function () {
+  it('a buyer the routing file no longer names: its lead page says returns are not possible now, and offers no form; its Pulls page takes the lead', async function () {
     const leadId = await sold(validLead({ accident_state: 'OH', zip: '43004' }));
     writeFileSync(join(svc!.dataDir, 'routing.json'), JSON.stringify(routing(false)));
     expect((await svc!.service.reload()).routing).to.include({ changed: true });
@@ -133,6 +134,16 @@ describe("a pull buyer's pages as the service changes under them", function () {
     expect(await note.innerText()).to.match(/^Returns not possible now\n+/).and.contain(`The routing in force no longer names ${GONE} as a buyer: your return reasons and window went with it, so the service takes no return from you for now.`);
     expect(await page.locator('#return-form').count()).to.equal(0);
     await page.screenshot({ path: join(SHOTS, 'pulls-unrouted-buyer-lead.png'), fullPage: true });
+
+    // Its leads wait to be pulled, as the API lists and acknowledges them: it has its Pulls page, not a webhook buyer's note.
+    expect(await page.locator('#nav a:visible').allInnerTexts()).to.include('Pulls');
+    await page.getByRole('link', { name: 'Pulls' }).click();
+    const row = page.locator(`#pulls-table tr[data-lead="${leadId}"]`);
+    await row.getByRole('button', { name: `Acknowledge lead ${leadId}` }).click();
+    await row.waitFor({ state: 'detached' });
+    await svc!.service.projections.waitFor(await svc!.service.store.headPosition());
+    const delivered = await svc!.request('GET', '/functions/deliveries?status=delivered', { 'x-api-key': keys.gone! });
+    expect((delivered.body.items as Array<{ lead_id: number }>).map((item) => item.lead_id)).to.deep.equal([leadId]);
     await page.context().close();
   });
 });
