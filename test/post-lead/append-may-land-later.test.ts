@@ -100,20 +100,27 @@ describe('post-lead: a lead whose append the store may still write', function ()
     expect(codeOf(again), again.text).to.deep.equal([201, 'SOLD']);
   });
 
-  it("a cap's append left unanswered leaves no lead: the claims go back and the key is free, nothing was recorded", async function () {
-    const body = JSON.stringify(validLead({ accident_state: 'TX', zip: '75001' }));
-    streams = /^cap-/;
-    next = 'unanswered';
-    try {
-      const first = await svc.post(body, { 'x-api-key': key, 'idempotency-key': 'cap-cut' });
-      expect(first.status, first.text).to.equal(503);
-      expect(first.body.message).to.include('nothing was recorded');
-    } finally {
-      streams = /^lead-\d+$/;
-      held = null;
-    }
-    const again = await svc.post(body, { 'x-api-key': key, 'idempotency-key': 'cap-cut' });
-    expect([...codeOf(again), again.body.revenue], again.text).to.deep.equal([201, 'SOLD', 90]);
-    expect(again.headers['idempotency-replayed']).to.equal(undefined);
-  });
+  for (const [what, appends] of [
+    ["a cap's", /^cap-/],
+    ["a contact claim's", /^contact-/],
+    ["the Idempotency-Key claim's", /^idempotency-/],
+  ] as const) {
+    it(`${what} append left unanswered leaves no lead: the claims go back and the key is free, nothing was recorded`, async function () {
+      const body = JSON.stringify(validLead({ accident_state: 'TX', zip: '75001' }));
+      const idempotencyKey = `cut-${appends.source}`;
+      streams = appends;
+      next = 'unanswered';
+      try {
+        const first = await svc.post(body, { 'x-api-key': key, 'idempotency-key': idempotencyKey });
+        expect(first.status, first.text).to.equal(503);
+        expect(first.body.message).to.include('nothing was recorded');
+      } finally {
+        streams = /^lead-\d+$/;
+        held = null;
+      }
+      const again = await svc.post(body, { 'x-api-key': key, 'idempotency-key': idempotencyKey });
+      expect([...codeOf(again), again.body.revenue], again.text).to.deep.equal([201, 'SOLD', 90]);
+      expect(again.headers['idempotency-replayed']).to.equal(undefined);
+    });
+  }
 });

@@ -72,7 +72,9 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     // The lead's id is reserved before the claim, which records it: a retry that finds the claim
     // stale looks for that lead (a refused retry leaves a gap in the ids, as a crash does).
     const leadId = await deps.leadIds.nextId();
-    const claim = await deps.idempotency.claim(request.principal.name, key, request.rawBody, { leadId, recover: recoveredAnswer });
+    const claim = await deps.idempotency.claim(request.principal.name, key, request.rawBody, { leadId, recover: recoveredAnswer }).catch((error: unknown) => {
+      throw settled(error);
+    });
     if (claim.kind === 'replay') return { kind: 'recorded', outcome: claim.answer.outcome, traceId: claim.answer.traceId, replayed: true };
     if (claim.kind === 'in_flight') return { kind: 'idempotency_conflict', reason: 'in_flight', retryAfterSeconds: Math.max(1, Math.ceil(claim.retryAfterMs / 1000)) };
     if (claim.kind !== 'claimed') return conflict(claim.kind);
@@ -93,7 +95,21 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     return recorded(outcome, request.traceId);
   }
 
+  /**
+   * The lead decided and recorded. Of the appends a post makes, only the lead's own can leave a
+   * lead that lands later: a failure of any other that may still land is, for the supplier, one
+   * where nothing was recorded (see settled).
+   */
   async function decideLead(request: PostLeadRequest, leadId: number): Promise<LeadOutcome> {
+    const appending = { started: false };
+    try {
+      return await decideAndRecord(request, leadId, appending);
+    } catch (error) {
+      throw appending.started ? error : settled(error);
+    }
+  }
+
+  async function decideAndRecord(request: PostLeadRequest, leadId: number, appending: { started: boolean }): Promise<LeadOutcome> {
     // One clock and one routing file for the whole lead, even if the file is reloaded meanwhile.
     const now = deps.now();
     const routing = deps.routing();
@@ -106,10 +122,8 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     const lead = validation.lead;
     // The keyed hashes of its contacts, once: they name the contact streams and are recorded with the lead.
     const hashes = deps.contacts.hashesOf(lead);
-    /** Set once the lead's append is under way: only its failure can leave a lead that lands later. */
-    let appending = false;
     const record = (command: Omit<PostLeadCommand, 'contacts'>) => {
-      appending = true;
+      appending.started = true;
       return recordLead(request, { ...command, contacts: hashes }, currency);
     };
 
@@ -197,13 +211,11 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
       // took, as a post lost with its process does: its contact claims lapse (CLAIM_IN_FLIGHT_MS),
       // its cap slot is given back once orphaned, its ping is free again after LOST_POST_MS. Given
       // back now, they could go to a copy of the consumer and its lead land after all: sold twice.
-      unsettled = appending && mayLandLater(error);
+      unsettled = appending.started && mayLandLater(error);
       if (unsettled) throw error;
       giveBack(claims, reservation, leadId, now);
       if (postedPing !== null) await releasePing(request, postedPing, leadId, now);
-      // A cap's or the ping's append that may still land leaves no lead behind: for the supplier,
-      // nothing was recorded, and its Idempotency-Key is free again (see postOnce).
-      throw mayLandLater(error) ? new EventStoreUnavailableError((error as Error).message, { cause: error }) : error;
+      throw error;
     } finally {
       // Recorded or not, the post is over: a copy of this process waiting on its claims reads its lead now.
       if (claims.length > 0) deps.contacts.ended(leadId, unsettled);
@@ -274,6 +286,13 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     });
   }
 }
+
+/**
+ * An append's failure that may still land (see mayLandLater), where that append leaves no lead
+ * behind (a contact's, a cap's, the ping's or the Idempotency-Key's claim, each lapsing by itself):
+ * for the supplier, nothing was recorded, and its Idempotency-Key is free again.
+ */
+const settled = (error: unknown): unknown => (mayLandLater(error) ? new EventStoreUnavailableError((error as Error).message, { cause: error }) : error);
 
 /** Far longer than a post takes between its ping's append and its lead's. */
 const LOST_POST_MS = 30_000;
