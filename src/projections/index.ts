@@ -21,21 +21,29 @@ const SERVED_BUILDS_CHECKPOINT = '__projection_tags';
 
 /** The build of a projection its instances serve: the one last switched to, else `versionBuild`. */
 export async function servedBuild(readModels: ReadModelStore, projection: Projection): Promise<string> {
-  const doc = await readModels.get(SERVED_BUILDS, projection.name);
-  const build = typeof doc?.tag === 'string' ? doc.tag : undefined;
-  const own = versionBuild(projection);
-  // A build of another version is a build of other code: this version serves its own.
-  return build && (build === own || build.startsWith(`${own}_`)) ? build : own;
+  return (await servedBuilds(readModels, projection)).build;
 }
 
-/** Makes `build` the one every instance of the service serves (they follow within a second). */
-export async function switchBuild(readModels: ReadModelStore, projection: Projection, build: string): Promise<void> {
+/** The build served (see servedBuild), and the one served before the switch to it, when the switch named it. */
+async function servedBuilds(readModels: ReadModelStore, projection: Projection): Promise<{ build: string; from: string | null }> {
+  const doc = await readModels.get(SERVED_BUILDS, projection.name);
+  const own = versionBuild(projection);
+  // A build of another version is a build of other code: this version serves its own.
+  const ours = (build: unknown): build is string => typeof build === 'string' && (build === own || build.startsWith(`${own}_`));
+  return ours(doc?.tag) ? { build: doc.tag, from: ours(doc.from) ? doc.from : null } : { build: own, from: null };
+}
+
+/**
+ * Makes `build` the one every instance of the service serves (they follow within a second, each
+ * once it has caught up with `from`, the build served before, which an instance starting meanwhile
+ * reads until then: see Projections).
+ */
+export async function switchBuild(readModels: ReadModelStore, projection: Projection, build: string, from?: string): Promise<void> {
   // Switches are ordered by their time: the newest one wins, in the checkpoint and in the document.
   const now = Date.now();
   const position = { commit: now, prepare: 0 };
-  await readModels.commit(SERVED_BUILDS_CHECKPOINT, position, [
-    { op: 'put', collection: SERVED_BUILDS, id: projection.name, position, doc: { tag: build, switched_at: new Date(now).toISOString() } },
-  ]);
+  const doc = { tag: build, switched_at: new Date(now).toISOString(), ...(from !== undefined && from !== build ? { from } : {}) };
+  await readModels.commit(SERVED_BUILDS_CHECKPOINT, position, [{ op: 'put', collection: SERVED_BUILDS, id: projection.name, position, doc }]);
 }
 
 /**
@@ -65,7 +73,7 @@ export async function switchUnlessNewerServed(
       await catchUp();
       continue;
     }
-    await switchBuild(readModels, projection, build);
+    await switchBuild(readModels, projection, build, previous);
     return { switched: true, previous };
   }
 }
@@ -116,17 +124,29 @@ function buildTime(projection: Projection, build: string): number | undefined {
 /**
  * Removes the builds of a projection that are older than `keep` (the build served before the last
  * switch), so that disk use does not grow with every replay: what is left is the build switched to
- * and the one before it, which a running instance that has not followed the switch yet still
- * reads from (instances follow within a second). A build newer than `keep` that was never switched
- * to (a replay still running, or one that failed) is left alone, and so is every build of another
- * version, which an instance of other code may be serving. Returns the builds removed.
+ * and the one before it. A build newer than `keep` that was never switched to (a replay still
+ * running, or one that failed) is left alone, and so is every build of another version, which an
+ * instance of other code may be serving. Nor is one removed while it is ahead of the build served:
+ * an instance reads from it until the build served has caught up with it (a projector down since
+ * the switch before), and it goes with a later replay. The instances are given FOLLOW_SWITCH_MS
+ * first to follow the switch, when there is a build to remove. Returns the builds removed.
  */
 export async function dropBuildsOlderThan(readModels: ReadModelStore, projection: Projection, keep: string): Promise<string[]> {
+  if ((await buildsOlderThan(readModels, projection, keep)).length === 0) return [];
+  await new Promise((resolve) => setTimeout(resolve, FOLLOW_SWITCH_MS));
+  const dropped = await buildsOlderThan(readModels, projection, keep);
+  for (const build of dropped) await dropBuild(readModels, projection, build);
+  return dropped;
+}
+
+/** The builds dropBuildsOlderThan may remove now, oldest first. */
+async function buildsOlderThan(readModels: ReadModelStore, projection: Projection, keep: string): Promise<string[]> {
   const keptTime = buildTime(projection, keep);
   if (keptTime === undefined) return [];
   // Never the build served now, whatever its age: a switch made meanwhile by another replay may
   // have gone to an older build than `keep`, and the instances read from what is served.
   const served = await servedBuild(readModels, projection);
+  const servedAt = await readModels.checkpoint(checkpointName(projection, served));
   const older = new Set<string>();
   for (const name of await readModels.collections()) {
     for (const base of projection.collections) {
@@ -135,10 +155,20 @@ export async function dropBuildsOlderThan(readModels: ReadModelStore, projection
       if (time !== undefined && time < keptTime && build !== served) older.add(build!);
     }
   }
-  const dropped = [...older].sort((a, b) => buildTime(projection, a)! - buildTime(projection, b)!);
-  for (const build of dropped) await dropBuild(readModels, projection, build);
-  return dropped;
+  const removable: string[] = [];
+  for (const build of older) {
+    const reached = await readModels.checkpoint(checkpointName(projection, build));
+    if (reached === null || (servedAt !== null && comparePositions(reached, servedAt) <= 0)) removable.push(build);
+  }
+  return removable.sort((a, b) => buildTime(projection, a)! - buildTime(projection, b)!);
 }
+
+/**
+ * How long the instances are given to follow a switch (they look every FOLLOWS_EVERY_MS), before
+ * a build they may have read from until then is removed.
+ */
+const FOLLOWS_EVERY_MS = 1000;
+const FOLLOW_SWITCH_MS = 2 * FOLLOWS_EVERY_MS + 500;
 
 /** The version a build belongs to: `v3_r17…` → 3; undefined for a name that is no build. */
 const versionOf = (build: string): number | undefined => {
@@ -223,7 +253,7 @@ export class Projections {
     private readonly events: EventStore,
     private readonly readModels: ReadModelStore,
     private readonly logger?: Logger,
-    private readonly pollMs = 1000,
+    private readonly pollMs = FOLLOWS_EVERY_MS,
   ) {}
 
   private readonly listeners: Array<(projection: string) => void> = [];
@@ -254,7 +284,12 @@ export class Projections {
   /** Learns the served builds and their checkpoints, and follows switches from then on. */
   async start(): Promise<void> {
     this.stopping = new AbortController();
-    for (const projection of PROJECTIONS) this.builds.set(projection.name, await servedBuild(this.readModels, projection));
+    // Switched to a build that is still behind the one served before it (no projector has caught
+    // it up yet): that one is read until it has, as the instances already running do (followSwitches).
+    for (const projection of PROJECTIONS) {
+      const { build, from } = await servedBuilds(this.readModels, projection);
+      this.builds.set(projection.name, from !== null && (await this.behind(projection, build, from)) ? from : build);
+    }
     await this.readCheckpoints();
     const poll = () => {
       this.checking = this.exclusive(() => this.followSwitches()).catch((error: unknown) => this.logger?.warn({ err: error }, 'projection tag check failed'));
@@ -367,6 +402,12 @@ export class Projections {
     }
   }
 
+  /** Whether `build` has not caught up with `other` yet (a build removed has nothing to catch up with). */
+  private async behind(projection: Projection, build: string, other: string): Promise<boolean> {
+    const [reached, read] = await Promise.all([this.readModels.checkpoint(checkpointName(projection, build)), this.readModels.checkpoint(checkpointName(projection, other))]);
+    return read !== null && (reached === null || comparePositions(reached, read) < 0);
+  }
+
   private async serve(projection: Projection, build: string): Promise<void> {
     const running = this.running.get(projection.name)!;
     const runner = new ProjectionRunner(this.events, this.readModels, projection, build, {
@@ -403,8 +444,7 @@ export class Projections {
         continue;
       }
       // Run elsewhere: read from the new build once it is as far along as the one read now (see serve).
-      const [reached, read] = await Promise.all([this.readModels.checkpoint(checkpointName(projection, build)), this.readModels.checkpoint(checkpointName(projection, current))]);
-      if (read !== null && (reached === null || comparePositions(reached, read) < 0)) continue;
+      if (await this.behind(projection, build, current)) continue;
       this.builds.set(projection.name, build);
     }
     await this.readCheckpoints();

@@ -3,7 +3,7 @@ import { decide, initialLeadState } from '../../src/commands/post-lead/decider.j
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
 import { comparePositions } from '../../src/event-store/index.js';
 import { leadStream } from '../../src/events/lead-events.js';
-import { PROJECTIONS, Projections, switchBuild, versionBuild } from '../../src/projections/index.js';
+import { PROJECTIONS, Projections, dropBuildsOlderThan, switchBuild, versionBuild } from '../../src/projections/index.js';
 import { rebuildProjections } from '../../src/projections/rebuild.js';
 import { checkpointName } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
@@ -230,6 +230,69 @@ describe('projections: following a switch to a build behind the one served', fun
     } finally {
       await projector.stop();
       await store.close();
+      await events.close();
+      dir.remove();
+    }
+  });
+
+  it('with no projector to catch the new build up, an instance starting reads the build before it; a later replay removes that one only once every instance can do without it', async function () {
+    this.timeout(30_000);
+    const dir = tempDir('projections-switch-down');
+    const events = await EmbeddedEventStore.open(dir.path);
+    const readModels = EmbeddedReadModelStore.open(dir.path);
+    const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
+    const first = versionBuild(leads);
+    const projector = new Projections(events, readModels, undefined, 50);
+    const reader = new Projections(events, readModels, undefined, 300);
+    const late = new Projections(events, readModels, undefined, 300);
+    const post = async (from: number, to: number) => {
+      for (let i = from; i < to; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
+      return events.headPosition();
+    };
+    try {
+      await post(0, 5);
+      await projector.start();
+      await reader.start();
+      for (const { name } of PROJECTIONS) await projector.run(name, { lease: `projector-${name}`, holder: 'p', token: (await readModels.acquireLease(`projector-${name}`, 'p', 60_000)).token });
+      const behind = `${first}_r${Date.now()}`;
+      await rebuildProjections(events, readModels, [leads], { build: () => behind });
+      const head = await post(5, 300);
+      await projector.waitFor(head);
+      await reader.waitFor(head);
+      // The projector goes down, and a replay switches to its build, behind the one served: nobody folds it on.
+      await projector.stop();
+      await switchBuild(readModels, leads, behind, first);
+
+      await late.start();
+      expect(late.build('leads'), 'an instance started now reads the build before').to.equal(first);
+      expect(comparePositions(late.position(), head)).to.be.at.least(0);
+      expect(await readModels.get(late.collection('leads'), '300')).to.not.equal(null);
+
+      // Another replay, at the head, is switched to, and removes the builds older than the one before it.
+      const next = `${first}_r${Date.now() + 1}`;
+      await rebuildProjections(events, readModels, [leads], { build: () => next });
+      await switchBuild(readModels, leads, next, behind);
+      const problems: string[] = [];
+      let dropped: string[] | undefined;
+      void dropBuildsOlderThan(readModels, leads, behind).then((builds) => (dropped = builds));
+      const watch = async (name: string, instance: Projections) => {
+        let last = instance.position();
+        await until(`the ${name} reading the newest build, the older ones removed`, async () => {
+          const position = instance.position();
+          if (comparePositions(position, last) < 0) problems.push(`${name}: position ${JSON.stringify(position)} after ${JSON.stringify(last)}`);
+          last = position;
+          if ((await readModels.get(instance.collection('leads'), '300')) === null) problems.push(`${name}: lead 300 missing from ${instance.collection('leads')}`);
+          return instance.build('leads') === next && dropped !== undefined;
+        }, 10_000, 1);
+      };
+      await Promise.all([watch('reader', reader), watch('late', late)]);
+      expect(problems.slice(0, 3)).to.deep.equal([]);
+      expect(dropped).to.deep.equal([first]);
+    } finally {
+      await projector.stop();
+      await reader.stop();
+      await late.stop();
+      await readModels.close();
       await events.close();
       dir.remove();
     }
