@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { decide, initialLeadState } from '../../src/commands/post-lead/decider.js';
 import { EmbeddedEventStore } from '../../src/event-store/embedded/embedded-event-store.js';
-import { comparePositions } from '../../src/event-store/index.js';
+import { type Position, comparePositions } from '../../src/event-store/index.js';
 import { leadStream } from '../../src/events/lead-events.js';
 import { PROJECTIONS, Projections, dropBuildsOlderThan, switchBuild, versionBuild } from '../../src/projections/index.js';
 import { rebuildProjections } from '../../src/projections/rebuild.js';
@@ -146,6 +146,34 @@ describe('projections: waiting for a position', function () {
 });
 
 describe('projections: following a switch to a build behind the one served', function () {
+  const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
+
+  /** Leads from+1 … to, each in its stream; the head after them. */
+  async function postLeads(events: EmbeddedEventStore, from: number, to: number) {
+    for (let i = from; i < to; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
+    return events.headPosition();
+  }
+
+  /** Runs every projection in `instance`, each under its lease. */
+  async function runAll(instance: Projections, leases: EmbeddedReadModelStore): Promise<void> {
+    for (const { name } of PROJECTIONS) await instance.run(name, { lease: `projector-${name}`, holder: 'p', token: (await leases.acquireLease(`projector-${name}`, 'p', 60_000)).token });
+  }
+
+  /**
+   * Reads what `instance` serves, every millisecond until `done`: its position must never go back,
+   * and lead 300, shown once, must stay shown. What it finds wrong goes to `problems`.
+   */
+  async function watchReads(name: string, instance: Projections, readModels: EmbeddedReadModelStore, done: (position: Position) => boolean, problems: string[]): Promise<void> {
+    let last = instance.position();
+    await until(`the ${name} reading the new build`, async () => {
+      const position = instance.position();
+      if (comparePositions(position, last) < 0) problems.push(`${name}: position ${JSON.stringify(position)} after ${JSON.stringify(last)}`);
+      last = position;
+      if ((await readModels.get(instance.collection('leads'), '300')) === null) problems.push(`${name}: lead 300 missing from ${instance.collection('leads')}`);
+      return done(position);
+    }, 10_000, 1);
+  }
+
   it('reads move to the new build only once it holds all the old one showed: no lead read a moment before goes missing, the position never goes back', async function () {
     this.timeout(30_000);
     const dir = tempDir('projections-switch');
@@ -154,37 +182,23 @@ describe('projections: following a switch to a build behind the one served', fun
     // The instance running the projections notices a switch within 400 ms, the one reading them within 20.
     const projector = new Projections(events, readModels, undefined, 400);
     const reader = new Projections(events, readModels, undefined, 20);
-    const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
-    const post = async (from: number, to: number) => {
-      for (let i = from; i < to; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
-      return events.headPosition();
-    };
     try {
-      await post(0, 5);
+      await postLeads(events, 0, 5);
       await projector.start();
       await reader.start();
-      for (const { name } of PROJECTIONS) await projector.run(name, { lease: `projector-${name}`, holder: 'p', token: (await readModels.acquireLease(`projector-${name}`, 'p', 60_000)).token });
+      await runAll(projector, readModels);
       const next = `${versionBuild(leads)}_r${Date.now()}`;
       await rebuildProjections(events, readModels, [leads], { build: () => next });
       // Posted after the rebuild's last read: folded into the build served, not the new one.
-      const head = await post(5, 300);
+      const head = await postLeads(events, 5, 300);
       await projector.waitFor(head);
       await reader.waitFor(head);
       // The switch as a replay makes it in the moment after its check, the served build ahead.
       await switchBuild(readModels, leads, next);
 
       const problems: string[] = [];
-      const watch = async (name: string, instance: Projections) => {
-        let last = instance.position();
-        await until(`the ${name} reading the new build, caught up`, async () => {
-          const position = instance.position();
-          if (comparePositions(position, last) < 0) problems.push(`${name}: position ${JSON.stringify(position)} after ${JSON.stringify(last)}`);
-          last = position;
-          if ((await readModels.get(instance.collection('leads'), '300')) === null) problems.push(`${name}: lead 300 missing from ${instance.collection('leads')}`);
-          return instance.build('leads') === next && comparePositions(position, head) >= 0;
-        }, 10_000, 1);
-      };
-      await Promise.all([watch('reader', reader), watch('projector', projector)]);
+      const caughtUp = (instance: Projections) => (position: Position) => instance.build('leads') === next && comparePositions(position, head) >= 0;
+      await Promise.all([watchReads('reader', reader, readModels, caughtUp(reader), problems), watchReads('projector', projector, readModels, caughtUp(projector), problems)]);
       expect(problems.slice(0, 3)).to.deep.equal([]);
     } finally {
       await projector.stop();
@@ -200,7 +214,6 @@ describe('projections: following a switch to a build behind the one served', fun
     const dir = tempDir('projections-switch-stop');
     const events = await EmbeddedEventStore.open(dir.path);
     const store = EmbeddedReadModelStore.open(dir.path);
-    const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
     const next = `${versionBuild(leads)}_r${Date.now()}`;
     let refused = 0;
     // The new build's commits fail, as a store failing would make them: it never catches up.
@@ -213,14 +226,13 @@ describe('projections: following a switch to a build behind the one served', fun
     });
     const projector = new Projections(events, readModels, undefined, 20);
     try {
-      for (let i = 0; i < 5; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
+      await postLeads(events, 0, 5);
       await projector.start();
-      for (const { name } of PROJECTIONS) await projector.run(name, { lease: `projector-${name}`, holder: 'p', token: (await store.acquireLease(`projector-${name}`, 'p', 60_000)).token });
+      await runAll(projector, store);
       refused = -1;
       await rebuildProjections(events, store, [leads], { build: () => next });
       refused = 0;
-      for (let i = 5; i < 10; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
-      await projector.waitFor(await events.headPosition());
+      await projector.waitFor(await postLeads(events, 5, 10));
       await switchBuild(store, leads, next);
       await until('the switch waiting on its new build', () => refused > 0);
 
@@ -240,23 +252,18 @@ describe('projections: following a switch to a build behind the one served', fun
     const dir = tempDir('projections-switch-down');
     const events = await EmbeddedEventStore.open(dir.path);
     const readModels = EmbeddedReadModelStore.open(dir.path);
-    const leads = PROJECTIONS.find((p) => p.name === 'leads')!;
     const first = versionBuild(leads);
     const projector = new Projections(events, readModels, undefined, 50);
     const reader = new Projections(events, readModels, undefined, 300);
     const late = new Projections(events, readModels, undefined, 300);
-    const post = async (from: number, to: number) => {
-      for (let i = from; i < to; i++) await events.append(leadStream(i + 1), decide(leadCommand(i), initialLeadState), { expectedRevision: 'no_stream' });
-      return events.headPosition();
-    };
     try {
-      await post(0, 5);
+      await postLeads(events, 0, 5);
       await projector.start();
       await reader.start();
-      for (const { name } of PROJECTIONS) await projector.run(name, { lease: `projector-${name}`, holder: 'p', token: (await readModels.acquireLease(`projector-${name}`, 'p', 60_000)).token });
+      await runAll(projector, readModels);
       const behind = `${first}_r${Date.now()}`;
       await rebuildProjections(events, readModels, [leads], { build: () => behind });
-      const head = await post(5, 300);
+      const head = await postLeads(events, 5, 300);
       await projector.waitFor(head);
       await reader.waitFor(head);
       // The projector goes down, and a replay switches to its build, behind the one served: nobody folds it on.
@@ -275,17 +282,8 @@ describe('projections: following a switch to a build behind the one served', fun
       const problems: string[] = [];
       let dropped: string[] | undefined;
       void dropBuildsOlderThan(readModels, leads, behind).then((builds) => (dropped = builds));
-      const watch = async (name: string, instance: Projections) => {
-        let last = instance.position();
-        await until(`the ${name} reading the newest build, the older ones removed`, async () => {
-          const position = instance.position();
-          if (comparePositions(position, last) < 0) problems.push(`${name}: position ${JSON.stringify(position)} after ${JSON.stringify(last)}`);
-          last = position;
-          if ((await readModels.get(instance.collection('leads'), '300')) === null) problems.push(`${name}: lead 300 missing from ${instance.collection('leads')}`);
-          return instance.build('leads') === next && dropped !== undefined;
-        }, 10_000, 1);
-      };
-      await Promise.all([watch('reader', reader), watch('late', late)]);
+      const followed = (instance: Projections) => () => instance.build('leads') === next && dropped !== undefined;
+      await Promise.all([watchReads('reader', reader, readModels, followed(reader), problems), watchReads('late', late, readModels, followed(late), problems)]);
       expect(problems.slice(0, 3)).to.deep.equal([]);
       expect(dropped).to.deep.equal([first]);
     } finally {
