@@ -19,7 +19,7 @@ describe('post-lead: a lead whose append the store may still write', function ()
   let key: string;
   let clock = Date.now();
   /** How the next append to a lead's stream (or, with `cap`, to a cap's) fails: unanswered (it lands when `land` is called), refused, or not at all. */
-  let next: 'unanswered' | 'refused' | null = null;
+  let next: 'unanswered' | 'written' | 'refused' | null = null;
   let streams = /^lead-\d+$/;
   /** The append held back, written when the test says the server got to it. */
   let held: (() => Promise<AppendResult>) | null = null;
@@ -27,7 +27,11 @@ describe('post-lead: a lead whose append the store may still write', function ()
   before(async () => {
     svc = await TestService.start({
       // A buyer of Texas leads with a cap: its sales append to the cap's stream first.
-      routing: { ...ALWAYS_OPEN_ROUTING, buyers: [{ id: 'texas-law', price: 90, states: ['TX'], caps: [{ period: 'month', max: 1000 }] }, ...ALWAYS_OPEN_ROUTING.buyers] },
+      // And a bidder on Nevada pings.
+      routing: {
+        ...ALWAYS_OPEN_ROUTING,
+        buyers: [{ id: 'texas-law', price: 90, states: ['TX'], caps: [{ period: 'month', max: 1000 }] }, { id: 'nevada-bids', price: 70, states: ['NV'], ping: { kind: 'static' } }, ...ALWAYS_OPEN_ROUTING.buyers],
+      },
       now: () => new Date(clock),
       wrapStore: (store) =>
         overriding(store, {
@@ -35,8 +39,10 @@ describe('post-lead: a lead whose append the store may still write', function ()
             if (!streams.test(stream) || next === null) return store.append(stream, events, options);
             const how = next;
             next = null;
+            const error = new EventStoreUnavailableError(`injected: the append was ${how}`, { mayLandLater: how !== 'refused' });
+            if (how === 'written') return store.append(stream, events, options).then(() => Promise.reject(error));
             if (how === 'unanswered') held = () => store.append(stream, events, options);
-            return Promise.reject(new EventStoreUnavailableError(`injected: the append was ${how}`, { mayLandLater: how === 'unanswered' }));
+            return Promise.reject(error);
           },
         }),
     });
@@ -123,4 +129,20 @@ describe('post-lead: a lead whose append the store may still write', function ()
       expect(again.headers['idempotency-replayed']).to.equal(undefined);
     });
   }
+
+  it("a ping's append written but never answered is taken back: the supplier's retry sells at the bid, not PING_CONSUMED", async function () {
+    const pinged = await svc.post({ zip: '89101', accident_state: 'NV', sid: 'src-1' }, { 'x-api-key': key }, '/functions/pings');
+    expect(pinged.body, pinged.text).to.include({ code: 'BID', bid: 70 });
+    const body = JSON.stringify(validLead({ accident_state: 'NV', zip: '89101', ping_id: pinged.body.ping_id }));
+    streams = /^ping-[0-9a-f]{8}-/;
+    next = 'written';
+    try {
+      const first = await svc.post(body, { 'x-api-key': key, 'idempotency-key': 'ping-cut' });
+      expect(first.status, first.text).to.equal(503);
+    } finally {
+      streams = /^lead-\d+$/;
+    }
+    const again = await svc.post(body, { 'x-api-key': key, 'idempotency-key': 'ping-cut' });
+    expect([...codeOf(again), again.body.revenue], again.text).to.deep.equal([201, 'SOLD', 70]);
+  });
 });

@@ -162,7 +162,7 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
     let reservation: Reservation | null = null;
     /** Whether the lead's append failed with the store unable to say whether it will still land (a cap's or the ping's may too: they lapse by themselves, see catch). */
     let unsettled = false;
-    /** The ping this post marked posted, to take back if its lead is not recorded. */
+    /** The ping this post marked posted (or may have), to take back if its lead is not recorded. */
     let postedPing: string | null = null;
     try {
       // 4. Enrich: phone, e-mail and consent checks; a phone or e-mail that fails rejects the lead.
@@ -185,6 +185,9 @@ export function createPostLead(deps: PostLeadDeps): PostLead {
           await handleCommand(deps.store, pingStream(pingId), pingDecider, { type: 'PostPing', leadId, replacing, ...sale, now }, { from: ping, metadata: pingMetadata(request, now) });
           postedPing = pingId;
         } catch (error) {
+          // Its append may have been written, answer or no answer: taken back like one that was
+          // (releasePing finds whether it was), or the supplier's retry would meet its own ping consumed.
+          if (mayLandLater(error)) postedPing = pingId;
           if (!(error instanceof PingConsumedError)) throw error;
           giveBack([], reservation, leadId, now);
           reservation = null;
