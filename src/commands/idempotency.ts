@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { EventStore } from '../event-store/index.js';
+import { type EventStore, mayLandLater } from '../event-store/index.js';
 import type { LeadOutcome } from '../leads/outcome.js';
 import { retryWhileClaimsBlock } from './contacts.js';
 import { type Decider, handleCommand, readFolded } from './handler.js';
@@ -160,7 +160,12 @@ export class IdempotencyKeys {
     }
     // A key is usually new: the claim is first tried as a new stream, without reading it.
     const claim = { type: 'ClaimIdempotencyKey' as const, hash, now: this.now(), ...(lead ? { leadId: lead.leadId } : {}) };
-    const claimed = await handleCommand(this.store, stream, idempotencyDecider, claim, { assumeNew: true });
+    const claimed = await handleCommand(this.store, stream, idempotencyDecider, claim, { assumeNew: true }).catch(async (error: unknown) => {
+      // Written, or still to be, with no answer: taken back if it was, so that the retry the post
+      // asks for goes through at once rather than find its own claim in flight for 30 s.
+      if (mayLandLater(error)) await this.release(stream, hash, claim.now).catch(() => {});
+      throw error;
+    });
     const { state } = claimed;
     if (claimed.events.length === 0) return heldBy(state, hash, body, this.now());
     if (state.kind !== 'in_flight') throw new Error('a claimed idempotency key is in flight');
@@ -179,5 +184,12 @@ export class IdempotencyKeys {
       // Nothing was recorded (the store failed): let the client's retry go through at once.
       abandon: () => end({ type: 'ReleaseIdempotencyKey', claimedAt: state.at, now: this.now() }),
     };
+  }
+
+  /** Releases the claim this request made at `at` with `hash`, if the stream holds it (and nothing since). */
+  private async release(stream: string, hash: string, at: number): Promise<void> {
+    const folded = await readFolded(this.store, stream, idempotencyDecider);
+    if (folded.state.kind !== 'in_flight' || folded.state.hash !== hash || folded.state.at !== at) return;
+    await handleCommand(this.store, stream, idempotencyDecider, { type: 'ReleaseIdempotencyKey', claimedAt: at, now: this.now() }, { from: folded });
   }
 }

@@ -106,16 +106,17 @@ describe('post-lead: a lead whose append the store may still write', function ()
     expect(codeOf(again), again.text).to.deep.equal([201, 'SOLD']);
   });
 
-  for (const [what, appends] of [
-    ["a cap's", /^cap-/],
-    ["a contact claim's", /^contact-/],
-    ["the Idempotency-Key claim's", /^idempotency-/],
+  for (const [what, appends, how] of [
+    ["a cap's", /^cap-/, 'unanswered'],
+    ["a contact claim's", /^contact-/, 'unanswered'],
+    ["the Idempotency-Key claim's", /^idempotency-/, 'unanswered'],
+    ["the Idempotency-Key claim's", /^idempotency-/, 'written'],
   ] as const) {
-    it(`${what} append left unanswered leaves no lead: the claims go back and the key is free, nothing was recorded`, async function () {
+    it(`${what} append never answered (${how === 'written' ? 'written' : 'not written yet'}) leaves no lead: the claims go back and the key is free, nothing was recorded`, async function () {
       const body = JSON.stringify(validLead({ accident_state: 'TX', zip: '75001' }));
-      const idempotencyKey = `cut-${appends.source}`;
+      const idempotencyKey = `cut-${how}-${appends.source}`;
       streams = appends;
-      next = 'unanswered';
+      next = how;
       try {
         const first = await svc.post(body, { 'x-api-key': key, 'idempotency-key': idempotencyKey });
         expect(first.status, first.text).to.equal(503);
