@@ -21,29 +21,25 @@ const SERVED_BUILDS_CHECKPOINT = '__projection_tags';
 
 /** The build of a projection its instances serve: the one last switched to, else `versionBuild`. */
 export async function servedBuild(readModels: ReadModelStore, projection: Projection): Promise<string> {
-  return (await servedBuilds(readModels, projection)).build;
-}
-
-/** The build served (see servedBuild), and the one served before the switch to it, when the switch named it. */
-async function servedBuilds(readModels: ReadModelStore, projection: Projection): Promise<{ build: string; from: string | null }> {
   const doc = await readModels.get(SERVED_BUILDS, projection.name);
+  const build = typeof doc?.tag === 'string' ? doc.tag : undefined;
   const own = versionBuild(projection);
   // A build of another version is a build of other code: this version serves its own.
-  const ours = (build: unknown): build is string => typeof build === 'string' && (build === own || build.startsWith(`${own}_`));
-  return ours(doc?.tag) ? { build: doc.tag, from: ours(doc.from) ? doc.from : null } : { build: own, from: null };
+  return build && (build === own || build.startsWith(`${own}_`)) ? build : own;
 }
 
 /**
  * Makes `build` the one every instance of the service serves (they follow within a second, each
- * once it has caught up with `from`, the build served before, which an instance starting meanwhile
- * reads until then: see Projections).
+ * once it has caught up with the build it reads; an instance starting meanwhile reads the furthest
+ * along of the builds before it until then: see Projections).
  */
-export async function switchBuild(readModels: ReadModelStore, projection: Projection, build: string, from?: string): Promise<void> {
+export async function switchBuild(readModels: ReadModelStore, projection: Projection, build: string): Promise<void> {
   // Switches are ordered by their time: the newest one wins, in the checkpoint and in the document.
   const now = Date.now();
   const position = { commit: now, prepare: 0 };
-  const doc = { tag: build, switched_at: new Date(now).toISOString(), ...(from !== undefined && from !== build ? { from } : {}) };
-  await readModels.commit(SERVED_BUILDS_CHECKPOINT, position, [{ op: 'put', collection: SERVED_BUILDS, id: projection.name, position, doc }]);
+  await readModels.commit(SERVED_BUILDS_CHECKPOINT, position, [
+    { op: 'put', collection: SERVED_BUILDS, id: projection.name, position, doc: { tag: build, switched_at: new Date(now).toISOString() } },
+  ]);
 }
 
 /**
@@ -73,7 +69,7 @@ export async function switchUnlessNewerServed(
       await catchUp();
       continue;
     }
-    await switchBuild(readModels, projection, build, previous);
+    await switchBuild(readModels, projection, build);
     return { switched: true, previous };
   }
 }
@@ -139,24 +135,29 @@ export async function dropBuildsOlderThan(readModels: ReadModelStore, projection
   return dropped;
 }
 
+/** The builds of this version older than `build` that are in the store (`names`: its collections). */
+function buildsBefore(projection: Projection, build: string, names: readonly string[]): string[] {
+  const time = buildTime(projection, build);
+  const before = new Set<string>();
+  for (const name of names) {
+    for (const base of projection.collections) {
+      const other = buildOf(base, name);
+      const otherTime = other === undefined ? undefined : buildTime(projection, other);
+      if (time !== undefined && otherTime !== undefined && otherTime < time) before.add(other!);
+    }
+  }
+  return [...before];
+}
+
 /** The builds dropBuildsOlderThan may remove now, oldest first. */
 async function buildsOlderThan(readModels: ReadModelStore, projection: Projection, keep: string): Promise<string[]> {
-  const keptTime = buildTime(projection, keep);
-  if (keptTime === undefined) return [];
   // Never the build served now, whatever its age: a switch made meanwhile by another replay may
   // have gone to an older build than `keep`, and the instances read from what is served.
   const served = await servedBuild(readModels, projection);
   const servedAt = await readModels.checkpoint(checkpointName(projection, served));
-  const older = new Set<string>();
-  for (const name of await readModels.collections()) {
-    for (const base of projection.collections) {
-      const build = buildOf(base, name);
-      const time = build === undefined ? undefined : buildTime(projection, build);
-      if (time !== undefined && time < keptTime && build !== served) older.add(build!);
-    }
-  }
   const removable: string[] = [];
-  for (const build of older) {
+  for (const build of buildsBefore(projection, keep, await readModels.collections())) {
+    if (build === served) continue;
     const reached = await readModels.checkpoint(checkpointName(projection, build));
     if (reached === null || (servedAt !== null && comparePositions(reached, servedAt) <= 0)) removable.push(build);
   }
@@ -284,11 +285,15 @@ export class Projections {
   /** Learns the served builds and their checkpoints, and follows switches from then on. */
   async start(): Promise<void> {
     this.stopping = new AbortController();
-    // Switched to a build that is still behind the one served before it (no projector has caught
-    // it up yet): that one is read until it has, as the instances already running do (followSwitches).
+    // Switched to a build that is still behind one served before it (no projector has caught it up
+    // yet): the furthest along of those is read until then, as the instances already running do
+    // (followSwitches). Two switches in a row may have left the instances on the build before the last.
+    const names = await this.readModels.collections();
     for (const projection of PROJECTIONS) {
-      const { build, from } = await servedBuilds(this.readModels, projection);
-      this.builds.set(projection.name, from !== null && (await this.behind(projection, build, from)) ? from : build);
+      const served = await servedBuild(this.readModels, projection);
+      let read = served;
+      for (const older of buildsBefore(projection, served, names)) if (await this.behind(projection, read, older)) read = older;
+      this.builds.set(projection.name, read);
     }
     await this.readCheckpoints();
     const poll = () => {

@@ -268,7 +268,7 @@ describe('projections: following a switch to a build behind the one served', fun
       await reader.waitFor(head);
       // The projector goes down, and a replay switches to its build, behind the one served: nobody folds it on.
       await projector.stop();
-      await switchBuild(readModels, leads, behind, first);
+      await switchBuild(readModels, leads, behind);
 
       await late.start();
       expect(late.build('leads'), 'an instance started now reads the build before').to.equal(first);
@@ -278,7 +278,7 @@ describe('projections: following a switch to a build behind the one served', fun
       // Another replay, at the head, is switched to, and removes the builds older than the one before it.
       const next = `${first}_r${Date.now() + 1}`;
       await rebuildProjections(events, readModels, [leads], { build: () => next });
-      await switchBuild(readModels, leads, next, behind);
+      await switchBuild(readModels, leads, next);
       const problems: string[] = [];
       let dropped: string[] | undefined;
       void dropBuildsOlderThan(readModels, leads, behind).then((builds) => (dropped = builds));
@@ -289,6 +289,41 @@ describe('projections: following a switch to a build behind the one served', fun
     } finally {
       await projector.stop();
       await reader.stop();
+      await late.stop();
+      await readModels.close();
+      await events.close();
+      dir.remove();
+    }
+  });
+
+  it('two switches in a row that no projector followed: an instance starting reads the furthest along of the builds before', async function () {
+    this.timeout(30_000);
+    const dir = tempDir('projections-switch-twice');
+    const events = await EmbeddedEventStore.open(dir.path);
+    const readModels = EmbeddedReadModelStore.open(dir.path);
+    const first = versionBuild(leads);
+    // A projector that has not looked for a switch before it went down.
+    const projector = new Projections(events, readModels, undefined, 60_000);
+    const late = new Projections(events, readModels, undefined, 300);
+    try {
+      await postLeads(events, 0, 5);
+      await projector.start();
+      await runAll(projector, readModels);
+      const [second, third] = [`${first}_r${Date.now()}`, `${first}_r${Date.now() + 1}`];
+      await rebuildProjections(events, readModels, [leads], { build: () => second });
+      await rebuildProjections(events, readModels, [leads], { build: () => third });
+      const head = await postLeads(events, 5, 300);
+      await projector.waitFor(head);
+      await projector.stop();
+      await switchBuild(readModels, leads, second);
+      await switchBuild(readModels, leads, third);
+
+      await late.start();
+      expect(late.build('leads'), 'the build the projector took furthest').to.equal(first);
+      expect(comparePositions(late.position(), head)).to.be.at.least(0);
+      expect(await readModels.get(late.collection('leads'), '300')).to.not.equal(null);
+    } finally {
+      await projector.stop();
       await late.stop();
       await readModels.close();
       await events.close();
