@@ -163,7 +163,7 @@ export class IdempotencyKeys {
     const claimed = await handleCommand(this.store, stream, idempotencyDecider, claim, { assumeNew: true }).catch(async (error: unknown) => {
       // Written, or still to be, with no answer: taken back if it was, so that the retry the post
       // asks for goes through at once rather than find its own claim in flight for 30 s.
-      if (mayLandLater(error)) await this.release(stream, hash, claim.now).catch(() => {});
+      if (mayLandLater(error)) await this.release(stream, hash, claim.now, lead?.leadId ?? null).catch(() => {});
       throw error;
     });
     const { state } = claimed;
@@ -186,10 +186,15 @@ export class IdempotencyKeys {
     };
   }
 
-  /** Releases the claim this request made at `at` with `hash`, if the stream holds it (and nothing since). */
-  private async release(stream: string, hash: string, at: number): Promise<void> {
+  /**
+   * Releases the claim this request made at `at` with `hash` for `leadId`, if the stream holds it
+   * (and nothing since): never the claim of another request with the same body in the same
+   * millisecond, which the lead id it reserved tells apart.
+   */
+  private async release(stream: string, hash: string, at: number, leadId: number | null): Promise<void> {
     const folded = await readFolded(this.store, stream, idempotencyDecider);
-    if (folded.state.kind !== 'in_flight' || folded.state.hash !== hash || folded.state.at !== at) return;
+    const { state } = folded;
+    if (state.kind !== 'in_flight' || state.hash !== hash || state.at !== at || state.leadId !== leadId) return;
     await handleCommand(this.store, stream, idempotencyDecider, { type: 'ReleaseIdempotencyKey', claimedAt: at, now: this.now() }, { from: folded });
   }
 }

@@ -644,6 +644,28 @@ describe('support streams (on the embedded store)', function () {
       expect((await keys.claim('sup', 'k-2', body)).kind).to.equal('claimed');
     });
 
+    it("a claim whose append was cut off takes back only its own: not another request's, made with the same body in the same millisecond", async function () {
+      const clock = now.getTime();
+      const body = Buffer.from('{"same":"millisecond"}');
+      let cut = true;
+      let other: Awaited<ReturnType<IdempotencyKeys['claim']>> | undefined;
+      const lead = (leadId: number) => ({ leadId, recover: async () => null });
+      // The first request's claim is cut off unwritten; meanwhile the second's, of the same body at the same time, lands.
+      const cutting = overriding(store, {
+        append: async (stream, events, options) => {
+          if (!cut || !stream.startsWith('idempotency-')) return store.append(stream, events, options);
+          cut = false;
+          other = await new IdempotencyKeys(store, () => clock).claim('sup', 'k-same-ms', body, lead(2));
+          throw new EventStoreUnavailableError('injected: cut off', { mayLandLater: true });
+        },
+      });
+      const error = await new IdempotencyKeys(cutting, () => clock).claim('sup', 'k-same-ms', body, lead(1)).catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(EventStoreUnavailableError);
+      expect(other?.kind).to.equal('claimed');
+      // The second request's claim still stands: a third request with the key is told it is in flight.
+      expect((await new IdempotencyKeys(store, () => clock).claim('sup', 'k-same-ms', body, lead(3))).kind).to.equal('in_flight');
+    });
+
     it('in flight: a retry is told a second while the first may still be answered, then how long until the key can be taken over', async function () {
       let clock = now.getTime();
       const keys = new IdempotencyKeys(store, () => clock);
