@@ -7,7 +7,7 @@ import { PROJECTIONS, Projections, dropBuildsOlderThan, switchBuild, versionBuil
 import { rebuildProjections } from '../../src/projections/rebuild.js';
 import { checkpointName } from '../../src/projections/runner.js';
 import { EmbeddedReadModelStore } from '../../src/read-models/embedded.js';
-import { ReadModelUnavailableError } from '../../src/read-models/port.js';
+import { type ReadModelStore, ReadModelUnavailableError } from '../../src/read-models/port.js';
 import { overriding } from '../support/overriding.js';
 import { tempDir } from '../support/tmp.js';
 import { until } from '../support/until.js';
@@ -174,15 +174,39 @@ describe('projections: following a switch to a build behind the one served', fun
     }, 10_000, 1);
   }
 
-  it('reads move to the new build only once it holds all the old one showed: no lead read a moment before goes missing, the position never goes back', async function () {
-    this.timeout(30_000);
-    const dir = tempDir('projections-switch');
+  interface DataDir {
+    readonly events: EmbeddedEventStore;
+    readonly readModels: EmbeddedReadModelStore;
+    /** An instance's projections over these stores (or `over`), looking for switches every `pollMs`: stopped after the test. */
+    instance(pollMs: number, over?: ReadModelStore): Projections;
+  }
+
+  /** Runs `test` on the stores of a fresh data dir, then stops the instances it made and removes the dir. */
+  async function inDataDir(name: string, test: (dir: DataDir) => Promise<void>): Promise<void> {
+    const dir = tempDir(name);
     const events = await EmbeddedEventStore.open(dir.path);
     const readModels = EmbeddedReadModelStore.open(dir.path);
-    // The instance running the projections notices a switch within 400 ms, the one reading them within 20.
-    const projector = new Projections(events, readModels, undefined, 400);
-    const reader = new Projections(events, readModels, undefined, 20);
+    const made: Projections[] = [];
+    const instance = (pollMs: number, over: ReadModelStore = readModels) => {
+      made.push(new Projections(events, over, undefined, pollMs));
+      return made.at(-1)!;
+    };
     try {
+      await test({ events, readModels, instance });
+    } finally {
+      for (const projections of made) await projections.stop();
+      await readModels.close();
+      await events.close();
+      dir.remove();
+    }
+  }
+
+  it('reads move to the new build only once it holds all the old one showed: no lead read a moment before goes missing, the position never goes back', async function () {
+    this.timeout(30_000);
+    await inDataDir('projections-switch', async ({ events, readModels, instance }) => {
+      // The instance running the projections notices a switch within 400 ms, the one reading them within 20.
+      const projector = instance(400);
+      const reader = instance(20);
       await postLeads(events, 0, 5);
       await projector.start();
       await reader.start();
@@ -197,35 +221,26 @@ describe('projections: following a switch to a build behind the one served', fun
       await switchBuild(readModels, leads, next);
 
       const problems: string[] = [];
-      const caughtUp = (instance: Projections) => (position: Position) => instance.build('leads') === next && comparePositions(position, head) >= 0;
+      const caughtUp = (projections: Projections) => (position: Position) => projections.build('leads') === next && comparePositions(position, head) >= 0;
       await Promise.all([watchReads('reader', reader, readModels, caughtUp(reader), problems), watchReads('projector', projector, readModels, caughtUp(projector), problems)]);
       expect(problems.slice(0, 3)).to.deep.equal([]);
-    } finally {
-      await projector.stop();
-      await reader.stop();
-      await readModels.close();
-      await events.close();
-      dir.remove();
-    }
+    });
   });
 
   it('an instance stopping while a switch waits for its new build to catch up stops at once, with the new build\'s runner', async function () {
     this.timeout(15_000);
-    const dir = tempDir('projections-switch-stop');
-    const events = await EmbeddedEventStore.open(dir.path);
-    const store = EmbeddedReadModelStore.open(dir.path);
-    const next = `${versionBuild(leads)}_r${Date.now()}`;
-    let refused = 0;
-    // The new build's commits fail, as a store failing would make them: it never catches up.
-    const readModels = overriding(store, {
-      commit: (projection, checkpoint, writes, fence) => {
-        if (projection !== checkpointName(leads, next) || refused < 0) return store.commit(projection, checkpoint, writes, fence);
-        refused++;
-        return Promise.reject(new ReadModelUnavailableError('injected: the store fails'));
-      },
-    });
-    const projector = new Projections(events, readModels, undefined, 20);
-    try {
+    await inDataDir('projections-switch-stop', async ({ events, readModels: store, instance }) => {
+      const next = `${versionBuild(leads)}_r${Date.now()}`;
+      let refused = 0;
+      // The new build's commits fail, as a store failing would make them: it never catches up.
+      const failing = overriding(store, {
+        commit: (projection, checkpoint, writes, fence) => {
+          if (projection !== checkpointName(leads, next) || refused < 0) return store.commit(projection, checkpoint, writes, fence);
+          refused++;
+          return Promise.reject(new ReadModelUnavailableError('injected: the store fails'));
+        },
+      });
+      const projector = instance(20, failing);
       await postLeads(events, 0, 5);
       await projector.start();
       await runAll(projector, store);
@@ -239,24 +254,16 @@ describe('projections: following a switch to a build behind the one served', fun
       // Without the stop cutting the wait short, this waits out the switch's 30 s.
       await projector.stop();
       expect(projector.all).to.deep.equal([]);
-    } finally {
-      await projector.stop();
-      await store.close();
-      await events.close();
-      dir.remove();
-    }
+    });
   });
 
   it('with no projector to catch the new build up, an instance starting reads the build before it; a later replay removes that one only once every instance can do without it', async function () {
     this.timeout(30_000);
-    const dir = tempDir('projections-switch-down');
-    const events = await EmbeddedEventStore.open(dir.path);
-    const readModels = EmbeddedReadModelStore.open(dir.path);
-    const first = versionBuild(leads);
-    const projector = new Projections(events, readModels, undefined, 50);
-    const reader = new Projections(events, readModels, undefined, 300);
-    const late = new Projections(events, readModels, undefined, 300);
-    try {
+    await inDataDir('projections-switch-down', async ({ events, readModels, instance }) => {
+      const first = versionBuild(leads);
+      const projector = instance(50);
+      const reader = instance(300);
+      const late = instance(300);
       await postLeads(events, 0, 5);
       await projector.start();
       await reader.start();
@@ -282,30 +289,20 @@ describe('projections: following a switch to a build behind the one served', fun
       const problems: string[] = [];
       let dropped: string[] | undefined;
       void dropBuildsOlderThan(readModels, leads, behind).then((builds) => (dropped = builds));
-      const followed = (instance: Projections) => () => instance.build('leads') === next && dropped !== undefined;
+      const followed = (projections: Projections) => () => projections.build('leads') === next && dropped !== undefined;
       await Promise.all([watchReads('reader', reader, readModels, followed(reader), problems), watchReads('late', late, readModels, followed(late), problems)]);
       expect(problems.slice(0, 3)).to.deep.equal([]);
       expect(dropped).to.deep.equal([first]);
-    } finally {
-      await projector.stop();
-      await reader.stop();
-      await late.stop();
-      await readModels.close();
-      await events.close();
-      dir.remove();
-    }
+    });
   });
 
   it('two switches in a row that no projector followed: an instance starting reads the furthest along of the builds before', async function () {
     this.timeout(30_000);
-    const dir = tempDir('projections-switch-twice');
-    const events = await EmbeddedEventStore.open(dir.path);
-    const readModels = EmbeddedReadModelStore.open(dir.path);
-    const first = versionBuild(leads);
-    // A projector that has not looked for a switch before it went down.
-    const projector = new Projections(events, readModels, undefined, 60_000);
-    const late = new Projections(events, readModels, undefined, 300);
-    try {
+    await inDataDir('projections-switch-twice', async ({ events, readModels, instance }) => {
+      const first = versionBuild(leads);
+      // A projector that has not looked for a switch before it went down.
+      const projector = instance(60_000);
+      const late = instance(300);
       await postLeads(events, 0, 5);
       await projector.start();
       await runAll(projector, readModels);
@@ -322,12 +319,6 @@ describe('projections: following a switch to a build behind the one served', fun
       expect(late.build('leads'), 'the build the projector took furthest').to.equal(first);
       expect(comparePositions(late.position(), head)).to.be.at.least(0);
       expect(await readModels.get(late.collection('leads'), '300')).to.not.equal(null);
-    } finally {
-      await projector.stop();
-      await late.stop();
-      await readModels.close();
-      await events.close();
-      dir.remove();
-    }
+    });
   });
 });
